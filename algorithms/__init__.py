@@ -1,0 +1,12 @@
+"""RL algorithms sharing one core (`RLAlgorithm`), plus evaluation."""
+from algorithms.base import RLAlgorithm
+from algorithms.config import ConfigError, RLConfig, load_config
+from algorithms.evaluate import evaluate, pass_at_k
+from algorithms.grpo import GRPO, GRPOConfig
+from algorithms.reinforce import ReinforceStable, ReinforceStableConfig
+from algorithms.rollout import SamplingSettings, rollout
+
+__all__ = [
+    "RLAlgorithm", "RLConfig", "ConfigError", "load_config", "evaluate", "pass_at_k", "GRPO", "GRPOConfig",
+    "ReinforceStable", "ReinforceStableConfig", "SamplingSettings", "rollout",
+]

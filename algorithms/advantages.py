@@ -1,0 +1,60 @@
+"""Advantage estimators: group-relative (GRPO), leave-one-out (RLOO), discounted returns and GAE."""
+from __future__ import annotations
+
+import torch
+
+
+def group_advantages(rewards: torch.Tensor, group_ids: torch.Tensor, scale_by_std: bool = True,
+                     eps: float = 1e-4) -> torch.Tensor:
+    """(r - mean of its group) / (std of its group + eps); std is the unbiased sample std.
+
+    `scale_by_std=False` is Dr. GRPO's choice (no division). A group whose rewards are all equal
+    gets advantage 0 everywhere: it carries no signal.
+    """
+    adv = torch.zeros_like(rewards, dtype=torch.float)
+    for gid in torch.unique(group_ids):
+        idx = group_ids == gid
+        r = rewards[idx].float()
+        centred = r - r.mean()
+        if scale_by_std:
+            std = r.std(unbiased=True) if r.numel() > 1 else torch.tensor(0.0)
+            centred = centred / (std + eps) if std > 1e-8 else torch.zeros_like(centred)
+        adv[idx] = centred
+    return adv
+
+
+def zero_variance_groups(rewards: torch.Tensor, group_ids: torch.Tensor) -> torch.Tensor:
+    """Boolean mask over group ids (sorted unique) telling which groups have all-equal rewards."""
+    return torch.stack([rewards[group_ids == g].float().std(unbiased=False) < 1e-8
+                        for g in torch.unique(group_ids)])
+
+
+def discounted_returns(token_rewards: torch.Tensor, mask: torch.Tensor, gamma: float = 1.0) -> torch.Tensor:
+    """Reward-to-go per token: G_t = r_t + gamma * G_{t+1}, restricted to masked positions' sequence."""
+    returns = torch.zeros_like(token_rewards)
+    running = torch.zeros(token_rewards.shape[0], device=token_rewards.device)
+    for t in reversed(range(token_rewards.shape[1])):
+        running = token_rewards[:, t] + gamma * running
+        returns[:, t] = running
+    return returns * mask
+
+
+def gae(token_rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: float, lam: float
+        ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalised advantage estimation over the positions where mask == 1 (others are skipped).
+
+    Returns (advantages, returns) with returns = advantages + values. The value after the last
+    valid position is 0 (episodes end inside the batch).
+    """
+    B, T = token_rewards.shape
+    adv = torch.zeros_like(token_rewards)
+    next_value = torch.zeros(B, device=values.device)
+    running = torch.zeros(B, device=values.device)
+    for t in reversed(range(T)):
+        m = mask[:, t]
+        delta = token_rewards[:, t] + gamma * next_value - values[:, t]
+        running_new = delta + gamma * lam * running
+        adv[:, t] = running_new * m
+        running = torch.where(m > 0, running_new, running)
+        next_value = torch.where(m > 0, values[:, t], next_value)
+    return adv, adv + values

@@ -1,0 +1,323 @@
+"""`RLAlgorithm`: the shared core. It owns the loop; a subclass supplies its advantages and loss terms.
+
+One iteration: collect episodes -> reference log-probs (and KL in the reward, if asked) -> advantages
+-> update (epochs x minibatches x micro-batches, gradient accumulation, clipping, bf16 autocast)
+-> sync the reference every N iterations -> evaluate -> log -> checkpoint.
+"""
+from __future__ import annotations
+
+import random
+import shutil
+import time
+from abc import ABC, abstractmethod
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from algorithms import distributed as dist
+from algorithms.config import RLConfig
+from algorithms.evaluate import evaluate
+from algorithms.kl import kl_estimate
+from algorithms.losses import masked_mean, token_weights
+from algorithms.plots import plot_metrics
+from algorithms.rollout import SamplingSettings, rollout
+from algorithms.run_logger import RunLogger
+from buffers import Batch, ReplayBuffer, Trajectory, collate
+
+
+class RLAlgorithm(ABC):
+    """Base class of every RL algorithm.
+
+    Subclasses implement `advantages(batch)` (per-token advantages for a whole iteration's batch) and
+    `loss(batch, logprobs, entropy)` (named per-token loss terms). Everything else is shared.
+    """
+
+    config_class = RLConfig
+
+    def __init__(self, policy, env, config: RLConfig | None = None, ref_policy=None,
+                 buffer: ReplayBuffer | None = None, eval_env=None):
+        self.config = config or self.config_class()
+        if not isinstance(self.config, RLConfig):
+            raise TypeError(f"{type(self).__name__}: config must be an RLConfig, got {type(self.config).__name__}")
+        self.policy, self.env, self.eval_env = policy, env, eval_env
+        self.buffer = buffer if buffer is not None else ReplayBuffer(max(self.config.batch_size * 4, 1024))
+        self.device = getattr(policy, "device", torch.device("cpu"))
+        self.iteration = 0
+        self.rng = np.random.default_rng(self.config.seed + 1000 * dist.rank())
+        torch.manual_seed(self.config.seed)
+        self.generator = torch.Generator(device=self.device).manual_seed(self.config.seed + dist.rank())
+        self.ref_policy = ref_policy
+        if self.config.kl_coeff > 0 and self.ref_policy is None:
+            self.ref_policy = policy.frozen_copy()
+        self.optimizer = torch.optim.AdamW(policy.parameters(), lr=self.config.learning_rate,
+                                           betas=self.config.adam_betas, weight_decay=self.config.weight_decay)
+        warmup = self.config.warmup_iterations
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda step: min(1.0, (step + 1) / warmup) if warmup else 1.0)
+        self.logger: RunLogger | None = None
+        self._step_metrics: dict[str, list[float]] = {}
+
+    # ------------------------------------------------------------------ what a subclass supplies
+    @abstractmethod
+    def advantages(self, batch: Batch) -> torch.Tensor:
+        """Per-token advantages [B, C] for a whole iteration's batch (groups complete)."""
+
+    @abstractmethod
+    def loss(self, batch: Batch, logprobs: torch.Tensor, entropy: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Named per-token loss terms [B, C]; the base class aggregates, sums and adds the KL term."""
+
+    def record(self, name: str, value: float | torch.Tensor) -> None:
+        """Log a scalar from inside `loss` or `advantages` (averaged over the iteration)."""
+        self._step_metrics.setdefault(name, []).append(float(value))
+
+    # ------------------------------------------------------------------ collection
+    def sampling_settings(self) -> SamplingSettings:
+        c = self.config
+        return SamplingSettings(c.max_new_tokens, c.temperature, c.top_p, c.max_episode_steps)
+
+    def collect(self) -> list[Trajectory]:
+        """Sample `samples_per_prompt` episodes for each of `prompts_per_iteration` env resets."""
+        starts = [{"seed": int(s)} for s in self.rng.integers(0, 2**31 - 1, self.config.prompts_per_iteration)]
+        first = (self.iteration * dist.world_size() + dist.rank()) * self.config.prompts_per_iteration
+        return rollout(self.env, self.policy, starts, self.config.samples_per_prompt, self.sampling_settings(),
+                       self.generator, first_group_id=first)
+
+    @torch.no_grad()
+    def prepare(self, trajectories: list[Trajectory]) -> None:
+        """Reference log-probs, KL-in-reward and advantages, stored on each trajectory."""
+        c = self.config
+        if self.ref_policy is not None and c.kl_coeff > 0:
+            for start in range(0, len(trajectories), c.micro_batch_size):
+                chunk = trajectories[start:start + c.micro_batch_size]
+                batch = collate(chunk, self.pad_id, self.device)
+                with self.reference_context():
+                    ref_lp, _ = self.ref_policy.token_logprobs(batch.input_ids, batch.attention_mask,
+                                                               batch.completion_start, c.temperature)
+                for t, row in zip(chunk, ref_lp.float().cpu()):
+                    t.info["ref_logprobs"] = row[:len(t.completion_ids)].tolist()
+            if c.kl_in_reward:
+                for t in trajectories:
+                    kl = [m * (lp - r) for m, lp, r in zip(t.completion_mask, t.logprobs, t.info["ref_logprobs"])]
+                    t.info["kl_penalty"] = c.kl_coeff * sum(kl)
+                    t.step_rewards[-1] -= t.info["kl_penalty"]
+                    t.reward -= t.info["kl_penalty"]
+        full = collate(trajectories, self.pad_id, "cpu")
+        adv = self.advantages(full).float()
+        for t, row in zip(trajectories, adv):
+            t.info["advantages"] = row[:len(t.completion_ids)].tolist()
+
+    def reference_context(self):
+        """LoRA policies share weights with their reference: disable the adapters while scoring it."""
+        model = getattr(self.ref_policy, "model", None)
+        if getattr(self.ref_policy, "is_lora", False) and hasattr(model, "disable_adapter"):
+            return model.disable_adapter()
+        return torch.no_grad()
+
+    @property
+    def pad_id(self) -> int:
+        tok = self.policy.tokenizer
+        return tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+
+    # ------------------------------------------------------------------ optimisation
+    def select_for_update(self, trajectories: list[Trajectory]) -> list[Trajectory]:
+        """Hook: which trajectories to train on (e.g. DAPO drops zero-variance groups)."""
+        return trajectories
+
+    def update(self, trajectories: list[Trajectory]) -> dict[str, float]:
+        """Epochs x minibatches (one optimizer step each) x micro-batches (gradient accumulation)."""
+        c = self.config
+        self.policy.model.train()
+        minibatch = c.minibatch_size or len(trajectories)
+        stats: dict[str, list[float]] = {}
+        for _ in range(c.update_epochs):
+            order = self.rng.permutation(len(trajectories))
+            for start in range(0, len(order), minibatch):
+                chosen = [trajectories[i] for i in order[start:start + minibatch]]
+                for key, value in self.optimizer_step(chosen).items():
+                    stats.setdefault(key, []).append(value)
+        self.policy.model.eval()
+        return {k: float(np.mean(v)) for k, v in stats.items()}
+
+    def optimizer_step(self, trajectories: list[Trajectory]) -> dict[str, float]:
+        """One optimizer step over `trajectories`, accumulated over micro-batches.
+
+        Token and sequence counts are taken over the whole step (and all processes), so the loss is
+        the same whatever the micro-batch size (see algorithms/losses.py).
+        """
+        c = self.config
+        step_tokens = dist.all_reduce_sum(float(sum(t.num_generated_tokens for t in trajectories)))
+        step_sequences = int(dist.all_reduce_sum(float(len(trajectories))))
+        const_len = c.max_completion_length or c.max_new_tokens * c.max_episode_steps
+        self.optimizer.zero_grad(set_to_none=True)
+        totals: dict[str, float] = {}
+        for start in range(0, len(trajectories), c.micro_batch_size):
+            batch = collate(trajectories[start:start + c.micro_batch_size], self.pad_id, self.device)
+            logprobs, entropy = self.policy.token_logprobs(batch.input_ids, batch.attention_mask,
+                                                           batch.completion_start, c.temperature)
+            logprobs, entropy = logprobs.float(), entropy.float()
+            terms = self.loss(batch, logprobs, entropy)
+            if c.kl_coeff > 0 and not c.kl_in_reward and batch.ref_logprobs is not None:
+                terms["kl"] = c.kl_coeff * kl_estimate(logprobs, batch.ref_logprobs, c.kl_estimator)
+            weights = token_weights(batch.loss_mask, c.loss_aggregation, step_tokens, step_sequences, const_len)
+            # each rank's gradient is averaged by DDP, so scale back up by the world size
+            weights = weights * dist.world_size()
+            loss = sum((term * weights).sum() for term in terms.values())
+            loss.backward()
+            for name, term in terms.items():
+                totals[name] = totals.get(name, 0.0) + float((term.detach() * weights).sum()) / dist.world_size()
+            with torch.no_grad():
+                if batch.ref_logprobs is not None:
+                    self.record("kl", masked_mean(kl_estimate(logprobs, batch.ref_logprobs, "k3"), batch.loss_mask))
+                self.record("entropy", masked_mean(entropy, batch.loss_mask))
+        dist.sync_gradients(self.policy.parameters())
+        if c.max_grad_norm > 0:
+            grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), c.max_grad_norm)
+            totals["grad_norm"] = float(grad_norm)
+        self.optimizer.step()
+        self.scheduler.step()
+        totals["loss"] = sum(v for k, v in totals.items() if k != "grad_norm")
+        return totals
+
+    # ------------------------------------------------------------------ the loop
+    def train(self, resume: bool = False) -> list[dict]:
+        """Run `num_iterations` iterations (continuing from the checkpoint when `resume`)."""
+        c = self.config
+        run_dir = Path(c.output_dir)
+        if resume and (run_dir / "checkpoint").is_dir():
+            self.load(run_dir / "checkpoint")
+        if dist.is_main():
+            self.logger = RunLogger(run_dir, self.describe(), c.wandb, c.wandb_project, resume=resume)
+            if resume:
+                self.logger.truncate_after(self.iteration)
+        bar = tqdm(total=c.num_iterations, initial=self.iteration, disable=not (c.progress and dist.is_main()),
+                   desc=type(self).__name__)
+        if self.iteration == 0 and c.eval_at_start:
+            self._log({"iteration": 0, **self._eval_metrics()})
+        while self.iteration < c.num_iterations:
+            metrics = self.train_iteration()
+            self.iteration += 1
+            metrics["iteration"] = self.iteration
+            if c.ref_sync_every and self.iteration % c.ref_sync_every == 0 and self.ref_policy is not None:
+                self.sync_reference()
+            last = self.iteration == c.num_iterations
+            if (c.eval_every and self.iteration % c.eval_every == 0) or last:
+                metrics.update(self._eval_metrics())
+            self._log(metrics)
+            if (c.save_every and self.iteration % c.save_every == 0) or last:
+                self.save(run_dir / "checkpoint")
+            bar.update(1)
+            bar.set_postfix(reward=f"{metrics['reward_mean']:.3f}", acc=f"{metrics['train_accuracy']:.2f}")
+        bar.close()
+        rows = self.logger.read() if self.logger else []
+        if self.logger:
+            plot_metrics(rows, run_dir / "metrics.png", title=f"{type(self).__name__} on {self._env_name()}")
+            self.logger.close()
+        return rows
+
+    def train_iteration(self) -> dict:
+        """One collect -> prepare -> update round; returns its metrics."""
+        t0 = time.perf_counter()
+        trajectories = self.collect()
+        t1 = time.perf_counter()
+        self.prepare(trajectories)
+        t2 = time.perf_counter()
+        self.buffer.clear()
+        self.buffer.extend(trajectories)
+        selected = self.select_for_update(trajectories)
+        update_stats = self.update(selected) if selected else {}
+        t3 = time.perf_counter()
+        generated = sum(t.num_generated_tokens for t in trajectories)
+        rewards = [t.reward for t in trajectories]
+        metrics = {
+            "reward_mean": float(np.mean(rewards)), "reward_std": float(np.std(rewards)),
+            "train_accuracy": float(np.mean([bool(t.info.get("correct", False)) for t in trajectories])),
+            "completion_length": generated / max(len(trajectories), 1),
+            "truncated_fraction": float(np.mean([t.truncated for t in trajectories])),
+            "trained_trajectories": len(selected),
+            "tokens_per_second": generated / max(t1 - t0, 1e-9),
+            "time_sample": t1 - t0, "time_prepare": t2 - t1, "time_update": t3 - t2,
+            "learning_rate": self.scheduler.get_last_lr()[0],
+            "rewards": [round(r, 4) for r in rewards],
+            **{f"loss_{k}" if k not in ("loss", "grad_norm") else k: v for k, v in update_stats.items()},
+        }
+        metrics.update({k: float(np.mean(v)) for k, v in self._step_metrics.items()})
+        self._step_metrics = {}
+        return metrics
+
+    def sync_reference(self) -> None:
+        """Copy the current policy weights into the reference model (REINFORCE-stable's periodic reset)."""
+        if getattr(self.ref_policy, "is_lora", False):
+            return  # the reference of a LoRA policy is the frozen base; nothing to copy
+        self.ref_policy.model.load_state_dict(self.policy.model.state_dict())
+
+    def _eval_metrics(self) -> dict:
+        env = self.eval_env
+        if env is None:
+            return {}
+        c = self.config
+        result = evaluate(self.policy, env, c.eval_episodes, c.eval_max_new_tokens or c.max_new_tokens,
+                          max_episode_steps=c.max_episode_steps)
+        return {f"eval_{k}": v for k, v in result.items()}
+
+    def _log(self, metrics: dict) -> None:
+        if self.logger is not None:
+            self.logger.log(metrics)
+
+    def _env_name(self) -> str:
+        spec = getattr(self.env, "spec", None)
+        return getattr(spec, "id", None) or type(getattr(self.env, "unwrapped", self.env)).__name__
+
+    def describe(self) -> dict:
+        return {"algorithm": type(self).__name__, "env": self._env_name(), **self.config.to_dict()}
+
+    # ------------------------------------------------------------------ checkpoints
+    def save(self, directory: str | Path) -> None:
+        """Everything needed to continue exactly: weights, optimizer, scheduler, RNG states, buffer, iteration."""
+        if not dist.is_main():
+            return
+        directory = Path(directory)
+        tmp = directory.with_name(directory.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        state = {
+            "iteration": self.iteration,
+            "policy": self.policy.state_dict(),
+            "reference": self.ref_policy.state_dict() if self._ref_has_own_weights() else None,
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "rng": {"numpy_algorithm": self.rng.bit_generator.state, "python": random.getstate(),
+                    "torch": torch.get_rng_state(), "generator": self.generator.get_state(),
+                    "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
+        }
+        torch.save(state, tmp / "state.pt")
+        self.buffer.save(tmp / "buffer.jsonl")
+        if directory.exists():
+            shutil.rmtree(directory)
+        tmp.rename(directory)
+
+    def load(self, directory: str | Path) -> None:
+        """Restore a checkpoint written by `save` (the counterpart of --resume)."""
+        path = Path(directory) / "state.pt"
+        if not path.is_file():
+            raise FileNotFoundError(f"no checkpoint at {directory} (expected {path})")
+        state = torch.load(path, map_location="cpu", weights_only=False)
+        self.iteration = state["iteration"]
+        self.policy.load_state_dict(state["policy"])
+        if state["reference"] is not None and self.ref_policy is not None:
+            self.ref_policy.load_state_dict(state["reference"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.rng.bit_generator.state = state["rng"]["numpy_algorithm"]
+        random.setstate(state["rng"]["python"])
+        torch.set_rng_state(state["rng"]["torch"])
+        self.generator.set_state(state["rng"]["generator"])
+        if state["rng"]["cuda"] is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["rng"]["cuda"])
+        buffer_path = Path(directory) / "buffer.jsonl"
+        if buffer_path.is_file():
+            self.buffer = ReplayBuffer.load(buffer_path)
+
+    def _ref_has_own_weights(self) -> bool:
+        return self.ref_policy is not None and not getattr(self.ref_policy, "is_lora", False)

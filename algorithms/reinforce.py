@@ -1,0 +1,44 @@
+"""REINFORCE-stable (seed 002): REINFORCE with a baseline and a KL to a periodically re-synced reference."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from algorithms.advantages import discounted_returns
+from algorithms.base import RLAlgorithm
+from algorithms.config import RLConfig, _check
+
+
+@dataclass
+class ReinforceStableConfig(RLConfig):
+    """REINFORCE-stable settings: the reference is re-synced to the policy every `ref_sync_every`
+    iterations, so the KL keeps each phase close to where it started without pinning the policy forever."""
+
+    kl_coeff: float = 0.05
+    ref_sync_every: int = 2
+    gamma: float = 1.0                  # discount over steps (stepwise envs)
+    normalize_advantages: bool = True   # divide (return - baseline) by the batch std
+    samples_per_prompt: int = 1
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check(0 < self.gamma <= 1, f"ReinforceStableConfig.gamma must be in (0, 1], got {self.gamma}")
+
+
+class ReinforceStable(RLAlgorithm):
+    """Policy gradient -log pi(a) * (G_t - b), b the batch-mean return."""
+
+    config_class = ReinforceStableConfig
+
+    def advantages(self, batch):
+        returns = discounted_returns(batch.token_rewards, batch.loss_mask, self.config.gamma)
+        baseline = batch.rewards.mean()
+        adv = (returns - baseline) * batch.loss_mask
+        if self.config.normalize_advantages and batch.size > 1:
+            std = batch.rewards.std()
+            adv = adv / (std + 1e-4)
+        return adv
+
+    def loss(self, batch, logprobs, entropy):
+        return {"policy": -logprobs * batch.advantages}

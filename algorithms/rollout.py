@@ -1,0 +1,96 @@
+"""Running a policy in a language environment and recording trajectories in exact token ids.
+
+Works for single-turn envs (one action) and stepwise envs (one reasoning step per action): each
+episode is a branch holding its env state and its token ids; all live branches are sampled together
+in one batch per step. Text the env injects (calculator results, separators) is tokenised and
+appended with completion_mask 0, so the loss never trains on it; the model's own tokens are kept as
+sampled, never re-tokenised.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from buffers import Trajectory
+from policies.base import Policy
+
+
+@dataclass
+class SamplingSettings:
+    max_new_tokens: int = 64
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_episode_steps: int = 10
+
+
+@dataclass
+class _Branch:
+    group_id: int
+    prompt_ids: list[int]
+    state: dict
+    ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    mask: list[int] = field(default_factory=list)
+    step_ends: list[int] = field(default_factory=list)
+    step_rewards: list[float] = field(default_factory=list)
+    done: bool = False
+    truncated: bool = False
+    info: dict = field(default_factory=dict)
+    text: str = ""
+
+
+def is_stepwise(env) -> bool:
+    return getattr(getattr(env, "unwrapped", env), "mode", "single") == "stepwise"
+
+
+def rollout(env, policy: Policy, starts: list[dict], group_size: int, settings: SamplingSettings,
+            generator: torch.Generator | None = None, first_group_id: int = 0) -> list[Trajectory]:
+    """Play `group_size` episodes from each reset in `starts` (kwargs for env.reset, e.g. {"seed": 3}).
+
+    Episodes of one start share a group id and the same initial env state.
+    """
+    branches: list[_Branch] = []
+    for k, start in enumerate(starts):
+        obs, info = env.reset(**start)
+        state = env.get_state()
+        prompt_ids = policy.format_prompt(obs)
+        for _ in range(group_size):
+            branches.append(_Branch(first_group_id + k, prompt_ids, state, info=dict(info)))
+    stop = ["\n"] if is_stepwise(env) else None
+    for _ in range(settings.max_episode_steps):
+        live = [b for b in branches if not b.done]
+        if not live:
+            break
+        gens = policy.sample([b.prompt_ids + b.ids for b in live], 1, settings.max_new_tokens,
+                             settings.temperature, settings.top_p, stop, generator)
+        for branch, (gen,) in zip(live, gens):
+            env.set_state(branch.state)
+            _, reward, terminated, truncated, info = env.step(gen.text)
+            branch.state = env.get_state()
+            branch.ids += gen.completion_ids
+            branch.logprobs += gen.logprobs
+            branch.mask += [1] * len(gen.completion_ids)
+            branch.text += gen.text
+            branch.step_ends.append(len(branch.ids) - 1)
+            branch.step_rewards.append(float(reward))
+            branch.info.update(info)
+            branch.done = bool(terminated or truncated)
+            branch.truncated = branch.truncated or bool(truncated) or gen.finish_reason == "length"
+            injected = info.get("injected_text", "")
+            if injected and not branch.done:
+                inj_ids = policy.encode_text(injected)
+                branch.ids += inj_ids
+                branch.logprobs += [0.0] * len(inj_ids)
+                branch.mask += [0] * len(inj_ids)
+                branch.text += injected
+    return [_to_trajectory(b) for b in branches]
+
+
+def _to_trajectory(b: _Branch) -> Trajectory:
+    info = {k: v for k, v in b.info.items() if isinstance(v, (str, int, float, bool, type(None), dict, list))}
+    if not b.done:  # ran out of steps without the env ending the episode
+        info["unfinished"] = True
+    return Trajectory(prompt_ids=b.prompt_ids, completion_ids=b.ids, logprobs=b.logprobs, completion_mask=b.mask,
+                      reward=float(sum(b.step_rewards)), step_rewards=b.step_rewards, step_ends=b.step_ends,
+                      group_id=b.group_id, truncated=b.truncated or not b.done, text=b.text, info=info)

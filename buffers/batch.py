@@ -1,0 +1,72 @@
+"""Collating trajectories into padded tensors for the training pass."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from buffers.trajectory import Trajectory
+
+
+@dataclass
+class Batch:
+    """Tensors for one micro-batch. Prompts are left-padded to a common start column `completion_start`;
+    completions are right-padded, so every [B, C] tensor lines up with input_ids[:, completion_start:]."""
+
+    input_ids: torch.Tensor        # [B, P + C]
+    attention_mask: torch.Tensor   # [B, P + C]
+    completion_start: int          # P
+    loss_mask: torch.Tensor        # [B, C] float, 1 where the model sampled the token
+    old_logprobs: torch.Tensor     # [B, C] behaviour log-probs
+    token_rewards: torch.Tensor    # [B, C] step rewards placed at each step's last token
+    rewards: torch.Tensor          # [B] episode rewards
+    group_ids: torch.Tensor        # [B]
+    ref_logprobs: torch.Tensor | None = None   # [B, C]
+    advantages: torch.Tensor | None = None     # [B, C]
+    extras: dict | None = None
+
+    @property
+    def size(self) -> int:
+        return self.input_ids.shape[0]
+
+    def to(self, device: torch.device) -> "Batch":
+        moved = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in self.__dict__.items()}
+        return Batch(**moved)
+
+
+def collate(trajectories: list[Trajectory], pad_id: int, device: torch.device | str = "cpu") -> Batch:
+    """Pad a list of trajectories into a Batch (stored tensors like ref log-probs/advantages included)."""
+    if not trajectories:
+        raise ValueError("collate: empty list of trajectories")
+    P = max(len(t.prompt_ids) for t in trajectories)
+    C = max(max(len(t.completion_ids) for t in trajectories), 1)
+    B = len(trajectories)
+    ids = torch.full((B, P + C), pad_id, dtype=torch.long)
+    attn = torch.zeros((B, P + C), dtype=torch.long)
+    loss_mask = torch.zeros((B, C))
+    old_lp = torch.zeros((B, C))
+    token_rewards = torch.zeros((B, C))
+    has_ref = all("ref_logprobs" in t.info for t in trajectories)
+    has_adv = all("advantages" in t.info for t in trajectories)
+    ref = torch.zeros((B, C)) if has_ref else None
+    adv = torch.zeros((B, C)) if has_adv else None
+    for i, t in enumerate(trajectories):
+        p, c = len(t.prompt_ids), len(t.completion_ids)
+        ids[i, P - p:P] = torch.tensor(t.prompt_ids, dtype=torch.long)
+        attn[i, P - p:P] = 1
+        if c:
+            ids[i, P:P + c] = torch.tensor(t.completion_ids, dtype=torch.long)
+            attn[i, P:P + c] = 1
+            loss_mask[i, :c] = torch.tensor(t.completion_mask, dtype=torch.float)
+            old_lp[i, :c] = torch.tensor(t.logprobs)
+            for end, r in zip(t.step_ends, t.step_rewards):
+                token_rewards[i, end] += r
+            if has_ref:
+                ref[i, :c] = torch.tensor(t.info["ref_logprobs"])
+            if has_adv:
+                adv[i, :c] = torch.tensor(t.info["advantages"])
+    return Batch(
+        input_ids=ids, attention_mask=attn, completion_start=P, loss_mask=loss_mask, old_logprobs=old_lp,
+        token_rewards=token_rewards, rewards=torch.tensor([float(t.reward) for t in trajectories]),
+        group_ids=torch.tensor([t.group_id for t in trajectories]), ref_logprobs=ref, advantages=adv,
+    ).to(torch.device(device))

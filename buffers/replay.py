@@ -1,0 +1,93 @@
+"""`ReplayBuffer`: a bounded store of trajectories with minibatch iteration and save/load."""
+from __future__ import annotations
+
+import json
+import os
+from collections import deque
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import numpy as np
+
+from buffers.trajectory import Trajectory
+
+
+class ReplayBuffer:
+    """Holds up to `capacity` trajectories (oldest dropped first).
+
+    On-policy algorithms `clear()` it every iteration; off-policy ones keep it and `sample()`.
+    `save`/`load` write JSON lines (safe to load: no pickle), so a run can resume or reuse a
+    cached buffer (seed 002's --cache_buffer).
+    """
+
+    def __init__(self, capacity: int = 100_000):
+        if capacity <= 0:
+            raise ValueError(f"ReplayBuffer: capacity must be positive, got {capacity}")
+        self.capacity = capacity
+        self._items: deque[Trajectory] = deque(maxlen=capacity)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self) -> Iterator[Trajectory]:
+        return iter(self._items)
+
+    def __getitem__(self, index: int) -> Trajectory:
+        return self._items[index]
+
+    def add(self, trajectory: Trajectory) -> None:
+        if not isinstance(trajectory, Trajectory):
+            raise TypeError(f"ReplayBuffer.add expects a Trajectory, got {type(trajectory).__name__}")
+        self._items.append(trajectory)
+
+    def extend(self, trajectories: Iterable[Trajectory]) -> None:
+        for t in trajectories:
+            self.add(t)
+
+    def clear(self) -> None:
+        self._items.clear()
+
+    def sample(self, k: int, rng: np.random.Generator | None = None) -> list[Trajectory]:
+        """k trajectories drawn uniformly without replacement."""
+        if k > len(self):
+            raise ValueError(f"ReplayBuffer.sample: asked for {k} trajectories, buffer holds {len(self)}")
+        rng = rng or np.random.default_rng()
+        return [self._items[i] for i in rng.choice(len(self), size=k, replace=False)]
+
+    def minibatches(self, size: int, shuffle: bool = True, rng: np.random.Generator | None = None
+                    ) -> Iterator[list[Trajectory]]:
+        """Consecutive minibatches of `size` trajectories covering the buffer once (last may be smaller)."""
+        if size <= 0:
+            raise ValueError(f"minibatch size must be positive, got {size}")
+        order = np.arange(len(self))
+        if shuffle:
+            (rng or np.random.default_rng()).shuffle(order)
+        for start in range(0, len(order), size):
+            yield [self._items[i] for i in order[start:start + size]]
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the buffer as JSON lines (atomically: a crash never leaves a half-written file)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        with open(tmp, "w") as fh:
+            fh.write(json.dumps({"capacity": self.capacity}) + "\n")
+            for t in self._items:
+                fh.write(json.dumps(t.to_dict()) + "\n")
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "ReplayBuffer":
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"replay buffer file not found: {path}")
+        with open(path) as fh:
+            lines = fh.read().splitlines()
+        try:
+            header = json.loads(lines[0])
+            buffer = cls(header["capacity"])
+            for number, line in enumerate(lines[1:], start=2):
+                buffer.add(Trajectory.from_dict(json.loads(line)))
+        except (json.JSONDecodeError, KeyError, TypeError, IndexError) as err:
+            raise ValueError(f"{path}: not a replay buffer file ({err})") from None
+        return buffer

@@ -1,0 +1,35 @@
+"""Gym-style environments for RL training of language models.
+
+Text in, text out: ``obs, info = env.reset(seed=0)``; ``env.step(text)``.
+Build envs with ``make("Arithmetic-v0")`` and list them with ``registered_ids()``.
+"""
+
+from envs.answers import answers_equal, extract_answer
+from envs.arithmetic import ArithmeticEnv
+from envs.base import EpisodeOverError, LanguageEnv, Problem
+from envs.data import DataFileNotFoundError, MalformedRowError
+from envs.math import GSM8KEnv, MATHEnv
+from envs.registry import UnknownEnvError, make, register, registered_ids
+from envs.rewards import combine_rewards, correctness_reward, format_reward
+from envs.spaces import AnyText
+
+__all__ = [
+    "AnyText",
+    "ArithmeticEnv",
+    "DataFileNotFoundError",
+    "EpisodeOverError",
+    "GSM8KEnv",
+    "LanguageEnv",
+    "MATHEnv",
+    "MalformedRowError",
+    "Problem",
+    "UnknownEnvError",
+    "answers_equal",
+    "combine_rewards",
+    "correctness_reward",
+    "extract_answer",
+    "format_reward",
+    "make",
+    "register",
+    "registered_ids",
+]

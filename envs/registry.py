@@ -1,0 +1,88 @@
+"""Environment ids, registered as data with lazy "module:Class" entry points.
+
+Registration goes through gymnasium's registry, so every env gets a proper
+``env.spec`` (``gymnasium.utils.env_checker.check_env`` uses it to remake the env).
+``make`` keeps its own list of ids so it only builds this package's language envs.
+
+Adding an env takes three lines::
+
+    class MyEnv(LanguageEnv): ...           # provide num_problems and get_problem
+    register("MyEnv-v0", MyEnv)             # or "my_module:MyEnv"
+    env = make("MyEnv-v0")
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium
+
+from envs.base import LanguageEnv
+
+_REGISTERED: dict[str, None] = {}  # ordered set of this package's ids
+
+
+class UnknownEnvError(KeyError):
+    """``make`` was given an id that is not registered; the message suggests close matches."""
+
+    def __init__(self, env_id: str, known_ids: list[str]):
+        self.env_id = env_id
+        self.known_ids = list(known_ids)
+        suggestions = _close_matches(env_id, self.known_ids)
+        hint = f" (did you mean {' or '.join(repr(s) for s in suggestions)}?)" if suggestions else ""
+        self.message = f"unknown env id {env_id!r}{hint}; known ids: {', '.join(self.known_ids)}"
+        super().__init__(self.message)
+
+    def __str__(self) -> str:  # KeyError would wrap the message in quotes
+        return self.message
+
+
+def _close_matches(env_id: str, known_ids: list[str]) -> list[str]:
+    by_lower = {known.lower(): known for known in known_ids}
+    matches = difflib.get_close_matches(str(env_id).lower(), list(by_lower), n=3, cutoff=0.6)
+    return [by_lower[match] for match in matches]
+
+
+def register(id: str, entry_point: str | Callable[..., LanguageEnv], **default_kwargs: Any) -> None:  # noqa: A002
+    """Register ``id`` to build ``entry_point`` ("module:Class" or a class) with ``default_kwargs``.
+
+    Registering an id again replaces its entry (gymnasium logs a warning).
+    """
+    gymnasium.register(
+        id=id,
+        entry_point=entry_point,
+        kwargs=default_kwargs,
+        order_enforce=False,  # LanguageEnv raises its own EpisodeOverError
+        disable_env_checker=True,  # the checker lives in the tests, not on every step
+    )
+    _REGISTERED[id] = None
+
+
+def registered_ids() -> list[str]:
+    """The ids registered through this module, in registration order."""
+    return list(_REGISTERED)
+
+
+def make(id: str, **kwargs: Any) -> LanguageEnv:  # noqa: A002 - same name as gymnasium.make
+    """Build a registered env; ``kwargs`` override the registered defaults.
+
+    Returns the env itself, not a gymnasium wrapper: gymnasium 1.x wrappers do not
+    forward custom methods, and ``get_state``/``set_state`` must work directly on
+    the returned object. The env still carries its ``spec``.
+    """
+    if id not in _REGISTERED:
+        raise UnknownEnvError(id, registered_ids())
+    env = gymnasium.make(id, **kwargs).unwrapped
+    if not isinstance(env, LanguageEnv):
+        raise TypeError(f"the entry point of {id!r} built a {type(env).__name__}, which is not a LanguageEnv")
+    return env
+
+
+register("Arithmetic-v0", "envs.arithmetic:ArithmeticEnv", level=1, mode="single")
+register("ArithmeticStepwise-v0", "envs.arithmetic:ArithmeticEnv", level=1, mode="stepwise")
+register("GSM8K-v0", "envs.math:GSM8KEnv", mode="single")
+register("GSM8KStepwise-v0", "envs.math:GSM8KEnv", mode="stepwise")
+register("MATH-v0", "envs.math:MATHEnv", mode="single")
+register("MATHStepwise-v0", "envs.math:MATHEnv", mode="stepwise")

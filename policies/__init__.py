@@ -1,0 +1,16 @@
+"""Policies: Hugging Face causal LMs as RL policies, sampling, scoring, and model loading."""
+from policies.base import Policy
+from policies.generation import Generation
+from policies.hf import HFPolicy, LoraSettings
+from policies.models import (
+    EMBEDDED_MODEL,
+    ModelNotFoundError,
+    build_tiny_model,
+    build_tiny_tokenizer,
+    load_model_and_tokenizer,
+)
+
+__all__ = [
+    "Policy", "Generation", "HFPolicy", "LoraSettings", "EMBEDDED_MODEL", "ModelNotFoundError",
+    "build_tiny_model", "build_tiny_tokenizer", "load_model_and_tokenizer",
+]

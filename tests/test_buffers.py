@@ -1,0 +1,58 @@
+import numpy as np
+import pytest
+
+from buffers import ReplayBuffer, Trajectory, collate
+
+
+def make_traj(i: int, group: int = 0) -> Trajectory:
+    return Trajectory(prompt_ids=[1, 2, 3][: 1 + i % 3], completion_ids=[4 + i, 5, 6], logprobs=[-0.1, -0.2, -0.3],
+                      completion_mask=[1, 0, 1], reward=float(i), group_id=group, text=f"t{i}", info={"correct": i % 2 == 0})
+
+
+def test_buffer_add_capacity_sample_minibatches():
+    buf = ReplayBuffer(capacity=5)
+    buf.extend(make_traj(i) for i in range(7))
+    assert len(buf) == 5 and buf[0].reward == 2.0  # oldest dropped
+    sample = buf.sample(3, np.random.default_rng(0))
+    assert len(sample) == 3 and len({id(t) for t in sample}) == 3
+    batches = list(buf.minibatches(2, shuffle=True, rng=np.random.default_rng(0)))
+    assert [len(b) for b in batches] == [2, 2, 1]
+    assert sorted(t.reward for b in batches for t in b) == [2.0, 3.0, 4.0, 5.0, 6.0]
+    with pytest.raises(ValueError, match="asked for 9"):
+        buf.sample(9)
+    buf.clear()
+    assert len(buf) == 0
+
+
+def test_buffer_save_load_round_trip(tmp_path):
+    buf = ReplayBuffer(capacity=10)
+    buf.extend(make_traj(i, group=i // 2) for i in range(4))
+    buf.save(tmp_path / "buf.jsonl")
+    loaded = ReplayBuffer.load(tmp_path / "buf.jsonl")
+    assert loaded.capacity == 10
+    assert [t.to_dict() for t in loaded] == [t.to_dict() for t in buf]
+
+
+def test_buffer_load_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nope.jsonl"):
+        ReplayBuffer.load(tmp_path / "nope.jsonl")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"capacity": 3}\n{not json\n')
+    with pytest.raises(ValueError, match="not a replay buffer file"):
+        ReplayBuffer.load(bad)
+
+
+def test_trajectory_length_mismatch_is_clear():
+    with pytest.raises(ValueError, match="same length"):
+        Trajectory([1], [2, 3], [-0.1], [1, 1], 0.0)
+
+
+def test_collate_aligns_prompts_and_completions():
+    trajs = [make_traj(0), make_traj(2)]  # prompt lengths 1 and 3
+    batch = collate(trajs, pad_id=0)
+    assert batch.completion_start == 3
+    assert batch.input_ids[0].tolist() == [0, 0, 1, 4, 5, 6]
+    assert batch.input_ids[1].tolist() == [1, 2, 3, 6, 5, 6]
+    assert batch.attention_mask[0].tolist() == [0, 0, 1, 1, 1, 1]
+    assert batch.loss_mask.tolist() == [[1, 0, 1], [1, 0, 1]]
+    assert batch.token_rewards[1].tolist() == [0, 0, 2.0]  # reward paid at the last token

@@ -1,0 +1,131 @@
+"""Registry: ids, make, gymnasium's env checker on every id, errors, user-registered envs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import envs
+from envs import LanguageEnv, Problem, UnknownEnvError, make, register, registered_ids
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA_FILES = {"GSM8K": SHARED_DATA / "gsm8k" / "train.jsonl", "MATH": SHARED_DATA / "math500" / "test.jsonl"}
+BUILT_IN_IDS = ["Arithmetic-v0", "ArithmeticStepwise-v0", "GSM8K-v0", "GSM8KStepwise-v0", "MATH-v0", "MATHStepwise-v0"]
+
+
+def make_offline(env_id: str, **kwargs) -> LanguageEnv:
+    """``make`` with the shared data files for the hub-backed ids (skips if they are absent)."""
+    for prefix, path in DATA_FILES.items():
+        if env_id.startswith(prefix):
+            if not path.is_file():
+                pytest.skip(f"shared data file not found: {path}")
+            kwargs.setdefault("data_path", str(path))
+    return make(env_id, **kwargs)
+
+
+def test_built_in_ids_are_registered():
+    assert set(BUILT_IN_IDS) <= set(registered_ids())
+
+
+@pytest.mark.parametrize("env_id", BUILT_IN_IDS)
+def test_gymnasium_check_env_passes_without_warnings(env_id):
+    env = make_offline(env_id)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_env(env)
+    assert env.spec is not None and env.spec.id == env_id
+
+
+@pytest.mark.parametrize("mode", ["single", "stepwise"])
+@pytest.mark.parametrize("level", [0, 2, 3, 4])
+def test_check_env_passes_for_every_arithmetic_level(level, mode):
+    check_env(make("Arithmetic-v0", level=level, mode=mode))
+
+
+@pytest.mark.parametrize("env_id", BUILT_IN_IDS)
+def test_make_returns_a_language_env_with_working_state(env_id):
+    env = make_offline(env_id)
+    assert isinstance(env, LanguageEnv) and env.unwrapped is env
+    expected_mode = "stepwise" if "Stepwise" in env_id else "single"
+    _, info = env.reset(seed=0)
+    assert info["mode"] == expected_mode == env.mode
+    saved = env.get_state()
+    first = env.step(f"#### {info['gold']}")
+    env.set_state(saved)
+    assert env.step(f"#### {info['gold']}") == first
+
+
+def test_make_kwargs_override_registered_defaults():
+    env = make("Arithmetic-v0", level=3, split="test")
+    assert (env.level, env.split, env.mode) == (3, "test", "single")
+    assert make("ArithmeticStepwise-v0", max_steps=2).max_steps == 2
+    assert make(id="Arithmetic-v0").level == 1  # same keyword as gymnasium.make
+
+
+def test_unknown_id_suggests_close_match_and_lists_known_ids():
+    with pytest.raises(UnknownEnvError) as error:
+        make("GSM8k-v0")
+    message = str(error.value)
+    assert "'GSM8k-v0'" in message and "did you mean 'GSM8K-v0'" in message
+    assert all(env_id in message for env_id in BUILT_IN_IDS)
+    assert "\n" not in message and not message.startswith('"')
+    assert isinstance(error.value, KeyError)
+
+
+def test_unknown_id_without_close_match_still_lists_known_ids():
+    with pytest.raises(UnknownEnvError, match="unknown env id 'Chess-v3'; known ids: Arithmetic-v0"):
+        make("Chess-v3")
+
+
+def test_gymnasium_ids_are_not_language_envs():
+    with pytest.raises(UnknownEnvError):
+        make("CartPole-v1")
+
+
+class CountdownEnv(LanguageEnv):
+    """A user's env: what is n - 1?"""
+
+    @property
+    def num_problems(self) -> int:
+        return 20
+
+    def get_problem(self, index: int) -> Problem:
+        return Problem(f"What is {index} - 1?", str(index - 1), f"countdown/{index}")
+
+
+def test_user_registers_and_makes_a_custom_env():
+    register("Countdown-v0", CountdownEnv, instruction=" Answer after ####.")
+    env = make("Countdown-v0")
+    assert "Countdown-v0" in registered_ids()
+    obs, info = env.reset(options={"index": 5})
+    assert obs == "What is 5 - 1? Answer after ####."
+    _, reward, terminated, _, _ = env.step("#### 4")
+    assert (reward, terminated) == (1.0, True)
+    check_env(make("Countdown-v0", mode="stepwise"))
+
+
+def test_register_with_a_module_string_entry_point():
+    register("ArithmeticLevel4-v0", "envs.arithmetic:ArithmeticEnv", level=4)
+    env = make("ArithmeticLevel4-v0")
+    assert type(env).__name__ == "ArithmeticEnv" and env.level == 4
+
+
+def test_importing_envs_is_light():
+    code = "import sys, envs; print(any(m in sys.modules for m in ('datasets', 'torch', 'transformers')))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                            cwd=Path(envs.__file__).resolve().parents[1])
+    assert result.stdout.strip() == "False"
+
+
+def test_public_names_are_exported():
+    expected = {
+        "make", "register", "registered_ids", "LanguageEnv", "AnyText", "EpisodeOverError", "UnknownEnvError",
+        "DataFileNotFoundError", "MalformedRowError", "ArithmeticEnv", "GSM8KEnv", "MATHEnv",
+        "correctness_reward", "format_reward", "combine_rewards", "extract_answer", "answers_equal",
+    }
+    assert expected <= set(envs.__all__) and all(hasattr(envs, name) for name in expected)
