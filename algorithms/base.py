@@ -44,6 +44,8 @@ class RLAlgorithm(ABC):
         self.policy, self.env, self.eval_env = policy, env, eval_env
         self.buffer = buffer if buffer is not None else ReplayBuffer(max(self.config.batch_size * 4, 1024))
         self.device = getattr(policy, "device", torch.device("cpu"))
+        if hasattr(policy, "bf16"):
+            policy.bf16 = self.config.bf16
         self.iteration = 0
         self.rng = np.random.default_rng(self.config.seed + 1000 * dist.rank())
         torch.manual_seed(self.config.seed)

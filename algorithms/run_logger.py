@@ -30,7 +30,7 @@ class RunLogger:
         """On resume, drop lines logged after the checkpoint (they will be produced again)."""
         if not self.metrics_path.exists():
             return
-        rows = [r for r in self.read() if r.get("iteration", -1) < iteration]
+        rows = [r for r in self.read() if r.get("iteration", -1) <= iteration]
         self.metrics_path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
     def log(self, metrics: dict[str, Any]) -> None:

@@ -19,13 +19,19 @@ Safety design
 * Size guards: exponents must satisfy ``|e| <= MAX_EXPONENT``, the estimated
   size of ``base ** e`` and every intermediate rational must stay below
   ``MAX_BITS`` (~1000 decimal digits).  ``9**9**9`` is rejected instantly.
+* Roots: sympy factors radicands when it combines them (``sqrt(a)*sqrt(b)``
+  -> ``sqrt(a*b)``), so the total size of numbers under roots in the
+  operands of any operation is capped at ``MAX_RADICAND_BITS``.
 * Numeric answers are compared in-process (exact rationals, otherwise
-  ``evalf`` with relative tolerance ``REL_TOL``).  Symbolic comparisons
-  (``simplify(a - b) == 0`` / ``a.equals(b)``) run in one lazily forked worker
-  process; if it does not answer within ``timeout`` seconds it is killed
-  (SIGKILL), the comparison counts as unequal, and a fresh worker is forked
-  on the next request.  A call to :func:`answers_equal` therefore takes at
-  most about ``timeout`` plus a few milliseconds.
+  ``evalf`` with relative tolerance ``REL_TOL``); building them is bounded by
+  the guards above plus a deadline checked between AST nodes.  Symbolic
+  comparisons (``simplify(a - b) == 0`` / ``a.equals(b)``) run in one lazily
+  forked worker process (``os.fork`` + a pipe; the worker is reused).  If it
+  does not answer before the deadline (``timeout``, default 1 s, shared by
+  all elements of a tuple) it is killed with SIGKILL, the comparison counts
+  as unequal, and a fresh worker is forked on the next request.  A call to
+  :func:`answers_equal` therefore takes at most about ``timeout`` plus a few
+  milliseconds and never hangs.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ import re
 import signal
 import threading
 import time
+import warnings
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from multiprocessing import Pipe
@@ -58,10 +65,11 @@ REL_TOL = 1e-6
 # extraction
 # --------------------------------------------------------------------------
 
-_NUMBER_RE = re.compile(r"[-−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?")
+_NUMBER = r"[-−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?"  # 1,234 -2.5 3/4
+_NUMBER_RE = re.compile(_NUMBER)
 _ANSWER_IS_RE = re.compile(r"\banswer\s*(?:is\b|:)\s*:?[ \t]*", re.IGNORECASE)
 _PROSE_RE = re.compile(r"[A-Za-z]{2,} +[A-Za-z]{2,} +[A-Za-z]{2,}")
-_LEADING_NUMBER_RE = re.compile(r"\$?([-−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?)\s+[A-Za-z]")
+_LEADING_NUMBER_RE = re.compile(rf"\$?({_NUMBER})\s+[A-Za-z]")
 
 
 def _clean(s: str) -> str:
@@ -471,7 +479,7 @@ def _parse_source(src: str, symbolic: bool, deadline: float | None = None) -> sy
         if sum(1 for _ in ast.walk(tree)) > MAX_AST_NODES:
             return None
         return _Builder(src, symbolic, deadline).build(tree.body)
-    except Exception:  # noqa: BLE001 - SyntaxError, RecursionError, MemoryError, _Rejected, sympy errors
+    except Exception:  # noqa: BLE001 - SyntaxError, RecursionError, MemoryError, _Rejected, ...
         return None
 
 
@@ -507,27 +515,32 @@ class _SymbolicWorker:
     """One lazily forked worker process; killed and re-forked after a timeout."""
 
     def __init__(self) -> None:
+        self._forget()
+
+    def _forget(self) -> None:
+        """Drop all state (also run in forked children: the worker is not theirs)."""
         self._lock = threading.Lock()
         self._pid: int | None = None
         self._conn = None
-        self._owner = os.getpid()
 
     def _start(self) -> None:
         parent_conn, child_conn = Pipe()
         parent_pid = os.getpid()
-        pid = os.fork()
-        if pid == 0:  # child
+        with warnings.catch_warnings():  # Python >= 3.12 warns about fork with threads
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+        if pid == 0:  # child: serve requests until the parent goes away
             try:
                 parent_conn.close()
                 _worker_loop(child_conn, parent_pid)
             finally:
                 os._exit(0)
         child_conn.close()
-        self._pid, self._conn, self._owner = pid, parent_conn, parent_pid
+        self._pid, self._conn = pid, parent_conn
 
     def stop(self) -> None:
         """Kill the worker (if any)."""
-        if self._pid is not None and self._owner == os.getpid():
+        if self._pid is not None:
             try:
                 os.kill(self._pid, signal.SIGKILL)
                 os.waitpid(self._pid, 0)
@@ -541,29 +554,31 @@ class _SymbolicWorker:
         self._pid = self._conn = None
 
     def equal(self, a: sympy.Expr, b: sympy.Expr, timeout: float) -> bool:
-        """True iff the worker proves equality within ``timeout`` seconds."""
+        """True iff the worker proves ``a == b`` within ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
         if not self._lock.acquire(timeout=max(timeout, 0.0)):
             return False
+        answered = False
         try:
-            if self._pid is not None and self._owner != os.getpid():
-                self._pid = self._conn = None  # inherited across fork: not ours
             if self._pid is None:
                 self._start()
             self._conn.send((a, b))
             if self._conn.poll(max(deadline - time.monotonic(), 0.0)):
-                return self._conn.recv() is True
-            self.stop()  # timed out: kill, a new worker is forked next time
+                result = self._conn.recv()
+                answered = True
+                return result is True
             return False
         except Exception:  # noqa: BLE001 - broken pipe, fork failure, ...
-            self.stop()
             return False
         finally:
+            if not answered:  # timed out or failed: kill; a new worker is forked next time
+                self.stop()
             self._lock.release()
 
 
 _WORKER = _SymbolicWorker()
 atexit.register(_WORKER.stop)
+os.register_at_fork(after_in_child=_WORKER._forget)
 
 
 # --------------------------------------------------------------------------

@@ -58,7 +58,8 @@ def _format(value: sympy.Expr) -> str | None:
             return None  # complex, e.g. (-1)**0.5
         rounded = exact.quantize(Decimal(1).scaleb(-ROUND_DECIMALS), rounding=ROUND_HALF_EVEN)
         if rounded == 0 and exact != 0:  # tiny values keep 6 significant digits
-            rounded = exact.quantize(Decimal(1).scaleb(exact.adjusted() - 5), rounding=ROUND_HALF_EVEN)
+            step = Decimal(1).scaleb(exact.adjusted() - 5)
+            rounded = exact.quantize(step, rounding=ROUND_HALF_EVEN)
         text = format(rounded, "f")
         if "." in text:
             text = text.rstrip("0").rstrip(".")
@@ -99,6 +100,8 @@ def _trailing_request(step: str) -> str | None:
     start = end
     while start > 0 and body[start - 1] in _REQUEST_CHARS:
         start -= 1
+        if end - start > MAX_CALC_CHARS:
+            return None  # too long to compute; never complete just a suffix
     expr = body[start:end]
     if ". " in expr:  # "... is 3. 4 * 5 =" -> "4 * 5"
         expr = expr.rsplit(". ", 1)[1]

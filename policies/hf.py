@@ -67,6 +67,7 @@ class HFPolicy(Policy):
         self.system_prompt = system_prompt
         self.use_chat_template = use_chat_template and getattr(tokenizer, "chat_template", None) is not None
         self.logprob_chunk = logprob_chunk
+        self.bf16 = True  # bf16 autocast on CUDA; the trainer sets it from its config
         self.is_lora = lora is not None
         if lora is not None:
             from peft import LoraConfig, get_peft_model
@@ -113,7 +114,7 @@ class HFPolicy(Policy):
     # ------------------------------------------------------------------ scoring
     def autocast(self):
         """bf16 autocast on CUDA, a no-op elsewhere."""
-        if self.device.type == "cuda":
+        if self.device.type == "cuda" and self.bf16:
             return torch.autocast("cuda", dtype=torch.bfloat16)
         return torch.autocast("cpu", enabled=False)
 

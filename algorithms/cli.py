@@ -1,0 +1,38 @@
+"""Command-line flags generated from a config dataclass: `--config file.yaml`, then `--field value` overrides."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import Any
+
+from algorithms.config import load_config
+
+
+def add_config_arguments(parser: argparse.ArgumentParser, config_class: type, defaults: dict[str, Any] | None = None
+                         ) -> None:
+    """One flag per dataclass field (`--learning_rate 1e-5`, `--bf16/--no-bf16`), plus `--config`."""
+    parser.add_argument("--config", default=None, help="YAML file of config fields (flags override it)")
+    group = parser.add_argument_group(f"{config_class.__name__} fields")
+    for f in dataclasses.fields(config_class):
+        default = (defaults or {}).get(f.name, f.default if f.default is not dataclasses.MISSING else None)
+        if isinstance(default, bool):
+            group.add_argument(f"--{f.name}", action=argparse.BooleanOptionalAction, default=None,
+                               help=f"(default {default})")
+        elif isinstance(default, tuple):
+            group.add_argument(f"--{f.name}", type=float, nargs=len(default), default=None, help=f"(default {default})")
+        else:
+            group.add_argument(f"--{f.name}", type=type(default) if default is not None else str, default=None,
+                               help=f"(default {default})")
+
+
+def config_from_arguments(config_class: type, args: argparse.Namespace, defaults: dict[str, Any] | None = None):
+    """Defaults of the script < YAML file < command-line flags."""
+    names = {f.name for f in dataclasses.fields(config_class)}
+    overrides = {k: v for k, v in vars(args).items() if k in names and v is not None}
+    merged = dict(defaults or {})
+    if args.config:
+        file_values = load_config(config_class, args.config).to_dict()
+        changed = {k: v for k, v in file_values.items() if v != getattr(config_class(), k, None)}
+        merged.update(changed)
+    merged.update(overrides)
+    return load_config(config_class, None, merged)
