@@ -41,6 +41,8 @@ class HFPolicy(Policy):
         gradient_checkpointing: trade compute for activation memory in the training pass.
         dtype: parameter dtype; default float32 (bf16 autocast is applied by the trainer on GPU).
         logprob_chunk: positions per chunk when scoring completions (0: no chunking).
+        fast_decode: sample with the static-cache decoder (CUDA graphs on GPU); None = on CUDA when the
+            architecture supports it. The plain loop (generation.decode) is used otherwise.
     """
 
     def __init__(
@@ -54,6 +56,7 @@ class HFPolicy(Policy):
         dtype: torch.dtype = torch.float32,
         device: str | torch.device | None = None,
         logprob_chunk: int = 64,
+        fast_decode: bool | None = None,
     ):
         self.device = torch.device(device) if device is not None else default_device()
         if isinstance(model, str):
@@ -79,6 +82,11 @@ class HFPolicy(Policy):
             self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
             self.model.config.use_cache = False
         self.model.eval()  # dropout off: sampling and scoring must see the same function
+        from policies.fast_decode import FastDecoder, supports_fast_decode
+
+        if fast_decode is None:
+            fast_decode = self.device.type == "cuda" and supports_fast_decode(self.model)
+        self.fast_decoder = FastDecoder(self.model) if fast_decode else None
 
     # ------------------------------------------------------------------ prompting
     def format_prompt(self, observation: str) -> list[int]:
@@ -99,7 +107,12 @@ class HFPolicy(Policy):
         self.model.config.use_cache = True
         try:
             with self.autocast():
-                flat = decode(self.model, self.tokenizer, expanded, max_new_tokens, temperature, top_p, stop, generator)
+                if self.fast_decoder is not None:
+                    flat = self.fast_decoder.generate(self.tokenizer, expanded, max_new_tokens, temperature, top_p,
+                                                      stop, generator)
+                else:
+                    flat = decode(self.model, self.tokenizer, expanded, max_new_tokens, temperature, top_p, stop,
+                                  generator)
         finally:
             self.model.config.use_cache = use_cache
             self.model.train(was_training)
@@ -122,16 +135,30 @@ class HFPolicy(Policy):
         base = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
         return base.model, base.lm_head
 
-    def token_logprobs(self, input_ids, attention_mask, completion_start, temperature=1.0):
-        backbone, head = self._backbone_and_head()
+    def token_logprobs(self, input_ids, attention_mask, completion_start, temperature=1.0, entropy_grad=False):
+        logprobs, entropy, _ = self.completion_outputs(input_ids, attention_mask, completion_start, temperature,
+                                                       entropy_grad)
+        return logprobs, entropy
+
+    def completion_hidden(self, input_ids, attention_mask, completion_start):
+        """Last hidden states [B, C, H] of the positions that predict each completion token (the state
+        before token t is generated: a value head's input)."""
+        backbone, _ = self._backbone_and_head()
         positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
         with self.autocast():
             hidden = backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
                               use_cache=False).last_hidden_state
-            # the hidden state at position t predicts token t + 1
-            h = hidden[:, completion_start - 1:-1]
-            targets = input_ids[:, completion_start:]
-            return chunked_token_logprobs(h, head.weight, targets, temperature, self.logprob_chunk)
+        # the hidden state at position t predicts token t + 1
+        return hidden[:, completion_start - 1:-1]
+
+    def completion_outputs(self, input_ids, attention_mask, completion_start, temperature=1.0, entropy_grad=False):
+        """(log-probs, entropies, hidden states) of the completion tokens from one backbone pass."""
+        _, head = self._backbone_and_head()
+        h = self.completion_hidden(input_ids, attention_mask, completion_start)
+        with self.autocast():
+            logprobs, entropy = chunked_token_logprobs(h, head.weight, input_ids[:, completion_start:], temperature,
+                                                       self.logprob_chunk, entropy_grad)
+        return logprobs, entropy, h
 
     # ------------------------------------------------------------------ reference and persistence
     def frozen_copy(self) -> "HFPolicy":

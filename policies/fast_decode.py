@@ -1,0 +1,269 @@
+"""The fast sampling path: a static KV cache, one CUDA graph per decode step, few host syncs.
+
+`model.generate` and the plain loop in generation.py spend most of a small model's decode step
+launching kernels from Python (30 layers x ~15 kernels). Here the one-token decode step of a
+Llama-family model (Llama, SmolLM2, Mistral, Qwen2/3) runs against preallocated key/value buffers, so
+it has fixed shapes and addresses and is captured once as a CUDA graph per (batch, length) bucket
+and then replayed. End-of-sequence is tracked on the GPU; the host looks every `sync_every` steps
+(stop strings, all-done), and when half the rows are finished the survivors are compacted into a
+smaller batch bucket. On the CPU the same code runs eagerly (no graphs): tests compare it with the
+plain path token by token.
+
+The module reuses the model's own submodules (projections, norms, MLP, rotary embedding), so LoRA
+adapters and any weights the trainer updates in place are what the graph computes with.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from policies.generation import Generation, StopChecker, _eos_ids, sample_tokens
+
+_REQUIRED = ("q_proj", "k_proj", "v_proj", "o_proj")
+
+
+def _unwrap(model):
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
+def supports_fast_decode(model) -> bool:
+    """True for decoder-only models laid out like Llama (no sliding window, standard RoPE)."""
+    base = _unwrap(model)
+    inner = getattr(base, "model", None)
+    layers = getattr(inner, "layers", None)
+    if inner is None or layers is None or not hasattr(base, "lm_head") or not hasattr(inner, "rotary_emb"):
+        return False
+    cfg = base.config
+    if getattr(cfg, "sliding_window", None) and getattr(cfg, "use_sliding_window", True):
+        return False
+    attn = getattr(layers[0], "self_attn", None)
+    return attn is not None and all(hasattr(attn, n) for n in _REQUIRED) and hasattr(layers[0], "mlp")
+
+
+class _Buffers:
+    """Static tensors for one (batch, length) bucket."""
+
+    def __init__(self, batch: int, length: int, n_layers: int, kv_heads: int, head_dim: int, dtype, device):
+        shape = (batch, kv_heads, length, head_dim)
+        self.keys = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(n_layers)]
+        self.values = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(n_layers)]
+        self.valid = torch.zeros((batch, length), dtype=torch.bool, device=device)  # key columns to attend
+        self.tokens = torch.zeros(batch, dtype=torch.long, device=device)
+        self.positions = torch.zeros(batch, dtype=torch.long, device=device)
+        self.column = torch.zeros(1, dtype=torch.long, device=device)
+        self.logits: torch.Tensor | None = None
+        self.graph: torch.cuda.CUDAGraph | None = None
+
+
+class FastDecoder:
+    """Samples completions for a Llama-family model with a static cache (and CUDA graphs on GPU)."""
+
+    def __init__(self, model, use_cuda_graphs: bool | None = None, sync_every: int = 8, length_bucket: int = 256):
+        if not supports_fast_decode(model):
+            raise ValueError(f"{type(_unwrap(model)).__name__} is not supported by the fast decoder")
+        self.model = model
+        base = _unwrap(model)
+        self.inner, self.lm_head, cfg = base.model, base.lm_head, base.config
+        self.layers = list(self.inner.layers)
+        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        self.n_heads, self.kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
+        self.scaling = self.head_dim ** -0.5
+        self.device = next(model.parameters()).device
+        self.use_graphs = (self.device.type == "cuda") if use_cuda_graphs is None else use_cuda_graphs
+        self.dtype = torch.bfloat16 if self.device.type == "cuda" else next(model.parameters()).dtype
+        self.sync_every = sync_every
+        self.length_bucket = length_bucket
+        self._buckets: dict[tuple[int, int], _Buffers] = {}
+
+    # ------------------------------------------------------------------ the model, written for a static cache
+    def _autocast(self):
+        # cache_enabled=False: autocast's weight-cast cache is freed when the context exits, but a
+        # captured graph would keep writing to those addresses (PyTorch's CUDA-graph notes require it)
+        if self.device.type == "cuda":
+            return torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False)
+        return torch.autocast("cpu", enabled=False)
+
+    def _forward(self, ids: torch.Tensor, positions: torch.Tensor, buf: _Buffers, start: int | torch.Tensor,
+                 mask: torch.Tensor) -> torch.Tensor:
+        """Run tokens ids [B, T] at `positions`, writing their keys/values at columns start..start+T-1.
+
+        mask: [B, 1, T, L] boolean, True where a query may attend a key column. Returns last-token logits.
+        """
+        B, T = ids.shape
+        h = self.inner.embed_tokens(ids)
+        cos, sin = self.inner.rotary_emb(h, positions)
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        columns = start if isinstance(start, torch.Tensor) else torch.arange(start, start + T, device=ids.device)
+        for i, layer in enumerate(self.layers):
+            attn = layer.self_attn
+            x = layer.input_layernorm(h)
+            q = attn.q_proj(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)
+            k = attn.k_proj(x).view(B, T, self.kv_heads, self.head_dim).transpose(1, 2)
+            v = attn.v_proj(x).view(B, T, self.kv_heads, self.head_dim).transpose(1, 2)
+            if hasattr(attn, "q_norm"):  # Qwen3-style per-head norms
+                q, k = attn.q_norm(q), attn.k_norm(k)
+            q = q * cos + _rotate_half(q) * sin
+            k = k * cos + _rotate_half(k) * sin
+            buf.keys[i].index_copy_(2, columns, k.to(buf.keys[i].dtype))
+            buf.values[i].index_copy_(2, columns, v.to(buf.values[i].dtype))
+            out = F.scaled_dot_product_attention(q.to(buf.keys[i].dtype), buf.keys[i], buf.values[i],
+                                                 attn_mask=mask, scale=self.scaling, enable_gqa=True)
+            h = h + attn.o_proj(out.transpose(1, 2).reshape(B, T, -1).to(h.dtype))
+            h = h + layer.mlp(layer.post_attention_layernorm(h))
+        h = self.inner.norm(h[:, -1])
+        return self.lm_head(h).float()
+
+    def _decode_step(self, buf: _Buffers) -> torch.Tensor:
+        mask = buf.valid[:, None, None, :]
+        return self._forward(buf.tokens[:, None], buf.positions[:, None], buf, buf.column, mask)
+
+    # ------------------------------------------------------------------ buckets and graphs
+    def _bucket(self, batch: int, length: int) -> _Buffers:
+        key = (batch, length)
+        if key not in self._buckets:
+            self._buckets[key] = _Buffers(batch, length, len(self.layers), self.kv_heads, self.head_dim,
+                                          self.dtype, self.device)
+        return self._buckets[key]
+
+    def _step(self, buf: _Buffers) -> torch.Tensor:
+        if not self.use_graphs:
+            with self._autocast():
+                return self._decode_step(buf)
+        if buf.graph is None:
+            stream = torch.cuda.Stream()
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream), self._autocast():
+                for _ in range(2):  # warm-up outside the graph (the step is idempotent: same writes)
+                    self._decode_step(buf)
+            torch.cuda.current_stream().wait_stream(stream)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph), self._autocast():  # a private memory pool per graph
+                buf.logits = self._decode_step(buf)
+            buf.graph = graph
+        buf.graph.replay()
+        return buf.logits
+
+    # ------------------------------------------------------------------ sampling
+    @torch.no_grad()
+    def generate(self, tokenizer, prompts: list[list[int]], max_new_tokens: int, temperature: float = 1.0,
+                 top_p: float = 1.0, stop: list[str] | None = None, generator: torch.Generator | None = None
+                 ) -> list[Generation]:
+        """Same contract as generation.decode: one sampled completion per prompt, in order."""
+        eos = torch.tensor(_eos_ids(tokenizer, self.model), device=self.device)
+        pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else int(eos[0])
+        n, P = len(prompts), max(len(p) for p in prompts)
+        length = int(math.ceil((P + max_new_tokens) / self.length_bucket) * self.length_bucket)
+        batch = _round_batch(n)
+        buf = self._bucket(batch, length)
+        # prefill: left-padded prompts in columns [0, P); padding rows (batch > n) hold one pad token
+        ids = torch.full((batch, P), pad_id, dtype=torch.long)
+        valid = torch.zeros((batch, P), dtype=torch.bool)
+        for r, p in enumerate(prompts):
+            ids[r, P - len(p):] = torch.tensor(p, dtype=torch.long)
+            valid[r, P - len(p):] = True
+        valid[n:, -1] = True
+        ids, valid = ids.to(self.device), valid.to(self.device)
+        positions = (valid.long().cumsum(-1) - 1).clamp(min=0)
+        buf.valid.zero_()
+        buf.valid[:, :P] = valid
+        causal = torch.ones((P, length), dtype=torch.bool, device=self.device).tril()
+        mask = (causal[None] & buf.valid[:, None, :]) | torch.eye(P, length, dtype=torch.bool, device=self.device)[None]
+        with self._autocast():
+            logits = self._forward(ids, positions, buf, 0, mask[:, None])
+        next_pos = positions[:, -1] + 1
+        rows = torch.arange(batch, device=self.device)           # original index of each buffer row
+        out_tokens = torch.full((n, max_new_tokens), pad_id, dtype=torch.long, device=self.device)
+        out_logp = torch.zeros((n, max_new_tokens), device=self.device)
+        lengths = torch.full((n,), max_new_tokens, dtype=torch.long, device=self.device)
+        reason_eos = torch.zeros(n, dtype=torch.bool, device=self.device)
+        done = torch.zeros(batch, dtype=torch.bool, device=self.device)
+        done[n:] = True
+        stopper = StopChecker(tokenizer, stop)
+        stopped = [False] * n
+        checked = 0
+        for t in range(max_new_tokens):
+            tokens, logp = sample_tokens(logits, temperature, top_p, generator)
+            real = rows < n
+            live = real & ~done
+            idx = rows[real]
+            out_tokens[idx, t] = torch.where(live[real], tokens[real], out_tokens[idx, t])
+            out_logp[idx, t] = torch.where(live[real], logp[real], out_logp[idx, t])
+            hit_eos = live & torch.isin(tokens, eos)
+            lengths[rows[hit_eos]] = t + 1
+            reason_eos[rows[hit_eos]] = True
+            done = done | hit_eos
+            last = t == max_new_tokens - 1
+            if (t + 1) % self.sync_every == 0 or last:
+                if stopper.stop:
+                    done = self._apply_stop_strings(stopper, out_tokens, lengths, rows, done, n, checked, t + 1,
+                                                    stopped)
+                    checked = t + 1
+                if last or bool(done.all()):
+                    break
+                live_count = int((~done).sum())
+                smaller = _round_batch(live_count)
+                if smaller < buf.tokens.shape[0]:
+                    keep = (~done).nonzero().squeeze(-1)
+                    keep = torch.cat([keep, keep[:1].repeat(smaller - keep.numel())]) if keep.numel() < smaller else keep
+                    buf, rows, done, next_pos, tokens = self._compact(buf, keep, smaller, length, rows, done,
+                                                                      next_pos, tokens, live_count)
+            column = P + t
+            buf.tokens.copy_(torch.where(done, torch.full_like(tokens, pad_id), tokens))
+            buf.positions.copy_(next_pos)
+            buf.column.fill_(column)
+            buf.valid[:, column] = True
+            logits = self._step(buf)
+            next_pos = next_pos + 1
+        tokens_cpu, logp_cpu = out_tokens.cpu().tolist(), out_logp.cpu().tolist()
+        lengths_cpu, eos_cpu = lengths.cpu().tolist(), reason_eos.cpu().tolist()
+        results = []
+        for r in range(n):
+            c = tokens_cpu[r][:lengths_cpu[r]]
+            reason = "eos" if eos_cpu[r] else ("stop" if stopped[r] else "length")
+            results.append(Generation(list(prompts[r]), c, logp_cpu[r][:lengths_cpu[r]],
+                                      tokenizer.decode(c, skip_special_tokens=True), reason))
+        return results
+
+    def _apply_stop_strings(self, stopper, out_tokens, lengths, rows, done, n, checked, upto, stopped):
+        """Cut each live row at the first token completing a stop string among positions [checked, upto)."""
+        live_rows = rows[(rows < n) & ~done].tolist()
+        if not live_rows:
+            return done
+        window = out_tokens[live_rows, :upto].cpu().tolist()
+        newly = []
+        for r, toks in zip(live_rows, window):
+            for end in range(max(checked, 1), upto + 1):
+                if stopper.hit(toks[:end]):
+                    lengths[r] = end
+                    stopped[r] = True
+                    newly.append(r)
+                    break
+        if newly:
+            hit = torch.isin(rows, torch.tensor(newly, device=rows.device))
+            done = done | hit
+        return done
+
+    def _compact(self, buf, keep, batch, length, rows, done, next_pos, tokens, live_count):
+        """Move the live rows (`keep`, padded with duplicates) into the smaller bucket's buffers."""
+        small = self._bucket(batch, length)
+        for src, dst in zip(buf.keys + buf.values, small.keys + small.values):
+            torch.index_select(src, 0, keep, out=dst)
+        torch.index_select(buf.valid, 0, keep, out=small.valid)
+        new_rows = rows[keep].clone()
+        new_done = done[keep].clone()
+        if keep.numel() > live_count:  # duplicate filler rows: mark them finished and out of range
+            new_rows[live_count:] = torch.iinfo(torch.long).max
+            new_done[live_count:] = True
+        return small, new_rows, new_done, next_pos[keep], tokens[keep]
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def _round_batch(n: int) -> int:
+    """Batch buckets: powers of two from 8 (few graphs to capture, at most 2x padding)."""
+    return max(8, 1 << (max(n, 1) - 1).bit_length())
