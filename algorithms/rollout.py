@@ -8,6 +8,7 @@ sampled, never re-tokenised.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import torch
@@ -45,11 +46,15 @@ def is_stepwise(env) -> bool:
 
 
 def rollout(env, policy: Policy, starts: list[dict], group_size: int, settings: SamplingSettings,
-            generator: torch.Generator | None = None, first_group_id: int = 0) -> list[Trajectory]:
+            generator: torch.Generator | None = None, first_group_id: int = 0, timings: dict | None = None
+            ) -> list[Trajectory]:
     """Play `group_size` episodes from each reset in `starts` (kwargs for env.reset, e.g. {"seed": 3}).
 
-    Episodes of one start share a group id and the same initial env state.
+    Episodes of one start share a group id and the same initial env state. When `timings` is given,
+    the seconds spent in the env (resets, steps: reward scoring) are added to timings["score"].
     """
+    env_seconds = 0.0
+    clock = time.perf_counter()
     branches: list[_Branch] = []
     for k, start in enumerate(starts):
         obs, info = env.reset(**start)
@@ -57,7 +62,8 @@ def rollout(env, policy: Policy, starts: list[dict], group_size: int, settings: 
         prompt_ids = policy.format_prompt(obs)
         for _ in range(group_size):
             branches.append(_Branch(first_group_id + k, prompt_ids, state, info=dict(info)))
-    stop = ["\n"] if is_stepwise(env) else None
+    env_seconds += time.perf_counter() - clock
+    stop = getattr(getattr(env, "unwrapped", env), "stop_strings", ["\n"] if is_stepwise(env) else None)
     for _ in range(settings.max_episode_steps):
         live = [b for b in branches if not b.done]
         if not live:
@@ -65,9 +71,11 @@ def rollout(env, policy: Policy, starts: list[dict], group_size: int, settings: 
         gens = policy.sample([b.prompt_ids + b.ids for b in live], 1, settings.max_new_tokens,
                              settings.temperature, settings.top_p, stop, generator)
         for branch, (gen,) in zip(live, gens):
+            clock = time.perf_counter()
             env.set_state(branch.state)
             _, reward, terminated, truncated, info = env.step(gen.text)
             branch.state = env.get_state()
+            env_seconds += time.perf_counter() - clock
             branch.ids += gen.completion_ids
             branch.logprobs += gen.logprobs
             branch.mask += [1] * len(gen.completion_ids)
@@ -84,6 +92,8 @@ def rollout(env, policy: Policy, starts: list[dict], group_size: int, settings: 
                 branch.logprobs += [0.0] * len(inj_ids)
                 branch.mask += [0] * len(inj_ids)
                 branch.text += injected
+    if timings is not None:
+        timings["score"] = timings.get("score", 0.0) + env_seconds
     return [_to_trajectory(b) for b in branches]
 
 

@@ -12,7 +12,10 @@ Every observation is the full transcript so far, and each new observation is the
 previous one plus the action plus ``info["injected_text"]`` (what the env wrote
 after it), so a trainer can rebuild token sequences incrementally. In stepwise mode
 the reset observation is the prompt followed by a newline, so the first step
-starts on a new line.
+starts on a new line. Each step ends with a line break (the env adds one if the
+action has none), except that with the calculator on (``sym_calc``) an action
+ending in "=" gets the arithmetic's result instead and the line stays open for the
+next action (``stop_strings`` tells a policy where to stop for that).
 
 Rewards: only a terminated episode is scored. Each reward function sees the
 solution (stepwise: the steps with their injected text) and the episode reward
@@ -176,6 +179,18 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
         info["injected_text"] = injected
         return self._observation(), reward, terminated, truncated, info
 
+    @property
+    def stop_strings(self) -> list[str] | None:
+        """Where a policy should stop generating one action.
+
+        Single mode: None (the model stops at its end-of-sequence token or the length limit).
+        Stepwise: at a line break, and, with the calculator on, also at "=" so the env can write the
+        result of the arithmetic just before it (the line then continues in the next action).
+        """
+        if self.mode == "single":
+            return None
+        return ["\n", "="] if self.sym_calc else ["\n"]
+
     def render(self) -> str:
         """The transcript so far (prompt, actions and injected text); "" before the first reset."""
         return self._observation() if self._started else ""
@@ -238,8 +253,10 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
         """What the env writes right after an action: calculator result and line break (stepwise)."""
         if self.mode == "single":
             return ""
-        injected = apply_calculator(action)[1] if self.sym_calc else ""
-        return injected if (action + injected).endswith("\n") else injected + "\n"
+        if self.sym_calc and action.rstrip(" ").endswith("="):
+            # a calculator request ("48 / 2 =" or "<<48/2="): write the result, keep the line open
+            return apply_calculator(action)[1]
+        return "" if action.endswith("\n") else "\n"
 
     def _observation(self) -> str:
         return self._context + "".join(step + text for step, text in zip(self._steps, self._injected))

@@ -175,17 +175,30 @@ def test_sym_calc_injects_result_with_exact_spans():
     obs, _, _, _, info = env.step(action)
     calculator_text = apply_calculator(action)[1]
     assert "24" in calculator_text
-    assert info["injected_text"] == calculator_text + "\n"
+    assert info["injected_text"] == calculator_text  # the line stays open: the model continues it
     assert obs == prompt + action + info["injected_text"]
     assert [obs[start:end] for start, end in info["injected_spans"]] == [info["injected_text"]]
 
     obs, _, _, _, info = env.step("Then 24 + 1 =")
     assert obs.endswith("Then 24 + 1 =" + info["injected_text"]) and "25" in info["injected_text"]
     pieces = [obs[start:end] for start, end in info["injected_spans"]]
-    assert pieces == [calculator_text + "\n", info["injected_text"]]
+    assert pieces == [calculator_text, info["injected_text"]]
     previous_ends = [len(prompt)] + [end for _, end in info["injected_spans"]]
     model_text = "".join(obs[end:start] for end, (start, _) in zip(previous_ends, info["injected_spans"]))
     assert model_text == action + "Then 24 + 1 ="
+
+
+def test_stop_strings_follow_the_mode():
+    assert ArithmeticEnv().stop_strings is None
+    assert ArithmeticEnv(mode="stepwise").stop_strings == ["\n"]
+    assert ArithmeticEnv(mode="stepwise", sym_calc=True).stop_strings == ["\n", "="]
+
+
+def test_sym_calc_without_arithmetic_keeps_the_line_open_and_plain_steps_get_a_newline():
+    env = ArithmeticEnv(mode="stepwise", sym_calc=True)
+    env.reset(seed=0)
+    assert env.step("Let x =")[4]["injected_text"] == ""
+    assert env.step(" the sum")[4]["injected_text"] == "\n"
 
 
 def test_sym_calc_requires_stepwise_mode():

@@ -69,9 +69,11 @@ def test_gsm8k_stepwise_with_calculator_annotation():
     env = GSM8KEnv(data_path=require(GSM8K_TRAIN), mode="stepwise", sym_calc=True)
     prompt, _ = env.reset(options={"index": 0})
     obs, reward, terminated, _, info = env.step("Natalia sold 48/2 = <<48/2=")
-    assert info["injected_text"] == "24>>\n" and obs == prompt + "Natalia sold 48/2 = <<48/2=24>>\n"
+    assert info["injected_text"] == "24>>" and obs == prompt + "Natalia sold 48/2 = <<48/2=24>>"
     start, end = info["injected_spans"][-1]
-    assert obs[start:end] == "24>>\n" and (reward, terminated) == (0.0, False)
+    assert obs[start:end] == "24>>" and (reward, terminated) == (0.0, False)
+    _, _, _, _, info = env.step(" clips in May.")  # the line continues, then ends
+    assert info["injected_text"] == "\n"
     _, reward, terminated, _, info = env.step("48 + 24 = 72 in total. #### 72")
     assert (reward, terminated, info["correct"]) == (1.0, True, True)
 
