@@ -58,3 +58,38 @@ def gae(token_rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, g
         running = torch.where(m > 0, running_new, running)
         next_value = torch.where(m > 0, values[:, t], next_value)
     return adv, adv + values
+
+
+def leave_one_out_advantages(rewards: torch.Tensor, group_ids: torch.Tensor) -> torch.Tensor:
+    """RLOO: r_i - mean of the other G - 1 rewards of its group (= G / (G - 1) * (r_i - group mean)).
+
+    A group of one sample has no baseline: its advantage is 0.
+    """
+    adv = torch.zeros_like(rewards, dtype=torch.float)
+    for gid in torch.unique(group_ids):
+        idx = group_ids == gid
+        r = rewards[idx].float()
+        if r.numel() > 1:
+            adv[idx] = r - (r.sum() - r) / (r.numel() - 1)
+    return adv
+
+
+def whiten(values: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """(x - mean) / std over the masked positions (population std); masked-out positions become 0."""
+    n = mask.sum().clamp(min=1.0)
+    mean = (values * mask).sum() / n
+    var = (((values - mean) * mask) ** 2).sum() / n
+    return (values - mean) * torch.rsqrt(var + eps) * mask
+
+
+def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor) -> float:
+    """1 - Var(returns - values) / Var(returns) over masked positions: 1 perfect, 0 no better than a
+    constant, negative worse than a constant; nan when the returns have no variance."""
+    n = mask.sum().clamp(min=1.0)
+
+    def var(x):
+        mean = (x * mask).sum() / n
+        return float((((x - mean) * mask) ** 2).sum() / n)
+
+    total = var(returns)
+    return float("nan") if total < 1e-12 else 1.0 - var(returns - values) / total

@@ -10,6 +10,7 @@ import random
 import shutil
 import time
 from abc import ABC, abstractmethod
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +23,7 @@ from algorithms.evaluate import evaluate
 from algorithms.kl import kl_estimate
 from algorithms.losses import masked_mean, token_weights
 from algorithms.plots import plot_metrics
-from algorithms.rollout import SamplingSettings, rollout
+from algorithms.rollout import SamplingSettings, is_stepwise, rollout
 from algorithms.run_logger import RunLogger
 from buffers import Batch, ReplayBuffer, Trajectory, collate
 
@@ -32,9 +33,13 @@ class RLAlgorithm(ABC):
 
     Subclasses implement `advantages(batch)` (per-token advantages for a whole iteration's batch) and
     `loss(batch, logprobs, entropy)` (named per-token loss terms). Everything else is shared.
+    Optional hooks: `forward` (model outputs the loss needs; PPO adds values), `param_groups` (extra
+    trainable modules), `extra_state`/`load_extra_state` (their checkpoint), `select_for_update`.
     """
 
     config_class = RLConfig
+    token_fields: tuple[str, ...] = ()  # per-token info entries collated into batch.extras (PPO: old values)
+    kl_reward_per_token = False         # KL-in-reward: per token (True) or summed at the last step (False)
 
     def __init__(self, policy, env, config: RLConfig | None = None, ref_policy=None,
                  buffer: ReplayBuffer | None = None, eval_env=None):
@@ -53,13 +58,14 @@ class RLAlgorithm(ABC):
         self.ref_policy = ref_policy
         if self.config.kl_coeff > 0 and self.ref_policy is None:
             self.ref_policy = policy.frozen_copy()
-        self.optimizer = torch.optim.AdamW(policy.parameters(), lr=self.config.learning_rate,
+        self.optimizer = torch.optim.AdamW(self.param_groups(), lr=self.config.learning_rate,
                                            betas=self.config.adam_betas, weight_decay=self.config.weight_decay)
         warmup = self.config.warmup_iterations
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda step: min(1.0, (step + 1) / warmup) if warmup else 1.0)
         self.logger: RunLogger | None = None
         self._step_metrics: dict[str, list[float]] = {}
+        self._times: dict[str, float] = {}  # seconds per phase in the current iteration
 
     # ------------------------------------------------------------------ what a subclass supplies
     @abstractmethod
@@ -67,8 +73,46 @@ class RLAlgorithm(ABC):
         """Per-token advantages [B, C] for a whole iteration's batch (groups complete)."""
 
     @abstractmethod
-    def loss(self, batch: Batch, logprobs: torch.Tensor, entropy: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Named per-token loss terms [B, C]; the base class aggregates, sums and adds the KL term."""
+    def loss(self, batch: Batch, logprobs: torch.Tensor, entropy: torch.Tensor, **outputs) -> dict[str, torch.Tensor]:
+        """Named per-token loss terms [B, C]; the base class aggregates, sums and adds the KL term.
+
+        Receives every entry of `forward(batch)` as a keyword argument.
+        """
+
+    def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
+        """Model outputs for one micro-batch, with gradients: log-probs and entropies [B, C] (float32)."""
+        logprobs, entropy = self.policy.token_logprobs(batch.input_ids, batch.attention_mask,
+                                                       batch.completion_start, self.config.temperature)
+        return {"logprobs": logprobs.float(), "entropy": entropy.float()}
+
+    def param_groups(self) -> list[dict]:
+        """Optimizer parameter groups (called once, in __init__); PPO adds its value model."""
+        return [{"params": self.policy.parameters()}]
+
+    def trainable_parameters(self) -> list[torch.Tensor]:
+        return [p for group in self.optimizer.param_groups for p in group["params"]]
+
+    def extra_state(self) -> dict:
+        """State of modules besides the policy (e.g. a value head), saved in checkpoints."""
+        return {}
+
+    def load_extra_state(self, state: dict) -> None:
+        """Counterpart of `extra_state`."""
+
+    @contextmanager
+    def timed(self, phase: str):
+        """Add the seconds spent inside to this iteration's `time_<phase>` metric."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._times[phase] = self._times.get(phase, 0.0) + time.perf_counter() - start
+
+    @property
+    def completion_budget(self) -> int:
+        """Most tokens one episode may generate (the "constant" normaliser, DAPO's overlong limit)."""
+        c = self.config
+        return c.max_completion_length or c.max_new_tokens * (c.max_episode_steps if is_stepwise(self.env) else 1)
 
     def record(self, name: str, value: float | torch.Tensor) -> None:
         """Log a scalar from inside `loss` or `advantages` (averaged over the iteration)."""
@@ -81,34 +125,53 @@ class RLAlgorithm(ABC):
 
     def collect(self) -> list[Trajectory]:
         """Sample `samples_per_prompt` episodes for each of `prompts_per_iteration` env resets."""
-        starts = [{"seed": int(s)} for s in self.rng.integers(0, 2**31 - 1, self.config.prompts_per_iteration)]
         first = (self.iteration * dist.world_size() + dist.rank()) * self.config.prompts_per_iteration
+        return self.sample_groups(self.config.prompts_per_iteration, first)
+
+    def sample_groups(self, num_prompts: int, first_group_id: int) -> list[Trajectory]:
+        """`samples_per_prompt` episodes from each of `num_prompts` fresh env resets (one group each)."""
+        starts = [{"seed": int(s)} for s in self.rng.integers(0, 2**31 - 1, num_prompts)]
         return rollout(self.env, self.policy, starts, self.config.samples_per_prompt, self.sampling_settings(),
-                       self.generator, first_group_id=first)
+                       self.generator, first_group_id=first_group_id, timings=self._times)
+
+    def score_in_chunks(self, trajectories: list[Trajectory], name: str, score) -> None:
+        """Store `score(micro_batch)` [B, C] (no grad) on each trajectory as `info[name]` (per-token list)."""
+        for start in range(0, len(trajectories), self.config.micro_batch_size):
+            chunk = trajectories[start:start + self.config.micro_batch_size]
+            with torch.no_grad():
+                values = score(collate(chunk, self.pad_id, self.device)).float().cpu()
+            for t, row in zip(chunk, values):
+                t.info[name] = row[:len(t.completion_ids)].tolist()
 
     @torch.no_grad()
     def prepare(self, trajectories: list[Trajectory]) -> None:
         """Reference log-probs, KL-in-reward and advantages, stored on each trajectory."""
         c = self.config
         if self.ref_policy is not None and c.kl_coeff > 0:
-            for start in range(0, len(trajectories), c.micro_batch_size):
-                chunk = trajectories[start:start + c.micro_batch_size]
-                batch = collate(chunk, self.pad_id, self.device)
-                with self.reference_context():
-                    ref_lp, _ = self.ref_policy.token_logprobs(batch.input_ids, batch.attention_mask,
-                                                               batch.completion_start, c.temperature)
-                for t, row in zip(chunk, ref_lp.float().cpu()):
-                    t.info["ref_logprobs"] = row[:len(t.completion_ids)].tolist()
+            with self.timed("reference"):
+                self.score_in_chunks(trajectories, "ref_logprobs", self._reference_logprobs)
             if c.kl_in_reward:
                 for t in trajectories:
-                    kl = [m * (lp - r) for m, lp, r in zip(t.completion_mask, t.logprobs, t.info["ref_logprobs"])]
-                    t.info["kl_penalty"] = c.kl_coeff * sum(kl)
-                    t.step_rewards[-1] -= t.info["kl_penalty"]
+                    kl = [c.kl_coeff * m * (lp - r)
+                          for m, lp, r in zip(t.completion_mask, t.logprobs, t.info["ref_logprobs"])]
+                    t.info.setdefault("env_reward", t.reward)
+                    t.info["kl_penalty"] = sum(kl)
                     t.reward -= t.info["kl_penalty"]
-        full = collate(trajectories, self.pad_id, "cpu")
-        adv = self.advantages(full).float()
-        for t, row in zip(trajectories, adv):
-            t.info["advantages"] = row[:len(t.completion_ids)].tolist()
+                    if self.kl_reward_per_token:  # collate subtracts it from token_rewards
+                        t.info["kl_token_penalty"] = kl
+                    else:
+                        t.step_rewards[-1] -= t.info["kl_penalty"]
+        with self.timed("advantages"):
+            full = collate(trajectories, self.pad_id, "cpu", self.token_fields)
+            out = self.advantages(full)
+            for name, values in (out if isinstance(out, dict) else {"advantages": out}).items():
+                for t, row in zip(trajectories, values.float()):
+                    t.info[name] = row[:len(t.completion_ids)].tolist()
+
+    def _reference_logprobs(self, batch: Batch) -> torch.Tensor:
+        with self.reference_context():
+            return self.ref_policy.token_logprobs(batch.input_ids, batch.attention_mask, batch.completion_start,
+                                                  self.config.temperature)[0]
 
     def reference_context(self):
         """LoRA policies share weights with their reference: disable the adapters while scoring it."""
@@ -151,15 +214,15 @@ class RLAlgorithm(ABC):
         c = self.config
         step_tokens = dist.all_reduce_sum(float(sum(t.num_generated_tokens for t in trajectories)))
         step_sequences = int(dist.all_reduce_sum(float(len(trajectories))))
-        const_len = c.max_completion_length or c.max_new_tokens * c.max_episode_steps
+        const_len = self.completion_budget
         self.optimizer.zero_grad(set_to_none=True)
         totals: dict[str, float] = {}
         for start in range(0, len(trajectories), c.micro_batch_size):
-            batch = collate(trajectories[start:start + c.micro_batch_size], self.pad_id, self.device)
-            logprobs, entropy = self.policy.token_logprobs(batch.input_ids, batch.attention_mask,
-                                                           batch.completion_start, c.temperature)
-            logprobs, entropy = logprobs.float(), entropy.float()
-            terms = self.loss(batch, logprobs, entropy)
+            batch = collate(trajectories[start:start + c.micro_batch_size], self.pad_id, self.device,
+                            self.token_fields)
+            outputs = self.forward(batch)
+            logprobs, entropy = outputs["logprobs"], outputs["entropy"]
+            terms = self.loss(batch, **outputs)
             if c.kl_coeff > 0 and not c.kl_in_reward and batch.ref_logprobs is not None:
                 terms["kl"] = c.kl_coeff * kl_estimate(logprobs, batch.ref_logprobs, c.kl_estimator)
             weights = token_weights(batch.loss_mask, c.loss_aggregation, step_tokens, step_sequences, const_len)
@@ -173,9 +236,11 @@ class RLAlgorithm(ABC):
                 if batch.ref_logprobs is not None:
                     self.record("kl", masked_mean(kl_estimate(logprobs, batch.ref_logprobs, "k3"), batch.loss_mask))
                 self.record("entropy", masked_mean(entropy, batch.loss_mask))
-        dist.sync_gradients(self.policy.parameters())
+                # k3 estimate of KL(behaviour || current) over the sampled tokens
+                self.record("approx_kl", masked_mean(kl_estimate(batch.old_logprobs, logprobs, "k3"), batch.loss_mask))
+        dist.sync_gradients(self.trainable_parameters())
         if c.max_grad_norm > 0:
-            grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), c.max_grad_norm)
+            grad_norm = torch.nn.utils.clip_grad_norm_(self.trainable_parameters(), c.max_grad_norm)
             totals["grad_norm"] = float(grad_norm)
         self.optimizer.step()
         self.scheduler.step()
@@ -219,31 +284,42 @@ class RLAlgorithm(ABC):
         return rows
 
     def train_iteration(self) -> dict:
-        """One collect -> prepare -> update round; returns its metrics."""
+        """One collect -> select -> prepare -> update round; returns its metrics.
+
+        Trajectories dropped by `select_for_update` are neither scored by the reference nor trained on,
+        but count in the reward, accuracy and length metrics (they were sampled from the policy).
+        """
+        self._times = {}
         t0 = time.perf_counter()
         trajectories = self.collect()
         t1 = time.perf_counter()
-        self.prepare(trajectories)
+        selected = self.select_for_update(trajectories)
+        if selected:
+            self.prepare(selected)
         t2 = time.perf_counter()
         self.buffer.clear()
         self.buffer.extend(trajectories)
-        selected = self.select_for_update(trajectories)
         update_stats = self.update(selected) if selected else {}
         t3 = time.perf_counter()
         generated = sum(t.num_generated_tokens for t in trajectories)
-        rewards = [t.reward for t in trajectories]
+        rewards = [t.info.get("env_reward", t.reward) for t in trajectories]  # before KL / length shaping
+        sample_time = t1 - t0 - self._times.pop("score", 0.0)
         metrics = {
             "reward_mean": float(np.mean(rewards)), "reward_std": float(np.std(rewards)),
             "train_accuracy": float(np.mean([bool(t.info.get("correct", False)) for t in trajectories])),
             "completion_length": generated / max(len(trajectories), 1),
             "truncated_fraction": float(np.mean([t.truncated for t in trajectories])),
             "trained_trajectories": len(selected),
-            "tokens_per_second": generated / max(t1 - t0, 1e-9),
-            "time_sample": t1 - t0, "time_prepare": t2 - t1, "time_update": t3 - t2,
+            "tokens_per_second": generated / max(sample_time, 1e-9),
+            "time_sample": sample_time, "time_score": t1 - t0 - sample_time,
+            "time_prepare": t2 - t1, "time_update": t3 - t2,
+            **{f"time_{k}": v for k, v in self._times.items()},
             "learning_rate": self.scheduler.get_last_lr()[0],
             "rewards": [round(r, 4) for r in rewards],
             **{f"loss_{k}" if k not in ("loss", "grad_norm") else k: v for k, v in update_stats.items()},
         }
+        if self.config.samples_per_prompt > 1:
+            metrics["zero_variance_groups"] = zero_variance_fraction(trajectories)
         metrics.update({k: float(np.mean(v)) for k, v in self._step_metrics.items()})
         self._step_metrics = {}
         return metrics
@@ -289,6 +365,7 @@ class RLAlgorithm(ABC):
             "reference": self.ref_policy.state_dict() if self._ref_has_own_weights() else None,
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
+            "extra": self.extra_state(),
             "rng": {"numpy_algorithm": self.rng.bit_generator.state, "python": random.getstate(),
                     "torch": torch.get_rng_state(), "generator": self.generator.get_state(),
                     "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
@@ -311,6 +388,7 @@ class RLAlgorithm(ABC):
             self.ref_policy.load_state_dict(state["reference"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
+        self.load_extra_state(state.get("extra", {}))
         self.rng.bit_generator.state = state["rng"]["numpy_algorithm"]
         random.setstate(state["rng"]["python"])
         torch.set_rng_state(state["rng"]["torch"])
@@ -323,3 +401,11 @@ class RLAlgorithm(ABC):
 
     def _ref_has_own_weights(self) -> bool:
         return self.ref_policy is not None and not getattr(self.ref_policy, "is_lora", False)
+
+
+def zero_variance_fraction(trajectories: list[Trajectory]) -> float:
+    """Fraction of groups whose rewards are all equal (no learning signal for group baselines)."""
+    groups: dict[int, set[float]] = {}
+    for t in trajectories:
+        groups.setdefault(t.group_id, set()).add(round(t.info.get("env_reward", t.reward), 9))
+    return float(np.mean([len(r) == 1 for r in groups.values()])) if groups else 0.0

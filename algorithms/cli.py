@@ -31,8 +31,17 @@ def config_from_arguments(config_class: type, args: argparse.Namespace, defaults
     overrides = {k: v for k, v in vars(args).items() if k in names and v is not None}
     merged = dict(defaults or {})
     if args.config:
-        file_values = load_config(config_class, args.config).to_dict()
-        changed = {k: v for k, v in file_values.items() if v != getattr(config_class(), k, None)}
-        merged.update(changed)
+        merged.update(read_yaml_fields(config_class, args.config))
     merged.update(overrides)
     return load_config(config_class, None, merged)
+
+
+def read_yaml_fields(config_class: type, path: str) -> dict[str, Any]:
+    """The fields a YAML file sets (validated against `config_class`), without filling defaults."""
+    import yaml
+
+    from algorithms.config import ConfigError
+
+    load_config(config_class, path)  # validates names and values, with clear errors
+    with open(path) as fh:
+        return dict(yaml.safe_load(fh) or {})

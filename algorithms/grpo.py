@@ -3,11 +3,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-
-from algorithms.advantages import group_advantages, zero_variance_groups
+from algorithms.advantages import group_advantages
 from algorithms.base import RLAlgorithm
 from algorithms.config import RLConfig, _check
+from algorithms.losses import clipped_policy_loss, masked_mean
 
 
 @dataclass
@@ -31,34 +30,30 @@ class GRPOConfig(RLConfig):
         _check(self.clip_high >= 0, f"GRPOConfig.clip_high must be >= 0, got {self.clip_high}")
 
 
+def informative_groups(trajectories) -> list[list]:
+    """Groups (in order of appearance) whose env rewards are not all equal; a group of one never is."""
+    by_group: dict[int, list] = {}
+    for t in trajectories:
+        by_group.setdefault(t.group_id, []).append(t)
+    return [g for g in by_group.values() if len({t.info.get("env_reward", t.reward) for t in g}) > 1]
+
+
 class GRPO(RLAlgorithm):
-    """Group Relative Policy Optimisation."""
+    """Group Relative Policy Optimisation. Its variants (Dr. GRPO, DAPO, RLOO) are short subclasses."""
 
     config_class = GRPOConfig
 
     def advantages(self, batch):
-        rewards = batch.rewards
-        adv = group_advantages(rewards, batch.group_ids, self.config.scale_by_std)
-        self.record("zero_variance_groups", zero_variance_groups(rewards, batch.group_ids).float().mean())
+        adv = group_advantages(batch.rewards, batch.group_ids, self.config.scale_by_std)
         return adv[:, None] * batch.loss_mask
 
     def select_for_update(self, trajectories):
         if not self.config.drop_zero_variance_groups:
             return trajectories
-        by_group: dict[int, list] = {}
-        for t in trajectories:
-            by_group.setdefault(t.group_id, []).append(t)
-        return [t for g in by_group.values() if len({x.reward for x in g}) > 1 for t in g]
+        return [t for group in informative_groups(trajectories) for t in group]
 
     def loss(self, batch, logprobs, entropy):
         c = self.config
-        ratio = torch.exp(logprobs - batch.old_logprobs)
-        adv = batch.advantages
-        unclipped = ratio * adv
-        clipped = ratio.clamp(1 - c.clip_low, 1 + c.clip_high) * adv
-        with torch.no_grad():
-            mask = batch.loss_mask
-            was_clipped = (unclipped != torch.minimum(unclipped, clipped)).float()
-            self.record("clip_fraction", (was_clipped * mask).sum() / mask.sum().clamp(min=1))
-            self.record("approx_kl", (((ratio - 1) - torch.log(ratio)) * mask).sum() / mask.sum().clamp(min=1))
-        return {"policy": -torch.minimum(unclipped, clipped)}
+        loss, clipped = clipped_policy_loss(logprobs, batch.old_logprobs, batch.advantages, c.clip_low, c.clip_high)
+        self.record("clip_fraction", masked_mean(clipped.float(), batch.loss_mask))
+        return {"policy": loss}

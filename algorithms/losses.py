@@ -30,3 +30,39 @@ def token_weights(mask: torch.Tensor, mode: str, step_tokens: float, step_sequen
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (values * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def clipped_policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
+                        clip_low: float, clip_high: float, dual_clip: float = 0.0
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
+    """PPO's clipped surrogate per token: -min(r A, clip(r, 1 - clip_low, 1 + clip_high) A), r = pi / pi_old.
+
+    `dual_clip` c > 1 (Ye et al., 2020) also bounds the loss of negative advantages by -c A, so a
+    token whose ratio exploded cannot dominate the step. Returns (loss, clipped) where `clipped` marks
+    the tokens whose gradient the clipping removed.
+    """
+    ratio = torch.exp(logprobs - old_logprobs)
+    unclipped = -ratio * advantages
+    clipped = -ratio.clamp(1 - clip_low, 1 + clip_high) * advantages
+    loss = torch.maximum(unclipped, clipped)
+    was_clipped = clipped > unclipped
+    if dual_clip > 0:
+        bound = -dual_clip * advantages
+        dual = (advantages < 0) & (loss > bound)
+        loss = torch.where(dual, bound, loss)
+        was_clipped = was_clipped | dual
+    return loss, was_clipped.detach()
+
+
+def clipped_value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, clip: float
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+    """0.5 * max((V - R)^2, (V_clip - R)^2), V_clip = V_old + clamp(V - V_old, -clip, clip); clip 0: unclipped.
+
+    Returns (loss, clipped) like `clipped_policy_loss`.
+    """
+    loss = 0.5 * (values - returns) ** 2
+    if clip <= 0:
+        return loss, torch.zeros_like(loss, dtype=torch.bool)
+    v_clipped = old_values + (values - old_values).clamp(-clip, clip)
+    loss_clipped = 0.5 * (v_clipped - returns) ** 2
+    return torch.maximum(loss, loss_clipped), (loss_clipped > loss).detach()

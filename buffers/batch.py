@@ -23,7 +23,7 @@ class Batch:
     group_ids: torch.Tensor        # [B]
     ref_logprobs: torch.Tensor | None = None   # [B, C]
     advantages: torch.Tensor | None = None     # [B, C]
-    extras: dict | None = None
+    extras: dict | None = None                 # name -> [B, C], the per-token `token_fields` of collate
 
     @property
     def size(self) -> int:
@@ -31,11 +31,19 @@ class Batch:
 
     def to(self, device: torch.device) -> "Batch":
         moved = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in self.__dict__.items()}
+        if self.extras is not None:
+            moved["extras"] = {k: v.to(device) for k, v in self.extras.items()}
         return Batch(**moved)
 
 
-def collate(trajectories: list[Trajectory], pad_id: int, device: torch.device | str = "cpu") -> Batch:
-    """Pad a list of trajectories into a Batch (stored tensors like ref log-probs/advantages included)."""
+def collate(trajectories: list[Trajectory], pad_id: int, device: torch.device | str = "cpu",
+            token_fields: tuple[str, ...] = ()) -> Batch:
+    """Pad a list of trajectories into a Batch (stored tensors like ref log-probs/advantages included).
+
+    `token_fields`: names of per-token lists in `info` (e.g. PPO's "old_values") collated into
+    `batch.extras` when every trajectory has them. A per-token KL penalty (`info["kl_token_penalty"]`,
+    KL in the reward) is subtracted from `token_rewards`.
+    """
     if not trajectories:
         raise ValueError("collate: empty list of trajectories")
     P = max(len(t.prompt_ids) for t in trajectories)
@@ -50,6 +58,7 @@ def collate(trajectories: list[Trajectory], pad_id: int, device: torch.device | 
     has_adv = all("advantages" in t.info for t in trajectories)
     ref = torch.zeros((B, C)) if has_ref else None
     adv = torch.zeros((B, C)) if has_adv else None
+    extras = {name: torch.zeros((B, C)) for name in token_fields if all(name in t.info for t in trajectories)}
     for i, t in enumerate(trajectories):
         p, c = len(t.prompt_ids), len(t.completion_ids)
         ids[i, P - p:P] = torch.tensor(t.prompt_ids, dtype=torch.long)
@@ -65,8 +74,13 @@ def collate(trajectories: list[Trajectory], pad_id: int, device: torch.device | 
                 ref[i, :c] = torch.tensor(t.info["ref_logprobs"])
             if has_adv:
                 adv[i, :c] = torch.tensor(t.info["advantages"])
+            if "kl_token_penalty" in t.info:
+                token_rewards[i, :c] -= torch.tensor(t.info["kl_token_penalty"])
+            for name, tensor in extras.items():
+                tensor[i, :c] = torch.tensor(t.info[name])
     return Batch(
         input_ids=ids, attention_mask=attn, completion_start=P, loss_mask=loss_mask, old_logprobs=old_lp,
         token_rewards=token_rewards, rewards=torch.tensor([float(t.reward) for t in trajectories]),
         group_ids=torch.tensor([t.group_id for t in trajectories]), ref_logprobs=ref, advantages=adv,
+        extras=extras or None,
     ).to(torch.device(device))

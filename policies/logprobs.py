@@ -10,13 +10,14 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 
-def _chunk_logprobs(hidden: torch.Tensor, head_weight: torch.Tensor, targets: torch.Tensor, temperature: float):
+def _chunk_logprobs(hidden: torch.Tensor, head_weight: torch.Tensor, targets: torch.Tensor, temperature: float,
+                    entropy_grad: bool = False):
     logits = (hidden @ head_weight.T).float()
     if temperature > 0 and temperature != 1.0:
         logits = logits / temperature
     logp_all = torch.log_softmax(logits, -1)
     token_logp = logp_all.gather(-1, targets[..., None]).squeeze(-1)
-    with torch.no_grad():
+    with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
         entropy = -(logp_all.exp() * logp_all).sum(-1)
     return token_logp, entropy
 
@@ -27,20 +28,22 @@ def chunked_token_logprobs(
     targets: torch.Tensor,
     temperature: float = 1.0,
     chunk_size: int = 64,
+    entropy_grad: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-probs and entropies of `targets` [B, T] under logits = hidden [B, T, H] @ head_weight.T.
 
-    `chunk_size` counts positions (times the batch); 0 computes everything at once.
+    `chunk_size` counts positions (times the batch); 0 computes everything at once. Entropies carry
+    gradients only with `entropy_grad` (an entropy bonus in the loss).
     """
     if chunk_size <= 0 or hidden.shape[1] <= chunk_size:
-        return _chunk_logprobs(hidden, head_weight, targets, temperature)
+        return _chunk_logprobs(hidden, head_weight, targets, temperature, entropy_grad)
     parts_lp, parts_ent = [], []
     for start in range(0, hidden.shape[1], chunk_size):
         h, t = hidden[:, start:start + chunk_size], targets[:, start:start + chunk_size]
         if torch.is_grad_enabled() and (h.requires_grad or head_weight.requires_grad):
-            lp, ent = checkpoint(_chunk_logprobs, h, head_weight, t, temperature, use_reentrant=False)
+            lp, ent = checkpoint(_chunk_logprobs, h, head_weight, t, temperature, entropy_grad, use_reentrant=False)
         else:
-            lp, ent = _chunk_logprobs(h, head_weight, t, temperature)
+            lp, ent = _chunk_logprobs(h, head_weight, t, temperature, entropy_grad)
         parts_lp.append(lp)
         parts_ent.append(ent)
     return torch.cat(parts_lp, 1), torch.cat(parts_ent, 1)

@@ -1,0 +1,78 @@
+"""DAPO (Yu et al., 2025): GRPO with clip-higher, token-level loss, dynamic sampling and a soft overlong penalty.
+
+Dynamic sampling: groups whose env rewards (before the length penalty) are all equal carry no signal; they are dropped and more groups
+are collected (at most `max_refill_rounds` extra rounds) until `prompts_per_iteration` informative
+groups are in hand. The reward/accuracy metrics cover every sampled episode, dropped ones included.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from algorithms.config import _check
+from algorithms.grpo import GRPO, GRPOConfig, informative_groups
+
+
+def overlong_penalty(length: int, max_length: int, buffer: int, factor: float = 1.0) -> float:
+    """0 up to `max_length - buffer` tokens, then linearly down to -factor at `max_length` (and beyond)."""
+    if buffer <= 0 or length <= max_length - buffer:
+        return 0.0
+    return -factor * min(length - (max_length - buffer), buffer) / buffer
+
+
+@dataclass
+class DAPOConfig(GRPOConfig):
+    """DAPO's defaults: no KL, asymmetric clip, token mean over the batch, dynamic sampling on."""
+
+    kl_coeff: float = 0.0
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+    loss_aggregation: str = "token_mean"
+    drop_zero_variance_groups: bool = True  # dynamic sampling
+    max_refill_rounds: int = 3              # extra collection rounds to refill dropped groups
+    overlong_buffer: int = 16               # soft penalty over the last N tokens of the budget (0: off)
+    overlong_penalty_factor: float = 1.0    # penalty at the full budget
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check(self.max_refill_rounds >= 0, f"DAPOConfig.max_refill_rounds must be >= 0, got {self.max_refill_rounds}")
+        budget = self.max_completion_length or self.max_new_tokens
+        _check(0 <= self.overlong_buffer < budget, f"DAPOConfig.overlong_buffer must be in [0, {budget}) (the "
+               f"completion budget: max_completion_length, else max_new_tokens), got {self.overlong_buffer}")
+        _check(self.overlong_penalty_factor >= 0, "DAPOConfig.overlong_penalty_factor must be >= 0")
+
+
+class DAPO(GRPO):
+    config_class = DAPOConfig
+
+    def sample_groups(self, num_prompts, first_group_id):
+        trajectories = super().sample_groups(num_prompts, first_group_id)
+        c = self.config
+        for t in trajectories:
+            penalty = overlong_penalty(t.num_generated_tokens, self.completion_budget, c.overlong_buffer,
+                                       c.overlong_penalty_factor)
+            t.info.setdefault("env_reward", t.reward)  # dynamic sampling and metrics use the unshaped reward
+            t.info["overlong_penalty"] = penalty
+            t.reward += penalty
+            t.step_rewards[-1] += penalty
+            self.record("overlong_penalty", penalty)
+        return trajectories
+
+    def collect(self):
+        trajectories = super().collect()
+        wanted, rounds = self.config.prompts_per_iteration, 0
+        while self.config.drop_zero_variance_groups and rounds < self.config.max_refill_rounds:
+            found = len(informative_groups(trajectories))
+            if found >= wanted:
+                break
+            rate = found / len({t.group_id for t in trajectories})  # expected informative fraction
+            more = min(wanted, math.ceil((wanted - found) / rate)) if rate > 0 else wanted
+            trajectories += self.sample_groups(more, max(t.group_id for t in trajectories) + 1)
+            rounds += 1
+        self.record("refill_rounds", rounds)
+        return trajectories
+
+    def select_for_update(self, trajectories):
+        if not self.config.drop_zero_variance_groups:
+            return trajectories
+        return [t for group in informative_groups(trajectories)[:self.config.prompts_per_iteration] for t in group]

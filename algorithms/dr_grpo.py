@@ -1,0 +1,26 @@
+"""Dr. GRPO (Liu et al., 2025, "Understanding R1-Zero-Like Training"): GRPO without its two biases.
+
+No division by the group std (question-difficulty bias) and a constant length normaliser instead of
+per-sequence means (response-length bias): the loss sums token terms and divides by
+(sequences x completion budget), the same for every sequence.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from algorithms.grpo import GRPO, GRPOConfig
+
+
+@dataclass
+class DrGRPOConfig(GRPOConfig):
+    """GRPO settings with Dr. GRPO's defaults (`max_completion_length` sets the constant; 0: the budget)."""
+
+    scale_by_std: bool = False
+    loss_aggregation: str = "constant"
+    kl_coeff: float = 0.0
+
+
+class DrGRPO(GRPO):
+    """GRPO done right: same loss, unbiased advantages and normaliser (all in the config)."""
+
+    config_class = DrGRPOConfig

@@ -1,0 +1,121 @@
+"""PPO with a value model: GAE over token rewards, clipped policy and value losses, several epochs per batch.
+
+Token t's state is everything before it; V(s_t) comes from a scalar head on the policy backbone
+(one forward pass gives log-probs and values) or from a separate critic (`value_model`). Rewards sit
+where the env pays them: the last token of each step (stepwise envs, process rewards) or of the
+episode (outcome reward), minus a per-token KL penalty when `kl_in_reward`. Env-injected tokens are
+skipped by GAE and masked out of both losses.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from algorithms.advantages import explained_variance, gae, whiten
+from algorithms.base import RLAlgorithm
+from algorithms.config import RLConfig, _check
+from algorithms.losses import clipped_policy_loss, clipped_value_loss, masked_mean
+from policies.value import build_value_model
+
+
+@dataclass
+class PPOConfig(RLConfig):
+    """PPO settings. KL to the reference is paid per token in the reward by default (k1, RLHF-style)."""
+
+    samples_per_prompt: int = 1       # PPO needs no groups; raise it to reuse prompts
+    prompts_per_iteration: int = 64
+    update_epochs: int = 4            # passes over each batch; ratios use the behaviour log-probs
+    minibatch_size: int = 16          # trajectories per optimizer step (0: the whole batch)
+    gamma: float = 1.0                # discount per token
+    lam: float = 0.95                 # GAE lambda
+    clip_low: float = 0.2             # ratio lower bound 1 - clip_low
+    clip_high: float = 0.2            # ratio upper bound 1 + clip_high
+    dual_clip: float = 0.0            # c > 1: bound the loss of negative advantages by -c * A (0: off)
+    value_clip: float = 0.2           # clip V - V_old to +-value_clip in the value loss (0: off)
+    value_coeff: float = 0.5          # weight of the value loss
+    entropy_coeff: float = 0.0        # entropy bonus (subtracted from the loss)
+    whiten_advantages: bool = True    # normalise advantages over the batch's sampled tokens
+    value_model: str = "shared"       # shared (head on the policy backbone) | copy (separate critic) | a model path
+    value_learning_rate: float = 0.0  # learning rate of the value model (0: learning_rate)
+    kl_coeff: float = 0.05
+    kl_in_reward: bool = True         # per-token -beta * k1 in the token rewards (False: beta * KL in the loss)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check(0 < self.gamma <= 1, f"PPOConfig.gamma must be in (0, 1], got {self.gamma}")
+        _check(0 <= self.lam <= 1, f"PPOConfig.lam must be in [0, 1], got {self.lam}")
+        _check(0 <= self.clip_low < 1, f"PPOConfig.clip_low must be in [0, 1), got {self.clip_low}")
+        _check(self.clip_high >= 0, f"PPOConfig.clip_high must be >= 0, got {self.clip_high}")
+        _check(self.dual_clip == 0 or self.dual_clip > 1, f"PPOConfig.dual_clip must be 0 or > 1, got {self.dual_clip}")
+        _check(self.value_clip >= 0, f"PPOConfig.value_clip must be >= 0, got {self.value_clip}")
+        _check(self.value_coeff > 0, f"PPOConfig.value_coeff must be > 0, got {self.value_coeff}")
+        _check(self.value_learning_rate >= 0, f"PPOConfig.value_learning_rate must be >= 0, got {self.value_learning_rate}")
+
+
+class PPO(RLAlgorithm):
+    """Proximal Policy Optimisation (Schulman et al., 2017) for language models.
+
+    `value_model` (a module from policies.value) overrides `config.value_model`.
+    """
+
+    config_class = PPOConfig
+    token_fields = ("old_values", "returns")
+    kl_reward_per_token = True
+
+    def __init__(self, policy, env, config: PPOConfig | None = None, ref_policy=None, buffer=None, eval_env=None,
+                 value_model=None):
+        self.value_model = value_model or build_value_model(policy, (config or self.config_class()).value_model)
+        super().__init__(policy, env, config, ref_policy, buffer, eval_env)
+
+    def param_groups(self):
+        lr = self.config.value_learning_rate or self.config.learning_rate
+        return super().param_groups() + [{"params": list(self.value_model.parameters()), "lr": lr}]
+
+    def values(self, batch, hidden=None):
+        """V(s_t) [B, C]; `hidden`: the policy's completion hidden states when already computed."""
+        if not self.value_model.shares_policy_backbone:
+            with self.policy.autocast():
+                return self.value_model(batch.input_ids, batch.attention_mask, batch.completion_start)
+        if hidden is None:
+            hidden = self.policy.completion_hidden(batch.input_ids, batch.attention_mask, batch.completion_start)
+        return self.value_model(hidden)
+
+    def forward(self, batch):
+        logprobs, entropy, hidden = self.policy.completion_outputs(
+            batch.input_ids, batch.attention_mask, batch.completion_start, self.config.temperature,
+            entropy_grad=self.config.entropy_coeff > 0)
+        return {"logprobs": logprobs.float(), "entropy": entropy.float(), "values": self.values(batch, hidden)}
+
+    def prepare(self, trajectories):
+        with self.timed("values"):
+            self.score_in_chunks(trajectories, "old_values", self.values)
+        super().prepare(trajectories)
+
+    def advantages(self, batch):
+        c, mask = self.config, batch.loss_mask
+        old_values = batch.extras["old_values"]
+        adv, returns = gae(batch.token_rewards, old_values, mask, c.gamma, c.lam)
+        ev = explained_variance(old_values, returns, mask)
+        if ev == ev:  # nan when the returns are constant
+            self.record("explained_variance", ev)
+        self.record("value_mean", masked_mean(old_values, mask))
+        return {"advantages": whiten(adv, mask) if c.whiten_advantages else adv, "returns": returns * mask}
+
+    def loss(self, batch, logprobs, entropy, values):
+        c, mask = self.config, batch.loss_mask
+        policy, clipped = clipped_policy_loss(logprobs, batch.old_logprobs, batch.advantages, c.clip_low,
+                                              c.clip_high, c.dual_clip)
+        value, value_clipped = clipped_value_loss(values, batch.extras["old_values"], batch.extras["returns"],
+                                                  c.value_clip)
+        self.record("clip_fraction", masked_mean(clipped.float(), mask))
+        self.record("value_clip_fraction", masked_mean(value_clipped.float(), mask))
+        terms = {"policy": policy, "value": c.value_coeff * value}
+        if c.entropy_coeff > 0:
+            terms["entropy"] = -c.entropy_coeff * entropy
+        return terms
+
+    def extra_state(self):
+        return {"value_model": self.value_model.state_dict()}
+
+    def load_extra_state(self, state):
+        if "value_model" in state:
+            self.value_model.load_state_dict(state["value_model"])
