@@ -2,6 +2,7 @@
 from policies.base import Policy
 from policies.generation import Generation
 from policies.hf import HFPolicy, LoraSettings
+from policies.few_shot import FewShotStepwisePolicy  # noqa: F401 (seed 002's few-shot math policy)
 from policies.models import (
     EMBEDDED_MODEL,
     ModelNotFoundError,

@@ -1,0 +1,114 @@
+"""GRPO on GSM8K (single turn): the model writes a whole solution ending with "#### <number>".
+
+    python examples/grpo_gsm8k.py --data_path ../shared/data/gsm8k/train.jsonl
+    python examples/grpo_gsm8k.py --config statics/configs/grpo_gsm8k.yaml --data_path ../shared/data/gsm8k/train.jsonl
+
+Every GRPOConfig field is a flag (`--samples_per_prompt 8`, `--kl_coeff 0.04`, ...); a --config YAML file
+sets fields too, and flags override it. Without --test_data_path (or with the training file) the last
+--holdout rows of the training data are held back, never trained on, and evaluated. The run folder
+(--output_dir) gets metrics.jsonl, metrics.png, config.json, checkpoint/ and the trained model in model/.
+Set RLGYM_TRACEBACK=1 to see tracebacks instead of one-line errors.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from algorithms import GRPO, GRPOConfig, load_config  # noqa: E402
+from algorithms.cli import read_yaml_fields, add_config_arguments, config_from_arguments  # noqa: E402
+from envs import DataFileNotFoundError, UnknownEnvError, make  # noqa: E402
+from policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
+from policies.few_shot import PROMPTS_DIR, read_system_prompt  # noqa: E402
+
+DEFAULTS = dict(num_iterations=100, prompts_per_iteration=16, samples_per_prompt=8, max_new_tokens=256,
+                kl_coeff=0.04, eval_every=10, eval_episodes=200, eval_at_start=True,
+                micro_batch_size=16, save_every=10, output_dir="runs/grpo_gsm8k")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data_path", default=None,
+                        help="GSM8K JSONL to train on (default: openai/gsm8k's train split from the hub)")
+    parser.add_argument("--test_data_path", default=None,
+                        help="GSM8K JSONL to evaluate on (default: the last --holdout training rows, held back)")
+    parser.add_argument("--holdout", type=int, default=500, help="rows held back when there is no test file")
+    parser.add_argument("--model", default=EMBEDDED_MODEL, help="hub name, local folder, or the embedded default")
+    parser.add_argument("--system_prompt_path", default=str(PROMPTS_DIR / "single_turn_sys.txt"),
+                        help="system prompt file")
+    parser.add_argument("--resume", action="store_true", help="continue from <output_dir>/checkpoint if it exists")
+    add_config_arguments(parser, GRPOConfig, DEFAULTS)
+    return parser
+
+
+def config_file_fields(config_class: type, path: str | None) -> dict:
+    """The fields a --config YAML file sets (validated: unknown names and bad values are errors)."""
+    return read_yaml_fields(config_class, path) if path else {}
+
+
+def same_file(a: str | None, b: str | None) -> bool:
+    return a is not None and b is not None and Path(a).expanduser().resolve() == Path(b).expanduser().resolve()
+
+
+def build_envs(args):
+    """(train env, test env, a sentence saying where evaluation comes from)."""
+    if args.test_data_path is not None and not same_file(args.test_data_path, args.data_path):
+        train_env = make("GSM8K-v0", data_path=args.data_path, split="train")
+        test_env = make("GSM8K-v0", data_path=args.test_data_path, split="test")
+        return train_env, test_env, f"evaluating on {args.test_data_path} ({test_env.num_problems} problems)"
+    if args.holdout < 1:
+        raise ValueError(f"--holdout must be >= 1, got {args.holdout}")
+    rows = make("GSM8K-v0", data_path=args.data_path, split="train").num_problems
+    held = min(args.holdout, rows // 2)
+    if held < 1:
+        raise ValueError(f"the training data has {rows} row(s), too few to hold any back: pass --test_data_path")
+    train_env = make("GSM8K-v0", data_path=args.data_path, split="train", subset=(0, rows - held))
+    test_env = make("GSM8K-v0", data_path=args.data_path, split="train", subset=(rows - held, rows))
+    return train_env, test_env, (f"no separate test file: the last {held} of {rows} training rows are held back "
+                                 f"for evaluation (never trained on)")
+
+
+def run(args: argparse.Namespace) -> None:
+    defaults = {**DEFAULTS, **config_file_fields(GRPOConfig, args.config)}
+    config = config_from_arguments(GRPOConfig, argparse.Namespace(**{**vars(args), "config": None}), defaults)
+    if config.wandb != "off" and importlib.util.find_spec("wandb") is None:
+        raise ValueError(f"wandb logging ({config.wandb}) asked for, but wandb is not installed: pip install wandb")
+    system_prompt = read_system_prompt(args.system_prompt_path)
+    try:
+        train_env, test_env, eval_note = build_envs(args)
+    except DataFileNotFoundError as err:  # from the hub (offline): name this script's flag
+        raise DataFileNotFoundError(str(err).replace("data_path=", "--data_path ")) from None
+    policy = HFPolicy(args.model, system_prompt=system_prompt)
+    algo = GRPO(policy, train_env, config, eval_env=test_env)
+
+    print(f"device={policy.device} model={args.model} train problems={train_env.num_problems} "
+          f"{config.prompts_per_iteration} prompts x {config.samples_per_prompt} samples per iteration")
+    print(f"note: {eval_note}")
+    run_dir = Path(config.output_dir)
+    if args.resume and not (run_dir / "checkpoint").is_dir():
+        print(f"note: --resume: no checkpoint in {run_dir}, starting from iteration 0")
+
+    rows = algo.train(resume=args.resume)
+    policy.save(run_dir / "model")
+    evals = [f"{r['eval_accuracy']:.1%} (iteration {r['iteration']})" for r in rows if "eval_accuracy" in r]
+    if evals:
+        print("held-out accuracy: " + (f"{evals[0]} -> {evals[-1]}" if len(evals) > 1 else evals[0]))
+    print(f"run folder: {run_dir} (metrics.jsonl, metrics.png, checkpoint/, model/)")
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    try:
+        run(args)
+    except (ValueError, FileNotFoundError, UnknownEnvError) as err:  # ConfigError, data, model and prompt errors
+        if os.environ.get("RLGYM_TRACEBACK"):
+            raise
+        sys.exit("error: " + " ".join(str(err).split()))
+
+
+if __name__ == "__main__":
+    main()

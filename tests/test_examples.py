@@ -1,0 +1,167 @@
+"""The GSM8K example scripts end to end (tiny model saved to disk, real GSM8K rows, CPU, offline).
+
+Each subprocess imports torch and transformers (~5 s), so there are four: two REINFORCE-stable runs
+sharing a buffer cache, one GRPO run from the YAML config, one bad input. The other bad inputs call
+the scripts' main() in this process.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+REINFORCE = ROOT / "examples" / "reinforce_stable_gsm8k.py"
+GRPO_SCRIPT = ROOT / "examples" / "grpo_gsm8k.py"
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory) -> str:
+    from policies import build_tiny_model, build_tiny_tokenizer
+
+    folder = tmp_path_factory.mktemp("tiny_model")
+    tokenizer = build_tiny_tokenizer()
+    build_tiny_model(tokenizer).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+@pytest.fixture
+def gsm8k_train(shared_data) -> str:
+    path = shared_data / "gsm8k" / "train.jsonl"
+    if not path.is_file():
+        pytest.skip(f"{path} is not present")
+    return str(path)
+
+
+def run_script(script: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "2", "WANDB_MODE": "disabled"}
+    return subprocess.run([sys.executable, str(script), *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def load_script(path: Path):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def metrics(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def error_line(module, argv: list[str]) -> str:
+    """main(argv) must exit with a one-line "error: ..." message (what the user sees on stderr)."""
+    with pytest.raises(SystemExit) as exit_info:
+        module.main(argv)
+    message = exit_info.value.code
+    assert isinstance(message, str) and message.startswith("error: ") and "\n" not in message, message
+    return message
+
+
+def test_reinforce_stable_gsm8k_runs_and_reuses_its_buffer_cache(tiny_model_dir, gsm8k_train, tmp_path):
+    cache = tmp_path / "buffer.jsonl"
+    common = ["--model_name_or_path", tiny_model_dir, "--ref_model_name", tiny_model_dir,
+              "--train_data_file", gsm8k_train, "--gsm8k_path", gsm8k_train, "--sys_prompt_path",
+              str(ROOT / "statics" / "prompts" / "stepwise_solver_sys.txt"), "--n_few_shot_examples", "1",
+              "--num_collection_episodes", "2", "--max_trajectory_steps", "2", "--max_new_tokens", "8",
+              "--num_update_steps", "2", "--gradient_accumulation_steps", "2", "--n_eval_steps", "2",
+              "--kl_coeff", "0.25", "--update_ref_iterations", "1", "--sym_calc",
+              "--cache_buffer", "--buffer_cache_path", str(cache)]
+    first = run_script(REINFORCE, *common, "--num_iterations", "1", "--save_path", str(tmp_path / "run1"))
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "the last 500 of 7473 training rows are held back" in first.stdout
+    rows = metrics(tmp_path / "run1")
+    assert rows[-1]["iteration"] == 1 and rows[-1]["buffer_from_cache"] == 0.0 and "eval_accuracy" in rows[-1]
+    assert (tmp_path / "run1" / "checkpoint" / "state.pt").is_file()
+    assert (tmp_path / "run1" / "model" / "config.json").is_file()
+    cached = cache.read_text()
+    assert len(cached.splitlines()) == 3  # header + the 2 collected episodes
+
+    second = run_script(REINFORCE, *common, "--num_iterations", "2", "--save_path", str(tmp_path / "run2"))
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "first iteration trains on 2 cached episodes" in second.stdout
+    assert "warning" not in second.stdout  # same model and prompt: the cache matches
+    rows = [r for r in metrics(tmp_path / "run2") if "buffer_from_cache" in r]
+    assert [r["buffer_from_cache"] for r in rows] == [1.0, 0.0]
+    assert cache.read_text() == cached  # the cache asked for is kept; the new collection goes next to it
+    assert len((tmp_path / "buffer_updated.jsonl").read_text().splitlines()) == 3
+    assert (tmp_path / "run2" / "checkpoint" / "state.pt").is_file()
+
+
+def test_grpo_gsm8k_runs_from_the_yaml_config(tiny_model_dir, gsm8k_train, tmp_path):
+    run_dir = tmp_path / "grpo"
+    result = run_script(GRPO_SCRIPT, "--config", str(ROOT / "statics" / "configs" / "grpo_gsm8k.yaml"),
+                        "--model", tiny_model_dir, "--data_path", gsm8k_train, "--num_iterations", "1",
+                        "--prompts_per_iteration", "1", "--samples_per_prompt", "2", "--max_new_tokens", "8",
+                        "--eval_episodes", "2", "--no-eval_at_start", "--output_dir", str(run_dir))
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = metrics(run_dir)
+    assert len(rows) == 1 and rows[0]["iteration"] == 1 and rows[0]["eval_episodes"] == 2.0
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["micro_batch_size"] == 32  # from the YAML file (the script's own default is 16)
+    assert config["samples_per_prompt"] == 2  # flags override the file
+    assert (run_dir / "checkpoint" / "state.pt").is_file() and (run_dir / "model" / "config.json").is_file()
+
+
+def test_a_missing_train_file_is_a_one_line_error(tmp_path):
+    result = run_script(REINFORCE, "--train_data_file", str(tmp_path / "missing.jsonl"))
+    assert result.returncode != 0
+    assert result.stderr.strip().splitlines() == [f"error: data file not found: {tmp_path / 'missing.jsonl'}"]
+
+
+def test_bad_inputs_are_one_line_errors(tiny_model_dir, gsm8k_train, tmp_path):
+    reinforce, grpo = load_script(REINFORCE), load_script(GRPO_SCRIPT)
+    assert "kl_coeff must be >= 0" in error_line(reinforce, ["--train_data_file", gsm8k_train, "--kl_coeff", "-1"])
+    assert "kl_coeff must be >= 0" in error_line(grpo, ["--data_path", gsm8k_train, "--kl_coeff", "-1"])
+    missing_model = str(tmp_path / "no_model")
+    assert "cannot load model" in error_line(reinforce, ["--train_data_file", gsm8k_train, "--model_name_or_path",
+                                                         missing_model, "--n_few_shot_examples", "0"])
+    assert "cannot load model" in error_line(grpo, ["--data_path", gsm8k_train, "--model", missing_model])
+    assert "system prompt file not found" in error_line(grpo, ["--data_path", gsm8k_train, "--system_prompt_path",
+                                                               str(tmp_path / "none.txt")])
+    assert "n_few_shot=9 examples asked for, but 2 in the examples list" in error_line(
+        reinforce, ["--train_data_file", gsm8k_train, "--model_name_or_path", tiny_model_dir,
+                    "--gsm8k_path", str(_two_rows(gsm8k_train, tmp_path)), "--n_few_shot_examples", "9"])
+    assert "--cache_buffer needs --buffer_cache_path" in error_line(reinforce, ["--cache_buffer"])
+    assert "unknown ReinforceStableConfig field(s): nonsense" in error_line(
+        reinforce, ["--config", str(_yaml(tmp_path, "nonsense: 1\n"))])
+
+
+def test_seed_002_flags_map_onto_the_config(tmp_path):
+    reinforce = load_script(REINFORCE)
+    yaml_file = ROOT / "statics" / "configs" / "reinforce_stable_gsm8k.yaml"
+    args = reinforce.build_parser().parse_args(["--config", str(yaml_file)])
+    config, cap = reinforce.resolve_config(args)
+    assert (config.prompts_per_iteration, config.minibatch_size, config.eval_episodes, cap) == (100, 32, 101, 0)
+    assert config.eval_at_start is True and config.ref_sync_every == 2
+    args = reinforce.build_parser().parse_args([
+        "--config", str(yaml_file), "--num_collection_episodes", "6", "--max_trajectory_steps", "3",
+        "--gradient_accumulation_steps", "4", "--micro_batch_size", "2", "--num_update_steps", "3",
+        "--evaluation_iterations", "5", "--n_eval_steps", "7", "--no-evaluation_at_start", "--save_path", "out",
+        "--n_save_iterations", "4", "--update_ref_iterations", "3", "--kl_coeff", "0.1"])
+    config, cap = reinforce.resolve_config(args)
+    assert (config.prompts_per_iteration, config.samples_per_prompt, config.max_episode_steps) == (6, 1, 3)
+    assert (config.minibatch_size, config.micro_batch_size, cap) == (8, 2, 6)
+    assert (config.eval_every, config.eval_episodes, config.eval_at_start) == (5, 7, False)
+    assert (config.output_dir, config.save_every, config.ref_sync_every, config.kl_coeff) == ("out", 4, 3, 0.1)
+
+
+def _two_rows(source: str, tmp_path: Path) -> Path:
+    with open(source, encoding="utf-8") as handle:
+        lines = [next(handle) for _ in range(2)]
+    path = tmp_path / "two.jsonl"
+    path.write_text("".join(lines))
+    return path
+
+
+def _yaml(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    return path
