@@ -602,12 +602,27 @@ def _split_percent(s: str) -> tuple[str, bool]:
     return (s[:-1], True) if s.endswith("%") else (s, False)
 
 
+_NUMBER_LITERAL = re.compile(
+    r"^[-+]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:e[-+]?\d+)?(?:/\d+)?|\\frac(?:\{[-+]?\d+\}|\d)(?:\{\d+\}|\d))$")
+
+
+def is_number_literal(answer: str) -> bool:
+    """True for a written-out number: 12, -0.5, 2e5, 3/4, \\frac{3}{4} (after normalize_answer)."""
+    while answer.startswith("(") and answer.endswith(")"):
+        answer = answer[1:-1]
+    return bool(_NUMBER_LITERAL.match(answer))
+
+
 def _scalar_equal(a: str, b: str, deadline: float) -> bool:
-    """Equality of two normalised non-tuple answers."""
+    """Equality of two normalised non-tuple answers (a: predicted, b: gold)."""
     if a == b:
         return True
     a, a_pct = _split_percent(a)
     b, b_pct = _split_percent(b)
+    if is_number_literal(b) and not is_number_literal(a):
+        # The gold is a number, so the answer must be one: "10 + 11" for 21 leaves the arithmetic to the
+        # grader, and a policy rewarded for it learns to copy the question (seen in a GRPO run).
+        return False
     src_a, src_b = _to_source(a), _to_source(b)
     if src_a is None or src_b is None:
         return a == b

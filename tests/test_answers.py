@@ -29,7 +29,7 @@ EQUIVALENCE_TABLE = [
     ("0.5", r"\frac{1}{2}", True),
     (r"\dfrac12", "0.5", True),
     (r"\tfrac{3}{4}", "0.75", True),
-    (r"\frac{\frac{1}{2}}{3}", "1/6", True),
+    (r"\frac{\frac{1}{2}}{3}", "1/6", False),  # nested fraction: an expression, not a computed number
     ("-3/4", r"-\frac{3}{4}", True),
     (r"\frac{-3}{4}", "-0.75", True),
     ("1/3", "0.333", False),
@@ -55,7 +55,11 @@ EQUIVALENCE_TABLE = [
     ("x+1", "1+x", True),
     (r"\frac{\pi}{2}", r"\pi/2", True),
     ("(x+1)^2", "x^2+2x+1", True),
-    (r"\sqrt[3]{8}", "2", True),
+    (r"\sqrt[3]{8}", "2", False),  # a number gold needs a computed number, not an expression
+    ("10 + 11", "21", False),  # the reward hack a GRPO run found: copying the question after ####
+    ("#### 10 + 11", "21", False),
+    (r"\frac{42}{2}", "21", True),
+    ("(21)", "21", True),
     ("x = 5", "5", True),
     (r"2\pi r", r"2 r \pi", True),
     ("x+1", "x+2", False),
