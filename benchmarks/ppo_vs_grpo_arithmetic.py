@@ -67,8 +67,10 @@ def plot(out: Path, names: list[str]) -> None:
         x = [r["sampled_tokens"] for r in rows]
         for ax, key in zip(axes, ("reward_mean", "kl", "entropy", "completion_length")):
             ax.plot(x, [r.get(key, float("nan")) for r in rows], label=name)
-            ax.set_title(key)
+            ax.set_title(key + (" (k3 estimate, symlog scale)" if key == "kl" else ""))
             ax.set_xlabel("sampled completion tokens")
+            if key == "kl":
+                ax.set_yscale("symlog", linthresh=0.1)
     for ax in axes:
         ax.legend()
         ax.grid(alpha=0.3)
