@@ -28,6 +28,11 @@ from algorithms.run_logger import RunLogger
 from buffers import Batch, ReplayBuffer, Trajectory, collate
 
 
+def by_length(trajectories: list[Trajectory]) -> list[Trajectory]:
+    """Trajectories sorted by total length, so micro-batches pad little (the loss does not depend on order)."""
+    return sorted(trajectories, key=lambda t: len(t.prompt_ids) + len(t.completion_ids))
+
+
 class RLAlgorithm(ABC):
     """Base class of every RL algorithm.
 
@@ -55,6 +60,7 @@ class RLAlgorithm(ABC):
         self.rng = np.random.default_rng(self.config.seed + 1000 * dist.rank())
         torch.manual_seed(self.config.seed)
         self.generator = torch.Generator(device=self.device).manual_seed(self.config.seed + dist.rank())
+        dist.broadcast_parameters(policy.parameters())  # every rank starts from rank 0's weights
         self.ref_policy = ref_policy
         if self.config.kl_coeff > 0 and self.ref_policy is None:
             self.ref_policy = policy.frozen_copy()
@@ -136,8 +142,9 @@ class RLAlgorithm(ABC):
 
     def score_in_chunks(self, trajectories: list[Trajectory], name: str, score) -> None:
         """Store `score(micro_batch)` [B, C] (no grad) on each trajectory as `info[name]` (per-token list)."""
-        for start in range(0, len(trajectories), self.config.micro_batch_size):
-            chunk = trajectories[start:start + self.config.micro_batch_size]
+        ordered = by_length(trajectories)
+        for start in range(0, len(ordered), self.config.micro_batch_size):
+            chunk = ordered[start:start + self.config.micro_batch_size]
             with torch.no_grad():
                 values = score(collate(chunk, self.pad_id, self.device)).float().cpu()
             for t, row in zip(chunk, values):
@@ -217,6 +224,7 @@ class RLAlgorithm(ABC):
         const_len = self.completion_budget
         self.optimizer.zero_grad(set_to_none=True)
         totals: dict[str, float] = {}
+        trajectories = by_length(trajectories)  # length bucketing: similar lengths share a micro-batch
         for start in range(0, len(trajectories), c.micro_batch_size):
             batch = collate(trajectories[start:start + c.micro_batch_size], self.pad_id, self.device,
                             self.token_fields)

@@ -53,3 +53,11 @@ def test_same_loss_and_gradients_with_gradient_accumulation(aggregation):
 def test_aggregations_differ_on_uneven_lengths():
     losses = {agg: step(agg, 8)[0] for agg in ("token_mean", "sequence_mean", "constant")}
     assert len({round(v, 8) for v in losses.values()}) == 3, losses
+
+
+def test_length_bucketing_orders_micro_batches_by_length():
+    from algorithms.base import by_length
+    from buffers import Trajectory
+
+    trajs = [Trajectory([1] * p, [2] * c, [0.0] * c, [1] * c, 0.0) for p, c in [(3, 9), (1, 1), (2, 4), (5, 0)]]
+    assert [len(t.prompt_ids) + len(t.completion_ids) for t in by_length(trajs)] == [2, 5, 6, 12]
