@@ -40,8 +40,38 @@ def read_yaml_fields(config_class: type, path: str) -> dict[str, Any]:
     """The fields a YAML file sets (validated against `config_class`), without filling defaults."""
     import yaml
 
-    from algorithms.config import ConfigError
-
     load_config(config_class, path)  # validates names and values, with clear errors
     with open(path) as fh:
         return dict(yaml.safe_load(fh) or {})
+
+
+USER_ERRORS = (ValueError, FileNotFoundError, KeyError)  # ConfigError, data/model/prompt files, unknown env ids
+
+
+def run_with_clear_errors(run, *args) -> Any:
+    """Call `run(*args)`; a bad input (config value, missing file or model, unknown env id, malformed row)
+    exits with one line `error: ...` instead of a traceback (set RLGYM_TRACEBACK=1 to see it)."""
+    import os
+    import sys
+
+    try:
+        return run(*args)
+    except USER_ERRORS as err:
+        if os.environ.get("RLGYM_TRACEBACK"):
+            raise
+        sys.exit("error: " + " ".join(str(err).split()))
+
+
+def same_file(a: str | None, b: str | None) -> bool:
+    """True when two paths name the same file."""
+    from pathlib import Path
+
+    return a is not None and b is not None and Path(a).expanduser().resolve() == Path(b).expanduser().resolve()
+
+
+def print_run_summary(rows: list[dict], run_dir) -> None:
+    """Held-out accuracy first -> last evaluation, and where the run folder is."""
+    evals = [f"{r['eval_accuracy']:.1%} (iteration {r['iteration']})" for r in rows if "eval_accuracy" in r]
+    if evals:
+        print("held-out accuracy: " + (f"{evals[0]} -> {evals[-1]}" if len(evals) > 1 else evals[0]))
+    print(f"run folder: {run_dir} (metrics.jsonl, metrics.png, checkpoint/, model/)")

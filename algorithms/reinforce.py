@@ -3,8 +3,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-
 from algorithms.advantages import discounted_returns
 from algorithms.base import RLAlgorithm
 from algorithms.config import RLConfig, _check

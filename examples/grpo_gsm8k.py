@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from algorithms import GRPO, GRPOConfig, load_config  # noqa: E402
-from algorithms.cli import read_yaml_fields, add_config_arguments, config_from_arguments  # noqa: E402
-from envs import DataFileNotFoundError, UnknownEnvError, make  # noqa: E402
+from algorithms import GRPO, GRPOConfig  # noqa: E402
+from algorithms.cli import print_run_summary, read_yaml_fields, run_with_clear_errors, same_file, add_config_arguments, config_from_arguments  # noqa: E402
+from envs import DataFileNotFoundError, make  # noqa: E402
 from policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
 from policies.few_shot import PROMPTS_DIR, read_system_prompt  # noqa: E402
 
@@ -48,10 +47,6 @@ def build_parser() -> argparse.ArgumentParser:
 def config_file_fields(config_class: type, path: str | None) -> dict:
     """The fields a --config YAML file sets (validated: unknown names and bad values are errors)."""
     return read_yaml_fields(config_class, path) if path else {}
-
-
-def same_file(a: str | None, b: str | None) -> bool:
-    return a is not None and b is not None and Path(a).expanduser().resolve() == Path(b).expanduser().resolve()
 
 
 def build_envs(args):
@@ -94,20 +89,11 @@ def run(args: argparse.Namespace) -> None:
 
     rows = algo.train(resume=args.resume)
     policy.save(run_dir / "model")
-    evals = [f"{r['eval_accuracy']:.1%} (iteration {r['iteration']})" for r in rows if "eval_accuracy" in r]
-    if evals:
-        print("held-out accuracy: " + (f"{evals[0]} -> {evals[-1]}" if len(evals) > 1 else evals[0]))
-    print(f"run folder: {run_dir} (metrics.jsonl, metrics.png, checkpoint/, model/)")
+    print_run_summary(rows, run_dir)
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
-    try:
-        run(args)
-    except (ValueError, FileNotFoundError, UnknownEnvError) as err:  # ConfigError, data, model and prompt errors
-        if os.environ.get("RLGYM_TRACEBACK"):
-            raise
-        sys.exit("error: " + " ".join(str(err).split()))
+    run_with_clear_errors(run, build_parser().parse_args(argv))
 
 
 if __name__ == "__main__":

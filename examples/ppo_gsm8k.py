@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from algorithms import PPO, PPOConfig  # noqa: E402
-from algorithms.cli import add_config_arguments, config_from_arguments  # noqa: E402
+from algorithms.cli import add_config_arguments, config_from_arguments, print_run_summary, run_with_clear_errors  # noqa: E402
 from envs import make  # noqa: E402
 from policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
 
@@ -42,7 +42,7 @@ def build_envs(data_path: str | None, test_data_path: str | None, holdout: int):
     rows = make("GSM8K-v0", data_path=data_path, split="train").num_problems
     held = min(holdout, rows // 2)
     if held < 1:
-        raise SystemExit(f"error: {rows} training row(s) are too few to hold any back: pass --test_data_path")
+        raise ValueError(f"{rows} training row(s) are too few to hold any back: pass --test_data_path")
     return (make("GSM8K-v0", data_path=data_path, split="train", subset=(0, rows - held)),
             make("GSM8K-v0", data_path=data_path, split="train", subset=(rows - held, rows)))
 
@@ -56,7 +56,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--system_prompt_path", default=str(SYSTEM_PROMPT), help="system prompt file ('' for none)")
     parser.add_argument("--resume", action="store_true", help="continue from <output_dir>/checkpoint")
     add_config_arguments(parser, PPOConfig, DEFAULTS)
-    args = parser.parse_args(argv)
+    return run_with_clear_errors(run, parser.parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> list[dict]:
     config = config_from_arguments(PPOConfig, args, DEFAULTS)
 
     train_env, test_env = build_envs(args.data_path, args.test_data_path, args.holdout)
@@ -70,13 +73,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
     rows = algo.train(resume=args.resume)
     run_dir = Path(config.output_dir)
     policy.save(run_dir / "model")
-    evals = [f"{r['eval_accuracy']:.1%} (iteration {r['iteration']})" for r in rows if "eval_accuracy" in r]
-    if evals:
-        print("held-out accuracy: " + " -> ".join(dict.fromkeys([evals[0], evals[-1]])))
     last = rows[-1] if rows else {}
     print(f"last iteration: reward {last.get('reward_mean', float('nan')):.3f}, "
           f"explained variance {last.get('explained_variance', float('nan')):.2f}, KL {last.get('kl', 0.0):.4f}")
-    print(f"run folder: {run_dir} (metrics.jsonl, metrics.png, checkpoint/, model/)")
+    print_run_summary(rows, run_dir)
     return rows
 
 

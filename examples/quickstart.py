@@ -16,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from algorithms import GRPO, GRPOConfig, evaluate  # noqa: E402
-from algorithms.cli import add_config_arguments, config_from_arguments  # noqa: E402
+from algorithms.cli import add_config_arguments, config_from_arguments, run_with_clear_errors  # noqa: E402
 from envs import make  # noqa: E402
 from policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
 
@@ -38,8 +38,10 @@ def main() -> None:
     parser.add_argument("--level", type=int, default=1, help="Arithmetic-v0 difficulty level (1: two-digit sums)")
     parser.add_argument("--resume", action="store_true", help="continue from <output_dir>/checkpoint")
     add_config_arguments(parser, GRPOConfig)
-    args = parser.parse_args()
+    run_with_clear_errors(run, parser.parse_args())
 
+
+def run(args: argparse.Namespace) -> None:
     import torch
 
     preset = args.preset or ("gpu" if torch.cuda.is_available() else "cpu")

@@ -50,10 +50,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from algorithms import ConfigError, ReinforceStable, ReinforceStableConfig, load_config  # noqa: E402
-from algorithms.cli import read_yaml_fields, config_from_arguments  # noqa: E402
+from algorithms import ConfigError, ReinforceStable, ReinforceStableConfig  # noqa: E402
+from algorithms.cli import print_run_summary, read_yaml_fields, run_with_clear_errors, same_file, config_from_arguments  # noqa: E402
 from buffers import ReplayBuffer  # noqa: E402
-from envs import DataFileNotFoundError, GSM8KEnv, UnknownEnvError, make  # noqa: E402
+from envs import DataFileNotFoundError, GSM8KEnv, make  # noqa: E402
 from envs.data import load_rows  # noqa: E402
 from policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
 from policies.few_shot import DEFAULT_SYSTEM_PROMPT_PATH, FewShotStepwisePolicy  # noqa: E402
@@ -220,10 +220,6 @@ def config_file_fields(config_class: type, path: str | None) -> dict:
     return read_yaml_fields(config_class, path) if path else {}
 
 
-def same_file(a: str | None, b: str | None) -> bool:
-    return a is not None and b is not None and Path(a).expanduser().resolve() == Path(b).expanduser().resolve()
-
-
 def build_envs(args, config):
     """(train env, test env, training rows range or None, a sentence saying where evaluation comes from)."""
     common = dict(mode="stepwise", sym_calc=args.sym_calc, max_steps=config.max_episode_steps)
@@ -310,20 +306,11 @@ def run(args: argparse.Namespace) -> None:
 
     rows = algo.train(resume=args.resume)
     policy.save(run_dir / "model")
-    evals = [f"{r['eval_accuracy']:.1%} (iteration {r['iteration']})" for r in rows if "eval_accuracy" in r]
-    if evals:
-        print("held-out accuracy: " + (f"{evals[0]} -> {evals[-1]}" if len(evals) > 1 else evals[0]))
-    print(f"run folder: {run_dir} (metrics.jsonl, metrics.png, checkpoint/, model/)")
+    print_run_summary(rows, run_dir)
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
-    try:
-        run(args)
-    except (ValueError, FileNotFoundError, UnknownEnvError) as err:  # ConfigError, data, model and prompt errors
-        if os.environ.get("RLGYM_TRACEBACK"):
-            raise
-        sys.exit("error: " + " ".join(str(err).split()))
+    run_with_clear_errors(run, build_parser().parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 from policies.base import Policy
 from policies.generation import Generation
 from policies.hf import HFPolicy, LoraSettings
-from policies.few_shot import FewShotStepwisePolicy  # noqa: F401 (seed 002's few-shot math policy)
+from policies.few_shot import FewShotStepwisePolicy
 from policies.models import (
     EMBEDDED_MODEL,
     ModelNotFoundError,
@@ -12,6 +12,6 @@ from policies.models import (
 )
 
 __all__ = [
-    "Policy", "Generation", "HFPolicy", "LoraSettings", "EMBEDDED_MODEL", "ModelNotFoundError",
+    "Policy", "Generation", "HFPolicy", "FewShotStepwisePolicy", "LoraSettings", "EMBEDDED_MODEL", "ModelNotFoundError",
     "build_tiny_model", "build_tiny_tokenizer", "load_model_and_tokenizer",
 ]

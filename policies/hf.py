@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 from policies.base import Policy
-from policies.generation import Generation, decode
+from policies.generation import decode
 from policies.logprobs import chunked_token_logprobs
 from policies.models import EMBEDDED_MODEL, load_model_and_tokenizer
 
