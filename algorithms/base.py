@@ -88,7 +88,7 @@ class RLAlgorithm(ABC):
     def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
         """Model outputs for one micro-batch, with gradients: log-probs and entropies [B, C] (float32)."""
         logprobs, entropy = self.policy.token_logprobs(batch.input_ids, batch.attention_mask,
-                                                       batch.completion_start, self.config.temperature)
+                                                       batch.completion_positions, self.config.temperature)
         return {"logprobs": logprobs.float(), "entropy": entropy.float()}
 
     def param_groups(self) -> list[dict]:
@@ -177,7 +177,7 @@ class RLAlgorithm(ABC):
 
     def _reference_logprobs(self, batch: Batch) -> torch.Tensor:
         with self.reference_context():
-            return self.ref_policy.token_logprobs(batch.input_ids, batch.attention_mask, batch.completion_start,
+            return self.ref_policy.token_logprobs(batch.input_ids, batch.attention_mask, batch.completion_positions,
                                                   self.config.temperature)[0]
 
     def reference_context(self):

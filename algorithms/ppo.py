@@ -74,14 +74,14 @@ class PPO(RLAlgorithm):
         """V(s_t) [B, C]; `hidden`: the policy's completion hidden states when already computed."""
         if not self.value_model.shares_policy_backbone:
             with self.policy.autocast():
-                return self.value_model(batch.input_ids, batch.attention_mask, batch.completion_start)
+                return self.value_model(batch.input_ids, batch.attention_mask, batch.completion_positions)
         if hidden is None:
-            hidden = self.policy.completion_hidden(batch.input_ids, batch.attention_mask, batch.completion_start)
+            hidden = self.policy.completion_hidden(batch.input_ids, batch.attention_mask, batch.completion_positions)
         return self.value_model(hidden)
 
     def forward(self, batch):
         logprobs, entropy, hidden = self.policy.completion_outputs(
-            batch.input_ids, batch.attention_mask, batch.completion_start, self.config.temperature,
+            batch.input_ids, batch.attention_mask, batch.completion_positions, self.config.temperature,
             entropy_grad=self.config.entropy_coeff > 0)
         return {"logprobs": logprobs.float(), "entropy": entropy.float(), "values": self.values(batch, hidden)}
 

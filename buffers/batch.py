@@ -10,12 +10,14 @@ from buffers.trajectory import Trajectory
 
 @dataclass
 class Batch:
-    """Tensors for one micro-batch. Prompts are left-padded to a common start column `completion_start`;
-    completions are right-padded, so every [B, C] tensor lines up with input_ids[:, completion_start:]."""
+    """Tensors for one micro-batch. Each row is prompt + completion followed by padding (right-padded, so
+    no query position is fully masked: left padding makes the attention backward produce NaN in bf16);
+    completion_positions[b, t] is the column of row b's t-th completion token, and every [B, C] tensor is
+    indexed by t."""
 
-    input_ids: torch.Tensor        # [B, P + C]
-    attention_mask: torch.Tensor   # [B, P + C]
-    completion_start: int          # P
+    input_ids: torch.Tensor             # [B, L]
+    attention_mask: torch.Tensor        # [B, L]
+    completion_positions: torch.Tensor  # [B, C] long (padding entries point at a valid column; masked anyway)
     loss_mask: torch.Tensor        # [B, C] float, 1 where the model sampled the token
     old_logprobs: torch.Tensor     # [B, C] behaviour log-probs
     token_rewards: torch.Tensor    # [B, C] step rewards placed at each step's last token
@@ -46,11 +48,12 @@ def collate(trajectories: list[Trajectory], pad_id: int, device: torch.device | 
     """
     if not trajectories:
         raise ValueError("collate: empty list of trajectories")
-    P = max(len(t.prompt_ids) for t in trajectories)
     C = max(max(len(t.completion_ids) for t in trajectories), 1)
+    L = max(len(t.prompt_ids) + max(len(t.completion_ids), 1) for t in trajectories)
     B = len(trajectories)
-    ids = torch.full((B, P + C), pad_id, dtype=torch.long)
-    attn = torch.zeros((B, P + C), dtype=torch.long)
+    ids = torch.full((B, L), pad_id, dtype=torch.long)
+    attn = torch.zeros((B, L), dtype=torch.long)
+    positions = torch.zeros((B, C), dtype=torch.long)
     loss_mask = torch.zeros((B, C))
     old_lp = torch.zeros((B, C))
     token_rewards = torch.zeros((B, C))
@@ -61,11 +64,11 @@ def collate(trajectories: list[Trajectory], pad_id: int, device: torch.device | 
     extras = {name: torch.zeros((B, C)) for name in token_fields if all(name in t.info for t in trajectories)}
     for i, t in enumerate(trajectories):
         p, c = len(t.prompt_ids), len(t.completion_ids)
-        ids[i, P - p:P] = torch.tensor(t.prompt_ids, dtype=torch.long)
-        attn[i, P - p:P] = 1
+        ids[i, :p] = torch.tensor(t.prompt_ids, dtype=torch.long)
+        attn[i, :p + c] = 1
+        positions[i] = (p + torch.arange(C)).clamp(max=L - 1)
         if c:
-            ids[i, P:P + c] = torch.tensor(t.completion_ids, dtype=torch.long)
-            attn[i, P:P + c] = 1
+            ids[i, p:p + c] = torch.tensor(t.completion_ids, dtype=torch.long)
             loss_mask[i, :c] = torch.tensor(t.completion_mask, dtype=torch.float)
             old_lp[i, :c] = torch.tensor(t.logprobs)
             for end, r in zip(t.step_ends, t.step_rewards):
@@ -79,7 +82,7 @@ def collate(trajectories: list[Trajectory], pad_id: int, device: torch.device | 
             for name, tensor in extras.items():
                 tensor[i, :c] = torch.tensor(t.info[name])
     return Batch(
-        input_ids=ids, attention_mask=attn, completion_start=P, loss_mask=loss_mask, old_logprobs=old_lp,
+        input_ids=ids, attention_mask=attn, completion_positions=positions, loss_mask=loss_mask, old_logprobs=old_lp,
         token_rewards=token_rewards, rewards=torch.tensor([float(t.reward) for t in trajectories]),
         group_ids=torch.tensor([t.group_id for t in trajectories]), ref_logprobs=ref, advantages=adv,
         extras=extras or None,

@@ -32,9 +32,14 @@ class Policy(ABC):
 
     @abstractmethod
     def token_logprobs(
-        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, completion_start: int, temperature: float = 1.0
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, completion_start: int | torch.Tensor,
+        temperature: float = 1.0,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(log-probs, entropies) [B, C] of input_ids[:, completion_start:] given everything before."""
+        """(log-probs, entropies) [B, C] of the completion tokens given everything before them.
+
+        completion_start: the column where every row's completion starts (int), or the positions [B, C]
+        of each row's completion tokens (Batch.completion_positions).
+        """
 
     def encode_text(self, text: str) -> list[int]:
         """Token ids of a text fragment (no special tokens), e.g. an environment's injected output."""

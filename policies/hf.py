@@ -9,7 +9,7 @@ import torch
 
 from policies.base import Policy
 from policies.generation import decode
-from policies.logprobs import chunked_token_logprobs
+from policies.logprobs import chunked_token_logprobs, completion_hidden_states, completion_targets
 from policies.models import EMBEDDED_MODEL, load_model_and_tokenizer
 
 
@@ -148,16 +148,16 @@ class HFPolicy(Policy):
         with self.autocast():
             hidden = backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
                               use_cache=False).last_hidden_state
-        # the hidden state at position t predicts token t + 1
-        return hidden[:, completion_start - 1:-1]
+        return completion_hidden_states(hidden, completion_start)
 
     def completion_outputs(self, input_ids, attention_mask, completion_start, temperature=1.0, entropy_grad=False):
         """(log-probs, entropies, hidden states) of the completion tokens from one backbone pass."""
         _, head = self._backbone_and_head()
         h = self.completion_hidden(input_ids, attention_mask, completion_start)
         with self.autocast():
-            logprobs, entropy = chunked_token_logprobs(h, head.weight, input_ids[:, completion_start:], temperature,
-                                                       self.logprob_chunk, entropy_grad)
+            targets = completion_targets(input_ids, completion_start)
+            logprobs, entropy = chunked_token_logprobs(h, head.weight, targets, temperature, self.logprob_chunk,
+                                                       entropy_grad)
         return logprobs, entropy, h
 
     # ------------------------------------------------------------------ reference and persistence

@@ -47,3 +47,22 @@ def chunked_token_logprobs(
         parts_lp.append(lp)
         parts_ent.append(ent)
     return torch.cat(parts_lp, 1), torch.cat(parts_ent, 1)
+
+
+def completion_hidden_states(hidden: torch.Tensor, completion: int | torch.Tensor) -> torch.Tensor:
+    """The hidden states [B, C, H] that predict each completion token (state t predicts token t + 1).
+
+    `completion` is a start column shared by every row (int), or the positions [B, C] of each row's
+    completion tokens (right-padded batches, see buffers.batch.collate).
+    """
+    if isinstance(completion, int):
+        return hidden[:, completion - 1:-1]
+    index = (completion - 1).clamp(min=0)
+    return hidden.gather(1, index.unsqueeze(-1).expand(-1, -1, hidden.shape[-1]))
+
+
+def completion_targets(input_ids: torch.Tensor, completion: int | torch.Tensor) -> torch.Tensor:
+    """The completion token ids [B, C] (same `completion` convention as completion_hidden_states)."""
+    if isinstance(completion, int):
+        return input_ids[:, completion:]
+    return input_ids.gather(1, completion)

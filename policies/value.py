@@ -10,6 +10,8 @@ import copy
 import torch
 from torch import nn
 
+from policies.logprobs import completion_hidden_states
+
 
 class ValueHead(nn.Module):
     """A scalar linear head on the policy backbone's last hidden state (shares the policy's forward pass).
@@ -49,7 +51,7 @@ class CriticModel(nn.Module):
         positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
         hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
                                use_cache=False).last_hidden_state
-        return self.head(hidden[:, completion_start - 1:-1])
+        return self.head(completion_hidden_states(hidden, completion_start))
 
 
 def build_value_model(policy, spec: str = "shared") -> nn.Module:

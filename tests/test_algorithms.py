@@ -30,7 +30,7 @@ def surrogate_loss(algo, trajectories):
 
     batch = collate(trajectories, algo.pad_id)
     with torch.no_grad():
-        lp, ent = algo.policy.token_logprobs(batch.input_ids, batch.attention_mask, batch.completion_start)
+        lp, ent = algo.policy.token_logprobs(batch.input_ids, batch.attention_mask, batch.completion_positions)
         terms = algo.loss(batch, lp, ent)
     return float(sum((t * batch.loss_mask).sum() for t in terms.values()) / batch.loss_mask.sum())
 

@@ -47,12 +47,28 @@ def test_trajectory_length_mismatch_is_clear():
         Trajectory([1], [2, 3], [-0.1], [1, 1], 0.0)
 
 
-def test_collate_aligns_prompts_and_completions():
+def test_collate_right_pads_and_points_at_each_completion():
     trajs = [make_traj(0), make_traj(2)]  # prompt lengths 1 and 3
     batch = collate(trajs, pad_id=0)
-    assert batch.completion_start == 3
-    assert batch.input_ids[0].tolist() == [0, 0, 1, 4, 5, 6]
+    assert batch.input_ids[0].tolist() == [1, 4, 5, 6, 0, 0]
     assert batch.input_ids[1].tolist() == [1, 2, 3, 6, 5, 6]
-    assert batch.attention_mask[0].tolist() == [0, 0, 1, 1, 1, 1]
+    # padding only at the end of a row: no position is left with nothing to attend to
+    assert batch.attention_mask.tolist() == [[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]]
+    assert batch.completion_positions.tolist() == [[1, 2, 3], [3, 4, 5]]
+    assert batch.input_ids.gather(1, batch.completion_positions).tolist() == [[4, 5, 6], [6, 5, 6]]
     assert batch.loss_mask.tolist() == [[1, 0, 1], [1, 0, 1]]
     assert batch.token_rewards[1].tolist() == [0, 0, 2.0]  # reward paid at the last token
+
+
+def test_right_padded_scoring_equals_scoring_each_sequence_alone(tiny_policy):
+    """The batched training pass gives each row the log-probs it has on its own (padding is harmless)."""
+    import torch
+
+    trajs = [Trajectory(list(range(3, 3 + p)), list(range(40, 40 + c)), [0.0] * c, [1] * c, 0.0)
+             for p, c in [(2, 7), (9, 3), (5, 5)]]
+    batch = collate(trajs, pad_id=tiny_policy.tokenizer.pad_token_id)
+    lp, _ = tiny_policy.token_logprobs(batch.input_ids, batch.attention_mask, batch.completion_positions)
+    for row, t in enumerate(trajs):
+        ids = torch.tensor([t.prompt_ids + t.completion_ids])
+        alone, _ = tiny_policy.token_logprobs(ids, torch.ones_like(ids), len(t.prompt_ids))
+        assert torch.allclose(lp[row, :len(t.completion_ids)], alone[0], atol=1e-5)
