@@ -75,3 +75,17 @@ def print_run_summary(rows: list[dict], run_dir) -> None:
     if evals:
         print("held-out accuracy: " + (f"{evals[0]} -> {evals[-1]}" if len(evals) > 1 else evals[0]))
     print(f"run folder: {run_dir} (metrics.jsonl, metrics.png, checkpoint/, model/)")
+
+
+def train_and_report(algo, resume: bool = False) -> list[dict]:
+    """Train (continuing from the checkpoint when asked), save the final model in Hugging Face format
+    in <output_dir>/model, and print the held-out accuracy and where the run folder is."""
+    from pathlib import Path
+
+    run_dir = Path(algo.config.output_dir)
+    if resume and not (run_dir / "checkpoint").is_dir():
+        print(f"note: --resume: no checkpoint in {run_dir}, starting from iteration 0")
+    rows = algo.train(resume=resume)
+    algo.policy.save(run_dir / "model")
+    print_run_summary(rows, run_dir)
+    return rows

@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from algorithms import GRPO, GRPOConfig  # noqa: E402
-from algorithms.cli import print_run_summary, read_yaml_fields, run_with_clear_errors, same_file, add_config_arguments, config_from_arguments  # noqa: E402
+from algorithms.cli import train_and_report, read_yaml_fields, run_with_clear_errors, same_file, add_config_arguments, config_from_arguments  # noqa: E402
 from envs import DataFileNotFoundError, make  # noqa: E402
 from policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
 from policies.few_shot import PROMPTS_DIR, read_system_prompt  # noqa: E402
@@ -83,13 +83,7 @@ def run(args: argparse.Namespace) -> None:
     print(f"device={policy.device} model={args.model} train problems={train_env.num_problems} "
           f"{config.prompts_per_iteration} prompts x {config.samples_per_prompt} samples per iteration")
     print(f"note: {eval_note}")
-    run_dir = Path(config.output_dir)
-    if args.resume and not (run_dir / "checkpoint").is_dir():
-        print(f"note: --resume: no checkpoint in {run_dir}, starting from iteration 0")
-
-    rows = algo.train(resume=args.resume)
-    policy.save(run_dir / "model")
-    print_run_summary(rows, run_dir)
+    train_and_report(algo, args.resume)
 
 
 def main(argv: list[str] | None = None) -> None:

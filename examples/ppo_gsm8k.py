@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from algorithms import PPO, PPOConfig  # noqa: E402
-from algorithms.cli import add_config_arguments, config_from_arguments, print_run_summary, run_with_clear_errors  # noqa: E402
+from algorithms.cli import add_config_arguments, config_from_arguments, run_with_clear_errors, train_and_report  # noqa: E402
 from envs import make  # noqa: E402
 from policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
 
@@ -70,13 +70,10 @@ def run(args: argparse.Namespace) -> list[dict]:
           f"train={train_env.num_problems} test={test_env.num_problems} problems, "
           f"{config.prompts_per_iteration} episodes x {config.update_epochs} epochs per iteration")
 
-    rows = algo.train(resume=args.resume)
-    run_dir = Path(config.output_dir)
-    policy.save(run_dir / "model")
+    rows = train_and_report(algo, args.resume)
     last = rows[-1] if rows else {}
     print(f"last iteration: reward {last.get('reward_mean', float('nan')):.3f}, "
           f"explained variance {last.get('explained_variance', float('nan')):.2f}, KL {last.get('kl', 0.0):.4f}")
-    print_run_summary(rows, run_dir)
     return rows
 
 

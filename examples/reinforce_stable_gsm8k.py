@@ -51,7 +51,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from algorithms import ConfigError, ReinforceStable, ReinforceStableConfig  # noqa: E402
-from algorithms.cli import print_run_summary, read_yaml_fields, run_with_clear_errors, same_file, config_from_arguments  # noqa: E402
+from algorithms.cli import train_and_report, read_yaml_fields, run_with_clear_errors, same_file, config_from_arguments  # noqa: E402
 from buffers import ReplayBuffer  # noqa: E402
 from envs import DataFileNotFoundError, GSM8KEnv, make  # noqa: E402
 from envs.data import load_rows  # noqa: E402
@@ -300,13 +300,7 @@ def run(args: argparse.Namespace) -> None:
               f"{args.buffer_cache_path}; new collections go to {algo.cache_path}")
     elif cache_path:
         print(f"buffer cache: every collection is saved to {cache_path}")
-    run_dir = Path(config.output_dir)
-    if args.resume and not (run_dir / "checkpoint").is_dir():
-        print(f"note: --resume: no checkpoint in {run_dir}, starting from iteration 0")
-
-    rows = algo.train(resume=args.resume)
-    policy.save(run_dir / "model")
-    print_run_summary(rows, run_dir)
+    train_and_report(algo, args.resume)
 
 
 def main(argv: list[str] | None = None) -> None:
