@@ -32,6 +32,9 @@ def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (values * mask).sum() / mask.sum().clamp(min=1.0)
 
 
+MAX_LOG_RATIO = 20.0
+
+
 def clipped_policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
                         clip_low: float, clip_high: float, dual_clip: float = 0.0
                         ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -41,7 +44,9 @@ def clipped_policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, adva
     token whose ratio exploded cannot dominate the step. Returns (loss, clipped) where `clipped` marks
     the tokens whose gradient the clipping removed.
     """
-    ratio = torch.exp(logprobs - old_logprobs)
+    # exp of a log-ratio above ~88 is inf in float32, and the clipped branch's zero gradient times inf
+    # is NaN; bounding the log-ratio at 20 (a ratio of 5e8, far outside any clip range) keeps it finite
+    ratio = torch.exp((logprobs - old_logprobs).clamp(max=MAX_LOG_RATIO))
     unclipped = -ratio * advantages
     clipped = -ratio.clamp(1 - clip_low, 1 + clip_high) * advantages
     loss = torch.maximum(unclipped, clipped)

@@ -213,3 +213,15 @@ def test_entropy_bonus_has_gradients_only_when_asked(tiny_policy, tmp_path):
         assert outputs["values"].shape == outputs["logprobs"].shape
         assert ("entropy" in algo.loss(collate(trajs, algo.pad_id, token_fields=algo.token_fields), **outputs)) == (
             coeff > 0)
+
+
+def test_exploding_ratio_gives_finite_gradients():
+    from algorithms.losses import clipped_policy_loss
+
+    logprobs = torch.tensor([-1.0, -1.0, -2.0], requires_grad=True)
+    old = torch.tensor([-150.0, -150.0, -2.0])  # ratios of e^149 would overflow float32
+    loss, clipped = clipped_policy_loss(logprobs, old, torch.tensor([1.0, -1.0, 1.0]), 0.2, 0.2)
+    loss.sum().backward()
+    assert torch.isfinite(loss).all() and torch.isfinite(logprobs.grad).all()
+    assert logprobs.grad[0] == 0 and clipped[0]  # positive advantage above the clip range: no gradient
+    assert logprobs.grad[2] != 0                 # an ordinary token still learns
