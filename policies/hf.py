@@ -164,6 +164,7 @@ class HFPolicy(Policy):
     def frozen_copy(self) -> "HFPolicy":
         """A frozen copy (the KL reference). For LoRA policies the reference shares the base weights."""
         ref = copy.copy(self)
+        ref.fast_decoder = None  # the policy's decoder computes with the policy's weights, not the copy's
         if self.is_lora:
             ref.model = self.model  # callers use `reference_context()` to disable the adapters
         else:

@@ -64,3 +64,17 @@ def test_missing_model_is_a_clear_error(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(ModelNotFoundError, match="no config.json"):
         HFPolicy(str(tmp_path / "empty"), device="cpu")
+
+
+def test_frozen_copy_samples_with_its_own_weights():
+    tok = build_tiny_tokenizer()
+    policy = HFPolicy(build_tiny_model(tok), tok, device="cpu", fast_decode=True)
+    ref = policy.frozen_copy()
+    assert ref.fast_decoder is None and ref.model is not policy.model
+    with torch.no_grad():
+        for p in policy.model.parameters():
+            p.add_(torch.randn_like(p))  # the policy moves; the reference must not
+    prompt = ref.format_prompt("hi")
+    before = ref.sample([prompt], 1, 8, temperature=0.0)[0][0].completion_ids
+    fresh = HFPolicy(build_tiny_model(tok), tok, device="cpu").sample([prompt], 1, 8, temperature=0.0)[0][0]
+    assert before == fresh.completion_ids
