@@ -19,7 +19,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from policies.generation import Generation, StopChecker, _eos_ids, sample_tokens
+from policies.generation import Generation, StopChecker, _eos_ids, assemble, left_pad, sample_tokens
 
 _REQUIRED = ("q_proj", "k_proj", "v_proj", "o_proj")
 
@@ -158,13 +158,8 @@ class FastDecoder:
         batch = _round_batch(n)
         buf = self._bucket(batch, length)
         # prefill: left-padded prompts in columns [0, P); padding rows (batch > n) hold one pad token
-        ids = torch.full((batch, P), pad_id, dtype=torch.long)
-        valid = torch.zeros((batch, P), dtype=torch.bool)
-        for r, p in enumerate(prompts):
-            ids[r, P - len(p):] = torch.tensor(p, dtype=torch.long)
-            valid[r, P - len(p):] = True
-        valid[n:, -1] = True
-        ids, valid = ids.to(self.device), valid.to(self.device)
+        ids, valid = left_pad(list(prompts) + [[pad_id]] * (batch - n), pad_id, self.device)
+        valid = valid.bool()
         positions = (valid.long().cumsum(-1) - 1).clamp(min=0)
         buf.valid.zero_()
         buf.valid[:, :P] = valid
@@ -218,13 +213,9 @@ class FastDecoder:
             next_pos = next_pos + 1
         tokens_cpu, logp_cpu = out_tokens.cpu().tolist(), out_logp.cpu().tolist()
         lengths_cpu, eos_cpu = lengths.cpu().tolist(), reason_eos.cpu().tolist()
-        results = []
-        for r in range(n):
-            c = tokens_cpu[r][:lengths_cpu[r]]
-            reason = "eos" if eos_cpu[r] else ("stop" if stopped[r] else "length")
-            results.append(Generation(list(prompts[r]), c, logp_cpu[r][:lengths_cpu[r]],
-                                      tokenizer.decode(c, skip_special_tokens=True), reason))
-        return results
+        return assemble(tokenizer, prompts, [tokens_cpu[r][:lengths_cpu[r]] for r in range(n)],
+                        [logp_cpu[r][:lengths_cpu[r]] for r in range(n)],
+                        ["eos" if eos_cpu[r] else ("stop" if stopped[r] else "length") for r in range(n)])
 
     def _apply_stop_strings(self, stopper, out_tokens, lengths, rows, done, n, checked, upto, stopped):
         """Cut each live row at the first token completing a stop string among positions [checked, upto)."""

@@ -144,10 +144,11 @@ def decode(
                     past_key_values=cache, use_cache=True)
         logits = out.logits[:, -1]
         next_pos = next_pos + 1
-    return _assemble(tokenizer, prompts, completions, logprobs, reasons)
+    return assemble(tokenizer, prompts, completions, logprobs, reasons)
 
 
-def _assemble(tokenizer, prompts, completions, logprobs, reasons) -> list[Generation]:
+def assemble(tokenizer, prompts, completions, logprobs, reasons) -> list[Generation]:
+    """Generations from per-row token ids, log-probs and finish reasons (the text decoded from the ids)."""
     return [
         Generation(list(p), c, lp, tokenizer.decode(c, skip_special_tokens=True), reason)
         for p, c, lp, reason in zip(prompts, completions, logprobs, reasons)
