@@ -89,3 +89,29 @@ def train_and_report(algo, resume: bool = False) -> list[dict]:
     algo.policy.save(run_dir / "model")
     print_run_summary(rows, run_dir)
     return rows
+
+
+def gsm8k_train_test(train_path: str | None, test_path: str | None, holdout: int, test_flag: str = "--test_data_path",
+                     **env_kwargs: Any):
+    """(train env, test env, training rows range or None, a sentence saying where evaluation comes from).
+
+    A separate test file when one is given (and differs from the training file); otherwise the last
+    `holdout` training rows (at most half) are held back and never trained on.
+    """
+    from envs import make
+
+    if test_path is not None and not same_file(test_path, train_path):
+        train_env = make("GSM8K-v0", data_path=train_path, split="train", **env_kwargs)
+        test_env = make("GSM8K-v0", data_path=test_path, split="test", **env_kwargs)
+        return train_env, test_env, None, f"evaluating on {test_path} ({test_env.num_problems} problems)"
+    if holdout < 1:
+        raise ValueError(f"--holdout must be >= 1, got {holdout}")
+    rows = make("GSM8K-v0", data_path=train_path, split="train", **env_kwargs).num_problems
+    held = min(holdout, rows // 2)
+    if held < 1:
+        raise ValueError(f"the training data has {rows} row(s), too few to hold any back: pass {test_flag}")
+    train_env = make("GSM8K-v0", data_path=train_path, split="train", subset=(0, rows - held), **env_kwargs)
+    test_env = make("GSM8K-v0", data_path=train_path, split="train", subset=(rows - held, rows), **env_kwargs)
+    return train_env, test_env, (0, rows - held), (
+        f"no separate test file: the last {held} of {rows} training rows are held back for evaluation "
+        f"(never trained on)")

@@ -19,8 +19,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from algorithms import GRPO, GRPOConfig  # noqa: E402
-from algorithms.cli import train_and_report, read_yaml_fields, run_with_clear_errors, same_file, add_config_arguments, config_from_arguments  # noqa: E402
-from envs import DataFileNotFoundError, make  # noqa: E402
+from algorithms.cli import (  # noqa: E402
+    add_config_arguments, config_from_arguments, gsm8k_train_test, read_yaml_fields, run_with_clear_errors,
+    train_and_report,
+)
+from envs import DataFileNotFoundError  # noqa: E402
 from policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
 from policies.few_shot import PROMPTS_DIR, read_system_prompt  # noqa: E402
 
@@ -49,24 +52,6 @@ def config_file_fields(config_class: type, path: str | None) -> dict:
     return read_yaml_fields(config_class, path) if path else {}
 
 
-def build_envs(args):
-    """(train env, test env, a sentence saying where evaluation comes from)."""
-    if args.test_data_path is not None and not same_file(args.test_data_path, args.data_path):
-        train_env = make("GSM8K-v0", data_path=args.data_path, split="train")
-        test_env = make("GSM8K-v0", data_path=args.test_data_path, split="test")
-        return train_env, test_env, f"evaluating on {args.test_data_path} ({test_env.num_problems} problems)"
-    if args.holdout < 1:
-        raise ValueError(f"--holdout must be >= 1, got {args.holdout}")
-    rows = make("GSM8K-v0", data_path=args.data_path, split="train").num_problems
-    held = min(args.holdout, rows // 2)
-    if held < 1:
-        raise ValueError(f"the training data has {rows} row(s), too few to hold any back: pass --test_data_path")
-    train_env = make("GSM8K-v0", data_path=args.data_path, split="train", subset=(0, rows - held))
-    test_env = make("GSM8K-v0", data_path=args.data_path, split="train", subset=(rows - held, rows))
-    return train_env, test_env, (f"no separate test file: the last {held} of {rows} training rows are held back "
-                                 f"for evaluation (never trained on)")
-
-
 def run(args: argparse.Namespace) -> None:
     defaults = {**DEFAULTS, **config_file_fields(GRPOConfig, args.config)}
     config = config_from_arguments(GRPOConfig, argparse.Namespace(**{**vars(args), "config": None}), defaults)
@@ -74,7 +59,7 @@ def run(args: argparse.Namespace) -> None:
         raise ValueError(f"wandb logging ({config.wandb}) asked for, but wandb is not installed: pip install wandb")
     system_prompt = read_system_prompt(args.system_prompt_path)
     try:
-        train_env, test_env, eval_note = build_envs(args)
+        train_env, test_env, _, eval_note = gsm8k_train_test(args.data_path, args.test_data_path, args.holdout)
     except DataFileNotFoundError as err:  # from the hub (offline): name this script's flag
         raise DataFileNotFoundError(str(err).replace("data_path=", "--data_path ")) from None
     policy = HFPolicy(args.model, system_prompt=system_prompt)

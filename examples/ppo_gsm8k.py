@@ -21,8 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from algorithms import PPO, PPOConfig  # noqa: E402
-from algorithms.cli import add_config_arguments, config_from_arguments, run_with_clear_errors, train_and_report  # noqa: E402
-from envs import make  # noqa: E402
+from algorithms.cli import add_config_arguments, gsm8k_train_test, config_from_arguments, run_with_clear_errors, train_and_report  # noqa: E402
 from policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
 
 SYSTEM_PROMPT = Path(__file__).resolve().parents[1] / "statics" / "prompts" / "single_turn_sys.txt"
@@ -32,19 +31,6 @@ DEFAULTS = dict(num_iterations=100, prompts_per_iteration=64, samples_per_prompt
                 update_epochs=2, minibatch_size=32, micro_batch_size=16, learning_rate=2e-6,
                 value_learning_rate=1e-5, kl_coeff=0.02, gamma=1.0, lam=0.95, eval_every=10, eval_episodes=200,
                 save_every=10, output_dir="runs/ppo_gsm8k")
-
-
-def build_envs(data_path: str | None, test_data_path: str | None, holdout: int):
-    """(train env, test env): a separate test file, or the last `holdout` training rows held back."""
-    if test_data_path:
-        return (make("GSM8K-v0", data_path=data_path, split="train"),
-                make("GSM8K-v0", data_path=test_data_path, split="test"))
-    rows = make("GSM8K-v0", data_path=data_path, split="train").num_problems
-    held = min(holdout, rows // 2)
-    if held < 1:
-        raise ValueError(f"{rows} training row(s) are too few to hold any back: pass --test_data_path")
-    return (make("GSM8K-v0", data_path=data_path, split="train", subset=(0, rows - held)),
-            make("GSM8K-v0", data_path=data_path, split="train", subset=(rows - held, rows)))
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -62,7 +48,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
 def run(args: argparse.Namespace) -> list[dict]:
     config = config_from_arguments(PPOConfig, args, DEFAULTS)
 
-    train_env, test_env = build_envs(args.data_path, args.test_data_path, args.holdout)
+    train_env, test_env, _, eval_note = gsm8k_train_test(args.data_path, args.test_data_path, args.holdout)
+    print(f"note: {eval_note}")
     system_prompt = Path(args.system_prompt_path).read_text().strip() if args.system_prompt_path else None
     policy = HFPolicy(args.model, system_prompt=system_prompt)
     algo = PPO(policy, train_env, config, eval_env=test_env)

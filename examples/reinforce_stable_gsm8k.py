@@ -51,9 +51,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from algorithms import ConfigError, ReinforceStable, ReinforceStableConfig  # noqa: E402
-from algorithms.cli import train_and_report, read_yaml_fields, run_with_clear_errors, same_file, config_from_arguments  # noqa: E402
+from algorithms.cli import (  # noqa: E402
+    config_from_arguments, gsm8k_train_test, read_yaml_fields, run_with_clear_errors, same_file, train_and_report,
+)
 from buffers import ReplayBuffer  # noqa: E402
-from envs import DataFileNotFoundError, GSM8KEnv, make  # noqa: E402
+from envs import DataFileNotFoundError, GSM8KEnv  # noqa: E402
 from envs.data import load_rows  # noqa: E402
 from policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
 from policies.few_shot import DEFAULT_SYSTEM_PROMPT_PATH, FewShotStepwisePolicy  # noqa: E402
@@ -220,25 +222,6 @@ def config_file_fields(config_class: type, path: str | None) -> dict:
     return read_yaml_fields(config_class, path) if path else {}
 
 
-def build_envs(args, config):
-    """(train env, test env, training rows range or None, a sentence saying where evaluation comes from)."""
-    common = dict(mode="stepwise", sym_calc=args.sym_calc, max_steps=config.max_episode_steps)
-    train_path, test_path = args.train_data_file, args.test_gsm8k_path
-    if test_path is not None and not same_file(test_path, train_path):
-        train_env = make("GSM8K-v0", data_path=train_path, split="train", **common)
-        test_env = make("GSM8K-v0", data_path=test_path, split="test", **common)
-        return train_env, test_env, None, f"evaluating on {test_path} ({test_env.num_problems} problems)"
-    rows = make("GSM8K-v0", data_path=train_path, split="train", **common).num_problems
-    held = min(args.holdout, rows // 2)
-    if held < 1:
-        raise ValueError(f"the training data has {rows} row(s), too few to hold any back: pass --test_gsm8k_path")
-    train_env = make("GSM8K-v0", data_path=train_path, split="train", subset=(0, rows - held), **common)
-    test_env = make("GSM8K-v0", data_path=train_path, split="train", subset=(rows - held, rows), **common)
-    return train_env, test_env, (0, rows - held), (
-        f"no separate test file: the last {held} of {rows} training rows are held back for evaluation "
-        f"(never trained on)")
-
-
 def few_shot_pool(args, train_rows) -> list[dict]:
     """Rows the few-shot examples come from: --gsm8k_path, else the training rows (held-back rows excluded)."""
     path = args.gsm8k_path if args.gsm8k_path is not None else args.train_data_file
@@ -276,7 +259,9 @@ def run(args: argparse.Namespace) -> None:
 
         os.environ["HF_HUB_CACHE"] = huggingface_hub.constants.HF_HUB_CACHE = args.cache_dir
     try:
-        train_env, test_env, train_rows, eval_note = build_envs(args, config)
+        train_env, test_env, train_rows, eval_note = gsm8k_train_test(
+            args.train_data_file, args.test_gsm8k_path, args.holdout, "--test_gsm8k_path", mode="stepwise",
+            sym_calc=args.sym_calc, max_steps=config.max_episode_steps)
     except DataFileNotFoundError as err:  # from the hub (offline): name this script's flag
         raise DataFileNotFoundError(str(err).replace("data_path=", "--train_data_file ")) from None
     examples = few_shot_pool(args, train_rows)
