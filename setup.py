@@ -20,9 +20,11 @@ setup(
         "tqdm>=4.66",
         "matplotlib>=3.8",
         "pyyaml>=6.0",
+        "latex2sympy2_extended>=1.10,<2",  # LaTeX -> sympy parser (Math-Verify's); run only inside the grading worker
+        "math-verify>=0.8,<1",  # the field's reference grader, offered as grader="math_verify" (off by default)
     ],
     extras_require={
-        "test": ["pytest>=8.0"],
+        "test": ["pytest>=8.0", "hypothesis>=6.100"],
         "wandb": ["wandb>=0.17"],
         "retrieval": ["bm25s>=0.2", "sentence-transformers>=3.0"],
     },

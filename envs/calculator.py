@@ -3,7 +3,7 @@
 Expressions come from model output, so they are never evaluated as code: the
 text is checked against a character whitelist, re-emitted from whitelisted
 tokens, parsed with ``ast.parse`` (after length/nesting limits) and walked by
-the whitelisted sympy builder of :mod:`envs.answers` in numeric-only mode
+the whitelisted sympy builder of :mod:`envs.safe_arith` in numeric-only mode
 (numbers, ``+ - * / **``, parentheses; no names).  Arithmetic is exact
 (decimals become rationals).  The builder's size guards (exponent magnitude,
 ~1000-digit intermediates) bound the cost of every single operation, and the
@@ -19,7 +19,7 @@ from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 
 import sympy
 
-from envs.answers import MAX_NESTING, _max_nesting, _parse_source, _tokens_to_source
+from envs.safe_arith import MAX_NESTING, _max_nesting, _parse_source, _tokens_to_source
 
 __all__ = ["safe_calculate", "find_calculation", "apply_calculator"]
 
