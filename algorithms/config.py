@@ -56,6 +56,8 @@ class RLConfig:
     eval_episodes: int = 256
     eval_max_new_tokens: int = 0       # 0: max_new_tokens
     save_every: int = 0                # iterations between checkpoints (0: only at the end)
+    keep_checkpoints: int = 2          # complete checkpoints kept in <output_dir> (the newest ones)
+    max_nonfinite_steps: int = 3       # stop the run after this many optimizer steps in a row skipped for NaN/inf
     output_dir: str = "runs/run"
     wandb: str = "off"                 # off | offline | online
     wandb_project: str = "rlgym"
@@ -63,7 +65,8 @@ class RLConfig:
 
     def __post_init__(self) -> None:
         for name in ("num_iterations", "prompts_per_iteration", "samples_per_prompt", "max_new_tokens",
-                     "max_episode_steps", "update_epochs", "micro_batch_size", "eval_episodes"):
+                     "max_episode_steps", "update_epochs", "micro_batch_size", "eval_episodes",
+                     "keep_checkpoints", "max_nonfinite_steps"):
             _check(isinstance(getattr(self, name), int) and getattr(self, name) > 0,
                    f"{type(self).__name__}.{name} must be a positive integer, got {getattr(self, name)!r}")
         for name in ("minibatch_size", "warmup_iterations", "eval_every", "save_every", "ref_sync_every",
