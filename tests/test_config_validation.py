@@ -2,6 +2,7 @@
 bad value a one-line ConfigError naming the field, the value and (from a file) the file."""
 from __future__ import annotations
 
+import argparse
 import math
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from algorithms import (
     ConfigError, DAPOConfig, DrGRPOConfig, GRPOConfig, PPOConfig, ReinforceStableConfig, RLConfig, RLOOConfig,
     load_config,
 )
+from algorithms.cli import add_config_arguments, config_from_arguments, run_with_clear_errors
 from algorithms.config import field_types, read_config_file
 
 ALL_CONFIGS = (RLConfig, GRPOConfig, DrGRPOConfig, DAPOConfig, RLOOConfig, PPOConfig, ReinforceStableConfig)
@@ -232,5 +234,57 @@ def test_a_range_error_names_the_file_only_when_the_value_came_from_it(tmp_path)
     assert load_config(GRPOConfig, path, {"top_p": 0.5}).top_p == 0.5
 
 
+def parser_for(cls: type, defaults: dict | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser, cls, defaults)
+    return parser
+
+
+def test_flags_parse_as_the_declared_type_and_go_through_the_same_checks(tmp_path):
+    defaults = {"kl_coeff": 0, "clip_high": 1}  # ints in a script's defaults do not make the flags ints
+    args = parser_for(GRPOConfig, defaults).parse_args(["--kl_coeff", "0.5", "--clip_high", "2.5e-1",
+                                                        "--adam_betas", "0.8", "0.95", "--no-bf16"])
+    config = config_from_arguments(GRPOConfig, args, defaults)
+    assert (config.kl_coeff, config.clip_high, config.adam_betas, config.bf16) == (0.5, 0.25, (0.8, 0.95), False)
+    for flags, fragment in [(["--temperature", "inf"], "GRPOConfig.temperature expects a finite number, got inf"),
+                            (["--learning_rate", "nan"], "GRPOConfig.learning_rate expects a finite number, got nan"),
+                            (["--top_p", "0"], "GRPOConfig.top_p must be in (0, 1], got 0.0"),
+                            (["--output_dir", str(write(tmp_path, "x", "f"))], "output_dir must be a folder")]:
+        args = parser_for(GRPOConfig).parse_args(flags)
+        assert fragment in one_line_error(config_from_arguments, GRPOConfig, args), flags
+
+
+def test_run_with_clear_errors_turns_config_errors_into_one_line(monkeypatch, capsys):
+    monkeypatch.delenv("RLGYM_TRACEBACK", raising=False)
+
+    def parse_then_build():  # a ConfigError raised while the flags are parsed, inside the guarded call
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--x", action=_RaisingAction)
+        parser.parse_args(["--x", "1"])
+
+    with pytest.raises(SystemExit) as info:
+        run_with_clear_errors(parse_then_build)
+    assert info.value.code == "error: --x is refused"
+    with pytest.raises(SystemExit) as info:
+        run_with_clear_errors(GRPOConfig, 0, 0)  # GRPOConfig(0, 0): num_iterations=0
+    assert info.value.code == "error: GRPOConfig.num_iterations must be a positive integer, got 0"
+
+
+class _RaisingAction(argparse.Action):
+    def __call__(self, parser, namespace, values, option_string=None):
+        raise ConfigError("--x\nis refused")
+
+
 def test_read_config_file_returns_only_what_the_file_sets(tmp_path):
     assert read_config_file(GRPOConfig, write(tmp_path, "seed: '7'\nbf16: 'off'\n")) == {"seed": 7, "bf16": False}
+
+
+SHIPPED = {"grpo_gsm8k.yaml": GRPOConfig, "reinforce_stable_gsm8k.yaml": ReinforceStableConfig}
+
+
+def test_the_shipped_yaml_configs_load_with_their_values_typed():
+    folder = Path(__file__).resolve().parents[1] / "statics" / "configs"
+    assert sorted(p.name for p in folder.glob("*.yaml")) == sorted(SHIPPED)  # a new file: add it here
+    for name, cls in SHIPPED.items():
+        config = load_config(cls, folder / name)
+        assert config.learning_rate == 1e-5 and type(config.learning_rate) is float, name
