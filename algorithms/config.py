@@ -240,6 +240,8 @@ def read_config_file(cls: type, path: str | Path) -> dict[str, Any]:
     """
     import yaml
 
+    if not str(path).strip():
+        raise ConfigError("config file path is empty")
     file = Path(path)
     if not file.exists():
         raise ConfigError(f"config file not found: {path}")
@@ -254,7 +256,7 @@ def read_config_file(cls: type, path: str | Path) -> dict[str, Any]:
     except OSError as err:
         raise ConfigError(f"cannot read config file {path}: {err.strerror or err}") from None
     try:
-        loaded = yaml.safe_load(text)
+        loaded = yaml.load(text, Loader=_unique_key_loader())
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -277,6 +279,26 @@ def read_config_file(cls: type, path: str | Path) -> dict[str, Any]:
     return values
 
 
+@functools.lru_cache(maxsize=None)
+def _unique_key_loader() -> type:
+    """yaml.SafeLoader that refuses a key given twice in one mapping (PyYAML silently keeps the last)."""
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            seen = set()
+            for key_node, _ in node.value:  # plain keys only: merge keys (<<) may be overridden on purpose
+                if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+                    key = self.construct_object(key_node)
+                    if key in seen:
+                        raise yaml.constructor.ConstructorError(None, None, f"{key!r} is given twice",
+                                                                key_node.start_mark)
+                    seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeyLoader
+
+
 def _reject_unknown(cls: type, values: dict, prefix: str = "") -> None:
     unknown = sorted(str(k) for k in values if k not in field_types(cls))
     if unknown:
@@ -289,7 +311,7 @@ def load_config(cls: type, path: str | Path | None = None, overrides: dict[str, 
 
     Unknown keys and bad values are one-line ConfigErrors; a bad value from the file names the file.
     """
-    file_values = read_config_file(cls, path) if path else {}
+    file_values = read_config_file(cls, path) if path is not None else {}
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
     values = {**(defaults or {}), **file_values, **overrides}
     _reject_unknown(cls, values)

@@ -110,6 +110,14 @@ def test_a_yaml_syntax_error_names_the_file_line_and_column(tmp_path):
     assert f"{path}: invalid YAML at line 2, column" in one_line_error(load_config, GRPOConfig, path)
 
 
+def test_a_key_given_twice_is_an_error_not_the_last_one_silently(tmp_path):
+    path = write(tmp_path, "seed: 1\nlearning_rate: 1e-5\nseed: 2\n")
+    assert one_line_error(load_config, GRPOConfig, path) == (
+        f"{path}: invalid YAML at line 3, column 1: 'seed' is given twice")
+    base = write(tmp_path, "base: &b {x: 1}\nother:\n  <<: *b\n  x: 2\n", "merge.yaml")  # a merge key may be overridden
+    assert "unknown GRPOConfig field(s): base, other" in one_line_error(load_config, GRPOConfig, base)
+
+
 @pytest.mark.parametrize("text, kind", [("- 1\n- 2\n", "list"), ("just a string\n", "str"), ("3\n", "int")])
 def test_a_top_level_that_is_not_a_mapping_is_an_error(tmp_path, text, kind):
     path = write(tmp_path, text)
@@ -127,12 +135,14 @@ def test_unknown_keys_are_named_even_when_not_strings(tmp_path):
 
 
 def test_a_config_path_that_is_not_a_readable_file_is_an_error(tmp_path, monkeypatch):
-    assert one_line_error(load_config, GRPOConfig, tmp_path) == f"config file {tmp_path} is a directory, not a YAML file"
+    assert one_line_error(load_config, GRPOConfig, tmp_path) == (
+        f"config file {tmp_path} is a directory, not a YAML file")
     missing = tmp_path / "missing.yaml"
     assert one_line_error(load_config, GRPOConfig, missing) == f"config file not found: {missing}"
     binary = tmp_path / "binary.yaml"
     binary.write_bytes(b"seed: \xff\xfe\n")
     assert one_line_error(load_config, GRPOConfig, binary) == f"config file {binary} is not UTF-8 text"
+    assert one_line_error(load_config, GRPOConfig, "") == "config file path is empty"
     locked = write(tmp_path, "seed: 1\n", "locked.yaml")
 
     def refuse(self, *args, **kwargs):  # the suite may run as root, where chmod 000 does not stop a read
