@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import numbers
 import types
 import typing
 from dataclasses import dataclass
@@ -44,7 +45,7 @@ class _Mismatch(Exception):
 def _to_bool(value: Any) -> bool:
     if isinstance(value, bool):
         return value
-    if isinstance(value, int) and value in (0, 1):
+    if isinstance(value, numbers.Integral) and value in (0, 1):
         return bool(value)
     if isinstance(value, str) and value.strip().lower() in BOOL_WORDS:
         return BOOL_WORDS[value.strip().lower()]
@@ -52,7 +53,7 @@ def _to_bool(value: Any) -> bool:
 
 
 def _to_float(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, str)):
         raise _Mismatch("a number")
     try:
         number = float(value)
@@ -64,8 +65,8 @@ def _to_float(value: Any) -> float:
 
 
 def _to_int(value: Any) -> int:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
     if isinstance(value, str):
         try:
             return int(value.strip())
@@ -85,7 +86,7 @@ def _to_str(value: Any) -> str:
         return value
     if isinstance(value, bool):  # YAML reads unquoted yes/no/on/off/true/false as booleans
         raise _Mismatch("a string (quote it: YAML reads unquoted yes/no/on/off as booleans)")
-    if isinstance(value, (int, float)):
+    if isinstance(value, numbers.Real):
         return str(value)
     raise _Mismatch("a string")
 
@@ -93,7 +94,7 @@ def _to_str(value: Any) -> str:
 SCALARS = {bool: _to_bool, int: _to_int, float: _to_float, str: _to_str}
 
 
-def coerce(kind: Any, value: Any) -> Any:
+def _coerce(kind: Any, value: Any) -> Any:
     """`value` as the declared type `kind` (bool, int, float, str, tuple of those, `X | None`);
     raises _Mismatch naming what was expected. Types it does not know pass the value through."""
     if kind in SCALARS:
@@ -105,14 +106,14 @@ def coerce(kind: Any, value: Any) -> Any:
         if value is None and type(None) in args:
             return None
         inner = [a for a in args if a is not type(None)]
-        return coerce(inner[0], value) if len(inner) == 1 else value
+        return _coerce(inner[0], value) if len(inner) == 1 else value
     if origin is tuple and args and Ellipsis not in args:
         nouns = {bool: "booleans", int: "integers", float: "numbers", str: "strings"}
         expected = f"a list of {len(args)} {nouns.get(args[0], 'values') if len(set(args)) == 1 else 'values'}"
         if not isinstance(value, (list, tuple)) or len(value) != len(args):
             raise _Mismatch(expected)
         try:
-            return tuple(coerce(a, v) for a, v in zip(args, value))
+            return tuple(_coerce(a, v) for a, v in zip(args, value))
         except _Mismatch as inner:
             raise _Mismatch(f"{expected}, each {inner}") from None
     return value
@@ -128,7 +129,7 @@ def field_types(cls: type) -> dict[str, Any]:
 def coerce_field(cls: type, name: str, value: Any) -> Any:
     """`value` as field `name` of `cls` declares it; a ConfigError naming the field and value otherwise."""
     try:
-        return coerce(field_types(cls)[name], value)
+        return _coerce(field_types(cls)[name], value)
     except _Mismatch as expected:
         raise ConfigError(f"{cls.__name__}.{name} expects {expected}, got {shown(value)}", name) from None
 
