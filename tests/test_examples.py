@@ -154,8 +154,8 @@ def test_every_example_turns_config_errors_into_one_line(script, tmp_path, monke
              ("- learning_rate\n", "expected a mapping of field: value at the top level, got a list")]
     for text, expected in cases:
         path = _yaml(tmp_path, text)
-        assert f"error: {path}: " in error_line(module, ["--config", str(path), *out]), text
-        assert expected in error_line(module, ["--config", str(path), *out]), text
+        message = error_line(module, ["--config", str(path), *out])
+        assert message.startswith(f"error: {path}: ") and expected in message, (text, message)
     assert "is a directory, not a YAML file" in error_line(module, ["--config", str(tmp_path), *out])
     assert f"{name}.learning_rate expects a finite number, got inf" in error_line(
         module, ["--learning_rate", "inf", *out])
