@@ -3,54 +3,52 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from typing import Any
+import typing
+from typing import Any, Callable
 
-from algorithms.config import load_config
+from algorithms.config import field_types, load_config
+
+FLAG_TYPES = {int: int, float: float, str: str}
 
 
 def add_config_arguments(parser: argparse.ArgumentParser, config_class: type, defaults: dict[str, Any] | None = None
                          ) -> None:
-    """One flag per dataclass field (`--learning_rate 1e-5`, `--bf16/--no-bf16`), plus `--config`."""
+    """One flag per dataclass field (`--learning_rate 1e-5`, `--bf16/--no-bf16`), plus `--config`.
+
+    Each flag parses as the field's declared type; ranges are checked when the config is built."""
     parser.add_argument("--config", default=None, help="YAML file of config fields (flags override it)")
     group = parser.add_argument_group(f"{config_class.__name__} fields")
     for f in dataclasses.fields(config_class):
+        kind = field_types(config_class)[f.name]
         default = (defaults or {}).get(f.name, f.default if f.default is not dataclasses.MISSING else None)
-        if isinstance(default, bool):
+        if kind is bool:
             group.add_argument(f"--{f.name}", action=argparse.BooleanOptionalAction, default=None,
                                help=f"(default {default})")
-        elif isinstance(default, tuple):
-            group.add_argument(f"--{f.name}", type=float, nargs=len(default), default=None, help=f"(default {default})")
-        else:
-            group.add_argument(f"--{f.name}", type=type(default) if default is not None else str, default=None,
+        elif typing.get_origin(kind) is tuple:
+            args = typing.get_args(kind)
+            group.add_argument(f"--{f.name}", type=FLAG_TYPES.get(args[0], str), nargs=len(args), default=None,
                                help=f"(default {default})")
+        else:
+            group.add_argument(f"--{f.name}", type=FLAG_TYPES.get(kind, str), default=None, help=f"(default {default})")
 
 
 def config_from_arguments(config_class: type, args: argparse.Namespace, defaults: dict[str, Any] | None = None):
-    """Defaults of the script < YAML file < command-line flags."""
-    names = {f.name for f in dataclasses.fields(config_class)}
+    """Defaults of the script < the `--config` YAML file < command-line flags (those not None)."""
+    names = set(field_types(config_class))
     overrides = {k: v for k, v in vars(args).items() if k in names and v is not None}
-    merged = dict(defaults or {})
-    if args.config:
-        merged.update(read_yaml_fields(config_class, args.config))
-    merged.update(overrides)
-    return load_config(config_class, None, merged)
+    return load_config(config_class, getattr(args, "config", None), overrides, defaults)
 
 
-def read_yaml_fields(config_class: type, path: str) -> dict[str, Any]:
-    """The fields a YAML file sets (validated against `config_class`), without filling defaults."""
-    import yaml
-
-    load_config(config_class, path)  # validates names and values, with clear errors
-    with open(path) as fh:
-        return dict(yaml.safe_load(fh) or {})
+# ConfigError (a ValueError), data/model/prompt files, unknown env ids, paths that are not what they should be
+USER_ERRORS = (ValueError, FileNotFoundError, KeyError, PermissionError, IsADirectoryError, NotADirectoryError)
 
 
-USER_ERRORS = (ValueError, FileNotFoundError, KeyError)  # ConfigError, data/model/prompt files, unknown env ids
-
-
-def run_with_clear_errors(run, *args) -> Any:
+def run_with_clear_errors(run: Callable[..., Any], *args: Any) -> Any:
     """Call `run(*args)`; a bad input (config value, missing file or model, unknown env id, malformed row)
-    exits with one line `error: ...` instead of a traceback (set RLGYM_TRACEBACK=1 to see it)."""
+    exits with one line `error: ...` instead of a traceback (set RLGYM_TRACEBACK=1 to see it).
+
+    Parse the flags inside `run` (`run_with_clear_errors(lambda: run(parser.parse_args(argv)))`) so that
+    errors raised while parsing get the same treatment; argparse's own usage errors exit as usual."""
     import os
     import sys
 

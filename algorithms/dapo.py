@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from algorithms.config import _check
 from algorithms.grpo import GRPO, GRPOConfig, informative_groups
 
 
@@ -24,10 +23,10 @@ def overlong_penalty(length: int, max_length: int, buffer: int, factor: float = 
 class DAPOConfig(GRPOConfig):
     """DAPO's defaults: no KL, asymmetric clip, token mean over the batch, dynamic sampling on."""
 
-    kl_coeff: float = 0.0
-    clip_low: float = 0.2
-    clip_high: float = 0.28
-    loss_aggregation: str = "token_mean"
+    kl_coeff: float = 0.0                   # DAPO drops the KL term
+    clip_low: float = 0.2                   # ratio lower bound 1 - clip_low
+    clip_high: float = 0.28                 # clip-higher: ratio upper bound 1 + clip_high
+    loss_aggregation: str = "token_mean"    # token-level loss over the whole batch
     drop_zero_variance_groups: bool = True  # dynamic sampling
     max_refill_rounds: int = 3              # extra collection rounds to refill dropped groups
     overlong_buffer: int = 16               # soft penalty over the last N tokens of the budget (0: off)
@@ -35,11 +34,11 @@ class DAPOConfig(GRPOConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check(self.max_refill_rounds >= 0, f"DAPOConfig.max_refill_rounds must be >= 0, got {self.max_refill_rounds}")
+        self.require("max_refill_rounds", self.max_refill_rounds >= 0, ">= 0")
         budget = self.max_completion_length or self.max_new_tokens
-        _check(0 <= self.overlong_buffer < budget, f"DAPOConfig.overlong_buffer must be in [0, {budget}) (the "
-               f"completion budget: max_completion_length, else max_new_tokens), got {self.overlong_buffer}")
-        _check(self.overlong_penalty_factor >= 0, "DAPOConfig.overlong_penalty_factor must be >= 0")
+        self.require("overlong_buffer", 0 <= self.overlong_buffer < budget,
+                     f"in [0, {budget}) (the completion budget: max_completion_length, else max_new_tokens)")
+        self.require("overlong_penalty_factor", self.overlong_penalty_factor >= 0, ">= 0")
 
 
 class DAPO(GRPO):

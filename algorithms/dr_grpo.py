@@ -15,9 +15,9 @@ from algorithms.grpo import GRPO, GRPOConfig
 class DrGRPOConfig(GRPOConfig):
     """GRPO settings with Dr. GRPO's defaults (`max_completion_length` sets the constant; 0: the budget)."""
 
-    scale_by_std: bool = False
-    loss_aggregation: str = "constant"
-    kl_coeff: float = 0.0
+    scale_by_std: bool = False          # no division by the group std (question-difficulty bias)
+    loss_aggregation: str = "constant"  # constant length normaliser (response-length bias)
+    kl_coeff: float = 0.0               # no KL term by default
 
 
 class DrGRPO(GRPO):

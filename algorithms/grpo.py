@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 from algorithms.advantages import group_advantages
 from algorithms.base import RLAlgorithm
-from algorithms.config import RLConfig, _check
+from algorithms.config import RLConfig
 from algorithms.losses import clipped_policy_loss, masked_mean
 
 
@@ -25,9 +25,9 @@ class GRPOConfig(RLConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check(self.samples_per_prompt >= 2, "GRPOConfig.samples_per_prompt must be >= 2 (a group needs a baseline)")
-        _check(0 <= self.clip_low < 1, f"GRPOConfig.clip_low must be in [0, 1), got {self.clip_low}")
-        _check(self.clip_high >= 0, f"GRPOConfig.clip_high must be >= 0, got {self.clip_high}")
+        self.require("samples_per_prompt", self.samples_per_prompt >= 2, ">= 2 (a group needs a baseline)")
+        self.require("clip_low", 0 <= self.clip_low < 1, "in [0, 1)")
+        self.require("clip_high", self.clip_high >= 0, ">= 0")
 
 
 def informative_groups(trajectories) -> list[list]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from algorithms.advantages import explained_variance, gae, whiten
 from algorithms.base import RLAlgorithm
-from algorithms.config import RLConfig, _check
+from algorithms.config import RLConfig
 from algorithms.losses import clipped_policy_loss, clipped_value_loss, masked_mean
 from policies.value import build_value_model
 
@@ -36,19 +36,21 @@ class PPOConfig(RLConfig):
     whiten_advantages: bool = True    # normalise advantages over the batch's sampled tokens
     value_model: str = "shared"       # shared (head on the policy backbone) | copy (separate critic) | a model path
     value_learning_rate: float = 0.0  # learning rate of the value model (0: learning_rate)
-    kl_coeff: float = 0.05
+    kl_coeff: float = 0.05            # beta of the KL to the reference (per token, in the reward by default)
     kl_in_reward: bool = True         # per-token -beta * k1 in the token rewards (False: beta * KL in the loss)
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check(0 < self.gamma <= 1, f"PPOConfig.gamma must be in (0, 1], got {self.gamma}")
-        _check(0 <= self.lam <= 1, f"PPOConfig.lam must be in [0, 1], got {self.lam}")
-        _check(0 <= self.clip_low < 1, f"PPOConfig.clip_low must be in [0, 1), got {self.clip_low}")
-        _check(self.clip_high >= 0, f"PPOConfig.clip_high must be >= 0, got {self.clip_high}")
-        _check(self.dual_clip == 0 or self.dual_clip > 1, f"PPOConfig.dual_clip must be 0 or > 1, got {self.dual_clip}")
-        _check(self.value_clip >= 0, f"PPOConfig.value_clip must be >= 0, got {self.value_clip}")
-        _check(self.value_coeff > 0, f"PPOConfig.value_coeff must be > 0, got {self.value_coeff}")
-        _check(self.value_learning_rate >= 0, f"PPOConfig.value_learning_rate must be >= 0, got {self.value_learning_rate}")
+        self.require("gamma", 0 < self.gamma <= 1, "in (0, 1]")
+        self.require("lam", 0 <= self.lam <= 1, "in [0, 1]")
+        self.require("clip_low", 0 <= self.clip_low < 1, "in [0, 1)")
+        self.require("clip_high", self.clip_high >= 0, ">= 0")
+        self.require("dual_clip", self.dual_clip == 0 or self.dual_clip > 1, "0 or > 1")
+        self.require("value_clip", self.value_clip >= 0, ">= 0")
+        self.require("value_coeff", self.value_coeff > 0, "> 0")
+        self.require("entropy_coeff", self.entropy_coeff >= 0, ">= 0")
+        self.require("value_model", self.value_model.strip() != "", "shared, copy or a model path")
+        self.require("value_learning_rate", self.value_learning_rate >= 0, ">= 0 (0: learning_rate)")
 
 
 class PPO(RLAlgorithm):

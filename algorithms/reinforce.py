@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 from algorithms.advantages import discounted_returns
 from algorithms.base import RLAlgorithm
-from algorithms.config import RLConfig, _check
+from algorithms.config import RLConfig
 
 
 @dataclass
@@ -13,15 +13,15 @@ class ReinforceStableConfig(RLConfig):
     """REINFORCE-stable settings: the reference is re-synced to the policy every `ref_sync_every`
     iterations, so the KL keeps each phase close to where it started without pinning the policy forever."""
 
-    kl_coeff: float = 0.05
-    ref_sync_every: int = 2
+    kl_coeff: float = 0.05              # beta of the KL to the (periodically re-synced) reference, in the loss
+    ref_sync_every: int = 2             # copy policy -> reference every N iterations
     gamma: float = 1.0                  # discount over steps (stepwise envs)
     normalize_advantages: bool = True   # divide (return - baseline) by the batch std
-    samples_per_prompt: int = 1
+    samples_per_prompt: int = 1         # one episode per prompt (the baseline is the batch mean)
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check(0 < self.gamma <= 1, f"ReinforceStableConfig.gamma must be in (0, 1], got {self.gamma}")
+        self.require("gamma", 0 < self.gamma <= 1, "in (0, 1]")
 
 
 class ReinforceStable(RLAlgorithm):

@@ -12,7 +12,7 @@ class RLOOConfig(GRPOConfig):
     """GRPO's settings; `scale_by_std` is unused. With one update epoch the clipped ratio is 1, so the
     gradient is exactly REINFORCE with the leave-one-out baseline."""
 
-    kl_coeff: float = 0.0
+    kl_coeff: float = 0.0             # no KL term by default
 
 
 class RLOO(GRPO):

@@ -20,8 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from algorithms import GRPO, GRPOConfig  # noqa: E402
 from algorithms.cli import (  # noqa: E402
-    add_config_arguments, config_from_arguments, gsm8k_train_test, read_yaml_fields, run_with_clear_errors,
-    train_and_report,
+    add_config_arguments, config_from_arguments, gsm8k_train_test, run_with_clear_errors, train_and_report,
 )
 from envs import DataFileNotFoundError  # noqa: E402
 from policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
@@ -47,14 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def config_file_fields(config_class: type, path: str | None) -> dict:
-    """The fields a --config YAML file sets (validated: unknown names and bad values are errors)."""
-    return read_yaml_fields(config_class, path) if path else {}
-
-
 def run(args: argparse.Namespace) -> None:
-    defaults = {**DEFAULTS, **config_file_fields(GRPOConfig, args.config)}
-    config = config_from_arguments(GRPOConfig, argparse.Namespace(**{**vars(args), "config": None}), defaults)
+    config = config_from_arguments(GRPOConfig, args, DEFAULTS)  # DEFAULTS < --config file < flags
     if config.wandb != "off" and importlib.util.find_spec("wandb") is None:
         raise ValueError(f"wandb logging ({config.wandb}) asked for, but wandb is not installed: pip install wandb")
     system_prompt = read_system_prompt(args.system_prompt_path)
@@ -72,7 +65,7 @@ def run(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    run_with_clear_errors(run, build_parser().parse_args(argv))
+    run_with_clear_errors(lambda: run(build_parser().parse_args(argv)))
 
 
 if __name__ == "__main__":

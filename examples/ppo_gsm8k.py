@@ -21,7 +21,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from algorithms import PPO, PPOConfig  # noqa: E402
-from algorithms.cli import add_config_arguments, gsm8k_train_test, config_from_arguments, run_with_clear_errors, train_and_report  # noqa: E402
+from algorithms.cli import (  # noqa: E402
+    add_config_arguments, config_from_arguments, gsm8k_train_test, run_with_clear_errors, train_and_report,
+)
 from policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
 
 SYSTEM_PROMPT = Path(__file__).resolve().parents[1] / "statics" / "prompts" / "single_turn_sys.txt"
@@ -33,7 +35,7 @@ DEFAULTS = dict(num_iterations=100, prompts_per_iteration=64, samples_per_prompt
                 save_every=10, output_dir="runs/ppo_gsm8k")
 
 
-def main(argv: list[str] | None = None) -> list[dict]:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data_path", default=None, help="GSM8K train JSONL (default: openai/gsm8k from the hub)")
     parser.add_argument("--test_data_path", default=None, help="GSM8K JSONL to evaluate on (default: held back)")
@@ -42,7 +44,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--system_prompt_path", default=str(SYSTEM_PROMPT), help="system prompt file ('' for none)")
     parser.add_argument("--resume", action="store_true", help="continue from <output_dir>/checkpoint")
     add_config_arguments(parser, PPOConfig, DEFAULTS)
-    return run_with_clear_errors(run, parser.parse_args(argv))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    return run_with_clear_errors(lambda: run(build_parser().parse_args(argv)))
 
 
 def run(args: argparse.Namespace) -> list[dict]:

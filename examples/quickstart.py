@@ -30,7 +30,7 @@ PRESETS = {
 }
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", choices=sorted(PRESETS), default=None,
                         help="cpu or gpu (default: gpu when CUDA is available)")
@@ -38,7 +38,11 @@ def main() -> None:
     parser.add_argument("--level", type=int, default=1, help="Arithmetic-v0 difficulty level (1: two-digit sums)")
     parser.add_argument("--resume", action="store_true", help="continue from <output_dir>/checkpoint")
     add_config_arguments(parser, GRPOConfig)
-    run_with_clear_errors(run, parser.parse_args())
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    run_with_clear_errors(lambda: run(build_parser().parse_args(argv)))
 
 
 def run(args: argparse.Namespace) -> None:

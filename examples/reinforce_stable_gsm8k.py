@@ -52,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from algorithms import ConfigError, ReinforceStable, ReinforceStableConfig  # noqa: E402
 from algorithms.cli import (  # noqa: E402
-    config_from_arguments, gsm8k_train_test, read_yaml_fields, run_with_clear_errors, same_file, train_and_report,
+    config_from_arguments, gsm8k_train_test, run_with_clear_errors, same_file, train_and_report,
 )
 from buffers import ReplayBuffer  # noqa: E402
 from envs import DataFileNotFoundError, GSM8KEnv  # noqa: E402
@@ -197,8 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
 def resolve_config(args: argparse.Namespace) -> tuple[ReinforceStableConfig, int]:
     """The config (defaults < --config file < flags) and the cap on trajectories per update (0: none)."""
     overrides = {field: getattr(args, flag) for flag, field in FLAG_TO_FIELD.items() if getattr(args, flag) is not None}
-    defaults = {**DEFAULTS, **config_file_fields(ReinforceStableConfig, args.config)}
-    config = config_from_arguments(ReinforceStableConfig, argparse.Namespace(config=None, **overrides), defaults)
+    config = config_from_arguments(ReinforceStableConfig, argparse.Namespace(config=args.config, **overrides), DEFAULTS)
     for flag in ("gradient_accumulation_steps", "num_update_steps"):
         value = getattr(args, flag)
         if value is not None and value < 1:
@@ -215,11 +214,6 @@ def resolve_config(args: argparse.Namespace) -> tuple[ReinforceStableConfig, int
     if config.wandb != "off" and importlib.util.find_spec("wandb") is None:
         raise ConfigError(f"wandb logging ({config.wandb}) asked for, but wandb is not installed: pip install wandb")
     return config, cap
-
-
-def config_file_fields(config_class: type, path: str | None) -> dict:
-    """The fields a --config YAML file sets (validated: unknown names and bad values are errors)."""
-    return read_yaml_fields(config_class, path) if path else {}
 
 
 def few_shot_pool(args, train_rows) -> list[dict]:
@@ -289,7 +283,7 @@ def run(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    run_with_clear_errors(run, build_parser().parse_args(argv))
+    run_with_clear_errors(lambda: run(build_parser().parse_args(argv)))
 
 
 if __name__ == "__main__":

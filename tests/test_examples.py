@@ -1,7 +1,7 @@
 """The GSM8K example scripts end to end (tiny model saved to disk, real GSM8K rows, CPU, offline).
 
-Each subprocess imports torch and transformers (~5 s), so there are four: two REINFORCE-stable runs
-sharing a buffer cache, one GRPO run from the YAML config, one bad input. The other bad inputs call
+Each subprocess imports torch and transformers (~5 s), so there are six: two REINFORCE-stable runs
+sharing a buffer cache, one GRPO run from the YAML config, three bad inputs. The other bad inputs call
 the scripts' main() in this process.
 """
 from __future__ import annotations
@@ -18,6 +18,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 REINFORCE = ROOT / "examples" / "reinforce_stable_gsm8k.py"
 GRPO_SCRIPT = ROOT / "examples" / "grpo_gsm8k.py"
+PPO_SCRIPT = ROOT / "examples" / "ppo_gsm8k.py"
+QUICKSTART = ROOT / "examples" / "quickstart.py"
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +42,8 @@ def gsm8k_train(shared_data) -> str:
 
 
 def run_script(script: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "2", "WANDB_MODE": "disabled"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "2", "WANDB_MODE": "disabled",
+           "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, str(script), *args], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=300)
 
@@ -114,6 +117,50 @@ def test_a_missing_train_file_is_a_one_line_error(tmp_path):
     result = run_script(REINFORCE, "--train_data_file", str(tmp_path / "missing.jsonl"))
     assert result.returncode != 0
     assert result.stderr.strip().splitlines() == [f"error: data file not found: {tmp_path / 'missing.jsonl'}"]
+
+
+def only_error_line(result: subprocess.CompletedProcess) -> str:
+    """The script failed with exactly one line on stderr, `error: ...`, and no traceback."""
+    assert result.returncode == 1, (result.returncode, result.stderr[-3000:])
+    assert "Traceback" not in result.stderr and "Traceback" not in result.stdout, result.stderr[-3000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr[-3000:]
+    return lines[0]
+
+
+def test_a_bad_yaml_file_is_one_error_line_from_the_script(tmp_path):
+    bad = _yaml(tmp_path, "learning_rate: 1e-5\nadam_betas: [0.9, 0.99\nseed: 1\n")
+    line = only_error_line(run_script(GRPO_SCRIPT, "--config", str(bad)))
+    assert line.startswith(f"error: {bad}: invalid YAML at line 3, column 5:"), line
+
+
+def test_an_infinite_temperature_flag_is_one_error_line_from_the_script(tmp_path):
+    line = only_error_line(run_script(PPO_SCRIPT, "--temperature", "inf", "--output_dir", str(tmp_path / "run")))
+    assert line == "error: PPOConfig.temperature expects a finite number, got inf"
+
+
+@pytest.mark.parametrize("script", [QUICKSTART, GRPO_SCRIPT, PPO_SCRIPT, REINFORCE], ids=lambda p: p.stem)
+def test_every_example_turns_config_errors_into_one_line(script, tmp_path, monkeypatch):
+    """Bad YAML (syntax, values, shape) and bad flags stop every script before any model or data is loaded."""
+    monkeypatch.delenv("RLGYM_TRACEBACK", raising=False)
+    module, name = load_script(script), ("ReinforceStableConfig" if script == REINFORCE
+                                         else "PPOConfig" if script == PPO_SCRIPT else "GRPOConfig")
+    out = ["--save_path" if script == REINFORCE else "--output_dir", str(tmp_path / "run")]
+    cases = [("seed: 1\n  temperature: 2\n", "invalid YAML at line 2, column"),
+             ("temperature: null\n", f"{name}.temperature expects a number, got None"),
+             ("adam_betas: [0.9]\n", f"{name}.adam_betas expects a list of 2 numbers, got [0.9]"),
+             ("seed: abc\n", f"{name}.seed expects an integer, got 'abc'"),
+             ("kl_in_reward: 'maybe'\n", f"{name}.kl_in_reward expects true or false"),
+             ("- learning_rate\n", "expected a mapping of field: value at the top level, got a list")]
+    for text, expected in cases:
+        path = _yaml(tmp_path, text)
+        message = error_line(module, ["--config", str(path), *out])
+        assert message.startswith(f"error: {path}: ") and expected in message, (text, message)
+    assert "is a directory, not a YAML file" in error_line(module, ["--config", str(tmp_path), *out])
+    assert f"{name}.learning_rate expects a finite number, got inf" in error_line(
+        module, ["--learning_rate", "inf", *out])
+    afile = _yaml(tmp_path, "seed: 1\n")
+    assert f"{name}.output_dir must be a folder, not an existing file" in error_line(module, [out[0], str(afile)])
 
 
 def test_bad_inputs_are_one_line_errors(tiny_model_dir, gsm8k_train, tmp_path):
