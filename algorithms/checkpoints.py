@@ -174,10 +174,11 @@ def load_state(path: str | os.PathLike) -> dict[str, Any]:
         text = str(err)
         if "Weights only load failed" not in text:
             raise CorruptCheckpointError(f"{path}: truncated or corrupt ({_first_line(text)})") from None
-        detail = re.search(r"(unsupported GLOBAL [\w.]+|Unsupported operand \w+)", text, re.IGNORECASE)
+        found = re.search(r"GLOBAL ([\w.]+)", text) or re.search(r"(Unsupported operand \w+)", text)
+        detail = (f"it calls GLOBAL {found.group(1)}" if found and found.re.pattern.startswith("GLOBAL") else
+                  found.group(1) if found else "not loadable with weights_only=True")
         raise UnsafeCheckpointError(
-            f"{path}: refused: it holds objects other than tensors and plain data "
-            f"({detail.group(1) if detail else 'not loadable with weights_only=True'}), which could run code "
+            f"{path}: refused: it holds more than tensors and plain data ({detail}), which could run code "
             f"when loaded; only plain-data checkpoints are loaded") from None
     except (RuntimeError, EOFError, OSError, ValueError) as err:
         raise CorruptCheckpointError(f"{path}: truncated or corrupt ({_first_line(str(err))})") from None
