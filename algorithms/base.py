@@ -285,7 +285,7 @@ class RLAlgorithm(ABC):
 
     # ------------------------------------------------------------------ the loop
     def train(self, resume: bool = False) -> list[dict]:
-        """Run `num_iterations` iterations (continuing from the checkpoint when `resume`)."""
+        """Run `num_iterations` iterations (with `resume`, from the newest checkpoint that verifies, if any)."""
         c = self.config
         run_dir = Path(c.output_dir)
         if resume:

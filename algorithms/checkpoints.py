@@ -129,13 +129,6 @@ def resume_candidates(run_dir: str | os.PathLike) -> list[Checkpoint]:
     return found
 
 
-def has_checkpoint_folders(run_dir: str | os.PathLike) -> bool:
-    """True when the run folder holds any checkpoint folder (complete or not)."""
-    run_dir = Path(run_dir)
-    root = run_dir / CHECKPOINTS
-    return (root.is_dir() and any(root.iterdir())) or (run_dir / LEGACY).exists()
-
-
 def verify(directory: str | os.PathLike) -> None:
     """Check every file of a checkpoint against its manifest (old-layout folders have none: no-op)."""
     directory = Path(directory)

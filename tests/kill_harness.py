@@ -140,7 +140,8 @@ class Trial:
 
 
 def run_trial(run_dir: Path, crash_points: list[str] = (), delays: list[float] = (), max_attempts: int = 40) -> Trial:
-    """Attempts with the given seam kills, then the given timed kills, then plain resumes until done."""
+    """Attempts with the given seam kills, then the given timed kills (until the run completes), then plain
+    resumes until done."""
     run_dir.mkdir(parents=True, exist_ok=True)
     logs = run_dir.parent / f"{run_dir.name}-logs"
     logs.mkdir(exist_ok=True)
@@ -150,8 +151,8 @@ def run_trial(run_dir: Path, crash_points: list[str] = (), delays: list[float] =
         crash_at, delay = plan.pop(0) if plan else (None, None)
         attempt = run_attempt(run_dir, logs / f"attempt-{len(trial.attempts):03d}.txt", crash_at, delay)
         trial.attempts.append(attempt)
-        if attempt.outcome == "completed" and not plan:
-            return trial
+        if attempt.outcome == "completed" and (not plan or delay is not None):
+            return trial  # a timed trial ends with the run; seam kills all get their attempt
         if len(trial.attempts) >= max_attempts:
             raise RuntimeError(f"{run_dir}: no completion after {max_attempts} attempts")
 
