@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="kill-resume-"))
     s = random_trials(workdir, args.trials, args.seed, args.max_kills)
     print(f"trials run: {s['trials']}")
-    print(f"kills delivered: {s['kills']}")
+    print(f"kills delivered: {s['kills']} ({s['kills_before_the_end']} before the last checkpoint was complete)")
     print(f"resumes: {s['resumes']}")
     print(f"iterations lost: {s['iterations_lost']}")
     print(f"mismatches with the uninterrupted run: {len(s['mismatches'])}")

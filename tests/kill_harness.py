@@ -54,7 +54,8 @@ def train_child(run_dir: Path) -> None:
 @dataclass
 class Attempt:
     outcome: str                 # "killed" or "completed"
-    resumed_from: int | None     # iteration the attempt resumed from (None: started over)
+    resumed_from: int | None     # iteration the attempt resumed from (None: started over, or killed before)
+    decided: bool                # it got as far as choosing its checkpoint (or saying there was none)
     newest_after: int | None     # newest complete checkpoint when the attempt ended
     seconds: float
 
@@ -100,7 +101,8 @@ def run_attempt(run_dir: Path, log: Path, crash_at: str | None = None, kill_afte
     else:
         raise RuntimeError(f"training attempt failed (status {status}):\n{text[-3000:]}")
     found = re.search(r"resuming from .* \(iteration (\d+)\)", text)
-    return Attempt(outcome, int(found.group(1)) if found else None, newest_checkpoint(run_dir),
+    decided = bool(found) or "note: --resume: no checkpoint" in text
+    return Attempt(outcome, int(found.group(1)) if found else None, decided, newest_checkpoint(run_dir),
                    time.perf_counter() - start)
 
 
@@ -126,16 +128,23 @@ class Trial:
         return sum(a.outcome == "killed" for a in self.attempts)
 
     @property
+    def kills_before_the_end(self) -> int:
+        """Kills that landed before the last iteration's checkpoint was complete."""
+        return sum(a.outcome == "killed" and (a.newest_after or 0) < ITERATIONS for a in self.attempts)
+
+    @property
     def resumes(self) -> int:
         return sum(a.resumed_from is not None for a in self.attempts)
 
     @property
     def iterations_lost(self) -> int:
         """Checkpointed iterations a later attempt did not continue from (0 when every resume took the
-        newest checkpoint that existed when the previous attempt was killed)."""
+        newest checkpoint that existed when the previous attempt was killed). An attempt killed before
+        it chose where to continue changed nothing on disk and is not counted."""
         lost = 0
         for before, after in zip(self.attempts, self.attempts[1:]):
-            lost += max((before.newest_after or 0) - (after.resumed_from or 0), 0)
+            if after.decided:
+                lost += max((before.newest_after or 0) - (after.resumed_from or 0), 0)
         return lost
 
 
@@ -224,13 +233,14 @@ def random_trials(workdir: Path, trials: int, seed: int, max_kills: int = 4,
     """`trials` runs killed at random moments (up to `max_kills` each), compared with an uninterrupted run."""
     expected, duration = reference or reference_run(workdir)
     rng = random.Random(seed)
-    summary = {"trials": 0, "kills": 0, "resumes": 0, "iterations_lost": 0, "mismatches": [],
+    summary = {"trials": 0, "kills": 0, "kills_before_the_end": 0, "resumes": 0, "iterations_lost": 0, "mismatches": [],
                "reference_seconds": round(duration, 2)}
     for t in range(trials):
-        delays = [rng.uniform(0.05, 1.1) * duration for _ in range(rng.randint(1, max_kills))]
+        delays = [rng.uniform(0.02, 0.9) * duration for _ in range(rng.randint(1, max_kills))]
         trial = run_trial(workdir / f"trial-{t:03d}", delays=delays)
         summary["trials"] += 1
         summary["kills"] += trial.kills
+        summary["kills_before_the_end"] += trial.kills_before_the_end
         summary["resumes"] += trial.resumes
         summary["iterations_lost"] += trial.iterations_lost
         diff = differences(fingerprint(workdir / f"trial-{t:03d}"), expected)
