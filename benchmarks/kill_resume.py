@@ -13,18 +13,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.kill_harness import random_trials  # noqa: E402
+import tests.kill_harness as harness  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=30)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--iterations", type=int, default=10, help="iterations of the run (one checkpoint each)")
     parser.add_argument("--max_kills", type=int, default=4, help="kills per trial at most (then it runs to the end)")
     parser.add_argument("--workdir", default=None, help="run folders (default: a temporary folder, kept)")
     args = parser.parse_args(argv)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="kill-resume-"))
-    s = random_trials(workdir, args.trials, args.seed, args.max_kills)
+    harness.ITERATIONS = args.iterations  # read by the forked training attempts
+    s = harness.random_trials(workdir, args.trials, args.seed, args.max_kills)
     print(f"trials run: {s['trials']}")
     print(f"kills delivered: {s['kills']} ({s['kills_before_the_end']} before the last checkpoint was complete)")
     print(f"resumes: {s['resumes']}")
