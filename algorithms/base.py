@@ -6,8 +6,8 @@ One iteration: collect episodes -> reference log-probs (and KL in the reward, if
 """
 from __future__ import annotations
 
+import math
 import random
-import shutil
 import time
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
@@ -17,14 +17,16 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from algorithms import checkpoints as ckpt
 from algorithms import distributed as dist
 from algorithms.config import RLConfig
 from algorithms.evaluate import evaluate
+from algorithms.guards import NonFiniteTrainingError, reward_failures, warn
 from algorithms.kl import kl_estimate
 from algorithms.losses import masked_mean, token_weights
 from algorithms.plots import plot_metrics
 from algorithms.rollout import SamplingSettings, is_stepwise, rollout
-from algorithms.run_logger import RunLogger
+from algorithms.run_logger import DISCARDED, RunLogger
 from buffers import Batch, ReplayBuffer, Trajectory, collate
 
 
@@ -72,6 +74,8 @@ class RLAlgorithm(ABC):
         self.logger: RunLogger | None = None
         self._step_metrics: dict[str, list[float]] = {}
         self._times: dict[str, float] = {}  # seconds per phase in the current iteration
+        self._nonfinite_streak = 0  # optimizer steps in a row skipped for a NaN/inf loss or gradient norm
+        self._skipped_steps = 0     # ... and skipped in the current iteration
 
     # ------------------------------------------------------------------ what a subclass supplies
     @abstractmethod
@@ -247,24 +251,51 @@ class RLAlgorithm(ABC):
                 # k3 estimate of KL(behaviour || current) over the sampled tokens
                 self.record("approx_kl", masked_mean(kl_estimate(batch.old_logprobs, logprobs, "k3"), batch.loss_mask))
         dist.sync_gradients(self.trainable_parameters())
+        params = self.trainable_parameters()
         if c.max_grad_norm > 0:
-            grad_norm = torch.nn.utils.clip_grad_norm_(self.trainable_parameters(), c.max_grad_norm)
-            totals["grad_norm"] = float(grad_norm)
-        self.optimizer.step()
-        self.scheduler.step()
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, c.max_grad_norm))
+            totals["grad_norm"] = grad_norm
+        else:
+            grad_norm = float(torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None]))
         totals["loss"] = sum(v for k, v in totals.items() if k != "grad_norm")
+        if self._finite_step(totals["loss"], grad_norm):
+            self.optimizer.step()
+            self.scheduler.step()
         return totals
+
+    def _finite_step(self, loss: float, grad_norm: float) -> bool:
+        """False (gradients dropped, the step to be skipped) when the loss or gradient norm is NaN/inf on
+        any process; raises NonFiniteTrainingError after `max_nonfinite_steps` such steps in a row."""
+        bad = not (math.isfinite(loss) and math.isfinite(grad_norm))
+        if dist.all_reduce_sum(float(bad)) == 0:
+            self._nonfinite_streak = 0
+            return True
+        self.optimizer.zero_grad(set_to_none=True)
+        self._nonfinite_streak += 1
+        self._skipped_steps += 1
+        limit = self.config.max_nonfinite_steps
+        where = f"iteration {self.iteration + 1}: non-finite loss or gradient norm (loss={loss}, grad_norm={grad_norm})"
+        if self._nonfinite_streak >= limit:
+            raise NonFiniteTrainingError(
+                f"training stopped at {where}: {self._nonfinite_streak} optimizer steps in a row were not finite "
+                f"(max_nonfinite_steps={limit}); lower learning_rate or check the rewards, then resume from the "
+                f"last checkpoint")
+        warn(f"{where}: optimizer step skipped ({self._nonfinite_streak} in a row, the run stops at {limit})")
+        return False
 
     # ------------------------------------------------------------------ the loop
     def train(self, resume: bool = False) -> list[dict]:
-        """Run `num_iterations` iterations (continuing from the checkpoint when `resume`)."""
+        """Run `num_iterations` iterations (with `resume`, from the newest checkpoint that verifies, if any)."""
         c = self.config
         run_dir = Path(c.output_dir)
-        if resume and (run_dir / "checkpoint").is_dir():
-            self.load(run_dir / "checkpoint")
+        if resume:
+            self.resume_from(run_dir)
         if dist.is_main():
-            self.logger = RunLogger(run_dir, self.describe(), c.wandb, c.wandb_project, resume=resume)
-            if resume:
+            continuing = self.iteration > 0
+            if not continuing:
+                self._start_over(run_dir, resume)
+            self.logger = RunLogger(run_dir, self.describe(), c.wandb, c.wandb_project, resume=continuing)
+            if continuing:
                 self.logger.truncate_after(self.iteration)
         bar = tqdm(total=c.num_iterations, initial=self.iteration, disable=not (c.progress and dist.is_main()),
                    desc=type(self).__name__)
@@ -281,7 +312,7 @@ class RLAlgorithm(ABC):
                 metrics.update(self._eval_metrics())
             self._log(metrics)
             if (c.save_every and self.iteration % c.save_every == 0) or last:
-                self.save(run_dir / "checkpoint")
+                self.save(run_dir)
             bar.update(1)
             bar.set_postfix(reward=f"{metrics['reward_mean']:.3f}", acc=f"{metrics['train_accuracy']:.2f}")
         bar.close()
@@ -298,6 +329,7 @@ class RLAlgorithm(ABC):
         but count in the reward, accuracy and length metrics (they were sampled from the policy).
         """
         self._times = {}
+        self._skipped_steps = 0
         t0 = time.perf_counter()
         trajectories = self.collect()
         t1 = time.perf_counter()
@@ -328,6 +360,12 @@ class RLAlgorithm(ABC):
         }
         if self.config.samples_per_prompt > 1:
             metrics["zero_variance_groups"] = zero_variance_fraction(trajectories)
+        metrics["skipped_nonfinite_steps"] = self._skipped_steps
+        failures, first = reward_failures(trajectories)
+        metrics["reward_failures"] = failures
+        if failures:
+            warn(f"iteration {self.iteration + 1}: a reward function failed on {failures} of {len(trajectories)} "
+                 f"episodes (scored 0 for that reward); first: {first}")
         metrics.update({k: float(np.mean(v)) for k, v in self._step_metrics.items()})
         self._step_metrics = {}
         return metrics
@@ -359,14 +397,12 @@ class RLAlgorithm(ABC):
         return {"algorithm": type(self).__name__, "env": self._env_name(), **self.config.to_dict()}
 
     # ------------------------------------------------------------------ checkpoints
-    def save(self, directory: str | Path) -> None:
-        """Everything needed to continue exactly: weights, optimizer, scheduler, RNG states, buffer, iteration."""
+    def save(self, run_dir: str | Path | None = None) -> Path | None:
+        """Checkpoint everything needed to continue exactly (weights, optimizer, scheduler, RNG states,
+        buffer, iteration) as `<run_dir>/checkpoints/iter-<N>` (see algorithms/checkpoints.py);
+        keeps the newest `keep_checkpoints`. Returns the folder (None on non-main processes)."""
         if not dist.is_main():
-            return
-        directory = Path(directory)
-        tmp = directory.with_name(directory.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
+            return None
         state = {
             "iteration": self.iteration,
             "policy": self.policy.state_dict(),
@@ -374,38 +410,86 @@ class RLAlgorithm(ABC):
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "extra": self.extra_state(),
+            "nonfinite_streak": self._nonfinite_streak,
             "rng": {"numpy_algorithm": self.rng.bit_generator.state, "python": random.getstate(),
                     "torch": torch.get_rng_state(), "generator": self.generator.get_state(),
                     "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
         }
-        torch.save(state, tmp / "state.pt")
-        self.buffer.save(tmp / "buffer.jsonl")
-        if directory.exists():
-            shutil.rmtree(directory)
-        tmp.rename(directory)
+        writers = {"state.pt": lambda path: torch.save(state, path), "buffer.jsonl": self.buffer.save}
+        return ckpt.write_checkpoint(run_dir if run_dir is not None else self.config.output_dir, self.iteration,
+                                     writers, self.config.keep_checkpoints)
 
     def load(self, directory: str | Path) -> None:
-        """Restore a checkpoint written by `save` (the counterpart of --resume)."""
-        path = Path(directory) / "state.pt"
-        if not path.is_file():
-            raise FileNotFoundError(f"no checkpoint at {directory} (expected {path})")
-        state = torch.load(path, map_location="cpu", weights_only=False)
-        self.iteration = state["iteration"]
-        self.policy.load_state_dict(state["policy"])
-        if state["reference"] is not None and self.ref_policy is not None:
-            self.ref_policy.load_state_dict(state["reference"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        self.load_extra_state(state.get("extra", {}))
-        self.rng.bit_generator.state = state["rng"]["numpy_algorithm"]
-        random.setstate(state["rng"]["python"])
-        torch.set_rng_state(state["rng"]["torch"])
-        self.generator.set_state(state["rng"]["generator"])
-        if state["rng"]["cuda"] is not None and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(state["rng"]["cuda"])
-        buffer_path = Path(directory) / "buffer.jsonl"
-        if buffer_path.is_file():
-            self.buffer = ReplayBuffer.load(buffer_path)
+        """Restore one checkpoint folder written by `save` (or the old `checkpoint/` layout).
+
+        Raises CheckpointError (one line) for a corrupt, truncated or unsafe checkpoint; tensors and
+        plain data only are unpickled (`weights_only=True`), so a checkpoint can never run code.
+        """
+        directory = Path(directory)
+        if not (directory / "state.pt").is_file():
+            raise FileNotFoundError(f"no checkpoint at {directory} (expected {directory / 'state.pt'})")
+        self._apply_checkpoint(directory, *self._read_checkpoint(directory))
+
+    def resume_from(self, run_dir: str | Path) -> Path | None:
+        """Load the newest checkpoint of `run_dir` that verifies, saying which; corrupt ones are skipped
+        with a warning (and renamed `corrupt-*`). Returns its folder, or None when there is none."""
+        for candidate in ckpt.resume_candidates(run_dir):
+            try:
+                state, buffer = self._read_checkpoint(candidate.path)
+            except ckpt.CorruptCheckpointError as err:
+                warn(f"skipping a checkpoint that does not verify: {err}")
+                if dist.is_main():
+                    ckpt.set_aside_corrupt(candidate)
+                continue
+            self._apply_checkpoint(candidate.path, state, buffer)
+            print(f"resuming from {candidate.path} (iteration {self.iteration})", flush=True)
+            return candidate.path
+        return None
+
+    def _start_over(self, run_dir: Path, resume: bool) -> None:
+        """Iteration 0 in a folder that may hold an earlier run: its files are moved aside, never deleted."""
+        if resume:
+            print(f"note: --resume: no checkpoint in {run_dir}, starting from iteration 0", flush=True)
+        n = ckpt.archive_history(run_dir, (ckpt.CHECKPOINTS, ckpt.LEGACY, "metrics.jsonl", DISCARDED))
+        if n is not None:
+            print(f"note: {run_dir} held an earlier run; its metrics and checkpoints are kept as *.{n}.*bak",
+                  flush=True)
+
+    def _read_checkpoint(self, directory: Path) -> tuple[dict, ReplayBuffer | None]:
+        """Verify a checkpoint folder and read it (nothing applied yet)."""
+        ckpt.verify(directory)
+        state = ckpt.load_state(directory / "state.pt")
+        missing = [k for k in ("iteration", "policy", "optimizer", "scheduler", "rng") if k not in state]
+        if missing:
+            raise ckpt.CorruptCheckpointError(f"{directory / 'state.pt'}: not a checkpoint (no {', '.join(missing)})")
+        buffer_path = directory / "buffer.jsonl"
+        try:
+            buffer = ReplayBuffer.load(buffer_path) if buffer_path.is_file() else None
+        except ValueError as err:
+            raise ckpt.CorruptCheckpointError(str(err)) from None
+        return state, buffer
+
+    def _apply_checkpoint(self, directory: Path, state: dict, buffer: ReplayBuffer | None) -> None:
+        try:
+            self.policy.load_state_dict(state["policy"])
+            if state["reference"] is not None and self.ref_policy is not None:
+                self.ref_policy.load_state_dict(state["reference"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.scheduler.load_state_dict(state["scheduler"])
+            self.load_extra_state(state.get("extra", {}))
+            self.rng.bit_generator.state = state["rng"]["numpy_algorithm"]
+            random.setstate(state["rng"]["python"])
+            torch.set_rng_state(state["rng"]["torch"])
+            self.generator.set_state(state["rng"]["generator"])
+            if state["rng"]["cuda"] is not None and torch.cuda.is_available():
+                torch.cuda.set_rng_state_all(state["rng"]["cuda"])
+        except (RuntimeError, KeyError, ValueError, TypeError) as err:
+            first = next((ln.strip() for ln in str(err).splitlines() if ln.strip()), type(err).__name__)
+            raise ckpt.CheckpointError(f"{directory}: does not fit this model and algorithm ({first[:200]})") from None
+        self.iteration = int(state["iteration"])
+        self._nonfinite_streak = int(state.get("nonfinite_streak", 0))
+        if buffer is not None:
+            self.buffer = buffer
 
     def _ref_has_own_weights(self) -> bool:
         return self.ref_policy is not None and not getattr(self.ref_policy, "is_lora", False)

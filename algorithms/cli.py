@@ -76,13 +76,12 @@ def print_run_summary(rows: list[dict], run_dir) -> None:
 
 
 def train_and_report(algo, resume: bool = False) -> list[dict]:
-    """Train (continuing from the checkpoint when asked), save the final model in Hugging Face format
-    in <output_dir>/model, and print the held-out accuracy and where the run folder is."""
+    """Train (with `resume`, from the newest complete checkpoint in <output_dir>/checkpoints; `train`
+    says which, or that there is none), save the final model in Hugging Face format in
+    <output_dir>/model, and print the held-out accuracy and where the run folder is."""
     from pathlib import Path
 
     run_dir = Path(algo.config.output_dir)
-    if resume and not (run_dir / "checkpoint").is_dir():
-        print(f"note: --resume: no checkpoint in {run_dir}, starting from iteration 0")
     rows = algo.train(resume=resume)
     algo.policy.save(run_dir / "model")
     print_run_summary(rows, run_dir)

@@ -82,7 +82,10 @@ def rollout(env, policy: Policy, starts: list[dict], group_size: int, settings: 
             branch.text += gen.text
             branch.step_ends.append(len(branch.ids) - 1)
             branch.step_rewards.append(float(reward))
+            errors = {**branch.info.get("reward_errors", {}), **(info.get("reward_errors") or {})}
             branch.info.update(info)
+            if errors:  # a reward function failed on this sample (any step): kept for the loop to count
+                branch.info["reward_errors"] = {str(k): str(v) for k, v in errors.items()}
             branch.done = bool(terminated or truncated)
             branch.truncated = branch.truncated or bool(truncated) or gen.finish_reason == "length"
             injected = info.get("injected_text", "")

@@ -72,22 +72,49 @@ class ReplayBuffer:
         tmp = path.with_suffix(path.suffix + ".tmp")
         with open(tmp, "w") as fh:
             fh.write(json.dumps({"capacity": self.capacity}) + "\n")
-            for t in self._items:
-                fh.write(json.dumps(t.to_dict()) + "\n")
+            for i, t in enumerate(self._items):
+                try:
+                    fh.write(json.dumps(t.to_dict(), allow_nan=False) + "\n")
+                except ValueError:
+                    fh.close()
+                    tmp.unlink()
+                    raise ValueError(f"ReplayBuffer.save({path}): trajectory {i} holds a NaN or infinite number "
+                                     f"(reward {t.reward}); such a buffer could not be loaded back") from None
+            fh.flush()
+            os.fsync(fh.fileno())
         tmp.replace(path)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "ReplayBuffer":
+        """Read a file written by `save`; any bad line is a one-line ValueError naming file and line."""
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"replay buffer file not found: {path}")
-        with open(path) as fh:
-            lines = fh.read().splitlines()
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError:
+            raise ValueError(f"{path}: not a replay buffer file (not UTF-8 text)") from None
+        lines = text.splitlines()
+        if not lines:
+            raise ValueError(f"{path}: empty file, not a replay buffer")
+        if not text.endswith("\n"):
+            raise ValueError(f"{path}:{len(lines)}: the last line is cut off (the file is truncated)")
+        number = 1
         try:
             header = json.loads(lines[0])
-            buffer = cls(header["capacity"])
+            capacity = header.get("capacity") if isinstance(header, dict) else None
+            if not (isinstance(capacity, int) and not isinstance(capacity, bool) and capacity > 0):
+                raise ValueError(f"header must be {{\"capacity\": <positive integer>}}, got {lines[0][:80]}")
+            buffer = cls(capacity)
             for number, line in enumerate(lines[1:], start=2):
-                buffer.add(Trajectory.from_dict(json.loads(line)))
-        except (json.JSONDecodeError, KeyError, TypeError, IndexError) as err:
-            raise ValueError(f"{path}: not a replay buffer file ({err})") from None
+                buffer.add(Trajectory.from_dict(json.loads(line, parse_constant=_reject_constant)))
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}:{number}: not a replay buffer file (line is not JSON: {err.msg})") from None
+        except (ValueError, TypeError) as err:
+            raise ValueError(f"{path}:{number}: {' '.join(str(err).split())}") from None
         return buffer
+
+
+def _reject_constant(name: str):
+    """json.loads accepts NaN and Infinity; a buffer never holds them."""
+    raise ValueError(f"{name} is not a valid number here")

@@ -1,7 +1,8 @@
 """`Trajectory`: one episode as the trainer sees it, in exact token ids."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import math
+from dataclasses import asdict, dataclass, field, fields
 
 
 @dataclass
@@ -48,4 +49,51 @@ class Trajectory:
 
     @classmethod
     def from_dict(cls, data: dict) -> "Trajectory":
+        """Build from `to_dict` output, checking every field first (ValueError naming the field)."""
+        check_fields(data)
         return cls(**data)
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_finite(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _check_list(data: dict, name: str, ok, what: str) -> None:
+    values = data[name]
+    if not isinstance(values, list):
+        raise ValueError(f"{name} must be a list of {what}, got {type(values).__name__}")
+    for i, v in enumerate(values):
+        if not ok(v):
+            raise ValueError(f"{name}[{i}] must be {what}, got {v!r}")
+
+
+def check_fields(data: dict) -> None:
+    """Raise ValueError (one line, naming the field) unless `data` is a valid trajectory record:
+    token ids non-negative integers, masks 0/1, rewards and log-probs finite numbers."""
+    if not isinstance(data, dict):
+        raise ValueError(f"a trajectory must be a JSON object, got {type(data).__name__}")
+    names = {f.name for f in fields(Trajectory)}
+    missing = [n for n in ("prompt_ids", "completion_ids", "logprobs", "completion_mask", "reward") if n not in data]
+    unknown = sorted(set(data) - names)
+    if missing or unknown:
+        raise ValueError(f"missing field(s) {missing} / unknown field(s) {unknown}" if missing and unknown else
+                         f"missing field(s): {', '.join(missing)}" if missing else
+                         f"unknown field(s): {', '.join(unknown)}")
+    for name in ("prompt_ids", "completion_ids"):
+        _check_list(data, name, lambda v: _is_int(v) and v >= 0, "a non-negative integer token id")
+    _check_list(data, "logprobs", _is_finite, "a finite number")
+    _check_list(data, "completion_mask", lambda v: _is_int(v) and v in (0, 1), "0 or 1")
+    if not _is_finite(data["reward"]):
+        raise ValueError(f"reward must be a finite number, got {data['reward']!r}")
+    if "step_rewards" in data:
+        _check_list(data, "step_rewards", _is_finite, "a finite number")
+    if "step_ends" in data:
+        _check_list(data, "step_ends", lambda v: _is_int(v) and v >= 0, "a non-negative integer")
+    for name, kind in (("group_id", int), ("truncated", bool), ("text", str), ("info", dict)):
+        value = data.get(name, kind())
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise ValueError(f"{name} must be {kind.__name__}, got {type(value).__name__}")

@@ -5,6 +5,7 @@ from policies.hf import HFPolicy, LoraSettings
 from policies.few_shot import FewShotStepwisePolicy
 from policies.models import (
     EMBEDDED_MODEL,
+    ModelLoadError,
     ModelNotFoundError,
     build_tiny_model,
     build_tiny_tokenizer,
@@ -13,5 +14,5 @@ from policies.models import (
 
 __all__ = [
     "Policy", "Generation", "HFPolicy", "FewShotStepwisePolicy", "LoraSettings", "EMBEDDED_MODEL", "ModelNotFoundError",
-    "build_tiny_model", "build_tiny_tokenizer", "load_model_and_tokenizer",
+    "ModelLoadError", "build_tiny_model", "build_tiny_tokenizer", "load_model_and_tokenizer",
 ]

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 EMBEDDED_MODEL = "embedded:SmolLM2-135M-Instruct"
@@ -23,6 +24,25 @@ GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 class ModelNotFoundError(FileNotFoundError):
     """Raised when a model name or path cannot be resolved; the message says what to do."""
+
+
+class ModelLoadError(ValueError):
+    """A local model folder has a corrupt or truncated weights file; the message (one line) names it."""
+
+
+def _corrupt_weights_error(folder: Path, err: Exception) -> ModelLoadError:
+    """Name the weights file of `folder` that does not open (safetensors header check), or the folder."""
+    from safetensors import safe_open
+
+    reason = " ".join(str(err).split())[:200]
+    for path in sorted(folder.glob("*.safetensors")):
+        try:
+            with safe_open(str(path), "pt") as fh:
+                fh.keys()
+        except Exception as bad:  # noqa: BLE001 - SafetensorError and OS errors alike mean: unreadable
+            reason = " ".join(str(bad).split())[:200]
+            return ModelLoadError(f"{path}: corrupt or truncated weights file ({reason}); re-save or re-download it")
+    return ModelLoadError(f"{folder}: cannot read the model weights ({reason})")
 
 
 def cache_root() -> Path:
@@ -91,6 +111,8 @@ def load_model_and_tokenizer(
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    except SafetensorError as err:
+        raise _corrupt_weights_error(local, err) from None
     except OSError as err:
         raise ModelNotFoundError(
             f"cannot load model {name_or_path!r}: not a local folder and not reachable on the hub "

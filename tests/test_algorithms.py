@@ -61,7 +61,7 @@ def test_grpo_with_kl_records_metrics_and_writes_run_folder(tiny_policy, tmp_pat
     run = tmp_path / "run"
     assert (run / "metrics.png").stat().st_size > 1000
     assert json.loads((run / "config.json").read_text())["algorithm"] == "GRPO"
-    assert (run / "checkpoint" / "state.pt").is_file()
+    assert (run / "checkpoints" / "iter-000002" / "MANIFEST.json").is_file()
 
 
 def _metrics_without_timing(row):

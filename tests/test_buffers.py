@@ -72,3 +72,61 @@ def test_right_padded_scoring_equals_scoring_each_sequence_alone(tiny_policy):
         ids = torch.tensor([t.prompt_ids + t.completion_ids])
         alone, _ = tiny_policy.token_logprobs(ids, torch.ones_like(ids), len(t.prompt_ids))
         assert torch.allclose(lp[row, :len(t.completion_ids)], alone[0], atol=1e-5)
+
+
+def _saved(tmp_path, **changes) -> tuple:
+    """A saved two-trajectory buffer whose second record has `changes` applied (as raw JSON)."""
+    import json
+
+    buf = ReplayBuffer(capacity=4)
+    buf.extend([make_traj(0), make_traj(1)])
+    path = tmp_path / "buf.jsonl"
+    buf.save(path)
+    lines = path.read_text().splitlines()
+    record = json.loads(lines[2])
+    record.update(changes)
+    lines[2] = json.dumps(record)  # allow_nan: NaN/Infinity written as JSON extensions
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("changes,message", [
+    ({"completion_ids": ["a", 5, 6]}, r"completion_ids\[0\] must be a non-negative integer token id, got 'a'"),
+    ({"prompt_ids": [1, -3]}, r"prompt_ids\[1\] must be a non-negative integer token id, got -3"),
+    ({"completion_ids": [4.5, 5, 6]}, r"completion_ids\[0\] must be a non-negative integer token id"),
+    ({"reward": float("nan")}, "NaN is not a valid number"),
+    ({"reward": float("inf")}, "Infinity is not a valid number"),
+    ({"reward": "1.0"}, "reward must be a finite number, got '1.0'"),
+    ({"logprobs": [-0.1, None, -0.3]}, r"logprobs\[1\] must be a finite number"),
+    ({"completion_mask": [1, 2, 1]}, r"completion_mask\[1\] must be 0 or 1"),
+    ({"text": 7}, "text must be str, got int"),
+    ({"info": []}, "info must be dict, got list"),
+    ({"group_id": True}, "group_id must be int, got bool"),
+    ({"bogus": 1}, "unknown field"),
+])
+def test_buffer_load_rejects_bad_fields_naming_file_and_line(tmp_path, changes, message):
+    path = _saved(tmp_path, **changes)
+    with pytest.raises(ValueError, match=message) as info:
+        ReplayBuffer.load(path)
+    assert str(info.value).startswith(f"{path}:3: ") and "\n" not in str(info.value)
+
+
+def test_buffer_load_rejects_a_truncated_file(tmp_path):
+    path = _saved(tmp_path)
+    data = path.read_bytes()
+    for cut in (len(data) - 1, len(data) - 20):  # the newline lost; half of the last record lost
+        path.write_bytes(data[:cut])
+        with pytest.raises(ValueError, match=rf"{path}:3: the last line is cut off \(the file is truncated\)"):
+            ReplayBuffer.load(path)
+    for header in (b'{"capacity": -1}\n', b'{"capacity": "9"}\n', b'[]\n'):
+        path.write_bytes(header)
+        with pytest.raises(ValueError, match=rf"{path}:1: header must be"):
+            ReplayBuffer.load(path)
+
+
+def test_buffer_save_refuses_nan_rewards(tmp_path):
+    buf = ReplayBuffer(capacity=2)
+    buf.add(Trajectory([1], [2], [-0.1], [1], float("nan")))
+    with pytest.raises(ValueError, match="trajectory 0 holds a NaN or infinite number"):
+        buf.save(tmp_path / "b.jsonl")
+    assert list(tmp_path.iterdir()) == []

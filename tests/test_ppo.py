@@ -136,9 +136,9 @@ def test_separate_critic_trains_and_is_checkpointed(tiny_policy, tmp_path):
     algo.optimizer_step(trajs)  # the zero-initialised head passes no gradient to the backbone yet
     algo.optimizer_step(trajs)
     assert any(not torch.equal(a, b) for a, b in zip(before, algo.value_model.backbone.parameters()))
-    algo.save(tmp_path / "ckpt")
+    folder = algo.save(tmp_path / "ckpt")
     restored = ppo(tiny_policy, tmp_path, value_model="copy")
-    restored.load(tmp_path / "ckpt")
+    restored.load(folder)
     for a, b in zip(algo.value_model.state_dict().values(), restored.value_model.state_dict().values()):
         assert torch.equal(a, b)
 

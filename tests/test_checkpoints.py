@@ -1,0 +1,201 @@
+"""Checkpoint folders: atomic layout, retention, resume selection, old layout, safe loading."""
+import json
+import os
+import shutil
+
+import pytest
+import torch
+
+from algorithms import GRPO, GRPOConfig
+from algorithms import checkpoints as ckpt
+from algorithms.cli import run_with_clear_errors
+from envs import make
+from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
+
+
+def tiny_algo(tmp_path, **overrides):
+    from policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+
+    tok = build_tiny_tokenizer()
+    policy = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu")
+    values = dict(num_iterations=1, prompts_per_iteration=1, samples_per_prompt=2, max_new_tokens=4,
+                  output_dir=str(tmp_path / "run"), progress=False, eval_at_start=False, learning_rate=1e-2)
+    values.update(overrides)
+    return GRPO(policy, make("ToyDigits-v0"), GRPOConfig(**values))
+
+
+def save_at(algo, iteration):
+    algo.iteration = iteration
+    return algo.save()
+
+
+def names(folder):
+    return sorted(p.name for p in folder.iterdir())
+
+
+def test_each_save_is_a_complete_folder_and_the_newest_k_are_kept(tmp_path):
+    algo = tiny_algo(tmp_path, keep_checkpoints=2)
+    run = tmp_path / "run"
+    for it in (1, 2, 3):
+        folder = save_at(algo, it)
+        assert folder == run / "checkpoints" / f"iter-{it:06d}"
+    assert names(run / "checkpoints") == ["iter-000002", "iter-000003"]
+    manifest = json.loads((run / "checkpoints" / "iter-000003" / "MANIFEST.json").read_text())
+    assert manifest["iteration"] == 3 and set(manifest["files"]) == {"state.pt", "buffer.jsonl"}
+    assert manifest["files"]["state.pt"]["bytes"] == (folder / "state.pt").stat().st_size
+    ckpt.verify(folder)
+
+
+def test_resume_takes_the_newest_that_verifies_and_says_which(tmp_path, capsys):
+    algo = tiny_algo(tmp_path, keep_checkpoints=3)
+    run = tmp_path / "run"
+    for it in (1, 2, 3):
+        save_at(algo, it)
+    state = run / "checkpoints" / "iter-000003" / "state.pt"
+    state.write_bytes(state.read_bytes()[:-10])                      # truncated
+    buffer = run / "checkpoints" / "iter-000002" / "buffer.jsonl"
+    buffer.write_text(buffer.read_text().replace("capacity", "capacitx"))  # altered, same size
+    (run / "checkpoints" / ".tmp-iter-000004").mkdir()               # a save killed half-way
+    fresh = tiny_algo(tmp_path)
+    assert fresh.resume_from(run) == run / "checkpoints" / "iter-000001"
+    assert fresh.iteration == 1
+    out, err = capsys.readouterr()
+    assert out.strip() == f"resuming from {run / 'checkpoints' / 'iter-000001'} (iteration 1)"
+    warnings = err.strip().splitlines()
+    assert len(warnings) == 2 and all(w.startswith("warning: skipping a checkpoint") for w in warnings)
+    assert "iter-000003/state.pt: " in warnings[0] and "truncated" in warnings[0]
+    assert "iter-000002/buffer.jsonl: sha256 differs" in warnings[1]
+    assert names(run / "checkpoints") == [".tmp-iter-000004", "corrupt-iter-000002", "corrupt-iter-000003",
+                                          "iter-000001"]
+    save_at(fresh, 2)  # the next save clears the leftover temp folder, keeps the set-aside copies
+    assert names(run / "checkpoints") == ["corrupt-iter-000002", "corrupt-iter-000003", "iter-000001",
+                                          "iter-000002"]
+
+
+def test_the_old_checkpoint_layout_is_still_resumed(tmp_path, capsys):
+    algo = tiny_algo(tmp_path)
+    folder = save_at(algo, 5)
+    run = tmp_path / "run"
+    legacy = run / "checkpoint"
+    shutil.copytree(folder, legacy)
+    (legacy / "MANIFEST.json").unlink()
+    shutil.rmtree(run / "checkpoints")
+    fresh = tiny_algo(tmp_path)
+    assert fresh.resume_from(run) == legacy and fresh.iteration == 5
+    assert capsys.readouterr().out.strip() == f"resuming from {legacy} (iteration 5)"
+    for a, b in zip(algo.policy.parameters(), fresh.policy.parameters()):
+        assert torch.equal(a, b)
+
+
+def test_without_a_checkpoint_resume_starts_over_and_keeps_the_history(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    old = '{"iteration": 1, "reward_mean": 0.5}\n{"iteration": 2, "reward_mean": 0.6}\n'
+    (run / "metrics.jsonl").write_text(old)
+    (run / "checkpoints").mkdir()
+    (run / "checkpoints" / "iter-000002").mkdir()  # no manifest: incomplete
+    rows = tiny_algo(tmp_path).train(resume=True)
+    assert [r["iteration"] for r in rows] == [1]
+    out = capsys.readouterr().out
+    assert f"note: --resume: no checkpoint in {run}, starting from iteration 0" in out
+    assert (run / "metrics.1.jsonl.bak").read_text() == old
+    assert names(run / "checkpoints.1.bak") == ["iter-000002"]
+    assert names(run / "checkpoints") == ["iter-000001"]
+    tiny_algo(tmp_path).train()  # a new run (no --resume) in a used folder moves it aside too
+    assert (run / "metrics.2.jsonl.bak").read_text().count("\n") == 1
+
+
+class Payload:
+    """Unpickling this runs `open(<path>, "w")`: what a hostile checkpoint would do."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def _plant_payload(folder, marker):
+    state_path = folder / "state.pt"
+    state = torch.load(state_path, weights_only=True)
+    state["extra"] = {"x": Payload(marker)}
+    torch.save(state, state_path)
+    manifest = json.loads((folder / "MANIFEST.json").read_text())  # a consistent manifest: hashes prove nothing
+    manifest["files"]["state.pt"] = {"bytes": state_path.stat().st_size, "sha256": ckpt._sha256(state_path)}
+    (folder / "MANIFEST.json").write_text(json.dumps(manifest))
+
+
+def test_a_checkpoint_that_would_run_code_is_refused_in_one_line(tmp_path, monkeypatch, capsys):
+    algo = tiny_algo(tmp_path, num_iterations=2)
+    folder = save_at(algo, 1)
+    marker = tmp_path / "pwned"
+    _plant_payload(folder, marker)
+    with pytest.raises(ckpt.UnsafeCheckpointError) as info:
+        tiny_algo(tmp_path).load(folder)
+    message = str(info.value)
+    assert message.startswith(f"{folder / 'state.pt'}: refused") and "GLOBAL" in message and "\n" not in message
+    # through --resume and the examples' error handler: one line, nothing executed, nothing deleted
+    monkeypatch.delenv("RLGYM_TRACEBACK", raising=False)
+    with pytest.raises(SystemExit) as exit_info:
+        run_with_clear_errors(tiny_algo(tmp_path, num_iterations=2).train, True)
+    assert str(exit_info.value.code).startswith("error: ") and "\n" not in str(exit_info.value.code)
+    assert not marker.exists()
+    assert (folder / "state.pt").is_file()
+
+
+def test_a_truncated_state_file_is_a_one_line_error(tmp_path):
+    algo = tiny_algo(tmp_path)
+    folder = save_at(algo, 1)
+    legacy = tmp_path / "legacy"
+    shutil.copytree(folder, legacy)
+    (legacy / "MANIFEST.json").unlink()
+    for where in (folder, legacy):
+        state = where / "state.pt"
+        state.write_bytes(state.read_bytes()[: state.stat().st_size // 2])
+        with pytest.raises(ckpt.CorruptCheckpointError) as info:
+            tiny_algo(tmp_path).load(where)
+        assert str(info.value).startswith(f"{state}: ") and "\n" not in str(info.value)
+        assert "truncated" in str(info.value)
+
+
+def test_a_checkpoint_of_another_model_is_a_one_line_error(tmp_path):
+    folder = save_at(tiny_algo(tmp_path), 1)
+    state = torch.load(folder / "state.pt", weights_only=True)
+    state["policy"] = {k: v[..., :1] for k, v in state["policy"].items()}
+    torch.save(state, folder / "state.pt")
+    (folder / "MANIFEST.json").unlink()
+    shutil.move(folder, tmp_path / "other")
+    with pytest.raises(ckpt.CheckpointError, match="does not fit this model and algorithm") as info:
+        tiny_algo(tmp_path).load(tmp_path / "other")
+    assert "\n" not in str(info.value)
+
+
+def test_a_corrupt_model_safetensors_is_a_one_line_error(tmp_path):
+    from policies import HFPolicy, ModelLoadError, build_tiny_model, build_tiny_tokenizer
+
+    tok = build_tiny_tokenizer()
+    build_tiny_model(tok).save_pretrained(tmp_path / "model")
+    tok.save_pretrained(tmp_path / "model")
+    weights = tmp_path / "model" / "model.safetensors"
+    data = weights.read_bytes()
+    for broken in (data[: len(data) // 2], b"\x00" * 64):
+        weights.write_bytes(broken)
+        with pytest.raises(ModelLoadError) as info:
+            HFPolicy(str(tmp_path / "model"), device="cpu")
+        message = str(info.value)
+        assert message.startswith(f"{weights}: corrupt or truncated weights file") and "\n" not in message
+
+
+def test_state_files_hold_plain_data_only(tmp_path):
+    """Everything a checkpoint stores loads with weights_only=True (no pickled Python objects)."""
+    from algorithms import PPO, PPOConfig
+    from policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+
+    tok = build_tiny_tokenizer()
+    policy = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu")
+    algo = PPO(policy, make("ToyDigits-v0"), PPOConfig(output_dir=str(tmp_path / "ppo"), progress=False,
+                                                       kl_coeff=0.1, value_model="copy"))
+    folder = save_at(algo, 1)
+    state = torch.load(folder / "state.pt", weights_only=True)
+    assert state["iteration"] == 1 and "value_model" in state["extra"]
+    assert os.path.getsize(folder / "state.pt") > 0
