@@ -27,11 +27,13 @@ MAX_CALC_CHARS = 200
 MAX_EXACT_DECIMALS = 12  # terminating decimals longer than this are rounded
 ROUND_DECIMALS = 6
 
-_CALC_CHARS_RE = re.compile(r"[0-9+\-*/(). ]+")
-_THOUSANDS_RE = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_CALC_CHARS_RE = re.compile(r"[0-9+\-*/(). ]++")
+_THOUSANDS_RE = re.compile(r"(?<=[0-9]),(?=[0-9]{3}(?![0-9]))")
 # Characters allowed in a calculation request inside a reasoning step.
-_REQUEST_CHARS = frozenset("0123456789 +-*/().^x×")
-_ANNOTATION_RE = re.compile(r"<<([0-9 +\-*/().^x×]+)=\s*")
+_REQUEST_CHARS = frozenset("0123456789 +-*/().^x×,")
+_ANNOTATION_RE = re.compile(r"<<([0-9 +\-*/().^x×,]++)=\s*+")
+# A comma that is not a thousands separator ("3, 4 + 5 =") ends the text before the request.
+_LIST_COMMA_RE = re.compile(r"(?<![0-9]),|,(?![0-9]{3}(?![0-9]))")
 
 
 def _format(value: sympy.Expr) -> str | None:
@@ -103,6 +105,11 @@ def _trailing_request(step: str) -> str | None:
         if end - start > MAX_CALC_CHARS:
             return None  # too long to compute; never complete just a suffix
     expr = body[start:end]
+    last_list_comma = None
+    for last_list_comma in _LIST_COMMA_RE.finditer(expr):
+        pass
+    if last_list_comma is not None:  # "so 3, 4 + 5 =" -> "4 + 5"; "1,500 + 200 =" stays whole
+        expr = expr[last_list_comma.end() :]
     if ". " in expr:  # "... is 3. 4 * 5 =" -> "4 * 5"
         expr = expr.rsplit(". ", 1)[1]
     expr = expr.lstrip(" x×*/^)+").strip()
