@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from envs.answers import gsm8k_gold
-from envs.base import LanguageEnv, Problem
+from envs.base import DEFAULT_MAX_ACTION_CHARS, DEFAULT_REWARD_TIMEOUT, LanguageEnv, Problem
 from envs.data import MalformedRowError, load_rows
 from envs.rewards import RewardFn
 
@@ -58,6 +58,9 @@ class GSM8KEnv(ProblemListEnv):
         instruction: str = " Solve it step by step, then give the final answer after ####.",
         subset: tuple[int, int] | None = None,
         render_mode: str | None = None,
+        last_number_fallback: bool = True,
+        max_action_chars: int = DEFAULT_MAX_ACTION_CHARS,
+        reward_timeout: float | None = DEFAULT_REWARD_TIMEOUT,
     ):
         super().__init__(
             mode=mode,
@@ -67,6 +70,9 @@ class GSM8KEnv(ProblemListEnv):
             reward_weights=reward_weights,
             instruction=instruction,
             render_mode=render_mode,
+            last_number_fallback=last_number_fallback,
+            max_action_chars=max_action_chars,
+            reward_timeout=reward_timeout,
         )
         self.split = split
         rows = load_rows("GSM8K", data_path, split, self.HUB_ID, self.HUB_CONFIG, ("question", "answer"))
@@ -97,6 +103,9 @@ class MATHEnv(ProblemListEnv):
         instruction: str = "\nSolve it step by step, then put the final answer in \\boxed{}.",
         subset: tuple[int, int] | None = None,
         render_mode: str | None = None,
+        last_number_fallback: bool = True,
+        max_action_chars: int = DEFAULT_MAX_ACTION_CHARS,
+        reward_timeout: float | None = DEFAULT_REWARD_TIMEOUT,
     ):
         super().__init__(
             mode=mode,
@@ -106,6 +115,9 @@ class MATHEnv(ProblemListEnv):
             reward_weights=reward_weights,
             instruction=instruction,
             render_mode=render_mode,
+            last_number_fallback=last_number_fallback,
+            max_action_chars=max_action_chars,
+            reward_timeout=reward_timeout,
         )
         self.split = split
         rows = load_rows("MATH", data_path, split, self.HUB_ID, self.HUB_CONFIG, ("problem", "answer"))
