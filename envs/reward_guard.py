@@ -17,6 +17,7 @@ import math
 import numbers
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -59,13 +60,17 @@ def cpu_time_limit(timeout: float | None) -> Iterator[None]:
             raise RewardTimeout(f"exceeded {timeout:g} s of CPU time")
 
     previous_handler = signal.signal(signal.SIGPROF, on_sigprof)
-    previous_timer = signal.setitimer(signal.ITIMER_PROF, float(timeout), _REPEAT_S)
+    cpu_start = time.process_time()
+    previous_delay, previous_interval = signal.setitimer(signal.ITIMER_PROF, float(timeout), _REPEAT_S)
     try:
         yield
     finally:
         state["armed"] = False
-        signal.setitimer(signal.ITIMER_PROF, *previous_timer)
+        signal.setitimer(signal.ITIMER_PROF, 0.0)
         signal.signal(signal.SIGPROF, previous_handler)
+        if previous_delay > 0:  # a timer someone else set keeps counting the CPU time used meanwhile
+            used = time.process_time() - cpu_start
+            signal.setitimer(signal.ITIMER_PROF, max(previous_delay - used, 1e-6), previous_interval)
 
 
 def _one_line(error: BaseException) -> str:
