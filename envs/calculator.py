@@ -123,6 +123,14 @@ def _is_request(expr: str) -> bool:
     return any(c.isdigit() for c in expr) and any(c in "+-*/^x×" for c in expr.lstrip("-"))
 
 
+def _open_annotation(step: str) -> int | None:
+    """Where the last line's unclosed GSM8K annotation ``<<`` starts, or None."""
+    open_at = step.rfind("<<")
+    if open_at < 0 or step.rfind(">>") > open_at or step.find("\n", open_at) >= 0:
+        return None
+    return open_at
+
+
 def find_calculation(step: str) -> tuple[str, int] | None:
     """Find an arithmetic request at the end of ``step``.
 
@@ -131,8 +139,8 @@ def find_calculation(step: str) -> tuple[str, int] | None:
     """
     if not isinstance(step, str):
         return None
-    open_at = step.rfind("<<")
-    if open_at >= 0 and step.rfind(">>") < open_at:
+    open_at = _open_annotation(step)
+    if open_at is not None:
         m = _ANNOTATION_RE.fullmatch(step, open_at)
         if m and _is_request(m.group(1)):
             return m.group(1).strip(), len(step)
@@ -157,7 +165,6 @@ def apply_calculator(step: str) -> tuple[str, str]:
     result = safe_calculate(expr)
     if result is None:
         return step, ""
-    open_at = step.rfind("<<")
-    if open_at >= 0 and step.rfind(">>") < open_at:
+    if _open_annotation(step) is not None:
         return step, result + ">>"
     return step, ("" if step[-1:].isspace() else " ") + result

@@ -18,7 +18,8 @@ MAX_UNIT_WORDS = 2  # words allowed after a fallback number: "18 apples.", "-7/8
 _NUMBER = r"[-−]?(?:[0-9]{1,3}(?:,[0-9]{3})++|[0-9]++)(?:\.[0-9]++)?(?:/[0-9]++)?"  # 1,234 -2.5 3/4
 _NUMBER_RE = re.compile(_NUMBER)
 _ANSWER_IS_RE = re.compile(r"\banswer\s*+(?:is\b|:)\s*+:?[ \t]*+", re.IGNORECASE)
-_LEADING_NUMBER_RE = re.compile(rf"\$?({_NUMBER})\s++[A-Za-z]")
+# (the lookbehind keeps a search linear: no retry from inside a run of digits)
+_LEADING_NUMBER_RE = re.compile(rf"(?<![0-9$,.])\$?({_NUMBER})\s++[A-Za-z]")
 _BOX_RE = re.compile(r"\\boxed(?:[ \t]*+(\{)|[ \t]++([^\s${}]++))")
 _BRACE_RE = re.compile(r"[{}]")
 _BOX_GAP_RE = re.compile(r"[\s,;$]*+(?:(?:and|or|\\text\{\s*+(?:and|or)\s*+\}|\\quad|\\qquad)[\s,;$]*+)?")
@@ -65,15 +66,15 @@ def find_boxes(text: str) -> list[Box]:
 
     Braces are matched with a stack over all ``{``/``}`` in the text, so a
     truncated (unbalanced) box is skipped and a box nested in another is part
-    of the outer box's content.
+    of the outer box's content.  Only the outermost boxes' contents are copied.
     """
     openers: dict[int, int] = {}  # brace position -> start of its "\boxed"
-    boxes: list[Box] = []
+    spans: list[tuple[int, int, int, int]] = []  # start, end, content start, content end
     for m in _BOX_RE.finditer(text):
         if m.group(1) is not None:
             openers[m.start(1)] = m.start()
         else:
-            boxes.append(Box(m.start(), m.end(), m.group(2), False))
+            spans.append((m.start(), m.end(), m.start(2), m.end(2)))
     if openers:
         stack: list[int] = []
         for m in _BRACE_RE.finditer(text):
@@ -83,12 +84,13 @@ def find_boxes(text: str) -> list[Box]:
             elif stack:
                 opened = stack.pop()
                 if opened in openers:
-                    boxes.append(Box(openers[opened], pos + 1, text[opened + 1 : pos], True))
-    boxes.sort(key=lambda box: box.start)
+                    spans.append((openers[opened], pos + 1, opened + 1, pos))
+    spans.sort()
     outer: list[Box] = []
-    for box in boxes:
-        if not outer or box.start >= outer[-1].end:
-            outer.append(box)
+    for start, end, content_start, content_end in spans:
+        if not outer or start >= outer[-1].end:
+            braced = text[content_start - 1] == "{"
+            outer.append(Box(start, end, text[content_start:content_end], braced))
     return outer
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from envs.answers import answers_equal
-from envs.extraction import extract_answer, find_boxes
+from envs.extraction import MAX_SCAN_CHARS, extract_answer, find_boxes
 
 RewardFn = Callable[[str, str, dict], float]
 
@@ -38,10 +38,13 @@ def correctness_reward(completion: str, gold: str, info: dict | None = None) -> 
 def format_reward(completion: str, gold: str, info: dict | None = None) -> float:
     """1.0 if ``completion`` marks a final answer with ``####`` or ``\\boxed{}`` that can be extracted.
 
-    Linear in the completion's length (one regex pass and one brace-matching pass).
+    Linear in the completion's length (one regex pass and one brace-matching pass); reads
+    the last ``MAX_SCAN_CHARS`` characters, as ``extract_answer`` does.
     """
     if not isinstance(completion, str):
         return 0.0
+    if len(completion) > MAX_SCAN_CHARS:  # read like extract_answer: the end of the text
+        completion = completion[-MAX_SCAN_CHARS:]
     if not (_HASH_ANSWER_RE.search(completion) or _has_boxed_answer(completion)):
         return 0.0
     return 1.0 if extract_answer(completion) is not None else 0.0
