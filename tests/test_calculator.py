@@ -197,3 +197,8 @@ def test_gsm8k_thousands_requests_agree_with_their_annotations(shared_data):
             injected = apply_calculator(visible)[1].strip()
             agreed += injected != "" and float(injected) == pytest.approx(float(m.group(2)))
     assert checked > 100 and agreed >= checked - 2  # GSM8K itself has a typo or two ("13,2000 / 60")
+
+
+def test_an_unclosed_annotation_on_an_earlier_line_does_not_hide_a_trailing_request():
+    assert apply_calculator("She wrote <<48/2\nSo 3 + 4 =") == ("She wrote <<48/2\nSo 3 + 4 =", " 7")
+    assert apply_calculator("a <<48/2= then more text") == ("a <<48/2= then more text", "")
