@@ -59,7 +59,7 @@ from envs.rewards import RewardFn, correctness_reward
 from envs.spaces import AnyText
 
 MODES = ("single", "stepwise")
-FINAL_ANSWER_MARKERS = ("####", "\\boxed{", "the answer is")
+FINAL_ANSWER_MARKERS = ("####", "\\boxed{", "the answer is", "final answer is")
 DEFAULT_MAX_ACTION_CHARS = 20_000
 DEFAULT_REWARD_TIMEOUT = 10.0  # CPU seconds per reward function and sample
 _STATE_KEYS = ("mode", "problem_index", "problem", "context", "steps", "injected", "started", "done")
@@ -79,7 +79,7 @@ class Problem:
 
 
 def has_final_answer_marker(text: str) -> bool:
-    """True if ``text`` contains ``####``, ``\\boxed{`` or "the answer is" (any case)."""
+    """True if ``text`` contains ``####``, ``\\boxed{``, "the answer is" or "final answer is" (any case)."""
     lowered = text.lower()
     return any(marker in lowered for marker in FINAL_ANSWER_MARKERS)
 

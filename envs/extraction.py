@@ -17,7 +17,7 @@ MAX_UNIT_WORDS = 2  # words allowed after a fallback number: "18 apples.", "-7/8
 
 _NUMBER = r"[-−]?(?:[0-9]{1,3}(?:,[0-9]{3})++|[0-9]++)(?:\.[0-9]++)?(?:/[0-9]++)?"  # 1,234 -2.5 3/4
 _NUMBER_RE = re.compile(_NUMBER)
-_ANSWER_IS_RE = re.compile(r"\banswer\s*+(?:is\b|:)\s*+:?[ \t]*+", re.IGNORECASE)
+_ANSWER_IS_RE = re.compile(r"\banswer\**+\s*+(?:is\b|:)\s*+:?[ \t]*+", re.IGNORECASE)
 # (the lookbehind keeps a search linear: no retry from inside a run of digits)
 _LEADING_NUMBER_RE = re.compile(rf"(?<![0-9$,.])\$?({_NUMBER})\s++[A-Za-z]")
 _BOX_RE = re.compile(r"\\boxed(?:[ \t]*+(\{)|[ \t]++([^\s${}]++))")
@@ -152,11 +152,11 @@ def _answer_is(text: str) -> str | None:
     if last is None:
         return None
     rest = text[last.end() :].lstrip()
-    line = rest.partition("\n")[0]
-    math = _delimited_math(line.strip())
+    line = rest.partition("\n")[0].strip()
+    math = _delimited_math(line.lstrip("*").lstrip())  # "**Answer:** $x$"
     if math is not None:
         return math
-    ans = _clean(line)
+    ans = _clean(_clean(line).strip("*"))  # "**Answer:** 18", "answer is **18**."
     m = _LEADING_NUMBER_RE.match(ans)  # "18 apples" -> "18"
     if m:
         return m.group(1)

@@ -167,6 +167,12 @@ def test_outside_the_main_thread_rewards_run_unbounded_but_contained():
 # ---- the extraction fallback is switchable per env --------------------------------------------------
 
 
+def test_stepwise_ends_on_a_final_answer_stated_in_prose():
+    env, gold = started(mode="stepwise")
+    _, reward, terminated, _, info = env.step(f"The final answer is ${gold}$. I hope it is correct.")
+    assert terminated and reward == 1.0 and info["parsed_answer"] == gold
+
+
 def test_last_number_fallback_switch_on_the_env():
     for fallback, expected in [(True, "8"), (False, None)]:
         env = make("Arithmetic-v0", last_number_fallback=fallback)

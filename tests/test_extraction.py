@@ -132,3 +132,10 @@ def test_format_reward_on_many_open_boxes_is_fast():
     assert cpu_seconds(format_reward, "\\boxed{" * 4300, "1", {}) < 0.1  # was 3.3 s (rescan per box)
     assert format_reward("\\boxed{" * 4300, "1", {}) == 0.0
     assert format_reward("\\boxed{" * 4300 + "5}", "1", {}) == 1.0
+
+
+@pytest.mark.parametrize(
+    "text", ["**Answer:** 18", "**Final Answer**: 18", "The answer is **18**.", "Answer: $18$", "answer is\n18"]
+)
+def test_bold_and_dollar_around_a_stated_answer(text):
+    assert extract_answer(text, last_number_fallback=False) == "18"
