@@ -115,12 +115,8 @@ def _boxed_answer(text: str) -> str | None:
         if gap_end - gap_start > MAX_BOX_GAP_CHARS or not _BOX_GAP_RE.fullmatch(text, gap_start, gap_end):
             break
         group.append(box)
-    answers: list[str] = []
-    for box in reversed(group):
-        answer = _clean(_unwrap_box(box.content))
-        if answer and answer not in answers:
-            answers.append(answer)
-    return ", ".join(answers) or None
+    answers = (_clean(_unwrap_box(box.content)) for box in reversed(group))
+    return ", ".join(dict.fromkeys(answer for answer in answers if answer)) or None  # in order, no repeats
 
 
 def _delimited_math(s: str) -> str | None:

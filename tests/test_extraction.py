@@ -119,6 +119,7 @@ def cpu_seconds(fn, *args) -> float:
         "**" * 300_000 + "5" + "**" * 300_000,
         "\n" * 1_000_000 + "5",
         "\\boxed{1} and " * 70_000,
+        "".join(f"\\boxed{{{i}}} and " for i in range(60_000)),  # 60,000 distinct boxes to join
         "= " * 500_000 + "5",
     ],
     ids=lambda text: repr(text[:20]) + f"..{len(text)}",

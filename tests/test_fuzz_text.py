@@ -85,6 +85,18 @@ def _repeated(parts: tuple[str, int]) -> str:
     return piece * max(1, size // max(1, len(piece)))
 
 
+def _enumerated(parts: tuple[str, int]) -> str:
+    """Distinct pieces ("\\boxed{0}, \\boxed{1}, ...") up to about ``size`` characters."""
+    template, size = parts
+    out, total, i = [], 0, 0
+    while total < size:
+        piece = template.replace("{i}", str(i))
+        out.append(piece)
+        total, i = total + len(piece), i + 1
+    return "".join(out)
+
+
+ENUMERATED = ("\\boxed{{i}}, ", "\\boxed{{i}} and ", "{i}, ", "{i} = ", "<<{i}+1=", "The answer is {i}.\n", "({i}")
 pieces = st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=8)).map(str)
 small_text = st.lists(pieces, max_size=12).map("".join)
 pump = st.sampled_from(pump_strings())
@@ -93,6 +105,7 @@ hostile = st.one_of(
     st.text(max_size=60),
     st.tuples(small_text, st.sampled_from(SIZES)).map(_repeated),
     st.tuples(pump, st.sampled_from(SIZES)).map(_repeated),
+    st.tuples(st.sampled_from(ENUMERATED), st.sampled_from(SIZES)).map(_enumerated),
     st.tuples(
         st.sampled_from(("{", "(", "[", "\\boxed{", "\\frac{", "\\left(", "<<", "2^", "-", "\\sqrt{")),
         small_text,
