@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -24,6 +25,14 @@ def check_subset(subset: tuple[int, int] | None, num_rows: int) -> tuple[int, in
     if not valid:
         raise ValueError(f"subset must be (start, stop) with 0 <= start < stop <= {num_rows}; got {subset!r}")
     return subset[0], subset[1]
+
+
+def check_source(data_path: object, split: object) -> None:
+    """Raise a one-line ValueError unless ``data_path`` is None/str/PathLike and ``split`` a non-empty str."""
+    if data_path is not None and not isinstance(data_path, (str, os.PathLike)):
+        raise ValueError(f"data_path must be a path (str) or None; got {data_path!r}")
+    if not isinstance(split, str) or not split:
+        raise ValueError(f"split must be a non-empty str; got {split!r}")
 
 
 class ProblemListEnv(LanguageEnv):
@@ -74,6 +83,7 @@ class GSM8KEnv(ProblemListEnv):
             max_action_chars=max_action_chars,
             reward_timeout=reward_timeout,
         )
+        check_source(data_path, split)
         self.split = split
         rows = load_rows("GSM8K", data_path, split, self.HUB_ID, self.HUB_CONFIG, ("question", "answer"))
         start, stop = check_subset(subset, len(rows))
@@ -119,6 +129,7 @@ class MATHEnv(ProblemListEnv):
             max_action_chars=max_action_chars,
             reward_timeout=reward_timeout,
         )
+        check_source(data_path, split)
         self.split = split
         rows = load_rows("MATH", data_path, split, self.HUB_ID, self.HUB_CONFIG, ("problem", "answer"))
         start, stop = check_subset(subset, len(rows))

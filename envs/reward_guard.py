@@ -8,7 +8,9 @@ The CPU-time bound uses ``signal.setitimer(signal.ITIMER_PROF)`` and a SIGPROF
 handler that raises :class:`RewardTimeout`; signals can only be handled in the
 main thread, so the bound applies only when ``call_reward`` runs there (and the
 platform has ``setitimer``).  Elsewhere a reward function runs unbounded.  The
-previous SIGPROF handler and timer are restored afterwards.
+timer counts the CPU time of the whole process (all its threads) while the
+reward function runs; a process it forks is not counted.  The previous SIGPROF
+handler and timer are restored afterwards.
 """
 
 from __future__ import annotations
@@ -74,7 +76,11 @@ def cpu_time_limit(timeout: float | None) -> Iterator[None]:
 
 
 def _one_line(error: BaseException) -> str:
-    lines = str(error).strip().splitlines()
+    try:
+        text = str(error)
+    except Exception:  # noqa: BLE001 - an exception whose __str__ fails still gets reported
+        text = "(message could not be read)"
+    lines = text.strip().splitlines()
     message = lines[0] if lines else ""
     if len(message) > MAX_ERROR_CHARS:
         message = message[: MAX_ERROR_CHARS - 3] + "..."

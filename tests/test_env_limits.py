@@ -214,3 +214,16 @@ def test_good_env_kwargs_are_kept():
     env = make("ArithmeticStepwise-v0", sym_calc=True, max_action_chars=5, reward_timeout=None)
     assert (env.sym_calc, env.max_action_chars, env.reward_timeout, env.last_number_fallback) == (True, 5, None, True)
     assert ArithmeticEnv(reward_timeout=3).reward_timeout == 3
+
+
+def test_an_exception_whose_message_fails_is_still_reported():
+    class Odd(Exception):
+        def __str__(self):
+            raise RuntimeError("no message")
+
+    def fn(completion, gold, info):
+        raise Odd()
+
+    assert call_reward(fn, "", "", {}, None) == (0.0, "Odd: (message could not be read)")
+    huge = call_reward(lambda c, g, i: (_ for _ in ()).throw(ValueError("x" * 10_000)), "", "", {}, None)[1]
+    assert huge.startswith("ValueError: xxx") and len(huge) < 250

@@ -214,3 +214,11 @@ def test_math_envs_pass_the_text_limits_to_the_base_env(tmp_path):
         assert info["action_truncated"] is True and info["parsed_answer"] is None  # fallback off
         with pytest.raises(ValueError, match="^sym_calc must be True or False; got 'no'$"):
             cls(data_path=str(path), mode="stepwise", sym_calc="no")
+
+
+@pytest.mark.parametrize(("kwargs", "argument"), [({"split": 3}, "split"), ({"split": ""}, "split"), ({"data_path": 5}, "data_path")])
+def test_bad_data_source_kwargs_are_one_line_errors(kwargs, argument):
+    for cls in (GSM8KEnv, MATHEnv):
+        with pytest.raises(ValueError, match=f"^{argument} must be") as error:
+            cls(**{"data_path": "unused.jsonl", **kwargs})
+        assert "\n" not in str(error.value)
