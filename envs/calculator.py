@@ -27,11 +27,11 @@ MAX_CALC_CHARS = 200
 MAX_EXACT_DECIMALS = 12  # terminating decimals longer than this are rounded
 ROUND_DECIMALS = 6
 
-_CALC_CHARS_RE = re.compile(r"[0-9+\-*/(). ]++")
+_CALC_CHARS_RE = re.compile(r"[0-9+\-*/(). ]+")
 _THOUSANDS_RE = re.compile(r"(?<=[0-9]),(?=[0-9]{3}(?![0-9]))")
 # Characters allowed in a calculation request inside a reasoning step.
 _REQUEST_CHARS = frozenset("0123456789 +-*/().^x×,")
-_ANNOTATION_RE = re.compile(r"<<([0-9 +\-*/().^x×,]++)=\s*+")
+_ANNOTATION_RE = re.compile(r"<<([0-9 +\-*/().^x×,]+)=\s*")
 # A comma that is not a thousands separator ("3, 4 + 5 =") ends the text before the request.
 _LIST_COMMA_RE = re.compile(r"(?<![0-9]),|,(?![0-9]{3}(?![0-9]))")
 

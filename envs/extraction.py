@@ -1,7 +1,8 @@
 """Finding the final answer in a model's text (no evaluation, only string scanning).
 
 Every step is linear in the text's length (no regex that can backtrack
-quadratically, no repeated re-scans), and only the last ``MAX_SCAN_CHARS``
+quadratically, no repeated re-scans; plain ``re`` syntax, Python 3.10 has no
+possessive quantifiers), and only the last ``MAX_SCAN_CHARS``
 characters of a text are read: the final answer is at its end.
 """
 
@@ -15,19 +16,19 @@ MAX_SCAN_CHARS = 200_000  # longer texts are read from their last this-many char
 MAX_BOX_GAP_CHARS = 40  # boxes closer than this, joined by "," / "and" / "or", form one answer
 MAX_UNIT_WORDS = 2  # words allowed after a fallback number: "18 apples.", "-7/8 remains."
 
-_NUMBER = r"[-−]?(?:[0-9]{1,3}(?:,[0-9]{3})++|[0-9]++)(?:\.[0-9]++)?(?:/[0-9]++)?"  # 1,234 -2.5 3/4
+_NUMBER = r"[-−]?(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.[0-9]+)?(?:/[0-9]+)?"  # 1,234 -2.5 3/4
 _NUMBER_RE = re.compile(_NUMBER)
-_ANSWER_IS_RE = re.compile(r"\banswer\**+\s*+(?:is\b|:)\s*+:?[ \t]*+", re.IGNORECASE)
+_ANSWER_IS_RE = re.compile(r"\banswer\**\s*(?:is\b|:)\s*:?[ \t]*", re.IGNORECASE)
 # (the lookbehind keeps a search linear: no retry from inside a run of digits)
-_LEADING_NUMBER_RE = re.compile(rf"(?<![0-9$,.])\$?({_NUMBER})\s++[A-Za-z]")
-_BOX_RE = re.compile(r"\\boxed(?:[ \t]*+(\{)|[ \t]++([^\s${}]++))")
+_LEADING_NUMBER_RE = re.compile(rf"(?<![0-9$,.])\$?({_NUMBER})\s+[A-Za-z]")
+_BOX_RE = re.compile(r"\\boxed(?:[ \t]*(\{)|[ \t]+([^\s${}]+))")
 _BRACE_RE = re.compile(r"[{}]")
-_BOX_GAP_RE = re.compile(r"[\s,;$]*+(?:(?:and|or|\\text\{\s*+(?:and|or)\s*+\}|\\quad|\\qquad)[\s,;$]*+)?")
+_BOX_GAP_RE = re.compile(r"[\s,;$]*(?:(?:and|or|\\text\{\s*(?:and|or)\s*\}|\\quad|\\qquad)[\s,;$]*)?")
 _SENTENCE_END_RE = re.compile(r"[.!?]\s")
 # Characters that mark code or markup rather than a stated answer ("__import__('os')...", "f(x) or 0").
 _CODE_CHAR_RE = re.compile(r"[_\"`\[\]{}\\;|&<>#@~()]|'(?![A-Za-z])|(?<![A-Za-z])'")
 _ARITH_CODE_CHAR_RE = re.compile(r"[_\"`\[\]{}\\;|&<>#@~]|'(?![A-Za-z])|(?<![A-Za-z])'")
-_UNIT_WORDS_RE = re.compile(rf"(?:[ \t]++[A-Za-z%]++){{0,{MAX_UNIT_WORDS}}}[ \t]*+[.!]?")
+_UNIT_WORDS_RE = re.compile(rf"(?:[ \t]+[A-Za-z%]+){{0,{MAX_UNIT_WORDS}}}[ \t]*[.!]?")
 _ALNUM_RE = re.compile(r"[A-Za-z0-9]")
 _MATH_DELIMITERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
 

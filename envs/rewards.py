@@ -19,7 +19,7 @@ from envs.extraction import MAX_SCAN_CHARS, extract_answer, find_boxes
 RewardFn = Callable[[str, str, dict], float]
 
 COMBINE_METHODS = ("uniform", "std", "pca", "l2")
-_HASH_ANSWER_RE = re.compile(r"####[ \t]*+\S")
+_HASH_ANSWER_RE = re.compile(r"####[ \t]*\S")
 
 
 def correctness_reward(completion: str, gold: str, info: dict | None = None) -> float:

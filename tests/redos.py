@@ -13,10 +13,15 @@ from __future__ import annotations
 
 import itertools
 import re
-import re._constants as sre_constants  # noqa: PLC2701 - the parser's opcodes
-import re._parser as sre_parse  # noqa: PLC2701 - the stdlib regex parser
 import time
 from functools import lru_cache
+
+try:  # Python >= 3.11
+    import re._constants as sre_constants  # noqa: PLC2701 - the parser's opcodes
+    import re._parser as sre_parse  # noqa: PLC2701 - the stdlib regex parser
+except ImportError:  # Python 3.10
+    import sre_constants  # type: ignore[no-redef]
+    import sre_parse  # type: ignore[no-redef]
 
 import envs.base
 import envs.calculator
@@ -30,6 +35,10 @@ MAX_ALPHABET = 8
 LONG, MEDIUM = 100_000, 20_000
 KILLERS = ("", "\x00", "!")
 
+_REPEATS = tuple(
+    getattr(sre_constants, name) for name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT") if hasattr(sre_constants, name)
+)
+_ATOMIC = getattr(sre_constants, "ATOMIC_GROUP", None)  # Python >= 3.11
 _CATEGORY_CHARS = {
     sre_constants.CATEGORY_DIGIT: "1",
     sre_constants.CATEGORY_NOT_DIGIT: "a",
@@ -66,13 +75,15 @@ def _alphabet(items, out: list[str]) -> None:
             out.append("a")
         elif op is sre_constants.SUBPATTERN:
             _alphabet(arg[-1], out)
-        elif op in (sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT, sre_constants.POSSESSIVE_REPEAT):
+        elif op in _REPEATS:
             _alphabet(arg[2], out)
         elif op is sre_constants.BRANCH:
             for branch in arg[1]:
                 _alphabet(branch, out)
-        elif op in (sre_constants.ASSERT, sre_constants.ASSERT_NOT, sre_constants.ATOMIC_GROUP):
-            _alphabet(arg[1] if op is not sre_constants.ATOMIC_GROUP else arg, out)
+        elif op in (sre_constants.ASSERT, sre_constants.ASSERT_NOT):
+            _alphabet(arg[1], out)
+        elif _ATOMIC is not None and op is _ATOMIC:
+            _alphabet(arg, out)
 
 
 def _walk(items, branch_choice: int) -> str:
@@ -87,9 +98,9 @@ def _walk(items, branch_choice: int) -> str:
             parts.append(chars[0] if chars else "a")
         elif op is sre_constants.SUBPATTERN:
             parts.append(_walk(arg[-1], branch_choice))
-        elif op is sre_constants.ATOMIC_GROUP:
+        elif _ATOMIC is not None and op is _ATOMIC:
             parts.append(_walk(arg, branch_choice))
-        elif op in (sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT, sre_constants.POSSESSIVE_REPEAT):
+        elif op in _REPEATS:
             parts.append(_walk(arg[2], branch_choice) * min(max(arg[0], 2), 4))
         elif op is sre_constants.BRANCH:
             branches = arg[1]
