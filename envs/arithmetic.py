@@ -25,7 +25,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from envs.base import LanguageEnv, Problem, check_choice
+from envs.base import DEFAULT_MAX_ACTION_CHARS, DEFAULT_REWARD_TIMEOUT, LanguageEnv, Problem, check_choice
 from envs.rewards import RewardFn
 
 LEVELS = (0, 1, 2, 3, 4)
@@ -228,6 +228,9 @@ class ArithmeticEnv(LanguageEnv):
         reward_weights: Mapping[str, float] | None = None,
         instruction: str = " Give the final answer after ####.",
         render_mode: str | None = None,
+        last_number_fallback: bool = True,
+        max_action_chars: int = DEFAULT_MAX_ACTION_CHARS,
+        reward_timeout: float | None = DEFAULT_REWARD_TIMEOUT,
     ):
         check_choice("level", level, LEVELS)
         check_choice("split", split, SPLITS)
@@ -239,6 +242,9 @@ class ArithmeticEnv(LanguageEnv):
             reward_weights=reward_weights,
             instruction=instruction,
             render_mode=render_mode,
+            last_number_fallback=last_number_fallback,
+            max_action_chars=max_action_chars,
+            reward_timeout=reward_timeout,
         )
         self.level = level
         self.split = split

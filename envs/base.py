@@ -17,30 +17,51 @@ action has none), except that with the calculator on (``sym_calc``) an action
 ending in "=" gets the arithmetic's result instead and the line stays open for the
 next action (``stop_strings`` tells a policy where to stop for that).
 
-Rewards: only a terminated episode is scored. Each reward function sees the
-solution (stepwise: the steps with their injected text) and the episode reward
-is the weighted sum of the components (weights default to 1.0). An episode with
-no parsable answer (unparseable, or truncated at ``max_steps``) scores 0.0 on
-every component, with ``info["parsed_answer"] = None`` and ``info["unparseable"] = True``.
+Actions longer than ``max_action_chars`` (default 20,000) are cut to their first
+``max_action_chars`` characters, as a generation cut at its length limit would be;
+the transcript and the scoring see the cut action and ``info["action_truncated"]``
+says whether this step's action was cut. This bounds the time a step takes.
+
+Rewards: only a terminated episode is scored. The parsed answer is graded once
+per step (``info["correct"]``) and the verdict is passed to the reward functions
+in their ``info`` (``correctness_reward`` uses it instead of grading again).
+Each reward function sees the solution (stepwise: the steps with their injected
+text) and the episode reward is the weighted sum of the components (weights
+default to 1.0). An episode with no parsable answer (unparseable, or truncated
+at ``max_steps``) scores 0.0 on every component, with ``info["parsed_answer"] = None``
+and ``info["unparseable"] = True``. The last-number fallback of the answer
+extraction can be switched off with ``last_number_fallback=False``.
+
+A reward function that raises, returns a non-number or non-finite value, or uses
+more than ``reward_timeout`` CPU seconds (default 10; None: no bound) on one sample
+scores 0.0 for that component and ``info["reward_errors"]`` maps its name to
+``"ExceptionType: message"`` (an empty dict when every component succeeded). The
+CPU-time bound uses SIGPROF and only applies when ``step`` runs in the main
+thread; in other threads reward functions run unbounded.
 """
 
 from __future__ import annotations
 
 import abc
 import copy
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import gymnasium
 
-from envs.answers import answers_equal, extract_answer
+from envs.answers import answers_equal
 from envs.calculator import apply_calculator
+from envs.extraction import extract_answer
+from envs.reward_guard import call_reward
 from envs.rewards import RewardFn, correctness_reward
 from envs.spaces import AnyText
 
 MODES = ("single", "stepwise")
-FINAL_ANSWER_MARKERS = ("####", "\\boxed{", "the answer is")
+FINAL_ANSWER_MARKERS = ("####", "\\boxed{", "the answer is", "final answer is")
+DEFAULT_MAX_ACTION_CHARS = 20_000
+DEFAULT_REWARD_TIMEOUT = 10.0  # CPU seconds per reward function and sample
 _STATE_KEYS = ("mode", "problem_index", "problem", "context", "steps", "injected", "started", "done")
 
 
@@ -58,7 +79,7 @@ class Problem:
 
 
 def has_final_answer_marker(text: str) -> bool:
-    """True if ``text`` contains ``####``, ``\\boxed{`` or "the answer is" (any case)."""
+    """True if ``text`` contains ``####``, ``\\boxed{``, "the answer is" or "final answer is" (any case)."""
     lowered = text.lower()
     return any(marker in lowered for marker in FINAL_ANSWER_MARKERS)
 
@@ -73,6 +94,21 @@ def check_positive_int(name: str, value: Any) -> None:
     """Raise a one-line ValueError naming ``name`` unless ``value`` is an int >= 1."""
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ValueError(f"{name} must be an int >= 1; got {value!r}")
+
+
+def check_bool(name: str, value: Any) -> None:
+    """Raise a one-line ValueError naming ``name`` unless ``value`` is True or False (not 'no', not 0)."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False; got {value!r}")
+
+
+def check_timeout(name: str, value: Any) -> None:
+    """Raise a one-line ValueError naming ``name`` unless ``value`` is None or a finite number > 0."""
+    if value is None:
+        return
+    valid = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    if not valid:
+        raise ValueError(f"{name} must be a number of seconds > 0 or None; got {value!r}")
 
 
 class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
@@ -90,9 +126,16 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
         reward_weights: Mapping[str, float] | None = None,
         instruction: str = "",
         render_mode: str | None = None,
+        last_number_fallback: bool = True,
+        max_action_chars: int = DEFAULT_MAX_ACTION_CHARS,
+        reward_timeout: float | None = DEFAULT_REWARD_TIMEOUT,
     ):
         check_choice("mode", mode, MODES)
         check_positive_int("max_steps", max_steps)
+        check_bool("sym_calc", sym_calc)
+        check_bool("last_number_fallback", last_number_fallback)
+        check_positive_int("max_action_chars", max_action_chars)
+        check_timeout("reward_timeout", reward_timeout)
         check_choice("render_mode", render_mode, (None, "ansi"))
         if not isinstance(instruction, str):
             raise ValueError(f"instruction must be a str; got {type(instruction).__name__}")
@@ -103,7 +146,10 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
             )
         self.mode = mode
         self.max_steps = max_steps
-        self.sym_calc = bool(sym_calc)
+        self.sym_calc = sym_calc
+        self.last_number_fallback = last_number_fallback
+        self.max_action_chars = max_action_chars
+        self.reward_timeout = reward_timeout
         self.instruction = instruction
         self.render_mode = render_mode
         self.reward_fns = _checked_reward_fns(reward_fns)
@@ -135,7 +181,7 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
 
     def parse_answer(self, solution: str) -> str | None:
         """The final answer in ``solution``, or None if there is none."""
-        return extract_answer(solution)
+        return extract_answer(solution, last_number_fallback=self.last_number_fallback)
 
     # ---- gymnasium API ------------------------------------------------------------
 
@@ -166,6 +212,9 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
             raise EpisodeOverError("no episode in progress; call reset() before step()")
         if self._done:
             raise EpisodeOverError("episode is over; call reset()")
+        action_truncated = len(action) > self.max_action_chars
+        if action_truncated:
+            action = action[: self.max_action_chars]  # like a generation cut at its length limit
         injected = self._text_after(action)
         self._steps.append(action)
         self._injected.append(injected)
@@ -177,6 +226,7 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
         self._done = terminated or truncated
         reward, info = self._outcome(terminated)
         info["injected_text"] = injected
+        info["action_truncated"] = action_truncated
         return self._observation(), reward, terminated, truncated, info
 
     @property
@@ -278,8 +328,11 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
         """Reward and info for the step just taken; only a terminated episode is scored."""
         assert self._problem is not None
         gold = self._problem.gold
-        parsed = self.parse_answer(self._solution()) if terminated else None
+        solution = self._solution()
+        parsed = self.parse_answer(solution) if terminated else None
+        correct = parsed is not None and answers_equal(parsed, gold)  # the one grading of this step
         components = dict.fromkeys(self.reward_fns, 0.0)
+        errors: dict[str, str] = {}
         if parsed is not None:
             context = {
                 "question": self._problem.question,
@@ -288,16 +341,21 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
                 "mode": self.mode,
                 "steps": list(self._steps),
                 "parsed_answer": parsed,
+                "correct": correct,
             }
-            components = {name: float(fn(self._solution(), gold, context)) for name, fn in self.reward_fns.items()}
+            for name, fn in self.reward_fns.items():
+                components[name], error = call_reward(fn, solution, gold, dict(context), self.reward_timeout)
+                if error is not None:
+                    errors[name] = error
         reward = float(sum(self.reward_weights[name] * value for name, value in components.items()))
         info = {
             "gold": gold,
             "problem_id": self._problem.problem_id,
-            "correct": parsed is not None and answers_equal(parsed, gold),
+            "correct": correct,
             "parsed_answer": parsed,
             "unparseable": self._done and parsed is None,
             "reward_components": components,
+            "reward_errors": errors,
             "injected_spans": self._injected_spans(),
             "steps": list(self._steps),
         }
@@ -322,5 +380,8 @@ def _checked_reward_weights(
     for name, weight in (reward_weights or {}).items():
         if name not in reward_fns:
             raise ValueError(f"reward_weights has {name!r}, which is not in reward_fns ({', '.join(reward_fns)})")
+        valid = isinstance(weight, (int, float)) and not isinstance(weight, bool) and math.isfinite(weight)
+        if not valid:
+            raise ValueError(f"reward_weights[{name!r}] must be a finite number; got {weight!r}")
         weights[name] = float(weight)
     return weights

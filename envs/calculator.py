@@ -28,10 +28,12 @@ MAX_EXACT_DECIMALS = 12  # terminating decimals longer than this are rounded
 ROUND_DECIMALS = 6
 
 _CALC_CHARS_RE = re.compile(r"[0-9+\-*/(). ]+")
-_THOUSANDS_RE = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_THOUSANDS_RE = re.compile(r"(?<=[0-9]),(?=[0-9]{3}(?![0-9]))")
 # Characters allowed in a calculation request inside a reasoning step.
-_REQUEST_CHARS = frozenset("0123456789 +-*/().^x×")
-_ANNOTATION_RE = re.compile(r"<<([0-9 +\-*/().^x×]+)=\s*")
+_REQUEST_CHARS = frozenset("0123456789 +-*/().^x×,")
+_ANNOTATION_RE = re.compile(r"<<([0-9 +\-*/().^x×,]+)=\s*")
+# A comma that is not a thousands separator ("3, 4 + 5 =") ends the text before the request.
+_LIST_COMMA_RE = re.compile(r"(?<![0-9]),|,(?![0-9]{3}(?![0-9]))")
 
 
 def _format(value: sympy.Expr) -> str | None:
@@ -103,6 +105,11 @@ def _trailing_request(step: str) -> str | None:
         if end - start > MAX_CALC_CHARS:
             return None  # too long to compute; never complete just a suffix
     expr = body[start:end]
+    last_list_comma = None
+    for last_list_comma in _LIST_COMMA_RE.finditer(expr):
+        pass
+    if last_list_comma is not None:  # "so 3, 4 + 5 =" -> "4 + 5"; "1,500 + 200 =" stays whole
+        expr = expr[last_list_comma.end() :]
     if ". " in expr:  # "... is 3. 4 * 5 =" -> "4 * 5"
         expr = expr.rsplit(". ", 1)[1]
     expr = expr.lstrip(" x×*/^)+").strip()
@@ -116,6 +123,14 @@ def _is_request(expr: str) -> bool:
     return any(c.isdigit() for c in expr) and any(c in "+-*/^x×" for c in expr.lstrip("-"))
 
 
+def _open_annotation(step: str) -> int | None:
+    """Where the last line's unclosed GSM8K annotation ``<<`` starts, or None."""
+    open_at = step.rfind("<<")
+    if open_at < 0 or step.rfind(">>") > open_at or step.find("\n", open_at) >= 0:
+        return None
+    return open_at
+
+
 def find_calculation(step: str) -> tuple[str, int] | None:
     """Find an arithmetic request at the end of ``step``.
 
@@ -124,8 +139,8 @@ def find_calculation(step: str) -> tuple[str, int] | None:
     """
     if not isinstance(step, str):
         return None
-    open_at = step.rfind("<<")
-    if open_at >= 0 and step.rfind(">>") < open_at:
+    open_at = _open_annotation(step)
+    if open_at is not None:
         m = _ANNOTATION_RE.fullmatch(step, open_at)
         if m and _is_request(m.group(1)):
             return m.group(1).strip(), len(step)
@@ -150,7 +165,6 @@ def apply_calculator(step: str) -> tuple[str, str]:
     result = safe_calculate(expr)
     if result is None:
         return step, ""
-    open_at = step.rfind("<<")
-    if open_at >= 0 and step.rfind(">>") < open_at:
+    if _open_annotation(step) is not None:
         return step, result + ">>"
     return step, ("" if step[-1:].isspace() else " ") + result

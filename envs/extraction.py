@@ -1,84 +1,240 @@
-"""Finding the final answer in a model's text (no evaluation, only string scanning)."""
+"""Finding the final answer in a model's text (no evaluation, only string scanning).
+
+Every step is linear in the text's length (no regex that can backtrack
+quadratically, no repeated re-scans; plain ``re`` syntax, Python 3.10 has no
+possessive quantifiers), and only the last ``MAX_SCAN_CHARS``
+characters of a text are read: the final answer is at its end.
+"""
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["extract_answer", "gsm8k_gold"]
+__all__ = ["MAX_SCAN_CHARS", "Box", "extract_answer", "find_boxes", "gsm8k_gold"]
 
-_NUMBER = r"[-−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?"  # 1,234 -2.5 3/4
+MAX_SCAN_CHARS = 200_000  # longer texts are read from their last this-many characters
+MAX_BOX_GAP_CHARS = 40  # boxes closer than this, joined by "," / "and" / "or", form one answer
+MAX_UNIT_WORDS = 2  # words allowed after a fallback number: "18 apples.", "-7/8 remains."
+
+_NUMBER = r"[-−]?(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.[0-9]+)?(?:/[0-9]+)?"  # 1,234 -2.5 3/4
 _NUMBER_RE = re.compile(_NUMBER)
-_ANSWER_IS_RE = re.compile(r"\banswer\s*(?:is\b|:)\s*:?[ \t]*", re.IGNORECASE)
-_PROSE_RE = re.compile(r"[A-Za-z]{2,} +[A-Za-z]{2,} +[A-Za-z]{2,}")
-_LEADING_NUMBER_RE = re.compile(rf"\$?({_NUMBER})\s+[A-Za-z]")
+_ANSWER_IS_RE = re.compile(r"\banswer\**\s*(?:is\b|:)\s*:?[ \t]*", re.IGNORECASE)
+# (the lookbehind keeps a search linear: no retry from inside a run of digits)
+_LEADING_NUMBER_RE = re.compile(rf"(?<![0-9$,.])\$?({_NUMBER})\s+[A-Za-z]")
+_BOX_RE = re.compile(r"\\boxed(?:[ \t]*(\{)|[ \t]+([^\s${}]+))")
+_BRACE_RE = re.compile(r"[{}]")
+_BOX_GAP_RE = re.compile(r"[\s,;$]*(?:(?:and|or|\\text\{\s*(?:and|or)\s*\}|\\quad|\\qquad)[\s,;$]*)?")
+_SENTENCE_END_RE = re.compile(r"[.!?]\s")
+# Characters that mark code or markup rather than a stated answer ("__import__('os')...", "f(x) or 0").
+_CODE_CHAR_RE = re.compile(r"[_\"`\[\]{}\\;|&<>#@~()]|'(?![A-Za-z])|(?<![A-Za-z])'")
+_ARITH_CODE_CHAR_RE = re.compile(r"[_\"`\[\]{}\\;|&<>#@~]|'(?![A-Za-z])|(?<![A-Za-z])'")
+_UNIT_WORDS_RE = re.compile(rf"(?:[ \t]+[A-Za-z%]+){{0,{MAX_UNIT_WORDS}}}[ \t]*[.!]?")
+_ALNUM_RE = re.compile(r"[A-Za-z0-9]")
+_MATH_DELIMITERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
+
+
+def _strip_ends(s: str) -> str:
+    """Strip whitespace and ``$`` at both ends and trailing periods (one linear pass)."""
+    start, end = 0, len(s)
+    while start < end and (s[start].isspace() or s[start] == "$"):
+        start += 1
+    while end > start and (s[end - 1].isspace() or s[end - 1] in ".$"):
+        end -= 1
+    return s[start:end]
 
 
 def _clean(s: str) -> str:
-    """Strip whitespace, surrounding ``$`` and trailing periods."""
-    prev = None
-    while prev != s:
-        prev = s
-        s = s.strip().rstrip(".").strip().strip("$")
+    """``_strip_ends``, then the same inside ``**bold**`` markers around the whole answer."""
+    s = _strip_ends(s)
+    lead, trail = len(s) - len(s.lstrip("*")), len(s) - len(s.rstrip("*"))
+    pairs = min(lead, trail) // 2 * 2
+    if pairs and len(s) > 2 * pairs:
+        s = _strip_ends(s[pairs:-pairs])
     return s
 
 
-def _last_boxed(text: str) -> str | None:
-    """Content of the last ``\\boxed{...}`` (balanced braces), or None."""
-    start = text.rfind("\\boxed")
-    if start < 0:
-        return None
-    i = start + len("\\boxed")
-    while i < len(text) and text[i] in " \t":
-        i += 1
-    if i >= len(text) or text[i] != "{":
-        m = re.match(r"\s+([^\s$]+)", text[start + len("\\boxed"):])  # "\boxed 5"
-        return m.group(1) if m else None
-    depth = 0
-    for j in range(i, len(text)):
-        c = text[j]
-        if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return text[i + 1 : j]
-    return None  # unbalanced (truncated) box
+class Box:
+    """One ``\\boxed{...}`` (or ``\\boxed 5``): its span in the text and its content."""
+
+    __slots__ = ("start", "end", "content", "braced")
+
+    def __init__(self, start: int, end: int, content: str, braced: bool):
+        self.start, self.end, self.content, self.braced = start, end, content, braced
 
 
-def extract_answer(text: str) -> str | None:
-    """Return the final answer in a model's text, or None.
+def find_boxes(text: str) -> list[Box]:
+    """The outermost balanced ``\\boxed`` answers of ``text`` in order (one linear pass).
 
-    Priority: text after the last ``####`` (to end of line), the last
-    ``\\boxed{...}``, "The answer is X" / "answer: X", the last number.
+    Braces are matched with a stack over all ``{``/``}`` in the text, so a
+    truncated (unbalanced) box is skipped and a box nested in another is part
+    of the outer box's content.  Only the outermost boxes' contents are copied.
     """
-    if not isinstance(text, str):
+    openers: dict[int, int] = {}  # brace position -> start of its "\boxed"
+    spans: list[tuple[int, int, int, int]] = []  # start, end, content start, content end
+    for m in _BOX_RE.finditer(text):
+        if m.group(1) is not None:
+            openers[m.start(1)] = m.start()
+        else:
+            spans.append((m.start(), m.end(), m.start(2), m.end(2)))
+    if openers:
+        stack: list[int] = []
+        for m in _BRACE_RE.finditer(text):
+            pos = m.start()
+            if text[pos] == "{":
+                stack.append(pos)
+            elif stack:
+                opened = stack.pop()
+                if opened in openers:
+                    spans.append((openers[opened], pos + 1, opened + 1, pos))
+    spans.sort()
+    outer: list[Box] = []
+    for start, end, content_start, content_end in spans:
+        if not outer or start >= outer[-1].end:
+            braced = text[content_start - 1] == "{"
+            outer.append(Box(start, end, text[content_start:content_end], braced))
+    return outer
+
+
+def _unwrap_box(content: str) -> str:
+    """``\\boxed{\\boxed{5}}`` -> ``5``: content that is itself exactly one box."""
+    for _ in range(8):
+        inner = find_boxes(content) if content.lstrip().startswith("\\boxed") else []
+        if len(inner) != 1 or content[: inner[0].start].strip() or content[inner[0].end :].strip():
+            break
+        content = inner[0].content
+    return content
+
+
+def _boxed_answer(text: str) -> str | None:
+    """The last box, or the last boxes joined with ", " when only ",", "and", "or" separate them."""
+    boxes = find_boxes(text)
+    if not boxes:
         return None
-    idx = text.rfind("####")
-    if idx >= 0:
-        ans = _clean(text[idx + 4 :].split("\n", 1)[0])
-        if ans:
-            return ans
-    boxed = _last_boxed(text)
-    if boxed is not None and _clean(boxed):
-        return _clean(boxed)
+    group = [boxes[-1]]
+    for box in reversed(boxes[:-1]):
+        gap_start, gap_end = box.end, group[-1].start
+        if gap_end - gap_start > MAX_BOX_GAP_CHARS or not _BOX_GAP_RE.fullmatch(text, gap_start, gap_end):
+            break
+        group.append(box)
+    answers = (_clean(_unwrap_box(box.content)) for box in reversed(group))
+    return ", ".join(dict.fromkeys(answer for answer in answers if answer)) or None  # in order, no repeats
+
+
+def _delimited_math(s: str) -> str | None:
+    """The math of ``$...$``, ``$$...$$``, ``\\(...\\)`` or ``\\[...\\]`` at the start of ``s``."""
+    for opening, closing in _MATH_DELIMITERS:
+        if s.startswith(opening):
+            end = s.find(closing, len(opening))
+            if end < 0:
+                return None
+            return _clean(s[len(opening) : end]) or None
+    return None
+
+
+def _is_prose(s: str) -> bool:
+    """Three words in a row of two or more letters: "that she has 5 apples"."""
+    run = 0
+    for word in s.split():
+        run = run + 1 if len(word) >= 2 and word.isascii() and word.isalpha() else 0
+        if run >= 3:
+            return True
+    return False
+
+
+def _answer_is(text: str) -> str | None:
+    """The answer after the last "answer is" / "answer:" (e.g. "The final answer is $x$.")."""
     last = None
     for last in _ANSWER_IS_RE.finditer(text):
         pass
-    if last is not None:
-        ans = _clean(text[last.end() :].lstrip().split("\n", 1)[0])
-        m = _LEADING_NUMBER_RE.match(ans)  # "18 apples" -> "18"
-        if m:
-            return m.group(1)
-        if _PROSE_RE.search(ans):  # "that she has 5 apples" -> "5"
-            nums = _NUMBER_RE.findall(ans)
-            if nums:
-                return nums[-1]
+    if last is None:
+        return None
+    rest = text[last.end() :].lstrip()
+    line = rest.partition("\n")[0].strip()
+    math = _delimited_math(line.lstrip("*").lstrip())  # "**Answer:** $x$"
+    if math is not None:
+        return math
+    ans = _clean(_clean(line).strip("*"))  # "**Answer:** 18", "answer is **18**."
+    m = _LEADING_NUMBER_RE.match(ans)  # "18 apples" -> "18"
+    if m:
+        return m.group(1)
+    if _is_prose(ans):  # "that she has 5 apples" -> "5"
+        nums = _NUMBER_RE.findall(ans)
+        if nums:
+            return nums[-1]
+    return ans or None
+
+
+def _last_line_with_content(text: str) -> str:
+    """The last line with a letter or digit (skips trailing ``###``, ``---``, fences); "" if none."""
+    end = len(text)
+    while end > 0:
+        start = text.rfind("\n", 0, end) + 1
+        line = text[start:end]
+        if _ALNUM_RE.search(line):
+            return line
+        end = start - 1
+    return ""
+
+
+def _standing_number(text: str) -> str | None:
+    """The last number, only where it stands as the answer at the end of the final line.
+
+    Accepted: the line (its last sentence) is just the number, or ends with
+    ``= N``, or is prose ending in the number; ``$``, ``**``, a trailing period
+    and up to ``MAX_UNIT_WORDS`` words after it ("18 apples.") are allowed.
+    Refused: code or markup on the line (``__import__('os').system('x') or 0``),
+    and a hedge ("5 or 6").
+    """
+    line = _last_line_with_content(text)
+    line = line.replace("\\$", "$").replace("\\%", "%")
+    for wrapper in ("\\[", "\\]", "\\(", "\\)"):
+        line = line.replace(wrapper, " ")
+    line = line.replace("*", "").replace("$", "").strip()
+    sentence_start = 0
+    for end in _SENTENCE_END_RE.finditer(line):
+        sentence_start = end.end()
+    sentence = line[sentence_start:]
+    number = None
+    for number in _NUMBER_RE.finditer(sentence):
+        pass
+    if number is None or not _UNIT_WORDS_RE.fullmatch(sentence, number.end()):
+        return None
+    before = sentence[: number.start()].rstrip()
+    if before.endswith("="):
+        if before.endswith(("==", "!=", "<=", ">=")) or _ARITH_CODE_CHAR_RE.search(before):
+            return None
+    elif _CODE_CHAR_RE.search(before) or before.lower().endswith((" or", " and")) or before.lower() in ("or", "and"):
+        return None
+    return number.group(0)
+
+
+def extract_answer(text: str, *, last_number_fallback: bool = True) -> str | None:
+    """Return the final answer in a model's text, or None.
+
+    Priority: text after the last ``####`` (to end of line); the last
+    ``\\boxed{...}`` (several boxes separated only by ",", "and" or "or" are
+    joined with ", "); the answer after "The (final) answer is" / "answer:"
+    (math inside ``$...$`` or ``\\(...\\)`` taken whole); then, if
+    ``last_number_fallback``, a number that stands as the answer at the end of
+    the final line (see ``_standing_number``).  Reads at most the last
+    ``MAX_SCAN_CHARS`` characters.
+    """
+    if not isinstance(text, str):
+        return None
+    if len(text) > MAX_SCAN_CHARS:
+        text = text[-MAX_SCAN_CHARS:]
+    idx = text.rfind("####")
+    if idx >= 0:
+        ans = _clean(text[idx + 4 :].partition("\n")[0])
         if ans:
             return ans
-    last = None
-    for last in _NUMBER_RE.finditer(text):
-        pass
-    return last.group(0) if last is not None else None
+    boxed = _boxed_answer(text)
+    if boxed is not None:
+        return boxed
+    stated = _answer_is(text)
+    if stated is not None:
+        return stated
+    return _standing_number(text) if last_number_fallback else None
 
 
 def gsm8k_gold(answer_field: str) -> str:
@@ -90,4 +246,3 @@ def gsm8k_gold(answer_field: str) -> str:
     if not gold:
         raise ValueError("GSM8K answer field has an empty answer after '####'")
     return gold
-

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
 from envs.answers import gsm8k_gold
-from envs.base import LanguageEnv, Problem
+from envs.base import DEFAULT_MAX_ACTION_CHARS, DEFAULT_REWARD_TIMEOUT, LanguageEnv, Problem
 from envs.data import MalformedRowError, load_rows
 from envs.rewards import RewardFn
 
@@ -24,6 +25,14 @@ def check_subset(subset: tuple[int, int] | None, num_rows: int) -> tuple[int, in
     if not valid:
         raise ValueError(f"subset must be (start, stop) with 0 <= start < stop <= {num_rows}; got {subset!r}")
     return subset[0], subset[1]
+
+
+def check_source(data_path: object, split: object) -> None:
+    """Raise a one-line ValueError unless ``data_path`` is None/str/PathLike and ``split`` a non-empty str."""
+    if data_path is not None and not isinstance(data_path, (str, os.PathLike)):
+        raise ValueError(f"data_path must be a path (str) or None; got {data_path!r}")
+    if not isinstance(split, str) or not split:
+        raise ValueError(f"split must be a non-empty str; got {split!r}")
 
 
 class ProblemListEnv(LanguageEnv):
@@ -58,6 +67,9 @@ class GSM8KEnv(ProblemListEnv):
         instruction: str = " Solve it step by step, then give the final answer after ####.",
         subset: tuple[int, int] | None = None,
         render_mode: str | None = None,
+        last_number_fallback: bool = True,
+        max_action_chars: int = DEFAULT_MAX_ACTION_CHARS,
+        reward_timeout: float | None = DEFAULT_REWARD_TIMEOUT,
     ):
         super().__init__(
             mode=mode,
@@ -67,7 +79,11 @@ class GSM8KEnv(ProblemListEnv):
             reward_weights=reward_weights,
             instruction=instruction,
             render_mode=render_mode,
+            last_number_fallback=last_number_fallback,
+            max_action_chars=max_action_chars,
+            reward_timeout=reward_timeout,
         )
+        check_source(data_path, split)
         self.split = split
         rows = load_rows("GSM8K", data_path, split, self.HUB_ID, self.HUB_CONFIG, ("question", "answer"))
         start, stop = check_subset(subset, len(rows))
@@ -97,6 +113,9 @@ class MATHEnv(ProblemListEnv):
         instruction: str = "\nSolve it step by step, then put the final answer in \\boxed{}.",
         subset: tuple[int, int] | None = None,
         render_mode: str | None = None,
+        last_number_fallback: bool = True,
+        max_action_chars: int = DEFAULT_MAX_ACTION_CHARS,
+        reward_timeout: float | None = DEFAULT_REWARD_TIMEOUT,
     ):
         super().__init__(
             mode=mode,
@@ -106,7 +125,11 @@ class MATHEnv(ProblemListEnv):
             reward_weights=reward_weights,
             instruction=instruction,
             render_mode=render_mode,
+            last_number_fallback=last_number_fallback,
+            max_action_chars=max_action_chars,
+            reward_timeout=reward_timeout,
         )
+        check_source(data_path, split)
         self.split = split
         rows = load_rows("MATH", data_path, split, self.HUB_ID, self.HUB_CONFIG, ("problem", "answer"))
         start, stop = check_subset(subset, len(rows))

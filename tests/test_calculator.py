@@ -151,3 +151,54 @@ def test_apply_calculator_is_fast_on_long_steps():
         start = time.perf_counter()
         apply_calculator(step)
         assert time.perf_counter() - start < 1.0
+
+
+# ---- thousands separators (issue 7: "1,500 + 200 =" injected 700, "1,000 * 2 =" injected 0) ----------
+
+
+@pytest.mark.parametrize(
+    ("step", "injected"),
+    [
+        ("After a year it has 1,500 + 200 =", " 1700"),
+        ("So 1,000 * 2 =", " 2000"),
+        ("He pays $1,200 / 2 =", " 600"),
+        ("1,200,000 * 91 =", " 109200000"),
+        ("It carries 12,345.5 - 0.5 =", " 12345"),
+        ("<<1,000*2=", "2000>>"),
+        ("so 3, 4 + 5 =", " 9"),  # a list comma still ends the text before the request
+        ("We have 2,50 + 1 =", " 51"),
+    ],
+)
+def test_apply_calculator_reads_thousands_separators(step, injected):
+    assert apply_calculator(step) == (step, injected)
+
+
+def test_gsm8k_annotations_still_complete_with_their_results():
+    for step, result in [("Total is <<1000+234=", "1234>>"), ("<<12/60=", "0.2>>"), ("<<0.2*50=", "10>>")]:
+        assert apply_calculator(step)[1] == result
+
+
+def test_gsm8k_thousands_requests_agree_with_their_annotations(shared_data):
+    """Every visible "a,bcd op e =" before a GSM8K annotation computes the annotation's result."""
+    import json
+    import re
+
+    path = shared_data / "gsm8k" / "train.jsonl"
+    if not path.is_file():
+        pytest.skip(f"{path} not found")
+    request = re.compile(r"[0-9][0-9,.]*(?: *[-+*/x] *[0-9][0-9,.]*)+ *= *<<([^>=]*)=([^>]*)>>")
+    checked = agreed = 0
+    for line in path.read_text(encoding="utf-8").splitlines():
+        for m in request.finditer(json.loads(line)["answer"]):
+            visible = m.group(0)[: m.group(0).index("<<")].rstrip()
+            if not re.search(r"[0-9],[0-9]{3}", visible) or "," in m.group(1):
+                continue
+            checked += 1
+            injected = apply_calculator(visible)[1].strip()
+            agreed += injected != "" and float(injected) == pytest.approx(float(m.group(2)))
+    assert checked > 100 and agreed >= checked - 2  # GSM8K itself has a typo or two ("13,2000 / 60")
+
+
+def test_an_unclosed_annotation_on_an_earlier_line_does_not_hide_a_trailing_request():
+    assert apply_calculator("She wrote <<48/2\nSo 3 + 4 =") == ("She wrote <<48/2\nSo 3 + 4 =", " 7")
+    assert apply_calculator("a <<48/2= then more text") == ("a <<48/2= then more text", "")

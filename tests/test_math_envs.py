@@ -201,3 +201,24 @@ def test_hub_rows_are_used_when_no_data_path(monkeypatch):
     assert calls == [("openai/gsm8k", "main", "test")]
     assert env.get_problem(0).gold == "4"
     assert load_rows("MATH", None, "test", "HuggingFaceH4/MATH-500", None, ["question"])[0]["answer"].endswith("4")
+
+
+def test_math_envs_pass_the_text_limits_to_the_base_env(tmp_path):
+    gsm8k = write_jsonl(tmp_path / "gsm8k.jsonl", [json.dumps({"question": "2 + 2?", "answer": "2 + 2 = 4\n#### 4"})])
+    math_rows = write_jsonl(tmp_path / "math.jsonl", [json.dumps({"problem": "2 + 2?", "answer": "4"})])
+    for cls, path in ((GSM8KEnv, gsm8k), (MATHEnv, math_rows)):
+        env = cls(data_path=str(path), last_number_fallback=False, max_action_chars=50, reward_timeout=None)
+        assert (env.last_number_fallback, env.max_action_chars, env.reward_timeout) == (False, 50, None)
+        env.reset(seed=0)
+        _, _, _, _, info = env.step("So 2 + 2 = 4" + " " * 100)
+        assert info["action_truncated"] is True and info["parsed_answer"] is None  # fallback off
+        with pytest.raises(ValueError, match="^sym_calc must be True or False; got 'no'$"):
+            cls(data_path=str(path), mode="stepwise", sym_calc="no")
+
+
+@pytest.mark.parametrize(("kwargs", "argument"), [({"split": 3}, "split"), ({"split": ""}, "split"), ({"data_path": 5}, "data_path")])
+def test_bad_data_source_kwargs_are_one_line_errors(kwargs, argument):
+    for cls in (GSM8KEnv, MATHEnv):
+        with pytest.raises(ValueError, match=f"^{argument} must be") as error:
+            cls(**{"data_path": "unused.jsonl", **kwargs})
+        assert "\n" not in str(error.value)

@@ -89,3 +89,19 @@ def test_unknown_method_and_bad_inputs_raise_value_error():
         combine_rewards(COMPONENTS, weights=[1.0])
     with pytest.raises(ValueError, match="only used by method='uniform'"):
         combine_rewards(COMPONENTS, "std", weights=[1.0, 1.0])
+
+
+def test_correctness_reward_uses_the_env_verdict_when_present(monkeypatch):
+    import envs.rewards
+
+    calls = []
+    monkeypatch.setattr(envs.rewards, "answers_equal", lambda *a, **k: calls.append(a) or True)
+    assert correctness_reward("#### 71", "72", {"correct": False}) == 0.0
+    assert correctness_reward("#### 72", "72", {"correct": True}) == 1.0
+    assert calls == []
+    assert correctness_reward("#### 71", "72", {}) == 1.0 and len(calls) == 1  # standalone: grades itself
+    assert correctness_reward("#### 71", "72", {"correct": "yes"}) == 1.0 and len(calls) == 2  # not a verdict
+
+
+def test_format_reward_non_str_completion_scores_zero():
+    assert format_reward(None, "72", {}) == 0.0  # type: ignore[arg-type]
