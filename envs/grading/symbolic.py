@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from typing import Any
 
 import sympy
@@ -35,6 +36,7 @@ MAX_BITS = 20_000  # ~6000 decimal digits for any number the comparison may comp
 MAX_SYMBOLIC_EXP = 1000  # |n| in x**n (expanding (x+1)**n)
 REL_TOL = 1e-6  # relative, only for inexact (decimal) or irrational golds
 
+_IMAGINARY_RE = re.compile(r"(?<![A-Za-z\\])i(?![A-Za-z])")  # 2i, 3+i, (1+i)^2; not \pi, \sin, xi
 _FLIP = {GreaterThan: LessThan, StrictGreaterThan: StrictLessThan}
 
 
@@ -82,15 +84,23 @@ def _nesting(s: str) -> int:
     return best
 
 
-def parse_latex(s: str) -> Any:
-    """sympy object for a LaTeX answer, or None (too large, unparsable, or numbers too big)."""
+def is_complex(s: str) -> bool:
+    """Does the answer use complex numbers (a standalone ``i``, ``\\mathbb{C}``, ...)?"""
+    from math_verify.grader import should_treat_as_complex
+
+    return bool(_IMAGINARY_RE.search(s)) or should_treat_as_complex(s)
+
+
+def parse_latex(s: str, complex_: bool = False) -> Any:
+    """sympy object for a LaTeX answer, or None (too large, unparsable, or numbers too big).
+
+    With ``complex_`` the symbol ``i`` is the imaginary unit.
+    """
     if len(s) > MAX_LATEX_CHARS or _nesting(s) > MAX_LATEX_NESTING:
         return None
     from latex2sympy2_extended.latex2sympy2 import latex2sympy
-    from math_verify.grader import should_treat_as_complex
 
     try:
-        complex_ = should_treat_as_complex(s)
         expr = latex2sympy(
             s, is_real=not complex_, convert_degrees=False,
             normalization_config=_NORMALIZATION, conversion_config=_CONVERSION,
@@ -361,7 +371,8 @@ def _expr_equal(p: Expr, g: Expr) -> bool:
 def compare_default(request: tuple) -> bool:
     """(predicted, gold, predicted_percent, gold_percent) normalised strings -> verdict."""
     pred_s, gold_s, pred_pct, gold_pct = request
-    p, g = parse_latex(pred_s), parse_latex(gold_s)
+    complex_ = is_complex(pred_s) or is_complex(gold_s)
+    p, g = parse_latex(pred_s, complex_), parse_latex(gold_s, complex_)
     if p is None or g is None:
         return False
     if equal(p, g):
