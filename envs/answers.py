@@ -54,6 +54,14 @@ MAX_MATH_VERIFY_CHARS = 20_000  # grader="math_verify" gets the raw text (it ext
 # normalisation (string only; every pattern linear)
 # --------------------------------------------------------------------------
 
+_LEFT_RIGHT_RE = re.compile(r"\\(?:left|right)(?![A-Za-z])")
+_SPACING_RE = re.compile(r"\\[!,;: ]|\\displaystyle")
+_DEGREE_RE = re.compile(r"\^\s*(?:\{\s*)?\\circ\s*\}?|°")  # no two adjacent \s* (quadratic on "^" + spaces)
+_DTFRAC_RE = re.compile(r"\\[dt]frac(?![A-Za-z])")
+_LEADING_ASSIGNMENT_RE = re.compile(r"^[A-Za-z]\s*=\s*(?=\S)")
+_WHITESPACE_RE = re.compile(r"\s+")
+_SPACE_NOT_BETWEEN_LETTERS_RE = re.compile(r"(?<![A-Za-z]) | (?![A-Za-z])")
+# Lookbehinds such as (?<!\d) keep a search from restarting inside a digit run (quadratic otherwise).
 _TEXT_RE = re.compile(r"\\(?:text|mbox)\s*\{([^{}]*)\}(?:\s*\^\s*(?:\{\s*\d+\s*\}|\d))?")
 _FORMAT_RE = re.compile(r"\\(?:textbf|mathrm|mathbf|textrm)\s*\{([^{}]*)\}")
 _COMMA_NUMBER_RE = re.compile(r"-?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?%?", re.ASCII)
@@ -61,9 +69,9 @@ _PERCENT_TEXT_RE = re.compile(r"\\(?:text|mbox|mathrm)\{\s*(?:percent|percentage
 _TEXT_CONJUNCTION_RE = re.compile(r"\\text\{\s*(?:and|or)\s*\}")
 _PERCENT_WORD_RE = re.compile(r"\b(?:percent|percentage|pct)\b")
 _DOUBLE_BACKSLASH_RE = re.compile(r"\\\\(?=[A-Za-z])")
-_NUMBER_WORDS_RE = re.compile(r"([-+]?[\d.,/]+%?)\s*([A-Za-z][A-Za-z .]*)", re.ASCII)
-_DECIMAL_COMMA_RE = re.compile(r"[-+]?(\d+),(\d+)", re.ASCII)
-_RATIO_RE = re.compile(r"(\d+):(\d+)", re.ASCII)
+_NUMBER_WORDS_RE = re.compile(r"(?<![-+\d.,/])([-+]?[\d.,/]+%?)\s*([A-Za-z][A-Za-z .]*)", re.ASCII)
+_DECIMAL_COMMA_RE = re.compile(r"(?<!\d)[-+]?(\d+),(\d+)", re.ASCII)
+_RATIO_RE = re.compile(r"(?<!\d)(\d+):(\d+)", re.ASCII)
 _MATH_WORDS = frozenset(
     "pi sin cos tan sec csc cot sinh cosh tanh arcsin arccos arctan log ln exp sqrt mod deg i e or and".split()
 )
@@ -98,21 +106,21 @@ def normalize_answer(answer: str) -> str:
         s = _DOUBLE_BACKSLASH_RE.sub(r"\\", s)
     if s.startswith("\\boxed{") and s.endswith("}"):
         s = s[len("\\boxed{") : -1]
-    s = re.sub(r"\\(?:left|right)(?![A-Za-z])", "", s)
-    s = re.sub(r"\\[!,;: ]|\\displaystyle", "", s)
-    s = re.sub(r"\^\s*\{?\s*\\circ\s*\}?|°", "", s)
+    s = _LEFT_RIGHT_RE.sub("", s)
+    s = _SPACING_RE.sub("", s)
+    s = _DEGREE_RE.sub("", s)
     s = s.replace("\\%", "%").replace("\\$", "").replace("$", "")
     s = _TEXT_CONJUNCTION_RE.sub(",", s)
     s = _PERCENT_TEXT_RE.sub("%", s)
     s = _PERCENT_WORD_RE.sub("%", s)
-    s = re.sub(r"\\[dt]frac(?![A-Za-z])", r"\\frac", s)
+    s = _DTFRAC_RE.sub(r"\\frac", s)
     without_units = _TEXT_RE.sub("", s)
     s = without_units if without_units.strip() else _TEXT_RE.sub(r"\1", s)
     s = _FORMAT_RE.sub(r"\1", s)
-    s = re.sub(r"^[A-Za-z]\s*=\s*(?=\S)", "", s.strip())
-    s = re.sub(r"\s+", " ", s).strip()
+    s = _LEADING_ASSIGNMENT_RE.sub("", s.strip())
+    s = _WHITESPACE_RE.sub(" ", s).strip()
     s = _strip_words_after_number(s.rstrip("."))
-    s = re.sub(r"(?<![A-Za-z]) | (?![A-Za-z])", "", s)  # keep spaces only between letters
+    s = _SPACE_NOT_BETWEEN_LETTERS_RE.sub("", s)  # keep spaces only between letters
     s = s.rstrip(".")
     if _COMMA_NUMBER_RE.fullmatch(s):
         s = s.replace(",", "")

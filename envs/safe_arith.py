@@ -105,10 +105,13 @@ def _latex_to_plain(s: str) -> str:
 
 
 _TOKEN_RE = re.compile(
-    r"\s*(?:(?P<num>\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)"
+    r"(?:(?P<num>\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)"
     r"|(?P<name>[A-Za-z][A-Za-z0-9_]*)|(?P<op>\*\*|[-+*/^()]))"
 )
 _FUNCTIONS = {"sqrt"}
+_LEADING_ZEROS_RE = re.compile(r"^0+(?=\d)")
+_BRACED_SUBSCRIPT_RE = re.compile(r"_\{([A-Za-z0-9]+)\}")
+_NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,30}")
 
 
 def _tokens_to_source(s: str, implicit_mul: bool) -> str:
@@ -120,14 +123,16 @@ def _tokens_to_source(s: str, implicit_mul: bool) -> str:
     prev_kind = None  # "operand" | "func" | "open" | "op"
     pos, n = 0, len(s)
     while pos < n:
+        while pos < n and s[pos].isspace():  # skipped here, not by a leading \s* (quadratic in search)
+            pos += 1
+        if pos == n:
+            break
         m = _TOKEN_RE.match(s, pos)
-        if m is None or m.end() == pos:
-            if s[pos:].strip() == "":
-                break
+        if m is None:
             raise ValueError(f"unexpected character {s[pos]!r}")
         pos = m.end()
         if m.group("num") is not None:
-            tok = re.sub(r"^0+(?=\d)", "", m.group("num"))  # "05" is a SyntaxError
+            tok = _LEADING_ZEROS_RE.sub("", m.group("num"))  # "05" is a SyntaxError
             kind, starts_operand = "operand", True
         elif m.group("name") is not None:
             tok = m.group("name")
@@ -160,7 +165,7 @@ def _to_source(answer: str) -> str | None:
     if len(answer) > MAX_ANSWER_CHARS or _max_nesting(answer) > MAX_NESTING:
         return None
     try:
-        s = re.sub(r"_\{([A-Za-z0-9]+)\}", r"_\1", answer)
+        s = _BRACED_SUBSCRIPT_RE.sub(r"_\1", answer)
         return _tokens_to_source(_latex_to_plain(s), implicit_mul=True)
     except (ValueError, RecursionError):
         return None
@@ -177,7 +182,7 @@ class _Rejected(Exception):
 
 _BAD_VALUES = (sympy.nan, sympy.zoo, sympy.oo, -sympy.oo)
 _INT_RE = re.compile(r"\d+")
-_DEC_RE = re.compile(r"(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+_DEC_RE = re.compile(r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")  # unambiguous: linear
 
 
 def _bits(r: sympy.Rational) -> int:
@@ -298,7 +303,7 @@ class _Builder:
         if isinstance(node, ast.Name):
             if node.id == "pi":
                 return sympy.pi
-            if self.symbolic and re.fullmatch(r"[A-Za-z][A-Za-z0-9_]{0,30}", node.id):
+            if self.symbolic and _NAME_RE.fullmatch(node.id):
                 return sympy.Symbol(node.id)
             raise _Rejected("name not allowed")
         raise _Rejected(f"syntax not allowed: {type(node).__name__}")

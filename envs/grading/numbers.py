@@ -16,7 +16,7 @@ MAX_LITERAL_CHARS = 400
 
 _NUM = r"(?:\d+(?:\.\d*)?|\.\d+)"
 _LITERAL_RE = re.compile(  # ASCII digits only
-    r"(?P<sign>[-+]?)(?:"
+    r"(?<![\d.])(?P<sign>[-+]?)(?:"
     r"(?P<whole>\d+)?\\frac(?:\{(?P<fn>[-+]?\d+)\}|(?P<fn1>\d))(?:\{(?P<fd>\d+)\}|(?P<fd1>\d))"
     rf"|(?P<num>{_NUM})(?:[eE](?P<exp>[-+]?\d{{1,{MAX_EXPONENT_DIGITS}}}))?(?:/(?P<den>{_NUM}))?"
     r")(?P<pct>%?)",

@@ -111,6 +111,7 @@ class CpuBoundedWorker:
     def __init__(self, serve: Callable[[Any], Any], preload: Callable[[], None]) -> None:
         self._serve, self._preload = serve, preload
         self.total_request_cpu = 0.0  # CPU seconds the worker spent on requests (all workers so far)
+        self.requests = 0  # requests sent to a worker (all workers so far)
         self._forget()
 
     def _forget(self) -> None:
@@ -175,6 +176,7 @@ class CpuBoundedWorker:
             if self._pid is None and not self._start():
                 return None
             self._conn.send((request, budget))
+            self.requests += 1
             if not self._conn.poll(wall_backstop(budget)):
                 return None
             result, used, total = self._conn.recv()
