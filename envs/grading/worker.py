@@ -40,9 +40,12 @@ class CpuBudgetExceeded(BaseException):
     """Raised inside the worker when a request has used its CPU budget."""
 
 
-def wall_backstop(budget: float) -> float:
+MIN_WALL_S = 10.0
+
+
+def wall_backstop(budget: float, min_wall_s: float = MIN_WALL_S) -> float:
     """Wall-clock seconds the parent waits for one answer before killing the worker."""
-    return max(10.0, 20.0 * budget)
+    return max(min_wall_s, 20.0 * budget)
 
 
 _armed = False
@@ -108,8 +111,8 @@ def _child_cpu(rusage) -> float:
 class CpuBoundedWorker:
     """A lazily forked, reused worker running ``serve(request)`` under a per-request CPU budget."""
 
-    def __init__(self, serve: Callable[[Any], Any], preload: Callable[[], None]) -> None:
-        self._serve, self._preload = serve, preload
+    def __init__(self, serve: Callable[[Any], Any], preload: Callable[[], None], min_wall_s: float = MIN_WALL_S) -> None:
+        self._serve, self._preload, self._min_wall_s = serve, preload, min_wall_s
         self.total_request_cpu = 0.0  # CPU seconds the worker spent on requests (all workers so far)
         self.requests = 0  # requests sent to a worker (all workers so far)
         self._forget()
@@ -167,7 +170,7 @@ class CpuBoundedWorker:
     def call(self, request: Any, budget: float) -> Any:
         """``serve(request)`` in the worker within ``budget`` CPU seconds; None if it failed or ran out."""
         budget = max(float(budget), 0.0)
-        if not self._lock.acquire(timeout=wall_backstop(budget) + READY_WALL_S):
+        if not self._lock.acquire(timeout=wall_backstop(budget, self._min_wall_s) + READY_WALL_S):
             return None
         answered = False
         try:
@@ -177,7 +180,7 @@ class CpuBoundedWorker:
                 return None
             self._conn.send((request, budget))
             self.requests += 1
-            if not self._conn.poll(wall_backstop(budget)):
+            if not self._conn.poll(wall_backstop(budget, self._min_wall_s)):
                 return None
             result, used, total = self._conn.recv()
             answered = True
