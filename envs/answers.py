@@ -6,8 +6,10 @@ Safety design
 -------------
 * No ``eval``/``exec`` and no ``sympy.sympify``/``parse_expr``/``parse_latex`` on model text in the
   default grader (they call ``eval`` internally).
-* Every regex here runs on capped input and is linear (anchored, no nested quantifiers); answers
-  longer than ``MAX_ANSWER_CHARS`` are unequal without being parsed.
+* Every regex is module-level and linear in its input (no nested or adjacent overlapping
+  quantifiers; lookbehinds stop searches restarting inside digit runs), so ``normalize_answer``
+  is linear on any input; answers longer than ``MAX_ANSWER_CHARS`` are unequal without being
+  parsed.
 * Plain written-out numbers (``12``, ``-0.5``, ``3/4``, ``\\frac{3}{4}``, ``918\\frac{1}{2}``,
   ``50%``) are parsed in-process by one anchored regex into :class:`fractions.Fraction`
   (:mod:`envs.grading.numbers`): microseconds, exact.  When the gold is such a number the

@@ -1,7 +1,20 @@
 """Whitelisted arithmetic: LaTeX fragment -> plain arithmetic source -> sympy, never evaluating text as code.
 
-Used by answer equivalence (:mod:`envs.answers`) and the calculator (:mod:`envs.calculator`).
-See the safety design in :mod:`envs.answers`.
+Used by the calculator (:mod:`envs.calculator`); :mod:`envs.answers` uses its size limits
+(``MAX_ANSWER_CHARS``, ``MAX_NESTING``, ``_max_nesting``).
+
+Safety design
+-------------
+* Text is reduced by a small LaTeX normaliser (``\\frac``, ``\\sqrt``, ``\\cdot``, ``\\pi``, ``^``,
+  braces, ...) and a whitelist tokenizer (numbers, names, ``+ - * / ** ^ ( )``; anything else is
+  rejected) to a plain arithmetic string.  Length and bracket nesting (``MAX_NESTING``) are checked
+  *before* ``ast.parse``, which can otherwise raise ``RecursionError``/``MemoryError``.
+* The AST is walked with a whitelist (numbers, ``+ - * / **``, unary ``+ -``, ``sqrt(...)``, ``pi``
+  and, in symbolic mode, names as ``sympy.Symbol``); sympy objects are built directly from the nodes
+  and decimals become exact ``Rational``s.  No ``eval``, ``sympify`` or ``parse_expr``.
+* Size guards: ``|exponent| <= MAX_EXPONENT``, every intermediate rational below ``MAX_BITS``, numbers
+  under roots below ``MAX_RADICAND_BITS`` (sympy factors radicands), a deadline between AST nodes.
+* Every regex is module-level and linear (tested against ReDoS shapes).
 """
 
 from __future__ import annotations

@@ -212,6 +212,12 @@ TABLE: list[tuple[str | None, str, bool]] = [
     (r"x \in [1,2]", "[1,2]", T),
     (r"x \in [1,2]", "[1,2)", F),
     (r"1 \le x \le 2", r"1 \le x \le 2", T),
+    (r"2x \le 10", r"x \le 5", T),
+    (r"2x \le 10", r"x < 5", F),
+    (r"x \ge 5", r"x \le 5", F),
+    ("2x=4", "x+1=3", T),
+    ("2x=6", "x+1=3", F),
+    ("2x=4", "x=2", F),  # the gold "x = 2" states a number: the answer must state one too
     (r"1 < x < 2", r"1 < x \le 2", F),
     # --- matrices and environments ---
     (r"\begin{pmatrix}1&2\\3&4\end{pmatrix}", r"\begin{bmatrix}1&2\\3&4\end{bmatrix}", T),

@@ -263,13 +263,21 @@ def _relations_equal(p: Any, g: Any) -> bool:
         pa, ga = _unsorted(p) if isinstance(p, And) else (p,), _unsorted(g) if isinstance(g, And) else (g,)
         return len(pa) == len(ga) and all(_relations_equal(_canon(a), _canon(b)) for a, b in zip(pa, ga))
     if type(p) is not type(g):
-        return False
+        return _same_solutions(p, g)
     dp, dg = p.lhs - p.rhs, g.lhs - g.rhs
     if isinstance(g, Equality):
         if _is_name(g.lhs) and _is_name(p.lhs) and g.lhs != p.lhs:
             return False  # x = 1 is not y = 1
-        return _expr_equal(dp, dg) or _expr_equal(-dp, dg)
-    return _expr_equal(dp, dg)
+        return _expr_equal(dp, dg) or _expr_equal(-dp, dg) or _same_solutions(p, g)
+    return _expr_equal(dp, dg) or _same_solutions(p, g)
+
+
+def _same_solutions(p: Any, g: Any) -> bool:
+    """One-variable relations with the same solution set (2x <= 10 and x <= 5; 2x = 4 and x = 2)."""
+    if len(g.free_symbols) != 1 or p.free_symbols != g.free_symbols:
+        return False
+    ps, gs = _as_set(p), _as_set(g)
+    return isinstance(ps, Set) and isinstance(gs, Set) and _collections_equal(ps, gs)
 
 
 def _collections_equal(p: Any, g: Any) -> bool:
