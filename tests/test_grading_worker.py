@@ -125,6 +125,8 @@ def _serve(request):
                     sum(range(1000))
             except BaseException:  # noqa: BLE001
                 pass
+    if kind == "memory":  # 16 GiB: over the worker's RLIMIT_AS headroom
+        return len(bytearray(16 << 30))
     if kind == "sleep":  # no CPU at all: only the parent's wall-clock backstop
         time.sleep(arg)
         return True
@@ -178,6 +180,14 @@ def test_generic_worker_wall_clock_backstop(worker):
     assert time.monotonic() - start < 5
     assert worker.pid is None
     assert worker.call(("echo", 4), budget=0.5) == 4
+
+
+def test_generic_worker_memory_is_bounded(worker):
+    assert worker.call(("echo", 1), budget=0.5) == 1
+    pid = worker.pid
+    assert worker.call(("memory", None), budget=0.5) is None  # MemoryError inside the worker
+    assert worker.pid == pid
+    assert worker.call(("echo", 6), budget=0.5) == 6
 
 
 def test_generic_worker_survives_errors(worker):

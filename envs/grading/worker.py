@@ -12,6 +12,9 @@ request the worker bounds its own CPU time three ways:
 * ``RLIMIT_CPU`` hard limit ``WORKER_CPU_HARD`` for the worker's whole life (the kernel's SIGKILL);
   the parent retires a worker after ``WORKER_CPU_RECYCLE`` seconds of CPU, well before it.
 
+Memory: ``RLIMIT_AS`` is set to the forked image plus ``WORKER_EXTRA_MEMORY``, so a runaway request
+gets ``MemoryError`` (unequal) instead of growing into the host's memory.
+
 The parent only waits wall-clock time as a backstop, ``max(10 s, 20 x budget)``, then kills the
 worker (SIGKILL) and forks a fresh one on the next request.  A machine under load therefore slows
 a verdict down but does not change it.  The worker reports the CPU time each request used (read
@@ -34,6 +37,7 @@ WORKER_CPU_HARD = 1200  # RLIMIT_CPU hard limit of one worker's life, seconds
 WORKER_CPU_RECYCLE = 600  # the parent replaces a worker that has used this much CPU
 READY_WALL_S = 120.0  # wall-clock wait for a fresh worker's preload (not part of any budget)
 PROF_REPEAT_S = 0.01
+WORKER_EXTRA_MEMORY = 4 << 30  # RLIMIT_AS headroom over the forked image: a runaway request gets MemoryError
 
 
 class CpuBudgetExceeded(BaseException):
@@ -78,6 +82,21 @@ def _serve_one(serve: Callable[[Any], Any], request: Any, budget: float) -> Any:
     except BaseException:  # noqa: BLE001 - CpuBudgetExceeded, RecursionError, MemoryError, ...
         _disarm()
         return None
+    finally:  # idle until the next request: no soft limit that a poll loop could cross
+        resource.setrlimit(resource.RLIMIT_CPU, (WORKER_CPU_HARD, WORKER_CPU_HARD))
+
+
+def _limit_memory() -> None:
+    """Address space: what the (forked) worker already maps plus ``WORKER_EXTRA_MEMORY`` bytes."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            vm_kib = next(int(line.split()[1]) for line in f if line.startswith("VmSize:"))
+        limit = vm_kib * 1024 + WORKER_EXTRA_MEMORY
+        hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+        if hard == resource.RLIM_INFINITY or limit < hard:
+            resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    except (OSError, StopIteration, ValueError):
+        pass  # no /proc: CPU bounds only
 
 
 def _child_main(conn, parent_pid: int, serve: Callable[[Any], Any], preload: Callable[[], None]) -> None:
@@ -88,6 +107,7 @@ def _child_main(conn, parent_pid: int, serve: Callable[[Any], Any], preload: Cal
     resource.setrlimit(resource.RLIMIT_CPU, (WORKER_CPU_HARD, WORKER_CPU_HARD))
     try:
         preload()
+        _limit_memory()
     except Exception:  # noqa: BLE001 - requests will then fail (False), the worker still answers
         pass
     conn.send(("ready", time.process_time()))
@@ -148,6 +168,17 @@ class CpuBoundedWorker:
         _, self._cpu_at_last_answer = parent_conn.recv()
         return True
 
+    def _reap(self, flags: int) -> bool:
+        """wait4 the worker; account the CPU time of its unfinished request. True if it was reaped."""
+        try:
+            pid, _, rusage = os.wait4(self._pid, flags)
+        except OSError:
+            return True  # already gone
+        if pid == 0:
+            return False  # still running
+        self.total_request_cpu += max(_child_cpu(rusage) - self._cpu_at_last_answer, 0.0)
+        return True
+
     def stop(self) -> None:
         """Kill the worker (if any), adding the CPU time of its unfinished request to the total."""
         if self._pid is not None:
@@ -155,11 +186,7 @@ class CpuBoundedWorker:
                 os.kill(self._pid, signal.SIGKILL)
             except OSError:
                 pass
-            try:
-                _, _, rusage = os.wait4(self._pid, 0)
-                self.total_request_cpu += max(_child_cpu(rusage) - self._cpu_at_last_answer, 0.0)
-            except OSError:
-                pass
+            self._reap(0)
         if self._conn is not None:
             try:
                 self._conn.close()
@@ -175,6 +202,9 @@ class CpuBoundedWorker:
         answered = False
         try:
             if self._pid is not None and self._cpu_at_last_answer > WORKER_CPU_RECYCLE:
+                self.stop()
+            if self._pid is not None and self._reap(os.WNOHANG):  # died while idle (killed from outside)
+                self._pid = None
                 self.stop()
             if self._pid is None and not self._start():
                 return None
