@@ -95,6 +95,19 @@ def _strip_words_after_number(s: str) -> str:
     return m.group(1)
 
 
+def _closing_brace(s: str, i: int) -> int:
+    """Index of the brace closing the one at ``s[i]``, or -1."""
+    depth = 0
+    for j in range(i, len(s)):
+        if s[j] == "{":
+            depth += 1
+        elif s[j] == "}":
+            depth -= 1
+            if depth == 0:
+                return j
+    return -1
+
+
 def normalize_answer(answer: str) -> str:
     """Canonical string form of an answer (no evaluation; linear time).
 
@@ -106,8 +119,8 @@ def normalize_answer(answer: str) -> str:
     s = answer.strip().replace("−", "-")
     if "matrix" not in s:
         s = _DOUBLE_BACKSLASH_RE.sub(r"\\", s)
-    if s.startswith("\\boxed{") and s.endswith("}"):
-        s = s[len("\\boxed{") : -1]
+    if s.startswith("\\boxed{") and _closing_brace(s, len("\\boxed")) == len(s) - 1:
+        s = s[len("\\boxed{") : -1]  # one box around everything (several boxes are left to the parser)
     s = _LEFT_RIGHT_RE.sub("", s)
     s = _SPACING_RE.sub("", s)
     s = _DEGREE_RE.sub("", s)

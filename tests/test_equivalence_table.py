@@ -166,6 +166,10 @@ TABLE: list[tuple[str | None, str, bool]] = [
     ("x = 1 or x = 3", "1, 2", F),
     (r"x = 1 \text{ and } x = 2", r"\{1,2\}", T),
     ("(2, 2), (6, 2)", "(6,2),(2,2)", T),
+    (r"\boxed{1}, \boxed{2}", "1, 2", T),
+    (r"\boxed{2} and \boxed{1}", r"\{1, 2\}", T),
+    (r"\boxed{(2, 2)}, \boxed{(6, 2)}", "(6,2),(2,2)", T),
+    (r"\boxed{2}, \boxed{3}", "1, 2", F),
     ("(2, 2), (2, 6)", "(6,2),(2,2)", F),
     (r"-\sqrt{2}, \sqrt{2}", r"\pm\sqrt{2}", T),  # \pm is read as the set of both
     (r"\sqrt{2}", r"\pm\sqrt{2}", F),
