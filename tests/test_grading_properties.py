@@ -29,7 +29,7 @@ CPU_LIMIT = 0.5
 BUDGET = 0.3  # CPU seconds given to the worker per answers_equal call
 MARKER = f"/tmp/rlgym_pwned_{os.getpid()}"
 COUNTS = {"answers_equal": 0, "normalize_answer": 0}
-WORKER_REQUESTS_AT_START = envs.answers._WORKER.requests
+WORKER_REQUESTS = {"at_start": 0}
 MAX_CPU = {"answers_equal": 0.0, "normalize_answer": 0.0}
 
 
@@ -126,6 +126,7 @@ def check_normalize(text) -> None:
 def _marker_never_appears():
     if os.path.exists(MARKER):
         os.remove(MARKER)
+    WORKER_REQUESTS["at_start"] = envs.answers._WORKER.requests
     yield
     assert not os.path.exists(MARKER), "a payload was executed"
 
@@ -230,6 +231,6 @@ def test_fuzz_counts(capsys):
     """Runs last in this file: each property saw at least 2,000 generated inputs."""
     with capsys.disabled():
         print(f"\nfuzz inputs: {COUNTS}; reached the grading worker: "
-              f"{envs.answers._WORKER.requests - WORKER_REQUESTS_AT_START}; max CPU s: {MAX_CPU}")
+              f"{envs.answers._WORKER.requests - WORKER_REQUESTS['at_start']}; max CPU s: {MAX_CPU}")
     assert COUNTS["answers_equal"] >= 2000, COUNTS
     assert COUNTS["normalize_answer"] >= 2000, COUNTS
