@@ -113,6 +113,9 @@ TABLE: list[tuple[str | None, str, bool]] = [
     ("(" * 60 + "x" + ")" * 60, "x", F),  # too deep for the LaTeX parser: unequal, quickly
     ("1" * 600, "1", F),
     ("lambda: 21", "21", F),
+    ("(10+11, 5)", "(21, 5)", F),  # the same rule inside tuples and sets
+    (r"\{10+11, 1\}", r"\{1, 21\}", F),
+    (r"(\frac{42}{2}, 5)", "(21, 5)", T),
     # --- symbolic expressions ---
     ("(x+1)^2", "x^2+2x+1", T),
     ("x^2+2x+1", "(x+1)^2", T),

@@ -357,6 +357,8 @@ def _expr_equal(p: Expr, g: Expr) -> bool:
         if sympy.simplify(diff) == 0:
             return True
         return p.equals(g) is True
+    if g.is_Number and not p.is_Number:
+        return False  # as at the top level: a written number needs a written number, not 10 + 11
     tolerant = g.has(sympy.Float) or not _to_rational(g).is_Rational
     p, g = _to_rational(p), _to_rational(g)
     if p == g:
