@@ -13,7 +13,8 @@ Safety design
 * Plain written-out numbers (``12``, ``-0.5``, ``3/4``, ``\\frac{3}{4}``, ``918\\frac{1}{2}``,
   ``50%``) are parsed in-process by one anchored regex into :class:`fractions.Fraction`
   (:mod:`envs.grading.numbers`): microseconds, exact.  When the gold is such a number the
-  prediction must be one too (``10 + 11`` is not accepted for 21: a reward hack found in training).
+  prediction must be one too (``10 + 11`` is not accepted for 21: a reward hack found in training);
+  the worker applies the same rule to the elements of tuples and sets.
 * Everything else (LaTeX, expressions, sets, tuples, intervals, relations, matrices) is parsed and
   compared in ONE warm worker process (:mod:`envs.grading.worker`, forked once and reused, its
   imports preloaded).  Parsing uses ``latex2sympy2_extended``, an ANTLR LaTeX grammar that builds
@@ -22,7 +23,8 @@ Safety design
   (:mod:`envs.grading.symbolic`).
 * The worker's time is bounded in CPU seconds, not wall-clock seconds, so a loaded machine does
   not change a verdict: ``timeout`` is the request's CPU budget (SIGPROF timer in the worker,
-  ``RLIMIT_CPU`` soft and hard limits as backstops for C code).  The parent waits at most
+  ``RLIMIT_CPU`` soft and hard limits as backstops for C code; ``RLIMIT_AS`` bounds its memory).
+  The parent waits at most
   ``max(10 s, 20 x timeout)`` of wall-clock time, then kills the worker and forks a fresh one on
   the next request.  A timeout, a crash or a parse failure counts as unequal.
 * ``grader="math_verify"`` (off by default) runs Math-Verify's own ``parse`` + ``verify`` in the
