@@ -24,9 +24,8 @@ Safety design
 * The worker's time is bounded in CPU seconds, not wall-clock seconds, so a loaded machine does
   not change a verdict: ``timeout`` is the request's CPU budget (SIGPROF timer in the worker,
   ``RLIMIT_CPU`` soft and hard limits as backstops for C code; ``RLIMIT_AS`` bounds its memory).
-  The parent waits at most
-  ``max(10 s, 20 x timeout)`` of wall-clock time, then kills the worker and forks a fresh one on
-  the next request.  A timeout, a crash or a parse failure counts as unequal.
+  The parent waits at most ``max(10 s, 20 x timeout)`` of wall-clock time, then kills the worker
+  and forks a fresh one on the next request.  A timeout, a crash or a parse failure is unequal.
 * ``grader="math_verify"`` (off by default) runs Math-Verify's own ``parse`` + ``verify`` in the
   same worker under the same CPU bound, for comparability with published numbers.  Its risk: its
   expression extraction calls sympy ``parse_expr`` (i.e. ``eval``) on model text; the worker
