@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -188,6 +189,23 @@ def test_generic_worker_memory_is_bounded(worker):
     assert worker.call(("memory", None), budget=0.5) is None  # MemoryError inside the worker
     assert worker.pid == pid
     assert worker.call(("echo", 6), budget=0.5) == 6
+
+
+def test_generic_worker_does_not_run_the_hosts_signal_handlers(tmp_path):
+    marker = tmp_path / "handler_ran"
+    previous = signal.signal(signal.SIGTERM, lambda *_: marker.write_text("x"))
+    try:
+        w = CpuBoundedWorker(_serve, lambda: None)
+        assert w.call(("echo", 1), budget=0.5) == 1
+        pid = w.pid
+        os.kill(pid, signal.SIGTERM)
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM
+        w._pid = None  # reaped here
+        w.stop()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert not marker.exists()
 
 
 def test_generic_worker_survives_errors(worker):

@@ -101,6 +101,8 @@ def _limit_memory() -> None:
 
 def _child_main(conn, parent_pid: int, serve: Callable[[Any], Any], preload: Callable[[], None]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM, signal.SIGCHLD):
+        signal.signal(sig, signal.SIG_DFL)  # never run the host's handlers (e.g. a trainer's save-on-SIGTERM)
     signal.signal(signal.SIGXCPU, signal.SIG_DFL)
     signal.signal(signal.SIGPROF, _on_sigprof)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
