@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import traceback
 
 import pytest
 
@@ -211,3 +212,40 @@ def test_generic_worker_does_not_run_the_hosts_signal_handlers(tmp_path):
 def test_generic_worker_survives_errors(worker):
     assert worker.call(("unknown", None), budget=0.5) is None
     assert worker.call(("echo", 5), budget=0.5) == 5
+
+
+def test_default_grader_never_parses_model_text_as_python(tmp_path, monkeypatch):
+    """parse_expr (sympify of a string, i.e. eval) is only ever reached with number tokens
+    (and, while modules are imported, with sympy's own constant strings)."""
+    import latex2sympy2_extended.latex2sympy2 as l2s
+    import sympy.parsing.sympy_parser as sympy_parser
+
+    from tests.test_equivalence_table import TABLE
+
+    log = tmp_path / "parse_expr_calls"
+    real = sympy_parser.parse_expr
+
+    def spy(s, *args, **kwargs):
+        number_token = isinstance(s, str) and s.strip().replace(".", "").isdigit()
+        importing = any("importlib" in frame.filename for frame in traceback.extract_stack())  # sympy's own constants
+        if not number_token and not importing:
+            with open(log, "a", encoding="utf-8") as f:
+                f.write(repr(s) + "\n")
+        return real(s, *args, **kwargs)
+
+    import math_verify.parser as mv_parser
+
+    monkeypatch.setattr(sympy_parser, "parse_expr", spy)
+    monkeypatch.setattr(l2s, "parse_expr", spy)
+    monkeypatch.setattr(mv_parser, "parse_expr", spy)
+    answers._WORKER.stop()  # the next worker is forked with the spy in place
+    try:
+        assert answers_equal("2,5", "x") is False  # the spy is inherited: a number token is fine
+        for predicted, gold, _ in TABLE:
+            answers_equal(predicted, gold)
+        assert not log.exists(), log.read_text()[:500]
+        # Control: the spy does see model text reaching parse_expr, e.g. through grader="math_verify".
+        answers_equal("$x$ so 3*4+1", "13", grader="math_verify")
+        assert log.exists()
+    finally:
+        answers._WORKER.stop()  # later tests get a worker without the spy
