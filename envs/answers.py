@@ -4,93 +4,139 @@ Model output is untrusted text, so this module never evaluates it as code.
 
 Safety design
 -------------
-* No ``eval``/``exec`` and no ``sympy.sympify``/``parse_expr``/``parse_latex``
-  on model text (they call ``eval`` internally).
-* Text is first reduced by a small LaTeX normaliser (``\\frac``, ``\\sqrt``,
-  ``\\cdot``, ``\\pi``, ``^``, braces, ...) and a whitelist tokenizer (numbers,
-  names, ``+ - * / ** ^ ( )``; anything else is rejected) to a plain
-  arithmetic string.  Length (``MAX_ANSWER_CHARS``) and bracket nesting
-  (``MAX_NESTING``) are checked *before* ``ast.parse``, which can otherwise
-  raise ``RecursionError``/``MemoryError`` on pathological input.
-* The AST is walked with a whitelist (numbers, ``+ - * / **``, unary ``+ -``,
-  ``sqrt(...)``, ``pi`` and, for the symbolic path only, names as
-  ``sympy.Symbol``).  Sympy objects are built directly from the nodes;
-  decimals become exact ``Rational``s.
-* Size guards: exponents must satisfy ``|e| <= MAX_EXPONENT``, the estimated
-  size of ``base ** e`` and every intermediate rational must stay below
-  ``MAX_BITS`` (~1000 decimal digits).  ``9**9**9`` is rejected instantly.
-* Roots: sympy factors radicands when it combines them (``sqrt(a)*sqrt(b)``
-  -> ``sqrt(a*b)``), so the total size of numbers under roots in the
-  operands of any operation is capped at ``MAX_RADICAND_BITS``.
-* Numeric answers are compared in-process (exact rationals, otherwise
-  ``evalf`` with relative tolerance ``REL_TOL``); building them is bounded by
-  the guards above plus a deadline checked between AST nodes.  Symbolic
-  comparisons (``simplify(a - b) == 0`` / ``a.equals(b)``) run in one lazily
-  forked worker process (``os.fork`` + a pipe; the worker is reused).  If it
-  does not answer before the deadline (``timeout``, default 1 s, shared by
-  all elements of a tuple) it is killed with SIGKILL, the comparison counts
-  as unequal, and a fresh worker is forked on the next request.  A call to
-  :func:`answers_equal` therefore takes at most about ``timeout`` plus a few
-  milliseconds and never hangs.
+* No ``eval``/``exec`` and no ``sympy.sympify``/``parse_expr``/``parse_latex`` on model text in the
+  default grader (they call ``eval`` internally).
+* Every regex is module-level and linear in its input (no nested or adjacent overlapping
+  quantifiers; lookbehinds stop searches restarting inside digit runs), so ``normalize_answer``
+  is linear on any input; answers longer than ``MAX_ANSWER_CHARS`` are unequal without being
+  parsed.
+* Plain written-out numbers (``12``, ``-0.5``, ``3/4``, ``\\frac{3}{4}``, ``918\\frac{1}{2}``,
+  ``50%``) are parsed in-process by one anchored regex into :class:`fractions.Fraction`
+  (:mod:`envs.grading.numbers`): microseconds, exact.  When the gold is such a number the
+  prediction must be one too (``10 + 11`` is not accepted for 21: a reward hack found in training);
+  the worker applies the same rule to the elements of tuples and sets.
+* Everything else (LaTeX, expressions, sets, tuples, intervals, relations, matrices) is parsed and
+  compared in ONE warm worker process (:mod:`envs.grading.worker`, forked once and reused, its
+  imports preloaded).  Parsing uses ``latex2sympy2_extended``, an ANTLR LaTeX grammar that builds
+  sympy objects node by node (no ``eval`` of the text), after size and nesting caps; the parsed
+  tree is screened for numbers too large to compute before anything is evaluated
+  (:mod:`envs.grading.symbolic`).
+* The worker's time is bounded in CPU seconds, not wall-clock seconds, so a loaded machine does
+  not change a verdict: ``timeout`` is the request's CPU budget (SIGPROF timer in the worker,
+  ``RLIMIT_CPU`` soft and hard limits as backstops for C code; ``RLIMIT_AS`` bounds its memory).
+  The parent waits at most ``max(10 s, 20 x timeout)`` of wall-clock time, then kills the worker
+  and forks a fresh one on the next request.  A timeout, a crash or a parse failure is unequal.
+* ``grader="math_verify"`` (off by default) runs Math-Verify's own ``parse`` + ``verify`` in the
+  same worker under the same CPU bound, for comparability with published numbers.  Its risk: its
+  expression extraction calls sympy ``parse_expr`` (i.e. ``eval``) on model text; the worker
+  contains the time such text can take, not the code it can run.
 """
 
 from __future__ import annotations
 
 import atexit
+import math
 import os
 import re
-import signal
-import threading
-import time
-import warnings
-from multiprocessing import Pipe
-
-import sympy
 
 from envs.extraction import extract_answer, gsm8k_gold
-from envs.safe_arith import (
-    MAX_ANSWER_CHARS,
-    MAX_NESTING,
-    _max_nesting,
-    _parse_source,
-    _to_source,
-)
+from envs.grading.numbers import REL_TOL, compare_numbers, is_number_literal, parse_number
+from envs.grading.symbolic import preload, serve
+from envs.grading.worker import CpuBoundedWorker
+from envs.safe_arith import MAX_ANSWER_CHARS, MAX_NESTING, _max_nesting
 
-__all__ = ["extract_answer", "gsm8k_gold", "normalize_answer", "answers_equal"]
+__all__ = [
+    "extract_answer", "gsm8k_gold", "normalize_answer", "answers_equal", "is_number_literal",
+    "worker_cpu_seconds", "GRADERS", "REL_TOL",
+]
 
-REL_TOL = 1e-6
+GRADERS = ("default", "math_verify")
+MAX_MATH_VERIFY_CHARS = 20_000  # grader="math_verify" gets the raw text (it extracts itself)
 
 # --------------------------------------------------------------------------
-# normalisation
+# normalisation (string only; every pattern linear)
 # --------------------------------------------------------------------------
 
+_LEFT_RIGHT_RE = re.compile(r"\\(?:left|right)(?![A-Za-z])")
+_SPACING_RE = re.compile(r"\\[!,;: ]|\\displaystyle")
+_DEGREE_RE = re.compile(r"\^\s*(?:\{\s*)?\\circ\s*\}?|°")  # no two adjacent \s* (quadratic on "^" + spaces)
+_DTFRAC_RE = re.compile(r"\\[dt]frac(?![A-Za-z])")
+_LEADING_ASSIGNMENT_RE = re.compile(r"^[A-Za-z]\s*=\s*(?=\S)")
+_WHITESPACE_RE = re.compile(r"\s+")
+_SPACE_NOT_BETWEEN_LETTERS_RE = re.compile(r"(?<![A-Za-z]) | (?![A-Za-z])")
+# Lookbehinds such as (?<!\d) keep a search from restarting inside a digit run (quadratic otherwise).
 _TEXT_RE = re.compile(r"\\(?:text|mbox)\s*\{([^{}]*)\}(?:\s*\^\s*(?:\{\s*\d+\s*\}|\d))?")
 _FORMAT_RE = re.compile(r"\\(?:textbf|mathrm|mathbf|textrm)\s*\{([^{}]*)\}")
-_COMMA_NUMBER_RE = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?%?")
+_COMMA_NUMBER_RE = re.compile(r"-?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?%?", re.ASCII)
+_PERCENT_TEXT_RE = re.compile(r"\\(?:text|mbox|mathrm)\{\s*(?:percent|percentage|pct)\s*\}")
+_TEXT_CONJUNCTION_RE = re.compile(r"\\text\{\s*(?:and|or)\s*\}")
+_PERCENT_WORD_RE = re.compile(r"\b(?:percent|percentage|pct)\b")
+_DOUBLE_BACKSLASH_RE = re.compile(r"\\\\(?=[A-Za-z])")
+_NUMBER_WORDS_RE = re.compile(r"(?<![-+\d.,/])([-+]?[\d.,/]+%?)\s*([A-Za-z][A-Za-z .]*)", re.ASCII)
+_DECIMAL_COMMA_RE = re.compile(r"(?<!\d)[-+]?(\d+),(\d+)", re.ASCII)
+_RATIO_RE = re.compile(r"(?<!\d)(\d+):(\d+)", re.ASCII)
+_MATH_WORDS = frozenset(
+    "pi sin cos tan sec csc cot sinh cosh tanh arcsin arccos arctan log ln exp sqrt mod deg i e or and".split()
+)
+_SHORT_UNITS = frozenset("cm mm km kg mg ml ft lb lbs oz hr hrs yd mi sq rs".split())
+
+
+def _strip_words_after_number(s: str) -> str:
+    """``10 weeks`` -> ``10``; ``5 sq cm`` -> ``5``; keeps ``2 pi``, ``5x``, ``2 xy``."""
+    m = _NUMBER_WORDS_RE.fullmatch(s)
+    if m is None:
+        return s
+    words = m.group(2).replace(".", " ").split()
+    for w in words:
+        lw = w.lower()
+        if lw in _MATH_WORDS:
+            return s
+        if lw not in _SHORT_UNITS and not (len(w) >= 3 and any(c in "aeiouy" for c in lw)):
+            return s
+    return m.group(1)
+
+
+def _closing_brace(s: str, i: int) -> int:
+    """Index of the brace closing the one at ``s[i]``, or -1."""
+    depth = 0
+    for j in range(i, len(s)):
+        if s[j] == "{":
+            depth += 1
+        elif s[j] == "}":
+            depth -= 1
+            if depth == 0:
+                return j
+    return -1
 
 
 def normalize_answer(answer: str) -> str:
-    """Canonical string form of an answer (no evaluation).
+    """Canonical string form of an answer (no evaluation; linear time).
 
-    Removes ``$``, ``\\text{...}`` units, ``\\left``/``\\right``, LaTeX spacing,
-    degree marks, a leading ``x =``, trailing periods, thousands separators
-    and spaces; maps ``\\dfrac``/``\\tfrac`` to ``\\frac``, ``\\%`` to ``%``
-    and the unicode minus to ``-``.
+    Removes ``$``, ``\\text{...}`` units and words after a number (``10 weeks``), ``\\left``/``\\right``,
+    LaTeX spacing, degree marks, a leading ``x =``, trailing periods, thousands separators and spaces;
+    fixes double-escaped commands (``\\\\frac``); maps ``\\dfrac``/``\\tfrac`` to ``\\frac``, ``\\%`` and
+    the word "percent" to ``%`` and the unicode minus to ``-``.
     """
     s = answer.strip().replace("−", "-")
-    if s.startswith("\\boxed{") and s.endswith("}"):
-        s = s[len("\\boxed{") : -1]
-    s = re.sub(r"\\(?:left|right)(?![A-Za-z])", "", s)
-    s = re.sub(r"\\[!,;: ]|\\displaystyle", "", s)
-    s = re.sub(r"\^\s*\{?\s*\\circ\s*\}?|°", "", s)
+    if "matrix" not in s:
+        s = _DOUBLE_BACKSLASH_RE.sub(r"\\", s)
+    if s.startswith("\\boxed{") and _closing_brace(s, len("\\boxed")) == len(s) - 1:
+        s = s[len("\\boxed{") : -1]  # one box around everything (several boxes are left to the parser)
+    s = _LEFT_RIGHT_RE.sub("", s)
+    s = _SPACING_RE.sub("", s)
+    s = _DEGREE_RE.sub("", s)
     s = s.replace("\\%", "%").replace("\\$", "").replace("$", "")
-    s = re.sub(r"\\[dt]frac(?![A-Za-z])", r"\\frac", s)
+    s = _TEXT_CONJUNCTION_RE.sub(",", s)
+    s = _PERCENT_TEXT_RE.sub("%", s)
+    s = _PERCENT_WORD_RE.sub("%", s)
+    s = _DTFRAC_RE.sub(r"\\frac", s)
     without_units = _TEXT_RE.sub("", s)
     s = without_units if without_units.strip() else _TEXT_RE.sub(r"\1", s)
     s = _FORMAT_RE.sub(r"\1", s)
-    s = re.sub(r"^[A-Za-z]\s*=\s*(?=\S)", "", s.strip())
-    s = re.sub(r"\s+", " ", s)
-    s = re.sub(r"(?<![A-Za-z]) | (?![A-Za-z])", "", s)  # keep spaces only between letters
+    s = _LEADING_ASSIGNMENT_RE.sub("", s.strip())
+    s = _WHITESPACE_RE.sub(" ", s).strip()
+    s = _strip_words_after_number(s.rstrip("."))
+    s = _SPACE_NOT_BETWEEN_LETTERS_RE.sub("", s)  # keep spaces only between letters
     s = s.rstrip(".")
     if _COMMA_NUMBER_RE.fullmatch(s):
         s = s.replace(",", "")
@@ -98,215 +144,67 @@ def normalize_answer(answer: str) -> str:
 
 
 # --------------------------------------------------------------------------
-# time-bounded symbolic comparison in a forked worker
+# equivalence
 # --------------------------------------------------------------------------
 
-
-def _symbolic_equal_unbounded(a: sympy.Expr, b: sympy.Expr) -> bool:
-    """Symbolic equality; may be slow, so only ever run inside the worker."""
-    diff = a - b
-    if diff == 0 or sympy.simplify(diff) == 0:
-        return True
-    return a.equals(b) is True
-
-
-def _worker_loop(conn, parent_pid: int) -> None:
-    while os.getppid() == parent_pid:
-        try:
-            if not conn.poll(1.0):
-                continue
-            a, b = conn.recv()  # sympy objects built by _parse_source (trusted)
-        except (EOFError, OSError):
-            return
-        try:
-            result = _symbolic_equal_unbounded(a, b)
-        except Exception:  # noqa: BLE001
-            result = False
-        conn.send(result)
-
-
-class _SymbolicWorker:
-    """One lazily forked worker process; killed and re-forked after a timeout."""
-
-    def __init__(self) -> None:
-        self._forget()
-
-    def _forget(self) -> None:
-        """Drop all state (also run in forked children: the worker is not theirs)."""
-        self._lock = threading.Lock()
-        self._pid: int | None = None
-        self._conn = None
-
-    def _start(self) -> None:
-        parent_conn, child_conn = Pipe()
-        parent_pid = os.getpid()
-        with warnings.catch_warnings():  # Python >= 3.12 warns about fork with threads
-            warnings.simplefilter("ignore", DeprecationWarning)
-            pid = os.fork()
-        if pid == 0:  # child: serve requests until the parent goes away
-            try:
-                parent_conn.close()
-                _worker_loop(child_conn, parent_pid)
-            finally:
-                os._exit(0)
-        child_conn.close()
-        self._pid, self._conn = pid, parent_conn
-
-    def stop(self) -> None:
-        """Kill the worker (if any)."""
-        if self._pid is not None:
-            try:
-                os.kill(self._pid, signal.SIGKILL)
-                os.waitpid(self._pid, 0)
-            except OSError:
-                pass
-        if self._conn is not None:
-            try:
-                self._conn.close()
-            except OSError:
-                pass
-        self._pid = self._conn = None
-
-    def equal(self, a: sympy.Expr, b: sympy.Expr, timeout: float) -> bool:
-        """True iff the worker proves ``a == b`` within ``timeout`` seconds."""
-        deadline = time.monotonic() + timeout
-        if not self._lock.acquire(timeout=max(timeout, 0.0)):
-            return False
-        answered = False
-        try:
-            if self._pid is None:
-                self._start()
-            self._conn.send((a, b))
-            if self._conn.poll(max(deadline - time.monotonic(), 0.0)):
-                result = self._conn.recv()
-                answered = True
-                return result is True
-            return False
-        except Exception:  # noqa: BLE001 - broken pipe, fork failure, ...
-            return False
-        finally:
-            if not answered:  # timed out or failed: kill; a new worker is forked next time
-                self.stop()
-            self._lock.release()
-
-
-_WORKER = _SymbolicWorker()
+_WORKER = CpuBoundedWorker(serve, preload)
 atexit.register(_WORKER.stop)
 os.register_at_fork(after_in_child=_WORKER._forget)
 
 
-# --------------------------------------------------------------------------
-# equivalence
-# --------------------------------------------------------------------------
+def worker_cpu_seconds() -> float:
+    """CPU seconds the grading worker has spent on requests so far (for CPU-time measurements)."""
+    return _WORKER.total_request_cpu
 
 
-def _numbers_close(a: sympy.Expr, b: sympy.Expr) -> bool:
-    """Compare two numeric (symbol-free) expressions with relative tolerance."""
-    if a.is_Rational and b.is_Rational:
-        if a == b:
-            return True
-        scale = max(abs(a), abs(b))
-        return bool(abs(a - b) <= sympy.Rational(1, 10**6) * scale)
-    diff = abs((a - b).evalf(30))
-    scale = max(abs(a.evalf(30)), abs(b.evalf(30)))
-    return bool(diff <= REL_TOL * scale)
+def _as_plain_number(s: str) -> str:
+    """Forms of a number used only against a single-number gold: ``3,5`` -> ``3.5`` (a decimal comma;
+    ``1,234`` stays a thousands separator), the ratio ``3:4`` -> ``3/4``, ``2=x`` -> ``2``."""
+    m = _DECIMAL_COMMA_RE.fullmatch(s)
+    if m is not None and (len(m.group(2)) != 3 or m.group(1) == "0"):
+        return s.replace(",", ".")
+    m = _RATIO_RE.fullmatch(s)
+    if m is not None:
+        return f"{m.group(1)}/{m.group(2)}"
+    if s.count("=") == 1:
+        lhs, rhs = s.split("=")
+        if len(rhs) == 1 and rhs.isascii() and rhs.isalpha():
+            return lhs
+    return s
 
 
 def _split_percent(s: str) -> tuple[str, bool]:
     return (s[:-1], True) if s.endswith("%") else (s, False)
 
 
-_NUMBER_LITERAL = re.compile(
-    r"^[-+]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:e[-+]?\d+)?(?:/\d+)?|\\frac(?:\{[-+]?\d+\}|\d)(?:\{\d+\}|\d))$")
+def answers_equal(predicted: str | None, gold: str, timeout: float = 1.0, *, grader: str = "default") -> bool:
+    """True if ``predicted`` is equivalent to ``gold``. Never raises on any answer text.
 
+    Plain numbers compare exactly (``1000001`` != ``1000000``; ``0.5`` == ``1/2``; mixed numbers
+    ``918\\frac{1}{2}`` == 918.5).  A relative tolerance ``REL_TOL`` (1e-6) applies only when the gold
+    is itself inexact: a decimal written with a fractional part (``0.333333``) or an irrational
+    number (``\\pi``, ``\\sqrt{2}``).  If exactly one side ends in ``%``, "50%" equals both 50 and 0.5.
+    A number gold needs a written-out number (``10 + 11`` is not 21).  Otherwise the answers are
+    compared as LaTeX in the worker: expressions symbolically, sets in any order, tuples in order,
+    intervals with their bracket types, equations/assignments (``x=2`` vs ``2``), inequalities
+    (``x \\le 5`` vs ``5 \\ge x``, or as an interval), matrices elementwise.
 
-def is_number_literal(answer: str) -> bool:
-    """True for a written-out number: 12, -0.5, 2e5, 3/4, \\frac{3}{4} (after normalize_answer)."""
-    while answer.startswith("(") and answer.endswith(")"):
-        answer = answer[1:-1]
-    return bool(_NUMBER_LITERAL.match(answer))
-
-
-def _scalar_equal(a: str, b: str, deadline: float) -> bool:
-    """Equality of two normalised non-tuple answers (a: predicted, b: gold)."""
-    if a == b:
-        return True
-    a, a_pct = _split_percent(a)
-    b, b_pct = _split_percent(b)
-    if is_number_literal(b) and not is_number_literal(a):
-        # The gold is a number, so the answer must be one: "10 + 11" for 21 leaves the arithmetic to the
-        # grader, and a policy rewarded for it learns to copy the question (seen in a GRPO run).
-        return False
-    src_a, src_b = _to_source(a), _to_source(b)
-    if src_a is None or src_b is None:
-        return a == b
-    ea = _parse_source(src_a, symbolic=True, deadline=deadline)
-    eb = _parse_source(src_b, symbolic=True, deadline=deadline)
-    if ea is None or eb is None:
-        return False
-    # Exactly one side has "%": "50%" matches both "50" and "0.5".
-    candidates = [(ea, eb)]
-    if a_pct != b_pct:
-        candidates.append((ea / 100, eb) if a_pct else (ea, eb / 100))
-    for x, y in candidates:
-        if not x.free_symbols and not y.free_symbols:
-            try:
-                if _numbers_close(x, y):
-                    return True
-            except Exception:  # noqa: BLE001 - incomparable values
-                pass
-            continue
-        if not x.free_symbols or not y.free_symbols:
-            continue  # number vs expression with symbols (e.g. prose): unequal
-        diff = x - y
-        if diff == 0:
-            return True
-        if diff.is_number:  # symbols cancelled to a nonzero constant
-            continue
-        remaining = deadline - time.monotonic()
-        if remaining > 0 and _WORKER.equal(x, y, remaining):
-            return True
-    return False
-
-
-def _split_tuple(s: str) -> tuple[str, str, list[str]] | None:
-    """``(1,2)`` -> ("(", ")", ["1", "2"]); None when not a top-level tuple/list."""
-    open_, close = "", ""
-    if len(s) >= 2 and s[0] in "([" and s[-1] in ")]":
-        depth = 0
-        for i, c in enumerate(s):
-            depth += c in "([{"
-            depth -= c in ")]}"
-            if depth == 0 and i < len(s) - 1:
-                break  # outer bracket closes early, e.g. "(1)+(2)"
-        else:
-            open_, close, s = s[0], s[-1], s[1:-1]
-    items, depth, start = [], 0, 0
-    for i, c in enumerate(s):
-        depth += c in "([{"
-        depth -= c in ")]}"
-        if c == "," and depth == 0:
-            items.append(s[start:i])
-            start = i + 1
-    if not items:
-        return None
-    items.append(s[start:])
-    return open_, close, items
-
-
-def answers_equal(predicted: str | None, gold: str, timeout: float = 1.0) -> bool:
-    """True if ``predicted`` is equivalent to ``gold``. Never raises.
-
-    Handles thousands separators, decimals, (LaTeX) fractions, ``$``, units,
-    the unicode minus, relative tolerance ``REL_TOL``, tuples/intervals
-    (elementwise, bracket types must match) and symbolic equality (time-bounded
-    by ``timeout`` seconds in total).  Percentages: if exactly one side ends in
-    ``%`` then "50%" equals both "50" and "0.5".
+    ``timeout`` is a CPU-time budget in seconds for the worker (see the module docstring).
+    ``grader``: "default", or "math_verify" (Math-Verify's parse + verify on the raw strings; its
+    expression parsing calls sympy ``parse_expr``, i.e. ``eval``, on model text).  An unknown
+    grader name raises ValueError.
     """
+    if grader not in GRADERS:
+        raise ValueError(f"unknown grader {grader!r}: expected one of {', '.join(GRADERS)}")
     try:
-        deadline = time.monotonic() + max(float(timeout), 0.0)
         if not isinstance(predicted, str) or not isinstance(gold, str):
             return False
+        budget = float(timeout)
+        budget = budget if math.isfinite(budget) and budget > 0 else 0.0
+        if grader == "math_verify":
+            if len(predicted) > MAX_MATH_VERIFY_CHARS or len(gold) > MAX_MATH_VERIFY_CHARS:
+                return False
+            return _WORKER.call(("math_verify", (predicted, gold)), budget) is True
         if len(predicted) > MAX_ANSWER_CHARS or len(gold) > MAX_ANSWER_CHARS:
             return False
         a, b = normalize_answer(predicted), normalize_answer(gold)
@@ -314,13 +212,15 @@ def answers_equal(predicted: str | None, gold: str, timeout: float = 1.0) -> boo
             return False
         if a == b:
             return True
+        gold_number = parse_number(b)
+        if gold_number is not None:
+            predicted_number = parse_number(_as_plain_number(a))
+            return predicted_number is not None and compare_numbers(predicted_number, gold_number)
         if _max_nesting(a) > MAX_NESTING or _max_nesting(b) > MAX_NESTING:
             return False
-        ta, tb = _split_tuple(a), _split_tuple(b)
-        if ta is None and tb is None:
-            return _scalar_equal(a, b, deadline)
-        if ta is None or tb is None or ta[:2] != tb[:2] or len(ta[2]) != len(tb[2]):
+        (a, a_pct), (b, b_pct) = _split_percent(a), _split_percent(b)
+        if not a or not b or budget <= 0:
             return False
-        return all(_scalar_equal(x, y, deadline) for x, y in zip(ta[2], tb[2]))
+        return _WORKER.call(("default", (a, b, a_pct, b_pct)), budget) is True
     except Exception:  # noqa: BLE001 - never raise on untrusted input
         return False

@@ -1,7 +1,20 @@
 """Whitelisted arithmetic: LaTeX fragment -> plain arithmetic source -> sympy, never evaluating text as code.
 
-Used by answer equivalence (:mod:`envs.answers`) and the calculator (:mod:`envs.calculator`).
-See the safety design in :mod:`envs.answers`.
+Used by the calculator (:mod:`envs.calculator`); :mod:`envs.answers` uses its size limits
+(``MAX_ANSWER_CHARS``, ``MAX_NESTING``, ``_max_nesting``).
+
+Safety design
+-------------
+* Text is reduced by a small LaTeX normaliser (``\\frac``, ``\\sqrt``, ``\\cdot``, ``\\pi``, ``^``,
+  braces, ...) and a whitelist tokenizer (numbers, names, ``+ - * / ** ^ ( )``; anything else is
+  rejected) to a plain arithmetic string.  Length and bracket nesting (``MAX_NESTING``) are checked
+  *before* ``ast.parse``, which can otherwise raise ``RecursionError``/``MemoryError``.
+* The AST is walked with a whitelist (numbers, ``+ - * / **``, unary ``+ -``, ``sqrt(...)``, ``pi``
+  and, in symbolic mode, names as ``sympy.Symbol``); sympy objects are built directly from the nodes
+  and decimals become exact ``Rational``s.  No ``eval``, ``sympify`` or ``parse_expr``.
+* Size guards: ``|exponent| <= MAX_EXPONENT``, every intermediate rational below ``MAX_BITS``, numbers
+  under roots below ``MAX_RADICAND_BITS`` (sympy factors radicands), a deadline between AST nodes.
+* Every regex is module-level and linear (tested against ReDoS shapes).
 """
 
 from __future__ import annotations
@@ -105,10 +118,13 @@ def _latex_to_plain(s: str) -> str:
 
 
 _TOKEN_RE = re.compile(
-    r"\s*(?:(?P<num>\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)"
+    r"(?:(?P<num>\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)"
     r"|(?P<name>[A-Za-z][A-Za-z0-9_]*)|(?P<op>\*\*|[-+*/^()]))"
 )
 _FUNCTIONS = {"sqrt"}
+_LEADING_ZEROS_RE = re.compile(r"^0+(?=\d)")
+_BRACED_SUBSCRIPT_RE = re.compile(r"_\{([A-Za-z0-9]+)\}")
+_NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,30}")
 
 
 def _tokens_to_source(s: str, implicit_mul: bool) -> str:
@@ -120,14 +136,16 @@ def _tokens_to_source(s: str, implicit_mul: bool) -> str:
     prev_kind = None  # "operand" | "func" | "open" | "op"
     pos, n = 0, len(s)
     while pos < n:
+        while pos < n and s[pos].isspace():  # skipped here, not by a leading \s* (quadratic in search)
+            pos += 1
+        if pos == n:
+            break
         m = _TOKEN_RE.match(s, pos)
-        if m is None or m.end() == pos:
-            if s[pos:].strip() == "":
-                break
+        if m is None:
             raise ValueError(f"unexpected character {s[pos]!r}")
         pos = m.end()
         if m.group("num") is not None:
-            tok = re.sub(r"^0+(?=\d)", "", m.group("num"))  # "05" is a SyntaxError
+            tok = _LEADING_ZEROS_RE.sub("", m.group("num"))  # "05" is a SyntaxError
             kind, starts_operand = "operand", True
         elif m.group("name") is not None:
             tok = m.group("name")
@@ -160,7 +178,7 @@ def _to_source(answer: str) -> str | None:
     if len(answer) > MAX_ANSWER_CHARS or _max_nesting(answer) > MAX_NESTING:
         return None
     try:
-        s = re.sub(r"_\{([A-Za-z0-9]+)\}", r"_\1", answer)
+        s = _BRACED_SUBSCRIPT_RE.sub(r"_\1", answer)
         return _tokens_to_source(_latex_to_plain(s), implicit_mul=True)
     except (ValueError, RecursionError):
         return None
@@ -177,7 +195,7 @@ class _Rejected(Exception):
 
 _BAD_VALUES = (sympy.nan, sympy.zoo, sympy.oo, -sympy.oo)
 _INT_RE = re.compile(r"\d+")
-_DEC_RE = re.compile(r"(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+_DEC_RE = re.compile(r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")  # unambiguous: linear
 
 
 def _bits(r: sympy.Rational) -> int:
@@ -298,7 +316,7 @@ class _Builder:
         if isinstance(node, ast.Name):
             if node.id == "pi":
                 return sympy.pi
-            if self.symbolic and re.fullmatch(r"[A-Za-z][A-Za-z0-9_]{0,30}", node.id):
+            if self.symbolic and _NAME_RE.fullmatch(node.id):
                 return sympy.Symbol(node.id)
             raise _Rejected("name not allowed")
         raise _Rejected(f"syntax not allowed: {type(node).__name__}")

@@ -1,0 +1,227 @@
+"""One warm worker process whose every request is bounded in CPU time, not wall-clock time.
+
+The parent forks the worker lazily (``os.fork`` + a pipe) and reuses it.  Before serving, the worker
+runs ``preload`` (heavy imports, parser warm-up), so no request's budget is spent importing.  Per
+request the worker bounds its own CPU time three ways:
+
+* ``setitimer(ITIMER_PROF, budget)``: the SIGPROF handler raises :class:`CpuBudgetExceeded` (a
+  ``BaseException``, so library ``except Exception`` clauses do not swallow it; re-raised every
+  10 ms until the request ends);
+* ``RLIMIT_CPU`` soft limit at used + budget + 1 s: SIGXCPU kills the worker if it is stuck in C
+  code (a huge integer power, a regex) where Python signal handlers cannot run;
+* ``RLIMIT_CPU`` hard limit ``WORKER_CPU_HARD`` for the worker's whole life (the kernel's SIGKILL);
+  the parent retires a worker after ``WORKER_CPU_RECYCLE`` seconds of CPU, well before it.
+
+Memory: ``RLIMIT_AS`` is set to the forked image plus ``WORKER_EXTRA_MEMORY``, so a runaway request
+gets ``MemoryError`` (unequal) instead of growing into the host's memory.
+
+The parent only waits wall-clock time as a backstop, ``max(10 s, 20 x budget)``, then kills the
+worker (SIGKILL) and forks a fresh one on the next request.  A machine under load therefore slows
+a verdict down but does not change it.  The worker reports the CPU time each request used (read
+back with ``wait4`` when the worker had to be killed): see :func:`worker_cpu_seconds`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import resource
+import signal
+import threading
+import time
+import warnings
+from multiprocessing import Pipe
+from typing import Any, Callable
+
+WORKER_CPU_HARD = 1200  # RLIMIT_CPU hard limit of one worker's life, seconds
+WORKER_CPU_RECYCLE = 600  # the parent replaces a worker that has used this much CPU
+READY_WALL_S = 120.0  # wall-clock wait for a fresh worker's preload (not part of any budget)
+PROF_REPEAT_S = 0.01
+WORKER_EXTRA_MEMORY = 4 << 30  # RLIMIT_AS headroom over the forked image: a runaway request gets MemoryError
+
+
+class CpuBudgetExceeded(BaseException):
+    """Raised inside the worker when a request has used its CPU budget."""
+
+
+MIN_WALL_S = 10.0
+
+
+def wall_backstop(budget: float, min_wall_s: float = MIN_WALL_S) -> float:
+    """Wall-clock seconds the parent waits for one answer before killing the worker."""
+    return max(min_wall_s, 20.0 * budget)
+
+
+_armed = False
+
+
+def _on_sigprof(signum, frame) -> None:  # noqa: ARG001
+    if _armed:
+        signal.setitimer(signal.ITIMER_PROF, PROF_REPEAT_S)  # again, should a library swallow it
+        raise CpuBudgetExceeded
+
+
+def _disarm() -> None:
+    global _armed
+    _armed = False
+    signal.setitimer(signal.ITIMER_PROF, 0)
+
+
+def _serve_one(serve: Callable[[Any], Any], request: Any, budget: float) -> Any:
+    global _armed
+    start = time.process_time()
+    soft = min(math.ceil(start + budget) + 1, WORKER_CPU_HARD)
+    resource.setrlimit(resource.RLIMIT_CPU, (soft, WORKER_CPU_HARD))
+    try:
+        try:
+            _armed = True
+            signal.setitimer(signal.ITIMER_PROF, max(budget, 1e-3))
+            return serve(request)
+        finally:
+            _disarm()
+    except BaseException:  # noqa: BLE001 - CpuBudgetExceeded, RecursionError, MemoryError, ...
+        _disarm()
+        return None
+    finally:  # idle until the next request: no soft limit that a poll loop could cross
+        resource.setrlimit(resource.RLIMIT_CPU, (WORKER_CPU_HARD, WORKER_CPU_HARD))
+
+
+def _limit_memory() -> None:
+    """Address space: what the (forked) worker already maps plus ``WORKER_EXTRA_MEMORY`` bytes."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            vm_kib = next(int(line.split()[1]) for line in f if line.startswith("VmSize:"))
+        limit = vm_kib * 1024 + WORKER_EXTRA_MEMORY
+        hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+        if hard == resource.RLIM_INFINITY or limit < hard:
+            resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    except (OSError, StopIteration, ValueError):
+        pass  # no /proc: CPU bounds only
+
+
+def _child_main(conn, parent_pid: int, serve: Callable[[Any], Any], preload: Callable[[], None]) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM, signal.SIGCHLD):
+        signal.signal(sig, signal.SIG_DFL)  # never run the host's handlers (e.g. a trainer's save-on-SIGTERM)
+    signal.signal(signal.SIGXCPU, signal.SIG_DFL)
+    signal.signal(signal.SIGPROF, _on_sigprof)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_CPU, (WORKER_CPU_HARD, WORKER_CPU_HARD))
+    try:
+        preload()
+        _limit_memory()
+    except Exception:  # noqa: BLE001 - requests will then fail (False), the worker still answers
+        pass
+    conn.send(("ready", time.process_time()))
+    while os.getppid() == parent_pid:
+        try:
+            if not conn.poll(1.0):
+                continue
+            request, budget = conn.recv()
+        except (EOFError, OSError):
+            return
+        start = time.process_time()
+        result = _serve_one(serve, request, budget)
+        now = time.process_time()
+        conn.send((result, now - start, now))
+
+
+def _child_cpu(rusage) -> float:
+    return rusage.ru_utime + rusage.ru_stime
+
+
+class CpuBoundedWorker:
+    """A lazily forked, reused worker running ``serve(request)`` under a per-request CPU budget."""
+
+    def __init__(self, serve: Callable[[Any], Any], preload: Callable[[], None], min_wall_s: float = MIN_WALL_S) -> None:
+        self._serve, self._preload, self._min_wall_s = serve, preload, min_wall_s
+        self.total_request_cpu = 0.0  # CPU seconds the worker spent on requests (all workers so far)
+        self.requests = 0  # requests sent to a worker (all workers so far)
+        self._forget()
+
+    def _forget(self) -> None:
+        """Drop all state (also run in forked children: the worker is not theirs)."""
+        self._lock = threading.Lock()
+        self._pid: int | None = None
+        self._conn = None
+        self._cpu_at_last_answer = 0.0
+
+    @property
+    def pid(self) -> int | None:
+        return self._pid
+
+    def _start(self) -> bool:
+        parent_conn, child_conn = Pipe()
+        parent_pid = os.getpid()
+        with warnings.catch_warnings():  # Python >= 3.12 warns about fork with threads
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+        if pid == 0:  # child: serve requests until the parent goes away
+            try:
+                parent_conn.close()
+                _child_main(child_conn, parent_pid, self._serve, self._preload)
+            finally:
+                os._exit(0)
+        child_conn.close()
+        self._pid, self._conn = pid, parent_conn
+        if not parent_conn.poll(READY_WALL_S):
+            self.stop()
+            return False
+        _, self._cpu_at_last_answer = parent_conn.recv()
+        return True
+
+    def _reap(self, flags: int) -> bool:
+        """wait4 the worker; account the CPU time of its unfinished request. True if it was reaped."""
+        try:
+            pid, _, rusage = os.wait4(self._pid, flags)
+        except OSError:
+            return True  # already gone
+        if pid == 0:
+            return False  # still running
+        self.total_request_cpu += max(_child_cpu(rusage) - self._cpu_at_last_answer, 0.0)
+        return True
+
+    def stop(self) -> None:
+        """Kill the worker (if any), adding the CPU time of its unfinished request to the total."""
+        if self._pid is not None:
+            try:
+                os.kill(self._pid, signal.SIGKILL)
+            except OSError:
+                pass
+            self._reap(0)
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except OSError:
+                pass
+        self._pid = self._conn = None
+
+    def call(self, request: Any, budget: float) -> Any:
+        """``serve(request)`` in the worker within ``budget`` CPU seconds; None if it failed or ran out."""
+        budget = max(float(budget), 0.0)
+        if not self._lock.acquire(timeout=wall_backstop(budget, self._min_wall_s) + READY_WALL_S):
+            return None
+        answered = False
+        try:
+            if self._pid is not None and self._cpu_at_last_answer > WORKER_CPU_RECYCLE:
+                self.stop()
+            if self._pid is not None and self._reap(os.WNOHANG):  # died while idle (killed from outside)
+                self._pid = None
+                self.stop()
+            if self._pid is None and not self._start():
+                return None
+            self._conn.send((request, budget))
+            self.requests += 1
+            if not self._conn.poll(wall_backstop(budget, self._min_wall_s)):
+                return None
+            result, used, total = self._conn.recv()
+            answered = True
+            self.total_request_cpu += used
+            self._cpu_at_last_answer = total
+            return result
+        except Exception:  # noqa: BLE001 - broken pipe (worker killed by SIGXCPU), fork failure, ...
+            return None
+        finally:
+            if not answered:  # timed out or died: kill; a new worker is forked next time
+                self.stop()
+            self._lock.release()

@@ -1,0 +1,269 @@
+"""Equivalence table: (predicted, gold, expected verdict) across the groups of issue 7.
+
+Written for this project from the groups in the issue (no other project's cases are copied).
+Each row is graded with CPU time measured (this process + the grading worker).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from envs.answers import answers_equal
+from tests.cpu_timing import cpu_call
+
+PWNED = "/tmp/rlgym_equiv_table_pwned"
+
+T, F = True, False
+TABLE: list[tuple[str | None, str, bool]] = [
+    # --- plain integers: exact (no tolerance for integer golds) ---
+    ("1000001", "1000000", F),
+    ("192000150", "192000000", F),
+    ("1000000", "1000000", T),
+    ("1,000,000", "1000000", T),
+    ("999999999999999999", "1000000000000000000", F),
+    ("72", "72.0", T),
+    ("18", "18.00", T),
+    ("17", "18", F),
+    ("0", "-0", T),
+    ("007", "7", T),
+    ("2e5", "200000", T),
+    ("2e5", "200001", F),
+    ("(42)", "42", T),
+    ("$1,600.00", "1600", T),
+    ("1,600", "16,000", F),
+    # --- exact rationals / fractions ---
+    ("0.5", "1/2", T),
+    ("1/2", "0.5", T),
+    (r"\frac{1}{2}", "1/2", T),
+    (r"\dfrac{6}{8}", r"\frac34", T),
+    ("0.75", r"\tfrac{3}{4}", T),
+    ("2/4", "1/2", T),
+    ("0.5000001", "1/2", F),
+    ("0.3333333", "1/3", F),  # an exact gold needs the exact value
+    ("1/3", "0.333333", T),  # the gold is an inexact decimal: relative 1e-6
+    ("0.33", "0.333333", F),
+    ("1/7", "0.142857", T),
+    ("2.5", "2.50001", F),
+    ("5/0", "5", F),
+    # --- mixed numbers ---
+    ("918.5", r"918\frac{1}{2}", T),
+    ("459", r"918\frac{1}{2}", F),
+    (r"918\frac{1}{2}", "918.5", T),
+    (r"918\frac{1}{2}", "459", F),
+    (r"-3\frac14", "-3.25", T),
+    (r"-3\frac14", "-0.75", F),
+    (r"2 \tfrac{1}{3}", "7/3", T),
+    (r"2\frac{1}{3}", r"\frac{7}{3}", T),
+    ("7/3", r"2 \tfrac{1}{3}", T),
+    (r"1\frac{1}{2}", "1/2", F),
+    # --- percent ---
+    ("50%", "50", T),
+    ("50%", "0.5", T),
+    ("33.5 percent", "0.335", T),
+    ("0.335", r"33.5\%", T),
+    ("33.5", r"33.5\%", T),
+    (r"33.5\%", "33.5%", T),
+    ("3.35", r"33.5\%", F),
+    (r"12\text{ percent}", "0.12", T),
+    ("12%", "0.13", F),
+    # --- negatives ---
+    ("-7", "-7", T),
+    ("−7", "-7", T),
+    ("7", "-7", F),
+    ("-0.25", r"-\frac{1}{4}", T),
+    (r"\frac{-1}{4}", "-0.25", T),
+    (r"\left(-5\right)", "-5", T),
+    ("--5", "5", F),
+    # --- units and words ---
+    ("10 weeks", "10", T),
+    (r"10\text{ weeks}", "10", T),
+    ("5 apples", "5", T),
+    ("12 cm", "12", T),
+    (r"5\text{cm}^2", "5", T),
+    (r"24\text{ m}^2", "24", T),
+    (r"\$18", "18", T),
+    ("18 dollars", "19", F),
+    (r"45^\circ", "45", T),
+    (r"\text{Tuesday}", "Tuesday", T),
+    (r"\text{Tuesday}", "Monday", F),
+    # --- decimal commas and thousands separators ---
+    ("3,5", "3.5", T),
+    ("3,5", "35", F),
+    ("0,125", "0.125", T),
+    ("1,234", "1234", T),
+    ("1,234", "1.234", F),
+    ("12,50", "12.5", T),
+    ("1 000 000", "1000000", T),
+    # --- hacks: a number gold needs a written-out number ---
+    ("10+11", "21", F),
+    ("10 + 11", "21", F),
+    ("#### 10 + 11", "21", F),
+    (r"\frac{42}{2}", "21", T),
+    ("7*3", "21", F),
+    (r"\sqrt{441}", "21", F),
+    ("__import__('os').system('touch " + PWNED + "') or 0", "0", F),
+    ("().__class__.__bases__[0].__subclasses__()", "0", F),
+    ("1e1000000", "1", F),
+    ("9^9^9^9", "1", F),
+    ("9^{9^{9^{9}}}", "x", F),
+    (r"\frac{" * 30 + "1" + "}{2}" * 30, "x", F),
+    ("(" * 60 + "1" + ")" * 60, "1", T),  # parentheses around a number are still the number
+    ("(" * 60 + "x" + ")" * 60, "x", F),  # too deep for the LaTeX parser: unequal, quickly
+    ("1" * 600, "1", F),
+    ("lambda: 21", "21", F),
+    ("(10+11, 5)", "(21, 5)", F),  # the same rule inside tuples and sets
+    (r"\{10+11, 1\}", r"\{1, 21\}", F),
+    (r"(\frac{42}{2}, 5)", "(21, 5)", T),
+    # --- symbolic expressions ---
+    ("(x+1)^2", "x^2+2x+1", T),
+    ("x^2+2x+1", "(x+1)^2", T),
+    ("(x-1)(x+1)", "x^2-1", T),
+    ("(x+1)^2", "x^2+1", F),
+    ("x+1", "1+x", T),
+    ("2x", "x+x", T),
+    ("x/2", r"\frac{x}{2}", T),
+    ("0.5x", r"\frac{x}{2}", T),
+    ("x", "y", F),
+    (r"2\sqrt{2}", r"\sqrt{8}", T),
+    (r"\frac{\sqrt{2}}{2}", r"\frac{1}{\sqrt{2}}", T),
+    (r"\sqrt{3}", r"\sqrt{2}", F),
+    (r"\frac{\pi}{2}", r"\pi/2", T),
+    ("3.14159265", r"\pi", T),
+    ("3.14", r"\pi", F),
+    ("1.41421356", r"\sqrt{2}", T),
+    ("1.414", r"\sqrt{2}", F),
+    (r"2\pi r", r"2 r \pi", T),
+    (r"\pi r^2", r"r^2\pi", T),
+    (r"\frac{a+b}{2}", r"\frac{b+a}{2}", T),
+    # --- functions and constants ---
+    (r"\sec^2 y", r"\tan^2 y + 1", T),
+    (r"\sin^2 x + \cos^2 x", "1", F),  # a number gold needs a written-out number
+    (r"\sin^2 x", r"1-\cos^2 x", T),
+    (r"\sin(2x)", r"2\sin x\cos x", T),
+    (r"\sin x", r"\cos x", F),
+    (r"\ln(xy)", r"\ln x + \ln y", F),  # not an identity for all x, y
+    (r"\ln 8", r"3\ln 2", T),
+    (r"\log_2 8", r"3", F),
+    (r"\log_2 x", r"\frac{\ln x}{\ln 2}", T),
+    (r"\log_b a", r"\frac{\ln a}{\ln b}", T),
+    ("e^{2}", r"e \cdot e", T),
+    ("2e", "e+e", T),
+    (r"e^{i\pi}", r"\cos\pi", T),
+    ("(1+i)^2", "2i", T),
+    ("3+2i", "2i+3", T),
+    ("3-2i", "3+2i", F),
+    (r"\frac{1}{i}", "-i", T),
+    (r"\pi", r"\frac{22}{7}", F),
+    (r"e^{\ln 5}", r"\sqrt{25}", T),
+    # --- several answers: sets in any order ---
+    ("{3, 2, 1}", "{1,2,3}", T),
+    (r"\{3, 2, 1\}", r"\{1,2,3\}", T),
+    ("3, 1, 2", "1, 2, 3", T),
+    ("1, 2", r"\{1, 2\}", T),
+    ("1, 2, 4", "1, 2, 3", F),
+    ("1, 2", "1, 2, 3", F),
+    ("x = 1 or x = 2", "1, 2", T),
+    ("x = 2 or x = 1", "1, 2", T),
+    ("x = 1 or x = 3", "1, 2", F),
+    (r"x = 1 \text{ and } x = 2", r"\{1,2\}", T),
+    ("(2, 2), (6, 2)", "(6,2),(2,2)", T),
+    (r"\boxed{1}, \boxed{2}", "1, 2", T),
+    (r"\boxed{2} and \boxed{1}", r"\{1, 2\}", T),
+    (r"\boxed{(2, 2)}, \boxed{(6, 2)}", "(6,2),(2,2)", T),
+    (r"\boxed{2}, \boxed{3}", "1, 2", F),
+    ("(2, 2), (2, 6)", "(6,2),(2,2)", F),
+    (r"-\sqrt{2}, \sqrt{2}", r"\pm\sqrt{2}", T),  # \pm is read as the set of both
+    (r"\sqrt{2}", r"\pm\sqrt{2}", F),
+    (r"\sqrt{2}, -\sqrt{2}", r"-\sqrt{2}, \sqrt{2}", T),
+    # --- tuples keep their order; intervals keep their brackets ---
+    ("(1,2)", "(1, 2)", T),
+    ("(1,2)", "(2,1)", F),
+    ("(1,2,3)", "(1,2,3)", T),
+    ("(1,2,3)", "(3,2,1)", F),
+    ("(0.5, 3)", r"\left(\frac{1}{2}, 3\right)", T),
+    ("(1,2)", "[1,2]", F),
+    ("[1,2)", "[1,2)", T),
+    ("[1,2)", "[1,2]", F),
+    ("1, 2", "(1,2)", T),  # a bare pair against a tuple: compared in order (as Math-Verify)
+    ("2, 1", "(1,2)", F),
+    ("(-\\infty, 3]", "(-\\infty, 3)", F),
+    (r"[0, \infty)", r"[0,\infty)", T),
+    (r"(-\infty, 1) \cup (2, \infty)", r"(-\infty,1)\cup(2,\infty)", T),
+    # --- equations and assignments ---
+    ("x=2", "2", T),
+    ("2", "x=2", T),
+    ("2=x", "x=2", T),
+    ("x=3", "x=2", F),
+    ("y = 2x+3", "2x+3", T),
+    ("f(x)=2x+3", "2x+3", T),
+    ("f(x) = 2x+4", "2x+3", F),
+    ("y=2x+3", "y = 3 + 2x", T),
+    ("x+y=5", "y+x=5", T),
+    ("x+y=5", "5=x+y", T),
+    ("x+y=5", "x-y=5", F),
+    ("3:4", "3/4", T),
+    ("3:4", "0.75", T),
+    ("4:3", "3/4", F),
+    ("3/4", "3:4", T),
+    # --- inequalities, intervals, membership ---
+    (r"x\leq 5", r"5\geq x", T),
+    (r"x < 5", r"5 > x", T),
+    (r"x\leq 5", r"x < 5", F),
+    (r"x \ge 2", r"2 \le x", T),
+    (r"(-\infty, 3]", r"x \le 3", T),
+    (r"x \le 3", r"(-\infty, 3]", T),
+    (r"(-\infty, 3)", r"x \le 3", F),
+    (r"[2, \infty)", r"x \geq 2", T),
+    (r"x \in [1,2]", "[1,2]", T),
+    (r"x \in [1,2]", "[1,2)", F),
+    (r"1 \le x \le 2", r"1 \le x \le 2", T),
+    (r"2x \le 10", r"x \le 5", T),
+    (r"2x \le 10", r"x < 5", F),
+    (r"x \ge 5", r"x \le 5", F),
+    ("2x=4", "x+1=3", T),
+    ("2x=6", "x+1=3", F),
+    ("2x=4", "x=2", F),  # the gold "x = 2" states a number: the answer must state one too
+    (r"1 < x < 2", r"1 < x \le 2", F),
+    # --- matrices and environments ---
+    (r"\begin{pmatrix}1&2\\3&4\end{pmatrix}", r"\begin{bmatrix}1&2\\3&4\end{bmatrix}", T),
+    (r"\begin{pmatrix}1&2\\3&4\end{pmatrix}", r"\begin{pmatrix}1&2\\4&3\end{pmatrix}", F),
+    (r"\begin{pmatrix}\frac12\\2\end{pmatrix}", r"\begin{pmatrix}0.5\\2\end{pmatrix}", T),
+    (r"\begin{pmatrix}1&2\end{pmatrix}", r"\begin{pmatrix}1\\2\end{pmatrix}", F),
+    # --- double-escaped LaTeX ---
+    (r"\\frac{1}{2}", "0.5", T),
+    (r"\\frac{1}{3}", r"\frac{1}{3}", T),
+    (r"\\sqrt{2}", r"\sqrt{2}", T),
+    (r"2\\pi", r"2\pi", T),
+    (r"\\frac{1}{4}", "0.5", F),
+    # --- empty / None ---
+    (None, "5", F),
+    ("", "5", F),
+    ("   ", "0", F),
+    ("five", "5", F),
+]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_marker():
+    if os.path.exists(PWNED):
+        os.remove(PWNED)
+    yield
+    assert not os.path.exists(PWNED), "a payload in the table was executed"
+
+
+@pytest.mark.parametrize(("predicted", "gold", "expected"), TABLE, ids=[f"{i}" for i in range(len(TABLE))])
+def test_equivalence_table(predicted, gold, expected):
+    verdict, cpu = cpu_call(answers_equal, predicted, gold)
+    assert verdict is expected, f"{predicted!r} vs gold {gold!r}"
+    assert cpu < 1.2  # the default budget is 1 s of CPU
+
+
+def test_table_size_and_pass_rate(capsys):
+    assert len(TABLE) >= 150
+    assert {e for *_, e in TABLE} == {True, False}
+    passed = sum(answers_equal(p, g) is e for p, g, e in TABLE)
+    with capsys.disabled():
+        print(f"\nequivalence table: {passed}/{len(TABLE)} pass ({100 * passed / len(TABLE):.1f}%)")
+    assert passed == len(TABLE)
