@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from envs.extraction import MAX_SCAN_CHARS, extract_answer, find_boxes
 from envs.rewards import format_reward
+from tests.cpu_timing import cpu_call
 
 
 @pytest.mark.parametrize(
@@ -100,9 +99,7 @@ def test_only_the_last_scan_chars_are_read():
 
 
 def cpu_seconds(fn, *args) -> float:
-    start = time.process_time()
-    fn(*args)
-    return time.process_time() - start
+    return cpu_call(fn, *args)[1]
 
 
 @pytest.mark.parametrize(
