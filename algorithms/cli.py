@@ -72,7 +72,7 @@ def print_run_summary(rows: list[dict], run_dir) -> None:
     evals = [f"{r['eval_accuracy']:.1%} (iteration {r['iteration']})" for r in rows if "eval_accuracy" in r]
     if evals:
         print("held-out accuracy: " + (f"{evals[0]} -> {evals[-1]}" if len(evals) > 1 else evals[0]))
-    print(f"run folder: {run_dir} (metrics.jsonl, metrics.png, checkpoint/, model/)")
+    print(f"run folder: {run_dir} (metrics.jsonl, metrics.png, checkpoints/, model/)")
 
 
 def train_and_report(algo, resume: bool = False) -> list[dict]:

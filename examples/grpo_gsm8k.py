@@ -6,7 +6,7 @@
 Every GRPOConfig field is a flag (`--samples_per_prompt 8`, `--kl_coeff 0.04`, ...); a --config YAML file
 sets fields too, and flags override it. Without --test_data_path (or with the training file) the last
 --holdout rows of the training data are held back, never trained on, and evaluated. The run folder
-(--output_dir) gets metrics.jsonl, metrics.png, config.json, checkpoint/ and the trained model in model/.
+(--output_dir) gets metrics.jsonl, metrics.png, config.json, checkpoints/ and the trained model in model/.
 Set RLGYM_TRACEBACK=1 to see tracebacks instead of one-line errors.
 """
 from __future__ import annotations
@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", default=EMBEDDED_MODEL, help="hub name, local folder, or the embedded default")
     parser.add_argument("--system_prompt_path", default=str(PROMPTS_DIR / "single_turn_sys.txt"),
                         help="system prompt file")
-    parser.add_argument("--resume", action="store_true", help="continue from <output_dir>/checkpoint if it exists")
+    parser.add_argument("--resume", action="store_true", help="continue from the newest complete checkpoint in <output_dir>/checkpoints if there is one")
     add_config_arguments(parser, GRPOConfig, DEFAULTS)
     return parser
 

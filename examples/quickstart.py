@@ -36,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="cpu or gpu (default: gpu when CUDA is available)")
     parser.add_argument("--model", default=EMBEDDED_MODEL, help="hub name, local path, or the embedded default")
     parser.add_argument("--level", type=int, default=1, help="Arithmetic-v0 difficulty level (1: two-digit sums)")
-    parser.add_argument("--resume", action="store_true", help="continue from <output_dir>/checkpoint")
+    parser.add_argument("--resume", action="store_true", help="continue from the newest complete checkpoint in <output_dir>/checkpoints")
     add_config_arguments(parser, GRPOConfig)
     return parser
 

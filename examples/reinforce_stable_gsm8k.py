@@ -26,7 +26,7 @@ flags override the file):
     --evaluation_iterations K        eval_every (the last iteration is always evaluated)
     --n_eval_steps N                 eval_episodes (greedy, on the test file or the held-back rows)
     --evaluation_at_start            eval_at_start
-    --save_path DIR                  output_dir: metrics.jsonl, metrics.png, config.json, checkpoint/ and,
+    --save_path DIR                  output_dir: metrics.jsonl, metrics.png, config.json, checkpoints/ and,
                                      at the end, the trained model in Hugging Face format in DIR/model
     --n_save_iterations K            save_every (the last iteration always saves)
     --cache_buffer --buffer_cache_path F
@@ -188,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--save_path", default=None, help=f"run folder (default {DEFAULTS['output_dir']})")
     out.add_argument("--cache_buffer", action="store_true", help="save/reuse collections at --buffer_cache_path")
     out.add_argument("--buffer_cache_path", default=None, help="replay buffer file for --cache_buffer")
-    out.add_argument("--resume", action="store_true", help="continue from <save_path>/checkpoint if it exists")
+    out.add_argument("--resume", action="store_true", help="continue from the newest complete checkpoint in <save_path>/checkpoints if there is one")
     out.add_argument("--wandb", choices=["off", "offline", "online"], default=None,
                      help="mirror metrics to wandb (default: off, or WANDB_MODE when it is offline/online)")
     return parser
