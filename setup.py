@@ -9,7 +9,7 @@ setup(
     packages=["algorithms", "envs", "envs.grading", "policies", "buffers", "statics"],
     package_data={"statics": ["prompts/*.txt", "prompts/*.json", "configs/*.yaml"]},
     install_requires=[
-        "torch>=2.4",
+        "torch>=2.6",  # torch.nn.utils.get_total_norm (the non-finite step guard)
         "transformers>=4.56",
         "gguf>=0.10",
         "datasets>=3.0",

@@ -43,7 +43,7 @@ from envs.extraction import extract_answer, gsm8k_gold
 from envs.grading.numbers import REL_TOL, compare_numbers, is_number_literal, parse_number
 from envs.grading.symbolic import preload, serve
 from envs.grading.worker import CpuBoundedWorker
-from envs.safe_arith import MAX_ANSWER_CHARS, MAX_NESTING, _max_nesting
+from envs.safe_arith import MAX_ANSWER_CHARS, MAX_NESTING, closing_brace, max_nesting
 
 __all__ = [
     "extract_answer", "gsm8k_gold", "normalize_answer", "answers_equal", "is_number_literal",
@@ -96,19 +96,6 @@ def _strip_words_after_number(s: str) -> str:
     return m.group(1)
 
 
-def _closing_brace(s: str, i: int) -> int:
-    """Index of the brace closing the one at ``s[i]``, or -1."""
-    depth = 0
-    for j in range(i, len(s)):
-        if s[j] == "{":
-            depth += 1
-        elif s[j] == "}":
-            depth -= 1
-            if depth == 0:
-                return j
-    return -1
-
-
 def normalize_answer(answer: str) -> str:
     """Canonical string form of an answer (no evaluation; linear time).
 
@@ -120,7 +107,7 @@ def normalize_answer(answer: str) -> str:
     s = answer.strip().replace("−", "-")
     if "matrix" not in s:
         s = _DOUBLE_BACKSLASH_RE.sub(r"\\", s)
-    if s.startswith("\\boxed{") and _closing_brace(s, len("\\boxed")) == len(s) - 1:
+    if s.startswith("\\boxed{") and closing_brace(s, len("\\boxed")) == len(s) - 1:
         s = s[len("\\boxed{") : -1]  # one box around everything (several boxes are left to the parser)
     s = _LEFT_RIGHT_RE.sub("", s)
     s = _SPACING_RE.sub("", s)
@@ -216,7 +203,7 @@ def answers_equal(predicted: str | None, gold: str, timeout: float = 1.0, *, gra
         if gold_number is not None:
             predicted_number = parse_number(_as_plain_number(a))
             return predicted_number is not None and compare_numbers(predicted_number, gold_number)
-        if _max_nesting(a) > MAX_NESTING or _max_nesting(b) > MAX_NESTING:
+        if max_nesting(a) > MAX_NESTING or max_nesting(b) > MAX_NESTING:
             return False
         (a, a_pct), (b, b_pct) = _split_percent(a), _split_percent(b)
         if not a or not b or budget <= 0:

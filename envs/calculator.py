@@ -19,7 +19,7 @@ from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 
 import sympy
 
-from envs.safe_arith import MAX_NESTING, _max_nesting, _parse_source, _tokens_to_source
+from envs.safe_arith import MAX_NESTING, _parse_source, max_nesting, _tokens_to_source
 
 __all__ = ["safe_calculate", "find_calculation", "apply_calculator"]
 
@@ -82,7 +82,7 @@ def safe_calculate(expression: str, timeout: float = 0.5) -> str | None:
         for old, new in (("×", "*"), ("x", "*"), ("X", "*"), ("÷", "/"), ("−", "-")):
             expr = expr.replace(old, new)
         expr = _THOUSANDS_RE.sub("", expr.replace("^", "**"))
-        if not expr or not _CALC_CHARS_RE.fullmatch(expr) or _max_nesting(expr) > MAX_NESTING:
+        if not expr or not _CALC_CHARS_RE.fullmatch(expr) or max_nesting(expr) > MAX_NESTING:
             return None
         source = _tokens_to_source(expr, implicit_mul=False)
         value = _parse_source(source, symbolic=False, deadline=deadline)

@@ -1,7 +1,7 @@
 """Whitelisted arithmetic: LaTeX fragment -> plain arithmetic source -> sympy, never evaluating text as code.
 
 Used by the calculator (:mod:`envs.calculator`); :mod:`envs.answers` uses its size limits
-(``MAX_ANSWER_CHARS``, ``MAX_NESTING``, ``_max_nesting``).
+(``MAX_ANSWER_CHARS``, ``MAX_NESTING``, ``max_nesting``).
 
 Safety design
 -------------
@@ -62,15 +62,10 @@ def _read_arg(s: str, i: int) -> tuple[str, int]:
     if i >= len(s):
         raise ValueError("missing argument")
     if s[i] == "{":
-        depth = 0
-        for j in range(i, len(s)):
-            if s[j] == "{":
-                depth += 1
-            elif s[j] == "}":
-                depth -= 1
-                if depth == 0:
-                    return s[i + 1 : j], j + 1
-        raise ValueError("unbalanced braces")
+        j = closing_brace(s, i)
+        if j < 0:
+            raise ValueError("unbalanced braces")
+        return s[i + 1 : j], j + 1
     if s[i] == "\\":
         _, j = _read_command(s, i)
         return s[i:j], j
@@ -162,7 +157,21 @@ def _tokens_to_source(s: str, implicit_mul: bool) -> str:
     return " ".join(out)
 
 
-def _max_nesting(s: str) -> int:
+def closing_brace(s: str, i: int) -> int:
+    """Index of the brace closing the one at ``s[i]``, or -1."""
+    depth = 0
+    for j in range(i, len(s)):
+        if s[j] == "{":
+            depth += 1
+        elif s[j] == "}":
+            depth -= 1
+            if depth == 0:
+                return j
+    return -1
+
+
+def max_nesting(s: str) -> int:
+    """Deepest bracket nesting (``([{``) in ``s``; linear, never recursive."""
     depth = best = 0
     for c in s:
         if c in "([{":
@@ -175,7 +184,7 @@ def _max_nesting(s: str) -> int:
 
 def _to_source(answer: str) -> str | None:
     """Normalised answer -> whitelisted Python arithmetic source, or None."""
-    if len(answer) > MAX_ANSWER_CHARS or _max_nesting(answer) > MAX_NESTING:
+    if len(answer) > MAX_ANSWER_CHARS or max_nesting(answer) > MAX_NESTING:
         return None
     try:
         s = _BRACED_SUBSCRIPT_RE.sub(r"_\1", answer)
@@ -325,7 +334,7 @@ class _Builder:
 def _parse_source(src: str, symbolic: bool, deadline: float | None = None) -> sympy.Expr | None:
     """Parse whitelisted arithmetic source into sympy; None if rejected. Never raises."""
     try:
-        if len(src) > 4 * MAX_ANSWER_CHARS or _max_nesting(src) > MAX_NESTING + 10:
+        if len(src) > 4 * MAX_ANSWER_CHARS or max_nesting(src) > MAX_NESTING + 10:
             return None
         tree = ast.parse(src, mode="eval")
         if sum(1 for _ in ast.walk(tree)) > MAX_AST_NODES:

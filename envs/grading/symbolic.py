@@ -28,6 +28,8 @@ from sympy.core.function import AppliedUndef
 from sympy.core.relational import Equality, GreaterThan, LessThan, Relational, StrictGreaterThan, StrictLessThan
 from sympy.logic.boolalg import And
 
+from envs.safe_arith import max_nesting
+
 MAX_LATEX_CHARS = 500
 MAX_LATEX_NESTING = 10  # ANTLR prediction cost grows exponentially with brace depth
 MAX_NODES = 3000
@@ -73,17 +75,6 @@ def preload() -> None:
     compare_default(("x^2+2x+1", "(x+1)^2", False, False))
 
 
-def _nesting(s: str) -> int:
-    depth = best = 0
-    for c in s:
-        if c in "([{":
-            depth += 1
-            best = max(best, depth)
-        elif c in ")]}":
-            depth -= 1
-    return best
-
-
 def is_complex(s: str) -> bool:
     """Does the answer use complex numbers (a standalone ``i``, ``\\mathbb{C}``, ...)?"""
     from math_verify.grader import should_treat_as_complex
@@ -96,7 +87,7 @@ def parse_latex(s: str, complex_: bool = False) -> Any:
 
     With ``complex_`` the symbol ``i`` is the imaginary unit.
     """
-    if len(s) > MAX_LATEX_CHARS or _nesting(s) > MAX_LATEX_NESTING:
+    if len(s) > MAX_LATEX_CHARS or max_nesting(s) > MAX_LATEX_NESTING:
         return None
     from latex2sympy2_extended.latex2sympy2 import latex2sympy
 
