@@ -232,18 +232,16 @@ def test_extract_answer(text, expected):
     ],
 )
 def test_extract_answer_is_fast_on_large_inputs(text):
-    start = time.perf_counter()
-    extract_answer(text)
-    assert time.perf_counter() - start < 0.5
+    assert cpu_call(extract_answer, text)[1] < 0.5
 
 
 def test_extract_answer_large_text_finds_final_answer():
     text = "blah 12 " * 12500 + "\n#### 99"
     assert len(text) >= 100_000
-    start = time.perf_counter()
-    assert extract_answer(text) == "99"
-    assert extract_answer(text[: text.rfind("#")]) == "12"
-    assert time.perf_counter() - start < 0.5
+    (found, spent) = cpu_call(extract_answer, text)
+    assert found == "99" and spent < 0.5
+    (found, spent) = cpu_call(extract_answer, text[: text.rfind("#")])
+    assert found == "12" and spent < 0.5
 
 
 def test_gsm8k_gold():

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import time
 
 import pytest
 
 from envs.calculator import apply_calculator, find_calculation, safe_calculate
+from tests.cpu_timing import cpu_call
 
 
 @pytest.mark.parametrize(
@@ -74,9 +74,8 @@ def test_safe_calculate(expression, expected):
     ],
 )
 def test_safe_calculate_rejects_invalid_quickly(expression):
-    start = time.perf_counter()
-    assert safe_calculate(expression) is None
-    assert time.perf_counter() - start < 1.0
+    result, spent = cpu_call(safe_calculate, expression)
+    assert result is None and spent < 1.0
 
 
 def test_safe_calculate_non_string_returns_none():
@@ -148,9 +147,7 @@ def test_apply_calculator_completes_gsm8k_annotation():
 def test_apply_calculator_is_fast_on_long_steps():
     long_steps = ("1 + " * 30000 + "1 =", "(" * 50000 + "=", "<<" * 30000 + "1+1=", "x" * 100000 + " =")
     for step in long_steps:
-        start = time.perf_counter()
-        apply_calculator(step)
-        assert time.perf_counter() - start < 1.0
+        assert cpu_call(apply_calculator, step)[1] < 1.0
 
 
 # ---- thousands separators (issue 7: "1,500 + 200 =" injected 700, "1,000 * 2 =" injected 0) ----------

@@ -179,7 +179,7 @@ def test_generic_worker_rlimit_cpu_kills_what_the_timer_cannot_stop(worker, kind
 def test_generic_worker_wall_clock_backstop(worker):
     start = time.monotonic()
     assert worker.call(("sleep", 30), budget=0.01) is None  # backstop max(1 s, 20 x budget) here
-    assert time.monotonic() - start < 5
+    assert time.monotonic() - start < 20  # well before the 30 s sleep ends, however loaded the machine
     assert worker.pid is None
     assert worker.call(("echo", 4), budget=0.5) == 4
 
