@@ -101,7 +101,7 @@ def test_reinforce_stable_gsm8k_runs_and_reuses_its_buffer_cache(tiny_model_dir,
 def test_grpo_gsm8k_runs_from_the_yaml_config(tiny_model_dir, gsm8k_train, tmp_path):
     run_dir = tmp_path / "grpo"
     result = run_script(GRPO_SCRIPT, "--config", str(ROOT / "statics" / "configs" / "grpo_gsm8k.yaml"),
-                        "--model", tiny_model_dir, "--data_path", gsm8k_train, "--num_iterations", "1",
+                        "--model", tiny_model_dir, "--data_path", gsm8k_train, "--train_iterations", "1",
                         "--prompts_per_iteration", "1", "--samples_per_prompt", "2", "--max_new_tokens", "8",
                         "--eval_episodes", "2", "--no-eval_at_start", "--output_dir", str(run_dir))
     assert result.returncode == 0, result.stderr[-3000:]
