@@ -76,7 +76,7 @@ SAME_NAME = {
     "output_dir": "",
 }
 
-# TRL name -> why it is refused, naming ours
+# TRL name -> why it is refused, naming ours (a different meaning, or none here)
 DIFFERENT = {
     "num_iterations": "is ambiguous and not accepted: the number of collect -> update rounds is train_iterations "
                       "(this toolkit's old num_iterations); TRL's num_iterations (mu, passes over each generation "
@@ -107,6 +107,28 @@ DIFFERENT = {
     "min_p": "has no counterpart: sampling takes temperature and top_p",
     "mask_truncated_completions": "has no counterpart here",
     "importance_sampling_level": "has no counterpart: ratios are per token",
+}
+
+# TRL name in DIFFERENT -> our nearest field(s), for the README table
+NEAREST = {
+    "num_iterations": "train_iterations / update_epochs",
+    "max_completion_length": "max_new_tokens / loss_length_normalizer",
+    "per_device_train_batch_size": "micro_batch_size",
+    "gradient_accumulation_steps": "minibatch_size",
+    "generation_batch_size": "prompts_per_iteration",
+    "steps_per_generation": "minibatch_size",
+    "num_train_epochs": "train_iterations",
+    "adam_beta1": "adam_betas",
+    "adam_beta2": "adam_betas",
+    "sync_ref_model": "ref_sync_every",
+    "ref_model_sync_steps": "ref_sync_every",
+    "report_to": "wandb",
+    "logging_steps": "",
+    "lr_scheduler_type": "",
+    "top_k": "",
+    "min_p": "",
+    "mask_truncated_completions": "",
+    "importance_sampling_level": "",
 }
 
 
