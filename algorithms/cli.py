@@ -21,7 +21,7 @@ FLAG_TYPES = {int: int, float: float, str: str}
 
 
 def default_text(name: str, default: Any, presets: dict[str, dict[str, Any]] | None = None) -> str:
-    """"default X", or "default: cpu X, gpu Y" when `presets` set `name` differently."""
+    """The default shown in --help: `default X`, or `default: cpu X, gpu Y` when `presets` differ on it."""
     if presets and any(name in p for p in presets.values()):
         values = {preset: p.get(name, default) for preset, p in presets.items()}
         if len(set(map(repr, values.values()))) > 1:
