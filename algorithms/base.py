@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 
 from algorithms import checkpoints as ckpt
 from algorithms import distributed as dist
-from algorithms.config import RLConfig
+from algorithms.config import RLConfig, field_types
 from algorithms.evaluate import evaluate
 from algorithms.guards import NonFiniteTrainingError, reward_failures, warn
 from algorithms.kl import kl_estimate
@@ -50,9 +50,7 @@ class RLAlgorithm(ABC):
 
     def __init__(self, policy, env, config: RLConfig | None = None, ref_policy=None,
                  buffer: ReplayBuffer | None = None, eval_env=None):
-        self.config = config or self.config_class()
-        if not isinstance(self.config, RLConfig):
-            raise TypeError(f"{type(self).__name__}: config must be an RLConfig, got {type(self.config).__name__}")
+        self.config = self.checked_config(config)
         self.policy, self.env, self.eval_env = policy, env, eval_env
         self.buffer = buffer if buffer is not None else ReplayBuffer(max(self.config.batch_size * 4, 1024))
         self.device = getattr(policy, "device", torch.device("cpu"))
@@ -76,6 +74,17 @@ class RLAlgorithm(ABC):
         self._times: dict[str, float] = {}  # seconds per phase in the current iteration
         self._nonfinite_streak = 0  # optimizer steps in a row skipped for a NaN/inf loss or gradient norm
         self._skipped_steps = 0     # ... and skipped in the current iteration
+
+    @classmethod
+    def checked_config(cls, config: RLConfig | None) -> RLConfig:
+        """`config` (None: `config_class()`), or a one-line TypeError naming the config class expected."""
+        config = cls.config_class() if config is None else config
+        missing = [n for n in field_types(cls.config_class) if not hasattr(config, n)]
+        if not isinstance(config, RLConfig) or missing:
+            raise TypeError(f"{cls.__name__} takes a {cls.config_class.__name__}, got a {type(config).__name__}"
+                            + (f" (it has no {', '.join(missing[:3])})" if missing and isinstance(config, RLConfig)
+                               else ""))
+        return config
 
     # ------------------------------------------------------------------ what a subclass supplies
     @abstractmethod
@@ -122,7 +131,7 @@ class RLAlgorithm(ABC):
     def completion_budget(self) -> int:
         """Most tokens one episode may generate (the "constant" normaliser, DAPO's overlong limit)."""
         c = self.config
-        return c.max_completion_length or c.max_new_tokens * (c.max_episode_steps if is_stepwise(self.env) else 1)
+        return c.loss_length_normalizer or c.max_new_tokens * (c.max_episode_steps if is_stepwise(self.env) else 1)
 
     def record(self, name: str, value: float | torch.Tensor) -> None:
         """Log a scalar from inside `loss` or `advantages` (averaged over the iteration)."""
@@ -285,7 +294,7 @@ class RLAlgorithm(ABC):
 
     # ------------------------------------------------------------------ the loop
     def train(self, resume: bool = False) -> list[dict]:
-        """Run `num_iterations` iterations (with `resume`, from the newest checkpoint that verifies, if any)."""
+        """Run `train_iterations` iterations (with `resume`, from the newest checkpoint that verifies, if any)."""
         c = self.config
         run_dir = Path(c.output_dir)
         if resume:
@@ -297,17 +306,17 @@ class RLAlgorithm(ABC):
             self.logger = RunLogger(run_dir, self.describe(), c.wandb, c.wandb_project, resume=continuing)
             if continuing:
                 self.logger.truncate_after(self.iteration)
-        bar = tqdm(total=c.num_iterations, initial=self.iteration, disable=not (c.progress and dist.is_main()),
+        bar = tqdm(total=c.train_iterations, initial=self.iteration, disable=not (c.progress and dist.is_main()),
                    desc=type(self).__name__)
         if self.iteration == 0 and c.eval_at_start:
             self._log({"iteration": 0, **self._eval_metrics()})
-        while self.iteration < c.num_iterations:
+        while self.iteration < c.train_iterations:
             metrics = self.train_iteration()
             self.iteration += 1
             metrics["iteration"] = self.iteration
             if c.ref_sync_every and self.iteration % c.ref_sync_every == 0 and self.ref_policy is not None:
                 self.sync_reference()
-            last = self.iteration == c.num_iterations
+            last = self.iteration == c.train_iterations
             if (c.eval_every and self.iteration % c.eval_every == 0) or last:
                 metrics.update(self._eval_metrics())
             self._log(metrics)

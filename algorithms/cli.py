@@ -1,4 +1,12 @@
-"""Command-line flags generated from a config dataclass: `--config file.yaml`, then `--field value` overrides."""
+"""Command-line flags generated from a config dataclass: `--config file.yaml`, then `--field value` overrides.
+
+Why not `transformers.HfArgumentParser`: it reads the same `metadata["help"]` our fields carry, but it
+cannot parse `adam_betas` (a `tuple[float, float]`), reads a YAML file *instead of* the flags rather than
+under them (we layer script defaults < `--config` file < flags), builds the dataclass with its own
+multi-line errors for bad values, and knows nothing of TRL's names for our fields or of a script's
+presets. This module is those few things on top of argparse; the configs stay plain dataclasses, so
+`HfArgumentParser(GRPOConfig)` can still be used by anyone who prefers it for the fields it handles.
+"""
 from __future__ import annotations
 
 import argparse
@@ -6,35 +14,57 @@ import dataclasses
 import typing
 from typing import Any, Callable
 
-from algorithms.config import field_types, load_config
+from algorithms import trl_names
+from algorithms.config import field_help, field_types, load_config
 
 FLAG_TYPES = {int: int, float: float, str: str}
 
 
-def add_config_arguments(parser: argparse.ArgumentParser, config_class: type, defaults: dict[str, Any] | None = None
-                         ) -> None:
-    """One flag per dataclass field (`--learning_rate 1e-5`, `--bf16/--no-bf16`), plus `--config`.
+def default_text(name: str, default: Any, presets: dict[str, dict[str, Any]] | None = None) -> str:
+    """The default shown in --help: `default X`, or `default: cpu X, gpu Y` when `presets` differ on it."""
+    if presets and any(name in p for p in presets.values()):
+        values = {preset: p.get(name, default) for preset, p in presets.items()}
+        if len(set(map(repr, values.values()))) > 1:
+            return "default: " + ", ".join(f"{preset} {value}" for preset, value in values.items())
+        default = next(iter(values.values()))
+    return f"default {default}"
+
+
+def add_config_arguments(parser: argparse.ArgumentParser, config_class: type, defaults: dict[str, Any] | None = None,
+                         presets: dict[str, dict[str, Any]] | None = None) -> None:
+    """One flag per dataclass field (`--learning_rate 1e-5`, `--bf16/--no-bf16`) with its help text and the
+    default the script will use (`defaults`, or per preset), TRL's names for fields, and `--config`.
 
     Each flag parses as the field's declared type; ranges are checked when the config is built."""
     parser.add_argument("--config", default=None, help="YAML file of config fields (flags override it)")
     group = parser.add_argument_group(f"{config_class.__name__} fields")
+    types = field_types(config_class)
     for f in dataclasses.fields(config_class):
-        kind = field_types(config_class)[f.name]
+        kind = types[f.name]
         default = (defaults or {}).get(f.name, f.default if f.default is not dataclasses.MISSING else None)
+        text = f"{field_help(config_class, f.name)} ({default_text(f.name, default, presets)})".replace("%", "%%")
         if kind is bool:
-            group.add_argument(f"--{f.name}", action=argparse.BooleanOptionalAction, default=None,
-                               help=f"(default {default})")
+            group.add_argument(f"--{f.name}", action=argparse.BooleanOptionalAction, default=None, help=text)
         elif typing.get_origin(kind) is tuple:
             args = typing.get_args(kind)
             group.add_argument(f"--{f.name}", type=FLAG_TYPES.get(args[0], str), nargs=len(args), default=None,
-                               help=f"(default {default})")
+                               help=text)
         else:
-            group.add_argument(f"--{f.name}", type=FLAG_TYPES.get(kind, str), default=None, help=f"(default {default})")
+            group.add_argument(f"--{f.name}", type=FLAG_TYPES.get(kind, str), default=None, help=text)
+    trl = parser.add_argument_group("TRL's names (same meaning; see the README's \"Coming from TRL\")")
+    for name, alias in trl_names.SAME.items():
+        if alias.ours in types:
+            kind = types[alias.ours] if alias.convert is None else str
+            trl.add_argument(f"--{name}", type=FLAG_TYPES.get(kind, str), default=None,
+                             help=f"TRL's name for --{alias.ours}" + (f": {alias.note}" if alias.note else ""))
+    for name in trl_names.DIFFERENT:  # refused with a line naming ours (hidden from --help)
+        parser.add_argument(f"--{name}", nargs="?", const=True, default=None, help=argparse.SUPPRESS)
 
 
 def config_from_arguments(config_class: type, args: argparse.Namespace, defaults: dict[str, Any] | None = None):
-    """Defaults of the script < the `--config` YAML file < command-line flags (those not None)."""
-    names = set(field_types(config_class))
+    """Defaults of the script < the `--config` YAML file < command-line flags (those not None; TRL's
+    names translated, those meaning something else refused)."""
+    names = set(field_types(config_class)) | set(trl_names.SAME) | set(trl_names.DIFFERENT)
     overrides = {k: v for k, v in vars(args).items() if k in names and v is not None}
     return load_config(config_class, getattr(args, "config", None), overrides, defaults)
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.util
 import math
 import numbers
+import sys
 import types
 import typing
 from dataclasses import dataclass
@@ -30,6 +32,16 @@ class ConfigError(ValueError):
     def __init__(self, message: str, field: str | None = None) -> None:
         super().__init__(" ".join(str(message).split()))
         self.field = field
+
+
+def module_available(name: str) -> bool:
+    """True when `import name` can work (a module already imported counts; `sys.modules[name] = None` does not)."""
+    if name in sys.modules:
+        return sys.modules[name] is not None
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def shown(value: Any, limit: int = 80) -> str:
@@ -145,59 +157,92 @@ def _blocking_file(path: Path) -> Path | None:
     return None
 
 
+def setting(default: Any, help: str) -> Any:
+    """A dataclass field with its one-line help text (shown by `--help` and in the README's reference table)."""
+    return dataclasses.field(default=default, metadata={"help": help})
+
+
+def field_help(cls: type, name: str) -> str:
+    """The help text of field `name`: its own, else that of the nearest base class declaring it."""
+    for klass in cls.__mro__:
+        f = getattr(klass, "__dataclass_fields__", {}).get(name)
+        if f is not None and f.metadata.get("help"):
+            return f.metadata["help"]
+    return ""
+
+
+class _AcceptsTRLNames(type):
+    """Metaclass of the configs: `GRPOConfig(num_generations=4, beta=0.04)` builds with TRL's names
+    translated (see algorithms/trl_names.py); a TRL name that means something else here is a ConfigError."""
+
+    def __call__(cls, *args: Any, **kwargs: Any):
+        from algorithms.trl_names import check_step_counts, translate
+
+        values, step_counted = translate(cls, kwargs)
+        config = super().__call__(*args, **values)
+        check_step_counts(config, step_counted)
+        return config
+
+
 @dataclass
-class RLConfig:
-    """Settings shared by every algorithm (the loop, sampling, optimisation, KL, logging)."""
+class RLConfig(metaclass=_AcceptsTRLNames):
+    """Settings shared by every algorithm (the loop, sampling, optimisation, KL, logging).
+
+    `num_iterations` and `max_completion_length` are not fields: TRL uses both names for other things
+    (update epochs per batch; the generation cap), so they are refused with a line naming ours.
+    """
 
     # loop
-    num_iterations: int = 100          # collect -> update rounds
-    prompts_per_iteration: int = 16    # distinct env episodes (prompts) per iteration
-    samples_per_prompt: int = 8        # completions per prompt (the GRPO group size)
-    seed: int = 0                      # seeds torch, numpy and the env draws; in [0, 2**32)
+    train_iterations: int = setting(100, "collect -> update rounds (TRL's max_steps when one optimizer step each)")
+    prompts_per_iteration: int = setting(16, "distinct env episodes (prompts) per iteration")
+    samples_per_prompt: int = setting(8, "completions per prompt (the GRPO group size; TRL's num_generations)")
+    seed: int = setting(0, "seeds torch, numpy and the env draws; in [0, 2**32)")
     # sampling
-    max_new_tokens: int = 64           # per action (per step in stepwise envs)
-    temperature: float = 1.0           # sampling temperature (0: greedy)
-    top_p: float = 1.0                 # nucleus sampling mass, in (0, 1] (1: off)
-    max_episode_steps: int = 10        # stepwise envs: actions per episode before truncation
+    max_new_tokens: int = setting(64, "generation cap per action (per step in stepwise envs)")
+    temperature: float = setting(1.0, "sampling temperature (0: greedy)")
+    top_p: float = setting(1.0, "nucleus sampling mass, in (0, 1] (1: off)")
+    max_episode_steps: int = setting(10, "stepwise envs: actions per episode before truncation")
     # optimisation
-    learning_rate: float = 1e-5        # AdamW step size, > 0
-    weight_decay: float = 0.0          # AdamW decoupled weight decay, >= 0
-    adam_betas: tuple[float, float] = (0.9, 0.99)  # AdamW (beta1, beta2), each in [0, 1)
-    warmup_iterations: int = 0         # linear warmup of the learning rate, in optimizer steps
-    max_grad_norm: float = 1.0         # gradient clipping (0 disables)
-    update_epochs: int = 1             # passes over each collected batch
-    minibatch_size: int = 0            # trajectories per optimizer step (0: the whole batch, one step)
-    micro_batch_size: int = 32         # trajectories per forward/backward (gradient accumulation inside a step)
-    loss_aggregation: str = "token_mean"  # token_mean (over the optimizer step) | sequence_mean | constant
-    max_completion_length: int = 0     # normaliser for "constant" aggregation (0: max_new_tokens)
-    bf16: bool = True                  # bf16 autocast on CUDA (ignored on CPU)
+    learning_rate: float = setting(1e-5, "AdamW step size, > 0 (constant after the warmup)")
+    weight_decay: float = setting(0.0, "AdamW decoupled weight decay, >= 0")
+    adam_betas: tuple[float, float] = setting((0.9, 0.99), "AdamW (beta1, beta2), each in [0, 1)")
+    warmup_iterations: int = setting(0, "linear learning-rate warmup, counted in optimizer steps")
+    max_grad_norm: float = setting(1.0, "gradient-norm clipping (0: off)")
+    update_epochs: int = setting(1, "passes over each collected batch (TRL's num_iterations, mu)")
+    minibatch_size: int = setting(0, "trajectories per optimizer step (0: the whole batch, one step)")
+    micro_batch_size: int = setting(32, "trajectories per forward/backward (gradient accumulation inside a step)")
+    loss_aggregation: str = setting("token_mean", "token_mean (over the optimizer step) | sequence_mean | constant")
+    loss_length_normalizer: int = setting(0, "divisor of each sequence's token sum in 'constant' aggregation "
+                                             "(0: the completion budget)")
+    bf16: bool = setting(True, "bf16 autocast on CUDA (ignored on CPU)")
     # KL to the reference model
-    kl_coeff: float = 0.0              # beta; 0 turns the reference model off
-    kl_estimator: str = "k3"           # k1 | k2 | k3 (Schulman's estimators)
-    kl_in_reward: bool = False         # True: subtract beta * k1 from token rewards; False: add beta * KL to the loss
-    ref_sync_every: int = 0            # copy policy -> reference every N iterations (0: never)
+    kl_coeff: float = setting(0.0, "beta, the weight of the KL to the reference (0: no reference model)")
+    kl_estimator: str = setting("k3", "k1 | k2 | k3 (Schulman's estimators), for the KL in the loss")
+    kl_in_reward: bool = setting(False, "subtract beta * k1 from the token rewards instead of adding beta * KL "
+                                        "to the loss")
+    ref_sync_every: int = setting(0, "copy policy -> reference every N iterations (0: never)")
     # evaluation, logging, checkpoints
-    eval_every: int = 0                # iterations between evaluations (0: only at the end)
-    eval_at_start: bool = True         # evaluate once before the first iteration
-    eval_episodes: int = 256           # held-out episodes per evaluation (greedy)
-    eval_max_new_tokens: int = 0       # 0: max_new_tokens
-    save_every: int = 0                # iterations between checkpoints (0: only at the end)
-    keep_checkpoints: int = 2          # complete checkpoints kept in <output_dir> (the newest ones)
-    max_nonfinite_steps: int = 3       # stop the run after this many optimizer steps in a row skipped for NaN/inf
-    output_dir: str = "runs/run"       # run folder (created; must not be an existing file)
-    wandb: str = "off"                 # off | offline | online
-    wandb_project: str = "rlgym"       # wandb project name (when wandb is not off)
-    progress: bool = True              # tqdm progress bar
+    eval_every: int = setting(0, "iterations between evaluations (0: only at the end)")
+    eval_at_start: bool = setting(True, "evaluate once before the first iteration")
+    eval_episodes: int = setting(256, "held-out episodes per evaluation (greedy)")
+    eval_max_new_tokens: int = setting(0, "generation cap per action in evaluation (0: max_new_tokens)")
+    save_every: int = setting(0, "iterations between checkpoints (0: only at the end)")
+    keep_checkpoints: int = setting(2, "complete checkpoints kept in <output_dir>/checkpoints (the newest)")
+    max_nonfinite_steps: int = setting(3, "stop after this many optimizer steps in a row skipped for NaN/inf")
+    output_dir: str = setting("runs/run", "run folder (created; must not be an existing file)")
+    wandb: str = setting("off", "off | offline | online: mirror the metrics to wandb (needs wandb installed)")
+    wandb_project: str = setting("rlgym", "wandb project name (when wandb is not off)")
+    progress: bool = setting(True, "tqdm progress bars")
 
     def __post_init__(self) -> None:
         for name in field_types(type(self)):
             setattr(self, name, coerce_field(type(self), name, getattr(self, name)))
-        for name in ("num_iterations", "prompts_per_iteration", "samples_per_prompt", "max_new_tokens",
+        for name in ("train_iterations", "prompts_per_iteration", "samples_per_prompt", "max_new_tokens",
                      "max_episode_steps", "update_epochs", "micro_batch_size", "eval_episodes",
                      "keep_checkpoints", "max_nonfinite_steps"):
             self.require(name, getattr(self, name) > 0, "a positive integer")
         for name in ("minibatch_size", "warmup_iterations", "eval_every", "save_every", "ref_sync_every",
-                     "max_completion_length", "eval_max_new_tokens"):
+                     "loss_length_normalizer", "eval_max_new_tokens"):
             self.require(name, getattr(self, name) >= 0, "an integer >= 0")
         self.require("seed", 0 <= self.seed < MAX_SEED, "in [0, 2**32)")
         self.require("learning_rate", self.learning_rate > 0, "> 0")
@@ -212,6 +257,9 @@ class RLConfig:
                      f"one of {', '.join(LOSS_AGGREGATIONS)}")
         self.require("wandb", self.wandb in WANDB_MODES, "off, offline or online")
         self.require("wandb_project", self.wandb_project.strip() != "", "a name")
+        if self.wandb != "off" and not module_available("wandb"):
+            raise ConfigError(f"{type(self).__name__}.wandb is {self.wandb!r}, but wandb is not installed: "
+                              f"pip install wandb (or set wandb to off)", "wandb")
         self.require("output_dir", self.output_dir.strip() != "" and "\0" not in self.output_dir, "a folder path")
         blocker = _blocking_file(Path(self.output_dir))
         self.require("output_dir", blocker is None, "a folder, not an existing file" if blocker == Path(self.output_dir)
@@ -236,10 +284,17 @@ class RLConfig:
 def read_config_file(cls: type, path: str | Path) -> dict[str, Any]:
     """The fields a YAML file sets, each coerced to its declared type (no defaults filled, no range checks).
 
-    A missing or unreadable file, a YAML syntax error (with its line and column), a top level that is
+    TRL's names for our fields are translated (algorithms/trl_names.py). A missing or unreadable file, a YAML syntax error (with its line and column), a top level that is
     not a mapping, an unknown field or a value of the wrong type is a one-line ConfigError naming the file.
     """
+    return _read_file(cls, path)[0]
+
+
+def _read_file(cls: type, path: str | Path) -> tuple[dict[str, Any], dict[str, str]]:
+    """read_config_file's values, and the step-counted TRL names among them (trl_names.translate)."""
     import yaml
+
+    from algorithms.trl_names import translate
 
     if not str(path).strip():
         raise ConfigError("config file path is empty")
@@ -267,9 +322,10 @@ def read_config_file(cls: type, path: str | Path) -> dict[str, Any]:
     except RecursionError:
         raise ConfigError(f"{path}: invalid YAML: nested too deeply") from None
     if loaded is None:
-        return {}
+        return {}, {}
     if not isinstance(loaded, dict):
         raise ConfigError(f"{path}: expected a mapping of field: value at the top level, got a {type(loaded).__name__}")
+    loaded, step_counted = translate(cls, loaded, f"{path}: ")
     _reject_unknown(cls, loaded, f"{path}: ")
     values = {}
     for name, value in loaded.items():
@@ -277,7 +333,7 @@ def read_config_file(cls: type, path: str | Path) -> dict[str, Any]:
             values[name] = coerce_field(cls, name, value)
         except ConfigError as err:
             raise ConfigError(f"{path}: {err}", name) from None
-    return values
+    return values, step_counted
 
 
 @functools.lru_cache(maxsize=None)
@@ -310,14 +366,26 @@ def load_config(cls: type, path: str | Path | None = None, overrides: dict[str, 
                 defaults: dict[str, Any] | None = None):
     """Build `cls` from `defaults` < a YAML file (optional) < `overrides` (None values skipped).
 
-    Unknown keys and bad values are one-line ConfigErrors; a bad value from the file names the file.
+    Each layer may use TRL's names (algorithms/trl_names.py). Unknown keys and bad values are one-line
+    ConfigErrors; a bad value from the file names the file.
     """
-    file_values = read_config_file(cls, path) if path is not None else {}
-    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
-    values = {**(defaults or {}), **file_values, **overrides}
+    from algorithms.trl_names import check_step_counts, translate
+
+    default_layer = translate(cls, defaults or {})
+    file_values, file_steps = _read_file(cls, path) if path is not None else ({}, {})
+    overrides, override_steps = translate(cls, {k: v for k, v in (overrides or {}).items() if v is not None})
+    values: dict[str, Any] = {}
+    step_counted: dict[str, str] = {}  # TRL's step-counted names whose value is the one kept
+    for layer, steps in (default_layer, (file_values, file_steps), (overrides, override_steps)):
+        for name in layer:
+            step_counted.pop(name, None)
+        values.update(layer)
+        step_counted.update(steps)
     _reject_unknown(cls, values)
     try:
-        return cls(**values)
+        config = cls(**values)
+        check_step_counts(config, step_counted)
+        return config
     except ConfigError as err:
         if err.field in file_values and err.field not in overrides:
             raise ConfigError(f"{path}: {err}", err.field) from None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from algorithms.config import setting
 from algorithms.grpo import GRPO, GRPOConfig, informative_groups
 
 
@@ -24,20 +25,21 @@ class DAPOConfig(GRPOConfig):
     """DAPO's defaults: no KL, asymmetric clip, token mean over the batch, dynamic sampling on."""
 
     kl_coeff: float = 0.0                   # DAPO drops the KL term
-    clip_low: float = 0.2                   # ratio lower bound 1 - clip_low
-    clip_high: float = 0.28                 # clip-higher: ratio upper bound 1 + clip_high
+    clip_low: float = 0.2
+    clip_high: float = 0.28                 # clip-higher
     loss_aggregation: str = "token_mean"    # token-level loss over the whole batch
-    drop_zero_variance_groups: bool = True  # dynamic sampling
-    max_refill_rounds: int = 3              # extra collection rounds to refill dropped groups
-    overlong_buffer: int = 16               # soft penalty over the last N tokens of the budget (0: off)
-    overlong_penalty_factor: float = 1.0    # penalty at the full budget
+    drop_zero_variance_groups: bool = setting(True, "dynamic sampling: drop groups whose rewards are all equal "
+                                                    "and collect more")
+    max_refill_rounds: int = setting(3, "extra collection rounds to refill dropped groups")
+    overlong_buffer: int = setting(16, "soft length penalty over the last N tokens of the completion budget (0: off)")
+    overlong_penalty_factor: float = setting(1.0, "length penalty at the full completion budget")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.require("max_refill_rounds", self.max_refill_rounds >= 0, ">= 0")
-        budget = self.max_completion_length or self.max_new_tokens
+        budget = self.loss_length_normalizer or self.max_new_tokens
         self.require("overlong_buffer", 0 <= self.overlong_buffer < budget,
-                     f"in [0, {budget}) (the completion budget: max_completion_length, else max_new_tokens)")
+                     f"in [0, {budget}) (the completion budget: loss_length_normalizer, else max_new_tokens)")
         self.require("overlong_penalty_factor", self.overlong_penalty_factor >= 0, ">= 0")
 
 

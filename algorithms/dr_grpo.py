@@ -13,7 +13,7 @@ from algorithms.grpo import GRPO, GRPOConfig
 
 @dataclass
 class DrGRPOConfig(GRPOConfig):
-    """GRPO settings with Dr. GRPO's defaults (`max_completion_length` sets the constant; 0: the budget)."""
+    """GRPO settings with Dr. GRPO's defaults (`loss_length_normalizer` sets the constant; 0: the budget)."""
 
     scale_by_std: bool = False          # no division by the group std (question-difficulty bias)
     loss_aggregation: str = "constant"  # constant length normaliser (response-length bias)

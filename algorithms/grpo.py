@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 from algorithms.advantages import group_advantages
 from algorithms.base import RLAlgorithm
-from algorithms.config import RLConfig
+from algorithms.config import RLConfig, setting
 from algorithms.losses import clipped_policy_loss, masked_mean
 
 
@@ -17,11 +17,11 @@ class GRPOConfig(RLConfig):
     set `loss_aggregation="sequence_mean"` for the original paper's per-sequence mean.
     """
 
-    kl_coeff: float = 0.04            # beta; KL (k3) in the loss
-    clip_low: float = 0.2             # ratio lower bound is 1 - clip_low
-    clip_high: float = 0.2            # ratio upper bound is 1 + clip_high (DAPO raises it)
-    scale_by_std: bool = True         # divide by the group std (Dr. GRPO: False)
-    drop_zero_variance_groups: bool = False  # skip groups whose rewards are all equal (no signal)
+    kl_coeff: float = setting(0.04, "beta, the weight of the KL (k3) to the reference, in the loss (TRL's beta)")
+    clip_low: float = setting(0.2, "ratio lower bound is 1 - clip_low (TRL's epsilon)")
+    clip_high: float = setting(0.2, "ratio upper bound is 1 + clip_high (TRL's epsilon_high; DAPO raises it)")
+    scale_by_std: bool = setting(True, "divide advantages by the group std (Dr. GRPO: false; TRL's scale_rewards)")
+    drop_zero_variance_groups: bool = setting(False, "train on no group whose rewards are all equal (no signal)")
 
     def __post_init__(self) -> None:
         super().__post_init__()

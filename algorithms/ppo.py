@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from algorithms.advantages import explained_variance, gae, whiten
 from algorithms.base import RLAlgorithm
-from algorithms.config import RLConfig
+from algorithms.config import RLConfig, setting
 from algorithms.losses import clipped_policy_loss, clipped_value_loss, masked_mean
 from policies.value import build_value_model
 
@@ -25,19 +25,20 @@ class PPOConfig(RLConfig):
     prompts_per_iteration: int = 64
     update_epochs: int = 4            # passes over each batch; ratios use the behaviour log-probs
     minibatch_size: int = 16          # trajectories per optimizer step (0: the whole batch)
-    gamma: float = 1.0                # discount per token
-    lam: float = 0.95                 # GAE lambda
-    clip_low: float = 0.2             # ratio lower bound 1 - clip_low
-    clip_high: float = 0.2            # ratio upper bound 1 + clip_high
-    dual_clip: float = 0.0            # c > 1: bound the loss of negative advantages by -c * A (0: off)
-    value_clip: float = 0.2           # clip V - V_old to +-value_clip in the value loss (0: off)
-    value_coeff: float = 0.5          # weight of the value loss
-    entropy_coeff: float = 0.0        # entropy bonus (subtracted from the loss)
-    whiten_advantages: bool = True    # normalise advantages over the batch's sampled tokens
-    value_model: str = "shared"       # shared (head on the policy backbone) | copy (separate critic) | a model path
-    value_learning_rate: float = 0.0  # learning rate of the value model (0: learning_rate)
+    gamma: float = setting(1.0, "discount per token, in (0, 1]")
+    lam: float = setting(0.95, "GAE lambda, in [0, 1]")
+    clip_low: float = setting(0.2, "ratio lower bound is 1 - clip_low")
+    clip_high: float = setting(0.2, "ratio upper bound is 1 + clip_high")
+    dual_clip: float = setting(0.0, "c > 1: bound the loss of negative advantages by -c * A (0: off)")
+    value_clip: float = setting(0.2, "clip V - V_old to +-value_clip in the value loss (0: off)")
+    value_coeff: float = setting(0.5, "weight of the value loss")
+    entropy_coeff: float = setting(0.0, "entropy bonus (subtracted from the loss)")
+    whiten_advantages: bool = setting(True, "normalise advantages over the batch's sampled tokens")
+    value_model: str = setting("shared", "shared (a head on the policy backbone) | copy (a separate critic) | "
+                                         "a model path")
+    value_learning_rate: float = setting(0.0, "learning rate of the value model (0: learning_rate)")
     kl_coeff: float = 0.05            # beta of the KL to the reference (per token, in the reward by default)
-    kl_in_reward: bool = True         # per-token -beta * k1 in the token rewards (False: beta * KL in the loss)
+    kl_in_reward: bool = True         # per-token -beta * k1 in the token rewards
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -65,7 +66,8 @@ class PPO(RLAlgorithm):
 
     def __init__(self, policy, env, config: PPOConfig | None = None, ref_policy=None, buffer=None, eval_env=None,
                  value_model=None):
-        self.value_model = value_model or build_value_model(policy, (config or self.config_class()).value_model)
+        config = self.checked_config(config)
+        self.value_model = value_model or build_value_model(policy, config.value_model)
         super().__init__(policy, env, config, ref_policy, buffer, eval_env)
 
     def param_groups(self):

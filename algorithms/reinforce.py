@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 from algorithms.advantages import discounted_returns
 from algorithms.base import RLAlgorithm
-from algorithms.config import RLConfig
+from algorithms.config import RLConfig, setting
 
 
 @dataclass
@@ -15,8 +15,8 @@ class ReinforceStableConfig(RLConfig):
 
     kl_coeff: float = 0.05              # beta of the KL to the (periodically re-synced) reference, in the loss
     ref_sync_every: int = 2             # copy policy -> reference every N iterations
-    gamma: float = 1.0                  # discount over steps (stepwise envs)
-    normalize_advantages: bool = True   # divide (return - baseline) by the batch std
+    gamma: float = setting(1.0, "discount over steps (stepwise envs), in (0, 1]")
+    normalize_advantages: bool = setting(True, "divide (return - baseline) by the batch std")
     samples_per_prompt: int = 1         # one episode per prompt (the baseline is the batch mean)
 
     def __post_init__(self) -> None:

@@ -35,7 +35,7 @@ def run(name: str, budget: int, out: Path, max_iterations: int, seed: int, model
     algo_cls, config_cls, values = SETTINGS[name]
     policy = HFPolicy(model)
     train_env, test_env = make("Arithmetic-v0", split="train"), make("Arithmetic-v0", split="test")
-    config = config_cls(num_iterations=max_iterations, output_dir=str(out / name), seed=seed, **{**COMMON, "eval_episodes": eval_episodes}, **values)
+    config = config_cls(train_iterations=max_iterations, output_dir=str(out / name), seed=seed, **{**COMMON, "eval_episodes": eval_episodes}, **values)
     before = evaluate(policy, test_env, config.eval_episodes, config.max_new_tokens)["accuracy"]
     algo = algo_cls(policy, train_env, config)
     rows, sampled, start = [], 0, time.perf_counter()

@@ -50,7 +50,7 @@ def run_toolkit(gsm8k: str, steps: int, warmup: int, micro_batch: int, fast: boo
     torch.cuda.reset_peak_memory_stats()
     policy = HFPolicy(EMBEDDED_MODEL, system_prompt=SYSTEM_PROMPT, fast_decode=fast)
     env = make("GSM8K-v0", data_path=gsm8k, instruction="")
-    config = GRPOConfig(num_iterations=steps, prompts_per_iteration=PROMPTS, samples_per_prompt=GROUP,
+    config = GRPOConfig(train_iterations=steps, prompts_per_iteration=PROMPTS, samples_per_prompt=GROUP,
                         max_new_tokens=MAX_NEW, temperature=1.0, kl_coeff=0.04, learning_rate=1e-6,
                         micro_batch_size=micro_batch, eval_at_start=False, output_dir="/tmp/w1_toolkit",
                         progress=False, save_every=10**9, max_grad_norm=1.0)

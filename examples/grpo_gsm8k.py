@@ -12,7 +12,6 @@ Set RLGYM_TRACEBACK=1 to see tracebacks instead of one-line errors.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -26,7 +25,7 @@ from envs import DataFileNotFoundError  # noqa: E402
 from policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
 from policies.few_shot import PROMPTS_DIR, read_system_prompt  # noqa: E402
 
-DEFAULTS = dict(num_iterations=100, prompts_per_iteration=16, samples_per_prompt=8, max_new_tokens=256,
+DEFAULTS = dict(train_iterations=100, prompts_per_iteration=16, samples_per_prompt=8, max_new_tokens=256,
                 kl_coeff=0.04, eval_every=10, eval_episodes=200, eval_at_start=True,
                 micro_batch_size=16, save_every=10, output_dir="runs/grpo_gsm8k")
 
@@ -47,9 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> None:
-    config = config_from_arguments(GRPOConfig, args, DEFAULTS)  # DEFAULTS < --config file < flags
-    if config.wandb != "off" and importlib.util.find_spec("wandb") is None:
-        raise ValueError(f"wandb logging ({config.wandb}) asked for, but wandb is not installed: pip install wandb")
+    config = config_from_arguments(GRPOConfig, args, DEFAULTS)  # DEFAULTS < --config file < flags; wandb checked
     system_prompt = read_system_prompt(args.system_prompt_path)
     try:
         train_env, test_env, _, eval_note = gsm8k_train_test(args.data_path, args.test_data_path, args.holdout)

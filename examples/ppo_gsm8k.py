@@ -29,7 +29,7 @@ from policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
 SYSTEM_PROMPT = Path(__file__).resolve().parents[1] / "statics" / "prompts" / "single_turn_sys.txt"
 
 # one GPU; on 2 CPU cores shrink it: --prompts_per_iteration 8 --max_new_tokens 64 --eval_episodes 32
-DEFAULTS = dict(num_iterations=100, prompts_per_iteration=64, samples_per_prompt=1, max_new_tokens=256,
+DEFAULTS = dict(train_iterations=100, prompts_per_iteration=64, samples_per_prompt=1, max_new_tokens=256,
                 update_epochs=2, minibatch_size=32, micro_batch_size=16, learning_rate=2e-6,
                 value_learning_rate=1e-5, kl_coeff=0.02, gamma=1.0, lam=0.95, eval_every=10, eval_episodes=200,
                 save_every=10, output_dir="runs/ppo_gsm8k")
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
 
 def run(args: argparse.Namespace) -> list[dict]:
-    config = config_from_arguments(PPOConfig, args, DEFAULTS)
+    config = config_from_arguments(PPOConfig, args, DEFAULTS)  # before any data or model; wandb checked
 
     train_env, test_env, _, eval_note = gsm8k_train_test(args.data_path, args.test_data_path, args.holdout)
     print(f"note: {eval_note}")

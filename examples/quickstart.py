@@ -4,7 +4,8 @@
     python examples/quickstart.py --preset gpu    # the GPU run: 16 prompts x 8 samples, 120 iterations
 
 It prints held-out greedy accuracy (problems never trained on) before and after training and
-the path of the plot. Every GRPOConfig field is also a flag (`--learning_rate 3e-5`, ...).
+the path of the plot. Every GRPOConfig field is also a flag (`--learning_rate 3e-5`, ...), and so are
+TRL's names for them (`--num_generations 8`, `--beta 0.04`); `--help` shows each preset's values.
 """
 from __future__ import annotations
 
@@ -22,11 +23,13 @@ from policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
 
 PRESETS = {
     # sized for 2 CPU cores: short answers, small groups, a large step size
-    "cpu": dict(num_iterations=16, prompts_per_iteration=8, samples_per_prompt=6, max_new_tokens=40,
-                learning_rate=5e-5, kl_coeff=0.04, eval_episodes=256, micro_batch_size=16, eval_at_start=False),
+    "cpu": dict(train_iterations=16, prompts_per_iteration=8, samples_per_prompt=6, max_new_tokens=40,
+                learning_rate=5e-5, kl_coeff=0.04, eval_episodes=256, micro_batch_size=16, eval_at_start=False,
+                output_dir="runs/quickstart-cpu"),
     # the GPU run of the closing note (TRL's GRPOTrainer bar: same prompts, 16 x 8, 64 tokens, beta 0.04)
-    "gpu": dict(num_iterations=120, prompts_per_iteration=16, samples_per_prompt=8, max_new_tokens=64,
-                learning_rate=5e-5, kl_coeff=0.04, eval_episodes=256, micro_batch_size=128, eval_at_start=False),
+    "gpu": dict(train_iterations=120, prompts_per_iteration=16, samples_per_prompt=8, max_new_tokens=64,
+                learning_rate=5e-5, kl_coeff=0.04, eval_episodes=256, micro_batch_size=128, eval_at_start=False,
+                output_dir="runs/quickstart-gpu"),
 }
 
 
@@ -37,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", default=EMBEDDED_MODEL, help="hub name, local path, or the embedded default")
     parser.add_argument("--level", type=int, default=1, help="Arithmetic-v0 difficulty level (1: two-digit sums)")
     parser.add_argument("--resume", action="store_true", help="continue from the newest complete checkpoint in <output_dir>/checkpoints")
-    add_config_arguments(parser, GRPOConfig)
+    add_config_arguments(parser, GRPOConfig, presets=PRESETS)  # --help shows each preset's values
     return parser
 
 
@@ -49,7 +52,7 @@ def run(args: argparse.Namespace) -> None:
     import torch
 
     preset = args.preset or ("gpu" if torch.cuda.is_available() else "cpu")
-    config = config_from_arguments(GRPOConfig, args, {**PRESETS[preset], "output_dir": f"runs/quickstart-{preset}"})
+    config = config_from_arguments(GRPOConfig, args, PRESETS[preset])  # checks wandb is importable, if asked for
     policy = HFPolicy(args.model)
     train_env = make("Arithmetic-v0", level=args.level, split="train")
     test_env = make("Arithmetic-v0", level=args.level, split="test")
@@ -63,7 +66,7 @@ def run(args: argparse.Namespace) -> None:
     rows = algo.train(resume=args.resume)
     minutes = (time.perf_counter() - start) / 60
     after = rows[-1].get("eval_accuracy", float("nan"))
-    print(f"held-out accuracy after:  {after:.1%} ({config.num_iterations} iterations, {minutes:.1f} min "
+    print(f"held-out accuracy after:  {after:.1%} ({config.train_iterations} iterations, {minutes:.1f} min "
           f"including evaluation)")
     print(f"plot: {Path(config.output_dir) / 'metrics.png'}   metrics: {Path(config.output_dir) / 'metrics.jsonl'}")
 

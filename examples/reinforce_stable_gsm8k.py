@@ -13,7 +13,7 @@ policy every --update_ref_iterations iterations (that re-sync is what makes REIN
 How seed 002's flags map onto ReinforceStableConfig (fields can also come from --config FILE.yaml;
 flags override the file):
 
-    --num_iterations N               num_iterations
+    --num_iterations N               train_iterations
     --num_collection_episodes N      prompts_per_iteration (samples_per_prompt=1): episodes per iteration
     --max_trajectory_steps N         max_episode_steps (and the env's max_steps): steps before truncation
     --gradient_accumulation_steps G  one optimizer step = G micro-batches of --micro_batch_size M
@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -62,7 +61,7 @@ from policies.few_shot import DEFAULT_SYSTEM_PROMPT_PATH, FewShotStepwisePolicy 
 
 # the script's defaults (seed 002's where it had one); a --config file and then flags override them
 DEFAULTS = dict(
-    num_iterations=10, prompts_per_iteration=16, samples_per_prompt=1, max_episode_steps=10, max_new_tokens=64,
+    train_iterations=10, prompts_per_iteration=16, samples_per_prompt=1, max_episode_steps=10, max_new_tokens=64,
     learning_rate=1e-5, kl_coeff=0.25, ref_sync_every=2, micro_batch_size=1, minibatch_size=16,
     eval_every=0, eval_episodes=20, eval_at_start=False, save_every=0, output_dir="runs/reinforce_stable_gsm8k",
     wandb=os.environ.get("WANDB_MODE") if os.environ.get("WANDB_MODE") in ("offline", "online") else "off",
@@ -70,7 +69,7 @@ DEFAULTS = dict(
 )
 # seed 002's flag -> ReinforceStableConfig field (flags with the field's own name map to themselves)
 FLAG_TO_FIELD = {
-    "num_iterations": "num_iterations", "num_collection_episodes": "prompts_per_iteration",
+    "num_iterations": "train_iterations", "num_collection_episodes": "prompts_per_iteration",
     "max_trajectory_steps": "max_episode_steps", "kl_coeff": "kl_coeff", "update_ref_iterations": "ref_sync_every",
     "evaluation_iterations": "eval_every", "n_eval_steps": "eval_episodes", "evaluation_at_start": "eval_at_start",
     "save_path": "output_dir", "n_save_iterations": "save_every", "seed": "seed", "learning_rate": "learning_rate",
@@ -211,8 +210,6 @@ def resolve_config(args: argparse.Namespace) -> tuple[ReinforceStableConfig, int
         raise ConfigError(f"--holdout must be >= 1, got {args.holdout}")
     if args.cache_buffer and not args.buffer_cache_path:
         raise ConfigError("--cache_buffer needs --buffer_cache_path FILE")
-    if config.wandb != "off" and importlib.util.find_spec("wandb") is None:
-        raise ConfigError(f"wandb logging ({config.wandb}) asked for, but wandb is not installed: pip install wandb")
     return config, cap
 
 

@@ -50,7 +50,7 @@ def train_child(run_dir: Path) -> None:
     algorithms.base.plot_metrics = lambda *args, **kwargs: None
     tok = build_tiny_tokenizer()
     policy = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu")
-    config = GRPOConfig(num_iterations=ITERATIONS, prompts_per_iteration=2, samples_per_prompt=2, max_new_tokens=6,
+    config = GRPOConfig(train_iterations=ITERATIONS, prompts_per_iteration=2, samples_per_prompt=2, max_new_tokens=6,
                         micro_batch_size=2, learning_rate=1e-2, kl_coeff=0.05, ref_sync_every=2, save_every=1,
                         keep_checkpoints=2, eval_at_start=True, eval_every=2, eval_episodes=2, progress=False,
                         output_dir=str(run_dir), seed=3)

@@ -31,7 +31,7 @@ def uneven_batch(policy):
 def step(aggregation, micro_batch_size):
     policy = fresh_policy()
     config = GRPOConfig(loss_aggregation=aggregation, micro_batch_size=micro_batch_size, max_grad_norm=0.0,
-                        kl_coeff=0.0, samples_per_prompt=4, max_new_tokens=8, max_completion_length=10,
+                        kl_coeff=0.0, samples_per_prompt=4, max_new_tokens=8, loss_length_normalizer=10,
                         progress=False)
     algo = GRPO(policy, make("ToyDigits-v0"), config)
     trajs = uneven_batch(policy)

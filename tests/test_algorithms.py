@@ -10,7 +10,7 @@ from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 
 def small_config(cls, tmp_path, **overrides):
-    values = dict(num_iterations=2, prompts_per_iteration=2, samples_per_prompt=4, max_new_tokens=8,
+    values = dict(train_iterations=2, prompts_per_iteration=2, samples_per_prompt=4, max_new_tokens=8,
                   eval_episodes=4, output_dir=str(tmp_path / "run"), progress=False, micro_batch_size=4,
                   learning_rate=1e-2, eval_at_start=False)
     values.update(overrides)
@@ -74,7 +74,7 @@ def test_resume_gives_the_same_next_iteration(tmp_path):
     def fresh(out, iterations):
         tok = build_tiny_tokenizer()
         policy = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu")
-        config = small_config(GRPOConfig, tmp_path, num_iterations=iterations, output_dir=str(tmp_path / out),
+        config = small_config(GRPOConfig, tmp_path, train_iterations=iterations, output_dir=str(tmp_path / out),
                               kl_coeff=0.05, ref_sync_every=2, save_every=1)
         return GRPO(policy, make("ToyDigits-v0"), config)
 
@@ -92,8 +92,8 @@ def test_invalid_config_values_are_one_line_errors(tmp_path):
         GRPOConfig(samples_per_prompt=1)
     with pytest.raises(ConfigError, match="kl_estimator must be one of k1, k2, k3, got 'k9'"):
         GRPOConfig(kl_estimator="k9")
-    with pytest.raises(ConfigError, match="num_iterations must be a positive integer"):
-        ReinforceStableConfig(num_iterations=0)
+    with pytest.raises(ConfigError, match="train_iterations must be a positive integer"):
+        ReinforceStableConfig(train_iterations=0)
     yaml_file = tmp_path / "c.yaml"
     yaml_file.write_text("learning_rate: 0.001\nnot_a_field: 3\n")
     with pytest.raises(ConfigError, match="unknown GRPOConfig field"):

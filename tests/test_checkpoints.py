@@ -18,7 +18,7 @@ def tiny_algo(tmp_path, **overrides):
 
     tok = build_tiny_tokenizer()
     policy = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu")
-    values = dict(num_iterations=1, prompts_per_iteration=1, samples_per_prompt=2, max_new_tokens=4,
+    values = dict(train_iterations=1, prompts_per_iteration=1, samples_per_prompt=2, max_new_tokens=4,
                   output_dir=str(tmp_path / "run"), progress=False, eval_at_start=False, learning_rate=1e-2)
     values.update(overrides)
     return GRPO(policy, make("ToyDigits-v0"), GRPOConfig(**values))
@@ -126,7 +126,7 @@ def _plant_payload(folder, marker):
 
 
 def test_a_checkpoint_that_would_run_code_is_refused_in_one_line(tmp_path, monkeypatch, capsys):
-    algo = tiny_algo(tmp_path, num_iterations=2)
+    algo = tiny_algo(tmp_path, train_iterations=2)
     folder = save_at(algo, 1)
     marker = tmp_path / "pwned"
     _plant_payload(folder, marker)
@@ -137,7 +137,7 @@ def test_a_checkpoint_that_would_run_code_is_refused_in_one_line(tmp_path, monke
     # through --resume and the examples' error handler: one line, nothing executed, nothing deleted
     monkeypatch.delenv("RLGYM_TRACEBACK", raising=False)
     with pytest.raises(SystemExit) as exit_info:
-        run_with_clear_errors(tiny_algo(tmp_path, num_iterations=2).train, True)
+        run_with_clear_errors(tiny_algo(tmp_path, train_iterations=2).train, True)
     assert str(exit_info.value.code).startswith("error: ") and "\n" not in str(exit_info.value.code)
     assert not marker.exists()
     assert (folder / "state.pt").is_file()

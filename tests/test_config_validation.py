@@ -43,10 +43,10 @@ def test_yaml_scientific_notation_is_read_as_the_float_it_is(tmp_path):
 
 
 def test_yaml_values_are_coerced_to_the_declared_types(tmp_path):
-    text = ("seed: '3'\nnum_iterations: 1.0e+2\ntemperature: 1\nadam_betas: [0.8, '0.9']\n"
+    text = ("seed: '3'\ntrain_iterations: 1.0e+2\ntemperature: 1\nadam_betas: [0.8, '0.9']\n"
             "output_dir: 2024\nkl_estimator: k1\n")
     config = load_config(PPOConfig, write(tmp_path, text))
-    assert (config.seed, config.num_iterations) == (3, 100) and type(config.num_iterations) is int
+    assert (config.seed, config.train_iterations) == (3, 100) and type(config.train_iterations) is int
     assert config.temperature == 1.0 and type(config.temperature) is float
     assert config.adam_betas == (0.8, 0.9) and config.output_dir == "2024"
 
@@ -65,7 +65,7 @@ def test_a_non_boolean_is_never_silently_truthy(value):
     assert "GRPOConfig.bf16 expects true or false" in message and repr(value) in message
 
 
-@pytest.mark.parametrize("name", ["seed", "num_iterations", "eval_every", "minibatch_size"])
+@pytest.mark.parametrize("name", ["seed", "train_iterations", "eval_every", "minibatch_size"])
 def test_booleans_are_not_integers(name):
     assert f"GRPOConfig.{name} expects an integer, got True" in one_line_error(GRPOConfig, **{name: True})
 
@@ -81,7 +81,7 @@ def test_booleans_are_not_integers(name):
     ("adam_betas: [0.9, 1.5]\n", ["adam_betas must be two numbers in [0, 1)", "(0.9, 1.5)"]),
     ("seed: abc\n", ["seed expects an integer", "'abc'"]),
     ("seed: 2.5\n", ["seed expects an integer", "2.5"]),
-    ("num_iterations: yes\n", ["num_iterations expects an integer", "True"]),
+    ("train_iterations: yes\n", ["train_iterations expects an integer", "True"]),
     ("kl_in_reward: 2\n", ["kl_in_reward expects true or false", "2"]),
     ("bf16: 'maybe'\n", ["bf16 expects true or false", "'maybe'"]),
     ("learning_rate: .nan\n", ["learning_rate expects a finite number", "nan"]),
@@ -165,11 +165,11 @@ def test_every_float_field_must_be_finite(cls, name):
 
 
 @pytest.mark.parametrize("cls, name, value, fragment", [
-    (RLConfig, "num_iterations", 0, "must be a positive integer"),
+    (RLConfig, "train_iterations", 0, "must be a positive integer"),
     (RLConfig, "micro_batch_size", -1, "must be a positive integer"),
     (RLConfig, "keep_checkpoints", 0, "must be a positive integer"),
     (RLConfig, "eval_every", -1, "must be an integer >= 0"),
-    (RLConfig, "max_completion_length", -5, "must be an integer >= 0"),
+    (RLConfig, "loss_length_normalizer", -5, "must be an integer >= 0"),
     (RLConfig, "seed", -1, "must be in [0, 2**32)"),
     (RLConfig, "seed", 2**32, "must be in [0, 2**32)"),
     (RLConfig, "learning_rate", 0, "must be > 0"),
@@ -276,8 +276,8 @@ def test_run_with_clear_errors_turns_config_errors_into_one_line(monkeypatch, ca
         run_with_clear_errors(parse_then_build)
     assert info.value.code == "error: --x is refused"
     with pytest.raises(SystemExit) as info:
-        run_with_clear_errors(GRPOConfig, 0, 0)  # GRPOConfig(0, 0): num_iterations=0
-    assert info.value.code == "error: GRPOConfig.num_iterations must be a positive integer, got 0"
+        run_with_clear_errors(GRPOConfig, 0, 0)  # GRPOConfig(0, 0): train_iterations=0
+    assert info.value.code == "error: GRPOConfig.train_iterations must be a positive integer, got 0"
 
 
 class _RaisingAction(argparse.Action):

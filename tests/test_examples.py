@@ -101,7 +101,7 @@ def test_reinforce_stable_gsm8k_runs_and_reuses_its_buffer_cache(tiny_model_dir,
 def test_grpo_gsm8k_runs_from_the_yaml_config(tiny_model_dir, gsm8k_train, tmp_path):
     run_dir = tmp_path / "grpo"
     result = run_script(GRPO_SCRIPT, "--config", str(ROOT / "statics" / "configs" / "grpo_gsm8k.yaml"),
-                        "--model", tiny_model_dir, "--data_path", gsm8k_train, "--num_iterations", "1",
+                        "--model", tiny_model_dir, "--data_path", gsm8k_train, "--train_iterations", "1",
                         "--prompts_per_iteration", "1", "--samples_per_prompt", "2", "--max_new_tokens", "8",
                         "--eval_episodes", "2", "--no-eval_at_start", "--output_dir", str(run_dir))
     assert result.returncode == 0, result.stderr[-3000:]
@@ -212,3 +212,46 @@ def _yaml(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "bad.yaml"
     path.write_text(text)
     return path
+
+
+def _refuse_work(*args, **kwargs):
+    raise AssertionError("a model, env or evaluation was started before the config was checked")
+
+
+@pytest.mark.parametrize("script", [QUICKSTART, GRPO_SCRIPT, PPO_SCRIPT, REINFORCE], ids=lambda p: p.stem)
+def test_wandb_asked_for_but_not_installed_is_one_line_before_any_work(script, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "wandb", None)  # `import wandb` fails, as when it is not installed
+    module = load_script(script)
+    for name in ("HFPolicy", "FewShotStepwisePolicy", "make", "gsm8k_train_test", "evaluate"):
+        if hasattr(module, name):
+            monkeypatch.setattr(module, name, _refuse_work)
+    name = ("ReinforceStableConfig" if script == REINFORCE else "PPOConfig" if script == PPO_SCRIPT
+            else "GRPOConfig")
+    out = ["--save_path" if script == REINFORCE else "--output_dir", str(tmp_path / "run")]
+    assert error_line(module, ["--wandb", "offline", *out]) == (
+        f"error: {name}.wandb is 'offline', but wandb is not installed: pip install wandb (or set wandb to off)")
+
+
+def test_quickstart_wandb_without_wandb_fails_before_loading_the_model(tmp_path):
+    """The reported case, as a user runs it: a fresh process where wandb cannot be imported."""
+    code = ("import runpy, sys; sys.modules['wandb'] = None; sys.argv = sys.argv[1:]; "
+            "runpy.run_path(sys.argv[0], run_name='__main__')")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([sys.executable, "-c", code, str(QUICKSTART), "--wandb", "offline", "--model",
+                             str(tmp_path / "no_such_model"), "--output_dir", str(tmp_path / "run")],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    # a model load would have failed first with "cannot load model"; nothing was printed before the error
+    assert only_error_line(result) == ("error: GRPOConfig.wandb is 'offline', but wandb is not installed: "
+                                       "pip install wandb (or set wandb to off)")
+    assert result.stdout == "" and not (tmp_path / "run").exists()
+
+
+def test_quickstart_says_when_resume_finds_no_checkpoint(tiny_model_dir, tmp_path, capsys):
+    quickstart = load_script(QUICKSTART)
+    run_dir = tmp_path / "run"
+    quickstart.main(["--preset", "cpu", "--model", tiny_model_dir, "--resume", "--max_steps", "1",
+                     "--prompts_per_iteration", "1", "--num_generations", "2", "--max_new_tokens", "4",
+                     "--eval_episodes", "2", "--no-progress", "--output_dir", str(run_dir)])
+    out = capsys.readouterr().out
+    assert f"note: --resume: no checkpoint in {run_dir}, starting from iteration 0" in out
+    assert metrics(run_dir)[-1]["iteration"] == 1  # TRL's max_steps (one optimizer step per iteration here)

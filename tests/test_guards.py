@@ -15,7 +15,7 @@ def tiny_algo(tmp_path, env=None, **overrides):
 
     tok = build_tiny_tokenizer()
     policy = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu")
-    values = dict(num_iterations=3, prompts_per_iteration=2, samples_per_prompt=2, max_new_tokens=4,
+    values = dict(train_iterations=3, prompts_per_iteration=2, samples_per_prompt=2, max_new_tokens=4,
                   output_dir=str(tmp_path / "run"), progress=False, eval_at_start=False, learning_rate=1e-2,
                   max_nonfinite_steps=2, save_every=0)
     values.update(overrides)
@@ -102,7 +102,7 @@ class FailingRewardEnv(DigitsEnv):
 
 def test_reward_failures_are_counted_and_the_first_is_logged(tmp_path, capsys):
     FailingRewardEnv.calls = 0
-    algo = tiny_algo(tmp_path, env=FailingRewardEnv(), num_iterations=2, prompts_per_iteration=3)
+    algo = tiny_algo(tmp_path, env=FailingRewardEnv(), train_iterations=2, prompts_per_iteration=3)
     rows = algo.train()
     assert [r["reward_failures"] for r in rows] == [2, 2]  # 6 episodes per iteration, every third fails
     warnings = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("warning:")]

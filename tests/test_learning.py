@@ -22,7 +22,7 @@ def test_reward_rises_on_toy_digits(name, tmp_path):
     cls, config_cls, extra = CASES[name]
     tok = build_tiny_tokenizer()
     policy = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu")
-    config = config_cls(num_iterations=40, prompts_per_iteration=4, samples_per_prompt=4, max_new_tokens=8,
+    config = config_cls(train_iterations=40, prompts_per_iteration=4, samples_per_prompt=4, max_new_tokens=8,
                         learning_rate=1e-2, micro_batch_size=16, eval_at_start=False, progress=False, seed=0,
                         output_dir=str(tmp_path / name), **extra)
     rows = cls(policy, make("ToyDigits-v0"), config).train()

@@ -13,7 +13,7 @@ from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 
 def ppo(policy, tmp_path, **overrides):
-    values = dict(num_iterations=1, prompts_per_iteration=2, samples_per_prompt=4, max_new_tokens=8,
+    values = dict(train_iterations=1, prompts_per_iteration=2, samples_per_prompt=4, max_new_tokens=8,
                   micro_batch_size=8, minibatch_size=0, update_epochs=1, learning_rate=1e-2, kl_coeff=0.0,
                   eval_at_start=False, progress=False, output_dir=str(tmp_path / "run"))
     values.update(overrides)
@@ -160,7 +160,7 @@ def test_kl_penalty_is_paid_per_token_in_the_reward(tiny_policy, tmp_path):
 
 
 def test_ppo_train_logs_its_metrics(tiny_policy, tmp_path):
-    rows = ppo(tiny_policy, tmp_path, num_iterations=1, kl_coeff=0.05).train()
+    rows = ppo(tiny_policy, tmp_path, train_iterations=1, kl_coeff=0.05).train()
     for key in ("reward_mean", "reward_std", "train_accuracy", "kl", "entropy", "clip_fraction", "approx_kl",
                 "loss_value", "value_mean", "completion_length", "tokens_per_second", "zero_variance_groups",
                 "time_sample", "time_score", "time_reference", "time_values", "time_advantages", "time_update"):
@@ -196,9 +196,9 @@ def test_ppo_gsm8k_example_runs_and_resumes(shared_data, tmp_path):
     common = ["--data_path", str(data), "--model", str(model_dir), "--prompts_per_iteration", "2",
               "--max_new_tokens", "8", "--eval_episodes", "2", "--minibatch_size", "0", "--no-progress",
               "--output_dir", str(tmp_path / "run"), "--value_model", "copy"]
-    rows = module.main(common + ["--num_iterations", "1"])
+    rows = module.main(common + ["--train_iterations", "1"])
     assert rows[-1]["iteration"] == 1 and "eval_accuracy" in rows[-1] and "loss_value" in rows[-1]
-    rows = module.main(common + ["--num_iterations", "2", "--resume"])
+    rows = module.main(common + ["--train_iterations", "2", "--resume"])
     assert [r["iteration"] for r in rows] == [0, 1, 2]
     assert (tmp_path / "run" / "model" / "config.json").is_file()
 

@@ -39,7 +39,7 @@ def test_register_and_make_a_custom_env_in_three_lines():
 
 
 def test_readme_reinforce_subclass_trains(tiny_policy, tmp_path):
-    config = RLConfig(num_iterations=2, prompts_per_iteration=2, samples_per_prompt=4, max_new_tokens=6,
+    config = RLConfig(train_iterations=2, prompts_per_iteration=2, samples_per_prompt=4, max_new_tokens=6,
                       output_dir=str(tmp_path / "run"), progress=False, eval_at_start=False, learning_rate=1e-3)
     before = [p.detach().clone() for p in tiny_policy.parameters()]
     rows = Reinforce(tiny_policy, make("ToyDigits-v0"), config).train()

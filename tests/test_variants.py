@@ -69,7 +69,7 @@ def test_dynamic_sampling_stops_after_max_refill_rounds(tiny_policy, monkeypatch
 
 
 def test_dynamic_sampling_in_a_training_iteration(tiny_policy, tmp_path, monkeypatch):
-    algo = dapo(tiny_policy, output_dir=str(tmp_path / "run"), num_iterations=2, eval_at_start=False,
+    algo = dapo(tiny_policy, output_dir=str(tmp_path / "run"), train_iterations=2, eval_at_start=False,
                 micro_batch_size=12, learning_rate=1e-3)
     trained = []
     monkeypatch.setattr(algo, "update", lambda trajs: trained.append(list(trajs)) or {})

@@ -1,0 +1,93 @@
+"""The README's "Coming from TRL" and "Config reference" tables, generated from the config dataclasses and
+algorithms/trl_names.py so they cannot drift (tests/test_config_reference.py checks the README matches).
+
+    python scripts/config_reference.py            # rewrite the tables in README.md
+    python scripts/config_reference.py --check    # exit 1 if README.md is out of date
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+import sys
+import typing
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from algorithms import (  # noqa: E402
+    DAPOConfig, DrGRPOConfig, GRPOConfig, PPOConfig, ReinforceStableConfig, RLConfig, RLOOConfig,
+)
+from algorithms import trl_names  # noqa: E402
+from algorithms.config import field_help, field_types  # noqa: E402
+
+CONFIGS = (RLConfig, GRPOConfig, DrGRPOConfig, DAPOConfig, RLOOConfig, PPOConfig, ReinforceStableConfig)
+MARKERS = {"trl": ("<!-- trl-table:start -->", "<!-- trl-table:end -->"),
+           "reference": ("<!-- config-reference:start -->", "<!-- config-reference:end -->")}
+
+
+def type_name(kind: typing.Any) -> str:
+    """`int`, `tuple[float, float]`, ..."""
+    return kind.__name__ if isinstance(kind, type) and not typing.get_args(kind) else str(kind).replace("typing.", "")
+
+
+def cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def trl_table() -> str:
+    """Markdown: TRL's name -> ours, and whether the meaning is the same."""
+    rows = ["| TRL (`GRPOConfig` / `TrainingArguments`) | here | meaning |", "| --- | --- | --- |"]
+    for name, alias in trl_names.SAME.items():
+        rows.append(f"| `{name}` | `{alias.ours}` | same{cell(': ' + alias.note) if alias.note else ''} |")
+    for name, note in trl_names.SAME_NAME.items():
+        rows.append(f"| `{name}` | `{name}` | same{cell(': ' + note) if note else ''} |")
+    for name, why in trl_names.DIFFERENT.items():
+        nearest = " / ".join(f"`{n}`" for n in trl_names.NEAREST.get(name, "").split(" / ") if n) or "none"
+        rows.append(f"| `{name}` | refused; nearest: {nearest} | different: {cell(why)} |")
+    return "\n".join(rows)
+
+
+def config_tables() -> str:
+    """Markdown: every RLConfig field, then what each algorithm's config adds or sets differently."""
+    parts = []
+    for cls in CONFIGS:
+        base = next((b for b in cls.__mro__[1:] if dataclasses.is_dataclass(b)), None)
+        base_fields = {f.name: f.default for f in dataclasses.fields(base)} if base else {}
+        rows = []
+        for f in dataclasses.fields(cls):
+            if f.name in base_fields and base_fields[f.name] == f.default:
+                continue
+            rows.append(f"| `{f.name}` | {type_name(field_types(cls)[f.name])} | `{f.default!r}` | "
+                        f"{cell(field_help(cls, f.name))} |")
+        heading = f"**{cls.__name__}**" + (f" ({'an' if base.__name__[0] in 'AEIOUR' else 'a'} {base.__name__}; fields it adds or sets differently)" if base else "")
+        parts.append("\n".join([heading, "", "| field | type | default | what |", "| --- | --- | --- | --- |", *rows]))
+    return "\n\n".join(parts)
+
+
+def render(readme: str) -> str:
+    """`readme` with the text between each pair of markers replaced by the generated table."""
+    for key, table in (("trl", trl_table()), ("reference", config_tables())):
+        start, end = MARKERS[key]
+        pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
+        if not pattern.search(readme):
+            raise SystemExit(f"README.md lacks the markers {start} ... {end}")
+        readme = pattern.sub(lambda _: f"{start}\n{table}\n{end}", readme)
+    return readme
+
+
+def main(argv: list[str] | None = None) -> int:
+    path = ROOT / "README.md"
+    current = path.read_text(encoding="utf-8")
+    wanted = render(current)
+    if "--check" in (argv if argv is not None else sys.argv[1:]):
+        if wanted != current:
+            print("README.md's config tables are out of date: python scripts/config_reference.py", file=sys.stderr)
+            return 1
+        return 0
+    path.write_text(wanted, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""Every config field has one line of help, `--help` shows it with the default the script will use, and
+the README's tables are what scripts/config_reference.py generates from the dataclasses."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+from algorithms import DAPOConfig, DrGRPOConfig, GRPOConfig, PPOConfig, ReinforceStableConfig, RLConfig, RLOOConfig
+from algorithms.cli import add_config_arguments
+from algorithms.config import field_help
+
+ROOT = Path(__file__).resolve().parents[1]
+ALL_CONFIGS = (RLConfig, GRPOConfig, DrGRPOConfig, DAPOConfig, RLOOConfig, PPOConfig, ReinforceStableConfig)
+
+
+def load(path: Path):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def flag_help(text: str, flag: str) -> str:
+    """The help of `--flag` in flattened --help output (up to the next flag)."""
+    match = re.search(rf"(?:^| )--{flag}(?:, --no-{flag})?(?: {flag.upper()})* (.*?)(?= --[a-z]| [a-zA-Z' ]+:$|$)", text)
+    assert match, flag
+    return match.group(1)
+
+
+@pytest.fixture
+def wide(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "2000")  # argparse wraps at the terminal width; one line per flag here
+
+
+@pytest.mark.parametrize("cls", ALL_CONFIGS, ids=lambda c: c.__name__)
+def test_every_field_has_one_line_of_help(cls):
+    for f in dataclasses.fields(cls):
+        text = field_help(cls, f.name)
+        assert text and "\n" not in text and len(text) < 120, (cls.__name__, f.name, text)
+
+
+@pytest.mark.parametrize("cls", ALL_CONFIGS, ids=lambda c: c.__name__)
+def test_help_lists_every_field_with_its_text_and_default(cls, wide):
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser, cls, {"seed": 1234567})
+    text = flat(parser.format_help())
+    for f in dataclasses.fields(cls):
+        default = 1234567 if f.name == "seed" else f.default
+        assert f"{flat(field_help(cls, f.name))} (default {default})" in flag_help(text, f.name), f.name
+
+
+@pytest.mark.parametrize("script, cls", [("quickstart.py", GRPOConfig), ("grpo_gsm8k.py", GRPOConfig),
+                                         ("ppo_gsm8k.py", PPOConfig)])
+def test_the_example_scripts_help_describes_every_field(script, cls, wide):
+    text = flat(load(ROOT / "examples" / script).build_parser().format_help())
+    for f in dataclasses.fields(cls):
+        assert flat(field_help(cls, f.name)) in text, (script, f.name)
+    assert "TRL's name for --samples_per_prompt" in text  # --num_generations
+
+
+def test_quickstart_help_shows_the_presets_values_not_the_dataclass_defaults(wide):
+    quickstart = load(ROOT / "examples" / "quickstart.py")
+    text = flat(quickstart.build_parser().format_help())
+
+    def line(flag: str) -> str:
+        return flag_help(text, flag)
+
+    cpu, gpu = quickstart.PRESETS["cpu"], quickstart.PRESETS["gpu"]
+    assert line("train_iterations").endswith(f"(default: cpu {cpu['train_iterations']}, gpu "
+                                             f"{gpu['train_iterations']})")
+    assert "(default 100)" not in line("train_iterations")  # GRPOConfig's own default
+    assert line("learning_rate").endswith(f"(default {cpu['learning_rate']})")  # the same in both presets
+    assert line("output_dir").endswith("(default: cpu runs/quickstart-cpu, gpu runs/quickstart-gpu)")
+    assert line("top_p").endswith("(default 1.0)")  # not in any preset: the dataclass default
+
+
+def test_the_readme_tables_are_generated_from_the_dataclasses():
+    generator = load(ROOT / "scripts" / "config_reference.py")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert generator.render(readme) == readme, "README.md is out of date: python scripts/config_reference.py"
+    for cls in ALL_CONFIGS:
+        assert f"**{cls.__name__}**" in readme
+    for f in dataclasses.fields(PPOConfig):
+        if f.name in ("gamma", "value_model", "train_iterations"):
+            assert f"| `{f.name}` |" in readme and field_help(PPOConfig, f.name).replace("|", "\\|") in readme
+    assert "| `num_generations` | `samples_per_prompt` | same |" in readme
+    assert "| `num_iterations` | refused; nearest: `train_iterations` / `update_epochs` | different:" in readme
+
+
+def test_the_reference_check_notices_a_stale_readme():
+    generator = load(ROOT / "scripts" / "config_reference.py")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    stale = readme.replace("| `train_iterations` | int | `100` |", "| `train_iterations` | int | `99` |")
+    assert stale != readme and generator.render(stale) == readme

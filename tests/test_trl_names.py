@@ -1,0 +1,152 @@
+"""TRL's config names: accepted where they mean what ours mean (Python, YAML, flags), refused with one line
+naming ours where they do not; and each algorithm refuses another algorithm's config in one line."""
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from algorithms import (
+    DAPO, PPO, ConfigError, DAPOConfig, DrGRPO, GRPOConfig, PPOConfig, ReinforceStableConfig, RLOO, RLOOConfig,
+    load_config,
+)
+from algorithms import trl_names
+from algorithms.cli import add_config_arguments, config_from_arguments
+from algorithms.config import read_config_file
+
+
+def one_line(call, *args, **kwargs) -> str:
+    with pytest.raises(ConfigError) as info:
+        call(*args, **kwargs)
+    message = str(info.value)
+    assert message and "\n" not in message, message
+    return message
+
+
+def flags(cls: type, argv: list[str], defaults: dict | None = None):
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser, cls, defaults)
+    return config_from_arguments(cls, parser.parse_args(argv), defaults)
+
+
+TRL_VALUES = {"num_generations": 4, "beta": 0.1, "epsilon": 0.3, "epsilon_high": 0.28, "loss_type": "dr_grpo",
+              "scale_rewards": "none", "max_steps": 7, "eval_steps": 2, "save_steps": 3, "warmup_steps": 5,
+              "save_total_limit": 4, "disable_tqdm": True}
+OURS = {"samples_per_prompt": 4, "kl_coeff": 0.1, "clip_low": 0.3, "clip_high": 0.28, "loss_aggregation": "constant",
+        "scale_by_std": False, "train_iterations": 7, "eval_every": 2, "save_every": 3, "warmup_iterations": 5,
+        "keep_checkpoints": 4, "progress": False}
+
+
+def test_every_same_meaning_alias_is_exercised():
+    assert set(TRL_VALUES) == set(trl_names.SAME)  # a new alias: add it to TRL_VALUES and OURS
+
+
+def test_trl_names_in_python(tmp_path):
+    config = GRPOConfig(output_dir=str(tmp_path), **TRL_VALUES)
+    assert config == GRPOConfig(output_dir=str(tmp_path), **OURS)
+
+
+def test_trl_names_in_yaml(tmp_path):
+    path = tmp_path / "trl.yaml"
+    path.write_text("".join(f"{k}: {str(v).lower() if isinstance(v, bool) else v}\n" for k, v in TRL_VALUES.items()))
+    assert read_config_file(GRPOConfig, path) == OURS
+    assert load_config(GRPOConfig, path) == GRPOConfig(**OURS)
+
+
+def test_trl_names_as_flags():
+    argv = [part for k, v in TRL_VALUES.items() for part in (f"--{k}", str(v))]
+    assert flags(GRPOConfig, argv) == GRPOConfig(**OURS)
+
+
+def test_epsilon_sets_both_bounds_unless_the_upper_one_is_given(tmp_path):
+    assert (GRPOConfig(epsilon=0.3).clip_low, GRPOConfig(epsilon=0.3).clip_high) == (0.3, 0.3)
+    assert GRPOConfig(epsilon=0.3, clip_high=0.28).clip_high == 0.28
+    assert DAPOConfig(epsilon=0.25, epsilon_high=0.3).clip_high == 0.3
+    path = tmp_path / "eps.yaml"
+    path.write_text("epsilon: 0.3\n")
+    assert flags(GRPOConfig, ["--config", str(path), "--clip_high", "0.28"]).clip_high == 0.28  # flags win
+
+
+@pytest.mark.parametrize("value, ours", [("group", True), (True, True), ("true", True), ("none", False),
+                                         (False, False), ("false", False)])
+def test_scale_rewards_values(value, ours):
+    assert GRPOConfig(scale_rewards=value).scale_by_std is ours
+
+
+@pytest.mark.parametrize("name, value, fragment", [
+    ("scale_rewards", "batch", "scale_rewards 'batch' has no counterpart here: scale_by_std divides"),
+    ("loss_type", "bnpo", "loss_type 'bnpo' has no counterpart here: loss_aggregation is token_mean (TRL's dapo)"),
+    ("disable_tqdm", "maybe", "disable_tqdm expects true or false, got 'maybe'"),
+])
+def test_values_without_a_counterpart_are_refused(name, value, fragment):
+    assert fragment in one_line(GRPOConfig, **{name: value})
+
+
+@pytest.mark.parametrize("name, ours", [
+    ("num_iterations", ["train_iterations", "update_epochs"]),
+    ("max_completion_length", ["max_new_tokens", "loss_length_normalizer"]),
+    ("per_device_train_batch_size", ["prompts_per_iteration", "micro_batch_size"]),
+    ("gradient_accumulation_steps", ["minibatch_size", "micro_batch_size"]),
+    ("adam_beta1", ["adam_betas"]),
+    ("report_to", ["wandb"]),
+])
+def test_names_meaning_something_else_are_refused_naming_ours(name, ours, tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text(f"{name}: 2\n")
+    messages = [one_line(GRPOConfig, **{name: 2}), one_line(load_config, GRPOConfig, path),
+                one_line(flags, GRPOConfig, [f"--{name}", "2"])]
+    assert messages[1].startswith(f"{path}: GRPOConfig: {name} ")
+    for message in messages:
+        assert f"GRPOConfig: {name} " in message and all(field in message for field in ours), message
+
+
+def test_num_iterations_is_refused_even_where_it_used_to_be_ours():
+    # the old field name of the training length: neither meaning is guessed
+    message = one_line(ReinforceStableConfig, num_iterations=10)
+    assert "train_iterations" in message and "update_epochs" in message and "ambiguous" in message
+
+
+def test_an_alias_and_its_field_together_are_refused(tmp_path):
+    assert one_line(GRPOConfig, beta=0.1, kl_coeff=0.2) == (
+        "beta and kl_coeff are both given (beta is TRL's name for kl_coeff)")
+    path = tmp_path / "both.yaml"
+    path.write_text("num_generations: 4\nsamples_per_prompt: 8\n")
+    assert one_line(load_config, GRPOConfig, path).startswith(f"{path}: num_generations and samples_per_prompt")
+    assert "are both given" in one_line(flags, GRPOConfig, ["--beta", "0.1", "--kl_coeff", "0.2"])
+
+
+def test_an_alias_for_a_field_the_config_lacks_is_refused():
+    assert one_line(ReinforceStableConfig, epsilon=0.2) == (
+        "ReinforceStableConfig has no clip_low, which TRL's epsilon stands for")
+
+
+def test_step_counted_names_only_when_an_iteration_is_one_optimizer_step(tmp_path):
+    assert GRPOConfig(max_steps=5).train_iterations == 5  # defaults: one epoch, the whole batch per step
+    message = one_line(GRPOConfig, max_steps=5, update_epochs=2)
+    assert message == ("GRPOConfig: TRL's max_steps counts optimizer steps, but here an iteration makes 2 "
+                       "(update_epochs x minibatches); set train_iterations, counted in iterations")
+    assert "makes 16 (update_epochs x minibatches)" in one_line(PPOConfig, save_steps=5)  # 4 epochs x 4 minibatches
+    path = tmp_path / "steps.yaml"
+    path.write_text("max_steps: 5\nminibatch_size: 32\n")  # 16 x 8 = 128 trajectories: 4 optimizer steps
+    assert "makes 4" in one_line(load_config, GRPOConfig, path)
+    assert load_config(GRPOConfig, path, {"train_iterations": 5}).train_iterations == 5  # ours wins: no check
+    assert flags(GRPOConfig, ["--max_steps", "3"]).train_iterations == 3
+
+
+def test_other_algorithms_configs_are_refused_in_one_line():
+    with pytest.raises(TypeError) as info:
+        PPO(None, None, GRPOConfig())  # checked before the policy or a value model is touched
+    assert str(info.value) == "PPO takes a PPOConfig, got a GRPOConfig (it has no gamma, lam, dual_clip)"
+    with pytest.raises(TypeError, match=r"^DAPO takes a DAPOConfig, got a GRPOConfig \(it has no max_refill_rounds"):
+        DAPO(None, None, GRPOConfig())
+    with pytest.raises(TypeError, match=r"^RLOO takes a RLOOConfig, got a dict$"):
+        RLOO(None, None, {"kl_coeff": 0.0})
+
+
+def test_a_config_with_every_field_an_algorithm_reads_is_accepted(tiny_policy):
+    from envs import make
+    from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
+
+    # RLOOConfig and DrGRPOConfig only change GRPOConfig's defaults, so a GRPOConfig fits both
+    assert DrGRPO(tiny_policy, make("ToyDigits-v0"), GRPOConfig(samples_per_prompt=2)).config.scale_by_std is True
+    assert isinstance(RLOO(tiny_policy, make("ToyDigits-v0"), RLOOConfig(samples_per_prompt=2)).config, RLOOConfig)
