@@ -17,7 +17,7 @@ row has no ``answer`` column; GSM8K's holds the whole worked solution, as TRL wo
 the env's own keys, which win over a row column of the same name: ``question``, ``gold``,
 ``problem_id``, ``mode``, ``steps``, ``parsed_answer`` (None when the answer could not be parsed)
 and ``correct``. TRL's ``completion_ids`` and ``trainer_state`` are not passed: the env scores text.
-A TRL-style function without ``**kwargs`` gets only the fields it names.
+A TRL-style function without ``**kwargs`` gets only the arguments it names.
 
 ``None`` means "not applicable": that component is left out of the episode's weighted sum.
 """
@@ -67,11 +67,11 @@ class TRLReward:
             prompt_arg, completion_arg = prompt, completion
         fields = info.get("fields")
         kwargs = {name: [value] for name, value in (fields if isinstance(fields, Mapping) else {}).items()}
+        kwargs.update(prompts=[prompt_arg], completions=[completion_arg])
         accepted = _keyword_names(self.fn)
         if accepted is not None:
             kwargs = {name: value for name, value in kwargs.items() if name in accepted}
-        values = self.fn(prompts=[prompt_arg], completions=[completion_arg], **kwargs)
-        return _single_value(values)
+        return _single_value(self.fn(**kwargs))
 
 
 def trl_reward(fn: Callable[..., Any], *, conversational: bool = False) -> TRLReward:
