@@ -1,7 +1,8 @@
 """The two forms a reward function may take, and how an env calls either of them.
 
 - **per-sample** (this toolkit's own): ``fn(completion, gold, info) -> float | None``, called once
-  per finished episode with the solution text, the gold answer and a dict of the problem's fields.
+  per finished episode with the solution text, the gold answer and ``info``: the env's keys (below),
+  ``prompt`` and ``fields`` (everything a TRL-style function gets as keywords).
 - **TRL-style** (``trl.GRPOTrainer``'s): ``fn(prompts, completions, **kwargs) -> list[float | None]``,
   called by keyword with one-element lists: ``prompts=[prompt]``, ``completions=[solution]`` and
   every other field as ``name=[value]``.
