@@ -6,13 +6,16 @@ in one batch per step. Text the env injects (calculator results, separators) is 
 appended with completion_mask 0, so the loss never trains on it; the model's own tokens are kept as
 sampled, never re-tokenised.
 
-Wrapped envs (any ``gymnasium.Wrapper`` chain, e.g. ``TimeLimit(env)``) work: ``reset`` and ``step`` go
-through the wrappers, so their logic applies; ``get_state``/``set_state``/``stop_strings`` are read from
-``env.unwrapped``, and each wrapper's plain-data attributes (numbers, strings, None and lists, tuples,
-dicts of them, e.g. TimeLimit's step counter) are saved and restored with the episode state, so branches
-never see each other's steps; any other attribute is shared by all branches. A wrapper may change the prompt (the reset observation), the action text the env scores, the
-reward, ``terminated``/``truncated`` and ``info``; later observations are not re-read (the transcript is
+Wrapped envs (any ``gymnasium.Wrapper`` chain, e.g. ``TimeLimit(env)``) work: ``reset`` and ``step``
+go through the wrappers, so their logic applies; ``get_state``/``set_state``/``stop_strings`` are read
+from ``env.unwrapped``. Each wrapper's plain-data attributes (numbers, strings, None and lists, tuples,
+dicts of them, e.g. TimeLimit's step counter) are saved and restored with the episode state, so
+branches never see each other's steps; any other attribute is shared by all branches. A wrapper may
+change the prompt (the reset observation), the action text the env scores, the reward,
+``terminated``/``truncated`` and ``info``; later observations are not re-read (the transcript is
 rebuilt from token ids plus ``info["injected_text"]``), and it must not change which problems exist.
+An episode a wrapper truncates before the env finishes it is not scored by the env's reward
+functions (the env's own ``max_steps`` truncation is).
 """
 from __future__ import annotations
 
@@ -84,6 +87,7 @@ def _plain_attributes(wrapper) -> dict[str, Any]:
 
 
 def _is_plain(value: Any, depth: int = 0) -> bool:
+    """True for None, bool, int, float, str and (up to 4 levels) lists, tuples and str-keyed dicts of them."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return True
     if depth >= 4:

@@ -107,7 +107,8 @@ def call_reward(
     context: dict,
     timeout: float | None,
 ) -> tuple[float | None, str | None]:
-    """``(score, None)`` (score None: not applicable), or ``(0.0, "ExceptionType: one-line message")`` if ``fn`` fails on this sample."""
+    """``(score, None)`` (a None score: not applicable), or ``(0.0, "ExceptionType: one-line message")``
+    if ``fn`` fails on this sample."""
     try:
         with cpu_time_limit(timeout):
             value = fn(completion, gold, context)
