@@ -5,11 +5,24 @@ episode is a branch holding its env state and its token ids; all live branches a
 in one batch per step. Text the env injects (calculator results, separators) is tokenised and
 appended with completion_mask 0, so the loss never trains on it; the model's own tokens are kept as
 sampled, never re-tokenised.
+
+Wrapped envs (any ``gymnasium.Wrapper`` chain, e.g. ``TimeLimit(env)``) work: ``reset`` and ``step``
+go through the wrappers, so their logic applies; ``get_state``/``set_state``/``stop_strings`` are read
+from ``env.unwrapped``. Each wrapper's plain-data attributes (numbers, strings, None and lists, tuples,
+dicts of them, e.g. TimeLimit's step counter) are saved and restored with the episode state, so
+branches never see each other's steps; any other attribute is shared by all branches. A wrapper may
+change the prompt (the reset observation), the action text the env scores, the reward,
+``terminated``/``truncated`` and ``info``; later observations are not re-read (the transcript is
+rebuilt from token ids plus ``info["injected_text"]``), and it must not change which problems exist.
+An episode a wrapper truncates before the env finishes it is not scored by the env's reward
+functions (the env's own ``max_steps`` truncation is).
 """
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -42,7 +55,48 @@ class _Branch:
 
 
 def is_stepwise(env) -> bool:
-    return getattr(getattr(env, "unwrapped", env), "mode", "single") == "stepwise"
+    return getattr(_base(env), "mode", "single") == "stepwise"
+
+
+def get_branch_state(env) -> dict[str, Any]:
+    """The episode state of a (possibly wrapped) env: the base env's state plus each wrapper's plain data."""
+    return {"env": _base(env).get_state(), "wrappers": [_plain_attributes(w) for w in _wrappers(env)]}
+
+
+def set_branch_state(env, state: dict[str, Any]) -> None:
+    """Restore a state from ``get_branch_state`` into the same (possibly wrapped) env."""
+    for wrapper, attributes in zip(_wrappers(env), state["wrappers"]):
+        vars(wrapper).update(copy.deepcopy(attributes))
+    _base(env).set_state(state["env"])
+
+
+def _base(env):
+    return getattr(env, "unwrapped", env)
+
+
+def _wrappers(env) -> list:
+    layers = []
+    while env is not _base(env) and hasattr(env, "env"):
+        layers.append(env)
+        env = env.env
+    return layers
+
+
+def _plain_attributes(wrapper) -> dict[str, Any]:
+    return {k: copy.deepcopy(v) for k, v in vars(wrapper).items() if k != "env" and _is_plain(v)}
+
+
+def _is_plain(value: Any, depth: int = 0) -> bool:
+    """True for None, bool, int, float, str and (up to 4 levels) lists, tuples and str-keyed dicts of them."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    if depth >= 4:
+        return False
+    if isinstance(value, (list, tuple)):
+        return all(_is_plain(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _is_plain(v, depth + 1) for k, v in value.items())
+    return False
 
 
 def rollout(env, policy: Policy, starts: list[dict], group_size: int, settings: SamplingSettings,
@@ -58,12 +112,12 @@ def rollout(env, policy: Policy, starts: list[dict], group_size: int, settings: 
     branches: list[_Branch] = []
     for k, start in enumerate(starts):
         obs, info = env.reset(**start)
-        state = env.get_state()
+        state = get_branch_state(env)
         prompt_ids = policy.format_prompt(obs)
         for _ in range(group_size):
             branches.append(_Branch(first_group_id + k, prompt_ids, state, info=dict(info)))
     env_seconds += time.perf_counter() - clock
-    stop = getattr(getattr(env, "unwrapped", env), "stop_strings", ["\n"] if is_stepwise(env) else None)
+    stop = getattr(_base(env), "stop_strings", ["\n"] if is_stepwise(env) else None)
     for _ in range(settings.max_episode_steps):
         live = [b for b in branches if not b.done]
         if not live:
@@ -72,9 +126,9 @@ def rollout(env, policy: Policy, starts: list[dict], group_size: int, settings: 
                              settings.temperature, settings.top_p, stop, generator)
         for branch, (gen,) in zip(live, gens):
             clock = time.perf_counter()
-            env.set_state(branch.state)
+            set_branch_state(env, branch.state)
             _, reward, terminated, truncated, info = env.step(gen.text)
-            branch.state = env.get_state()
+            branch.state = get_branch_state(env)
             env_seconds += time.perf_counter() - clock
             branch.ids += gen.completion_ids
             branch.logprobs += gen.logprobs

@@ -1,7 +1,9 @@
 """Gym-style environments for RL training of language models.
 
 Text in, text out: ``obs, info = env.reset(seed=0)``; ``env.step(text)``.
-Build envs with ``make("Arithmetic-v0")`` and list them with ``registered_ids()``.
+Build envs with ``make("Arithmetic-v0")`` (or ``"rlgym/Arithmetic-v0"``) and list them with
+``registered_ids()``. Reward functions may be per-sample ``fn(completion, gold, info)`` or
+TRL-style ``fn(prompts, completions, **kwargs)``; see ``envs/reward_forms.py``.
 """
 
 from envs.answers import answers_equal, extract_answer
@@ -9,7 +11,8 @@ from envs.arithmetic import ArithmeticEnv
 from envs.base import EpisodeOverError, LanguageEnv, Problem
 from envs.data import DataFileNotFoundError, MalformedRowError
 from envs.math import GSM8KEnv, MATHEnv
-from envs.registry import UnknownEnvError, make, register, registered_ids
+from envs.registry import NAMESPACE, UnknownEnvError, make, register, registered_ids
+from envs.reward_forms import per_sample_reward, reward_form, trl_reward
 from envs.rewards import combine_rewards, correctness_reward, format_reward
 from envs.spaces import AnyText
 
@@ -21,6 +24,7 @@ __all__ = [
     "GSM8KEnv",
     "LanguageEnv",
     "MATHEnv",
+    "NAMESPACE",
     "MalformedRowError",
     "Problem",
     "UnknownEnvError",
@@ -30,6 +34,9 @@ __all__ = [
     "extract_answer",
     "format_reward",
     "make",
+    "per_sample_reward",
     "register",
     "registered_ids",
+    "reward_form",
+    "trl_reward",
 ]

@@ -22,14 +22,19 @@ Actions longer than ``max_action_chars`` (default 20,000) are cut to their first
 the transcript and the scoring see the cut action and ``info["action_truncated"]``
 says whether this step's action was cut. This bounds the time a step takes.
 
-Rewards: only a terminated episode is scored. The parsed answer is graded once
-per step (``info["correct"]``) and the verdict is passed to the reward functions
-in their ``info`` (``correctness_reward`` uses it instead of grading again).
-Each reward function sees the solution (stepwise: the steps with their injected
-text) and the episode reward is the weighted sum of the components (weights
-default to 1.0). An episode with no parsable answer (unparseable, or truncated
-at ``max_steps``) scores 0.0 on every component, with ``info["parsed_answer"] = None``
-and ``info["unparseable"] = True``. The last-number fallback of the answer
+Rewards: every reward function is called once on every finished episode (terminated,
+or truncated at ``max_steps``), parsable or not; steps before the end score 0.0 and call
+none. The parsed answer is graded once per step (``info["correct"]``) and the verdict is
+passed to the reward functions in their ``info`` (``correctness_reward`` uses it instead of
+grading again). Each reward function sees the solution (stepwise: the steps with their
+injected text) and decides what it is worth; an episode with no parsable answer
+(unparseable, or truncated at ``max_steps``) has ``info["parsed_answer"] = None`` and
+``info["unparseable"] = True``, and the built-in correctness reward gives it 0.0. Reward
+functions may be per-sample ``fn(completion, gold, info)`` or TRL-style
+``fn(prompts, completions, **kwargs)`` (see ``envs/reward_forms.py``). A function may
+return None ("not applicable"): that component is left out of the weighted sum (weights
+default to 1.0), as TRL's nansum does; if every component is None the episode scores 0.0
+and ``info["no_applicable_reward"]`` is True. The last-number fallback of the answer
 extraction can be switched off with ``last_number_fallback=False``.
 
 A reward function that raises, returns a non-number or non-finite value, or uses
@@ -46,7 +51,7 @@ import abc
 import copy
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import gymnasium
@@ -54,6 +59,7 @@ import gymnasium
 from envs.answers import answers_equal
 from envs.calculator import apply_calculator
 from envs.extraction import extract_answer
+from envs.reward_forms import as_per_sample, reward_fields
 from envs.reward_guard import call_reward
 from envs.rewards import RewardFn, correctness_reward
 from envs.spaces import AnyText
@@ -71,11 +77,16 @@ class EpisodeOverError(RuntimeError):
 
 @dataclass(frozen=True)
 class Problem:
-    """One task: the question shown to the model, its gold answer and a stable id."""
+    """One task: the question shown to the model, its gold answer, a stable id and its data row.
+
+    ``fields`` holds the dataset row's columns where the env loads rows (GSM8K, MATH); reward
+    functions receive them (TRL-style ones as keyword arguments).
+    """
 
     question: str
     gold: str
     problem_id: str
+    fields: dict[str, Any] = field(default_factory=dict, hash=False)
 
 
 def has_final_answer_marker(text: str) -> bool:
@@ -325,52 +336,55 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
         return spans
 
     def _outcome(self, terminated: bool) -> tuple[float, dict]:
-        """Reward and info for the step just taken; only a terminated episode is scored."""
+        """Reward and info for the step just taken; every reward function scores a finished episode."""
         assert self._problem is not None
-        gold = self._problem.gold
+        problem, gold = self._problem, self._problem.gold
         solution = self._solution()
         parsed = self.parse_answer(solution) if terminated else None
         correct = parsed is not None and answers_equal(parsed, gold)  # the one grading of this step
-        components = dict.fromkeys(self.reward_fns, 0.0)
+        components: dict[str, float | None] = dict.fromkeys(self.reward_fns, 0.0)
         errors: dict[str, str] = {}
-        if parsed is not None:
-            context = {
-                "question": self._problem.question,
+        if self._done:
+            env_keys = {
+                "question": problem.question,
                 "gold": gold,
-                "problem_id": self._problem.problem_id,
+                "problem_id": problem.problem_id,
                 "mode": self.mode,
                 "steps": list(self._steps),
                 "parsed_answer": parsed,
                 "correct": correct,
             }
+            context = {**env_keys, "prompt": self.build_prompt(problem),
+                       "fields": reward_fields(problem.fields, gold, env_keys)}
             for name, fn in self.reward_fns.items():
-                components[name], error = call_reward(fn, solution, gold, dict(context), self.reward_timeout)
+                components[name], error = call_reward(fn, solution, gold, copy.deepcopy(context), self.reward_timeout)
                 if error is not None:
                     errors[name] = error
-        reward = float(sum(self.reward_weights[name] * value for name, value in components.items()))
+        scored = [self.reward_weights[name] * value for name, value in components.items() if value is not None]
         info = {
             "gold": gold,
-            "problem_id": self._problem.problem_id,
+            "problem_id": problem.problem_id,
             "correct": correct,
             "parsed_answer": parsed,
             "unparseable": self._done and parsed is None,
             "reward_components": components,
             "reward_errors": errors,
+            "no_applicable_reward": not scored,
             "injected_spans": self._injected_spans(),
             "steps": list(self._steps),
         }
-        return reward, info
+        return float(sum(scored)), info
 
 
 def _checked_reward_fns(reward_fns: Mapping[str, RewardFn] | None) -> dict[str, RewardFn]:
     if reward_fns is None:
         return {"correctness": correctness_reward}
     if not isinstance(reward_fns, Mapping) or not reward_fns:
-        raise ValueError("reward_fns must be a non-empty dict of name -> function(completion, gold, info)")
+        raise ValueError("reward_fns must be a non-empty dict of name -> reward function")
     for name, fn in reward_fns.items():
         if not callable(fn):
             raise ValueError(f"reward_fns[{name!r}] must be callable; got {type(fn).__name__}")
-    return dict(reward_fns)
+    return {name: as_per_sample(fn, str(name)) for name, fn in reward_fns.items()}
 
 
 def _checked_reward_weights(

@@ -93,7 +93,7 @@ class GSM8KEnv(ProblemListEnv):
                 gold = gsm8k_gold(str(row["answer"]))
             except ValueError as error:
                 raise MalformedRowError(f"GSM8K {split} row {row_index}: {error}") from None
-            self._problems.append(Problem(str(row["question"]), gold, f"gsm8k/{split}/{row_index}"))
+            self._problems.append(Problem(str(row["question"]), gold, f"gsm8k/{split}/{row_index}", fields=dict(row)))
 
 
 class MATHEnv(ProblemListEnv):
@@ -138,6 +138,7 @@ class MATHEnv(ProblemListEnv):
                 str(rows[i]["problem"]),
                 str(rows[i]["answer"]).strip(),
                 str(rows[i].get("unique_id") or f"math/{split}/{i}"),
+                fields=dict(rows[i]),
             )
             for i in range(start, stop)
         ]

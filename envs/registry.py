@@ -4,6 +4,12 @@ Registration goes through gymnasium's registry, so every env gets a proper
 ``env.spec`` (``gymnasium.utils.env_checker.check_env`` uses it to remake the env).
 ``make`` keeps its own list of ids so it only builds this package's language envs.
 
+The built-in ids also answer to ``rlgym/<id>`` (e.g. ``rlgym/Arithmetic-v0``), in ``make`` and in
+``gymnasium.make``. gymnasium >= 1.0 loads no plugins by itself (its ``gymnasium.envs`` entry-point
+plugin system was removed in 1.0), so a process that has not imported ``envs`` names the module in
+the id, as gymnasium 1.x does for every third-party package:
+``gymnasium.make("envs:rlgym/Arithmetic-v0")`` imports ``envs`` and builds the env.
+
 Adding an env takes three lines::
 
     class MyEnv(LanguageEnv): ...           # provide num_problems and get_problem
@@ -21,7 +27,9 @@ import gymnasium
 
 from envs.base import LanguageEnv
 
+NAMESPACE = "rlgym"
 _REGISTERED: dict[str, None] = {}  # ordered set of this package's ids
+_ALIASES: dict[str, str] = {}  # "rlgym/Arithmetic-v0" -> "Arithmetic-v0"
 
 
 class UnknownEnvError(KeyError):
@@ -50,18 +58,29 @@ def register(id: str, entry_point: str | Callable[..., LanguageEnv], **default_k
 
     Registering an id again replaces its entry (gymnasium logs a warning).
     """
-    gymnasium.register(
-        id=id,
-        entry_point=entry_point,
-        kwargs=default_kwargs,
-        order_enforce=False,  # LanguageEnv raises its own EpisodeOverError
-        disable_env_checker=True,  # the checker lives in the tests, not on every step
-    )
+    _gymnasium_register(id, entry_point, default_kwargs)
     _REGISTERED[id] = None
 
 
+def _gymnasium_register(env_id: str, entry_point: str | Callable[..., LanguageEnv], kwargs: dict) -> None:
+    gymnasium.register(
+        id=env_id,
+        entry_point=entry_point,
+        kwargs=kwargs,
+        order_enforce=False,  # LanguageEnv raises its own EpisodeOverError
+        disable_env_checker=True,  # the checker lives in the tests, not on every step
+    )
+
+
+def _register_built_in(name: str, entry_point: str, **default_kwargs: Any) -> None:
+    """Register ``name`` and its namespaced alias ``rlgym/<name>``."""
+    register(name, entry_point, **default_kwargs)
+    _gymnasium_register(f"{NAMESPACE}/{name}", entry_point, default_kwargs)
+    _ALIASES[f"{NAMESPACE}/{name}"] = name
+
+
 def registered_ids() -> list[str]:
-    """The ids registered through this module, in registration order."""
+    """The ids registered through this module, in registration order (built-ins also as ``rlgym/<id>``)."""
     return list(_REGISTERED)
 
 
@@ -72,7 +91,7 @@ def make(id: str, **kwargs: Any) -> LanguageEnv:  # noqa: A002 - same name as gy
     forward custom methods, and ``get_state``/``set_state`` must work directly on
     the returned object. The env still carries its ``spec``.
     """
-    if id not in _REGISTERED:
+    if id not in _REGISTERED and id not in _ALIASES:
         raise UnknownEnvError(id, registered_ids())
     env = gymnasium.make(id, **kwargs).unwrapped
     if not isinstance(env, LanguageEnv):
@@ -80,9 +99,9 @@ def make(id: str, **kwargs: Any) -> LanguageEnv:  # noqa: A002 - same name as gy
     return env
 
 
-register("Arithmetic-v0", "envs.arithmetic:ArithmeticEnv", level=1, mode="single")
-register("ArithmeticStepwise-v0", "envs.arithmetic:ArithmeticEnv", level=1, mode="stepwise")
-register("GSM8K-v0", "envs.math:GSM8KEnv", mode="single")
-register("GSM8KStepwise-v0", "envs.math:GSM8KEnv", mode="stepwise")
-register("MATH-v0", "envs.math:MATHEnv", mode="single")
-register("MATHStepwise-v0", "envs.math:MATHEnv", mode="stepwise")
+_register_built_in("Arithmetic-v0", "envs.arithmetic:ArithmeticEnv", level=1, mode="single")
+_register_built_in("ArithmeticStepwise-v0", "envs.arithmetic:ArithmeticEnv", level=1, mode="stepwise")
+_register_built_in("GSM8K-v0", "envs.math:GSM8KEnv", mode="single")
+_register_built_in("GSM8KStepwise-v0", "envs.math:GSM8KEnv", mode="stepwise")
+_register_built_in("MATH-v0", "envs.math:MATHEnv", mode="single")
+_register_built_in("MATHStepwise-v0", "envs.math:MATHEnv", mode="stepwise")

@@ -1,6 +1,7 @@
 """Calling a reward function on one sample without letting it crash or stall the episode.
 
-``call_reward`` turns an exception, a non-number or non-finite value, or a run
+``call_reward`` passes a number through as a float and ``None`` ("not applicable")
+as is, and turns an exception, a non-number or non-finite value, or a run
 past a CPU-time bound into a 0.0 score plus a one-line error
 (``"ExceptionType: message"``) that the env reports in ``info["reward_errors"]``.
 
@@ -87,10 +88,12 @@ def _one_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {message}" if message else type(error).__name__
 
 
-def _as_reward(value: Any) -> float:
-    """``value`` as a finite float; ValueError/TypeError naming what is wrong otherwise."""
+def _as_reward(value: Any) -> float | None:
+    """``value`` as a finite float (None stays None); ValueError/TypeError naming what is wrong otherwise."""
+    if value is None:
+        return None
     if not isinstance(value, numbers.Real):
-        raise TypeError(f"reward must be a real number; got {type(value).__name__}")
+        raise TypeError(f"reward must be a real number or None; got {type(value).__name__}")
     result = float(value)
     if not math.isfinite(result):
         raise ValueError(f"reward must be finite; got {result!r}")
@@ -103,8 +106,9 @@ def call_reward(
     gold: str,
     context: dict,
     timeout: float | None,
-) -> tuple[float, str | None]:
-    """``(score, None)``, or ``(0.0, "ExceptionType: one-line message")`` if ``fn`` fails on this sample."""
+) -> tuple[float | None, str | None]:
+    """``(score, None)`` (a None score: not applicable), or ``(0.0, "ExceptionType: one-line message")``
+    if ``fn`` fails on this sample."""
     try:
         with cpu_time_limit(timeout):
             value = fn(completion, gold, context)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import warnings
 from pathlib import Path
 
+import gymnasium
 import pytest
 from gymnasium.utils.env_checker import check_env
 
@@ -21,7 +23,7 @@ BUILT_IN_IDS = ["Arithmetic-v0", "ArithmeticStepwise-v0", "GSM8K-v0", "GSM8KStep
 def make_offline(env_id: str, **kwargs) -> LanguageEnv:
     """``make`` with the shared data files for the hub-backed ids (skips if they are absent)."""
     for prefix, path in DATA_FILES.items():
-        if env_id.startswith(prefix):
+        if env_id.removeprefix("rlgym/").startswith(prefix):
             if not path.is_file():
                 pytest.skip(f"shared data file not found: {path}")
             kwargs.setdefault("data_path", str(path))
@@ -129,3 +131,33 @@ def test_public_names_are_exported():
         "correctness_reward", "format_reward", "combine_rewards", "extract_answer", "answers_equal",
     }
     assert expected <= set(envs.__all__) and all(hasattr(envs, name) for name in expected)
+
+
+@pytest.mark.parametrize("env_id", BUILT_IN_IDS)
+def test_built_in_ids_answer_to_the_rlgym_namespace_in_make_and_gymnasium_make(env_id):
+    short, namespaced = make_offline(env_id), make_offline(f"rlgym/{env_id}")
+    assert type(namespaced) is type(short) and namespaced.mode == short.mode
+    assert namespaced.spec.id == f"rlgym/{env_id}" and namespaced.spec.kwargs == short.spec.kwargs
+    kwargs = {"data_path": namespaced.spec.kwargs["data_path"]} if "data_path" in namespaced.spec.kwargs else {}
+    assert type(gymnasium.make(f"rlgym/{env_id}", **kwargs).unwrapped) is type(short)
+    with pytest.raises(UnknownEnvError, match="rlgym/Nope-v0"):
+        make("rlgym/Nope-v0")
+
+
+def test_gymnasium_make_in_a_fresh_process_that_imports_only_gymnasium(tmp_path):
+    code = (
+        "import sys, gymnasium\n"
+        "assert 'envs' not in sys.modules\n"
+        "env = gymnasium.make('envs:rlgym/Arithmetic-v0', level=2)\n"
+        "obs, info = env.reset(seed=0)\n"
+        "print(type(env.unwrapped).__name__, env.spec.id, env.unwrapped.level, obs.startswith('What is'))\n"
+        f"gsm = gymnasium.make('rlgym/GSM8K-v0', data_path={str(DATA_FILES['GSM8K'])!r}, subset=(0, 3))\n"
+        "print(type(gsm.unwrapped).__name__, gsm.unwrapped.num_problems)\n"
+    )
+    if not DATA_FILES["GSM8K"].is_file():
+        pytest.skip(f"shared data file not found: {DATA_FILES['GSM8K']}")
+    root = Path(envs.__file__).resolve().parents[1]
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, check=False,
+                            env={**os.environ, "PYTHONPATH": str(root)})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[:2] == ["ArithmeticEnv rlgym/Arithmetic-v0 2 True", "GSM8KEnv 3"]
