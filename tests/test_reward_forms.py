@@ -194,7 +194,7 @@ def test_a_trl_reward_and_a_format_penalty_train_a_custom_env(tmp_path):
     env = HashOnlyEnv(reward_fns={"digits": digits, "format": no_hashes_penalty}, last_number_fallback=False)
     tok = build_tiny_tokenizer()
     policy = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu")
-    config = GRPOConfig(num_iterations=8, prompts_per_iteration=4, samples_per_prompt=4, max_new_tokens=8,
+    config = GRPOConfig(train_iterations=8, prompts_per_iteration=4, samples_per_prompt=4, max_new_tokens=8,
                         learning_rate=2e-2, micro_batch_size=16, eval_at_start=False, progress=False, seed=0,
                         kl_coeff=0.0, output_dir=str(tmp_path / "run"))
     algo = GRPO(policy, env, config)

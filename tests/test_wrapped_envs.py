@@ -43,7 +43,7 @@ def test_time_limit_and_reward_wrappers_apply_to_each_branch_on_its_own(tiny_pol
 def test_grpo_trains_a_wrapped_env_and_evaluate_takes_it(tiny_policy, tmp_path):
     env = StepBonus(gymnasium.wrappers.TimeLimit(AskPolitely(make("ToyDigits-v0")), max_episode_steps=1))
     test_env = gymnasium.wrappers.TimeLimit(make("Arithmetic-v0", split="test"), max_episode_steps=1)
-    config = GRPOConfig(num_iterations=2, prompts_per_iteration=2, samples_per_prompt=4, max_new_tokens=6,
+    config = GRPOConfig(train_iterations=2, prompts_per_iteration=2, samples_per_prompt=4, max_new_tokens=6,
                         learning_rate=1e-2, eval_every=2, eval_episodes=4, eval_at_start=False, progress=False,
                         seed=0, output_dir=str(tmp_path / "run"))
     before = [p.detach().clone() for p in tiny_policy.parameters()]
