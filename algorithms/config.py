@@ -151,7 +151,7 @@ class RLConfig:
 
     # loop
     num_iterations: int = 100          # collect -> update rounds
-    prompts_per_iteration: int = 16    # distinct env episodes (prompts) per iteration
+    prompts_per_iteration: int = 16    # distinct env episodes (prompts) per iteration, over all processes (torchrun splits them; must divide)
     samples_per_prompt: int = 8        # completions per prompt (the GRPO group size)
     seed: int = 0                      # seeds torch, numpy and the env draws; in [0, 2**32)
     # sampling
@@ -166,7 +166,7 @@ class RLConfig:
     warmup_iterations: int = 0         # linear warmup of the learning rate, in optimizer steps
     max_grad_norm: float = 1.0         # gradient clipping (0 disables)
     update_epochs: int = 1             # passes over each collected batch
-    minibatch_size: int = 0            # trajectories per optimizer step (0: the whole batch, one step)
+    minibatch_size: int = 0            # trajectories per optimizer step, over all processes (0: the whole batch, one step)
     micro_batch_size: int = 32         # trajectories per forward/backward (gradient accumulation inside a step)
     loss_aggregation: str = "token_mean"  # token_mean (over the optimizer step) | sequence_mean | constant
     max_completion_length: int = 0     # normaliser for "constant" aggregation (0: max_new_tokens)

@@ -26,7 +26,10 @@ class LoraSettings:
 
 
 def default_device() -> torch.device:
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    """cuda:LOCAL_RANK (this torchrun rank's GPU; cuda:0 otherwise) when CUDA is available, else the CPU."""
+    import os
+
+    return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if torch.cuda.is_available() else torch.device("cpu")
 
 
 class HFPolicy(Policy):
