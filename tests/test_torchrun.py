@@ -1,7 +1,8 @@
 """`torchrun --nproc_per_node 2` on the quickstart (gloo, CPU, a tiny model saved to disk): the two ranks
 share one global batch and write ONE run folder whose metrics equal a single process's on that batch.
 
-Both runs start together (two ranks + one process, ~25-40 s on two loaded cores).
+The first 2-rank run and the single process start together; then the 2 ranks resume (~50 s on two
+loaded cores).
 """
 from __future__ import annotations
 
@@ -95,19 +96,26 @@ def same(a, b) -> bool:
     return a == b
 
 
-def test_torchrun_two_ranks_write_one_run_folder_equal_to_one_process(tiny_model_dir, tmp_path):
-    two, one = tmp_path / "two_ranks", tmp_path / "one_process"
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
-                "--master_addr", "127.0.0.1", "--master_port", str(free_port())]
-    procs = [start([*torchrun, str(QUICKSTART), "--model", tiny_model_dir, *ARGS, "--output_dir", str(two)]),
-             start([sys.executable, str(QUICKSTART), "--model", tiny_model_dir, *ARGS, "--output_dir", str(one)])]
-    out_two, out_one = (finish(p) for p in procs)
+def torchrun() -> list[str]:
+    return [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
+            "--master_addr", "127.0.0.1", "--master_port", str(free_port())]
 
-    # one set of prints (rank 0), one run folder with the same files a single process writes
-    assert out_two.count("held-out accuracy after") == 1, out_two
+
+def test_torchrun_two_ranks_write_one_run_folder_equal_to_one_process(tiny_model_dir, tmp_path):
+    """Iteration 1 by two ranks, then iteration 2 by two ranks resuming from rank 0's checkpoint, against
+    one process running both iterations."""
+    two, one = tmp_path / "two_ranks", tmp_path / "one_process"
+    quickstart = [str(QUICKSTART), "--model", tiny_model_dir, *ARGS]
+    procs = [start([*torchrun(), *quickstart, "--num_iterations", "1", "--output_dir", str(two)]),
+             start([sys.executable, *quickstart, "--output_dir", str(one)])]
+    out_first, _ = (finish(p) for p in procs)
+    out_resumed = finish(start([*torchrun(), *quickstart, "--resume", "--output_dir", str(two)]))
+
+    # one set of prints (rank 0), one run folder holding the same files as a single process's
+    for out in (out_first, out_resumed):
+        assert out.count("held-out accuracy after") == 1, out
+    assert out_resumed.count("resuming from") == 1, out_resumed
     assert files(two) == files(one)
-    checkpoints = sorted(p.name for p in (two / "checkpoints").iterdir())
-    assert len(checkpoints) == 2 and checkpoints == sorted(p.name for p in (one / "checkpoints").iterdir())
 
     distributed, single = rows(two), rows(one)
     assert [r["iteration"] for r in distributed] == [r["iteration"] for r in single] == [1, 2]
@@ -121,12 +129,18 @@ def test_torchrun_two_ranks_write_one_run_folder_equal_to_one_process(tiny_model
     assert single[0]["grad_norm"] > 0 and single[1]["kl"] > 0 and single[1]["loss"] != 0, single
 
 
-def test_global_batch_must_split_over_ranks(tiny_model_dir, tmp_path):
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
-                "--master_addr", "127.0.0.1", "--master_port", str(free_port())]
-    args = [*ARGS, "--prompts_per_iteration", "3"]  # 3 prompts over 2 ranks
-    proc = start([*torchrun, str(QUICKSTART), "--model", tiny_model_dir, *args, "--output_dir", str(tmp_path / "r")])
-    out, err = proc.communicate(timeout=240)
-    assert proc.returncode != 0
-    assert ("error: GRPOConfig.prompts_per_iteration must be divisible by the number of processes (2): "
-            "it is the global batch, split evenly over ranks; got 3") in err, err[-3000:]
+def test_global_batch_must_split_over_ranks(tiny_policy, monkeypatch, tmp_path):
+    """prompts_per_iteration (and minibatch_size) are global: one clear line when N ranks cannot split them."""
+    from algorithms import GRPO, GRPOConfig, distributed
+    from algorithms.config import ConfigError
+    from envs import make
+
+    monkeypatch.setattr(distributed, "world_size", lambda: 2)
+    env = make("Arithmetic-v0", level=0, split="train")
+    with pytest.raises(ConfigError) as err:
+        GRPO(tiny_policy, env, GRPOConfig(prompts_per_iteration=3, output_dir=str(tmp_path)))
+    assert str(err.value) == ("GRPOConfig.prompts_per_iteration must be divisible by the number of processes (2): "
+                              "it is the global batch, split evenly over ranks; got 3")
+    with pytest.raises(ConfigError, match="minibatch_size must be divisible by the number of processes"):
+        GRPO(tiny_policy, env, GRPOConfig(prompts_per_iteration=4, minibatch_size=5, output_dir=str(tmp_path)))
+    assert GRPO(tiny_policy, env, GRPOConfig(prompts_per_iteration=4, output_dir=str(tmp_path))).prompts_per_rank == 2
