@@ -1,7 +1,8 @@
 """Batched sampling with a KV cache, recording each sampled token's log-probability.
 
 One decode loop serves the CPU and the GPU. Prompts are left-padded; every step samples with the
-Gumbel-max trick (same distribution as softmax sampling, no host sync) and records
+Gumbel-max trick (same distribution as softmax sampling, no host sync), or by inverse CDF with one
+number per row keyed by (row key, token index) when given `RowKeys` (batch-invariant), and records
 log softmax(logits / T) of the sampled token, the exact quantity the trainer recomputes, so importance
 ratios start at 1. Finished rows (EOS or a stop string) are dropped from the batch and the KV cache as
 they accumulate, so long tails don't pay for short answers.
@@ -42,6 +43,7 @@ def filter_top_p(logits: torch.Tensor, top_p: float) -> torch.Tensor:
 
 
 _MASK64 = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15  # splitmix64's stride
 
 
 def _signed(x: int) -> int:
@@ -49,7 +51,7 @@ def _signed(x: int) -> int:
     return x - (1 << 64) if x >> 63 else x
 
 
-_GOLDEN, _MIX1, _MIX2 = (_signed(c) for c in (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB))
+_MIX1, _MIX2 = (_signed(c) for c in (0xBF58476D1CE4E5B9, 0x94D049BB133111EB))
 
 
 def _shr(x: torch.Tensor, bits: int) -> torch.Tensor:
@@ -67,7 +69,7 @@ def row_key(*parts: int) -> int:
     """One signed 64-bit sampling key from integers (e.g. seed, iteration, group id, member, episode step)."""
     x = 0
     for part in parts:
-        x = (x ^ (int(part) & _MASK64)) + 0x9E3779B97F4A7C15 & _MASK64
+        x = (x ^ (int(part) & _MASK64)) + _GOLDEN & _MASK64
         x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9 & _MASK64
         x = (x ^ (x >> 27)) * 0x94D049BB133111EB & _MASK64
         x ^= x >> 31
@@ -76,7 +78,8 @@ def row_key(*parts: int) -> int:
 
 @dataclass
 class RowKeys:
-    """Batch-invariant sampling noise: row i's noise at its t-th token depends only on (keys[i], t).
+    """Batch-invariant sampling: row i's t-th token is drawn by inverse CDF with one uniform number that
+    depends only on (keys[i], t).
 
     Pass it where a `torch.Generator` goes (`Policy.sample(..., generator=RowKeys(keys))`, one key per
     prompt): what a prompt samples no longer depends on which other prompts share its batch or process,
@@ -84,13 +87,19 @@ class RowKeys:
     """
 
     keys: list[int]
+    _tensors: dict = field(default_factory=dict, repr=False, compare=False)  # keys per device, made once
 
-    def uniform(self, rows: torch.Tensor, step: int, width: int) -> torch.Tensor:
-        """Uniform noise in (0, 1), float32 [len(rows), width], for the original rows `rows` at token `step`."""
-        keys = torch.tensor(self.keys, dtype=torch.long, device=rows.device)[rows.clamp(max=len(self.keys) - 1)]
-        counter = step * width + torch.arange(width, device=rows.device)
-        bits = _splitmix(keys[:, None] + (counter[None, :] + 1) * _GOLDEN)
-        return (_shr(bits, 40).float() + 0.5) / float(1 << 24)
+    def uniform(self, rows: torch.Tensor, step: int) -> torch.Tensor:
+        """One uniform number in (0, 1) (float64) per batch row; `rows` are the rows' original indices."""
+        keys = self._tensors.get(rows.device)
+        if keys is None:
+            keys = self._tensors[rows.device] = torch.tensor(self.keys, dtype=torch.long, device=rows.device)
+        bits = _splitmix(keys[rows.clamp(max=len(self.keys) - 1)] + _signed((step + 1) * _GOLDEN))
+        return (_shr(bits, 11).double() + 0.5) / float(1 << 53)
+
+    def repeat(self, n: int) -> "RowKeys":
+        """Keys for each prompt repeated `n` times (n samples per prompt), each sample its own key."""
+        return RowKeys([row_key(k, j) for k in self.keys for j in range(n)])
 
 
 def sample_tokens(
@@ -109,12 +118,14 @@ def sample_tokens(
     scaled = logits / temperature
     logp = torch.log_softmax(scaled, -1)
     candidates = filter_top_p(scaled, top_p)
-    if isinstance(generator, RowKeys):
+    if isinstance(generator, RowKeys):  # inverse CDF: one keyed number per row
         index = rows if rows is not None else torch.arange(len(logits), device=logits.device)
-        uniform = generator.uniform(index, step, candidates.shape[-1])
+        cdf = torch.softmax(candidates.double(), -1).cumsum(-1)
+        target = (generator.uniform(index, step) * cdf[:, -1])[:, None]
+        tokens = torch.searchsorted(cdf, target).squeeze(-1).clamp_(max=cdf.shape[-1] - 1)
     else:
         uniform = torch.rand(candidates.shape, device=logits.device, generator=generator).clamp_(1e-10, 1.0)
-    tokens = (candidates - torch.log(-torch.log(uniform))).argmax(-1)
+        tokens = (candidates - torch.log(-torch.log(uniform))).argmax(-1)
     return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
 
 
