@@ -19,15 +19,16 @@ from tqdm.auto import tqdm
 
 from algorithms import checkpoints as ckpt
 from algorithms import distributed as dist
-from algorithms.config import RLConfig, field_types
+from algorithms.config import ConfigError, RLConfig, field_types
 from algorithms.evaluate import evaluate
 from algorithms.guards import NonFiniteTrainingError, reward_failures, warn
 from algorithms.kl import kl_estimate
-from algorithms.losses import masked_mean, token_weights
+from algorithms.losses import token_weights
 from algorithms.plots import plot_metrics
 from algorithms.rollout import SamplingSettings, is_stepwise, rollout
 from algorithms.run_logger import DISCARDED, RunLogger
 from buffers import Batch, ReplayBuffer, Trajectory, collate
+from policies.generation import row_key
 
 
 def by_length(trajectories: list[Trajectory]) -> list[Trajectory]:
@@ -52,14 +53,17 @@ class RLAlgorithm(ABC):
                  buffer: ReplayBuffer | None = None, eval_env=None):
         self.config = self.checked_config(config)
         self.policy, self.env, self.eval_env = policy, env, eval_env
+        dist.init_from_env()  # a torchrun launch: join the process group (no-op otherwise, or if joined)
+        self._check_sharding()
         self.buffer = buffer if buffer is not None else ReplayBuffer(max(self.config.batch_size * 4, 1024))
         self.device = getattr(policy, "device", torch.device("cpu"))
         if hasattr(policy, "bf16"):
             policy.bf16 = self.config.bf16
         self.iteration = 0
-        self.rng = np.random.default_rng(self.config.seed + 1000 * dist.rank())
+        self.rng = np.random.default_rng(self.config.seed)  # prompt draws: the same stream on every rank
+        self.local_rng = self._local_rng()                   # this rank's own draws (minibatch order, refills)
         torch.manual_seed(self.config.seed)
-        self.generator = torch.Generator(device=self.device).manual_seed(self.config.seed + dist.rank())
+        self.generator = torch.Generator(device=self.device).manual_seed(self.config.seed)
         dist.broadcast_parameters(policy.parameters())  # every rank starts from rank 0's weights
         self.ref_policy = ref_policy
         if self.config.kl_coeff > 0 and self.ref_policy is None:
@@ -137,21 +141,49 @@ class RLAlgorithm(ABC):
         """Log a scalar from inside `loss` or `advantages` (averaged over the iteration)."""
         self._step_metrics.setdefault(name, []).append(float(value))
 
+    # ------------------------------------------------------------------ processes (torchrun)
+    def _check_sharding(self) -> None:
+        """The global batch must split into whole groups (and whole minibatches) per rank."""
+        world, c = dist.world_size(), self.config
+        for name in ("prompts_per_iteration", "minibatch_size"):
+            if getattr(c, name, 0) % world:
+                raise ConfigError(f"{type(c).__name__}.{name} must be divisible by the number of processes "
+                                  f"({world}): it is the global batch, split evenly over ranks; got "
+                                  f"{getattr(c, name)}", name)
+
+    @property
+    def prompts_per_rank(self) -> int:
+        """This process's share of `prompts_per_iteration` (all of it in a single process)."""
+        return self.config.prompts_per_iteration // dist.world_size()
+
+    def _local_rng(self) -> np.random.Generator:
+        """This rank's generator for the current iteration, derived from (seed, iteration, rank) so a
+        resumed run (any rank) continues exactly without storing it."""
+        return np.random.default_rng([self.config.seed, self.iteration, dist.rank()])
+
     # ------------------------------------------------------------------ collection
     def sampling_settings(self) -> SamplingSettings:
         c = self.config
         return SamplingSettings(c.max_new_tokens, c.temperature, c.top_p, c.max_episode_steps)
 
     def collect(self) -> list[Trajectory]:
-        """Sample `samples_per_prompt` episodes for each of `prompts_per_iteration` env resets."""
-        first = (self.iteration * dist.world_size() + dist.rank()) * self.config.prompts_per_iteration
-        return self.sample_groups(self.config.prompts_per_iteration, first)
+        """This process's share of the iteration's batch: `samples_per_prompt` episodes for each of
+        `prompts_per_rank` env resets. Every rank draws the same `prompts_per_iteration` seeds and keeps
+        its own consecutive slice (group ids too), so the union over ranks is what one process collects."""
+        share, total = self.prompts_per_rank, self.config.prompts_per_iteration
+        seeds = self.rng.integers(0, 2**31 - 1, total)[dist.rank() * share:(dist.rank() + 1) * share]
+        return self.sample_groups(share, self.iteration * total + dist.rank() * share, seeds)
 
-    def sample_groups(self, num_prompts: int, first_group_id: int) -> list[Trajectory]:
-        """`samples_per_prompt` episodes from each of `num_prompts` fresh env resets (one group each)."""
-        starts = [{"seed": int(s)} for s in self.rng.integers(0, 2**31 - 1, num_prompts)]
+    def sample_groups(self, num_prompts: int, first_group_id: int, seeds=None) -> list[Trajectory]:
+        """`samples_per_prompt` episodes from each of `num_prompts` fresh env resets (one group each), the
+        resets seeded by `seeds` (default: this rank's own draws). Sampling noise is keyed by (seed,
+        iteration, group id, member), so it does not depend on how groups are spread over processes."""
+        if seeds is None:
+            seeds = self.local_rng.integers(0, 2**31 - 1, num_prompts)
+        starts = [{"seed": int(s)} for s in seeds]
         return rollout(self.env, self.policy, starts, self.config.samples_per_prompt, self.sampling_settings(),
-                       self.generator, first_group_id=first_group_id, timings=self._times)
+                       self.generator, first_group_id=first_group_id, timings=self._times,
+                       sample_key=row_key(self.config.seed, self.iteration))
 
     def score_in_chunks(self, trajectories: list[Trajectory], name: str, score) -> None:
         """Store `score(micro_batch)` [B, C] (no grad) on each trajectory as `info[name]` (per-token list)."""
@@ -217,7 +249,7 @@ class RLAlgorithm(ABC):
         minibatch = c.minibatch_size or len(trajectories)
         stats: dict[str, list[float]] = {}
         for _ in range(c.update_epochs):
-            order = self.rng.permutation(len(trajectories))
+            order = self.local_rng.permutation(len(trajectories))
             for start in range(0, len(order), minibatch):
                 chosen = [trajectories[i] for i in order[start:start + minibatch]]
                 for key, value in self.optimizer_step(chosen).items():
@@ -237,6 +269,7 @@ class RLAlgorithm(ABC):
         const_len = self.completion_budget
         self.optimizer.zero_grad(set_to_none=True)
         totals: dict[str, float] = {}
+        token_sums: dict[str, float] = {}  # token-weighted sums of the diagnostics, over the whole step
         trajectories = by_length(trajectories)  # length bucketing: similar lengths share a micro-batch
         for start in range(0, len(trajectories), c.micro_batch_size):
             batch = collate(trajectories[start:start + c.micro_batch_size], self.pad_id, self.device,
@@ -254,11 +287,18 @@ class RLAlgorithm(ABC):
             for name, term in terms.items():
                 totals[name] = totals.get(name, 0.0) + float((term.detach() * weights).sum()) / dist.world_size()
             with torch.no_grad():
+                mask = batch.loss_mask.float()
+                diagnostics = {"entropy": entropy,  # approx_kl: k3 estimate of KL(behaviour || current)
+                               "approx_kl": kl_estimate(batch.old_logprobs, logprobs, "k3")}
                 if batch.ref_logprobs is not None:
-                    self.record("kl", masked_mean(kl_estimate(logprobs, batch.ref_logprobs, "k3"), batch.loss_mask))
-                self.record("entropy", masked_mean(entropy, batch.loss_mask))
-                # k3 estimate of KL(behaviour || current) over the sampled tokens
-                self.record("approx_kl", masked_mean(kl_estimate(batch.old_logprobs, logprobs, "k3"), batch.loss_mask))
+                    diagnostics["kl"] = kl_estimate(logprobs, batch.ref_logprobs, "k3")
+                for name, value in {**diagnostics, "tokens": torch.ones_like(mask)}.items():
+                    token_sums[name] = token_sums.get(name, 0.0) + float((value.float() * mask).sum())
+        totals = dist.all_reduce_dict(totals)  # each rank held its share of the global loss
+        token_sums = dist.all_reduce_dict(token_sums)
+        for name in ("kl", "entropy", "approx_kl"):
+            if name in token_sums:
+                self.record(name, token_sums[name] / max(token_sums["tokens"], 1.0))
         dist.sync_gradients(self.trainable_parameters())
         params = self.trainable_parameters()
         if c.max_grad_norm > 0:
@@ -298,7 +338,8 @@ class RLAlgorithm(ABC):
         c = self.config
         run_dir = Path(c.output_dir)
         if resume:
-            self.resume_from(run_dir)
+            with dist.main_first():  # rank 0 sets corrupt checkpoints aside before the others look
+                self.resume_from(run_dir)
         if dist.is_main():
             continuing = self.iteration > 0
             if not continuing:
@@ -329,7 +370,7 @@ class RLAlgorithm(ABC):
         if self.logger:
             plot_metrics(rows, run_dir / "metrics.png", title=f"{type(self).__name__} on {self._env_name()}")
             self.logger.close()
-        return rows
+        return dist.broadcast_object(rows)  # rank 0 wrote them; every rank returns the same rows
 
     def train_iteration(self) -> dict:
         """One collect -> select -> prepare -> update round; returns its metrics.
@@ -339,6 +380,7 @@ class RLAlgorithm(ABC):
         """
         self._times = {}
         self._skipped_steps = 0
+        self.local_rng = self._local_rng()
         t0 = time.perf_counter()
         trajectories = self.collect()
         t1 = time.perf_counter()
@@ -350,6 +392,8 @@ class RLAlgorithm(ABC):
         self.buffer.extend(trajectories)
         update_stats = self.update(selected) if selected else {}
         t3 = time.perf_counter()
+        trained = int(dist.all_reduce_sum(float(len(selected))))
+        trajectories = dist.gather_lists(trajectories)  # every rank's share, in group order
         generated = sum(t.num_generated_tokens for t in trajectories)
         rewards = [t.info.get("env_reward", t.reward) for t in trajectories]  # before KL / length shaping
         sample_time = t1 - t0 - self._times.pop("score", 0.0)
@@ -358,7 +402,7 @@ class RLAlgorithm(ABC):
             "train_accuracy": float(np.mean([bool(t.info.get("correct", False)) for t in trajectories])),
             "completion_length": generated / max(len(trajectories), 1),
             "truncated_fraction": float(np.mean([t.truncated for t in trajectories])),
-            "trained_trajectories": len(selected),
+            "trained_trajectories": trained,
             "tokens_per_second": generated / max(sample_time, 1e-9),
             "time_sample": sample_time, "time_score": t1 - t0 - sample_time,
             "time_prepare": t2 - t1, "time_update": t3 - t2,
@@ -375,7 +419,8 @@ class RLAlgorithm(ABC):
         if failures:
             warn(f"iteration {self.iteration + 1}: a reward function failed on {failures} of {len(trajectories)} "
                  f"episodes (scored 0 for that reward); first: {first}")
-        metrics.update({k: float(np.mean(v)) for k, v in self._step_metrics.items()})
+        step_means = dist.all_reduce_dict({k: float(np.mean(v)) for k, v in self._step_metrics.items()})
+        metrics.update({k: v / dist.world_size() for k, v in step_means.items()})  # mean over ranks
         self._step_metrics = {}
         return metrics
 
@@ -386,13 +431,16 @@ class RLAlgorithm(ABC):
         self.ref_policy.model.load_state_dict(self.policy.model.state_dict())
 
     def _eval_metrics(self) -> dict:
+        """Held-out evaluation, run once (by rank 0); every rank returns its result."""
         env = self.eval_env
         if env is None:
             return {}
         c = self.config
-        result = evaluate(self.policy, env, c.eval_episodes, c.eval_max_new_tokens or c.max_new_tokens,
-                          max_episode_steps=c.max_episode_steps)
-        return {f"eval_{k}": v for k, v in result.items()}
+        result = {}
+        if dist.is_main():
+            result = evaluate(self.policy, env, c.eval_episodes, c.eval_max_new_tokens or c.max_new_tokens,
+                              max_episode_steps=c.max_episode_steps)
+        return {f"eval_{k}": v for k, v in dist.broadcast_object(result).items()}
 
     def _log(self, metrics: dict) -> None:
         if self.logger is not None:

@@ -111,9 +111,12 @@ def train_and_report(algo, resume: bool = False) -> list[dict]:
     <output_dir>/model, and print the held-out accuracy and where the run folder is."""
     from pathlib import Path
 
+    from algorithms import distributed as dist
+
     run_dir = Path(algo.config.output_dir)
     rows = algo.train(resume=resume)
-    algo.policy.save(run_dir / "model")
+    if dist.is_main():  # under torchrun, rank 0 alone writes the run folder
+        algo.policy.save(run_dir / "model")
     print_run_summary(rows, run_dir)
     return rows
 

@@ -194,7 +194,7 @@ class RLConfig(metaclass=_AcceptsTRLNames):
 
     # loop
     train_iterations: int = setting(100, "collect -> update rounds (TRL's max_steps when one optimizer step each)")
-    prompts_per_iteration: int = setting(16, "distinct env episodes (prompts) per iteration")
+    prompts_per_iteration: int = setting(16, "distinct env episodes (prompts) per iteration, over all processes (torchrun splits them; must divide)")
     samples_per_prompt: int = setting(8, "completions per prompt (the GRPO group size; TRL's num_generations)")
     seed: int = setting(0, "seeds torch, numpy and the env draws; in [0, 2**32)")
     # sampling
@@ -209,7 +209,7 @@ class RLConfig(metaclass=_AcceptsTRLNames):
     warmup_iterations: int = setting(0, "linear learning-rate warmup, counted in optimizer steps")
     max_grad_norm: float = setting(1.0, "gradient-norm clipping (0: off)")
     update_epochs: int = setting(1, "passes over each collected batch (TRL's num_iterations, mu)")
-    minibatch_size: int = setting(0, "trajectories per optimizer step (0: the whole batch, one step)")
+    minibatch_size: int = setting(0, "trajectories per optimizer step, over all processes (0: the whole batch, one step)")
     micro_batch_size: int = setting(32, "trajectories per forward/backward (gradient accumulation inside a step)")
     loss_aggregation: str = setting("token_mean", "token_mean (over the optimizer step) | sequence_mean | constant")
     loss_length_normalizer: int = setting(0, "divisor of each sequence's token sum in 'constant' aggregation "

@@ -46,8 +46,8 @@ class DAPOConfig(GRPOConfig):
 class DAPO(GRPO):
     config_class = DAPOConfig
 
-    def sample_groups(self, num_prompts, first_group_id):
-        trajectories = super().sample_groups(num_prompts, first_group_id)
+    def sample_groups(self, num_prompts, first_group_id, seeds=None):
+        trajectories = super().sample_groups(num_prompts, first_group_id, seeds)
         c = self.config
         for t in trajectories:
             penalty = overlong_penalty(t.num_generated_tokens, self.completion_budget, c.overlong_buffer,
@@ -61,7 +61,7 @@ class DAPO(GRPO):
 
     def collect(self):
         trajectories = super().collect()
-        wanted, rounds = self.config.prompts_per_iteration, 0
+        wanted, rounds = self.prompts_per_rank, 0  # this process's share of the batch
         while self.config.drop_zero_variance_groups and rounds < self.config.max_refill_rounds:
             found = len(informative_groups(trajectories))
             if found >= wanted:
@@ -76,4 +76,4 @@ class DAPO(GRPO):
     def select_for_update(self, trajectories):
         if not self.config.drop_zero_variance_groups:
             return trajectories
-        return [t for group in informative_groups(trajectories)[:self.config.prompts_per_iteration] for t in group]
+        return [t for group in informative_groups(trajectories)[:self.prompts_per_rank] for t in group]

@@ -1,12 +1,18 @@
 """torch.distributed helpers; every function is a no-op in a single process.
 
-Launch with `torchrun --nproc_per_node N script.py`: each rank collects its own episodes (its own
-seeds and group ids), token counts are all-reduced so the loss normaliser is global, and gradients
-are averaged with one all-reduce per optimizer step.
+Launch with `torchrun --nproc_per_node N script.py`: `init_from_env` (called by every example and by
+`RLAlgorithm.__init__`) joins the process group; each rank collects `prompts_per_iteration / N` whole
+groups of the global batch, token counts are all-reduced so the loss normaliser is global, gradients
+are averaged with one all-reduce per optimizer step, and rank 0 alone evaluates, logs and writes the
+run folder.
 """
 from __future__ import annotations
 
+import atexit
 import os
+import sys
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import torch
 import torch.distributed as td
@@ -28,11 +34,23 @@ def is_main() -> bool:
     return rank() == 0
 
 
-def init_from_env() -> torch.device:
-    """Initialise the process group when launched by torchrun; returns this rank's device."""
-    if "RANK" in os.environ and not is_initialized():
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
-        td.init_process_group(backend)
+def launched() -> bool:
+    """True in a process started by torchrun (RANK and WORLD_SIZE set)."""
+    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
+
+
+def init_from_env(quiet: bool = True) -> torch.device:
+    """Join the process group when launched by torchrun (gloo on CPU, NCCL on GPU; once, idempotent) and
+    return this rank's device (cuda:LOCAL_RANK, set as the current device). With `quiet`, the standard
+    output of ranks other than 0 is discarded so summaries print once (errors still reach stderr). The
+    group is destroyed at exit."""
+    if launched() and not is_initialized():
+        if torch.cuda.is_available():
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+        td.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+        atexit.register(destroy)
+        if quiet and not is_main():
+            sys.stdout = open(os.devnull, "w")
     if torch.cuda.is_available():
         local = int(os.environ.get("LOCAL_RANK", 0))
         torch.cuda.set_device(local)
@@ -72,3 +90,53 @@ def broadcast_parameters(parameters) -> None:
         return
     for p in parameters:
         td.broadcast(p.data, src=0)
+
+
+def destroy() -> None:
+    """Leave the process group (no-op when there is none)."""
+    if is_initialized():
+        td.destroy_process_group()
+
+
+def barrier() -> None:
+    if is_initialized():
+        td.barrier()
+
+
+@contextmanager
+def main_first() -> Iterator[None]:
+    """Rank 0 runs the block first (e.g. renames files), then the other ranks do."""
+    if not is_main():
+        barrier()
+    yield
+    if is_main():
+        barrier()
+
+
+def broadcast_object(value: Any) -> Any:
+    """Rank 0's `value` on every rank (picklable objects)."""
+    if not is_initialized():
+        return value
+    box = [value]
+    td.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def gather_lists(items: list) -> list:
+    """The concatenation, in rank order, of every rank's `items` (on every rank)."""
+    if not is_initialized():
+        return list(items)
+    parts: list[Any] = [None] * world_size()
+    td.all_gather_object(parts, list(items))
+    return [x for part in parts for x in part]
+
+
+def all_reduce_dict(values: dict[str, float]) -> dict[str, float]:
+    """Sum each value over ranks (every rank must pass the same keys)."""
+    if not is_initialized() or not values:
+        return dict(values)
+    keys = sorted(values)
+    t = torch.tensor([float(values[k]) for k in keys], dtype=torch.float64,
+                     device="cuda" if td.get_backend() == "nccl" else "cpu")
+    td.all_reduce(t)
+    return dict(zip(keys, t.tolist()))

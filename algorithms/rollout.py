@@ -28,6 +28,7 @@ import torch
 
 from buffers import Trajectory
 from policies.base import Policy
+from policies.generation import RowKeys, row_key
 
 
 @dataclass
@@ -41,6 +42,7 @@ class SamplingSettings:
 @dataclass
 class _Branch:
     group_id: int
+    member: int  # index within its group
     prompt_ids: list[int]
     state: dict
     ids: list[int] = field(default_factory=list)
@@ -100,12 +102,14 @@ def _is_plain(value: Any, depth: int = 0) -> bool:
 
 
 def rollout(env, policy: Policy, starts: list[dict], group_size: int, settings: SamplingSettings,
-            generator: torch.Generator | None = None, first_group_id: int = 0, timings: dict | None = None
-            ) -> list[Trajectory]:
+            generator: torch.Generator | None = None, first_group_id: int = 0, timings: dict | None = None,
+            sample_key: int | None = None) -> list[Trajectory]:
     """Play `group_size` episodes from each reset in `starts` (kwargs for env.reset, e.g. {"seed": 3}).
 
     Episodes of one start share a group id and the same initial env state. When `timings` is given,
     the seconds spent in the env (resets, steps: reward scoring) are added to timings["score"].
+    With `sample_key` (instead of `generator`), each episode's sampling noise depends only on
+    (sample_key, group id, index in group, step), so splitting `starts` over processes samples the same.
     """
     env_seconds = 0.0
     clock = time.perf_counter()
@@ -114,16 +118,18 @@ def rollout(env, policy: Policy, starts: list[dict], group_size: int, settings: 
         obs, info = env.reset(**start)
         state = get_branch_state(env)
         prompt_ids = policy.format_prompt(obs)
-        for _ in range(group_size):
-            branches.append(_Branch(first_group_id + k, prompt_ids, state, info=dict(info)))
+        for member in range(group_size):
+            branches.append(_Branch(first_group_id + k, member, prompt_ids, state, info=dict(info)))
     env_seconds += time.perf_counter() - clock
     stop = getattr(_base(env), "stop_strings", ["\n"] if is_stepwise(env) else None)
-    for _ in range(settings.max_episode_steps):
+    for step in range(settings.max_episode_steps):
         live = [b for b in branches if not b.done]
         if not live:
             break
+        noise = generator if sample_key is None else RowKeys(
+            [row_key(sample_key, b.group_id, b.member, step) for b in live])
         gens = policy.sample([b.prompt_ids + b.ids for b in live], 1, settings.max_new_tokens,
-                             settings.temperature, settings.top_p, stop, generator)
+                             settings.temperature, settings.top_p, stop, noise)
         for branch, (gen,) in zip(live, gens):
             clock = time.perf_counter()
             set_branch_state(env, branch.state)

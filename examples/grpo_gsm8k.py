@@ -21,6 +21,7 @@ from algorithms import GRPO, GRPOConfig  # noqa: E402
 from algorithms.cli import (  # noqa: E402
     add_config_arguments, config_from_arguments, gsm8k_train_test, run_with_clear_errors, train_and_report,
 )
+from algorithms.distributed import init_from_env  # noqa: E402
 from envs import DataFileNotFoundError  # noqa: E402
 from policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
 from policies.few_shot import PROMPTS_DIR, read_system_prompt  # noqa: E402
@@ -62,6 +63,7 @@ def run(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    init_from_env()  # a torchrun launch joins its process group here (rank 0 alone prints and writes)
     run_with_clear_errors(lambda: run(build_parser().parse_args(argv)))
 
 

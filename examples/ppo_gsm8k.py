@@ -24,6 +24,7 @@ from algorithms import PPO, PPOConfig  # noqa: E402
 from algorithms.cli import (  # noqa: E402
     add_config_arguments, config_from_arguments, gsm8k_train_test, run_with_clear_errors, train_and_report,
 )
+from algorithms.distributed import init_from_env  # noqa: E402
 from policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
 
 SYSTEM_PROMPT = Path(__file__).resolve().parents[1] / "statics" / "prompts" / "single_turn_sys.txt"
@@ -48,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
+    init_from_env()  # a torchrun launch joins its process group here (rank 0 alone prints and writes)
     return run_with_clear_errors(lambda: run(build_parser().parse_args(argv)))
 
 

@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from algorithms import GRPO, GRPOConfig, evaluate  # noqa: E402
 from algorithms.cli import add_config_arguments, config_from_arguments, run_with_clear_errors  # noqa: E402
+from algorithms.distributed import init_from_env  # noqa: E402
 from envs import make  # noqa: E402
 from policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
 
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
+    init_from_env()  # a torchrun launch joins its process group here (rank 0 alone prints and writes)
     run_with_clear_errors(lambda: run(build_parser().parse_args(argv)))
 
 

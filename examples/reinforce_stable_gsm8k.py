@@ -53,6 +53,7 @@ from algorithms import ConfigError, ReinforceStable, ReinforceStableConfig  # no
 from algorithms.cli import (  # noqa: E402
     config_from_arguments, gsm8k_train_test, run_with_clear_errors, same_file, train_and_report,
 )
+from algorithms.distributed import init_from_env  # noqa: E402
 from buffers import ReplayBuffer  # noqa: E402
 from envs import DataFileNotFoundError, GSM8KEnv  # noqa: E402
 from envs.data import load_rows  # noqa: E402
@@ -280,6 +281,7 @@ def run(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    init_from_env()  # a torchrun launch joins its process group here (rank 0 alone prints and writes)
     run_with_clear_errors(lambda: run(build_parser().parse_args(argv)))
 
 

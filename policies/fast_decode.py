@@ -19,7 +19,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from policies.generation import Generation, StopChecker, _eos_ids, assemble, left_pad, sample_tokens
+from policies.generation import Generation, RowKeys, StopChecker, _eos_ids, assemble, left_pad, sample_tokens
 
 _REQUIRED = ("q_proj", "k_proj", "v_proj", "o_proj")
 
@@ -148,7 +148,7 @@ class FastDecoder:
     # ------------------------------------------------------------------ sampling
     @torch.no_grad()
     def generate(self, tokenizer, prompts: list[list[int]], max_new_tokens: int, temperature: float = 1.0,
-                 top_p: float = 1.0, stop: list[str] | None = None, generator: torch.Generator | None = None
+                 top_p: float = 1.0, stop: list[str] | None = None, generator: torch.Generator | RowKeys | None = None
                  ) -> list[Generation]:
         """Same contract as generation.decode: one sampled completion per prompt, in order."""
         eos = torch.tensor(_eos_ids(tokenizer, self.model), device=self.device)
@@ -179,7 +179,7 @@ class FastDecoder:
         stopped = [False] * n
         checked = 0
         for t in range(max_new_tokens):
-            tokens, logp = sample_tokens(logits, temperature, top_p, generator)
+            tokens, logp = sample_tokens(logits, temperature, top_p, generator, rows, t)
             real = rows < n
             live = real & ~done
             idx = rows[real]

@@ -1,7 +1,8 @@
 """Batched sampling with a KV cache, recording each sampled token's log-probability.
 
 One decode loop serves the CPU and the GPU. Prompts are left-padded; every step samples with the
-Gumbel-max trick (same distribution as softmax sampling, no host sync) and records
+Gumbel-max trick (same distribution as softmax sampling, no host sync), or by inverse CDF with one
+number per row keyed by (row key, token index) when given `RowKeys` (batch-invariant), and records
 log softmax(logits / T) of the sampled token, the exact quantity the trainer recomputes, so importance
 ratios start at 1. Finished rows (EOS or a stop string) are dropped from the batch and the KV cache as
 they accumulate, so long tails don't pay for short answers.
@@ -41,12 +42,74 @@ def filter_top_p(logits: torch.Tensor, top_p: float) -> torch.Tensor:
     return logits.masked_fill(remove, float("-inf"))
 
 
+_MASK64 = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15  # splitmix64's stride
+
+
+def _signed(x: int) -> int:
+    x &= _MASK64
+    return x - (1 << 64) if x >> 63 else x
+
+
+_MIX1, _MIX2 = (_signed(c) for c in (0xBF58476D1CE4E5B9, 0x94D049BB133111EB))
+
+
+def _shr(x: torch.Tensor, bits: int) -> torch.Tensor:
+    """Logical right shift of int64 values (torch's >> is arithmetic)."""
+    return (x >> bits) & ((1 << (64 - bits)) - 1)
+
+
+def _splitmix(x: torch.Tensor) -> torch.Tensor:
+    x = (x ^ _shr(x, 30)) * _MIX1
+    x = (x ^ _shr(x, 27)) * _MIX2
+    return x ^ _shr(x, 31)
+
+
+def row_key(*parts: int) -> int:
+    """One signed 64-bit sampling key from integers (e.g. seed, iteration, group id, member, episode step)."""
+    x = 0
+    for part in parts:
+        x = (x ^ (int(part) & _MASK64)) + _GOLDEN & _MASK64
+        x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9 & _MASK64
+        x = (x ^ (x >> 27)) * 0x94D049BB133111EB & _MASK64
+        x ^= x >> 31
+    return _signed(x)
+
+
+@dataclass
+class RowKeys:
+    """Batch-invariant sampling: row i's t-th token is drawn by inverse CDF with one uniform number that
+    depends only on (keys[i], t).
+
+    Pass it where a `torch.Generator` goes (`Policy.sample(..., generator=RowKeys(keys))`, one key per
+    prompt): what a prompt samples no longer depends on which other prompts share its batch or process,
+    so prompts sharded over torchrun ranks sample exactly what one process would.
+    """
+
+    keys: list[int]
+    _tensors: dict = field(default_factory=dict, repr=False, compare=False)  # keys per device, made once
+
+    def uniform(self, rows: torch.Tensor, step: int) -> torch.Tensor:
+        """One uniform number in (0, 1) (float64) per batch row; `rows` are the rows' original indices."""
+        keys = self._tensors.get(rows.device)
+        if keys is None:
+            keys = self._tensors[rows.device] = torch.tensor(self.keys, dtype=torch.long, device=rows.device)
+        bits = _splitmix(keys[rows.clamp(max=len(self.keys) - 1)] + _signed((step + 1) * _GOLDEN))
+        return (_shr(bits, 11).double() + 0.5) / float(1 << 53)
+
+    def repeat(self, n: int) -> "RowKeys":
+        """Keys for each prompt repeated `n` times (n samples per prompt), each sample its own key."""
+        return RowKeys([row_key(k, j) for k in self.keys for j in range(n)])
+
+
 def sample_tokens(
-    logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator | None
+    logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator | RowKeys | None,
+    rows: torch.Tensor | None = None, step: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Sample one token per row; return (tokens, log softmax(logits / T) at those tokens).
 
-    temperature == 0 means greedy; its log-probs are those of the untempered distribution.
+    temperature == 0 means greedy; its log-probs are those of the untempered distribution. With
+    `RowKeys`, `rows` are the batch rows' original prompt indices and `step` the token index.
     """
     logits = logits.float()
     if temperature <= 0:
@@ -55,8 +118,14 @@ def sample_tokens(
     scaled = logits / temperature
     logp = torch.log_softmax(scaled, -1)
     candidates = filter_top_p(scaled, top_p)
-    uniform = torch.rand(candidates.shape, device=logits.device, generator=generator).clamp_(1e-10, 1.0)
-    tokens = (candidates - torch.log(-torch.log(uniform))).argmax(-1)
+    if isinstance(generator, RowKeys):  # inverse CDF: one keyed number per row
+        index = rows if rows is not None else torch.arange(len(logits), device=logits.device)
+        cdf = torch.softmax(candidates.double(), -1).cumsum(-1)
+        target = (generator.uniform(index, step) * cdf[:, -1])[:, None]
+        tokens = torch.searchsorted(cdf, target).squeeze(-1).clamp_(max=cdf.shape[-1] - 1)
+    else:
+        uniform = torch.rand(candidates.shape, device=logits.device, generator=generator).clamp_(1e-10, 1.0)
+        tokens = (candidates - torch.log(-torch.log(uniform))).argmax(-1)
     return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
 
 
@@ -96,7 +165,7 @@ def decode(
     temperature: float = 1.0,
     top_p: float = 1.0,
     stop: list[str] | None = None,
-    generator: torch.Generator | None = None,
+    generator: torch.Generator | RowKeys | None = None,
     prune_every: int = 8,
 ) -> list[Generation]:
     """Sample one completion per prompt with a dynamic KV cache; returns Generations in prompt order."""
@@ -120,7 +189,7 @@ def decode(
     stopper = StopChecker(tokenizer, stop)
     eos_set = set(eos_ids)
     for step in range(max_new_tokens):
-        tokens, token_logp = sample_tokens(logits, temperature, top_p, generator)
+        tokens, token_logp = sample_tokens(logits, temperature, top_p, generator, rows, step)
         row_list = rows.tolist()
         for i, (r, tok, lp) in enumerate(zip(row_list, tokens.tolist(), token_logp.tolist())):
             if done[r]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 from policies.base import Policy
-from policies.generation import decode
+from policies.generation import RowKeys, decode
 from policies.logprobs import chunked_token_logprobs, completion_hidden_states, completion_targets
 from policies.models import EMBEDDED_MODEL, load_model_and_tokenizer
 
@@ -26,7 +26,10 @@ class LoraSettings:
 
 
 def default_device() -> torch.device:
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    """cuda:LOCAL_RANK (this torchrun rank's GPU; cuda:0 otherwise) when CUDA is available, else the CPU."""
+    import os
+
+    return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if torch.cuda.is_available() else torch.device("cpu")
 
 
 class HFPolicy(Policy):
@@ -101,6 +104,8 @@ class HFPolicy(Policy):
     # ------------------------------------------------------------------ sampling
     def sample(self, prompts, n=1, max_new_tokens=256, temperature=1.0, top_p=1.0, stop=None, generator=None):
         expanded = [p for p in prompts for _ in range(n)]
+        if isinstance(generator, RowKeys) and n > 1:
+            generator = generator.repeat(n)
         was_training = self.model.training
         self.model.eval()
         use_cache = getattr(self.model.config, "use_cache", True)

@@ -31,7 +31,7 @@ def build_algorithm(output_dir: str):
     tok = build_tiny_tokenizer()
     policy = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu")
     config = GRPOConfig(kl_coeff=0.0, learning_rate=1e-2, micro_batch_size=2, output_dir=output_dir, progress=False,
-                        samples_per_prompt=4, prompts_per_iteration=1)
+                        samples_per_prompt=4, prompts_per_iteration=2)
     return GRPO(policy, make("ToyDigits-v0"), config)
 
 

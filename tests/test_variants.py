@@ -19,7 +19,7 @@ def scripted_sampler(rounds):
     """A stand-in for RLAlgorithm.sample_groups: round k returns groups with the rewards in rounds[k]."""
     calls = []
 
-    def sample_groups(self, num_prompts, first_group_id):
+    def sample_groups(self, num_prompts, first_group_id, seeds=None):
         rewards = rounds[len(calls)]
         calls.append(num_prompts)
         assert len(rewards) == num_prompts, (len(rewards), num_prompts)
@@ -120,7 +120,7 @@ def test_dapo_overlong_penalty_values():
 
 
 def test_dapo_applies_the_penalty_to_sampled_rewards(tiny_policy, monkeypatch):
-    def fake(self, num_prompts, first_group_id):
+    def fake(self, num_prompts, first_group_id, seeds=None):
         return [Trajectory([1], [5] * n, [-1.0] * n, [1] * n, reward=1.0, group_id=first_group_id)
                 for n in (4, 7, 8)]
 

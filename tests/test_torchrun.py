@@ -1,0 +1,145 @@
+"""`torchrun --nproc_per_node 2` on the quickstart (gloo, CPU, a tiny model saved to disk): the two ranks
+share one global batch and write ONE run folder whose metrics equal a single process's on that batch.
+
+The first 2-rank run and the single process start together; then the 2 ranks resume (~50 s on two
+loaded cores).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+QUICKSTART = ROOT / "examples" / "quickstart.py"
+TIMING = ("time_", "tokens_per_second")  # wall-clock columns differ between any two runs
+# the global batch: 4 prompts (2 groups per rank) x 6 samples, 2 iterations, KL on, evaluated every iteration;
+# micro-batches of 5 do not line up with the ranks' shares
+ARGS = ["--preset", "cpu", "--level", "0", "--train_iterations", "2", "--prompts_per_iteration", "4",
+        "--samples_per_prompt", "6", "--max_new_tokens", "6", "--eval_episodes", "8", "--eval_every", "1",
+        "--micro_batch_size", "5", "--learning_rate", "3e-2", "--save_every", "1"]
+
+
+def digit_answer_model(tokenizer):
+    """The tiny model made into a bigram machine that answers one random digit: after the prompt's last
+    "\n" every digit is equally likely, after a digit EOS. On level-0 sums (0..18) about 1 answer in 10
+    is right, so groups have mixed rewards and GRPO really updates (what the comparison needs)."""
+    import torch
+
+    from policies import build_tiny_model
+
+    model = build_tiny_model(tokenizer)
+    emb = model.get_input_embeddings().weight  # tied with the output layer
+    with torch.no_grad():
+        for layer in model.model.layers:  # the blocks start as identity maps; training moves them
+            layer.self_attn.o_proj.weight.zero_()
+            layer.mlp.down_proj.weight.zero_()
+        emb[:, :2] = 0
+        emb[tokenizer.convert_tokens_to_ids("\n"), 0] = 1.0
+        for digit in "0123456789":
+            emb[tokenizer.convert_tokens_to_ids(digit), :2] = torch.tensor([1.0, 2.0])
+        emb[tokenizer.eos_token_id, 1] = 5.0
+    return model
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory) -> str:
+    from policies import build_tiny_tokenizer
+
+    folder = tmp_path_factory.mktemp("tiny_model")
+    tokenizer = build_tiny_tokenizer()
+    digit_answer_model(tokenizer).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(command: list[str]) -> subprocess.Popen:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled",
+           "PYTHONPATH": str(ROOT)}
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(name, None)
+    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(proc: subprocess.Popen) -> str:
+    out, err = proc.communicate(timeout=240)
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{out}\n{err[-3000:]}"
+    return out
+
+
+def rows(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def files(run_dir: Path) -> list[str]:
+    return sorted(str(p.relative_to(run_dir)) for p in run_dir.rglob("*") if p.is_file())
+
+
+def same(a, b) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-6)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def torchrun() -> list[str]:
+    return [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
+            "--master_addr", "127.0.0.1", "--master_port", str(free_port())]
+
+
+def test_torchrun_two_ranks_write_one_run_folder_equal_to_one_process(tiny_model_dir, tmp_path):
+    """Iteration 1 by two ranks, then iteration 2 by two ranks resuming from rank 0's checkpoint, against
+    one process running both iterations."""
+    two, one = tmp_path / "two_ranks", tmp_path / "one_process"
+    quickstart = [str(QUICKSTART), "--model", tiny_model_dir, *ARGS]
+    procs = [start([*torchrun(), *quickstart, "--train_iterations", "1", "--output_dir", str(two)]),
+             start([sys.executable, *quickstart, "--output_dir", str(one)])]
+    out_first, _ = (finish(p) for p in procs)
+    out_resumed = finish(start([*torchrun(), *quickstart, "--resume", "--output_dir", str(two)]))
+
+    # one set of prints (rank 0), one run folder holding the same files as a single process's
+    for out in (out_first, out_resumed):
+        assert out.count("held-out accuracy after") == 1, out
+    assert out_resumed.count("resuming from") == 1, out_resumed
+    assert files(two) == files(one)
+
+    distributed, single = rows(two), rows(one)
+    assert [r["iteration"] for r in distributed] == [r["iteration"] for r in single] == [1, 2]
+    for got, want in zip(distributed, single):
+        assert sorted(got) == sorted(want)
+        assert len(got["rewards"]) == 4 * 6  # the global batch, both ranks' groups, in group order
+        for key in want:
+            if not key.startswith(TIMING):
+                assert same(got[key], want[key]), (got["iteration"], key, got[key], want[key])
+    # not a vacuous comparison: the first update moved the policy, the second iteration pays KL for it
+    assert single[0]["grad_norm"] > 0 and single[1]["kl"] > 0 and single[1]["loss"] != 0, single
+
+
+def test_global_batch_must_split_over_ranks(tiny_policy, monkeypatch, tmp_path):
+    """prompts_per_iteration (and minibatch_size) are global: one clear line when N ranks cannot split them."""
+    from algorithms import GRPO, GRPOConfig, distributed
+    from algorithms.config import ConfigError
+    from envs import make
+
+    monkeypatch.setattr(distributed, "world_size", lambda: 2)
+    env = make("Arithmetic-v0", level=0, split="train")
+    with pytest.raises(ConfigError) as err:
+        GRPO(tiny_policy, env, GRPOConfig(prompts_per_iteration=3, output_dir=str(tmp_path)))
+    assert str(err.value) == ("GRPOConfig.prompts_per_iteration must be divisible by the number of processes (2): "
+                              "it is the global batch, split evenly over ranks; got 3")
+    with pytest.raises(ConfigError, match="minibatch_size must be divisible by the number of processes"):
+        GRPO(tiny_policy, env, GRPOConfig(prompts_per_iteration=4, minibatch_size=5, output_dir=str(tmp_path)))
+    assert GRPO(tiny_policy, env, GRPOConfig(prompts_per_iteration=4, output_dir=str(tmp_path))).prompts_per_rank == 2
