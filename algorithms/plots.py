@@ -65,9 +65,12 @@ def draw_metrics(rows: list[dict], title: str = ""):
                        showmeans=True, manage_ticks=False)
         ax.set_title("reward distribution per iteration")
     ax.grid(alpha=0.3)
-    for ax in axes.flat:
+    iterations = [r["iteration"] for r in rows if "iteration" in r]
+    for ax in axes.flat:  # every panel spans the whole run (iteration 0: the evaluation before training)
         ax.set_xlabel("iteration")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        if iterations:
+            ax.set_xlim(min(iterations) - 0.5, max(iterations) + 0.5)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
     fig.suptitle(title)
     fig.tight_layout()
     return fig

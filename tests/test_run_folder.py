@@ -207,6 +207,12 @@ def test_the_plot_has_iteration_0_integer_ticks_and_a_fraction_for_0_1_rewards(t
     for ax in fig.axes:
         ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
         assert ticks and all(float(t).is_integer() for t in ticks), (ax.get_title(), ticks)
+    for few in (rows[1:2], rows[:2]):  # one iteration, with and without the evaluation before it
+        fig = draw_metrics(few)
+        fig.canvas.draw()
+        for ax in fig.axes:
+            ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+            assert ticks == list(range(few[0]["iteration"], 2)), (ax.get_title(), ticks)
     graded = [dict(r, rewards=[0.2, 0.9, 0.5]) if "rewards" in r else r for r in rows]
     assert "reward distribution per iteration" in {ax.get_title() for ax in draw_metrics(graded).axes}
 
