@@ -219,9 +219,9 @@ class HFPolicy(Policy):
         values = base.to_dict() if base is not None else {}
         values.update(eos_token_id=self.tokenizer.eos_token_id, pad_token_id=self.tokenizer.pad_token_id)
         values.update(fields)
-        if not values.get("do_sample"):
-            values.pop("temperature", None)
-            values.pop("top_p", None)
+        if not values.get("do_sample"):  # sampling-only fields would make a greedy config invalid
+            for name in ("temperature", "top_p", "top_k", "min_p", "typical_p"):
+                values.pop(name, None)
         return GenerationConfig(**{k: v for k, v in values.items() if not k.startswith("_")})
 
     def state_dict(self) -> dict:
