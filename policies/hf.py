@@ -78,7 +78,7 @@ class HFPolicy(Policy):
         self.use_chat_template = use_chat_template and getattr(tokenizer, "chat_template", None) is not None
         self.logprob_chunk = logprob_chunk
         self.bf16 = True  # bf16 autocast on CUDA; the trainer sets it from its config
-        self.on_tokens = None  # progress hook: called with the tokens each decoding step added (plain loop)
+        self.on_tokens = None  # progress hook: called with the number of tokens sampled since its last call
         self.is_lora = lora is not None or hasattr(self.model, "peft_config")
         if lora is not None and hasattr(self.model, "peft_config"):
             raise ValueError("HFPolicy: the model already has LoRA adapters (a saved adapter folder); drop `lora=`")
@@ -119,7 +119,7 @@ class HFPolicy(Policy):
             with self.autocast():
                 if self.fast_decoder is not None:
                     flat = self.fast_decoder.generate(self.tokenizer, expanded, max_new_tokens, temperature, top_p,
-                                                      stop, generator)
+                                                      stop, generator, on_tokens=self.on_tokens)
                 else:
                     flat = decode(self.model, self.tokenizer, expanded, max_new_tokens, temperature, top_p, stop,
                                   generator, on_tokens=self.on_tokens)
