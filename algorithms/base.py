@@ -26,7 +26,7 @@ from algorithms.guards import NonFiniteTrainingError, reward_failures, warn
 from algorithms.kl import kl_estimate
 from algorithms.losses import masked_mean, token_weights
 from algorithms.plots import plot_metrics
-from algorithms.progress import counting_tokens, phase_bar, token_postfix
+from algorithms.progress import counting_tokens, phase_bar
 from algorithms.rollout import SamplingSettings, is_stepwise, rollout
 from algorithms.run_logger import DISCARDED, RunLogger
 from buffers import Batch, ReplayBuffer, Trajectory, collate
@@ -176,7 +176,8 @@ class RLAlgorithm(ABC):
         """Reference log-probs, KL-in-reward and advantages, stored on each trajectory."""
         c = self.config
         if self.ref_policy is not None and c.kl_coeff > 0:
-            with self.timed("reference"), self._phase("reference", -(-len(trajectories) // c.micro_batch_size), "mb"):
+            chunks = -(-len(trajectories) // c.micro_batch_size)
+            with self.timed("reference"), self._phase("reference", chunks, "mb"):
                 self.score_in_chunks(trajectories, "ref_logprobs", self._reference_logprobs)
             if c.kl_in_reward:
                 for t in trajectories:
@@ -351,8 +352,9 @@ class RLAlgorithm(ABC):
         self._times = {}
         self._skipped_steps = 0
         t0 = time.perf_counter()
-        with self._phase("sample", None, "tok") as bar, counting_tokens(self.policy, None if bar.disable else bar.update):
-            trajectories = self.collect()
+        with self._phase("sample", None, "tok") as bar:
+            with counting_tokens(self.policy, None if bar.disable else bar.update):
+                trajectories = self.collect()
         t1 = time.perf_counter()
         selected = self.select_for_update(trajectories)
         if selected:

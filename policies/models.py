@@ -141,7 +141,8 @@ def _load_adapter(folder: Path, dtype: torch.dtype, device: str | torch.device
     try:
         base_name = json.loads((folder / ADAPTER_CONFIG).read_text())["base_model_name_or_path"]
     except (ValueError, KeyError, TypeError):
-        raise ModelLoadError(f"{folder / ADAPTER_CONFIG}: unreadable adapter config (no base_model_name_or_path)") from None
+        raise ModelLoadError(f"{folder / ADAPTER_CONFIG}: unreadable adapter config "
+                             f"(no base_model_name_or_path)") from None
     if not base_name:
         raise ModelLoadError(f"{folder / ADAPTER_CONFIG}: the adapter does not name its base model")
     base, tokenizer = load_model_and_tokenizer(base_name, dtype=dtype, device=device)
