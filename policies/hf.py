@@ -80,6 +80,9 @@ class HFPolicy(Policy):
         self.bf16 = True  # bf16 autocast on CUDA; the trainer sets it from its config
         self.on_tokens = None  # progress hook: called with the number of tokens sampled since its last call
         self.is_lora = lora is not None or hasattr(self.model, "peft_config")
+        # the base an adapter saved from this policy names: a loaded adapter keeps the one it recorded
+        self.base_name_or_path = (next(iter(self.model.peft_config.values())).base_model_name_or_path
+                                  if hasattr(self.model, "peft_config") else self.name_or_path)
         if lora is not None and hasattr(self.model, "peft_config"):
             raise ValueError("HFPolicy: the model already has LoRA adapters (a saved adapter folder); drop `lora=`")
         if lora is not None:
@@ -201,7 +204,7 @@ class HFPolicy(Policy):
             model = copy.deepcopy(self.model).merge_and_unload()
         elif self.is_lora:
             for peft_config in model.peft_config.values():
-                peft_config.base_model_name_or_path = self.name_or_path
+                peft_config.base_model_name_or_path = self.base_name_or_path
         options = {"save_embedding_layers": False} if self.is_lora and not merged else {}
         model.save_pretrained(str(directory), safe_serialization=True, **options)
         self.tokenizer.save_pretrained(str(directory))
