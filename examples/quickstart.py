@@ -5,7 +5,8 @@
 
 It prints held-out greedy accuracy (problems never trained on) before and after training (the
 "before" evaluation is the run's iteration 0, logged and plotted like the others) and the run
-folder: metrics, plot, checkpoints and the trained model in model/ (a Hugging Face folder). Every GRPOConfig field is also a flag (`--learning_rate 3e-5`, ...).
+folder: metrics, plot, checkpoints and the trained model in model/ (a Hugging Face folder).
+Every GRPOConfig field is also a flag (`--learning_rate 3e-5`, ...).
 """
 from __future__ import annotations
 
