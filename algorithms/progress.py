@@ -36,8 +36,9 @@ def token_postfix(bar: tqdm) -> Callable[[int], None] | None:
 
     def count(n: int) -> None:
         nonlocal seen
+        first = seen == 0
         seen += n
-        bar.set_postfix(tokens=seen, refresh=False)
+        bar.set_postfix(tokens=seen, refresh=first)  # shown at once, then redrawn at most every mininterval
         bar.update(0)
 
     return count
