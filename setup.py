@@ -24,7 +24,7 @@ setup(
         "math-verify>=0.8,<1",  # the field's reference grader, offered as grader="math_verify" (off by default)
     ],
     extras_require={
-        "test": ["pytest>=8.0", "hypothesis>=6.100"],
+        "test": ["pytest>=8.0", "hypothesis>=6.100", "wandb>=0.17"],  # wandb: tests/test_run_folder.py runs --wandb offline
         "wandb": ["wandb>=0.17"],
         "retrieval": ["bm25s>=0.2", "sentence-transformers>=3.0"],
     },

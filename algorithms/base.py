@@ -18,6 +18,7 @@ import torch
 from tqdm.auto import tqdm
 
 from algorithms import checkpoints as ckpt
+from algorithms.atomic_io import remove_tree
 from algorithms import distributed as dist
 from algorithms.config import ConfigError, RLConfig, field_types
 from algorithms.evaluate import evaluate
@@ -25,6 +26,7 @@ from algorithms.guards import NonFiniteTrainingError, reward_failures, warn
 from algorithms.kl import kl_estimate
 from algorithms.losses import token_weights
 from algorithms.plots import plot_metrics
+from algorithms.progress import counting_tokens, phase_bar
 from algorithms.rollout import SamplingSettings, is_stepwise, rollout
 from algorithms.run_logger import DISCARDED, RunLogger
 from buffers import Batch, ReplayBuffer, Trajectory, collate
@@ -78,6 +80,8 @@ class RLAlgorithm(ABC):
         self._times: dict[str, float] = {}  # seconds per phase in the current iteration
         self._nonfinite_streak = 0  # optimizer steps in a row skipped for a NaN/inf loss or gradient norm
         self._skipped_steps = 0     # ... and skipped in the current iteration
+        self._ref_synced_at: int | None = None  # iteration of the last policy -> reference copy (None: never)
+        self._bar = phase_bar("", enabled=False)  # the current phase's progress bar (micro-batches)
 
     @classmethod
     def checked_config(cls, config: RLConfig | None) -> RLConfig:
@@ -130,6 +134,18 @@ class RLAlgorithm(ABC):
             yield
         finally:
             self._times[phase] = self._times.get(phase, 0.0) + time.perf_counter() - start
+
+    @contextmanager
+    def _phase(self, desc: str, total: int | None, unit: str):
+        """A transient progress bar for one phase of an iteration (off without `progress`, off rank 0);
+        loops inside advance it through `self._bar`."""
+        bar = phase_bar(desc, total, unit, self.config.progress and dist.is_main())
+        self._bar = bar
+        try:
+            yield bar
+        finally:
+            bar.close()
+            self._bar = phase_bar("", enabled=False)
 
     @property
     def completion_budget(self) -> int:
@@ -194,13 +210,15 @@ class RLAlgorithm(ABC):
                 values = score(collate(chunk, self.pad_id, self.device)).float().cpu()
             for t, row in zip(chunk, values):
                 t.info[name] = row[:len(t.completion_ids)].tolist()
+            self._bar.update(1)
 
     @torch.no_grad()
     def prepare(self, trajectories: list[Trajectory]) -> None:
         """Reference log-probs, KL-in-reward and advantages, stored on each trajectory."""
         c = self.config
         if self.ref_policy is not None and c.kl_coeff > 0:
-            with self.timed("reference"):
+            chunks = -(-len(trajectories) // c.micro_batch_size)
+            with self.timed("reference"), self._phase("reference", chunks, "mb"):
                 self.score_in_chunks(trajectories, "ref_logprobs", self._reference_logprobs)
             if c.kl_in_reward:
                 for t in trajectories:
@@ -248,12 +266,14 @@ class RLAlgorithm(ABC):
         self.policy.model.train()
         minibatch = c.minibatch_size or len(trajectories)
         stats: dict[str, list[float]] = {}
-        for _ in range(c.update_epochs):
-            order = self.local_rng.permutation(len(trajectories))
-            for start in range(0, len(order), minibatch):
-                chosen = [trajectories[i] for i in order[start:start + minibatch]]
-                for key, value in self.optimizer_step(chosen).items():
-                    stats.setdefault(key, []).append(value)
+        sizes = [min(minibatch, len(trajectories) - s) for s in range(0, len(trajectories), minibatch)]
+        with self._phase("update", c.update_epochs * sum(-(-n // c.micro_batch_size) for n in sizes), "mb"):
+            for _ in range(c.update_epochs):
+                order = self.local_rng.permutation(len(trajectories))
+                for start in range(0, len(order), minibatch):
+                    chosen = [trajectories[i] for i in order[start:start + minibatch]]
+                    for key, value in self.optimizer_step(chosen).items():
+                        stats.setdefault(key, []).append(value)
         self.policy.model.eval()
         return {k: float(np.mean(v)) for k, v in stats.items()}
 
@@ -294,6 +314,7 @@ class RLAlgorithm(ABC):
                     diagnostics["kl"] = kl_estimate(logprobs, batch.ref_logprobs, "k3")
                 for name, value in {**diagnostics, "tokens": torch.ones_like(mask)}.items():
                     token_sums[name] = token_sums.get(name, 0.0) + float((value.float() * mask).sum())
+            self._bar.update(1)
         totals = dist.all_reduce_dict(totals)  # each rank held its share of the global loss
         token_sums = dist.all_reduce_dict(token_sums)
         for name in ("kl", "entropy", "approx_kl"):
@@ -382,7 +403,9 @@ class RLAlgorithm(ABC):
         self._skipped_steps = 0
         self.local_rng = self._local_rng()
         t0 = time.perf_counter()
-        trajectories = self.collect()
+        with self._phase("sample", None, "tok") as bar:
+            with counting_tokens(self.policy, None if bar.disable else bar.update):
+                trajectories = self.collect()
         t1 = time.perf_counter()
         selected = self.select_for_update(trajectories)
         if selected:
@@ -429,6 +452,7 @@ class RLAlgorithm(ABC):
         if getattr(self.ref_policy, "is_lora", False):
             return  # the reference of a LoRA policy is the frozen base; nothing to copy
         self.ref_policy.model.load_state_dict(self.policy.model.state_dict())
+        self._ref_synced_at = self.iteration
 
     def _eval_metrics(self) -> dict:
         """Held-out evaluation, run once (by rank 0); every rank returns its result."""
@@ -439,7 +463,7 @@ class RLAlgorithm(ABC):
         result = {}
         if dist.is_main():
             result = evaluate(self.policy, env, c.eval_episodes, c.eval_max_new_tokens or c.max_new_tokens,
-                              max_episode_steps=c.max_episode_steps)
+                              max_episode_steps=c.max_episode_steps, progress=c.progress)
         return {f"eval_{k}": v for k, v in dist.broadcast_object(result).items()}
 
     def _log(self, metrics: dict) -> None:
@@ -451,19 +475,54 @@ class RLAlgorithm(ABC):
         return getattr(spec, "id", None) or type(getattr(self.env, "unwrapped", self.env)).__name__
 
     def describe(self) -> dict:
-        return {"algorithm": type(self).__name__, "env": self._env_name(), **self.config.to_dict()}
+        """What config.json records: the algorithm, the model, the envs (ids and kwargs) and the config."""
+        out = {"algorithm": type(self).__name__, "model": getattr(self.policy, "name_or_path", None),
+               "env": self._env_name(), "env_kwargs": env_kwargs(self.env)}
+        if self.eval_env is not None:
+            out.update(eval_env=env_id(self.eval_env), eval_env_kwargs=env_kwargs(self.eval_env))
+        if self.ref_policy is not None and getattr(self.ref_policy, "name_or_path", None) != out["model"]:
+            out["reference_model"] = getattr(self.ref_policy, "name_or_path", None)
+        return {**out, **self.config.to_dict()}
+
+    def save_model(self, directory: str | Path | None = None) -> Path | None:
+        """Write the policy as a Hugging Face model folder (default `<output_dir>/model`; see
+        `HFPolicy.save`), its generation config set to how it is evaluated (greedy, the eval token
+        cap). A LoRA policy is saved merged, with its adapter in `model/adapter`. Written in a
+        temporary folder and renamed into place. Returns the folder (None on non-main processes)."""
+        if not dist.is_main():
+            return None
+        c = self.config
+        final = Path(directory) if directory is not None else Path(c.output_dir) / "model"
+        tmp = final.with_name(f".tmp-{final.name}")
+        if tmp.exists():
+            remove_tree(tmp)
+        generation = {"do_sample": False, "max_new_tokens": c.eval_max_new_tokens or c.max_new_tokens}
+        self.policy.save(tmp, generation=generation, merged=True)
+        if getattr(self.policy, "is_lora", False):
+            self.policy.save(tmp / "adapter", generation=generation)
+        if final.exists():
+            remove_tree(final)
+        tmp.rename(final)
+        return final
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, run_dir: str | Path | None = None) -> Path | None:
         """Checkpoint everything needed to continue exactly (weights, optimizer, scheduler, RNG states,
         buffer, iteration) as `<run_dir>/checkpoints/iter-<N>` (see algorithms/checkpoints.py);
-        keeps the newest `keep_checkpoints`. Returns the folder (None on non-main processes)."""
+        keeps the newest `keep_checkpoints`. Returns the folder (None on non-main processes).
+
+        The reference model is stored only when it can be found nowhere else: never synced, it is the
+        model the algorithm was built with (rebuilt the same way to resume); synced at this very
+        iteration, it equals the stored policy; synced earlier, its weights are stored."""
         if not dist.is_main():
             return None
+        source = self._reference_source()
         state = {
             "iteration": self.iteration,
             "policy": self.policy.state_dict(),
-            "reference": self.ref_policy.state_dict() if self._ref_has_own_weights() else None,
+            "reference": self.ref_policy.state_dict() if source == "stored" else None,
+            "reference_source": source,
+            "ref_synced_at": self._ref_synced_at,
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "extra": self.extra_state(),
@@ -529,8 +588,7 @@ class RLAlgorithm(ABC):
     def _apply_checkpoint(self, directory: Path, state: dict, buffer: ReplayBuffer | None) -> None:
         try:
             self.policy.load_state_dict(state["policy"])
-            if state["reference"] is not None and self.ref_policy is not None:
-                self.ref_policy.load_state_dict(state["reference"])
+            self._load_reference(directory, state)
             self.optimizer.load_state_dict(state["optimizer"])
             self.scheduler.load_state_dict(state["scheduler"])
             self.load_extra_state(state.get("extra", {}))
@@ -550,6 +608,42 @@ class RLAlgorithm(ABC):
 
     def _ref_has_own_weights(self) -> bool:
         return self.ref_policy is not None and not getattr(self.ref_policy, "is_lora", False)
+
+    def _reference_source(self) -> str:
+        """Where a checkpoint finds the reference weights: "none" (no own weights: none, or LoRA's base),
+        "initial" (never synced), "policy" (synced at this iteration) or "stored"."""
+        if not self._ref_has_own_weights():
+            return "none"
+        if self._ref_synced_at is None:
+            return "initial"
+        return "policy" if self._ref_synced_at == self.iteration else "stored"
+
+    def _load_reference(self, directory: Path, state: dict) -> None:
+        """Restore the reference as `save` described it (older checkpoints always stored it)."""
+        source = state.get("reference_source", "stored" if state.get("reference") is not None else "none")
+        if source == "initial" and self._ref_synced_at is not None:
+            raise ckpt.CheckpointError(f"{directory}: its reference is the initial model, but this algorithm's "
+                                       f"reference was already synced; load it into a freshly built algorithm")
+        if self.ref_policy is not None and source == "stored":
+            self.ref_policy.load_state_dict(state["reference"])
+        elif self._ref_has_own_weights() and source == "policy":
+            self.ref_policy.load_state_dict(self.policy.state_dict())
+        self._ref_synced_at = state.get("ref_synced_at")
+
+
+def env_id(env) -> str:
+    """The registered id of an env (through wrappers), else its class name."""
+    inner = getattr(env, "unwrapped", env)
+    spec = getattr(env, "spec", None) or getattr(inner, "spec", None)
+    return getattr(spec, "id", None) or type(inner).__name__
+
+
+def env_kwargs(env) -> dict:
+    """The keyword arguments an env was made with (registered defaults included), as recorded in its
+    gymnasium spec; `{}` for an env built directly."""
+    inner = getattr(env, "unwrapped", env)
+    spec = getattr(env, "spec", None) or getattr(inner, "spec", None)
+    return dict(getattr(spec, "kwargs", None) or {})
 
 
 def zero_variance_fraction(trajectories: list[Trajectory]) -> float:

@@ -107,8 +107,9 @@ def print_run_summary(rows: list[dict], run_dir) -> None:
 
 def train_and_report(algo, resume: bool = False) -> list[dict]:
     """Train (with `resume`, from the newest complete checkpoint in <output_dir>/checkpoints; `train`
-    says which, or that there is none), save the final model in Hugging Face format in
-    <output_dir>/model, and print the held-out accuracy and where the run folder is."""
+    says which, or that there is none), save the final model as a Hugging Face folder in
+    <output_dir>/model (`RLAlgorithm.save_model`: weights, tokenizer, chat template, system prompt,
+    generation config), and print the held-out accuracy and where the run folder is."""
     from pathlib import Path
 
     from algorithms import distributed as dist
@@ -116,7 +117,7 @@ def train_and_report(algo, resume: bool = False) -> list[dict]:
     run_dir = Path(algo.config.output_dir)
     rows = algo.train(resume=resume)
     if dist.is_main():  # under torchrun, rank 0 alone writes the run folder
-        algo.policy.save(run_dir / "model")
+        algo.save_model(run_dir / "model")
     print_run_summary(rows, run_dir)
     return rows
 

@@ -6,6 +6,7 @@ from collections import Counter
 
 import torch
 
+from algorithms.progress import counting_tokens, phase_bar, token_postfix
 from algorithms.rollout import SamplingSettings, rollout
 
 
@@ -35,17 +36,24 @@ def episode_starts(env, episodes: int) -> list[dict]:
 
 @torch.no_grad()
 def evaluate(policy, env, episodes: int = 256, max_new_tokens: int = 64, k: int = 1, temperature: float = 0.0,
-             max_episode_steps: int = 10, batch_prompts: int = 64, seed: int = 0) -> dict[str, float]:
-    """Greedy accuracy (k=1) or, with k > 1 and temperature > 0, pass@k and maj@k as well."""
+             max_episode_steps: int = 10, batch_prompts: int = 64, seed: int = 0, progress: bool = False
+             ) -> dict[str, float]:
+    """Greedy accuracy (k=1) or, with k > 1 and temperature > 0, pass@k and maj@k as well.
+
+    With `progress`, a bar counts the episodes done (its postfix: the tokens sampled so far)."""
     if k > 1 and temperature <= 0:
         raise ValueError("evaluate: k > 1 needs temperature > 0 (greedy samples are identical)")
     starts = episode_starts(env, episodes)
     generator = torch.Generator(device=getattr(policy, "device", "cpu")).manual_seed(seed)
     settings = SamplingSettings(max_new_tokens, temperature, 1.0, max_episode_steps)
     accuracy, pass_k, maj_k, lengths = [], [], [], []
+    bar = phase_bar("evaluate", len(starts) * k, "ep", progress)
+    count_tokens = token_postfix(bar)
     for start in range(0, len(starts), batch_prompts):
         chunk = starts[start:start + batch_prompts]
-        trajs = rollout(env, policy, chunk, k, settings, generator, first_group_id=start)
+        with counting_tokens(policy, count_tokens):
+            trajs = rollout(env, policy, chunk, k, settings, generator, first_group_id=start)
+        bar.update(len(trajs))
         for g in range(len(chunk)):
             group = trajs[g * k:(g + 1) * k]
             correct = [bool(t.info.get("correct", False)) for t in group]
@@ -54,6 +62,7 @@ def evaluate(policy, env, episodes: int = 256, max_new_tokens: int = 64, k: int 
             if k > 1:
                 pass_k.append(pass_at_k(k, sum(correct), k))
                 maj_k.append(majority_correct([t.info.get("parsed_answer") for t in group], correct))
+    bar.close()
     result = {"accuracy": sum(accuracy) / max(len(accuracy), 1), "episodes": float(len(starts)),
               "mean_length": sum(lengths) / max(len(lengths), 1)}
     if k > 1:

@@ -91,6 +91,12 @@ class RunLogger:
         return out
 
     def close(self) -> None:
+        """Finish the wandb run, with the run folder's plots (*.png) logged as images."""
         if self._wandb is not None:
+            import wandb
+
+            images = {f"plots/{p.stem}": wandb.Image(str(p)) for p in sorted(self.run_dir.glob("*.png"))}
+            if images:
+                self._wandb.log(images)
             self._wandb.finish()
 

@@ -3,9 +3,11 @@
     python examples/quickstart.py                 # CPU-sized run (2 cores: about 10-15 minutes)
     python examples/quickstart.py --preset gpu    # the GPU run: 16 prompts x 8 samples, 120 iterations
 
-It prints held-out greedy accuracy (problems never trained on) before and after training and
-the path of the plot. Every GRPOConfig field is also a flag (`--learning_rate 3e-5`, ...), and so are
-TRL's names for them (`--num_generations 8`, `--beta 0.04`); `--help` shows each preset's values.
+It prints held-out greedy accuracy (problems never trained on) before and after training (the
+"before" evaluation is the run's iteration 0, logged and plotted like the others) and the run
+folder: metrics, plot, checkpoints and the trained model in model/ (a Hugging Face folder).
+Every GRPOConfig field is also a flag (`--learning_rate 3e-5`, ...), and so are TRL's names for them
+(`--num_generations 8`, `--beta 0.04`); `--help` shows each preset's values.
 """
 from __future__ import annotations
 
@@ -16,8 +18,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from algorithms import GRPO, GRPOConfig, evaluate  # noqa: E402
-from algorithms.cli import add_config_arguments, config_from_arguments, run_with_clear_errors  # noqa: E402
+from algorithms import GRPO, GRPOConfig  # noqa: E402
+from algorithms.cli import (  # noqa: E402
+    add_config_arguments, config_from_arguments, run_with_clear_errors, train_and_report,
+)
 from algorithms.distributed import init_from_env  # noqa: E402
 from envs import make  # noqa: E402
 from policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
@@ -25,11 +29,11 @@ from policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
 PRESETS = {
     # sized for 2 CPU cores: short answers, small groups, a large step size
     "cpu": dict(train_iterations=16, prompts_per_iteration=8, samples_per_prompt=6, max_new_tokens=40,
-                learning_rate=5e-5, kl_coeff=0.04, eval_episodes=256, micro_batch_size=16, eval_at_start=False,
+                learning_rate=5e-5, kl_coeff=0.04, eval_episodes=256, micro_batch_size=16, eval_at_start=True,
                 output_dir="runs/quickstart-cpu"),
     # the GPU run of the closing note (TRL's GRPOTrainer bar: same prompts, 16 x 8, 64 tokens, beta 0.04)
     "gpu": dict(train_iterations=120, prompts_per_iteration=16, samples_per_prompt=8, max_new_tokens=64,
-                learning_rate=5e-5, kl_coeff=0.04, eval_episodes=256, micro_batch_size=128, eval_at_start=False,
+                learning_rate=5e-5, kl_coeff=0.04, eval_episodes=256, micro_batch_size=128, eval_at_start=True,
                 output_dir="runs/quickstart-gpu"),
 }
 
@@ -60,17 +64,12 @@ def run(args: argparse.Namespace) -> None:
     test_env = make("Arithmetic-v0", level=args.level, split="test")
 
     print(f"device={policy.device} preset={preset} model={args.model}")
-    before = evaluate(policy, test_env, config.eval_episodes, config.max_new_tokens)
-    print(f"held-out accuracy before: {before['accuracy']:.1%} ({int(before['episodes'])} problems, greedy)")
-
     algo = GRPO(policy, train_env, config, eval_env=test_env)
     start = time.perf_counter()
-    rows = algo.train(resume=args.resume)
+    train_and_report(algo, args.resume)  # prints held-out accuracy, iteration 0 (before) -> the last
     minutes = (time.perf_counter() - start) / 60
-    after = rows[-1].get("eval_accuracy", float("nan"))
-    print(f"held-out accuracy after:  {after:.1%} ({config.train_iterations} iterations, {minutes:.1f} min "
-          f"including evaluation)")
-    print(f"plot: {Path(config.output_dir) / 'metrics.png'}   metrics: {Path(config.output_dir) / 'metrics.jsonl'}")
+    print(f"{config.train_iterations} iterations in {minutes:.1f} min including evaluation; "
+          f"plot: {Path(config.output_dir) / 'metrics.png'}")
 
 
 if __name__ == "__main__":

