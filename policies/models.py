@@ -8,8 +8,11 @@ safetensors, so later loads take under a second.
 """
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import os
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -85,21 +88,44 @@ def _dequantise_gguf(gguf_path: Path, out_dir: Path) -> None:
     plain.load_state_dict(loaded.state_dict())
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    tmp = out_dir.with_name(out_dir.name + f".tmp{os.getpid()}")
-    plain.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    tmp.replace(out_dir) if not out_dir.exists() else None
+    plain.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+
+
+def build_once(out_dir: Path, build: Callable[[Path], None]) -> Path:
+    """`out_dir` built by `build(folder)` unless a complete copy (with config.json) is there already.
+
+    Several processes (torchrun ranks) may ask at once: an exclusive lock on a file beside `out_dir`
+    lets one build while the others wait; the copy is built aside and renamed into place, so it appears
+    whole; an incomplete folder (a killed build, an older version) is set aside, never trusted.
+    """
+    if (out_dir / "config.json").is_file():
+        return out_dir
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    with open(out_dir.with_name(out_dir.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if not (out_dir / "config.json").is_file():  # another process may have built it meanwhile
+                tmp = out_dir.with_name(f"{out_dir.name}.tmp{os.getpid()}")
+                shutil.rmtree(tmp, ignore_errors=True)
+                build(tmp)
+                if not (tmp / "config.json").is_file():
+                    raise ModelLoadError(f"building {out_dir.name} wrote no config.json into {tmp}")
+                if out_dir.exists():
+                    out_dir.rename(out_dir.with_name(f"{out_dir.name}.incomplete{os.getpid()}"))
+                tmp.rename(out_dir)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return out_dir
 
 
 def resolve_model_path(name_or_path: str) -> str:
-    """Turn the embedded alias into its cached plain copy (built on first use); pass others through."""
+    """Turn the embedded alias into its cached plain copy (built on first use, once even under torchrun);
+    pass others through."""
     if name_or_path not in EMBEDDED_ALIASES:
         return name_or_path
-    out_dir = cache_root() / "SmolLM2-135M-Instruct"
-    if not (out_dir / "config.json").is_file():
-        out_dir.parent.mkdir(parents=True, exist_ok=True)
-        _dequantise_gguf(embedded_gguf_path(), out_dir)
-    return str(out_dir)
+    gguf = embedded_gguf_path()
+    return str(build_once(cache_root() / "SmolLM2-135M-Instruct", lambda folder: _dequantise_gguf(gguf, folder)))
 
 
 def load_model_and_tokenizer(
