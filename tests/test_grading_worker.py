@@ -166,20 +166,18 @@ def test_generic_worker_rlimit_cpu_kills_what_the_timer_cannot_stop(worker, kind
     assert worker.call(("echo", 1), budget=0.5) == 1
     pid = worker.pid
     before = worker.total_request_cpu
-    start = time.monotonic()
-    assert worker.call((kind, None), budget=0.2) is None
+    assert worker.call((kind, None), budget=0.2) is None  # finishing would return True (c_loop: ~20 s of CPU)
     used = worker.total_request_cpu - before
-    assert 0.2 <= used < 3.5  # soft limit: ceil(used + budget) + 1 s, read back with wait4
-    assert time.monotonic() - start < 60
+    assert 0.2 <= used < 3.5  # soft limit: ceil(used + budget) + 1 s, read back with wait4 (CPU, not wall)
     assert worker.pid is None  # died of SIGXCPU
     assert worker.call(("echo", 3), budget=0.5) == 3  # a fresh worker
     assert worker.pid != pid
 
 
 def test_generic_worker_wall_clock_backstop(worker):
-    start = time.monotonic()
-    assert worker.call(("sleep", 30), budget=0.01) is None  # backstop max(1 s, 20 x budget) here
-    assert time.monotonic() - start < 20  # well before the 30 s sleep ends, however loaded the machine
+    assert worker.call(("sleep", 0.01), budget=1.0) is True  # a sleep that ends answers True...
+    # ...so None means the parent's wall-clock backstop (max(1 s, 20 x budget) here) cut the 30 s sleep short
+    assert worker.call(("sleep", 30), budget=0.01) is None
     assert worker.pid is None
     assert worker.call(("echo", 4), budget=0.5) == 4
 
