@@ -7,7 +7,7 @@ import torch
 from algorithms import DAPO, DAPOConfig, GRPO, GRPOConfig, RLOO, DrGRPO, DrGRPOConfig, RLAlgorithm
 from algorithms.advantages import leave_one_out_advantages
 from algorithms.dapo import overlong_penalty
-from algorithms.grpo import informative_groups
+from algorithms.advantages import informative_groups
 from buffers import Trajectory
 from envs import make
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
