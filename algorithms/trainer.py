@@ -81,7 +81,7 @@ class Trainer(ABC):
         """One iteration's work; returns its metrics (the loop adds learning_rate, timings, `record`ed means)."""
 
     def evaluate(self) -> dict[str, float]:
-        """Held-out metrics (logged with an `eval_` prefix); run by rank 0 alone. None by default."""
+        """Held-out metrics (logged with an `eval_` prefix); run by rank 0 alone; nothing by default."""
         return {}
 
     def end_iteration(self, metrics: dict[str, Any]) -> None:
