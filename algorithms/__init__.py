@@ -1,6 +1,6 @@
-"""RL algorithms sharing one core (`RLAlgorithm`), plus evaluation."""
+"""Trainers: the shared `Trainer` loop, RL algorithms on one core (`RLAlgorithm(Trainer)`), evaluation."""
 from algorithms.base import RLAlgorithm
-from algorithms.config import ConfigError, RLConfig, load_config
+from algorithms.config import ConfigError, RLConfig, TrainerConfig, load_config
 from algorithms.evaluate import evaluate, pass_at_k
 from algorithms.dapo import DAPO, DAPOConfig
 from algorithms.dr_grpo import DrGRPO, DrGRPOConfig
@@ -9,9 +9,11 @@ from algorithms.ppo import PPO, PPOConfig
 from algorithms.reinforce import ReinforceStable, ReinforceStableConfig
 from algorithms.rloo import RLOO, RLOOConfig
 from algorithms.rollout import SamplingSettings, rollout
+from algorithms.trainer import Trainer
 
 __all__ = [
-    "RLAlgorithm", "RLConfig", "ConfigError", "load_config", "evaluate", "pass_at_k", "GRPO", "GRPOConfig",
+    "Trainer", "TrainerConfig", "RLAlgorithm", "RLConfig", "ConfigError", "load_config", "evaluate", "pass_at_k",
+    "GRPO", "GRPOConfig",
     "ReinforceStable", "ReinforceStableConfig", "SamplingSettings", "rollout",
     "PPO", "PPOConfig", "DrGRPO", "DrGRPOConfig", "DAPO", "DAPOConfig", "RLOO", "RLOOConfig",
 ]

@@ -23,10 +23,40 @@ def group_advantages(rewards: torch.Tensor, group_ids: torch.Tensor, scale_by_st
     return adv
 
 
+def has_signal(rewards: list[float], tol: float = 1e-9) -> bool:
+    """True when a group's rewards are not all equal (within `tol`): a group baseline leaves some
+    advantage non-zero. A group of one never has signal. The one zero-variance test of the package."""
+    return len(rewards) > 1 and max(rewards) - min(rewards) > tol
+
+
 def zero_variance_groups(rewards: torch.Tensor, group_ids: torch.Tensor) -> torch.Tensor:
     """Boolean mask over group ids (sorted unique) telling which groups have all-equal rewards."""
-    return torch.stack([rewards[group_ids == g].float().std(unbiased=False) < 1e-8
-                        for g in torch.unique(group_ids)])
+    return torch.tensor([not has_signal(rewards[group_ids == g].float().tolist()) for g in torch.unique(group_ids)],
+                        dtype=torch.bool)
+
+
+def groups_of(trajectories: list) -> list[list]:
+    """Trajectories grouped by `group_id`, groups in order of first appearance."""
+    by_group: dict[int, list] = {}
+    for t in trajectories:
+        by_group.setdefault(t.group_id, []).append(t)
+    return list(by_group.values())
+
+
+def env_signal(group: list) -> bool:
+    """`has_signal` of a group's env rewards (before any shaping: KL, length penalties)."""
+    return has_signal([t.env_reward for t in group])
+
+
+def informative_groups(trajectories: list) -> list[list]:
+    """Groups (in order of appearance) whose env rewards are not all equal."""
+    return [g for g in groups_of(trajectories) if env_signal(g)]
+
+
+def zero_variance_fraction(trajectories: list) -> float:
+    """Fraction of groups whose env rewards are all equal (no learning signal for group baselines)."""
+    groups = groups_of(trajectories)
+    return sum(not env_signal(g) for g in groups) / len(groups) if groups else 0.0
 
 
 def discounted_returns(token_rewards: torch.Tensor, mask: torch.Tensor, gamma: float = 1.0) -> torch.Tensor:

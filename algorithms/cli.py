@@ -15,7 +15,7 @@ import typing
 from typing import Any, Callable
 
 from algorithms import trl_names
-from algorithms.config import field_help, field_types, load_config
+from algorithms.config import REMOVED, field_help, field_types, load_config
 
 FLAG_TYPES = {int: int, float: float, str: str}
 
@@ -57,14 +57,14 @@ def add_config_arguments(parser: argparse.ArgumentParser, config_class: type, de
             kind = types[alias.ours] if alias.convert is None else str
             trl.add_argument(f"--{name}", type=FLAG_TYPES.get(kind, str), default=None,
                              help=f"TRL's name for --{alias.ours}" + (f": {alias.note}" if alias.note else ""))
-    for name in trl_names.DIFFERENT:  # refused with a line naming ours (hidden from --help)
+    for name in (*trl_names.DIFFERENT, *REMOVED):  # refused with a line naming ours (hidden from --help)
         parser.add_argument(f"--{name}", nargs="?", const=True, default=None, help=argparse.SUPPRESS)
 
 
 def config_from_arguments(config_class: type, args: argparse.Namespace, defaults: dict[str, Any] | None = None):
     """Defaults of the script < the `--config` YAML file < command-line flags (those not None; TRL's
     names translated, those meaning something else refused)."""
-    names = set(field_types(config_class)) | set(trl_names.SAME) | set(trl_names.DIFFERENT)
+    names = set(field_types(config_class)) | set(trl_names.SAME) | set(trl_names.DIFFERENT) | set(REMOVED)
     overrides = {k: v for k, v in vars(args).items() if k in names and v is not None}
     return load_config(config_class, getattr(args, "config", None), overrides, defaults)
 
@@ -108,7 +108,7 @@ def print_run_summary(rows: list[dict], run_dir) -> None:
 def train_and_report(algo, resume: bool = False) -> list[dict]:
     """Train (with `resume`, from the newest complete checkpoint in <output_dir>/checkpoints; `train`
     says which, or that there is none), save the final model as a Hugging Face folder in
-    <output_dir>/model (`RLAlgorithm.save_model`: weights, tokenizer, chat template, system prompt,
+    <output_dir>/model (`Trainer.save_model`: weights, tokenizer, chat template, system prompt,
     generation config), and print the held-out accuracy and where the run folder is."""
     from pathlib import Path
 

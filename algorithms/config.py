@@ -184,48 +184,37 @@ class _AcceptsTRLNames(type):
         return config
 
 
-@dataclass
-class RLConfig(metaclass=_AcceptsTRLNames):
-    """Settings shared by every algorithm (the loop, sampling, optimisation, KL, logging).
+# old field names refused with one line saying what replaced them (like TRL's names in trl_names.DIFFERENT)
+REMOVED = {
+    "max_episode_steps": "is gone: an episode's step limit is the env's own (its max_steps, or a gymnasium "
+                         "TimeLimit wrapper); set it on the env",
+}
 
-    `num_iterations` and `max_completion_length` are not fields: TRL uses both names for other things
-    (update epochs per batch; the generation cap), so they are refused with a line naming ours.
+
+@dataclass
+class TrainerConfig(metaclass=_AcceptsTRLNames):
+    """Settings of any `Trainer`: the loop, the optimizer, the run folder, checkpoints and logging.
+
+    `num_iterations` is not a field: TRL uses it for update epochs per batch, so it is refused with a
+    line naming ours.
     """
 
     # loop
-    train_iterations: int = setting(100, "collect -> update rounds (TRL's max_steps when one optimizer step each)")
-    prompts_per_iteration: int = setting(16, "distinct env episodes (prompts) per iteration, over all processes (torchrun splits them; must divide)")
-    samples_per_prompt: int = setting(8, "completions per prompt (the GRPO group size; TRL's num_generations)")
+    train_iterations: int = setting(100, "training iterations (RL: collect -> update rounds; TRL's max_steps "
+                                         "when each is one optimizer step)")
     seed: int = setting(0, "seeds torch, numpy and the env draws; in [0, 2**32)")
-    # sampling
-    max_new_tokens: int = setting(64, "generation cap per action (per step in stepwise envs)")
-    temperature: float = setting(1.0, "sampling temperature (0: greedy)")
-    top_p: float = setting(1.0, "nucleus sampling mass, in (0, 1] (1: off)")
-    max_episode_steps: int = setting(10, "stepwise envs: actions per episode before truncation")
     # optimisation
     learning_rate: float = setting(1e-5, "AdamW step size, > 0 (constant after the warmup)")
     weight_decay: float = setting(0.0, "AdamW decoupled weight decay, >= 0")
     adam_betas: tuple[float, float] = setting((0.9, 0.99), "AdamW (beta1, beta2), each in [0, 1)")
     warmup_iterations: int = setting(0, "linear learning-rate warmup, counted in optimizer steps")
     max_grad_norm: float = setting(1.0, "gradient-norm clipping (0: off)")
-    update_epochs: int = setting(1, "passes over each collected batch (TRL's num_iterations, mu)")
-    minibatch_size: int = setting(0, "trajectories per optimizer step, over all processes (0: the whole batch, one step)")
-    micro_batch_size: int = setting(32, "trajectories per forward/backward (gradient accumulation inside a step)")
-    loss_aggregation: str = setting("token_mean", "token_mean (over the optimizer step) | sequence_mean | constant")
-    loss_length_normalizer: int = setting(0, "divisor of each sequence's token sum in 'constant' aggregation "
-                                             "(0: the completion budget)")
+    micro_batch_size: int = setting(32, "items (RL: trajectories) per forward/backward (gradient accumulation "
+                                        "inside a step)")
     bf16: bool = setting(True, "bf16 autocast on CUDA (ignored on CPU)")
-    # KL to the reference model
-    kl_coeff: float = setting(0.0, "beta, the weight of the KL to the reference (0: no reference model)")
-    kl_estimator: str = setting("k3", "k1 | k2 | k3 (Schulman's estimators), for the KL in the loss")
-    kl_in_reward: bool = setting(False, "subtract beta * k1 from the token rewards instead of adding beta * KL "
-                                        "to the loss")
-    ref_sync_every: int = setting(0, "copy policy -> reference every N iterations (0: never)")
     # evaluation, logging, checkpoints
     eval_every: int = setting(0, "iterations between evaluations (0: only at the end)")
     eval_at_start: bool = setting(True, "evaluate once before the first iteration")
-    eval_episodes: int = setting(256, "held-out episodes per evaluation (greedy)")
-    eval_max_new_tokens: int = setting(0, "generation cap per action in evaluation (0: max_new_tokens)")
     save_every: int = setting(0, "iterations between checkpoints (0: only at the end)")
     keep_checkpoints: int = setting(2, "complete checkpoints kept in <output_dir>/checkpoints (the newest)")
     max_nonfinite_steps: int = setting(3, "stop after this many optimizer steps in a row skipped for NaN/inf")
@@ -237,24 +226,15 @@ class RLConfig(metaclass=_AcceptsTRLNames):
     def __post_init__(self) -> None:
         for name in field_types(type(self)):
             setattr(self, name, coerce_field(type(self), name, getattr(self, name)))
-        for name in ("train_iterations", "prompts_per_iteration", "samples_per_prompt", "max_new_tokens",
-                     "max_episode_steps", "update_epochs", "micro_batch_size", "eval_episodes",
-                     "keep_checkpoints", "max_nonfinite_steps"):
+        for name in ("train_iterations", "micro_batch_size", "keep_checkpoints", "max_nonfinite_steps"):
             self.require(name, getattr(self, name) > 0, "a positive integer")
-        for name in ("minibatch_size", "warmup_iterations", "eval_every", "save_every", "ref_sync_every",
-                     "loss_length_normalizer", "eval_max_new_tokens"):
+        for name in ("warmup_iterations", "eval_every", "save_every"):
             self.require(name, getattr(self, name) >= 0, "an integer >= 0")
         self.require("seed", 0 <= self.seed < MAX_SEED, "in [0, 2**32)")
         self.require("learning_rate", self.learning_rate > 0, "> 0")
         self.require("weight_decay", self.weight_decay >= 0, ">= 0")
         self.require("adam_betas", all(0 <= b < 1 for b in self.adam_betas), "two numbers in [0, 1)")
-        self.require("temperature", self.temperature >= 0, ">= 0")
-        self.require("top_p", 0 < self.top_p <= 1, "in (0, 1]")
-        self.require("kl_coeff", self.kl_coeff >= 0, ">= 0")
         self.require("max_grad_norm", self.max_grad_norm >= 0, ">= 0")
-        self.require("kl_estimator", self.kl_estimator in KL_ESTIMATORS, f"one of {', '.join(KL_ESTIMATORS)}")
-        self.require("loss_aggregation", self.loss_aggregation in LOSS_AGGREGATIONS,
-                     f"one of {', '.join(LOSS_AGGREGATIONS)}")
         self.require("wandb", self.wandb in WANDB_MODES, "off, offline or online")
         self.require("wandb_project", self.wandb_project.strip() != "", "a name")
         if self.wandb != "off" and not module_available("wandb"):
@@ -271,14 +251,89 @@ class RLConfig(metaclass=_AcceptsTRLNames):
             raise ConfigError(f"{type(self).__name__}.{name} must be {expectation}, got {shown(getattr(self, name))}",
                               name)
 
+    def optimizer_steps_per_iteration(self) -> int | None:
+        """Optimizer steps one iteration makes, when the config alone says (None: it depends on the trainer)."""
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a plain dict (what config.json holds)."""
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class RLConfig(TrainerConfig):
+    """Settings shared by every RL algorithm (sampling, groups, the update, KL), on top of `TrainerConfig`.
+
+    `max_completion_length` is not a field: TRL uses it for the generation cap, so it is refused with a
+    line naming ours. An episode's step limit is the env's own (`max_steps`, a `TimeLimit` wrapper).
+    """
+
+    # collection
+    prompts_per_iteration: int = setting(16, "distinct env episodes (prompts) per iteration, over all processes (torchrun splits them; must divide)")
+    samples_per_prompt: int = setting(8, "completions per prompt (the GRPO group size; TRL's num_generations)")
+    # sampling
+    max_new_tokens: int = setting(64, "generation cap per action (per step in stepwise envs)")
+    temperature: float = setting(1.0, "sampling temperature (0: greedy)")
+    top_p: float = setting(1.0, "nucleus sampling mass, in (0, 1] (1: off)")
+    # the update
+    loss_aggregation: str = setting("token_mean", "token_mean (over the optimizer step) | sequence_mean | constant")
+    loss_length_normalizer: int = setting(0, "divisor of each sequence's token sum in 'constant' aggregation "
+                                             "(0: the completion budget)")
+    update_epochs: int = setting(1, "passes over each collected batch (TRL's num_iterations, mu)")
+    minibatch_size: int = setting(0, "trajectories per optimizer step, over all processes (0: the whole batch, one step)")
+    # evaluation
+    eval_episodes: int = setting(256, "held-out episodes per evaluation (greedy)")
+    eval_max_new_tokens: int = setting(0, "generation cap per action in evaluation (0: max_new_tokens)")
+    # KL to the reference model
+    kl_coeff: float = setting(0.0, "beta, the weight of the KL to the reference (0: no reference model)")
+    kl_estimator: str = setting("k3", "k1 | k2 | k3 (Schulman's estimators), for the KL in the loss and the "
+                                      "logged kl")
+    kl_in_reward: bool = setting(False, "subtract beta * k1 from the token rewards instead of adding beta * KL "
+                                        "to the loss")
+    ref_sync_every: int = setting(0, "copy policy -> reference every N iterations (0: never)")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("prompts_per_iteration", "samples_per_prompt", "max_new_tokens", "update_epochs",
+                     "eval_episodes"):
+            self.require(name, getattr(self, name) > 0, "a positive integer")
+        for name in ("minibatch_size", "ref_sync_every", "loss_length_normalizer", "eval_max_new_tokens"):
+            self.require(name, getattr(self, name) >= 0, "an integer >= 0")
+        self.require("temperature", self.temperature >= 0, ">= 0")
+        self.require("top_p", 0 < self.top_p <= 1, "in (0, 1]")
+        self.require("kl_coeff", self.kl_coeff >= 0, ">= 0")
+        self.require("kl_estimator", self.kl_estimator in KL_ESTIMATORS, f"one of {', '.join(KL_ESTIMATORS)}")
+        self.require("loss_aggregation", self.loss_aggregation in LOSS_AGGREGATIONS,
+                     f"one of {', '.join(LOSS_AGGREGATIONS)}")
+
     @property
     def batch_size(self) -> int:
         """Trajectories collected per iteration."""
         return self.prompts_per_iteration * self.samples_per_prompt
 
-    def to_dict(self) -> dict[str, Any]:
-        """The fields as a plain dict (what config.json holds)."""
-        return dataclasses.asdict(self)
+    def check_shards(self, world: int) -> None:
+        """The global batch must split into whole groups (and whole minibatches) over `world` processes."""
+        for name in ("prompts_per_iteration", "minibatch_size"):
+            if getattr(self, name) % world:
+                raise ConfigError(f"{type(self).__name__}.{name} must be divisible by the number of processes "
+                                  f"({world}): it is the global batch, split evenly over ranks; got "
+                                  f"{getattr(self, name)}", name)
+
+    def optimizer_steps_per_iteration(self) -> int:
+        """Optimizer steps one iteration makes when every collected trajectory is trained on."""
+        size = self.minibatch_size if 0 < self.minibatch_size < self.batch_size else self.batch_size
+        return self.update_epochs * math.ceil(self.batch_size / size)
+
+
+def checked_config(owner: str, config_class: type, config: Any) -> Any:
+    """`config` for `owner` (a trainer's name; None: `config_class()`), or a one-line TypeError naming
+    the config class expected (and, for a config of another trainer, fields it lacks)."""
+    config = config_class() if config is None else config
+    missing = [n for n in field_types(config_class) if not hasattr(config, n)]
+    if not isinstance(config, TrainerConfig) or missing:
+        lacks = f" (it has no {', '.join(missing[:3])})" if missing and isinstance(config, TrainerConfig) else ""
+        raise TypeError(f"{owner} takes a {config_class.__name__}, got a {type(config).__name__}{lacks}")
+    return config
 
 
 def read_config_file(cls: type, path: str | Path) -> dict[str, Any]:

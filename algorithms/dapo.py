@@ -9,8 +9,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from algorithms.advantages import informative_groups
 from algorithms.config import setting
-from algorithms.grpo import GRPO, GRPOConfig, informative_groups
+from algorithms.grpo import GRPO, GRPOConfig
+from algorithms.losses import completion_budget
 
 
 def overlong_penalty(length: int, max_length: int, buffer: int, factor: float = 1.0) -> float:
@@ -37,9 +39,10 @@ class DAPOConfig(GRPOConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         self.require("max_refill_rounds", self.max_refill_rounds >= 0, ">= 0")
-        budget = self.loss_length_normalizer or self.max_new_tokens
+        budget = completion_budget(self)  # one action's; a multi-step env's budget is a multiple of it
         self.require("overlong_buffer", 0 <= self.overlong_buffer < budget,
-                     f"in [0, {budget}) (the completion budget: loss_length_normalizer, else max_new_tokens)")
+                     f"in [0, {budget}) (the completion budget of one action: loss_length_normalizer, else "
+                     f"max_new_tokens)")
         self.require("overlong_penalty_factor", self.overlong_penalty_factor >= 0, ">= 0")
 
 

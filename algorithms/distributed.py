@@ -1,7 +1,7 @@
 """torch.distributed helpers; every function is a no-op in a single process.
 
 Launch with `torchrun --nproc_per_node N script.py`: `init_from_env` (called by every example and by
-`RLAlgorithm.__init__`) joins the process group; each rank collects `prompts_per_iteration / N` whole
+`Trainer.__init__`) joins the process group; each rank collects `prompts_per_iteration / N` whole
 groups of the global batch, token counts are all-reduced so the loss normaliser is global, gradients
 are averaged with one all-reduce per optimizer step, and rank 0 alone evaluates, logs and writes the
 run folder.

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from algorithms.advantages import group_advantages
+from algorithms.advantages import group_advantages, informative_groups
 from algorithms.base import RLAlgorithm
 from algorithms.config import RLConfig, setting
 from algorithms.losses import clipped_policy_loss, masked_mean
@@ -17,7 +17,8 @@ class GRPOConfig(RLConfig):
     set `loss_aggregation="sequence_mean"` for the original paper's per-sequence mean.
     """
 
-    kl_coeff: float = setting(0.04, "beta, the weight of the KL (k3) to the reference, in the loss (TRL's beta)")
+    kl_coeff: float = setting(0.04, "beta, the weight of the KL to the reference (kl_estimator), in the loss "
+                                    "(TRL's beta)")
     clip_low: float = setting(0.2, "ratio lower bound is 1 - clip_low (TRL's epsilon)")
     clip_high: float = setting(0.2, "ratio upper bound is 1 + clip_high (TRL's epsilon_high; DAPO raises it)")
     scale_by_std: bool = setting(True, "divide advantages by the group std (Dr. GRPO: false; TRL's scale_rewards)")
@@ -28,14 +29,6 @@ class GRPOConfig(RLConfig):
         self.require("samples_per_prompt", self.samples_per_prompt >= 2, ">= 2 (a group needs a baseline)")
         self.require("clip_low", 0 <= self.clip_low < 1, "in [0, 1)")
         self.require("clip_high", self.clip_high >= 0, ">= 0")
-
-
-def informative_groups(trajectories) -> list[list]:
-    """Groups (in order of appearance) whose env rewards are not all equal; a group of one never is."""
-    by_group: dict[int, list] = {}
-    for t in trajectories:
-        by_group.setdefault(t.group_id, []).append(t)
-    return [g for g in by_group.values() if len({t.env_reward for t in g}) > 1]
 
 
 class GRPO(RLAlgorithm):

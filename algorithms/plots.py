@@ -1,4 +1,5 @@
-"""PNG plots of a run's metrics: reward, accuracy, KL, entropy, completion length, reward distribution.
+"""PNG plots of a run's metrics: one panel per (name, metric keys, title); RL runs draw reward, accuracy,
+KL, entropy, completion length and the reward distribution (`PANELS`), a `Trainer` its own `plot_panels`.
 
 Iteration 0 is the evaluation before training; the x axes tick whole iterations only. Rewards that are
 all 0 or 1 are drawn as the fraction of reward-1 episodes per iteration (a box plot of 0/1 values
@@ -13,32 +14,39 @@ PANELS = [
     ("kl", ["kl"], "KL to reference"),
     ("entropy", ["entropy"], "token entropy"),
     ("length", ["completion_length"], "completion length (tokens)"),
+    ("rewards", ["rewards"], "reward distribution per iteration"),  # the per-episode rewards of each iteration
 ]
 
 
-def plot_metrics(rows: list[dict], path: str | Path, title: str = "") -> Path | None:
-    """Draw the standard panels from metrics rows; returns the PNG path (None if nothing to plot)."""
+def plot_metrics(rows: list[dict], path: str | Path, title: str = "", panels=PANELS) -> Path | None:
+    """Draw `panels` from metrics rows; returns the PNG path (None if nothing to plot)."""
     if not rows:
         return None
     import matplotlib.pyplot as plt
 
-    fig = draw_metrics(rows, title)
+    fig = draw_metrics(rows, title, panels)
     path = Path(path)
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
 
 
-def draw_metrics(rows: list[dict], title: str = ""):
-    """The standard panels of `plot_metrics` as a matplotlib Figure (Agg backend)."""
+def draw_metrics(rows: list[dict], title: str = "", panels=PANELS):
+    """`panels` as a matplotlib Figure (Agg backend), three to a row: each draws its metric keys per
+    iteration; the panel named "rewards" draws the per-episode rewards of each iteration."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    fig, axes = plt.subplots(2, 3, figsize=(15, 8))
-    for ax, (name, keys, label) in zip(axes.flat, PANELS):
+    columns = min(3, len(panels))
+    lines = -(-len(panels) // columns)
+    fig, axes = plt.subplots(lines, columns, figsize=(5 * columns, 4 * lines), squeeze=False)
+    for ax, (name, keys, label) in zip(axes.flat, panels):
+        if name == "rewards":
+            draw_reward_distribution(ax, rows, label)
+            continue
         for key in keys:
             points = [(r["iteration"], r[key]) for r in rows if key in r and r[key] is not None]
             if points:
@@ -48,7 +56,19 @@ def draw_metrics(rows: list[dict], title: str = ""):
         if ax.has_data():
             ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
-    ax = axes.flat[-1]
+    iterations = [r["iteration"] for r in rows if "iteration" in r]
+    for ax in axes.flat:  # every panel spans the whole run (iteration 0: the evaluation before training)
+        ax.set_xlabel("iteration")
+        if iterations:
+            ax.set_xlim(min(iterations) - 0.5, max(iterations) + 0.5)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def draw_reward_distribution(ax, rows: list[dict], label: str) -> None:
+    """Per iteration: the fraction of episodes rewarded 1 when every reward is 0 or 1, else box plots."""
     dists = [(r["iteration"], r["rewards"]) for r in rows if r.get("rewards")]
     if dists and is_binary(dists):
         xs = [i for i, _ in dists]
@@ -63,17 +83,8 @@ def draw_metrics(rows: list[dict], title: str = ""):
             sel = dists[::step]
             ax.boxplot([d for _, d in sel], positions=[i for i, _ in sel], widths=max(0.5, step * 0.6),
                        showmeans=True, manage_ticks=False)
-        ax.set_title("reward distribution per iteration")
+        ax.set_title(label)
     ax.grid(alpha=0.3)
-    iterations = [r["iteration"] for r in rows if "iteration" in r]
-    for ax in axes.flat:  # every panel spans the whole run (iteration 0: the evaluation before training)
-        ax.set_xlabel("iteration")
-        if iterations:
-            ax.set_xlim(min(iterations) - 0.5, max(iterations) + 0.5)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
-    fig.suptitle(title)
-    fig.tight_layout()
-    return fig
 
 
 def is_binary(dists: list[tuple[int, list[float]]]) -> bool:

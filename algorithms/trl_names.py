@@ -7,15 +7,15 @@ A TRL name that means something else here is refused with one line naming ours: 
 training rounds, now `train_iterations`) and `max_completion_length` (TRL: the generation cap, here
 `max_new_tokens`; this toolkit used it for the "constant" loss normaliser, now `loss_length_normalizer`).
 Neither old meaning is kept under the old name, so neither a TRL user nor an old config is silently
-read the other way. The README's "Coming from TRL" table is generated from these tables.
+read the other way. This toolkit's own removed fields (config.REMOVED, e.g. max_episode_steps) are
+refused the same way. The README's "Coming from TRL" table is generated from these tables.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from algorithms.config import BOOL_WORDS, ConfigError, field_types, shown
+from algorithms.config import BOOL_WORDS, REMOVED, ConfigError, field_types, shown
 
 
 def _loss_type(value: Any) -> str:
@@ -144,8 +144,8 @@ def translate(cls: type, values: dict[str, Any], where: str = "") -> tuple[dict[
     for name, value in values.items():
         if not isinstance(name, str) or name in fields:
             continue
-        if name in DIFFERENT:
-            raise ConfigError(f"{where}{cls.__name__}: {name} {DIFFERENT[name]}", name)
+        if name in DIFFERENT or name in REMOVED:
+            raise ConfigError(f"{where}{cls.__name__}: {name} {DIFFERENT.get(name) or REMOVED[name]}", name)
         alias = SAME.get(name)
         if alias is None:
             continue
@@ -165,18 +165,13 @@ def translate(cls: type, values: dict[str, Any], where: str = "") -> tuple[dict[
     return out, step_counted
 
 
-def optimizer_steps_per_iteration(config) -> int:
-    """Optimizer steps one iteration makes when every collected trajectory is trained on."""
-    size = config.minibatch_size if 0 < config.minibatch_size < config.batch_size else config.batch_size
-    return config.update_epochs * math.ceil(config.batch_size / size)
-
-
 def check_step_counts(config, step_counted: dict[str, str]) -> None:
     """Refuse TRL's step-counted names (max_steps, ...) unless an iteration is exactly one optimizer step."""
     if not step_counted:
         return
-    steps = optimizer_steps_per_iteration(config)
+    steps = config.optimizer_steps_per_iteration()
     if steps != 1:
         ours, name = next(iter(step_counted.items()))
+        makes = f"makes {steps} (update_epochs x minibatches)" if steps else "may make several"
         raise ConfigError(f"{type(config).__name__}: TRL's {name} counts optimizer steps, but here an iteration "
-                          f"makes {steps} (update_epochs x minibatches); set {ours}, counted in iterations", ours)
+                          f"{makes}; set {ours}, counted in iterations", ours)

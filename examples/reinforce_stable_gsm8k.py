@@ -15,7 +15,7 @@ flags override the file):
 
     --num_iterations N               train_iterations
     --num_collection_episodes N      prompts_per_iteration (samples_per_prompt=1): episodes per iteration
-    --max_trajectory_steps N         max_episode_steps (and the env's max_steps): steps before truncation
+    --max_trajectory_steps N         the env's max_steps: steps (lines) before truncation (default 10)
     --gradient_accumulation_steps G  one optimizer step = G micro-batches of --micro_batch_size M
                                      trajectories: minibatch_size = G * M (seed 002: M = 1)
     --num_update_steps U             at most U micro-batches per iteration: U * M trajectories, drawn at
@@ -62,7 +62,7 @@ from policies.few_shot import DEFAULT_SYSTEM_PROMPT_PATH, FewShotStepwisePolicy 
 
 # the script's defaults (seed 002's where it had one); a --config file and then flags override them
 DEFAULTS = dict(
-    train_iterations=10, prompts_per_iteration=16, samples_per_prompt=1, max_episode_steps=10, max_new_tokens=64,
+    train_iterations=10, prompts_per_iteration=16, samples_per_prompt=1, max_new_tokens=64,
     learning_rate=1e-5, kl_coeff=0.25, ref_sync_every=2, micro_batch_size=1, minibatch_size=16,
     eval_every=0, eval_episodes=20, eval_at_start=False, save_every=0, output_dir="runs/reinforce_stable_gsm8k",
     wandb=os.environ.get("WANDB_MODE") if os.environ.get("WANDB_MODE") in ("offline", "online") else "off",
@@ -71,11 +71,12 @@ DEFAULTS = dict(
 # seed 002's flag -> ReinforceStableConfig field (flags with the field's own name map to themselves)
 FLAG_TO_FIELD = {
     "num_iterations": "train_iterations", "num_collection_episodes": "prompts_per_iteration",
-    "max_trajectory_steps": "max_episode_steps", "kl_coeff": "kl_coeff", "update_ref_iterations": "ref_sync_every",
+    "kl_coeff": "kl_coeff", "update_ref_iterations": "ref_sync_every",
     "evaluation_iterations": "eval_every", "n_eval_steps": "eval_episodes", "evaluation_at_start": "eval_at_start",
     "save_path": "output_dir", "n_save_iterations": "save_every", "seed": "seed", "learning_rate": "learning_rate",
     "max_new_tokens": "max_new_tokens", "micro_batch_size": "micro_batch_size", "wandb": "wandb",
 }
+MAX_TRAJECTORY_STEPS = 10  # seed 002's default for --max_trajectory_steps (the env's max_steps)
 
 
 class CachedBufferReinforceStable(ReinforceStable):
@@ -166,7 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
     for flag, kind, text in [
         ("num_iterations", int, "collect -> update rounds"),
         ("num_collection_episodes", int, "episodes collected per iteration"),
-        ("max_trajectory_steps", int, "steps (lines) per episode before it is truncated"),
+        ("max_trajectory_steps", int, f"steps (lines) per episode before it is truncated: the env's max_steps "
+                                      f"(default {MAX_TRAJECTORY_STEPS})"),
         ("num_update_steps", int, "cap on micro-batches trained per iteration (default: all episodes)"),
         ("gradient_accumulation_steps", int, "micro-batches per optimizer step (default 16)"),
         ("micro_batch_size", int, "trajectories per forward/backward pass (default 1)"),
@@ -196,7 +198,7 @@ def resolve_config(args: argparse.Namespace) -> tuple[ReinforceStableConfig, int
     """The config (defaults < --config file < flags) and the cap on trajectories per update (0: none)."""
     overrides = {field: getattr(args, flag) for flag, field in FLAG_TO_FIELD.items() if getattr(args, flag) is not None}
     config = config_from_arguments(ReinforceStableConfig, argparse.Namespace(config=args.config, **overrides), DEFAULTS)
-    for flag in ("gradient_accumulation_steps", "num_update_steps"):
+    for flag in ("gradient_accumulation_steps", "num_update_steps", "max_trajectory_steps"):
         value = getattr(args, flag)
         if value is not None and value < 1:
             raise ConfigError(f"--{flag} must be >= 1, got {value}")
@@ -210,6 +212,11 @@ def resolve_config(args: argparse.Namespace) -> tuple[ReinforceStableConfig, int
     if args.cache_buffer and not args.buffer_cache_path:
         raise ConfigError("--cache_buffer needs --buffer_cache_path FILE")
     return config, cap
+
+
+def trajectory_steps(args: argparse.Namespace) -> int:
+    """Steps per episode before truncation (--max_trajectory_steps): the env's own limit, its max_steps."""
+    return args.max_trajectory_steps if args.max_trajectory_steps is not None else MAX_TRAJECTORY_STEPS
 
 
 def few_shot_pool(args, train_rows) -> list[dict]:
@@ -251,7 +258,7 @@ def run(args: argparse.Namespace) -> None:
     try:
         train_env, test_env, train_rows, eval_note = gsm8k_train_test(
             args.train_data_file, args.test_gsm8k_path, args.holdout, "--test_gsm8k_path", mode="stepwise",
-            sym_calc=args.sym_calc, max_steps=config.max_episode_steps)
+            sym_calc=args.sym_calc, max_steps=trajectory_steps(args))
     except DataFileNotFoundError as err:  # from the hub (offline): name this script's flag
         raise DataFileNotFoundError(str(err).replace("data_path=", "--train_data_file ")) from None
     examples = few_shot_pool(args, train_rows)

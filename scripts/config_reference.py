@@ -16,12 +16,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from algorithms import (  # noqa: E402
-    DAPOConfig, DrGRPOConfig, GRPOConfig, PPOConfig, ReinforceStableConfig, RLConfig, RLOOConfig,
+    DAPOConfig, DrGRPOConfig, GRPOConfig, PPOConfig, ReinforceStableConfig, RLConfig, RLOOConfig, TrainerConfig,
 )
 from algorithms import trl_names  # noqa: E402
 from algorithms.config import field_help, field_types  # noqa: E402
 
-CONFIGS = (RLConfig, GRPOConfig, DrGRPOConfig, DAPOConfig, RLOOConfig, PPOConfig, ReinforceStableConfig)
+CONFIGS = (TrainerConfig, RLConfig, GRPOConfig, DrGRPOConfig, DAPOConfig, RLOOConfig, PPOConfig, ReinforceStableConfig)
 MARKERS = {"trl": ("<!-- trl-table:start -->", "<!-- trl-table:end -->"),
            "reference": ("<!-- config-reference:start -->", "<!-- config-reference:end -->")}
 
@@ -49,7 +49,7 @@ def trl_table() -> str:
 
 
 def config_tables() -> str:
-    """Markdown: every RLConfig field, then what each algorithm's config adds or sets differently."""
+    """Markdown: every TrainerConfig field, then what RLConfig and each algorithm's config add or set differently."""
     parts = []
     for cls in CONFIGS:
         base = next((b for b in cls.__mro__[1:] if dataclasses.is_dataclass(b)), None)

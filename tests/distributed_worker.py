@@ -38,7 +38,7 @@ def build_algorithm(output_dir: str):
 def one_step(trajectories, output_dir: str):
     algo = build_algorithm(output_dir)
     algo.prepare(trajectories)
-    algo.optimizer_step(trajectories)
+    algo.update_step(trajectories)
     return {n: p.detach().clone() for n, p in algo.policy.model.named_parameters()}
 
 

@@ -36,7 +36,7 @@ def step(aggregation, micro_batch_size):
     algo = GRPO(policy, make("ToyDigits-v0"), config)
     trajs = uneven_batch(policy)
     algo.prepare(trajs)
-    totals = algo.optimizer_step(trajs)  # gradients stay in .grad after the step
+    totals = algo.update_step(trajs)  # gradients stay in .grad after the step
     return totals["loss"], [p.grad.clone() for p in policy.parameters()]
 
 

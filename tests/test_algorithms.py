@@ -64,6 +64,27 @@ def test_grpo_with_kl_records_metrics_and_writes_run_folder(tiny_policy, tmp_pat
     assert (run / "checkpoints" / "iter-000002" / "MANIFEST.json").is_file()
 
 
+@pytest.mark.parametrize("estimator", ["k1", "k2", "k3"])
+def test_the_logged_kl_uses_the_configured_estimator(tiny_policy, tmp_path, estimator):
+    from algorithms.kl import kl_estimate
+    from algorithms.losses import masked_mean
+    from buffers import collate
+
+    config = small_config(GRPOConfig, tmp_path, kl_coeff=0.1, kl_estimator=estimator, micro_batch_size=8)
+    algo = GRPO(tiny_policy, make("ToyDigits-v0"), config)
+    trajs = fixed_batch(tiny_policy)
+    algo.prepare(trajs)
+    algo.update_step(trajs)  # the policy moves away from its reference
+    batch = collate(trajs, algo.pad_id)
+    with torch.no_grad():
+        logprobs = algo.forward(batch)["logprobs"]
+    expected = {k: float(masked_mean(kl_estimate(logprobs, batch.ref_logprobs, k), batch.loss_mask))
+                for k in ("k1", "k2", "k3")}
+    assert len({round(v, 6) for v in expected.values()}) == 3  # the estimators tell apart here
+    algo.update_step(trajs)
+    assert algo._step_metrics["kl"][-1] == pytest.approx(expected[estimator], rel=1e-4, abs=1e-7)
+
+
 def _metrics_without_timing(row):
     return {k: v for k, v in row.items() if not k.startswith("time_") and k != "tokens_per_second"}
 

@@ -187,14 +187,14 @@ def test_seed_002_flags_map_onto_the_config(tmp_path):
     args = reinforce.build_parser().parse_args(["--config", str(yaml_file)])
     config, cap = reinforce.resolve_config(args)
     assert (config.prompts_per_iteration, config.minibatch_size, config.eval_episodes, cap) == (100, 32, 101, 0)
-    assert config.eval_at_start is True and config.ref_sync_every == 2
+    assert config.eval_at_start is True and config.ref_sync_every == 2 and reinforce.trajectory_steps(args) == 10
     args = reinforce.build_parser().parse_args([
         "--config", str(yaml_file), "--num_collection_episodes", "6", "--max_trajectory_steps", "3",
         "--gradient_accumulation_steps", "4", "--micro_batch_size", "2", "--num_update_steps", "3",
         "--evaluation_iterations", "5", "--n_eval_steps", "7", "--no-evaluation_at_start", "--save_path", "out",
         "--n_save_iterations", "4", "--update_ref_iterations", "3", "--kl_coeff", "0.1"])
     config, cap = reinforce.resolve_config(args)
-    assert (config.prompts_per_iteration, config.samples_per_prompt, config.max_episode_steps) == (6, 1, 3)
+    assert (config.prompts_per_iteration, config.samples_per_prompt, reinforce.trajectory_steps(args)) == (6, 1, 3)
     assert (config.minibatch_size, config.micro_batch_size, cap) == (8, 2, 6)
     assert (config.eval_every, config.eval_episodes, config.eval_at_start) == (5, 7, False)
     assert (config.output_dir, config.save_every, config.ref_sync_every, config.kl_coeff) == ("out", 4, 3, 0.1)

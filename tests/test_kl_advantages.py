@@ -1,5 +1,6 @@
 import math
 
+import pytest
 import torch
 
 from algorithms.advantages import discounted_returns, group_advantages, zero_variance_groups
@@ -54,3 +55,15 @@ def test_pass_at_k_and_majority():
     assert majority_correct(["5", "5", "6"], [True, True, False])
     assert not majority_correct(["6", "6", "5"], [False, False, True])
     assert not majority_correct([None, None], [False, False])
+
+
+def test_one_zero_variance_test_behind_the_tensor_and_trajectory_views():
+    from algorithms.advantages import informative_groups, zero_variance_fraction
+    from buffers import Trajectory
+
+    rows = [(0, 0.1 + 0.2), (0, 0.3), (1, 1.0), (1, 0.0), (2, 0.5)]  # equal up to rounding; mixed; alone
+    trajs = [Trajectory([1], [2], [-1.0], [1], reward=r, group_id=g) for g, r in rows]
+    rewards, groups = torch.tensor([r for _, r in rows], dtype=torch.float64), torch.tensor([g for g, _ in rows])
+    assert zero_variance_groups(rewards, groups).tolist() == [True, False, True]
+    assert [g[0].group_id for g in informative_groups(trajs)] == [1]
+    assert zero_variance_fraction(trajs) == pytest.approx(2 / 3)

@@ -109,7 +109,7 @@ def test_value_loss_falls_when_fitting_a_fixed_batch(tiny_policy, tmp_path):
     trajs = fixed_batch(tiny_policy)
     algo.prepare(trajs)
     assert all(len(OLD_VALUES.get(t)) == len(t.completion_ids) for t in trajs)
-    losses = [algo.optimizer_step(trajs)["value"] for _ in range(10)]
+    losses = [algo.update_step(trajs)["value"] for _ in range(10)]
     assert all(b < a for a, b in zip(losses[:6], losses[1:6])), losses  # falls step after step
     assert losses[-1] < 0.25 * losses[0], losses
 
@@ -122,7 +122,7 @@ def test_values_come_from_the_same_backbone_pass(tiny_policy, tmp_path):
     backbone, _ = tiny_policy._backbone_and_head()
     handle = backbone.register_forward_hook(lambda *args: calls.append(1))
     before = algo.value_model.linear.weight.detach().clone()
-    algo.optimizer_step(trajs)
+    algo.update_step(trajs)
     handle.remove()
     assert len(calls) == 1  # one micro-batch, one backbone pass for log-probs and values
     assert not torch.equal(before, algo.value_model.linear.weight)
@@ -134,8 +134,8 @@ def test_separate_critic_trains_and_is_checkpointed(tiny_policy, tmp_path):
     trajs = fixed_batch(tiny_policy)
     algo.prepare(trajs)
     before = [p.detach().clone() for p in algo.value_model.backbone.parameters()]
-    algo.optimizer_step(trajs)  # the zero-initialised head passes no gradient to the backbone yet
-    algo.optimizer_step(trajs)
+    algo.update_step(trajs)  # the zero-initialised head passes no gradient to the backbone yet
+    algo.update_step(trajs)
     assert any(not torch.equal(a, b) for a, b in zip(before, algo.value_model.backbone.parameters()))
     folder = algo.save(tmp_path / "ckpt")
     restored = ppo(tiny_policy, tmp_path, value_model="copy")

@@ -106,6 +106,23 @@ def test_num_iterations_is_refused_even_where_it_used_to_be_ours():
     assert "train_iterations" in message and "update_epochs" in message and "ambiguous" in message
 
 
+def test_max_episode_steps_is_refused_the_env_holds_the_one_step_limit(tmp_path):
+    path = tmp_path / "old.yaml"
+    path.write_text("max_episode_steps: 4\n")
+    messages = [one_line(GRPOConfig, max_episode_steps=4), one_line(load_config, PPOConfig, path),
+                one_line(flags, ReinforceStableConfig, ["--max_episode_steps", "4"])]
+    assert messages[1].startswith(f"{path}: PPOConfig: max_episode_steps is gone")
+    for message in messages:
+        assert "max_episode_steps is gone" in message and "max_steps" in message and "TimeLimit" in message
+
+
+def test_step_counted_names_are_refused_where_an_iteration_has_no_fixed_step_count():
+    from algorithms import TrainerConfig
+
+    assert "may make several; set train_iterations" in one_line(TrainerConfig, max_steps=5)
+    assert TrainerConfig(warmup_steps=3).warmup_iterations == 3  # an alias that counts steps on both sides
+
+
 def test_an_alias_and_its_field_together_are_refused(tmp_path):
     assert one_line(GRPOConfig, beta=0.1, kl_coeff=0.2) == (
         "beta and kl_coeff are both given (beta is TRL's name for kl_coeff)")

@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from algorithms import DAPO, DAPOConfig, GRPO, GRPOConfig, RLOO, DrGRPO, DrGRPOConfig, RLAlgorithm
-from algorithms.advantages import leave_one_out_advantages
+from algorithms.advantages import informative_groups, leave_one_out_advantages
 from algorithms.dapo import overlong_penalty
-from algorithms.grpo import informative_groups
+from algorithms.losses import completion_budget
 from buffers import Trajectory
 from envs import make
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
@@ -142,3 +142,16 @@ def test_dapo_config_defaults_and_checks():
 
     with pytest.raises(ConfigError, match="overlong_buffer"):
         DAPOConfig(max_new_tokens=8, overlong_buffer=8)
+
+
+def test_one_completion_budget_for_the_loss_dapo_and_its_config_check(tiny_policy):
+    stepwise = make("Arithmetic-v0", mode="stepwise", max_steps=3)
+    algo = DAPO(tiny_policy, stepwise, DAPOConfig(max_new_tokens=8, overlong_buffer=4, progress=False))
+    assert algo.completion_budget == completion_budget(algo.config, stepwise) == 8 * 3  # every step's tokens
+    single = DAPO(tiny_policy, make("Arithmetic-v0"), DAPOConfig(max_new_tokens=8, overlong_buffer=4, progress=False))
+    assert single.completion_budget == completion_budget(single.config) == 8
+    assert completion_budget(DAPOConfig(max_new_tokens=8, loss_length_normalizer=50), stepwise) == 50
+    from algorithms import ConfigError
+
+    with pytest.raises(ConfigError, match=r"must be in \[0, 8\) \(the completion budget of one action"):
+        DAPOConfig(max_new_tokens=8, overlong_buffer=8)  # what every env allows at least

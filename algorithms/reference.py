@@ -1,0 +1,73 @@
+"""The KL reference model: scoring with it, re-syncing it to the policy, and its part of a checkpoint.
+
+A checkpoint stores the reference weights only when they can be found nowhere else: never synced, the
+reference is the model the algorithm was built with (rebuilt the same way to resume); synced at the
+checkpoint's iteration, it equals the stored policy; synced earlier, its weights are stored.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from algorithms.checkpoints import CheckpointError
+
+
+def reference_context(ref_policy):
+    """LoRA policies share weights with their reference: disable the adapters while scoring it."""
+    model = getattr(ref_policy, "model", None)
+    if getattr(ref_policy, "is_lora", False) and hasattr(model, "disable_adapter"):
+        return model.disable_adapter()
+    return torch.no_grad()
+
+
+def reference_logprobs(ref_policy, batch, temperature: float) -> torch.Tensor:
+    """The reference's log-probs [B, C] of a batch's completion tokens (no gradients)."""
+    with reference_context(ref_policy):
+        return ref_policy.token_logprobs(batch.input_ids, batch.attention_mask, batch.completion_positions,
+                                         temperature)[0]
+
+
+def has_own_weights(ref_policy) -> bool:
+    """False without a reference, or for a LoRA policy's (its frozen base, inside the policy)."""
+    return ref_policy is not None and not getattr(ref_policy, "is_lora", False)
+
+
+def sync_reference(ref_policy, policy) -> bool:
+    """Copy the policy's weights into the reference; False (nothing copied) without a reference of its own
+    (none, or a LoRA policy's frozen base)."""
+    if not has_own_weights(ref_policy):
+        return False
+    ref_policy.model.load_state_dict(policy.model.state_dict())
+    return True
+
+
+def reference_source(ref_policy, synced_at: int | None, iteration: int) -> str:
+    """Where a checkpoint finds the reference weights: "none" (no own weights: none, or LoRA's base),
+    "initial" (never synced), "policy" (synced at this iteration) or "stored"."""
+    if not has_own_weights(ref_policy):
+        return "none"
+    if synced_at is None:
+        return "initial"
+    return "policy" if synced_at == iteration else "stored"
+
+
+def reference_state(ref_policy, synced_at: int | None, iteration: int) -> dict[str, Any]:
+    """The reference's entries of a checkpoint's state.pt."""
+    source = reference_source(ref_policy, synced_at, iteration)
+    return {"reference": ref_policy.state_dict() if source == "stored" else None, "reference_source": source,
+            "ref_synced_at": synced_at}
+
+
+def load_reference(ref_policy, state: dict[str, Any], synced_at: int | None) -> int | None:
+    """Restore the reference as `reference_state` described it (older checkpoints always stored it);
+    returns the iteration it was last synced at. `synced_at`: this run's, before loading."""
+    source = state.get("reference_source", "stored" if state.get("reference") is not None else "none")
+    if source == "initial" and synced_at is not None:
+        raise CheckpointError("its reference is the initial model, but this algorithm's reference was already "
+                              "synced; load it into a freshly built algorithm")
+    if ref_policy is not None and source == "stored":
+        ref_policy.load_state_dict(state["reference"])
+    elif has_own_weights(ref_policy) and source == "policy":
+        ref_policy.load_state_dict(state["policy"])
+    return state.get("ref_synced_at")

@@ -1,0 +1,151 @@
+"""A `Trainer`'s checkpoints: save, load, resume, start over; and the final model folder.
+
+What a checkpoint holds comes from the trainer's hooks: `state_dict()` (state.pt: the core state
+below plus whatever a subclass adds, e.g. RLAlgorithm's reference) and `checkpoint_files()` (other
+files, e.g. RLAlgorithm's buffer.jsonl, each with its writer and reader). Reading verifies and reads
+everything before anything is applied (`load_state_dict`), so a bad checkpoint changes nothing it
+can detect early. The folder layout, manifests and safe loading are algorithms/checkpoints.py's.
+"""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any, Callable, NamedTuple
+
+import torch
+
+from algorithms import checkpoints as ckpt
+from algorithms import distributed as dist
+from algorithms.atomic_io import remove_tree
+from algorithms.guards import warn
+from algorithms.run_logger import DISCARDED
+
+REQUIRED = ("iteration", "policy", "optimizer", "scheduler", "rng")  # what every state.pt holds
+
+
+class CheckpointFile(NamedTuple):
+    """A file of a checkpoint besides state.pt: `write(path)`, and `read(path)` giving what
+    `load_state_dict` finds under the file's name (a ValueError marks the file corrupt)."""
+
+    write: Callable[[Path], None]
+    read: Callable[[Path], Any]
+
+
+def core_state(trainer) -> dict[str, Any]:
+    """What every trainer's state.pt holds: iteration, weights, optimizer, scheduler, RNG states, guards."""
+    return {
+        "iteration": trainer.iteration,
+        "policy": trainer.policy.state_dict(),
+        "optimizer": trainer.optimizer.state_dict(),
+        "scheduler": trainer.scheduler.state_dict(),
+        "extra": trainer.extra_state(),
+        "nonfinite_streak": trainer._nonfinite_streak,
+        "rng": {"numpy_algorithm": trainer.rng.bit_generator.state, "python": random.getstate(),
+                "torch": torch.get_rng_state(), "generator": trainer.generator.get_state(),
+                "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
+    }
+
+
+def load_core_state(trainer, state: dict[str, Any]) -> None:
+    """Counterpart of `core_state`."""
+    trainer.policy.load_state_dict(state["policy"])
+    trainer.optimizer.load_state_dict(state["optimizer"])
+    trainer.scheduler.load_state_dict(state["scheduler"])
+    trainer.load_extra_state(state.get("extra", {}))
+    trainer.rng.bit_generator.state = state["rng"]["numpy_algorithm"]
+    random.setstate(state["rng"]["python"])
+    torch.set_rng_state(state["rng"]["torch"])
+    trainer.generator.set_state(state["rng"]["generator"])
+    if state["rng"]["cuda"] is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["rng"]["cuda"])
+    trainer.iteration = int(state["iteration"])
+    trainer._nonfinite_streak = int(state.get("nonfinite_streak", 0))
+
+
+def save_checkpoint(trainer, run_dir: str | Path | None = None) -> Path | None:
+    """Write `<run_dir>/checkpoints/iter-<N>` (state.pt and the trainer's other files), keeping the
+    newest `keep_checkpoints`. Returns the folder (None on non-main processes)."""
+    if not dist.is_main():
+        return None
+    state = trainer.state_dict()
+    writers = {"state.pt": lambda path: torch.save(state, path)}
+    writers.update({name: file.write for name, file in trainer.checkpoint_files().items()})
+    return ckpt.write_checkpoint(run_dir if run_dir is not None else trainer.config.output_dir, trainer.iteration,
+                                 writers, trainer.config.keep_checkpoints)
+
+
+def read_checkpoint(trainer, directory: Path) -> dict[str, Any]:
+    """Verify a checkpoint folder and read it (nothing applied yet): state.pt's entries, plus each of
+    the trainer's other files that is present, under its name."""
+    ckpt.verify(directory)
+    state = ckpt.load_state(directory / "state.pt")
+    missing = [k for k in REQUIRED if k not in state]
+    if missing:
+        raise ckpt.CorruptCheckpointError(f"{directory / 'state.pt'}: not a checkpoint (no {', '.join(missing)})")
+    for name, file in trainer.checkpoint_files().items():
+        if (directory / name).is_file():
+            try:
+                state[name] = file.read(directory / name)
+            except ValueError as err:
+                raise ckpt.CorruptCheckpointError(str(err)) from None
+    return state
+
+
+def apply_checkpoint(trainer, directory: Path, state: dict[str, Any]) -> None:
+    """`trainer.load_state_dict(state)`; anything that does not fit is one CheckpointError line."""
+    try:
+        trainer.load_state_dict(state)
+    except ckpt.CheckpointError as err:
+        raise ckpt.CheckpointError(f"{directory}: {err}") from None
+    except (RuntimeError, KeyError, ValueError, TypeError) as err:
+        first = next((ln.strip() for ln in str(err).splitlines() if ln.strip()), type(err).__name__)
+        raise ckpt.CheckpointError(f"{directory}: does not fit this model and algorithm ({first[:200]})") from None
+
+
+def load_checkpoint(trainer, directory: str | Path) -> None:
+    """Restore one checkpoint folder written by `save_checkpoint` (or the old `checkpoint/` layout)."""
+    directory = Path(directory)
+    if not (directory / "state.pt").is_file():
+        raise FileNotFoundError(f"no checkpoint at {directory} (expected {directory / 'state.pt'})")
+    apply_checkpoint(trainer, directory, read_checkpoint(trainer, directory))
+
+
+def resume_checkpoint(trainer, run_dir: str | Path) -> Path | None:
+    """Load the newest checkpoint of `run_dir` that verifies, saying which; corrupt ones are skipped
+    with a warning (and renamed `corrupt-*`). Returns its folder, or None when there is none."""
+    for candidate in ckpt.resume_candidates(run_dir):
+        try:
+            state = read_checkpoint(trainer, candidate.path)
+        except ckpt.CorruptCheckpointError as err:
+            warn(f"skipping a checkpoint that does not verify: {err}")
+            if dist.is_main():
+                ckpt.set_aside_corrupt(candidate)
+            continue
+        apply_checkpoint(trainer, candidate.path, state)
+        print(f"resuming from {candidate.path} (iteration {trainer.iteration})", flush=True)
+        return candidate.path
+    return None
+
+
+def start_over(run_dir: Path, resume: bool) -> None:
+    """Iteration 0 in a folder that may hold an earlier run: its files are moved aside, never deleted."""
+    if resume:
+        print(f"note: --resume: no checkpoint in {run_dir}, starting from iteration 0", flush=True)
+    n = ckpt.archive_history(run_dir, (ckpt.CHECKPOINTS, ckpt.LEGACY, "metrics.jsonl", DISCARDED))
+    if n is not None:
+        print(f"note: {run_dir} held an earlier run; its metrics and checkpoints are kept as *.{n}.*bak", flush=True)
+
+
+def write_model_folder(policy, final: Path, generation: dict | None) -> Path:
+    """`policy.save` as a Hugging Face folder at `final`, written aside and renamed into place. A LoRA
+    policy is saved merged, with its adapter in `final/adapter`."""
+    tmp = final.with_name(f".tmp-{final.name}")
+    if tmp.exists():
+        remove_tree(tmp)
+    policy.save(tmp, generation=generation, merged=True)
+    if getattr(policy, "is_lora", False):
+        policy.save(tmp / "adapter", generation=generation)
+    if final.exists():
+        remove_tree(final)
+    tmp.rename(final)
+    return final
