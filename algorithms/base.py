@@ -15,6 +15,7 @@ import torch
 
 from algorithms import distributed as dist
 from algorithms import reference as ref
+from algorithms import replay
 from algorithms.config import RLConfig
 from algorithms.env_info import env_id, env_kwargs
 from algorithms.evaluate import evaluate as evaluate_episodes
@@ -56,7 +57,9 @@ class RLAlgorithm(Trainer):
         self.env, self.eval_env = env, eval_env
         super().__init__(policy, config)
         self.config.check_shards(dist.world_size())
-        self.buffer = buffer if buffer is not None else ReplayBuffer(max(self.config.batch_size * 4, 1024))
+        c = self.config
+        self.buffer = buffer if buffer is not None else ReplayBuffer(max(c.batch_size * (c.replay_iterations + 4), 1024))
+        replay.check_capacity(self.buffer, c.batch_size, c.replay_iterations)
         self.ref_policy = ref_policy
         if self.config.kl_coeff > 0 and self.ref_policy is None:
             self.ref_policy = policy.frozen_copy()
@@ -236,15 +239,17 @@ class RLAlgorithm(Trainer):
         if selected:
             self.prepare(selected)
         t2 = time.perf_counter()
-        self.buffer.clear()
-        self.buffer.extend(trajectories)
-        update_stats = self.update(selected) if selected else {}
+        reused = replay.replayed(self.buffer, self.iteration, self.config.replay_iterations)
+        replay.remember(self.buffer, trajectories, self.iteration, self.config.replay_iterations)
+        update_stats = self.update(selected + reused) if selected or reused else {}
         t3 = time.perf_counter()
         trained = int(dist.all_reduce_sum(float(len(selected))))
         trajectories = dist.gather_lists(trajectories)  # every rank's share, in group order
         generated = sum(t.num_generated_tokens for t in trajectories)
         sample_time = t1 - t0 - self._times.pop("score", 0.0)
         metrics = episode_metrics(trajectories, self.iteration + 1, self.config.samples_per_prompt > 1)
+        if self.config.replay_iterations:
+            metrics["replayed_trajectories"] = int(dist.all_reduce_sum(float(len(reused))))
         return {**metrics, "trained_trajectories": trained,
                 "tokens_per_second": generated / max(sample_time, 1e-9),
                 "time_sample": sample_time, "time_score": t1 - t0 - sample_time,

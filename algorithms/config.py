@@ -281,6 +281,9 @@ class RLConfig(TrainerConfig):
                                              "(0: the completion budget)")
     update_epochs: int = setting(1, "passes over each collected batch (TRL's num_iterations, mu)")
     minibatch_size: int = setting(0, "trajectories per optimizer step, over all processes (0: the whole batch, one step)")
+    replay_iterations: int = setting(0, "also train on the episodes of the previous N iterations, kept in the replay "
+                                        "buffer (off-policy reuse: their behaviour log-probs give the importance "
+                                        "ratios; 0: on-policy)")
     # evaluation
     eval_episodes: int = setting(256, "held-out episodes per evaluation (greedy)")
     eval_max_new_tokens: int = setting(0, "generation cap per action in evaluation (0: max_new_tokens)")
@@ -297,7 +300,8 @@ class RLConfig(TrainerConfig):
         for name in ("prompts_per_iteration", "samples_per_prompt", "max_new_tokens", "update_epochs",
                      "eval_episodes"):
             self.require(name, getattr(self, name) > 0, "a positive integer")
-        for name in ("minibatch_size", "ref_sync_every", "loss_length_normalizer", "eval_max_new_tokens"):
+        for name in ("minibatch_size", "ref_sync_every", "loss_length_normalizer", "eval_max_new_tokens",
+                     "replay_iterations"):
             self.require(name, getattr(self, name) >= 0, "an integer >= 0")
         self.require("temperature", self.temperature >= 0, ">= 0")
         self.require("top_p", 0 < self.top_p <= 1, "in (0, 1]")
@@ -318,6 +322,10 @@ class RLConfig(TrainerConfig):
                 raise ConfigError(f"{type(self).__name__}.{name} must be divisible by the number of processes "
                                   f"({world}): it is the global batch, split evenly over ranks; got "
                                   f"{getattr(self, name)}", name)
+        if self.replay_iterations and world > 1:  # each rank replays its own buffer; a checkpoint keeps rank 0's
+            raise ConfigError(f"{type(self).__name__}.replay_iterations needs a single process for now: checkpoints "
+                              f"save rank 0's replay buffer only, so a resumed run could not replay exactly; got "
+                              f"{self.replay_iterations} with {world} processes", "replay_iterations")
 
     def optimizer_steps_per_iteration(self) -> int:
         """Optimizer steps one iteration makes when every collected trajectory is trained on."""

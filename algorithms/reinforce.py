@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from algorithms.advantages import discounted_returns
 from algorithms.base import RLAlgorithm
 from algorithms.config import RLConfig, setting
+from algorithms.replay import truncated_importance_weights
 
 
 @dataclass
@@ -39,4 +40,7 @@ class ReinforceStable(RLAlgorithm):
         return adv
 
     def loss(self, batch, logprobs, entropy):
-        return {"policy": -logprobs * batch.advantages}
+        """-w * log pi(a) * A, w = 1 for this iteration's episodes and the truncated importance ratio for
+        replayed ones (`replay_iterations`; the seed's cached episodes)."""
+        weights = truncated_importance_weights(logprobs, batch.old_logprobs, batch.iterations < self.iteration)
+        return {"policy": -weights * logprobs * batch.advantages}

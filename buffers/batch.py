@@ -24,6 +24,7 @@ class Batch:
     token_rewards: torch.Tensor    # [B, C] step rewards placed at each step's last token, plus per-token shaping
     rewards: torch.Tensor          # [B] episode rewards
     group_ids: torch.Tensor        # [B]
+    iterations: torch.Tensor       # [B] the training iteration that sampled each row (older: replayed)
     fields: dict[str, torch.Tensor] = field(default_factory=dict)  # TokenField name -> [B, C]
 
     def __getitem__(self, token_field: TokenField) -> torch.Tensor:
@@ -92,5 +93,6 @@ def collate(trajectories: list[Trajectory], pad_id: int, device: torch.device | 
     return Batch(
         input_ids=ids, attention_mask=attn, completion_positions=positions, loss_mask=loss_mask, old_logprobs=old_lp,
         token_rewards=token_rewards, rewards=torch.tensor([float(t.reward) for t in trajectories]),
-        group_ids=torch.tensor([t.group_id for t in trajectories]), fields={f.name: v for f, v in collated.items()},
+        group_ids=torch.tensor([t.group_id for t in trajectories]),
+        iterations=torch.tensor([t.iteration for t in trajectories]), fields={f.name: v for f, v in collated.items()},
     ).to(torch.device(device))
