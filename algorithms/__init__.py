@@ -8,7 +8,7 @@ from algorithms.grpo import GRPO, GRPOConfig
 from algorithms.ppo import PPO, PPOConfig
 from algorithms.reinforce import ReinforceStable, ReinforceStableConfig
 from algorithms.rloo import RLOO, RLOOConfig
-from algorithms.rollout import SamplingSettings, rollout
+from episodes.rollout import SamplingSettings, rollout
 
 __all__ = [
     "RLAlgorithm", "RLConfig", "ConfigError", "load_config", "evaluate", "pass_at_k", "GRPO", "GRPOConfig",

@@ -27,7 +27,8 @@ from algorithms.kl import kl_estimate
 from algorithms.losses import token_weights
 from algorithms.plots import plot_metrics
 from algorithms.progress import counting_tokens, phase_bar
-from algorithms.rollout import SamplingSettings, is_stepwise, rollout
+from episodes.env_state import is_stepwise
+from episodes.rollout import SamplingSettings, rollout
 from algorithms.run_logger import DISCARDED, RunLogger
 from buffers import Batch, ReplayBuffer, Trajectory, collate
 from policies.generation import row_key
@@ -180,7 +181,7 @@ class RLAlgorithm(ABC):
     # ------------------------------------------------------------------ collection
     def sampling_settings(self) -> SamplingSettings:
         c = self.config
-        return SamplingSettings(c.max_new_tokens, c.temperature, c.top_p, c.max_episode_steps)
+        return SamplingSettings(c.max_new_tokens, c.temperature, c.top_p)
 
     def collect(self) -> list[Trajectory]:
         """This process's share of the iteration's batch: `samples_per_prompt` episodes for each of
@@ -463,7 +464,7 @@ class RLAlgorithm(ABC):
         result = {}
         if dist.is_main():
             result = evaluate(self.policy, env, c.eval_episodes, c.eval_max_new_tokens or c.max_new_tokens,
-                              max_episode_steps=c.max_episode_steps, progress=c.progress)
+                              progress=c.progress)
         return {f"eval_{k}": v for k, v in dist.broadcast_object(result).items()}
 
     def _log(self, metrics: dict) -> None:

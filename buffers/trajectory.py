@@ -14,6 +14,8 @@ class Trajectory:
     behaviour log-prob recorded at sampling time (0.0 for injected tokens). step_ends[k] is the index
     in completion_ids of the last token of step k, where step_rewards[k] is paid; single-turn
     episodes have one step ending at the last token. `reward` is the episode's total reward.
+    roles[t] names who wrote token t in an episode of several roles (the acting role's name for sampled
+    tokens, "env" or the injected turn's role for injected ones); empty for single-role episodes.
     """
 
     prompt_ids: list[int]
@@ -27,6 +29,7 @@ class Trajectory:
     truncated: bool = False
     text: str = ""
     info: dict = field(default_factory=dict)
+    roles: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         n = len(self.completion_ids)
@@ -39,6 +42,8 @@ class Trajectory:
             self.step_rewards = [float(self.reward)]
         if len(self.step_ends) != len(self.step_rewards):
             raise ValueError("Trajectory: step_ends and step_rewards must have the same length")
+        if self.roles and len(self.roles) != n:
+            raise ValueError(f"Trajectory: roles ({len(self.roles)}) must be empty or one per completion token ({n})")
 
     @property
     def num_generated_tokens(self) -> int:
@@ -97,3 +102,8 @@ def check_fields(data: dict) -> None:
         value = data.get(name, kind())
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             raise ValueError(f"{name} must be {kind.__name__}, got {type(value).__name__}")
+    if "roles" in data:
+        _check_list(data, "roles", lambda v: isinstance(v, str) and v != "", "a role name (non-empty str)")
+        if data["roles"] and len(data["roles"]) != len(data["completion_ids"]):
+            raise ValueError(f"roles must be empty or one per completion token ({len(data['completion_ids'])}), "
+                             f"got {len(data['roles'])}")
