@@ -30,7 +30,7 @@ from algorithms.progress import counting_tokens, phase_bar
 from episodes.env_state import is_stepwise
 from episodes.rollout import SamplingSettings, rollout
 from algorithms.run_logger import DISCARDED, RunLogger
-from buffers import Batch, ReplayBuffer, Trajectory, collate
+from buffers import ADVANTAGES, REF_LOGPROBS, Batch, ReplayBuffer, TokenField, Trajectory, collate
 from policies.generation import row_key
 
 
@@ -49,7 +49,7 @@ class RLAlgorithm(ABC):
     """
 
     config_class = RLConfig
-    token_fields: tuple[str, ...] = ()  # per-token info entries collated into batch.extras (PPO: old values)
+    token_fields: tuple[TokenField, ...] = ()  # declared per-token fields collated into batch (PPO: old values)
     kl_reward_per_token = False         # KL-in-reward: per token (True) or summed at the last step (False)
 
     def __init__(self, policy, env, config: RLConfig | None = None, ref_policy=None,
@@ -202,15 +202,15 @@ class RLAlgorithm(ABC):
                        self.generator, first_group_id=first_group_id, timings=self._times,
                        sample_key=row_key(self.config.seed, self.iteration))
 
-    def score_in_chunks(self, trajectories: list[Trajectory], name: str, score) -> None:
-        """Store `score(micro_batch)` [B, C] (no grad) on each trajectory as `info[name]` (per-token list)."""
+    def score_in_chunks(self, trajectories: list[Trajectory], token_field: TokenField, score) -> None:
+        """Store `score(micro_batch)` [B, C] (no grad) on each trajectory as its per-token `token_field`."""
         ordered = by_length(trajectories)
         for start in range(0, len(ordered), self.config.micro_batch_size):
             chunk = ordered[start:start + self.config.micro_batch_size]
             with torch.no_grad():
                 values = score(collate(chunk, self.pad_id, self.device)).float().cpu()
             for t, row in zip(chunk, values):
-                t.info[name] = row[:len(t.completion_ids)].tolist()
+                token_field.set(t, row[:len(t.completion_ids)].tolist())
             self._bar.update(1)
 
     @torch.no_grad()
@@ -220,24 +220,22 @@ class RLAlgorithm(ABC):
         if self.ref_policy is not None and c.kl_coeff > 0:
             chunks = -(-len(trajectories) // c.micro_batch_size)
             with self.timed("reference"), self._phase("reference", chunks, "mb"):
-                self.score_in_chunks(trajectories, "ref_logprobs", self._reference_logprobs)
+                self.score_in_chunks(trajectories, REF_LOGPROBS, self._reference_logprobs)
             if c.kl_in_reward:
                 for t in trajectories:
                     kl = [c.kl_coeff * m * (lp - r)
-                          for m, lp, r in zip(t.completion_mask, t.logprobs, t.info["ref_logprobs"])]
-                    t.info.setdefault("env_reward", t.reward)
-                    t.info["kl_penalty"] = sum(kl)
-                    t.reward -= t.info["kl_penalty"]
-                    if self.kl_reward_per_token:  # collate subtracts it from token_rewards
-                        t.info["kl_token_penalty"] = kl
-                    else:
-                        t.step_rewards[-1] -= t.info["kl_penalty"]
+                          for m, lp, r in zip(t.completion_mask, t.logprobs, REF_LOGPROBS.get(t))]
+                    per_token = [-k for k in kl] if self.kl_reward_per_token else None  # else at the last step
+                    t.add_shaping("kl_penalty", -sum(kl), per_token)
         with self.timed("advantages"):
             full = collate(trajectories, self.pad_id, "cpu", self.token_fields)
             out = self.advantages(full)
-            for name, values in (out if isinstance(out, dict) else {"advantages": out}).items():
+            for token_field, values in (out if isinstance(out, dict) else {ADVANTAGES: out}).items():
+                if not isinstance(token_field, TokenField):
+                    raise TypeError(f"{type(self).__name__}.advantages returned a dict keyed by {token_field!r}; "
+                                    f"key it by TokenField (buffers.fields)")
                 for t, row in zip(trajectories, values.float()):
-                    t.info[name] = row[:len(t.completion_ids)].tolist()
+                    token_field.set(t, row[:len(t.completion_ids)].tolist())
 
     def _reference_logprobs(self, batch: Batch) -> torch.Tensor:
         with self.reference_context():
@@ -408,6 +406,8 @@ class RLAlgorithm(ABC):
             with counting_tokens(self.policy, None if bar.disable else bar.update):
                 trajectories = self.collect()
         t1 = time.perf_counter()
+        for t in trajectories:
+            t.iteration = self.iteration  # what the buffer's recent() reads
         selected = self.select_for_update(trajectories)
         if selected:
             self.prepare(selected)
@@ -419,7 +419,7 @@ class RLAlgorithm(ABC):
         trained = int(dist.all_reduce_sum(float(len(selected))))
         trajectories = dist.gather_lists(trajectories)  # every rank's share, in group order
         generated = sum(t.num_generated_tokens for t in trajectories)
-        rewards = [t.info.get("env_reward", t.reward) for t in trajectories]  # before KL / length shaping
+        rewards = [t.env_reward for t in trajectories]  # before KL / length shaping
         sample_time = t1 - t0 - self._times.pop("score", 0.0)
         metrics = {
             "reward_mean": float(np.mean(rewards)), "reward_std": float(np.std(rewards)),
@@ -651,5 +651,5 @@ def zero_variance_fraction(trajectories: list[Trajectory]) -> float:
     """Fraction of groups whose rewards are all equal (no learning signal for group baselines)."""
     groups: dict[int, set[float]] = {}
     for t in trajectories:
-        groups.setdefault(t.group_id, set()).add(round(t.info.get("env_reward", t.reward), 9))
+        groups.setdefault(t.group_id, set()).add(round(t.env_reward, 9))
     return float(np.mean([len(r) == 1 for r in groups.values()])) if groups else 0.0

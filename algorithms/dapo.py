@@ -52,10 +52,7 @@ class DAPO(GRPO):
         for t in trajectories:
             penalty = overlong_penalty(t.num_generated_tokens, self.completion_budget, c.overlong_buffer,
                                        c.overlong_penalty_factor)
-            t.info.setdefault("env_reward", t.reward)  # dynamic sampling and metrics use the unshaped reward
-            t.info["overlong_penalty"] = penalty
-            t.reward += penalty
-            t.step_rewards[-1] += penalty
+            t.add_shaping("overlong_penalty", penalty)  # dynamic sampling and metrics read the unshaped env_reward
             self.record("overlong_penalty", penalty)
         return trajectories
 

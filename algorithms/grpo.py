@@ -35,7 +35,7 @@ def informative_groups(trajectories) -> list[list]:
     by_group: dict[int, list] = {}
     for t in trajectories:
         by_group.setdefault(t.group_id, []).append(t)
-    return [g for g in by_group.values() if len({t.info.get("env_reward", t.reward) for t in g}) > 1]
+    return [g for g in by_group.values() if len({t.env_reward for t in g}) > 1]
 
 
 class GRPO(RLAlgorithm):

@@ -14,6 +14,7 @@ from algorithms.advantages import explained_variance, gae, whiten
 from algorithms.base import RLAlgorithm
 from algorithms.config import RLConfig, setting
 from algorithms.losses import clipped_policy_loss, clipped_value_loss, masked_mean
+from buffers import ADVANTAGES, OLD_VALUES, RETURNS
 from policies.value import build_value_model
 
 
@@ -61,7 +62,7 @@ class PPO(RLAlgorithm):
     """
 
     config_class = PPOConfig
-    token_fields = ("old_values", "returns")
+    token_fields = (OLD_VALUES, RETURNS)
     kl_reward_per_token = True
 
     def __init__(self, policy, env, config: PPOConfig | None = None, ref_policy=None, buffer=None, eval_env=None,
@@ -91,25 +92,24 @@ class PPO(RLAlgorithm):
 
     def prepare(self, trajectories):
         with self.timed("values"):
-            self.score_in_chunks(trajectories, "old_values", self.values)
+            self.score_in_chunks(trajectories, OLD_VALUES, self.values)
         super().prepare(trajectories)
 
     def advantages(self, batch):
         c, mask = self.config, batch.loss_mask
-        old_values = batch.extras["old_values"]
+        old_values = batch[OLD_VALUES]
         adv, returns = gae(batch.token_rewards, old_values, mask, c.gamma, c.lam)
         ev = explained_variance(old_values, returns, mask)
         if ev == ev:  # nan when the returns are constant
             self.record("explained_variance", ev)
         self.record("value_mean", masked_mean(old_values, mask))
-        return {"advantages": whiten(adv, mask) if c.whiten_advantages else adv, "returns": returns * mask}
+        return {ADVANTAGES: whiten(adv, mask) if c.whiten_advantages else adv, RETURNS: returns * mask}
 
     def loss(self, batch, logprobs, entropy, values):
         c, mask = self.config, batch.loss_mask
         policy, clipped = clipped_policy_loss(logprobs, batch.old_logprobs, batch.advantages, c.clip_low,
                                               c.clip_high, c.dual_clip)
-        value, value_clipped = clipped_value_loss(values, batch.extras["old_values"], batch.extras["returns"],
-                                                  c.value_clip)
+        value, value_clipped = clipped_value_loss(values, batch[OLD_VALUES], batch[RETURNS], c.value_clip)
         self.record("clip_fraction", masked_mean(clipped.float(), mask))
         self.record("value_clip_fraction", masked_mean(value_clipped.float(), mask))
         terms = {"policy": policy, "value": c.value_coeff * value}

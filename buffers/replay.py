@@ -15,7 +15,8 @@ from buffers.trajectory import Trajectory
 class ReplayBuffer:
     """Holds up to `capacity` trajectories (oldest dropped first).
 
-    On-policy algorithms `clear()` it every iteration; off-policy ones keep it and `sample()`.
+    On-policy algorithms `clear()` it every iteration; off-policy ones keep it and `sample()`, or reuse
+    the episodes of earlier iterations with `recent()` (each trajectory records its `iteration`).
     `save`/`load` write JSON lines (safe to load: no pickle), so a run can resume or reuse a
     cached buffer (seed 002's --cache_buffer).
     """
@@ -53,6 +54,16 @@ class ReplayBuffer:
             raise ValueError(f"ReplayBuffer.sample: asked for {k} trajectories, buffer holds {len(self)}")
         rng = rng or np.random.default_rng()
         return [self._items[i] for i in rng.choice(len(self), size=k, replace=False)]
+
+    def recent(self, iterations: int, before: int) -> list[Trajectory]:
+        """The trajectories sampled in the `iterations` training iterations before iteration `before`
+        (`before - iterations <= t.iteration < before`), oldest first, in the order they were added."""
+        if not (_is_count(iterations) and iterations >= 1):
+            raise ValueError(f"ReplayBuffer.recent: iterations must be a positive integer, got {iterations!r}")
+        if not (_is_count(before) and before >= 0):
+            raise ValueError(f"ReplayBuffer.recent: before must be an iteration number >= 0, got {before!r}")
+        chosen = [t for t in self._items if before - iterations <= t.iteration < before]
+        return sorted(chosen, key=lambda t: t.iteration)  # stable: ties keep the order they were added in
 
     def minibatches(self, size: int, shuffle: bool = True, rng: np.random.Generator | None = None
                     ) -> Iterator[list[Trajectory]]:
@@ -113,6 +124,10 @@ class ReplayBuffer:
         except (ValueError, TypeError) as err:
             raise ValueError(f"{path}:{number}: {' '.join(str(err).split())}") from None
         return buffer
+
+
+def _is_count(x) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
 
 
 def _reject_constant(name: str):

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, fields
+from typing import Sequence
+
+from buffers.fields import TOKEN_REWARD_SHAPING
 
 
 @dataclass
@@ -13,7 +16,10 @@ class Trajectory:
     environment injected (calculator results, tool output, separators). logprobs[t] is the
     behaviour log-prob recorded at sampling time (0.0 for injected tokens). step_ends[k] is the index
     in completion_ids of the last token of step k, where step_rewards[k] is paid; single-turn
-    episodes have one step ending at the last token. `reward` is the episode's total reward.
+    episodes have one step ending at the last token. `reward` is the episode's total reward, shaping
+    included; `env_reward` is the env's own (before any shaping, the sum of which is named in `shaping`).
+    `iteration` is the training iteration that sampled it; `token_data` holds the declared per-token
+    fields (buffers.fields.TokenField) by name. `info` is what the env returned, nothing else.
     roles[t] names who wrote token t in an episode of several roles (the acting role's name for sampled
     tokens, "env" or the injected turn's role for injected ones); empty for single-role episodes.
     """
@@ -29,6 +35,10 @@ class Trajectory:
     truncated: bool = False
     text: str = ""
     info: dict = field(default_factory=dict)
+    env_reward: float | None = None
+    iteration: int = 0
+    token_data: dict[str, list[float]] = field(default_factory=dict)
+    shaping: dict[str, float] = field(default_factory=dict)
     roles: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -44,17 +54,51 @@ class Trajectory:
             raise ValueError("Trajectory: step_ends and step_rewards must have the same length")
         if self.roles and len(self.roles) != n:
             raise ValueError(f"Trajectory: roles ({len(self.roles)}) must be empty or one per completion token ({n})")
+        if self.env_reward is None:
+            self.env_reward = float(self.reward)
+        for name, values in self.token_data.items():
+            if len(values) != n:
+                raise ValueError(f"Trajectory: per-token field {name!r} has {len(values)} values for {n} "
+                                 f"completion tokens")
 
     @property
     def num_generated_tokens(self) -> int:
         return int(sum(self.completion_mask))
+
+    def add_shaping(self, name: str, amount: float, per_token: Sequence[float] | None = None) -> None:
+        """Add the reward-shaping term `name` (e.g. "kl_penalty", "overlong_penalty") to `reward`; `env_reward`
+        keeps the env's own. It is paid at the last step, or, given `per_token` (one value per completion
+        token, summing to `amount`), at each token through TOKEN_REWARD_SHAPING (collate adds it)."""
+        if per_token is None:
+            self.step_rewards[-1] += amount
+        else:
+            if not math.isclose(sum(per_token), amount, rel_tol=1e-6, abs_tol=1e-6):
+                raise ValueError(f"add_shaping({name!r}): per_token sums to {sum(per_token)}, not to amount {amount}")
+            if TOKEN_REWARD_SHAPING.has(self):
+                per_token = [a + b for a, b in zip(TOKEN_REWARD_SHAPING.get(self), per_token, strict=True)]
+            TOKEN_REWARD_SHAPING.set(self, per_token)
+        self.reward += amount
+        self.shaping[name] = self.shaping.get(name, 0.0) + amount
+
+    def reset_run_data(self) -> None:
+        """Drop what a training run attached: every per-token field and every shaping term (`reward` back
+        to `env_reward`, the last step's reward without the terms paid there). Episode and env data stay."""
+        paid_per_token = sum(TOKEN_REWARD_SHAPING.get(self)) if TOKEN_REWARD_SHAPING.has(self) else 0.0
+        paid_at_last_step = sum(self.shaping.values()) - paid_per_token
+        if not math.isclose(paid_at_last_step, 0.0, abs_tol=1e-9):  # per-token terms alone leave rounding noise
+            self.step_rewards[-1] -= paid_at_last_step
+        self.reward = self.env_reward
+        self.token_data.clear()
+        self.shaping.clear()
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> "Trajectory":
-        """Build from `to_dict` output, checking every field first (ValueError naming the field)."""
+        """Build from `to_dict` output, checking every field first (ValueError naming the field). Records
+        written before `env_reward`, `iteration`, `token_data`, `shaping` and `roles` existed load with their
+        defaults."""
         check_fields(data)
         return cls(**data)
 
@@ -67,8 +111,7 @@ def _is_finite(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def _check_list(data: dict, name: str, ok, what: str) -> None:
-    values = data[name]
+def _check_list(values, name: str, ok, what: str) -> None:
     if not isinstance(values, list):
         raise ValueError(f"{name} must be a list of {what}, got {type(values).__name__}")
     for i, v in enumerate(values):
@@ -89,21 +132,38 @@ def check_fields(data: dict) -> None:
                          f"missing field(s): {', '.join(missing)}" if missing else
                          f"unknown field(s): {', '.join(unknown)}")
     for name in ("prompt_ids", "completion_ids"):
-        _check_list(data, name, lambda v: _is_int(v) and v >= 0, "a non-negative integer token id")
-    _check_list(data, "logprobs", _is_finite, "a finite number")
-    _check_list(data, "completion_mask", lambda v: _is_int(v) and v in (0, 1), "0 or 1")
+        _check_list(data[name], name, lambda v: _is_int(v) and v >= 0, "a non-negative integer token id")
+    _check_list(data["logprobs"], "logprobs", _is_finite, "a finite number")
+    _check_list(data["completion_mask"], "completion_mask", lambda v: _is_int(v) and v in (0, 1), "0 or 1")
     if not _is_finite(data["reward"]):
         raise ValueError(f"reward must be a finite number, got {data['reward']!r}")
     if "step_rewards" in data:
-        _check_list(data, "step_rewards", _is_finite, "a finite number")
+        _check_list(data["step_rewards"], "step_rewards", _is_finite, "a finite number")
     if "step_ends" in data:
-        _check_list(data, "step_ends", lambda v: _is_int(v) and v >= 0, "a non-negative integer")
-    for name, kind in (("group_id", int), ("truncated", bool), ("text", str), ("info", dict)):
+        _check_list(data["step_ends"], "step_ends", lambda v: _is_int(v) and v >= 0, "a non-negative integer")
+    for name, kind in (("group_id", int), ("truncated", bool), ("text", str), ("info", dict), ("iteration", int),
+                       ("token_data", dict), ("shaping", dict)):
         value = data.get(name, kind())
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             raise ValueError(f"{name} must be {kind.__name__}, got {type(value).__name__}")
+    if data.get("env_reward") is not None and not _is_finite(data["env_reward"]):
+        raise ValueError(f"env_reward must be a finite number or null, got {data['env_reward']!r}")
+    if data.get("iteration", 0) < 0:
+        raise ValueError(f"iteration must be >= 0, got {data['iteration']}")
+    _check_token_data(data.get("token_data", {}), len(data["completion_ids"]))
     if "roles" in data:
-        _check_list(data, "roles", lambda v: isinstance(v, str) and v != "", "a role name (non-empty str)")
+        _check_list(data["roles"], "roles", lambda v: isinstance(v, str) and v != "", "a role name (non-empty str)")
         if data["roles"] and len(data["roles"]) != len(data["completion_ids"]):
             raise ValueError(f"roles must be empty or one per completion token ({len(data['completion_ids'])}), "
                              f"got {len(data['roles'])}")
+    for name, amount in data.get("shaping", {}).items():
+        if not _is_finite(amount):
+            raise ValueError(f"shaping[{name!r}] must be a finite number, got {amount!r}")
+
+
+def _check_token_data(token_data: dict, n: int) -> None:
+    """Each per-token field: a list of n finite numbers (one per completion token)."""
+    for name, values in token_data.items():
+        _check_list(values, f"token_data[{name!r}]", _is_finite, "a finite number")
+        if len(values) != n:
+            raise ValueError(f"token_data[{name!r}] has {len(values)} values for {n} completion tokens")

@@ -76,7 +76,6 @@ FLAG_TO_FIELD = {
     "save_path": "output_dir", "n_save_iterations": "save_every", "seed": "seed", "learning_rate": "learning_rate",
     "max_new_tokens": "max_new_tokens", "micro_batch_size": "micro_batch_size", "wandb": "wandb",
 }
-PREPARED_KEYS = ("ref_logprobs", "advantages", "kl_penalty")  # computed per run, never reused from a cache
 
 
 class CachedBufferReinforceStable(ReinforceStable):
@@ -113,8 +112,7 @@ class CachedBufferReinforceStable(ReinforceStable):
         if self.cached is not None and self.iteration == 0:
             trajectories, self.cached, self.used_cache = self.cached, None, True
             for t in trajectories:
-                for key in PREPARED_KEYS:
-                    t.info.pop(key, None)
+                t.reset_run_data()  # reference log-probs, advantages and KL shaping are computed per run
             return trajectories
         self.cached = None  # resumed past the first iteration: the cache is not used
         trajectories = super().collect()

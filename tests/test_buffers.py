@@ -103,6 +103,9 @@ def _saved(tmp_path, **changes) -> tuple:
     ({"info": []}, "info must be dict, got list"),
     ({"group_id": True}, "group_id must be int, got bool"),
     ({"bogus": 1}, "unknown field"),
+    ({"env_reward": float("nan")}, "NaN is not a valid number"),
+    ({"token_data": {"advantages": [1.0]}}, r"token_data\['advantages'\] has 1 values for 3 completion tokens"),
+    ({"iteration": "2"}, "iteration must be int, got str"),
 ])
 def test_buffer_load_rejects_bad_fields_naming_file_and_line(tmp_path, changes, message):
     path = _saved(tmp_path, **changes)

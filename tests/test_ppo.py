@@ -7,7 +7,7 @@ import torch
 from algorithms import PPO, PPOConfig
 from algorithms.advantages import explained_variance
 from algorithms.losses import clipped_policy_loss, clipped_value_loss
-from buffers import Batch, Trajectory, collate
+from buffers import ADVANTAGES, OLD_VALUES, REF_LOGPROBS, RETURNS, Batch, Trajectory, collate
 from envs import make
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
@@ -71,8 +71,9 @@ def test_ppo_loss_uses_clipped_policy_and_value_terms(tiny_policy, tmp_path):
     z = torch.zeros(2, 2)
     batch = Batch(input_ids=torch.zeros(2, 3, dtype=torch.long), attention_mask=torch.ones(2, 3, dtype=torch.long),
                   completion_positions=torch.tensor([[1, 2], [1, 2]]), loss_mask=torch.ones(2, 2), old_logprobs=z, token_rewards=z,
-                  rewards=torch.zeros(2), group_ids=torch.arange(2), advantages=torch.tensor([[1.0, 1.0], [-1.0, -1.0]]),
-                  extras={"old_values": z, "returns": torch.ones(2, 2)})
+                  rewards=torch.zeros(2), group_ids=torch.arange(2),
+                  fields={ADVANTAGES.name: torch.tensor([[1.0, 1.0], [-1.0, -1.0]]), OLD_VALUES.name: z,
+                          RETURNS.name: torch.ones(2, 2)})
     terms = algo.loss(batch, logprobs, torch.zeros(2, 2), values)
     assert set(terms) == {"policy", "value"}
     sum(t.sum() for t in terms.values()).backward()
@@ -107,7 +108,7 @@ def test_value_loss_falls_when_fitting_a_fixed_batch(tiny_policy, tmp_path):
     algo = ppo(tiny_policy, tmp_path, value_clip=0.0, learning_rate=1e-3, value_learning_rate=3e-3)
     trajs = fixed_batch(tiny_policy)
     algo.prepare(trajs)
-    assert all(len(t.info["old_values"]) == len(t.completion_ids) for t in trajs)
+    assert all(len(OLD_VALUES.get(t)) == len(t.completion_ids) for t in trajs)
     losses = [algo.optimizer_step(trajs)["value"] for _ in range(10)]
     assert all(b < a for a, b in zip(losses[:6], losses[1:6])), losses  # falls step after step
     assert losses[-1] < 0.25 * losses[0], losses
@@ -152,11 +153,12 @@ def test_kl_penalty_is_paid_per_token_in_the_reward(tiny_policy, tmp_path):
     algo.prepare(trajs)
     batch = collate(trajs, algo.pad_id)
     for i, t in enumerate(trajs):
-        kl = 0.1 * (torch.tensor(t.logprobs) - torch.tensor(t.info["ref_logprobs"]))
+        kl = 0.1 * (torch.tensor(t.logprobs) - torch.tensor(REF_LOGPROBS.get(t)))
         expected = -kl
-        expected[-1] += t.info["env_reward"]
+        expected[-1] += t.env_reward
         assert torch.allclose(batch.token_rewards[i, :len(t.completion_ids)], expected, atol=1e-5)
-        assert t.reward == pytest.approx(t.info["env_reward"] - float(kl.sum()), abs=1e-5)
+        assert t.reward == pytest.approx(t.env_reward - float(kl.sum()), abs=1e-5)
+        assert t.env_reward == float(i % 3) / 2 and t.shaping["kl_penalty"] == pytest.approx(-float(kl.sum()), abs=1e-5)
 
 
 def test_ppo_train_logs_its_metrics(tiny_policy, tmp_path):
@@ -208,10 +210,10 @@ def test_entropy_bonus_has_gradients_only_when_asked(tiny_policy, tmp_path):
     for coeff in (0.0, 0.01):
         algo = ppo(tiny_policy, tmp_path, entropy_coeff=coeff)
         algo.prepare(trajs)
-        outputs = algo.forward(collate(trajs, algo.pad_id, token_fields=algo.token_fields))
+        outputs = algo.forward(collate(trajs, algo.pad_id, fields=algo.token_fields))
         assert outputs["entropy"].requires_grad == (coeff > 0)
         assert outputs["values"].shape == outputs["logprobs"].shape
-        assert ("entropy" in algo.loss(collate(trajs, algo.pad_id, token_fields=algo.token_fields), **outputs)) == (
+        assert ("entropy" in algo.loss(collate(trajs, algo.pad_id, fields=algo.token_fields), **outputs)) == (
             coeff > 0)
 
 

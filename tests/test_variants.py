@@ -79,7 +79,7 @@ def test_dynamic_sampling_in_a_training_iteration(tiny_policy, tmp_path, monkeyp
     for batch in trained:
         sizes = {}
         for t in batch:
-            sizes.setdefault(t.group_id, []).append(t.info["env_reward"])
+            sizes.setdefault(t.group_id, []).append(t.env_reward)
         assert all(len(r) == G and len(set(r)) > 1 for r in sizes.values())
         assert len(sizes) <= 4
 
@@ -129,7 +129,9 @@ def test_dapo_applies_the_penalty_to_sampled_rewards(tiny_policy, monkeypatch):
     trajs = algo.sample_groups(1, 0)
     assert [t.reward for t in trajs] == [1.0, 0.25, 0.0]
     assert [t.step_rewards[-1] for t in trajs] == [1.0, 0.25, 0.0]
-    assert [t.info["env_reward"] for t in trajs] == [1.0, 1.0, 1.0]
+    assert [t.env_reward for t in trajs] == [1.0, 1.0, 1.0]
+    assert [t.shaping for t in trajs] == [{"overlong_penalty": 0.0}, {"overlong_penalty": -0.75},
+                                          {"overlong_penalty": -1.0}]
     assert informative_groups(trajs) == []  # dynamic sampling looks at the env reward
 
 
