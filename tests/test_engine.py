@@ -180,3 +180,16 @@ def test_a_role_without_a_policy_is_a_clear_error():
     env = TurnEnv(stops=[None], roles=["judge"])
     with pytest.raises(ValueError, match="role 'judge' has no policy .*'proposer', 'checker'"):
         EpisodeEngine(env, two_role_policies()).start([{"seed": 0}])
+
+
+def test_per_token_roles_round_trip_a_saved_record_and_bad_ones_are_named():
+    from buffers import Trajectory
+
+    traj = Trajectory([1], [5, 6, 7], [-1.0, 0.0, -2.0], [1, 0, 1], 1.0, roles=["proposer", "env", "checker"])
+    assert Trajectory.from_dict(traj.to_dict()) == traj
+    old = {k: v for k, v in traj.to_dict().items() if k != "roles"}  # written before roles existed
+    assert Trajectory.from_dict(old).roles == []
+    with pytest.raises(ValueError, match=r"^roles must be empty or one per completion token \(3\), got 2$"):
+        Trajectory.from_dict({**traj.to_dict(), "roles": ["proposer", "checker"]})
+    with pytest.raises(ValueError, match=r"^roles\[1\] must be a role name"):
+        Trajectory.from_dict({**traj.to_dict(), "roles": ["proposer", 3, "checker"]})
