@@ -8,8 +8,8 @@ from algorithms.grpo import GRPO, GRPOConfig
 from algorithms.ppo import PPO, PPOConfig
 from algorithms.reinforce import ReinforceStable, ReinforceStableConfig
 from algorithms.rloo import RLOO, RLOOConfig
-from algorithms.rollout import SamplingSettings, rollout
 from algorithms.trainer import Trainer
+from episodes.rollout import SamplingSettings, rollout
 
 __all__ = [
     "Trainer", "TrainerConfig", "RLAlgorithm", "RLConfig", "ConfigError", "load_config", "evaluate", "pass_at_k",

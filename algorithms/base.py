@@ -24,11 +24,10 @@ from algorithms.kl import kl_estimate
 from algorithms.losses import completion_budget, token_weights
 from algorithms.plots import PANELS
 from algorithms.progress import counting_tokens
-from algorithms.rollout import SamplingSettings, rollout
 from algorithms.trainer import Trainer
 from algorithms.trainer_state import CheckpointFile
 from buffers import ADVANTAGES, REF_LOGPROBS, Batch, ReplayBuffer, TokenField, Trajectory, collate
-from episodes.limits import episode_step_limit
+from episodes.rollout import SamplingSettings, rollout
 from policies.generation import row_key
 
 
@@ -105,9 +104,7 @@ class RLAlgorithm(Trainer):
     # ------------------------------------------------------------------ collection
     def sampling_settings(self) -> SamplingSettings:
         c = self.config
-        return SamplingSettings(max_new_tokens=c.max_new_tokens, temperature=c.temperature,
-                                max_episode_steps=episode_step_limit(self.env),  # ENGINE-MERGE: drop this line
-                                top_p=c.top_p)
+        return SamplingSettings(max_new_tokens=c.max_new_tokens, temperature=c.temperature, top_p=c.top_p)
 
     def collect(self) -> list[Trajectory]:
         """This process's share of the iteration's batch: `samples_per_prompt` episodes for each of
@@ -267,9 +264,7 @@ class RLAlgorithm(Trainer):
         env, c = self.eval_env, self.config
         if env is None:
             return {}
-        return evaluate_episodes(self.policy, env, c.eval_episodes, c.eval_max_new_tokens or c.max_new_tokens,
-                                 max_episode_steps=episode_step_limit(env),  # ENGINE-MERGE: drop this line
-                                 progress=c.progress)
+        return SamplingSettings(max_new_tokens=c.max_new_tokens, temperature=c.temperature, top_p=c.top_p)
 
     # ------------------------------------------------------------------ run folder and checkpoints
     def describe(self) -> dict:

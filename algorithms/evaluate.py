@@ -7,7 +7,7 @@ from collections import Counter
 import torch
 
 from algorithms.progress import counting_tokens, phase_bar, token_postfix
-from algorithms.rollout import SamplingSettings, rollout
+from episodes.rollout import SamplingSettings, rollout
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -36,16 +36,16 @@ def episode_starts(env, episodes: int) -> list[dict]:
 
 @torch.no_grad()
 def evaluate(policy, env, episodes: int = 256, max_new_tokens: int = 64, k: int = 1, temperature: float = 0.0,
-             max_episode_steps: int = 10, batch_prompts: int = 64, seed: int = 0, progress: bool = False
-             ) -> dict[str, float]:
-    """Greedy accuracy (k=1) or, with k > 1 and temperature > 0, pass@k and maj@k as well.
+             batch_prompts: int = 64, seed: int = 0, progress: bool = False) -> dict[str, float]:
+    """Greedy accuracy (k=1) or, with k > 1 and temperature > 0, pass@k and maj@k as well; each episode
+    runs until the env ends it or `episode_step_limit(env)` actions.
 
     With `progress`, a bar counts the episodes done (its postfix: the tokens sampled so far)."""
     if k > 1 and temperature <= 0:
         raise ValueError("evaluate: k > 1 needs temperature > 0 (greedy samples are identical)")
     starts = episode_starts(env, episodes)
     generator = torch.Generator(device=getattr(policy, "device", "cpu")).manual_seed(seed)
-    settings = SamplingSettings(max_new_tokens, temperature, 1.0, max_episode_steps)
+    settings = SamplingSettings(max_new_tokens, temperature, 1.0)
     accuracy, pass_k, maj_k, lengths = [], [], [], []
     bar = phase_bar("evaluate", len(starts) * k, "ep", progress)
     count_tokens = token_postfix(bar)

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from algorithms import GRPO, GRPOConfig  # noqa: E402
-from algorithms.rollout import rollout  # noqa: E402
+from episodes.rollout import rollout  # noqa: E402
 from envs import make  # noqa: E402
 from policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
 

@@ -20,6 +20,8 @@ class Trajectory:
     included; `env_reward` is the env's own (before any shaping, the sum of which is named in `shaping`).
     `iteration` is the training iteration that sampled it; `token_data` holds the declared per-token
     fields (buffers.fields.TokenField) by name. `info` is what the env returned, nothing else.
+    roles[t] names who wrote token t in an episode of several roles (the acting role's name for sampled
+    tokens, "env" or the injected turn's role for injected ones); empty for single-role episodes.
     """
 
     prompt_ids: list[int]
@@ -37,6 +39,7 @@ class Trajectory:
     iteration: int = 0
     token_data: dict[str, list[float]] = field(default_factory=dict)
     shaping: dict[str, float] = field(default_factory=dict)
+    roles: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         n = len(self.completion_ids)
@@ -49,6 +52,8 @@ class Trajectory:
             self.step_rewards = [float(self.reward)]
         if len(self.step_ends) != len(self.step_rewards):
             raise ValueError("Trajectory: step_ends and step_rewards must have the same length")
+        if self.roles and len(self.roles) != n:
+            raise ValueError(f"Trajectory: roles ({len(self.roles)}) must be empty or one per completion token ({n})")
         if self.env_reward is None:
             self.env_reward = float(self.reward)
         for name, values in self.token_data.items():
@@ -92,7 +97,8 @@ class Trajectory:
     @classmethod
     def from_dict(cls, data: dict) -> "Trajectory":
         """Build from `to_dict` output, checking every field first (ValueError naming the field). Records
-        written before `env_reward`, `iteration`, `token_data` and `shaping` existed load with their defaults."""
+        written before `env_reward`, `iteration`, `token_data`, `shaping` and `roles` existed load with their
+        defaults."""
         check_fields(data)
         return cls(**data)
 
@@ -145,6 +151,11 @@ def check_fields(data: dict) -> None:
     if data.get("iteration", 0) < 0:
         raise ValueError(f"iteration must be >= 0, got {data['iteration']}")
     _check_token_data(data.get("token_data", {}), len(data["completion_ids"]))
+    if "roles" in data:
+        _check_list(data["roles"], "roles", lambda v: isinstance(v, str) and v != "", "a role name (non-empty str)")
+        if data["roles"] and len(data["roles"]) != len(data["completion_ids"]):
+            raise ValueError(f"roles must be empty or one per completion token ({len(data['completion_ids'])}), "
+                             f"got {len(data['roles'])}")
     for name, amount in data.get("shaping", {}).items():
         if not _is_finite(amount):
             raise ValueError(f"shaping[{name!r}] must be a finite number, got {amount!r}")

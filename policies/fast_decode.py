@@ -19,7 +19,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from policies.generation import Generation, RowKeys, StopChecker, _eos_ids, assemble, left_pad, sample_tokens
+from policies.generation import (Generation, RowKeys, StopChecker, StopLists, _eos_ids, assemble, left_pad,
+                                 sample_tokens)
 
 _REQUIRED = ("q_proj", "k_proj", "v_proj", "o_proj")
 
@@ -148,10 +149,10 @@ class FastDecoder:
     # ------------------------------------------------------------------ sampling
     @torch.no_grad()
     def generate(self, tokenizer, prompts: list[list[int]], max_new_tokens: int, temperature: float = 1.0,
-                 top_p: float = 1.0, stop: list[str] | None = None, generator: torch.Generator | RowKeys | None = None,
+                 top_p: float = 1.0, stop: StopLists = None, generator: torch.Generator | RowKeys | None = None,
                  on_tokens=None) -> list[Generation]:
-        """Same contract as generation.decode: one sampled completion per prompt, in order
-        (`on_tokens(n)` hears of the tokens sampled at each host sync, every `sync_every` steps)."""
+        """Same contract as generation.decode: one sampled completion per prompt, in order (`stop`: None,
+        one list for all prompts or one per prompt; `on_tokens(n)` hears of the tokens sampled at each host sync, every `sync_every` steps)."""
         eos = torch.tensor(_eos_ids(tokenizer, self.model), device=self.device)
         pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else int(eos[0])
         n, P = len(prompts), max(len(p) for p in prompts)
@@ -176,7 +177,7 @@ class FastDecoder:
         reason_eos = torch.zeros(n, dtype=torch.bool, device=self.device)
         done = torch.zeros(batch, dtype=torch.bool, device=self.device)
         done[n:] = True
-        stopper = StopChecker(tokenizer, stop)
+        stopper = StopChecker(tokenizer, stop, n)
         stopped = [False] * n
         checked = reported = 0
         for t in range(max_new_tokens):
@@ -192,7 +193,7 @@ class FastDecoder:
             done = done | hit_eos
             last = t == max_new_tokens - 1
             if (t + 1) % self.sync_every == 0 or last:
-                if stopper.stop:
+                if stopper.any:
                     done = self._apply_stop_strings(stopper, out_tokens, lengths, rows, done, n, checked, t + 1,
                                                     stopped)
                     checked = t + 1
@@ -231,7 +232,7 @@ class FastDecoder:
         newly = []
         for r, toks in zip(live_rows, window):
             for end in range(max(checked, 1), upto + 1):
-                if stopper.hit(toks[:end]):
+                if stopper.hit(r, toks[:end]):
                     lengths[r] = end
                     stopped[r] = True
                     newly.append(r)

@@ -141,19 +141,41 @@ def left_pad(sequences: list[list[int]], pad_id: int, device: torch.device) -> t
     return ids.to(device), mask.to(device)
 
 
+StopLists = list[str] | list[list[str] | None] | None  # one list for all prompts, or one per prompt
+
+
+def stop_lists(stop, count: int) -> list[list[str]]:
+    """One stop list per prompt from `stop`: None (no stop strings), one list of strings for all `count`
+    prompts, or a list of `count` per-prompt lists (each a list of strings or None)."""
+    if stop is None:
+        return [[] for _ in range(count)]
+    if isinstance(stop, str) or not isinstance(stop, (list, tuple)):
+        raise ValueError(f"stop must be None, a list of strings or one list per prompt; got {type(stop).__name__}")
+    if all(isinstance(s, str) for s in stop):
+        return [list(stop) for _ in range(count)]
+    if not all(s is None or (isinstance(s, (list, tuple)) and all(isinstance(x, str) for x in s)) for s in stop):
+        raise ValueError("stop must be None, a list of strings or one list of strings (or None) per prompt")
+    if len(stop) != count:
+        raise ValueError(f"stop has {len(stop)} per-prompt lists for {count} prompts")
+    return [list(s or []) for s in stop]
+
+
 class StopChecker:
-    """Detects stop strings in the tail of each row's completion (checks only newly decoded text)."""
+    """Detects each row's stop strings in the tail of its completion (checks only newly decoded text)."""
 
-    def __init__(self, tokenizer, stop: list[str] | None):
+    def __init__(self, tokenizer, stop, count: int):
         self.tokenizer = tokenizer
-        self.stop = [s for s in (stop or []) if s]
-        self.lookback = 1 + max((len(s) for s in self.stop), default=0)
+        self.stops = [[s for s in row if s] for row in stop_lists(stop, count)]
+        self.lookbacks = [1 + max((len(s) for s in row), default=0) for row in self.stops]
+        self.any = any(self.stops)
 
-    def hit(self, completion: list[int]) -> bool:
-        if not self.stop:
+    def hit(self, row: int, completion: list[int]) -> bool:
+        """Whether row `row`'s completion ends within a stop string's reach of one of its stop strings."""
+        stops = self.stops[row]
+        if not stops:
             return False
-        tail = self.tokenizer.decode(completion[-self.lookback:], skip_special_tokens=True)
-        return any(s in tail for s in self.stop)
+        tail = self.tokenizer.decode(completion[-self.lookbacks[row]:], skip_special_tokens=True)
+        return any(s in tail for s in stops)
 
 
 @torch.no_grad()
@@ -164,12 +186,14 @@ def decode(
     max_new_tokens: int,
     temperature: float = 1.0,
     top_p: float = 1.0,
-    stop: list[str] | None = None,
+    stop: StopLists = None,
     generator: torch.Generator | RowKeys | None = None,
     prune_every: int = 8,
     on_tokens=None,
 ) -> list[Generation]:
     """Sample one completion per prompt with a dynamic KV cache; returns Generations in prompt order.
+
+    `stop`: None, one list of stop strings for every prompt, or one list (or None) per prompt.
 
     `on_tokens(n)`, when given, is called after each decoding step with the tokens it added (progress)."""
     from transformers import DynamicCache
@@ -189,7 +213,7 @@ def decode(
     logprobs: list[list[float]] = [[] for _ in prompts]
     reasons = ["length"] * len(prompts)
     done = [False] * len(prompts)
-    stopper = StopChecker(tokenizer, stop)
+    stopper = StopChecker(tokenizer, stop, len(prompts))
     eos_set = set(eos_ids)
     for step in range(max_new_tokens):
         tokens, token_logp = sample_tokens(logits, temperature, top_p, generator, rows, step)
@@ -203,7 +227,7 @@ def decode(
             added += 1
             if tok in eos_set:
                 reasons[r], done[r] = "eos", True
-            elif stopper.hit(completions[r]):
+            elif stopper.hit(r, completions[r]):
                 reasons[r], done[r] = "stop", True
         if on_tokens is not None:
             on_tokens(added)

@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 from policies.base import Policy
-from policies.generation import RowKeys, decode
+from policies.generation import RowKeys, decode, stop_lists
 from policies.logprobs import chunked_token_logprobs, completion_hidden_states, completion_targets
 from policies.models import EMBEDDED_ALIASES, EMBEDDED_MODEL, SYSTEM_PROMPT_FILE, load_model_and_tokenizer
 
@@ -117,6 +117,7 @@ class HFPolicy(Policy):
     # ------------------------------------------------------------------ sampling
     def sample(self, prompts, n=1, max_new_tokens=256, temperature=1.0, top_p=1.0, stop=None, generator=None):
         expanded = [p for p in prompts for _ in range(n)]
+        stop = [s for s in stop_lists(stop, len(prompts)) for _ in range(n)]  # one list per sampled row
         if isinstance(generator, RowKeys) and n > 1:
             generator = generator.repeat(n)
         was_training = self.model.training

@@ -26,7 +26,7 @@ def test_two_ranks_match_one_process(tmp_path):
 def test_groups_sample_the_same_alone_or_batched(tiny_policy):
     """What torchrun sharding relies on: with a sample key, a group's episodes do not depend on the other
     groups in its batch (two half-batches == one batch), while another key samples something else."""
-    from algorithms.rollout import SamplingSettings, rollout
+    from episodes.rollout import SamplingSettings, rollout
     from envs import make
 
     env = make("Arithmetic-v0", level=0, split="train")

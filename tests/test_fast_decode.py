@@ -1,9 +1,10 @@
 """The fast sampling path (static cache; CUDA graphs on GPU) against the plain loop, on the CPU."""
+import pytest
 import torch
 
 from policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
 from policies.fast_decode import FastDecoder, supports_fast_decode
-from policies.generation import decode
+from policies.generation import RowKeys, decode
 from policies.logprobs import chunked_token_logprobs
 
 
@@ -93,3 +94,30 @@ def test_both_decoders_report_every_sampled_token_for_progress_bars():
         calls = []
         gens = sample(calls.append)
         assert len(calls) > 1 and sum(calls) == sum(len(g.completion_ids) for g in gens)
+
+
+def test_per_prompt_stop_lists_cut_each_row_at_its_own_strings_in_both_paths():
+    model, tok = eos_prone_model(seed=1)
+    prompts, keys = prompts_for(tok, 6), RowKeys(list(range(40, 46)))  # keyed noise: rows don't share a stream
+    free = decode(model, tok, prompts, 30, temperature=1.0, generator=keys)
+    chars = [g.text[3] for g in free]  # a character each row writes early
+    stops = [[chars[0]], None, [chars[2], "never"], [], [chars[4]], [chars[5], chars[0]]]
+    plain = decode(model, tok, prompts, 30, temperature=1.0, stop=stops, generator=keys)
+    fast = FastDecoder(model, sync_every=5).generate(tok, prompts, 30, temperature=1.0, stop=stops, generator=keys)
+    assert [g.completion_ids for g in plain] == [g.completion_ids for g in fast]
+    assert [g.finish_reason for g in plain] == [g.finish_reason for g in fast]
+    for row, own in enumerate(stops):  # each row as if the whole batch had its stop list
+        shared = decode(model, tok, prompts, 30, temperature=1.0, stop=own, generator=keys)[row]
+        assert plain[row].completion_ids == shared.completion_ids and plain[row].finish_reason == shared.finish_reason
+    for row in (0, 2, 4, 5):
+        assert plain[row].finish_reason == "stop" and len(plain[row].text) <= 4
+    for row in (1, 3):  # no stop strings: as free as without any
+        assert plain[row].completion_ids == free[row].completion_ids and plain[row].finish_reason == "length"
+
+
+def test_a_stop_list_per_prompt_must_match_the_prompts():
+    model, tok = eos_prone_model()
+    with pytest.raises(ValueError, match="2 per-prompt lists for 3 prompts"):
+        decode(model, tok, prompts_for(tok, 3), 4, temperature=0.0, stop=[["a"], ["b"]])
+    with pytest.raises(ValueError, match="stop must be"):
+        FastDecoder(model).generate(tok, prompts_for(tok, 2), 4, temperature=0.0, stop="a")

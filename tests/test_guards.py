@@ -5,7 +5,7 @@ import torch
 from algorithms import GRPO, GRPOConfig
 from algorithms.cli import run_with_clear_errors
 from algorithms.guards import NonFiniteTrainingError
-from algorithms.rollout import SamplingSettings, rollout
+from episodes.rollout import SamplingSettings, rollout
 from envs import make
 from tests.toy_env import DigitsEnv
 

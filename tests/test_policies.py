@@ -78,3 +78,13 @@ def test_frozen_copy_samples_with_its_own_weights():
     before = ref.sample([prompt], 1, 8, temperature=0.0)[0][0].completion_ids
     fresh = HFPolicy(build_tiny_model(tok), tok, device="cpu").sample([prompt], 1, 8, temperature=0.0)[0][0]
     assert before == fresh.completion_ids
+
+
+def test_sample_takes_a_stop_list_per_prompt_for_all_n_samples(tiny_policy):
+    prompts = [tiny_policy.format_prompt("hello"), tiny_policy.format_prompt("other")]
+    free = tiny_policy.sample(prompts, 1, 30, temperature=0.0)
+    stops = [[free[0][0].text[2]], [free[1][0].text[4]]]
+    each = tiny_policy.sample(prompts, 2, 30, temperature=0.0, stop=stops)
+    for i, own in enumerate(stops):
+        assert [g.text for g in each[i]] == [free[i][0].text[:free[i][0].text.index(own[0]) + 1]] * 2
+        assert all(g.finish_reason == "stop" for g in each[i])

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from algorithms import GRPO, GRPOConfig, evaluate
-from algorithms.rollout import SamplingSettings, rollout
+from episodes.rollout import SamplingSettings, rollout
 from envs import ArithmeticEnv, make
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
@@ -30,7 +30,7 @@ def wrapped_stepwise_env(max_episode_steps: int = 2) -> gymnasium.Env:
 
 def test_time_limit_and_reward_wrappers_apply_to_each_branch_on_its_own(tiny_policy):
     env = wrapped_stepwise_env(max_episode_steps=2)
-    settings = SamplingSettings(max_new_tokens=4, temperature=1.0, max_episode_steps=5)
+    settings = SamplingSettings(max_new_tokens=4, temperature=1.0)
     trajs = rollout(env, tiny_policy, [{"seed": 0}, {"seed": 1}], 4, settings, torch.Generator().manual_seed(0))
     assert len(trajs) == 8
     # TimeLimit counts each branch's own steps: a counter shared by the 4 branches would end them after 1 step
