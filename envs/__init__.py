@@ -11,6 +11,7 @@ from envs.arithmetic import ArithmeticEnv
 from envs.base import EpisodeOverError, LanguageEnv, Problem
 from envs.data import DataFileNotFoundError, MalformedRowError
 from envs.math import GSM8KEnv, MATHEnv
+from envs.math_env import MathEnv
 from envs.registry import NAMESPACE, UnknownEnvError, make, register, registered_ids
 from envs.reward_forms import per_sample_reward, reward_form, trl_reward
 from envs.rewards import combine_rewards, correctness_reward, format_reward
@@ -24,6 +25,7 @@ __all__ = [
     "GSM8KEnv",
     "LanguageEnv",
     "MATHEnv",
+    "MathEnv",
     "NAMESPACE",
     "MalformedRowError",
     "Problem",

@@ -13,7 +13,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import envs
-from envs import LanguageEnv, Problem, UnknownEnvError, make, register, registered_ids
+from envs import LanguageEnv, MathEnv, Problem, UnknownEnvError, make, register, registered_ids
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 DATA_FILES = {"GSM8K": SHARED_DATA / "gsm8k" / "train.jsonl", "MATH": SHARED_DATA / "math500" / "test.jsonl"}
@@ -89,8 +89,8 @@ def test_gymnasium_ids_are_not_language_envs():
         make("CartPole-v1")
 
 
-class CountdownEnv(LanguageEnv):
-    """A user's env: what is n - 1?"""
+class CountdownEnv(MathEnv):
+    """A user's math env: what is n - 1?"""
 
     @property
     def num_problems(self) -> int:
