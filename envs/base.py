@@ -197,6 +197,11 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
         """Which role takes the next action (a key of the policies a trainer holds). Base: "policy"."""
         return DEFAULT_ROLE
 
+    @property
+    def steps_taken(self) -> int:
+        """Actions taken in the current episode (0 right after reset), e.g. for phases of an episode."""
+        return len(self._steps)
+
     def episode_info(self) -> dict[str, Any]:
         """Extra keys for each step's ``info`` and for the reward functions' ``info``. Base: none."""
         return {}
