@@ -16,10 +16,14 @@ from envs.registry import NAMESPACE, UnknownEnvError, make, register, registered
 from envs.reward_forms import per_sample_reward, reward_form, trl_reward
 from envs.rewards import combine_rewards, correctness_reward, format_reward
 from envs.spaces import AnyText
+from envs.tool_arithmetic import ToolArithmeticEnv
+from envs.tool_env import ToolEnv
+from envs.tools import CalculatorTool, TagTool, Tool, ToolCall
 
 __all__ = [
     "AnyText",
     "ArithmeticEnv",
+    "CalculatorTool",
     "DataFileNotFoundError",
     "EpisodeOverError",
     "GSM8KEnv",
@@ -29,6 +33,11 @@ __all__ = [
     "NAMESPACE",
     "MalformedRowError",
     "Problem",
+    "TagTool",
+    "Tool",
+    "ToolArithmeticEnv",
+    "ToolCall",
+    "ToolEnv",
     "UnknownEnvError",
     "answers_equal",
     "combine_rewards",
