@@ -57,8 +57,14 @@ from typing import Any, ClassVar
 import gymnasium
 
 from envs import episode_state
-from envs.checks import (check_choice, check_positive_int, check_str, check_timeout, checked_reward_fns,
-                         checked_reward_weights)
+from envs.checks import (
+    check_choice,
+    check_positive_int,
+    check_str,
+    check_timeout,
+    checked_reward_fns,
+    checked_reward_weights,
+)
 from envs.reward_forms import reward_fields
 from envs.reward_guard import call_reward
 from envs.rewards import RewardFn

@@ -42,7 +42,7 @@ def check_declaration(cls: type) -> None:
         )
     reserved = {CLASS_KEY, MODE_KEY} & set(declared)
     if reserved:
-        raise TypeError(f"{cls.__qualname__}.episode_state may not declare {sorted(reserved)[0]!r} (saved already)")
+        raise TypeError(f"{cls.__qualname__}.episode_state may not declare {min(reserved)!r} (saved already)")
 
 
 @cache

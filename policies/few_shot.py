@@ -80,7 +80,8 @@ def _normalize(text: str) -> str:
 
 def default_question_suffix() -> str:
     """What the stepwise GSM8K env writes after a question: its default instruction and a newline."""
-    from envs.math import GSM8K_INSTRUCTION  # lazily: importing policies does not import the envs
+    # imported here: importing policies does not import the envs
+    from envs.math import GSM8K_INSTRUCTION
 
     return GSM8K_INSTRUCTION if GSM8K_INSTRUCTION.endswith("\n") else GSM8K_INSTRUCTION + "\n"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import warnings
+from typing import ClassVar
 
 import pytest
 
@@ -13,7 +14,7 @@ from envs import ArithmeticEnv, LanguageEnv, Problem
 class GuessEnv(LanguageEnv):
     """Guess the number: each guess is counted and remembered (subclass episode state)."""
 
-    episode_state = {"guesses": 0, "history": [], "notes": {"last": None}}
+    episode_state: ClassVar[dict] = {"guesses": 0, "history": [], "notes": {"last": None}}
     num_problems = 3
 
     def get_problem(self, index: int) -> Problem:
@@ -51,7 +52,7 @@ def test_a_subclass_with_extra_state_restores_exactly_after_branching():
     assert env.guesses == 3 and env.history == ["maybe small", "or large", "or middle"]
     env.set_state(saved)
     assert guess_state(env) == at_save == (1, ["maybe small"], {"last": "maybe small"}, env.render())
-    _, reward, terminated, _, info = env.step("2")
+    _, _, terminated, _, info = env.step("2")
     assert (env.guesses, env.history, terminated, info["correct"]) == (2, ["maybe small", "2"], True, True)
     env.set_state(saved)  # the saved state was not mutated by the branches
     assert guess_state(env) == at_save

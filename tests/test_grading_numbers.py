@@ -6,7 +6,14 @@ from fractions import Fraction
 
 import pytest
 
-from envs.grading.numbers import MAX_LITERAL_CHARS, REL_TOL, PlainNumber, compare_numbers, is_number_literal, parse_number
+from envs.grading.numbers import (
+    MAX_LITERAL_CHARS,
+    REL_TOL,
+    PlainNumber,
+    compare_numbers,
+    is_number_literal,
+    parse_number,
+)
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,14 @@ from __future__ import annotations
 import pytest
 
 from envs.grading import symbolic
-from envs.grading.symbolic import MAX_LATEX_CHARS, MAX_LATEX_NESTING, compare_default, is_complex, parse_latex, serve
+from envs.grading.symbolic import (
+    MAX_LATEX_CHARS,
+    MAX_LATEX_NESTING,
+    compare_default,
+    is_complex,
+    parse_latex,
+    serve,
+)
 from envs.reward_guard import cpu_time_limit
 from tests.cpu_timing import cpu_call
 

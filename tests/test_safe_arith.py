@@ -5,8 +5,15 @@ from __future__ import annotations
 import pytest
 import sympy
 
-from envs.safe_arith import (MAX_BITS, MAX_EXPONENT, MAX_NESTING, closing_brace, max_nesting, parse_source,
-                             tokens_to_source)
+from envs.safe_arith import (
+    MAX_BITS,
+    MAX_EXPONENT,
+    MAX_NESTING,
+    closing_brace,
+    max_nesting,
+    parse_source,
+    tokens_to_source,
+)
 from tests.cpu_timing import cpu_call
 
 

@@ -9,7 +9,13 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from algorithms import GRPO, GRPOConfig
-from envs import CalculatorTool, ToolArithmeticEnv, correctness_reward, make, registered_ids
+from envs import (
+    CalculatorTool,
+    ToolArithmeticEnv,
+    correctness_reward,
+    make,
+    registered_ids,
+)
 from envs.tool_env import DEFAULT_NUDGE, checked_tools, last_answer
 from tests.tool_toys import FRUIT_NUMBERS, FruitToolsEnv, LookupTool, ShoutTool
 
