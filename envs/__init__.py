@@ -11,22 +11,33 @@ from envs.arithmetic import ArithmeticEnv
 from envs.base import EpisodeOverError, LanguageEnv, Problem
 from envs.data import DataFileNotFoundError, MalformedRowError
 from envs.math import GSM8KEnv, MATHEnv
+from envs.math_env import MathEnv
 from envs.registry import NAMESPACE, UnknownEnvError, make, register, registered_ids
 from envs.reward_forms import per_sample_reward, reward_form, trl_reward
 from envs.rewards import combine_rewards, correctness_reward, format_reward
 from envs.spaces import AnyText
+from envs.tool_arithmetic import ToolArithmeticEnv
+from envs.tool_env import ToolEnv
+from envs.tools import CalculatorTool, TagTool, Tool, ToolCall
 
 __all__ = [
     "AnyText",
     "ArithmeticEnv",
+    "CalculatorTool",
     "DataFileNotFoundError",
     "EpisodeOverError",
     "GSM8KEnv",
     "LanguageEnv",
     "MATHEnv",
+    "MathEnv",
     "NAMESPACE",
     "MalformedRowError",
     "Problem",
+    "TagTool",
+    "Tool",
+    "ToolArithmeticEnv",
+    "ToolCall",
+    "ToolEnv",
     "UnknownEnvError",
     "answers_equal",
     "combine_rewards",

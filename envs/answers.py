@@ -57,10 +57,19 @@ MAX_MATH_VERIFY_CHARS = 20_000  # grader="math_verify" gets the raw text (it ext
 # normalisation (string only; every pattern linear)
 # --------------------------------------------------------------------------
 
-_LEFT_RIGHT_RE = re.compile(r"\\(?:left|right)(?![A-Za-z])")
-_SPACING_RE = re.compile(r"\\[!,;: ]|\\displaystyle")
-_DEGREE_RE = re.compile(r"\^\s*(?:\{\s*)?\\circ\s*\}?|°")  # no two adjacent \s* (quadratic on "^" + spaces)
-_DTFRAC_RE = re.compile(r"\\[dt]frac(?![A-Za-z])")
+# Removed from every answer, in this order: \left/\right, LaTeX spacing, degree marks.
+_LATEX_NOISE_RES = (
+    re.compile(r"\\(?:left|right)(?![A-Za-z])"),
+    re.compile(r"\\[!,;: ]|\\displaystyle"),
+    re.compile(r"\^\s*(?:\{\s*)?\\circ\s*\}?|°"),  # no two adjacent \s* (quadratic on "^" + spaces)
+)
+# Rewritten once the dollar signs are gone, in this order: "\text{and}" -> ",", percent -> "%", \dfrac -> \frac.
+_REWRITES = (
+    (re.compile(r"\\text\{\s*(?:and|or)\s*\}"), ","),
+    (re.compile(r"\\(?:text|mbox|mathrm)\{\s*(?:percent|percentage|pct)\s*\}"), "%"),
+    (re.compile(r"\b(?:percent|percentage|pct)\b"), "%"),
+    (re.compile(r"\\[dt]frac(?![A-Za-z])"), r"\\frac"),
+)
 _LEADING_ASSIGNMENT_RE = re.compile(r"^[A-Za-z]\s*=\s*(?=\S)")
 _WHITESPACE_RE = re.compile(r"\s+")
 _SPACE_NOT_BETWEEN_LETTERS_RE = re.compile(r"(?<![A-Za-z]) | (?![A-Za-z])")
@@ -68,9 +77,6 @@ _SPACE_NOT_BETWEEN_LETTERS_RE = re.compile(r"(?<![A-Za-z]) | (?![A-Za-z])")
 _TEXT_RE = re.compile(r"\\(?:text|mbox)\s*\{([^{}]*)\}(?:\s*\^\s*(?:\{\s*\d+\s*\}|\d))?")
 _FORMAT_RE = re.compile(r"\\(?:textbf|mathrm|mathbf|textrm)\s*\{([^{}]*)\}")
 _COMMA_NUMBER_RE = re.compile(r"-?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?%?", re.ASCII)
-_PERCENT_TEXT_RE = re.compile(r"\\(?:text|mbox|mathrm)\{\s*(?:percent|percentage|pct)\s*\}")
-_TEXT_CONJUNCTION_RE = re.compile(r"\\text\{\s*(?:and|or)\s*\}")
-_PERCENT_WORD_RE = re.compile(r"\b(?:percent|percentage|pct)\b")
 _DOUBLE_BACKSLASH_RE = re.compile(r"\\\\(?=[A-Za-z])")
 _NUMBER_WORDS_RE = re.compile(r"(?<![-+\d.,/])([-+]?[\d.,/]+%?)\s*([A-Za-z][A-Za-z .]*)", re.ASCII)
 _DECIMAL_COMMA_RE = re.compile(r"(?<!\d)[-+]?(\d+),(\d+)", re.ASCII)
@@ -109,14 +115,11 @@ def normalize_answer(answer: str) -> str:
         s = _DOUBLE_BACKSLASH_RE.sub(r"\\", s)
     if s.startswith("\\boxed{") and closing_brace(s, len("\\boxed")) == len(s) - 1:
         s = s[len("\\boxed{") : -1]  # one box around everything (several boxes are left to the parser)
-    s = _LEFT_RIGHT_RE.sub("", s)
-    s = _SPACING_RE.sub("", s)
-    s = _DEGREE_RE.sub("", s)
+    for noise in _LATEX_NOISE_RES:
+        s = noise.sub("", s)
     s = s.replace("\\%", "%").replace("\\$", "").replace("$", "")
-    s = _TEXT_CONJUNCTION_RE.sub(",", s)
-    s = _PERCENT_TEXT_RE.sub("%", s)
-    s = _PERCENT_WORD_RE.sub("%", s)
-    s = _DTFRAC_RE.sub(r"\\frac", s)
+    for pattern, replacement in _REWRITES:
+        s = pattern.sub(replacement, s)
     without_units = _TEXT_RE.sub("", s)
     s = without_units if without_units.strip() else _TEXT_RE.sub(r"\1", s)
     s = _FORMAT_RE.sub(r"\1", s)

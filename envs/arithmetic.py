@@ -22,15 +22,18 @@ import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
-from envs.base import DEFAULT_MAX_ACTION_CHARS, DEFAULT_REWARD_TIMEOUT, LanguageEnv, Problem, check_choice
-from envs.rewards import RewardFn
+from envs.base import Problem
+from envs.checks import check_choice
+from envs.math_env import MathEnv
 
 LEVELS = (0, 1, 2, 3, 4)
 SPLITS = ("train", "test")
 TEST_FRACTION_PERCENT = 10
+ARITHMETIC_INSTRUCTION = " Give the final answer after ####."
 
 
 @dataclass(frozen=True)
@@ -189,6 +192,12 @@ _LEVEL_SIZES = {
 }
 
 
+def check_level_and_split(level: Any, split: Any) -> None:
+    """One-line ValueError unless ``level`` is in LEVELS and ``split`` in SPLITS."""
+    check_choice("level", level, LEVELS)
+    check_choice("split", split, SPLITS)
+
+
 def generate(level: int, index: int) -> GeneratedProblem:
     """Problem ``index`` of ``level`` over the whole level (both splits)."""
     check_choice("level", level, LEVELS)
@@ -206,48 +215,27 @@ def split_of(key: str) -> str:
 @lru_cache(maxsize=None)
 def split_indices(level: int, split: str) -> np.ndarray:
     """Level-wide indices of the problems in ``split``, in order (computed once per process)."""
-    check_choice("level", level, LEVELS)
-    check_choice("split", split, SPLITS)
+    check_level_and_split(level, split)
     chosen = [i for i in range(_LEVEL_SIZES[level]) if split_of(_GENERATORS[level](i).key) == split]
     indices = np.asarray(chosen, dtype=np.int64)
     indices.setflags(write=False)
     return indices
 
 
-class ArithmeticEnv(LanguageEnv):
-    """Arithmetic problems of one level and split; gold answers are integer strings."""
+class ArithmeticProblems:
+    """The problems of one level and split, for an env class to mix in before its LanguageEnv base.
 
-    def __init__(
-        self,
-        level: int = 1,
-        split: str = "train",
-        mode: str = "single",
-        max_steps: int = 8,
-        sym_calc: bool = False,
-        reward_fns: Mapping[str, RewardFn] | None = None,
-        reward_weights: Mapping[str, float] | None = None,
-        instruction: str = " Give the final answer after ####.",
-        render_mode: str | None = None,
-        last_number_fallback: bool = True,
-        max_action_chars: int = DEFAULT_MAX_ACTION_CHARS,
-        reward_timeout: float | None = DEFAULT_REWARD_TIMEOUT,
-    ):
-        check_choice("level", level, LEVELS)
-        check_choice("split", split, SPLITS)
-        super().__init__(
-            mode=mode,
-            max_steps=max_steps,
-            sym_calc=sym_calc,
-            reward_fns=reward_fns,
-            reward_weights=reward_weights,
-            instruction=instruction,
-            render_mode=render_mode,
-            last_number_fallback=last_number_fallback,
-            max_action_chars=max_action_chars,
-            reward_timeout=reward_timeout,
-        )
-        self.level = level
-        self.split = split
+    Provides ``num_problems`` and ``get_problem`` (gold answers are integer strings); the env calls
+    ``_use_problems(level, split)`` in its ``__init__``.
+    """
+
+    level: int
+    split: str
+    _indices: np.ndarray
+
+    def _use_problems(self, level: int, split: str) -> None:
+        check_level_and_split(level, split)
+        self.level, self.split = level, split
         self._indices = split_indices(level, split)
 
     @property
@@ -258,3 +246,20 @@ class ArithmeticEnv(LanguageEnv):
         level_index = int(self._indices[index])
         generated = _GENERATORS[self.level](level_index)
         return Problem(generated.question, str(generated.answer), f"arithmetic/L{self.level}/{level_index}")
+
+
+class ArithmeticEnv(ArithmeticProblems, MathEnv):
+    """Arithmetic problems of one level and split, graded as math.
+
+    Args:
+        level, split: which problems (see the module docstring).
+        instruction: appended to each question.
+        **math_kwargs: MathEnv's and LanguageEnv's keyword arguments (mode, max_steps=8, sym_calc,
+            reward_fns, reward_weights, render_mode, last_number_fallback, max_action_chars, reward_timeout).
+    """
+
+    def __init__(self, level: int = 1, split: str = "train", *, instruction: str = ARITHMETIC_INSTRUCTION,
+                 **math_kwargs: Any):
+        check_level_and_split(level, split)
+        super().__init__(instruction=instruction, **math_kwargs)
+        self._use_problems(level, split)

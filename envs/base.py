@@ -1,47 +1,48 @@
-"""The base class of every language environment: episodes, modes, rewards and state.
+"""The base class of every language environment: episodes, modes, rewards and state. Nothing math-specific.
 
-A subclass only says which problems exist (``num_problems``, ``get_problem``) and,
-optionally, how to build the prompt and parse an answer. The base class runs the
-episode in one of two modes:
+A subclass says which problems exist (``num_problems``, ``get_problem``) and, optionally, overrides the
+hooks: ``build_prompt``, ``parse_answer`` (base: the stripped solution, None if blank), ``is_correct``
+(base: exact match with the gold after stripping both), ``is_final_action`` (base: never, so a
+multi-step episode runs to ``max_steps``), ``respond`` (what the env writes after an action),
+``stop_strings`` and ``current_role`` (read for the next action, so they may change per turn) and
+``episode_info`` (extra info keys). Math envs (final-answer markers, the grader, the calculator) live
+in :mod:`envs.math_env`; tool-using envs in :mod:`envs.tool_env`.
+
+Modes (a class lists the ones it supports in ``modes``):
 
 - ``"single"``: the action is a whole solution; the episode ends after one step.
-- ``"stepwise"``: each action is one reasoning step; the episode ends when a step
-  contains a final-answer marker (terminated) or after ``max_steps`` steps (truncated).
+- any other mode (``"stepwise"``, ``"multi_turn"``): each action is one step; the episode ends when
+  ``is_final_action(action)`` (terminated) or after ``max_steps`` steps (truncated).
 
-Every observation is the full transcript so far, and each new observation is the
-previous one plus the action plus ``info["injected_text"]`` (what the env wrote
-after it), so a trainer can rebuild token sequences incrementally. In stepwise mode
-the reset observation is the prompt followed by a newline, so the first step
-starts on a new line. Each step ends with a line break (the env adds one if the
-action has none), except that with the calculator on (``sym_calc``) an action
-ending in "=" gets the arithmetic's result instead and the line stays open for the
-next action (``stop_strings`` tells a policy where to stop for that).
+Every observation is the full transcript so far, and each new observation is the previous one plus
+the action plus ``info["injected_text"]`` (what the env wrote after it; ``info["injected_role"]`` is
+None for raw text, or the chat role, "tool" or "user", of a turn holding it), so a trainer can rebuild
+token sequences incrementally. In stepwise mode the reset observation is the prompt followed by a
+newline, so the first step starts on a new line, and each step ends with a line break (the env adds
+one if the action has none).
 
-Actions longer than ``max_action_chars`` (default 20,000) are cut to their first
-``max_action_chars`` characters, as a generation cut at its length limit would be;
-the transcript and the scoring see the cut action and ``info["action_truncated"]``
-says whether this step's action was cut. This bounds the time a step takes.
+Actions longer than ``max_action_chars`` (default 20,000) are cut to their first ``max_action_chars``
+characters, as a generation cut at its length limit would be; the transcript and the scoring see the
+cut action and ``info["action_truncated"]`` says whether this step's action was cut. This bounds the
+time a step takes.
 
-Rewards: every reward function is called once on every finished episode (terminated,
-or truncated at ``max_steps``), parsable or not; steps before the end score 0.0 and call
-none. The parsed answer is graded once per step (``info["correct"]``) and the verdict is
-passed to the reward functions in their ``info`` (``correctness_reward`` uses it instead of
-grading again). Each reward function sees the solution (stepwise: the steps with their
-injected text) and decides what it is worth; an episode with no parsable answer
-(unparseable, or truncated at ``max_steps``) has ``info["parsed_answer"] = None`` and
-``info["unparseable"] = True``, and the built-in correctness reward gives it 0.0. Reward
-functions may be per-sample ``fn(completion, gold, info)`` or TRL-style
-``fn(prompts, completions, **kwargs)`` (see ``envs/reward_forms.py``). A function may
-return None ("not applicable"): that component is left out of the weighted sum (weights
-default to 1.0), as TRL's nansum does; if every component is None the episode scores 0.0
-and ``info["no_applicable_reward"]`` is True. The last-number fallback of the answer
-extraction can be switched off with ``last_number_fallback=False``.
+Rewards: every reward function is called once on every finished episode (terminated, or truncated at
+``max_steps``), parsable or not; steps before the end score 0.0 and call none. The parsed answer is
+graded once per step with ``is_correct`` (``info["correct"]``) and the verdict is passed to the reward
+functions in their ``info`` (``correctness_reward`` uses it instead of grading again). Each reward
+function sees the solution (multi-step: the steps with their injected text) and decides what it is
+worth; an episode with no parsable answer (unparseable, or truncated at ``max_steps``) has
+``info["parsed_answer"] = None`` and ``info["unparseable"] = True``, and the built-in correctness
+reward gives it 0.0. Reward functions may be per-sample ``fn(completion, gold, info)`` or TRL-style
+``fn(prompts, completions, **kwargs)`` (see ``envs/reward_forms.py``). A function may return None
+("not applicable"): that component is left out of the weighted sum (weights default to 1.0), as TRL's
+nansum does; if every component is None the episode scores 0.0 and ``info["no_applicable_reward"]`` is
+True.
 
-A reward function that raises, returns a non-number or non-finite value, or uses
-more than ``reward_timeout`` CPU seconds (default 10; None: no bound) on one sample
-scores 0.0 for that component and ``info["reward_errors"]`` maps its name to
-``"ExceptionType: message"`` (an empty dict when every component succeeded). The
-CPU-time bound uses SIGPROF and only applies when ``step`` runs in the main
+A reward function that raises, returns a non-number or non-finite value, or uses more than
+``reward_timeout`` CPU seconds (default 10; None: no bound) on one sample scores 0.0 for that component
+and ``info["reward_errors"]`` maps its name to ``"ExceptionType: message"`` (an empty dict when every
+component succeeded). The CPU-time bound uses SIGPROF and only applies when ``step`` runs in the main
 thread; in other threads reward functions run unbounded.
 """
 
@@ -49,26 +50,29 @@ from __future__ import annotations
 
 import abc
 import copy
-import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import gymnasium
 
-from envs.answers import answers_equal
-from envs.calculator import apply_calculator
-from envs.extraction import extract_answer
-from envs.reward_forms import as_per_sample, reward_fields
+from envs import episode_state
+from envs.checks import (
+    check_choice,
+    check_positive_int,
+    check_str,
+    check_timeout,
+    checked_reward_fns,
+    checked_reward_weights,
+)
+from envs.reward_forms import reward_fields
 from envs.reward_guard import call_reward
-from envs.rewards import RewardFn, correctness_reward
+from envs.rewards import RewardFn
 from envs.spaces import AnyText
 
-MODES = ("single", "stepwise")
-FINAL_ANSWER_MARKERS = ("####", "\\boxed{", "the answer is", "final answer is")
 DEFAULT_MAX_ACTION_CHARS = 20_000
 DEFAULT_REWARD_TIMEOUT = 10.0  # CPU seconds per reward function and sample
-_STATE_KEYS = ("mode", "problem_index", "problem", "context", "steps", "injected", "started", "done")
+DEFAULT_ROLE = "policy"
 
 
 class EpisodeOverError(RuntimeError):
@@ -89,91 +93,64 @@ class Problem:
     fields: dict[str, Any] = field(default_factory=dict, hash=False)
 
 
-def has_final_answer_marker(text: str) -> bool:
-    """True if ``text`` contains ``####``, ``\\boxed{``, "the answer is" or "final answer is" (any case)."""
-    lowered = text.lower()
-    return any(marker in lowered for marker in FINAL_ANSWER_MARKERS)
-
-
-def check_choice(name: str, value: Any, choices: tuple) -> None:
-    """Raise a one-line ValueError naming ``name`` unless ``value`` is one of ``choices``."""
-    if not any(value == choice and type(value) is type(choice) for choice in choices):
-        raise ValueError(f"{name} must be one of {', '.join(repr(c) for c in choices)}; got {value!r}")
-
-
-def check_positive_int(name: str, value: Any) -> None:
-    """Raise a one-line ValueError naming ``name`` unless ``value`` is an int >= 1."""
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be an int >= 1; got {value!r}")
-
-
-def check_bool(name: str, value: Any) -> None:
-    """Raise a one-line ValueError naming ``name`` unless ``value`` is True or False (not 'no', not 0)."""
-    if not isinstance(value, bool):
-        raise ValueError(f"{name} must be True or False; got {value!r}")
-
-
-def check_timeout(name: str, value: Any) -> None:
-    """Raise a one-line ValueError naming ``name`` unless ``value`` is None or a finite number > 0."""
-    if value is None:
-        return
-    valid = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-    if not valid:
-        raise ValueError(f"{name} must be a number of seconds > 0 or None; got {value!r}")
-
-
 class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
-    """A text-in, text-out environment over a finite list of problems."""
+    """A text-in, text-out environment over a finite list of problems.
+
+    Episode state: every attribute that one episode changes must be declared in the class attribute
+    ``episode_state``, a dict of attribute name -> start value (merged over the MRO), e.g.
+    ``episode_state = {"guesses": 0, "history": []}``. ``reset`` sets each to a deep copy of its start
+    value, and ``get_state``/``set_state`` deep-copy exactly these attributes, so branches restored from
+    one state never share them. An undeclared attribute that ``step`` creates or rebinds (or a
+    list/dict/set whose length it changes) gets a RuntimeWarning once; attributes every branch shares on
+    purpose go in ``shared_attributes``.
+    """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
+    modes: ClassVar[tuple[str, ...]] = ("single", "stepwise")
+    episode_state: ClassVar[Mapping[str, Any]] = {
+        "_problem_index": None,
+        "_problem": None,
+        "_context": "",
+        "_steps": [],
+        "_injected": [],
+        "_started": False,
+        "_done": True,
+    }
+    shared_attributes: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        episode_state.check_declaration(cls)
 
     def __init__(
         self,
         *,
         mode: str = "single",
         max_steps: int = 8,
-        sym_calc: bool = False,
         reward_fns: Mapping[str, RewardFn] | None = None,
         reward_weights: Mapping[str, float] | None = None,
         instruction: str = "",
         render_mode: str | None = None,
-        last_number_fallback: bool = True,
         max_action_chars: int = DEFAULT_MAX_ACTION_CHARS,
         reward_timeout: float | None = DEFAULT_REWARD_TIMEOUT,
     ):
-        check_choice("mode", mode, MODES)
+        check_choice("mode", mode, self.modes)
         check_positive_int("max_steps", max_steps)
-        check_bool("sym_calc", sym_calc)
-        check_bool("last_number_fallback", last_number_fallback)
         check_positive_int("max_action_chars", max_action_chars)
         check_timeout("reward_timeout", reward_timeout)
         check_choice("render_mode", render_mode, (None, "ansi"))
-        if not isinstance(instruction, str):
-            raise ValueError(f"instruction must be a str; got {type(instruction).__name__}")
-        if sym_calc and mode != "stepwise":
-            raise ValueError(
-                "sym_calc=True needs mode='stepwise': the calculator writes results between steps, "
-                "and single mode receives the whole solution at once"
-            )
+        check_str("instruction", instruction)
         self.mode = mode
         self.max_steps = max_steps
-        self.sym_calc = sym_calc
-        self.last_number_fallback = last_number_fallback
         self.max_action_chars = max_action_chars
         self.reward_timeout = reward_timeout
         self.instruction = instruction
         self.render_mode = render_mode
-        self.reward_fns = _checked_reward_fns(reward_fns)
-        self.reward_weights = _checked_reward_weights(reward_weights, self.reward_fns)
+        self.reward_fns = checked_reward_fns(reward_fns)
+        self.reward_weights = checked_reward_weights(reward_weights, self.reward_fns)
         self.observation_space = AnyText()
         self.action_space = AnyText()
-        self._problem_index: int | None = None
-        self._problem: Problem | None = None
-        self._context = ""
-        self._steps: list[str] = []
-        self._injected: list[str] = []
-        self._started = False
-        self._done = True
+        vars(self).update(episode_state.start_values(type(self)))
 
     # ---- what a subclass provides -------------------------------------------------
 
@@ -191,8 +168,49 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
         return problem.question + self.instruction
 
     def parse_answer(self, solution: str) -> str | None:
-        """The final answer in ``solution``, or None if there is none."""
-        return extract_answer(solution, last_number_fallback=self.last_number_fallback)
+        """The final answer in ``solution``, or None if there is none. Base: the stripped solution, None if
+        it is blank (every non-blank solution is its own answer)."""
+        return solution.strip() or None
+
+    def is_correct(self, parsed_answer: str, problem: Problem) -> bool:
+        """Whether a parsed answer solves ``problem``. Base: equal to the gold after stripping both."""
+        return parsed_answer.strip() == problem.gold.strip()
+
+    def is_final_action(self, action: str) -> bool:
+        """Whether ``action`` ends a multi-step episode (terminated). Base: never; the episode runs until
+        ``max_steps`` truncates it, unscored for correctness. Not called in single mode."""
+        return False
+
+    def respond(self, action: str, final: bool) -> tuple[str, str | None]:
+        """(text the env writes after ``action``, its role: None for raw text, or "tool"/"user" for a chat
+        turn). ``final``: the action ends the episode. Base: nothing in single mode; in multi-step modes a
+        line break unless the action ends with one."""
+        if self.mode == "single":
+            return "", None
+        return ("" if action.endswith("\n") else "\n"), None
+
+    @property
+    def stop_strings(self) -> list[str] | None:
+        """Where a policy should stop generating the next action (read in the current state).
+
+        Single mode: None (the model stops at its end-of-sequence token or the length limit); other
+        modes: at a line break.
+        """
+        return None if self.mode == "single" else ["\n"]
+
+    @property
+    def current_role(self) -> str:
+        """Which role takes the next action (a key of the policies a trainer holds). Base: "policy"."""
+        return DEFAULT_ROLE
+
+    @property
+    def steps_taken(self) -> int:
+        """Actions taken in the current episode (0 right after reset), e.g. for phases of an episode."""
+        return len(self._steps)
+
+    def episode_info(self) -> dict[str, Any]:
+        """Extra keys for each step's ``info`` and for the reward functions' ``info``. Base: none."""
+        return {}
 
     # ---- gymnasium API ------------------------------------------------------------
 
@@ -200,12 +218,12 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
         """Start an episode on a random problem (seeded), or on ``options={"index": i}``."""
         super().reset(seed=seed)
         index = self._choose_index(options or {})
+        vars(self).update(episode_state.start_values(type(self)))
         self._problem_index = index
         self._problem = self.get_problem(index)
         prompt = self.build_prompt(self._problem)
         needs_newline = self.mode == "stepwise" and not prompt.endswith("\n")
         self._context = prompt + "\n" if needs_newline else prompt
-        self._steps, self._injected = [], []
         self._started, self._done = True, False
         info = {
             "question": self._problem.question,
@@ -216,41 +234,17 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
         return self._observation(), info
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
-        """Take one action: the whole solution (single mode) or one reasoning step (stepwise)."""
+        """Take one action: the whole solution (single mode) or one step (other modes)."""
         if not isinstance(action, str):
             raise TypeError(f"action must be a str (the model's text); got {type(action).__name__}")
         if not self._started:
             raise EpisodeOverError("no episode in progress; call reset() before step()")
         if self._done:
             raise EpisodeOverError("episode is over; call reset()")
-        action_truncated = len(action) > self.max_action_chars
-        if action_truncated:
-            action = action[: self.max_action_chars]  # like a generation cut at its length limit
-        injected = self._text_after(action)
-        self._steps.append(action)
-        self._injected.append(injected)
-        if self.mode == "single":
-            terminated, truncated = True, False
-        else:
-            terminated = has_final_answer_marker(action)
-            truncated = not terminated and len(self._steps) >= self.max_steps
-        self._done = terminated or truncated
-        reward, info = self._outcome(terminated)
-        info["injected_text"] = injected
-        info["action_truncated"] = action_truncated
-        return self._observation(), reward, terminated, truncated, info
-
-    @property
-    def stop_strings(self) -> list[str] | None:
-        """Where a policy should stop generating one action.
-
-        Single mode: None (the model stops at its end-of-sequence token or the length limit).
-        Stepwise: at a line break, and, with the calculator on, also at "=" so the env can write the
-        result of the arithmetic just before it (the line then continues in the next action).
-        """
-        if self.mode == "single":
-            return None
-        return ["\n", "="] if self.sym_calc else ["\n"]
+        marks = episode_state.attribute_marks(self)
+        result = self._take(action)
+        episode_state.warn_undeclared_changes(self, marks)
+        return result
 
     def render(self) -> str:
         """The transcript so far (prompt, actions and injected text); "" before the first reset."""
@@ -259,42 +253,36 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
     # ---- branching ----------------------------------------------------------------
 
     def get_state(self) -> dict[str, Any]:
-        """A deep copy of everything that defines the current episode.
+        """A deep copy of everything that defines the current episode: every ``episode_state`` attribute,
+        subclasses' included, with this env's class and mode.
 
-        The random generator that picks future problems is not part of it, so
-        restoring a state never changes which problems later resets draw.
+        The random generator that picks future problems is not part of it, so restoring a state never
+        changes which problems later resets draw.
         """
-        state = {
-            "mode": self.mode,
-            "problem_index": self._problem_index,
-            "problem": asdict(self._problem) if self._problem is not None else None,
-            "context": self._context,
-            "steps": self._steps,
-            "injected": self._injected,
-            "started": self._started,
-            "done": self._done,
-        }
-        return copy.deepcopy(state)
+        return episode_state.save(self, self.mode)
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Restore an episode saved by ``get_state`` (the state itself is not shared)."""
-        if not isinstance(state, Mapping):
-            raise TypeError(f"state must be a dict from get_state(); got {type(state).__name__}")
-        missing = [key for key in _STATE_KEYS if key not in state]
-        if missing:
-            raise ValueError(f"state is missing key {missing[0]!r}; pass a dict returned by get_state()")
-        if state["mode"] != self.mode:
-            raise ValueError(f"state is from a mode={state['mode']!r} env; this env has mode={self.mode!r}")
-        state = copy.deepcopy(dict(state))
-        self._problem_index = state["problem_index"]
-        self._problem = Problem(**state["problem"]) if state["problem"] is not None else None
-        self._context = state["context"]
-        self._steps = list(state["steps"])
-        self._injected = list(state["injected"])
-        self._started = bool(state["started"])
-        self._done = bool(state["done"])
+        """Restore an episode saved by ``get_state`` of an env of this class and mode (the state itself is
+        not shared); anything else is a one-line error."""
+        episode_state.restore(self, self.mode, state)
 
     # ---- internals ----------------------------------------------------------------
+
+    def _take(self, action: str) -> tuple[str, float, bool, bool, dict]:
+        action_truncated = len(action) > self.max_action_chars
+        if action_truncated:
+            action = action[: self.max_action_chars]  # like a generation cut at its length limit
+        terminated = self.mode == "single" or bool(self.is_final_action(action))
+        injected, role = self.respond(action, terminated)
+        self._steps.append(action)
+        self._injected.append(injected)
+        truncated = not terminated and len(self._steps) >= self.max_steps
+        self._done = terminated or truncated
+        reward, info = self._outcome(terminated)
+        info["injected_text"] = injected
+        info["injected_role"] = role
+        info["action_truncated"] = action_truncated
+        return self._observation(), reward, terminated, truncated, info
 
     def _choose_index(self, options: Mapping[str, Any]) -> int:
         unknown = sorted(set(options) - {"index"})
@@ -310,17 +298,8 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
             raise ValueError(f"reset option 'index' must be an int in [0, {count}); got {index!r}")
         return index
 
-    def _text_after(self, action: str) -> str:
-        """What the env writes right after an action: calculator result and line break (stepwise)."""
-        if self.mode == "single":
-            return ""
-        if self.sym_calc and action.rstrip(" ").endswith("="):
-            # a calculator request ("48 / 2 =" or "<<48/2="): write the result, keep the line open
-            return apply_calculator(action)[1]
-        return "" if action.endswith("\n") else "\n"
-
     def _observation(self) -> str:
-        return self._context + "".join(step + text for step, text in zip(self._steps, self._injected))
+        return self._context + self._solution()
 
     def _solution(self) -> str:
         """The model's solution as scored: every step with the env's injected text."""
@@ -341,7 +320,8 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
         problem, gold = self._problem, self._problem.gold
         solution = self._solution()
         parsed = self.parse_answer(solution) if terminated else None
-        correct = parsed is not None and answers_equal(parsed, gold)  # the one grading of this step
+        correct = parsed is not None and bool(self.is_correct(parsed, problem))  # the one grading of this step
+        extra = self.episode_info()
         components: dict[str, float | None] = dict.fromkeys(self.reward_fns, 0.0)
         errors: dict[str, str] = {}
         if self._done:
@@ -353,6 +333,7 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
                 "steps": list(self._steps),
                 "parsed_answer": parsed,
                 "correct": correct,
+                **extra,
             }
             context = {**env_keys, "prompt": self.build_prompt(problem),
                        "fields": reward_fields(problem.fields, gold, env_keys)}
@@ -372,30 +353,6 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
             "no_applicable_reward": not scored,
             "injected_spans": self._injected_spans(),
             "steps": list(self._steps),
+            **extra,
         }
         return float(sum(scored)), info
-
-
-def _checked_reward_fns(reward_fns: Mapping[str, RewardFn] | None) -> dict[str, RewardFn]:
-    if reward_fns is None:
-        return {"correctness": correctness_reward}
-    if not isinstance(reward_fns, Mapping) or not reward_fns:
-        raise ValueError("reward_fns must be a non-empty dict of name -> reward function")
-    for name, fn in reward_fns.items():
-        if not callable(fn):
-            raise ValueError(f"reward_fns[{name!r}] must be callable; got {type(fn).__name__}")
-    return {name: as_per_sample(fn, str(name)) for name, fn in reward_fns.items()}
-
-
-def _checked_reward_weights(
-    reward_weights: Mapping[str, float] | None, reward_fns: Mapping[str, RewardFn]
-) -> dict[str, float]:
-    weights = dict.fromkeys(reward_fns, 1.0)
-    for name, weight in (reward_weights or {}).items():
-        if name not in reward_fns:
-            raise ValueError(f"reward_weights has {name!r}, which is not in reward_fns ({', '.join(reward_fns)})")
-        valid = isinstance(weight, (int, float)) and not isinstance(weight, bool) and math.isfinite(weight)
-        if not valid:
-            raise ValueError(f"reward_weights[{name!r}] must be a finite number; got {weight!r}")
-        weights[name] = float(weight)
-    return weights

@@ -19,7 +19,7 @@ from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 
 import sympy
 
-from envs.safe_arith import MAX_NESTING, _parse_source, max_nesting, _tokens_to_source
+from envs.safe_arith import MAX_NESTING, max_nesting, parse_source, tokens_to_source
 
 __all__ = ["safe_calculate", "find_calculation", "apply_calculator"]
 
@@ -84,8 +84,8 @@ def safe_calculate(expression: str, timeout: float = 0.5) -> str | None:
         expr = _THOUSANDS_RE.sub("", expr.replace("^", "**"))
         if not expr or not _CALC_CHARS_RE.fullmatch(expr) or max_nesting(expr) > MAX_NESTING:
             return None
-        source = _tokens_to_source(expr, implicit_mul=False)
-        value = _parse_source(source, symbolic=False, deadline=deadline)
+        source = tokens_to_source(expr, implicit_mul=False)
+        value = parse_source(source, symbolic=False, deadline=deadline)
         if value is None or time.monotonic() > deadline:
             return None
         return _format(value)

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import abc
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, ClassVar
 
-from envs.answers import gsm8k_gold
-from envs.base import DEFAULT_MAX_ACTION_CHARS, DEFAULT_REWARD_TIMEOUT, LanguageEnv, Problem
+from envs.base import Problem
 from envs.data import MalformedRowError, load_rows
-from envs.rewards import RewardFn
+from envs.extraction import gsm8k_gold
+from envs.math_env import MathEnv
+
+GSM8K_INSTRUCTION = " Solve it step by step, then give the final answer after ####."
+MATH_INSTRUCTION = "\nSolve it step by step, then put the final answer in \\boxed{}."
+DATASET_MAX_STEPS = 10
 
 
 def check_subset(subset: tuple[int, int] | None, num_rows: int) -> tuple[int, int]:
@@ -35,12 +41,34 @@ def check_source(data_path: object, split: object) -> None:
         raise ValueError(f"split must be a non-empty str; got {split!r}")
 
 
-class ProblemListEnv(LanguageEnv):
-    """A LanguageEnv over a list of problems that the subclass fills in after ``__init__``."""
+class DatasetEnv(MathEnv):
+    """A MathEnv over the rows of a data set: a subclass names it (``NAME``, ``HUB_ID``, ``HUB_CONFIG``,
+    ``COLUMNS``) and maps a row to a Problem (``problem_from_row``).
 
-    def __init__(self, **base_kwargs):
-        super().__init__(**base_kwargs)
-        self._problems: list[Problem] = []
+    Args:
+        data_path: a JSONL file, or a folder holding ``{split}.jsonl``; None loads from the hub.
+        split: the data set split.
+        subset: (start, stop) rows to keep; None keeps all.
+        **math_kwargs: MathEnv's and LanguageEnv's keyword arguments.
+    """
+
+    NAME: ClassVar[str]
+    HUB_ID: ClassVar[str]
+    HUB_CONFIG: ClassVar[str | None] = None
+    COLUMNS: ClassVar[tuple[str, ...]]
+
+    def __init__(self, data_path: str | Path | None, split: str, *, subset: tuple[int, int] | None = None,
+                 **math_kwargs: Any):
+        super().__init__(**math_kwargs)
+        check_source(data_path, split)
+        self.split = split
+        rows = load_rows(self.NAME, data_path, split, self.HUB_ID, self.HUB_CONFIG, self.COLUMNS)
+        start, stop = check_subset(subset, len(rows))
+        self._problems = [self.problem_from_row(rows[index], index) for index in range(start, stop)]
+
+    @abc.abstractmethod
+    def problem_from_row(self, row: Mapping[str, Any], index: int) -> Problem:
+        """The Problem of row number ``index``; a malformed row raises MalformedRowError naming it."""
 
     @property
     def num_problems(self) -> int:
@@ -50,95 +78,40 @@ class ProblemListEnv(LanguageEnv):
         return self._problems[index]
 
 
-class GSM8KEnv(ProblemListEnv):
-    """Grade-school math word problems (openai/gsm8k, config "main"); gold is the number after ####."""
+class GSM8KEnv(DatasetEnv):
+    """Grade-school math word problems (openai/gsm8k, config "main"); gold is the number after ####.
 
-    HUB_ID, HUB_CONFIG = "openai/gsm8k", "main"
+    Keyword arguments as DatasetEnv, MathEnv and LanguageEnv; defaults split="train", max_steps=10,
+    instruction=GSM8K_INSTRUCTION.
+    """
 
-    def __init__(
-        self,
-        data_path: str | Path | None = None,
-        split: str = "train",
-        mode: str = "single",
-        sym_calc: bool = False,
-        max_steps: int = 10,
-        reward_fns: Mapping[str, RewardFn] | None = None,
-        reward_weights: Mapping[str, float] | None = None,
-        instruction: str = " Solve it step by step, then give the final answer after ####.",
-        subset: tuple[int, int] | None = None,
-        render_mode: str | None = None,
-        last_number_fallback: bool = True,
-        max_action_chars: int = DEFAULT_MAX_ACTION_CHARS,
-        reward_timeout: float | None = DEFAULT_REWARD_TIMEOUT,
-    ):
-        super().__init__(
-            mode=mode,
-            max_steps=max_steps,
-            sym_calc=sym_calc,
-            reward_fns=reward_fns,
-            reward_weights=reward_weights,
-            instruction=instruction,
-            render_mode=render_mode,
-            last_number_fallback=last_number_fallback,
-            max_action_chars=max_action_chars,
-            reward_timeout=reward_timeout,
-        )
-        check_source(data_path, split)
-        self.split = split
-        rows = load_rows("GSM8K", data_path, split, self.HUB_ID, self.HUB_CONFIG, ("question", "answer"))
-        start, stop = check_subset(subset, len(rows))
-        for row_index in range(start, stop):
-            row = rows[row_index]
-            try:
-                gold = gsm8k_gold(str(row["answer"]))
-            except ValueError as error:
-                raise MalformedRowError(f"GSM8K {split} row {row_index}: {error}") from None
-            self._problems.append(Problem(str(row["question"]), gold, f"gsm8k/{split}/{row_index}", fields=dict(row)))
+    NAME, HUB_ID, HUB_CONFIG, COLUMNS = "GSM8K", "openai/gsm8k", "main", ("question", "answer")
+
+    def __init__(self, data_path: str | Path | None = None, split: str = "train", *,
+                 instruction: str = GSM8K_INSTRUCTION, max_steps: int = DATASET_MAX_STEPS, **kwargs: Any):
+        super().__init__(data_path, split, instruction=instruction, max_steps=max_steps, **kwargs)
+
+    def problem_from_row(self, row: Mapping[str, Any], index: int) -> Problem:
+        try:
+            gold = gsm8k_gold(str(row["answer"]))
+        except ValueError as error:
+            raise MalformedRowError(f"GSM8K {self.split} row {index}: {error}") from None
+        return Problem(str(row["question"]), gold, f"gsm8k/{self.split}/{index}", fields=dict(row))
 
 
-class MATHEnv(ProblemListEnv):
-    """Competition math (HuggingFaceH4/MATH-500, split "test"); gold is the row's "answer" field."""
+class MATHEnv(DatasetEnv):
+    """Competition math (HuggingFaceH4/MATH-500, split "test"); gold is the row's "answer" field.
 
-    HUB_ID, HUB_CONFIG = "HuggingFaceH4/MATH-500", None
+    Keyword arguments as DatasetEnv, MathEnv and LanguageEnv; defaults split="test", max_steps=10,
+    instruction=MATH_INSTRUCTION.
+    """
 
-    def __init__(
-        self,
-        data_path: str | Path | None = None,
-        split: str = "test",
-        mode: str = "single",
-        sym_calc: bool = False,
-        max_steps: int = 10,
-        reward_fns: Mapping[str, RewardFn] | None = None,
-        reward_weights: Mapping[str, float] | None = None,
-        instruction: str = "\nSolve it step by step, then put the final answer in \\boxed{}.",
-        subset: tuple[int, int] | None = None,
-        render_mode: str | None = None,
-        last_number_fallback: bool = True,
-        max_action_chars: int = DEFAULT_MAX_ACTION_CHARS,
-        reward_timeout: float | None = DEFAULT_REWARD_TIMEOUT,
-    ):
-        super().__init__(
-            mode=mode,
-            max_steps=max_steps,
-            sym_calc=sym_calc,
-            reward_fns=reward_fns,
-            reward_weights=reward_weights,
-            instruction=instruction,
-            render_mode=render_mode,
-            last_number_fallback=last_number_fallback,
-            max_action_chars=max_action_chars,
-            reward_timeout=reward_timeout,
-        )
-        check_source(data_path, split)
-        self.split = split
-        rows = load_rows("MATH", data_path, split, self.HUB_ID, self.HUB_CONFIG, ("problem", "answer"))
-        start, stop = check_subset(subset, len(rows))
-        self._problems = [
-            Problem(
-                str(rows[i]["problem"]),
-                str(rows[i]["answer"]).strip(),
-                str(rows[i].get("unique_id") or f"math/{split}/{i}"),
-                fields=dict(rows[i]),
-            )
-            for i in range(start, stop)
-        ]
+    NAME, HUB_ID, HUB_CONFIG, COLUMNS = "MATH", "HuggingFaceH4/MATH-500", None, ("problem", "answer")
+
+    def __init__(self, data_path: str | Path | None = None, split: str = "test", *,
+                 instruction: str = MATH_INSTRUCTION, max_steps: int = DATASET_MAX_STEPS, **kwargs: Any):
+        super().__init__(data_path, split, instruction=instruction, max_steps=max_steps, **kwargs)
+
+    def problem_from_row(self, row: Mapping[str, Any], index: int) -> Problem:
+        problem_id = str(row.get("unique_id") or f"math/{self.split}/{index}")
+        return Problem(str(row["problem"]), str(row["answer"]).strip(), problem_id, fields=dict(row))

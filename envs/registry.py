@@ -10,6 +10,11 @@ plugin system was removed in 1.0), so a process that has not imported ``envs`` n
 the id, as gymnasium 1.x does for every third-party package:
 ``gymnasium.make("envs:rlgym/Arithmetic-v0")`` imports ``envs`` and builds the env.
 
+Built-in ids: ``Arithmetic-v0`` / ``ArithmeticStepwise-v0`` (level 1), ``GSM8K-v0`` /
+``GSM8KStepwise-v0``, ``MATH-v0`` / ``MATHStepwise-v0``, and ``ToolArithmetic-v0``: level-2 arithmetic
+in mode "multi_turn" with the calculator tool (``<calc>EXPRESSION</calc>``, answered with
+``<result>VALUE</result>``; the final answer in ``<answer>...</answer>``; see ``envs/tool_env.py``).
+
 Adding an env takes three lines::
 
     class MyEnv(LanguageEnv): ...           # provide num_problems and get_problem
@@ -105,3 +110,4 @@ _register_built_in("GSM8K-v0", "envs.math:GSM8KEnv", mode="single")
 _register_built_in("GSM8KStepwise-v0", "envs.math:GSM8KEnv", mode="stepwise")
 _register_built_in("MATH-v0", "envs.math:MATHEnv", mode="single")
 _register_built_in("MATHStepwise-v0", "envs.math:MATHEnv", mode="stepwise")
+_register_built_in("ToolArithmetic-v0", "envs.tool_arithmetic:ToolArithmeticEnv", level=2, mode="multi_turn")

@@ -122,7 +122,7 @@ _BRACED_SUBSCRIPT_RE = re.compile(r"_\{([A-Za-z0-9]+)\}")
 _NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,30}")
 
 
-def _tokens_to_source(s: str, implicit_mul: bool) -> str:
+def tokens_to_source(s: str, implicit_mul: bool) -> str:
     """Re-emit ``s`` from whitelisted tokens (``^`` -> ``**``); raises ValueError.
 
     With ``implicit_mul``, ``2x``, ``2(x+1)``, ``(a)(b)`` and ``pi x`` get a ``*``.
@@ -188,7 +188,7 @@ def _to_source(answer: str) -> str | None:
         return None
     try:
         s = _BRACED_SUBSCRIPT_RE.sub(r"_\1", answer)
-        return _tokens_to_source(_latex_to_plain(s), implicit_mul=True)
+        return tokens_to_source(_latex_to_plain(s), implicit_mul=True)
     except (ValueError, RecursionError):
         return None
 
@@ -331,7 +331,7 @@ class _Builder:
         raise _Rejected(f"syntax not allowed: {type(node).__name__}")
 
 
-def _parse_source(src: str, symbolic: bool, deadline: float | None = None) -> sympy.Expr | None:
+def parse_source(src: str, symbolic: bool, deadline: float | None = None) -> sympy.Expr | None:
     """Parse whitelisted arithmetic source into sympy; None if rejected. Never raises."""
     try:
         if len(src) > 4 * MAX_ANSWER_CHARS or max_nesting(src) > MAX_NESTING + 10:

@@ -80,12 +80,10 @@ def _normalize(text: str) -> str:
 
 def default_question_suffix() -> str:
     """What the stepwise GSM8K env writes after a question: its default instruction and a newline."""
-    import inspect
+    # imported here: importing policies does not import the envs
+    from envs.math import GSM8K_INSTRUCTION
 
-    from envs.math import GSM8KEnv
-
-    instruction = inspect.signature(GSM8KEnv.__init__).parameters["instruction"].default
-    return instruction if instruction.endswith("\n") else instruction + "\n"
+    return GSM8K_INSTRUCTION if GSM8K_INSTRUCTION.endswith("\n") else GSM8K_INSTRUCTION + "\n"
 
 
 def load_examples(source: str | Path | Sequence[Mapping]) -> tuple[list[dict], str]:

@@ -10,6 +10,7 @@ import time
 import pytest
 
 import envs.base
+import envs.math_env
 import envs.rewards
 from envs import ArithmeticEnv, correctness_reward, format_reward, make
 from envs.base import DEFAULT_MAX_ACTION_CHARS
@@ -73,7 +74,7 @@ def test_each_answer_is_graded_once_per_step(monkeypatch, reward_fns):
         calls.append((predicted, gold))
         return predicted == gold
 
-    monkeypatch.setattr(envs.base, "answers_equal", counting)
+    monkeypatch.setattr(envs.math_env, "answers_equal", counting)
     monkeypatch.setattr(envs.rewards, "answers_equal", counting)
     env, gold = started(reward_fns=reward_fns)
     _, reward, _, _, info = env.step(f"#### {gold}")

@@ -193,7 +193,23 @@ def test_normalize_answer_payloads(payload, noise):
 # --------------------------------------------------------------------------
 
 MODULES = [envs.answers, envs.safe_arith, envs.grading.numbers, envs.grading.symbolic]
-PATTERNS = [(m.__name__, name, p) for m in MODULES for name, p in vars(m).items() if isinstance(p, re.Pattern)]
+
+
+def module_patterns(module) -> list[tuple[str, re.Pattern]]:
+    """A module's regexes: module-level patterns and those in module-level tables (tuples of patterns or of
+    (pattern, replacement) pairs)."""
+    found = []
+    for name, value in vars(module).items():
+        if isinstance(value, re.Pattern):
+            found.append((name, value))
+        elif isinstance(value, tuple):
+            for i, item in enumerate(value):
+                found += [(f"{name}[{i}]", p) for p in (item if isinstance(item, tuple) else (item,))
+                          if isinstance(p, re.Pattern)]
+    return found
+
+
+PATTERNS = [(m.__name__, name, p) for m in MODULES for name, p in module_patterns(m)]
 
 
 def test_no_inline_regexes():

@@ -13,9 +13,6 @@ class Capitals(LanguageEnv):
     def get_problem(self, i):
         return Problem(*self.CAPITALS[i], problem_id=str(i))
 
-    def parse_answer(self, text):
-        return text.strip() or None
-
 
 class Reinforce(RLAlgorithm):
     config_class = RLConfig

@@ -13,11 +13,12 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import envs
-from envs import LanguageEnv, Problem, UnknownEnvError, make, register, registered_ids
+from envs import LanguageEnv, MathEnv, Problem, UnknownEnvError, make, register, registered_ids
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 DATA_FILES = {"GSM8K": SHARED_DATA / "gsm8k" / "train.jsonl", "MATH": SHARED_DATA / "math500" / "test.jsonl"}
-BUILT_IN_IDS = ["Arithmetic-v0", "ArithmeticStepwise-v0", "GSM8K-v0", "GSM8KStepwise-v0", "MATH-v0", "MATHStepwise-v0"]
+BUILT_IN_IDS = ["Arithmetic-v0", "ArithmeticStepwise-v0", "GSM8K-v0", "GSM8KStepwise-v0", "MATH-v0", "MATHStepwise-v0",
+                "ToolArithmetic-v0"]
 
 
 def make_offline(env_id: str, **kwargs) -> LanguageEnv:
@@ -53,13 +54,15 @@ def test_check_env_passes_for_every_arithmetic_level(level, mode):
 def test_make_returns_a_language_env_with_working_state(env_id):
     env = make_offline(env_id)
     assert isinstance(env, LanguageEnv) and env.unwrapped is env
-    expected_mode = "stepwise" if "Stepwise" in env_id else "single"
+    expected_mode = "stepwise" if "Stepwise" in env_id else "multi_turn" if "Tool" in env_id else "single"
     _, info = env.reset(seed=0)
     assert info["mode"] == expected_mode == env.mode
     saved = env.get_state()
-    first = env.step(f"#### {info['gold']}")
+    answer = f"<answer>{info['gold']}</answer>" if "Tool" in env_id else f"#### {info['gold']}"
+    first = env.step(answer)
+    assert first[1] == 1.0 and first[2] is True
     env.set_state(saved)
-    assert env.step(f"#### {info['gold']}") == first
+    assert env.step(answer) == first
 
 
 def test_make_kwargs_override_registered_defaults():
@@ -89,8 +92,8 @@ def test_gymnasium_ids_are_not_language_envs():
         make("CartPole-v1")
 
 
-class CountdownEnv(LanguageEnv):
-    """A user's env: what is n - 1?"""
+class CountdownEnv(MathEnv):
+    """A user's math env: what is n - 1?"""
 
     @property
     def num_problems(self) -> int:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from algorithms import GRPO, GRPOConfig
-from envs import (ArithmeticEnv, GSM8KEnv, LanguageEnv, Problem, correctness_reward, per_sample_reward,
+from envs import (ArithmeticEnv, GSM8KEnv, MathEnv, Problem, correctness_reward, per_sample_reward,
                   reward_form, trl_reward)
 from policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
 
@@ -172,7 +172,7 @@ def test_a_truncated_stepwise_episode_is_scored_by_every_function_and_earlier_st
     assert info["reward_components"] == {"correctness": 0.0, "fmt": -1.0}
 
 
-class HashOnlyEnv(LanguageEnv):
+class HashOnlyEnv(MathEnv):
     """Only answers after #### parse, so nearly every output of a random model is unparseable."""
 
     num_problems = 4

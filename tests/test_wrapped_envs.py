@@ -54,7 +54,8 @@ def test_grpo_trains_a_wrapped_env_and_evaluate_takes_it(tiny_policy, tmp_path):
         assert t.reward == pytest.approx(t.info["reward_components"]["digits"] + 0.5)
     assert any(not torch.equal(a, b) for a, b in zip(before, tiny_policy.parameters()))
     result = evaluate(tiny_policy, test_env, episodes=4, max_new_tokens=4)
-    assert result["episodes"] == 4.0 and 0.0 <= result["accuracy"] <= 1.0
+    assert result["episodes"] == 4.0  # the trained policy scores the same on the wrapped and the bare test env
+    assert result == evaluate(tiny_policy, make("Arithmetic-v0", split="test"), episodes=4, max_new_tokens=4)
 
 
 def test_evaluate_on_a_wrapped_env_matches_the_bare_env(tiny_policy):
