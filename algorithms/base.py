@@ -264,7 +264,8 @@ class RLAlgorithm(Trainer):
         env, c = self.eval_env, self.config
         if env is None:
             return {}
-        return SamplingSettings(max_new_tokens=c.max_new_tokens, temperature=c.temperature, top_p=c.top_p)
+        return evaluate_episodes(self.policy, env, c.eval_episodes, c.eval_max_new_tokens or c.max_new_tokens,
+                                 progress=c.progress)
 
     # ------------------------------------------------------------------ run folder and checkpoints
     def describe(self) -> dict:
