@@ -281,9 +281,8 @@ class RLConfig(TrainerConfig):
                                              "(0: the completion budget)")
     update_epochs: int = setting(1, "passes over each collected batch (TRL's num_iterations, mu)")
     minibatch_size: int = setting(0, "trajectories per optimizer step, over all processes (0: the whole batch, one step)")
-    replay_iterations: int = setting(0, "also train on the episodes of the previous N iterations, kept in the replay "
-                                        "buffer (off-policy reuse: their behaviour log-probs give the importance "
-                                        "ratios; 0: on-policy)")
+    replay_iterations: int = setting(0, "also train on the previous N iterations' episodes, importance-weighted "
+                                        "(0: on-policy)")
     # evaluation
     eval_episodes: int = setting(256, "held-out episodes per evaluation (greedy)")
     eval_max_new_tokens: int = setting(0, "generation cap per action in evaluation (0: max_new_tokens)")

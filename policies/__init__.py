@@ -1,4 +1,5 @@
 """Policies: Hugging Face causal LMs as RL policies, sampling, scoring, and model loading."""
+from policies.adapter_roles import AdapterRole, add_adapter
 from policies.base import Policy
 from policies.generation import Generation
 from policies.hf import HFPolicy, LoraSettings
@@ -13,6 +14,6 @@ from policies.models import (
 )
 
 __all__ = [
-    "Policy", "Generation", "HFPolicy", "FewShotStepwisePolicy", "LoraSettings", "EMBEDDED_MODEL", "ModelNotFoundError",
+    "Policy", "AdapterRole", "add_adapter", "Generation", "HFPolicy", "FewShotStepwisePolicy", "LoraSettings", "EMBEDDED_MODEL", "ModelNotFoundError",
     "ModelLoadError", "build_tiny_model", "build_tiny_tokenizer", "load_model_and_tokenizer",
 ]

@@ -158,8 +158,9 @@ def test_two_roles_each_sample_with_their_own_policy(tiny_policy):
     for traj in trajs:
         assert len(traj.roles) == len(traj.completion_ids)
         ids = torch.tensor([traj.prompt_ids + traj.completion_ids])
-        scores = {role: p.token_logprobs(ids, torch.ones_like(ids), len(traj.prompt_ids))[0][0]
-                  for role, p in policies.items()}
+        with torch.no_grad():
+            scores = {role: p.token_logprobs(ids, torch.ones_like(ids), len(traj.prompt_ids))[0][0]
+                      for role, p in policies.items()}
         start, gap = 0, 0.0
         for end, turn in zip(traj.step_ends, traj.info["turns"]):
             acted = [i for i in range(start, end + 1) if traj.completion_mask[i]]
@@ -193,3 +194,30 @@ def test_per_token_roles_round_trip_a_saved_record_and_bad_ones_are_named():
         Trajectory.from_dict({**traj.to_dict(), "roles": ["proposer", "checker"]})
     with pytest.raises(ValueError, match=r"^roles\[1\] must be a role name"):
         Trajectory.from_dict({**traj.to_dict(), "roles": ["proposer", 3, "checker"]})
+
+
+def test_two_roles_as_two_adapters_of_one_model():
+    from policies import AdapterRole, LoraSettings, add_adapter
+
+    tok = build_tiny_tokenizer()
+    policy = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu", lora=LoraSettings(r=4, alpha=8))
+    add_adapter(policy, "checker", LoraSettings(r=4, alpha=8))
+    with torch.no_grad():  # peft starts every adapter as the base model (B = 0): make the two differ
+        for name, weight in policy.model.named_parameters():
+            if "lora_B" in name:
+                weight.normal_(0, 0.5, generator=torch.Generator().manual_seed(len(name) + ("checker" in name)))
+    trainable = {n for n, p in policy.model.named_parameters() if p.requires_grad}
+    roles = {"proposer": AdapterRole(policy, "default"), "checker": AdapterRole(policy, "checker")}
+    env = TurnEnv(stops=[["\n"], ["\n"]], roles=["proposer", "checker"])
+    traj = rollout(env, roles, [{"seed": 0}], 1, SamplingSettings(max_new_tokens=6, temperature=1.0), sample_key=3)[0]
+    ids = torch.tensor([traj.prompt_ids + traj.completion_ids])
+    with torch.no_grad():
+        scores = {r: p.token_logprobs(ids, torch.ones_like(ids), len(traj.prompt_ids))[0][0] for r, p in roles.items()}
+    for role in roles:
+        acted = [i for i, r in enumerate(traj.roles) if r == role]
+        assert acted and torch.allclose(scores[role][acted], torch.tensor([traj.logprobs[i] for i in acted]), atol=1e-5)
+    assert not torch.allclose(scores["proposer"], scores["checker"])  # the adapters really differ
+    assert policy.model.active_adapter == "default"                  # switched back after each role acted
+    assert {n for n, p in policy.model.named_parameters() if p.requires_grad} == trainable
+    with pytest.raises(ValueError, match="no adapter 'judge' \\(it has: default, checker\\)"):
+        AdapterRole(policy, "judge")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import warnings
 
 import pytest
@@ -20,9 +19,6 @@ from envs.tool_env import DEFAULT_NUDGE, checked_tools, last_answer
 from tests.tool_toys import FRUIT_NUMBERS, FruitToolsEnv, LookupTool, ShoutTool
 
 APPLE = list(FRUIT_NUMBERS).index("apple")
-# The batched episode engine (episodes/engine.py) samples each branch with its current stop strings; the
-# rollout before it read them once per rollout.
-PER_TURN_STOPS = importlib.util.find_spec("episodes.engine") is not None
 
 
 def started(**kwargs) -> FruitToolsEnv:
@@ -185,9 +181,8 @@ def test_grpo_trains_on_the_two_tool_env_with_tool_output_masked(tiny_policy, tm
         for action, active in zip(actions, stops):  # an action stops at the first stop string of its turn
             for stop in active:
                 assert action.find(stop) in (-1, len(action) - len(stop)), (action, active)
-        if PER_TURN_STOPS:
-            check_stopped_by_its_turns_strings(trajectory, actions, stops, config.max_new_tokens,
-                                               tiny_policy.tokenizer.eos_token_id)
+        check_stopped_by_its_turns_strings(trajectory, actions, stops, config.max_new_tokens,
+                                           tiny_policy.tokenizer.eos_token_id)
     assert called > 0  # the tiny model shouted, so tool output was injected and masked
 
 
