@@ -10,6 +10,7 @@ from envs.answers import answers_equal, extract_answer
 from envs.arithmetic import ArithmeticEnv
 from envs.base import EpisodeOverError, LanguageEnv, Problem
 from envs.data import DataFileNotFoundError, MalformedRowError
+from envs.hotpotqa import HotpotQAEnv
 from envs.math import GSM8KEnv, MATHEnv
 from envs.math_env import MathEnv
 from envs.registry import NAMESPACE, UnknownEnvError, make, register, registered_ids
@@ -27,6 +28,7 @@ __all__ = [
     "DataFileNotFoundError",
     "EpisodeOverError",
     "GSM8KEnv",
+    "HotpotQAEnv",
     "LanguageEnv",
     "MATHEnv",
     "MathEnv",
