@@ -57,7 +57,7 @@ def test_reward_functions_can_be_replaced():
 
 
 def test_hotpotqa_is_registered_under_both_names_and_passes_the_gymnasium_checker():
-    assert "HotpotQA-v0" in registered_ids()
+    assert {"HotpotQA-v0", "RAG-HotpotQA-v0"} <= set(registered_ids())
     for env_id in ("HotpotQA-v0", "rlgym/HotpotQA-v0"):
         env = make(env_id, records=RECORDS, context="distractor")
         assert isinstance(env, HotpotQAEnv) and env.context == "distractor"
