@@ -96,6 +96,7 @@ class SearchTool(TagTool):
         if not callable(getattr(store, "search", None)):
             raise ValueError(f"store must have a search(query, k) method; got {type(store).__name__}")
         check_positive_int("k", k)
+        check_positive_int("max_query_chars", max_query_chars)
         check_positive_int("max_passage_chars", max_passage_chars)
         if not isinstance(search_kwargs, (Mapping, type(None))):
             raise ValueError(f"search_kwargs must be a dict of store.search keyword arguments; got {search_kwargs!r}")
@@ -207,6 +208,7 @@ class RAGHotpotQAEnv(HotpotQAProblems, ToolEnv):
                  reward_fns: dict[str, RewardFn] | None = None, reward_weights: dict[str, float] | None = None,
                  **tool_kwargs: Any):
         check_positive_int("max_searches", max_searches)
+        max_steps = max_searches + 2 if max_steps is None else max_steps
         if isinstance(format_penalty, bool) or not isinstance(format_penalty, (int, float)) or not (
                 math.isfinite(format_penalty) and format_penalty >= 0):
             raise ValueError(f"format_penalty must be a finite number >= 0; got {format_penalty!r}")
@@ -218,7 +220,7 @@ class RAGHotpotQAEnv(HotpotQAProblems, ToolEnv):
         if instruction is None:
             instruction = RAG_INSTRUCTION.format(max_searches=max_searches, k=k)
         super().__init__([self.search_tool], max_tool_calls=max_searches, result_role=result_role,
-                         instruction=instruction, max_steps=max_steps or max_searches + 2, reward_fns=reward_fns,
+                         instruction=instruction, max_steps=max_steps, reward_fns=reward_fns,
                          reward_weights=reward_weights, **tool_kwargs)
         self.max_searches, self.format_penalty = max_searches, float(format_penalty)
         self._use_records(records, data_path, split, subset)

@@ -2,6 +2,7 @@
 retrieval recorded in state and info, rewards by hand, the gymnasium checker, the loss mask."""
 
 import math
+import random
 import sys
 import types
 import warnings
@@ -10,7 +11,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from envs import RAGHotpotQAEnv, SearchTool, Tool, ToolCall, make
-from envs.rag import open_store
+from envs.rag import VIOLATION_MESSAGES, open_store
 from episodes.rollout import SamplingSettings, rollout
 from policies.generation import Generation
 from tests.rag_toys import RECORDS, LetterEmbedder, ToyStore
@@ -48,18 +49,22 @@ def test_an_episode_searches_twice_then_answers_and_every_reward_has_its_hand_va
     assert info["supporting_titles"] == ["Eiffel Tower", "Gustave Eiffel"]
 
 
+UNCLOSED = "unclosed tag; write <search>QUERY</search> or <answer>...</answer>"
+NESTED = "nested tags; write one <search>QUERY</search> with plain text inside"
+EMPTY = "empty query; write <search>QUERY</search>"
+
+
 @pytest.mark.parametrize("action, violation, message", [
-    ("<search>Big Ben", "unclosed_tag", "unclosed tag; write <search>QUERY</search> or <answer>...</answer>"),
-    ("I think <answer>Dijon", "unclosed_tag", "unclosed tag; write <search>QUERY</search> or <answer>...</answer>"),
+    ("<search>Big Ben", "unclosed_tag", UNCLOSED),
+    ("I think <answer>Dijon", "unclosed_tag", UNCLOSED),
     ("Big Ben</search>", "unopened_tag", "</search> without <search>; write <search>QUERY</search>"),
-    ("<search>Big <search>Ben</search>", "nested_tags", "nested tags; write one <search>QUERY</search> with plain text inside"),
-    ("<search>Big <answer>Ben</answer></search>", "nested_tags", "nested tags; write one <search>QUERY</search> with plain text inside"),
-    ("<search>a</search>b</search>", "nested_tags", "nested tags; write one <search>QUERY</search> with plain text inside"),
-    ("<search> \n </search>", "empty_query", "empty query; write <search>QUERY</search>"),
-    ("<search></search>", "empty_query", "empty query; write <search>QUERY</search>"),
+    ("<search>Big <search>Ben</search>", "nested_tags", NESTED),
+    ("<search>Big <answer>Ben</answer></search>", "nested_tags", NESTED),
+    ("<search>a</search>b</search>", "nested_tags", NESTED),
+    ("<search> \n </search>", "empty_query", EMPTY),
+    ("<search></search>", "empty_query", EMPTY),
     ("<search>" + "x" * 501 + "</search>", "query_too_long", "query too long; write a short <search>QUERY</search>"),
-    ("<search>" + "Ben " * 25_000 + "</search>", "unclosed_tag",  # 100 KB: cut at max_action_chars first
-     "unclosed tag; write <search>QUERY</search> or <answer>...</answer>"),
+    ("<search>" + "Ben " * 25_000 + "</search>", "unclosed_tag", UNCLOSED),  # 100 KB: cut at max_action_chars first
 ])
 def test_each_malformed_call_is_answered_with_an_error_penalised_and_runs_no_search(action, violation, message):
     store = ToyStore()
@@ -70,6 +75,25 @@ def test_each_malformed_call_is_answered_with_an_error_penalised_and_runs_no_sea
     assert (info["format_violations"], info["format_penalty"], info["tool_calls"]) == ([violation], 0.5, {})
     _, _, terminated, _, info = env.step("<answer>Dijon</answer>")
     assert terminated and info["reward_components"]["format"] == 0.5 and info["reward_components"]["em"] == 1.0
+
+
+def test_random_tag_soup_never_crashes_and_only_searches_well_formed_calls():
+    pieces = ["<search>", "</search>", "<answer>", "</answer>", "<search", "answer>", "Dijon", " ", "\n", "x" * 300,
+              "<search>Big Ben</search>", "<search>Eiffel</search>", "<answer>Dijon</answer>"]
+    rng = random.Random(0)
+    for _ in range(300):
+        store = ToyStore()
+        env = started(store, max_searches=2, max_steps=6)
+        done, violations = False, 0
+        while not done:
+            action = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 6)))
+            _, _, terminated, truncated, info = env.step(action)
+            done = terminated or truncated
+            assert len(info["format_violations"]) - violations <= 1 and set(info["format_violations"]) <= set(
+                VIOLATION_MESSAGES)
+            violations = len(info["format_violations"])
+            assert len(store.calls) == info["tool_calls"].get("search", 0) <= 2
+            assert info["format_penalty"] == 0.5 * violations
 
 
 def test_a_100_kb_query_that_fits_the_action_limit_is_too_long():
@@ -156,6 +180,10 @@ def test_the_store_may_be_an_index_folder_opened_lazily_and_bad_stores_are_one_l
         RAGHotpotQAEnv(records=RECORDS, store=ToyStore(), max_searches=0)
     with pytest.raises(ValueError, match="^k must be an int >= 1; got 0$"):
         RAGHotpotQAEnv(records=RECORDS, store=ToyStore(), k=0)
+    with pytest.raises(ValueError, match="^max_query_chars must be an int >= 1; got 0$"):
+        RAGHotpotQAEnv(records=RECORDS, store=ToyStore(), max_query_chars=0)
+    with pytest.raises(ValueError, match="^max_steps must be an int >= 1; got 0$"):
+        RAGHotpotQAEnv(records=RECORDS, store=ToyStore(), max_steps=0)
 
 
 def test_default_rewards_take_the_stores_embedder_and_weigh_the_components_equally():
@@ -178,7 +206,8 @@ def test_rag_env_is_registered_and_passes_the_gymnasium_checker(result_role):
 
 def test_both_data_layouts_load_into_the_rag_env(shared_data):
     folder = shared_data / "hotpotqa"
-    for name, count in (("hotpot_dev_distractor_v1_first53.json", 53), ("dev_distractor_sample_seed1_n500.jsonl", 500)):
+    for name, count in (("hotpot_dev_distractor_v1_first53.json", 53),
+                        ("dev_distractor_sample_seed1_n500.jsonl", 500)):
         env = RAGHotpotQAEnv(folder / name, store=ToyStore())
         obs, info = env.reset(seed=1)
         assert env.num_problems == count and obs.startswith(info["question"])
