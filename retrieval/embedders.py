@@ -91,15 +91,16 @@ class HashingEmbedder:
         from sklearn.feature_extraction.text import HashingVectorizer
 
         self.name = f"{HASHING_PREFIX}{dim}"
-        self._vectorizer = HashingVectorizer(n_features=dim, alternate_sign=False, norm="l2")
+        self._vectorizer = HashingVectorizer(n_features=dim, alternate_sign=False, norm="l2", stop_words="english")
 
     def embed(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
         """Hashed, l2-normalised word counts as float32 rows (an all-zero row for a text without words)."""
         return self._vectorizer.transform(list(texts)).toarray().astype(np.float32)
 
 
-def embedder_from_name(name: str, device: str = "cpu") -> Embedder:
-    """The embedder a saved index names: `hashing-<dim>` or a sentence-transformers model."""
+def embedder_from_name(name: str, device: str = "cpu", batch_size: int = 64) -> Embedder:
+    """The embedder a name stands for (as a saved index records it): `hashing-<dim>` or a
+    sentence-transformers model (`device` and `batch_size` apply to it)."""
     if name.startswith(HASHING_PREFIX) and name[len(HASHING_PREFIX):].isdigit():
         return HashingEmbedder(int(name[len(HASHING_PREFIX):]))
-    return SentenceTransformerEmbedder(name, device=device)
+    return SentenceTransformerEmbedder(name, device=device, batch_size=batch_size)
