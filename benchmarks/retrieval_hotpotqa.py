@@ -78,12 +78,18 @@ def markdown(report: dict) -> str:
     lines.append("")
     lines.append(f"{report['questions']} questions, {report['documents']} paragraphs ({report['chunks']} chunks) "
                  f"from {report['data']}; embedder {report['embedder']} on {report['device']} "
-                 f"({report['cpu_count']} CPU cores). Index build: BM25 {build['bm25']:.1f} s, BM25 + embeddings "
+                 f"({report['cpu_count']} CPU cores, {report['torch_threads']} torch thread(s), load average {report['load_average'][0]:.1f} at the start, "
+                 f"{report['load_average'][1]:.1f} at the end). Index build: BM25 {build['bm25']:.1f} s, BM25 + embeddings "
                  f"{build['bm25_and_dense']:.1f} s; loading the saved index: {report['load_s']:.2f} s.")
     return "\n".join(lines) + "\n"
 
 
 def run(args: argparse.Namespace) -> dict:
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    load_before = os.getloadavg()[0]
     records = load_hotpotqa(args.data)
     documents = documents_from_hotpotqa(records)
     embedder = embedder_from_name(args.embedder, device=args.device, batch_size=args.batch_size)
@@ -104,7 +110,9 @@ def run(args: argparse.Namespace) -> dict:
     report = {
         "data": os.path.relpath(Path(args.data).absolute(), ROOT), "questions": len(records),
         "documents": len(documents), "chunks": len(store), "embedder": embedder.name, "device": args.device,
-        "cpu_count": os.cpu_count(), "machine": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(), "machine": platform.processor() or platform.machine(),
+        # other processes on the machine slow every timing: the 1-minute load average before and after
+        "load_average": [load_before, os.getloadavg()[0]],
         "store_config": asdict(config),
         "build_s": {"bm25": bm25_s, "bm25_and_dense": build_s}, "load_s": load_s, "results": results,
         "command": "python benchmarks/retrieval_hotpotqa.py " + " ".join(sys.argv[1:] if args.argv is None
@@ -127,6 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"dense embedder: {EMBEDDED_EMBEDDER} (default), hashing-<dim>, or a sentence-transformers "
                              "folder or hub name")
     parser.add_argument("--device", default="cpu", help="embedding device (default cpu)")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="torch CPU threads (default 0: torch's own choice); on a busy machine 1 avoids threads "
+                             "waiting on each other, which slows one-query-at-a-time encoding most")
     parser.add_argument("--batch_size", type=int, default=64, help="texts per embedding batch (default 64)")
     parser.add_argument("--out_dir", default=str(ROOT / "benchmarks" / "results"),
                         help="folder for <name>.json and <name>.md (default benchmarks/results)")
