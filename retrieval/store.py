@@ -60,6 +60,9 @@ class DocumentStore:
         embeddings = None
         if config.dense:
             embedder = embedder or SentenceTransformerEmbedder()
+            if not isinstance(embedder, Embedder):
+                raise TypeError(f"embedder must have a `name` and an `embed(texts, progress)` method (the Embedder "
+                                f"protocol), got {type(embedder).__name__}")
             embeddings = _check_vectors(embedder.embed(texts, progress=progress), len(texts), embedder.name)
         return cls(chunks, bm25, embeddings, config, embedder if config.dense else None)
 
@@ -75,6 +78,8 @@ class DocumentStore:
                      fusion: str | None = None) -> list[list[Hit]]:
         """`search` for several queries at once (the embedder encodes them in one batch)."""
         method, fusion = self._check_search(queries, k, method, fusion)
+        if not queries:
+            return []
         bm25 = self._bm25.scores(queries) if method != "dense" else None
         dense = None
         if method != "bm25":

@@ -138,6 +138,13 @@ def test_bad_searches_are_one_line_errors(store, call, expected):
     assert expected in one_line(err)
 
 
+def test_no_queries_give_no_results_and_a_non_embedder_is_refused(store):
+    assert store.search_batch([], 3) == []
+    with pytest.raises(TypeError) as err:
+        DocumentStore.build(CORPUS, embedder=lambda texts: texts, progress=False)
+    assert "Embedder protocol" in one_line(err)
+
+
 def test_an_empty_corpus_is_refused():
     with pytest.raises(ValueError) as err:
         DocumentStore.build([], embedder=HashingEmbedder(8), progress=False)
