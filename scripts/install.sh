@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Creates .venv (if missing) and installs the toolkit with its test and retrieval extras.
+# Creates .venv (if missing) and installs the toolkit with its test extra (retrieval's packages, the
+# offline MiniLM embedder included, are ordinary dependencies in setup.py).
 # Idempotent: a second run only checks that everything is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."

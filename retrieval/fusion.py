@@ -1,0 +1,44 @@
+"""Ranking and fusion of per-document score vectors (numpy).
+
+Written here rather than taken from a library: `ranx.fuse` offers both fusions but works on run
+dictionaries and pulls in numba; sentence-transformers' `util.semantic_search` and bm25s's `retrieve`
+return only top-k lists, while weighted fusion needs every document's score. Each function is a few
+lines of numpy on arrays the store already has.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def top_k(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the `k` highest scores, best first; ties go to the lower index (a stable sort)."""
+    return np.argsort(-np.asarray(scores), kind="stable")[:k]
+
+
+def minmax_normalise(scores: np.ndarray) -> np.ndarray:
+    """Scores mapped linearly onto [0, 1] (lowest -> 0, highest -> 1); all equal -> all 0."""
+    scores = np.asarray(scores, dtype=np.float64)
+    low, span = scores.min(), np.ptp(scores)
+    return np.zeros_like(scores) if span == 0 else (scores - low) / span
+
+
+def weighted_fusion(score_lists: Sequence[np.ndarray], weights: Sequence[float]) -> np.ndarray:
+    """Sum over methods of weight * min-max-normalised scores (each vector covers every document)."""
+    if len(score_lists) != len(weights) or not score_lists:
+        raise ValueError(f"weighted fusion needs one weight per score list, got {len(weights)} weights "
+                         f"for {len(score_lists)} lists")
+    return sum(w * minmax_normalise(s) for s, w in zip(score_lists, weights))
+
+
+def reciprocal_rank_fusion(rankings: Sequence[Sequence[int]], num_docs: int, k: int = 60) -> np.ndarray:
+    """RRF (Cormack et al., 2009): each document scores the sum over rankings of 1 / (k + rank), rank
+    counted from 1 in each ranking (document indices, best first) it appears in; 0 if in none."""
+    if k < 0:
+        raise ValueError(f"the RRF constant k must be >= 0, got {k}")
+    fused = np.zeros(num_docs, dtype=np.float64)
+    for ranking in rankings:
+        ranking = np.asarray(ranking, dtype=np.int64)
+        np.add.at(fused, ranking, 1.0 / (k + np.arange(1, len(ranking) + 1)))
+    return fused
