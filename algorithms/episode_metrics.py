@@ -11,7 +11,7 @@ from buffers import Trajectory
 
 def episode_metrics(trajectories: list[Trajectory], iteration: int, grouped: bool) -> dict:
     """Rewards (the env's, combined by `reward_combination`, before KL or length shaping), each reward
-    component's mean (`reward_<name>`) and values (`component_rewards`), accuracy, lengths, the fraction
+    component's mean (`reward_<name>`) and values (`rewards_<name>`), accuracy, lengths, the fraction
     of groups without signal (`grouped`: several samples per prompt) and reward failures (warned about,
     naming `iteration`, counted from 1)."""
     rewards = [t.env_reward for t in trajectories]

@@ -1,7 +1,8 @@
 """PNG plots of a run's metrics: one panel per (name, metric keys, title); RL runs draw reward, accuracy,
 KL, entropy, completion length and the reward distribution (`PANELS`), a `Trainer` its own `plot_panels`.
 When the episodes report reward components, two more files show each component (seed 001's plots):
-reward_components.png (its batch mean per iteration) and reward_distribution.png (its values per iteration).
+reward_components.png (its batch and held-out means per iteration) and reward_distribution.png (its
+values per iteration).
 
 Iteration 0 is the evaluation before training; the x axes tick whole iterations only. Rewards that are
 all 0 or 1 are drawn as the fraction of reward-1 episodes per iteration (a box plot of 0/1 values
@@ -22,7 +23,7 @@ PANELS = [
 
 def plot_run(rows: list[dict], run_dir: str | Path, title: str = "", panels=PANELS) -> list[Path]:
     """A run folder's plots: metrics.png (`panels`) and, when rows hold reward components
-    (`component_rewards`), reward_components.png and reward_distribution.png. Returns the files written."""
+    (`rewards_<name>`), reward_components.png and reward_distribution.png. Returns the files written."""
     run_dir, names = Path(run_dir), component_names(rows)
     written = [plot_metrics(rows, run_dir / "metrics.png", title, panels)]
     if names:
@@ -35,13 +36,14 @@ def plot_run(rows: list[dict], run_dir: str | Path, title: str = "", panels=PANE
 
 def component_names(rows: list[dict]) -> list[str]:
     """Reward component names found in rows, in order of first appearance."""
-    return list(dict.fromkeys(name for r in rows for name in r.get("component_rewards") or {}))
+    return list(dict.fromkeys(key[len("rewards_"):] for r in rows for key in r if key.startswith("rewards_")))
 
 
 def progression_panels(names: list[str]) -> list[tuple[str, list[str], str]]:
-    """The reward and each component's batch mean (`reward_<name>`) per iteration, a panel each."""
+    """The reward and each component per iteration, a panel each: its batch mean (`reward_<name>`) and
+    its held-out mean (`eval_reward_<name>`, when evaluated)."""
     return [("reward", ["reward_mean"], "reward (mean of batch)"),
-            *((f"reward_{name}", [f"reward_{name}"], f"{name} (mean of batch)") for name in names)]
+            *((f"reward_{name}", [f"reward_{name}", f"eval_reward_{name}"], name) for name in names)]
 
 
 def distribution_panels(names: list[str]) -> list[tuple[str, list[str], str]]:
@@ -104,11 +106,9 @@ def draw_metrics(rows: list[dict], title: str = "", panels=PANELS):
 
 def distributions(rows: list[dict], component: str = "") -> list[tuple[int, list[float]]]:
     """(iteration, per-episode values) of each row that has some: the rewards, or a component's
-    applicable values (`component_rewards`)."""
-    if not component:
-        return [(r["iteration"], r["rewards"]) for r in rows if r.get("rewards")]
-    values = [(r["iteration"], [v for v in (r.get("component_rewards") or {}).get(component) or [] if v is not None])
-              for r in rows]
+    applicable values (`rewards_<component>`)."""
+    key = f"rewards_{component}" if component else "rewards"
+    values = [(r["iteration"], [v for v in r.get(key) or [] if v is not None]) for r in rows]
     return [(i, d) for i, d in values if d]
 
 

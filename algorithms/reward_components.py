@@ -1,5 +1,6 @@
 """Reward components of trajectories: combining them into each episode's reward (`combine_rewards`, the
-`reward_combination` setting) and the per-component metrics every iteration logs (`component_metrics`).
+`reward_combination` setting) and the per-component metrics every iteration and evaluation logs
+(`component_metrics`, `component_means`).
 
 Components are what the env reports in `info["reward_components"]` (name -> value, None when not
 applicable; LanguageEnv reports one per reward function). The strategies are in
@@ -77,22 +78,27 @@ def combine_rewards(trajectories: list[Trajectory], method: str, across_ranks: b
         set_env_reward(t, float(reward))
 
 
+def component_means(trajectories: list[Trajectory]) -> dict[str, float]:
+    """`reward_<name>`: each reward component's mean over the episodes it applies to (those reporting
+    components; None values left out). Empty when no episode has components."""
+    return {f"reward_{name}": float(values[~np.isnan(values)].mean())
+            for name, values in _columns(trajectories).items() if (~np.isnan(values)).any()}
+
+
 def component_metrics(trajectories: list[Trajectory]) -> dict:
-    """`reward_<name>`: each component's mean over the episodes it applies to, and `component_rewards`:
-    name -> per-episode values (None: not applicable), for the plots. Empty when no episode has components."""
+    """`component_means`, and `rewards_<name>`: each component's per-episode values (None: not applicable),
+    for the plots (flat keys of lists, as `rewards`, so wandb logs them as they are)."""
+    values = {f"rewards_{name}": [None if math.isnan(v) else round(float(v), 4) for v in column]
+              for name, column in _columns(trajectories).items()}
+    return {**component_means(trajectories), **values} if values else {}
+
+
+def _columns(trajectories: list[Trajectory]) -> dict[str, np.ndarray]:
+    """Component name -> its values over the episodes that report components (NaN: not applicable)."""
     rows = [t.info["reward_components"] for t in trajectories if isinstance(t.info.get("reward_components"), Mapping)]
-    if not rows:
-        return {}
     names, matrix = component_matrix(rows)
     clash = [name for name in names if name in RESERVED]
     if clash:
         raise ValueError(f"reward component {clash[0]!r} would be logged as reward_{clash[0]}, which is another "
                          f"metric; rename the reward function")
-    metrics: dict = {}
-    for k, name in enumerate(names):
-        present = matrix[~np.isnan(matrix[:, k]), k]
-        if present.size:
-            metrics[f"reward_{name}"] = float(present.mean())
-    metrics["component_rewards"] = {name: [None if math.isnan(v) else round(float(v), 4) for v in matrix[:, k]]
-                                    for k, name in enumerate(names)}
-    return metrics
+    return {name: matrix[:, k] for k, name in enumerate(names)}

@@ -34,13 +34,14 @@ def episode(components: dict, reward: float, group: int = 0) -> Trajectory:
                       reward=reward, group_id=group, info={"reward_components": components})
 
 
-def one_iteration(tiny_policy, tmp_path, method: str, cls=GRPO, config_cls=GRPOConfig, env=None, **overrides):
+def one_iteration(tiny_policy, tmp_path, method: str, cls=GRPO, config_cls=GRPOConfig, env=None, eval_env=None,
+                  **overrides):
     """Train one iteration; returns (the iteration's trajectories as the buffer keeps them, its metrics row)."""
     values = dict(train_iterations=1, prompts_per_iteration=2, samples_per_prompt=4, max_new_tokens=8,
                   micro_batch_size=8, learning_rate=1e-3, kl_coeff=0.0, eval_at_start=False, progress=False,
-                  seed=0, reward_combination=method, output_dir=str(tmp_path / method))
+                  seed=0, reward_combination=method, eval_episodes=4, output_dir=str(tmp_path / method))
     values.update(overrides)
-    algo = cls(tiny_policy, env or two_components(), config_cls(**values))
+    algo = cls(tiny_policy, env or two_components(), config_cls(**values), eval_env=eval_env)
     rows = algo.train()
     return list(algo.buffer), rows[-1]
 
@@ -154,7 +155,8 @@ def test_component_metrics_are_means_over_applicable_episodes_with_their_values(
              episode({"mrr": 0.0, "f1": 0.75}, 0.75)]
     metrics = component_metrics(batch)
     assert metrics["reward_mrr"] == pytest.approx(0.5) and metrics["reward_f1"] == pytest.approx(0.5)
-    assert metrics["component_rewards"] == {"mrr": [1.0, 0.5, 0.0], "f1": [None, 0.25, 0.75]}
+    assert metrics["rewards_mrr"] == [1.0, 0.5, 0.0] and metrics["rewards_f1"] == [None, 0.25, 0.75]
+    assert set(metrics) == {"reward_mrr", "reward_f1", "rewards_mrr", "rewards_f1"}
     plain = Trajectory(prompt_ids=[1], completion_ids=[2], logprobs=[0.0], completion_mask=[1], reward=1.0)
     assert component_metrics([plain]) == {}
     with pytest.raises(ValueError, match="'std' would be logged as reward_std"):
@@ -162,12 +164,15 @@ def test_component_metrics_are_means_over_applicable_episodes_with_their_values(
 
 
 def test_every_iteration_logs_each_component_and_the_run_folder_has_their_plots(tiny_policy, tmp_path):
-    _, row = one_iteration(tiny_policy, tmp_path, "uniform", train_iterations=2)
+    one_iteration(tiny_policy, tmp_path, "uniform", eval_env=two_components(), train_iterations=2, eval_at_start=True)
     run = tmp_path / "uniform"
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    for row in rows:
-        values = row["component_rewards"]
-        assert set(values) == {"digits", "letters"} and len(values["digits"]) == 8
+    assert [r["iteration"] for r in rows] == [0, 1, 2]
+    for row in (rows[0], rows[2]):  # held-out means before and after training
+        assert 0 <= row["eval_reward_digits"] <= 1 and 0 <= row["eval_reward_letters"] <= 1
+    for row in rows[1:]:
+        values = {name: row[f"rewards_{name}"] for name in ("digits", "letters")}
+        assert len(values["digits"]) == len(values["letters"]) == 8
         assert row["reward_digits"] == pytest.approx(np.mean(values["digits"]), abs=1e-4)
         assert row["reward_letters"] == pytest.approx(np.mean(values["letters"]), abs=1e-4)
         uniform = [(d + l) / 2 for d, l in zip(values["digits"], values["letters"])]
@@ -176,20 +181,35 @@ def test_every_iteration_logs_each_component_and_the_run_folder_has_their_plots(
         assert (run / name).stat().st_size > 0, name
 
 
+def test_evaluate_reports_each_component_mean_over_its_greedy_episodes(tiny_policy):
+    from algorithms import evaluate
+    from algorithms.evaluate import episode_starts
+    from episodes.rollout import SamplingSettings, rollout
+
+    env = two_components()
+    result = evaluate(tiny_policy, env, episodes=4, max_new_tokens=6)
+    played = rollout(env, tiny_policy, episode_starts(env, 4), 1, SamplingSettings(6, 0.0, 1.0))
+    for name in ("digits", "letters"):
+        assert result[f"reward_{name}"] == pytest.approx(np.mean([t.info["reward_components"][name] for t in played]))
+
+
 def test_the_component_plots_draw_each_component_per_iteration():
     rows = [{"iteration": 1, "reward_mean": 0.5, "reward_mrr": 0.5, "reward_f1": 0.3, "rewards": [0.2, 0.8],
-             "component_rewards": {"mrr": [0.0, 1.0], "f1": [0.1, None]}},
+             "rewards_mrr": [0.0, 1.0], "rewards_f1": [0.1, None]},
             {"iteration": 2, "reward_mean": 0.6, "reward_mrr": 1.0, "reward_f1": 0.4, "rewards": [0.5, 0.7],
-             "component_rewards": {"mrr": [1.0, 1.0], "f1": [0.3, 0.5]}}]
+             "rewards_mrr": [1.0, 1.0], "rewards_f1": [0.3, 0.5]}]
+    rows.insert(0, {"iteration": 0, "eval_reward_f1": 0.1})  # the evaluation before training
+    rows[-1]["eval_reward_f1"] = 0.6
     progression = {ax.get_title(): ax for ax in draw_metrics(rows, panels=progression_panels(["mrr", "f1"])).axes}
-    line = progression["f1 (mean of batch)"].get_lines()[0]
-    assert list(line.get_xdata()) == [1, 2] and list(line.get_ydata()) == [0.3, 0.4]
+    train, held_out = progression["f1"].get_lines()
+    assert list(train.get_xdata()) == [1, 2] and list(train.get_ydata()) == [0.3, 0.4]
+    assert list(held_out.get_xdata()) == [0, 2] and list(held_out.get_ydata()) == [0.1, 0.6]
     assert "reward (mean of batch)" in progression
     spread = {ax.get_title(): ax for ax in draw_metrics(rows, panels=distribution_panels(["mrr", "f1"])).axes}
     fraction = spread["fraction of episodes with mrr = 1 per iteration"].get_lines()[0]
     assert list(fraction.get_ydata()) == [0.5, 1.0]  # 0/1 values: the fraction at 1
     assert "f1 distribution per iteration" in spread and "reward distribution per iteration" in spread
-    assert math.isclose(progression["mrr (mean of batch)"].get_lines()[0].get_ydata()[1], 1.0)
+    assert math.isclose(progression["mrr"].get_lines()[0].get_ydata()[1], 1.0)
 
 
 def test_an_unknown_combination_is_a_one_line_config_error():
