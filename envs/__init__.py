@@ -10,8 +10,10 @@ from envs.answers import answers_equal, extract_answer
 from envs.arithmetic import ArithmeticEnv
 from envs.base import EpisodeOverError, LanguageEnv, Problem
 from envs.data import DataFileNotFoundError, MalformedRowError
+from envs.hotpotqa import HotpotQAEnv
 from envs.math import GSM8KEnv, MATHEnv
 from envs.math_env import MathEnv
+from envs.rag import RAGHotpotQAEnv, SearchTool
 from envs.registry import NAMESPACE, UnknownEnvError, make, register, registered_ids
 from envs.reward_forms import per_sample_reward, reward_form, trl_reward
 from envs.rewards import combine_rewards, correctness_reward, format_reward
@@ -27,12 +29,15 @@ __all__ = [
     "DataFileNotFoundError",
     "EpisodeOverError",
     "GSM8KEnv",
+    "HotpotQAEnv",
     "LanguageEnv",
     "MATHEnv",
     "MathEnv",
     "NAMESPACE",
     "MalformedRowError",
     "Problem",
+    "RAGHotpotQAEnv",
+    "SearchTool",
     "TagTool",
     "Tool",
     "ToolArithmeticEnv",

@@ -13,7 +13,10 @@ the id, as gymnasium 1.x does for every third-party package:
 Built-in ids: ``Arithmetic-v0`` / ``ArithmeticStepwise-v0`` (level 1), ``GSM8K-v0`` /
 ``GSM8KStepwise-v0``, ``MATH-v0`` / ``MATHStepwise-v0``, and ``ToolArithmetic-v0``: level-2 arithmetic
 in mode "multi_turn" with the calculator tool (``<calc>EXPRESSION</calc>``, answered with
-``<result>VALUE</result>``; the final answer in ``<answer>...</answer>``; see ``envs/tool_env.py``).
+``<result>VALUE</result>``; the final answer in ``<answer>...</answer>``; see ``envs/tool_env.py``),
+``HotpotQA-v0`` (single turn, ``context="closed_book"`` or ``"distractor"``; ``envs/hotpotqa.py``) and
+``RAG-HotpotQA-v0`` (multi-turn: ``<search>QUERY</search>`` over a document store given as ``store=``,
+then ``<answer>...</answer>``; ``envs/rag.py``).
 
 Adding an env takes three lines::
 
@@ -111,3 +114,5 @@ _register_built_in("GSM8KStepwise-v0", "envs.math:GSM8KEnv", mode="stepwise")
 _register_built_in("MATH-v0", "envs.math:MATHEnv", mode="single")
 _register_built_in("MATHStepwise-v0", "envs.math:MATHEnv", mode="stepwise")
 _register_built_in("ToolArithmetic-v0", "envs.tool_arithmetic:ToolArithmeticEnv", level=2, mode="multi_turn")
+_register_built_in("HotpotQA-v0", "envs.hotpotqa:HotpotQAEnv", mode="single", context="closed_book")
+_register_built_in("RAG-HotpotQA-v0", "envs.rag:RAGHotpotQAEnv", mode="multi_turn")
