@@ -219,3 +219,34 @@ def test_an_unknown_combination_is_a_one_line_config_error():
                                           r"got 'mean'$"):
         RLConfig(reward_combination="mean")
     assert RLConfig().reward_combination == "env"
+
+
+def test_rag_components_combine_as_documented():
+    """RAG-HotpotQA-v0's components (em, f1, mrr, format, answer_similarity) on scripted episodes: uniform
+    is the env's own reward (equal weights summing to 1), pca ranks the full-marks episode first and the
+    penalised one last, l2 refuses the negative format component."""
+    from envs import RAGHotpotQAEnv
+    from tests.rag_toys import RECORDS, LetterEmbedder, ToyStore
+
+    env = RAGHotpotQAEnv(records=RECORDS, store=ToyStore(), embedder=LetterEmbedder())
+    scripts = [["<search>Gustave Eiffel born</search>", "<answer>Dijon</answer>"],   # found and right
+               ["<search>Big Ben London</search>", "<answer>Paris</answer>"],          # wrong place, wrong answer
+               ["<search></search>", "<answer>Dijon</answer>"],                        # malformed search, right
+               ["<search></search>"] * 3 + ["no idea", "still none"]]                  # three violations, no answer
+    batch = []
+    for group, actions in enumerate(scripts):
+        env.reset(options={"index": 0})
+        for action in actions:
+            _, reward, terminated, truncated, info = env.step(action)
+            if terminated or truncated:
+                break
+        batch.append(episode(info["reward_components"], reward, group))
+    assert batch[3].info["reward_components"]["format"] == pytest.approx(-1.5)
+    env_rewards = [t.env_reward for t in batch]
+    combine_rewards(batch, "uniform")
+    assert [t.env_reward for t in batch] == pytest.approx(env_rewards)
+    combine_rewards(batch, "pca")
+    pca = [t.env_reward for t in batch]
+    assert pca[0] == max(pca) and pca[3] == min(pca) and sum(pca) == pytest.approx(0.0, abs=1e-9)
+    with pytest.raises(ValueError, match="'format' is -1.5; use uniform, std or pca"):
+        combine_rewards(batch, "l2")
