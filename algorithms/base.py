@@ -1,10 +1,9 @@
 """`RLAlgorithm(Trainer)`: collection, reference scoring, KL, advantages and the loss of every RL algorithm.
 
-One iteration: collect episodes -> select -> reference log-probs (and KL in the reward, if asked) ->
-advantages -> update (epochs x minibatches, each one `Trainer.optimizer_step` over micro-batches);
-after it the reference is re-synced every `ref_sync_every` iterations. The loop, evaluation schedule,
-run folder and checkpoints are the Trainer's (algorithms/trainer.py).
-"""
+One iteration: collect episodes -> combine their reward components (`reward_combination`) -> select ->
+reference log-probs (and KL in the reward, if asked) -> advantages -> update (epochs x minibatches, each
+one `Trainer.optimizer_step` over micro-batches); after it the reference is re-synced every
+`ref_sync_every` iterations. The loop, evaluation schedule, run folder and checkpoints are the Trainer's."""
 from __future__ import annotations
 
 import time
@@ -24,6 +23,7 @@ from algorithms.kl import kl_estimate
 from algorithms.losses import completion_budget, token_weights
 from algorithms.plots import PANELS
 from algorithms.progress import counting_tokens
+from algorithms.reward_components import combine_rewards
 from algorithms.trainer import Trainer
 from algorithms.trainer_state import CheckpointFile
 from buffers import ADVANTAGES, REF_LOGPROBS, Batch, ReplayBuffer, TokenField, Trajectory, collate
@@ -220,11 +220,10 @@ class RLAlgorithm(Trainer):
 
     # ------------------------------------------------------------------ one iteration
     def train_iteration(self) -> dict:
-        """One collect -> select -> prepare -> update round; returns its metrics.
+        """One collect -> combine rewards -> select -> prepare -> update round; returns its metrics.
 
         Trajectories dropped by `select_for_update` are neither scored by the reference nor trained on,
-        but count in the reward, accuracy and length metrics (they were sampled from the policy).
-        """
+        but count in the reward, accuracy and length metrics (they were sampled from the policy)."""
         t0 = time.perf_counter()
         with self._phase("sample", None, "tok") as bar:
             with counting_tokens(self.policy, None if bar.disable else bar.update):
@@ -232,6 +231,7 @@ class RLAlgorithm(Trainer):
         t1 = time.perf_counter()
         for t in trajectories:
             t.iteration = self.iteration  # what the buffer's recent() reads
+        combine_rewards(trajectories, self.config.reward_combination)  # over all ranks' batch, before any use
         selected = self.select_for_update(trajectories)
         if selected:
             self.prepare(selected)

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from algorithms.reward_combination import COMBINATIONS
+
 KL_ESTIMATORS = ("k1", "k2", "k3")
 LOSS_AGGREGATIONS = ("token_mean", "sequence_mean", "constant")
 WANDB_MODES = ("off", "offline", "online")
@@ -293,6 +295,9 @@ class RLConfig(TrainerConfig):
     kl_in_reward: bool = setting(False, "subtract beta * k1 from the token rewards instead of adding beta * KL "
                                         "to the loss")
     ref_sync_every: int = setting(0, "copy policy -> reference every N iterations (0: never)")
+    # rewards
+    reward_combination: str = setting("env", "env (the env's own reward) | uniform | std | pca | l2: the reward "
+                                             "components combined over each batch")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -308,6 +313,8 @@ class RLConfig(TrainerConfig):
         self.require("kl_estimator", self.kl_estimator in KL_ESTIMATORS, f"one of {', '.join(KL_ESTIMATORS)}")
         self.require("loss_aggregation", self.loss_aggregation in LOSS_AGGREGATIONS,
                      f"one of {', '.join(LOSS_AGGREGATIONS)}")
+        combinations = ("env", *COMBINATIONS)
+        self.require("reward_combination", self.reward_combination in combinations, f"one of {', '.join(combinations)}")
 
     @property
     def batch_size(self) -> int:

@@ -1,8 +1,8 @@
 """DAPO (Yu et al., 2025): GRPO with clip-higher, token-level loss, dynamic sampling and a soft overlong penalty.
 
-Dynamic sampling: groups whose env rewards (before the length penalty) are all equal carry no signal; they are dropped and more groups
-are collected (at most `max_refill_rounds` extra rounds) until `prompts_per_iteration` informative
-groups are in hand. The reward/accuracy metrics cover every sampled episode, dropped ones included.
+Dynamic sampling: groups whose env rewards (before the length penalty; combined by `reward_combination`)
+are all equal carry no signal; they are dropped and more groups are collected (at most
+`max_refill_rounds` extra rounds) until `prompts_per_iteration` informative groups are in hand. The reward/accuracy metrics cover every sampled episode, dropped ones included.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from algorithms.advantages import informative_groups
 from algorithms.config import setting
 from algorithms.grpo import GRPO, GRPOConfig
 from algorithms.losses import completion_budget
+from algorithms.reward_components import combine_rewards
 
 
 def overlong_penalty(length: int, max_length: int, buffer: int, factor: float = 1.0) -> float:
@@ -63,6 +64,8 @@ class DAPO(GRPO):
         trajectories = super().collect()
         wanted, rounds = self.prompts_per_rank, 0  # this process's share of the batch
         while self.config.drop_zero_variance_groups and rounds < self.config.max_refill_rounds:
+            # judge groups by the rewards training will use (this rank's batch; train_iteration combines all ranks')
+            combine_rewards(trajectories, self.config.reward_combination, across_ranks=False)
             found = len(informative_groups(trajectories))
             if found >= wanted:
                 break

@@ -5,13 +5,15 @@ import numpy as np
 
 from algorithms.advantages import zero_variance_fraction
 from algorithms.guards import reward_failures, warn
+from algorithms.reward_components import component_metrics
 from buffers import Trajectory
 
 
 def episode_metrics(trajectories: list[Trajectory], iteration: int, grouped: bool) -> dict:
-    """Rewards (the env's, before KL or length shaping), accuracy, lengths, the fraction of groups
-    without signal (`grouped`: several samples per prompt) and reward failures (warned about, naming
-    `iteration`, counted from 1)."""
+    """Rewards (the env's, combined by `reward_combination`, before KL or length shaping), each reward
+    component's mean (`reward_<name>`) and values (`rewards_<name>`), accuracy, lengths, the fraction
+    of groups without signal (`grouped`: several samples per prompt) and reward failures (warned about,
+    naming `iteration`, counted from 1)."""
     rewards = [t.env_reward for t in trajectories]
     metrics = {
         "reward_mean": float(np.mean(rewards)), "reward_std": float(np.std(rewards)),
@@ -19,6 +21,7 @@ def episode_metrics(trajectories: list[Trajectory], iteration: int, grouped: boo
         "completion_length": sum(t.num_generated_tokens for t in trajectories) / max(len(trajectories), 1),
         "truncated_fraction": float(np.mean([t.truncated for t in trajectories])),
         "rewards": [round(r, 4) for r in rewards],
+        **component_metrics(trajectories),
     }
     if grouped:
         metrics["zero_variance_groups"] = zero_variance_fraction(trajectories)

@@ -7,6 +7,7 @@ from collections import Counter
 import torch
 
 from algorithms.progress import counting_tokens, phase_bar, token_postfix
+from algorithms.reward_components import component_means
 from episodes.rollout import SamplingSettings, rollout
 
 
@@ -38,7 +39,8 @@ def episode_starts(env, episodes: int) -> list[dict]:
 def evaluate(policy, env, episodes: int = 256, max_new_tokens: int = 64, k: int = 1, temperature: float = 0.0,
              batch_prompts: int = 64, seed: int = 0, progress: bool = False) -> dict[str, float]:
     """Greedy accuracy (k=1) or, with k > 1 and temperature > 0, pass@k and maj@k as well; each episode
-    runs until the env ends it or `episode_step_limit(env)` actions.
+    runs until the env ends it or `episode_step_limit(env)` actions. Envs that report reward components
+    also get each one's mean over the episodes (`reward_<name>`).
 
     With `progress`, a bar counts the episodes done (its postfix: the tokens sampled so far)."""
     if k > 1 and temperature <= 0:
@@ -46,7 +48,7 @@ def evaluate(policy, env, episodes: int = 256, max_new_tokens: int = 64, k: int 
     starts = episode_starts(env, episodes)
     generator = torch.Generator(device=getattr(policy, "device", "cpu")).manual_seed(seed)
     settings = SamplingSettings(max_new_tokens, temperature, 1.0)
-    accuracy, pass_k, maj_k, lengths = [], [], [], []
+    accuracy, pass_k, maj_k, lengths, episodes_done = [], [], [], [], []
     bar = phase_bar("evaluate", len(starts) * k, "ep", progress)
     count_tokens = token_postfix(bar)
     for start in range(0, len(starts), batch_prompts):
@@ -54,6 +56,7 @@ def evaluate(policy, env, episodes: int = 256, max_new_tokens: int = 64, k: int 
         with counting_tokens(policy, count_tokens):
             trajs = rollout(env, policy, chunk, k, settings, generator, first_group_id=start)
         bar.update(len(trajs))
+        episodes_done.extend(trajs)
         for g in range(len(chunk)):
             group = trajs[g * k:(g + 1) * k]
             correct = [bool(t.info.get("correct", False)) for t in group]
@@ -64,7 +67,7 @@ def evaluate(policy, env, episodes: int = 256, max_new_tokens: int = 64, k: int 
                 maj_k.append(majority_correct([t.info.get("parsed_answer") for t in group], correct))
     bar.close()
     result = {"accuracy": sum(accuracy) / max(len(accuracy), 1), "episodes": float(len(starts)),
-              "mean_length": sum(lengths) / max(len(lengths), 1)}
+              "mean_length": sum(lengths) / max(len(lengths), 1), **component_means(episodes_done)}
     if k > 1:
         result[f"pass@{k}"] = sum(pass_k) / len(pass_k)
         result[f"maj@{k}"] = sum(maj_k) / len(maj_k)

@@ -1,5 +1,8 @@
 """PNG plots of a run's metrics: one panel per (name, metric keys, title); RL runs draw reward, accuracy,
 KL, entropy, completion length and the reward distribution (`PANELS`), a `Trainer` its own `plot_panels`.
+When the episodes report reward components, two more files show each component (seed 001's plots):
+reward_components.png (its batch and held-out means per iteration) and reward_distribution.png (its
+values per iteration).
 
 Iteration 0 is the evaluation before training; the x axes tick whole iterations only. Rewards that are
 all 0 or 1 are drawn as the fraction of reward-1 episodes per iteration (a box plot of 0/1 values
@@ -18,6 +21,37 @@ PANELS = [
 ]
 
 
+def plot_run(rows: list[dict], run_dir: str | Path, title: str = "", panels=PANELS) -> list[Path]:
+    """A run folder's plots: metrics.png (`panels`) and, when rows hold reward components
+    (`rewards_<name>`), reward_components.png and reward_distribution.png. Returns the files written."""
+    run_dir, names = Path(run_dir), component_names(rows)
+    written = [plot_metrics(rows, run_dir / "metrics.png", title, panels)]
+    if names:
+        written += [plot_metrics(rows, run_dir / "reward_components.png", f"{title}: reward components",
+                                 progression_panels(names)),
+                    plot_metrics(rows, run_dir / "reward_distribution.png", f"{title}: reward distributions",
+                                 distribution_panels(names))]
+    return [path for path in written if path is not None]
+
+
+def component_names(rows: list[dict]) -> list[str]:
+    """Reward component names found in rows, in order of first appearance."""
+    return list(dict.fromkeys(key[len("rewards_"):] for r in rows for key in r if key.startswith("rewards_")))
+
+
+def progression_panels(names: list[str]) -> list[tuple[str, list[str], str]]:
+    """The reward and each component per iteration, a panel each: its batch mean (`reward_<name>`) and
+    its held-out mean (`eval_reward_<name>`, when evaluated)."""
+    return [("reward", ["reward_mean"], "reward (mean of batch)"),
+            *((f"reward_{name}", [f"reward_{name}", f"eval_reward_{name}"], name) for name in names)]
+
+
+def distribution_panels(names: list[str]) -> list[tuple[str, list[str], str]]:
+    """The reward's and each component's per-episode values per iteration, a panel each."""
+    return [("rewards", ["rewards"], "reward distribution per iteration"),
+            *((f"rewards/{name}", [], f"{name} distribution per iteration") for name in names)]
+
+
 def plot_metrics(rows: list[dict], path: str | Path, title: str = "", panels=PANELS) -> Path | None:
     """Draw `panels` from metrics rows; returns the PNG path (None if nothing to plot)."""
     if not rows:
@@ -33,7 +67,8 @@ def plot_metrics(rows: list[dict], path: str | Path, title: str = "", panels=PAN
 
 def draw_metrics(rows: list[dict], title: str = "", panels=PANELS):
     """`panels` as a matplotlib Figure (Agg backend), three to a row: each draws its metric keys per
-    iteration; the panel named "rewards" draws the per-episode rewards of each iteration."""
+    iteration; the panel named "rewards" draws the per-episode rewards of each iteration, one named
+    "rewards/<component>" that component's per-episode values."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -44,8 +79,10 @@ def draw_metrics(rows: list[dict], title: str = "", panels=PANELS):
     lines = -(-len(panels) // columns)
     fig, axes = plt.subplots(lines, columns, figsize=(5 * columns, 4 * lines), squeeze=False)
     for ax, (name, keys, label) in zip(axes.flat, panels):
-        if name == "rewards":
-            draw_reward_distribution(ax, rows, label)
+        if name == "rewards" or name.startswith("rewards/"):
+            component = name.partition("/")[2]
+            draw_reward_distribution(ax, distributions(rows, component), label,
+                                     f"episodes with {component} = 1" if component else "episodes rewarded 1")
             continue
         for key in keys:
             points = [(r["iteration"], r[key]) for r in rows if key in r and r[key] is not None]
@@ -67,16 +104,23 @@ def draw_metrics(rows: list[dict], title: str = "", panels=PANELS):
     return fig
 
 
-def draw_reward_distribution(ax, rows: list[dict], label: str) -> None:
-    """Per iteration: the fraction of episodes rewarded 1 when every reward is 0 or 1, else box plots."""
-    dists = [(r["iteration"], r["rewards"]) for r in rows if r.get("rewards")]
+def distributions(rows: list[dict], component: str = "") -> list[tuple[int, list[float]]]:
+    """(iteration, per-episode values) of each row that has some: the rewards, or a component's
+    applicable values (`rewards_<component>`)."""
+    key = f"rewards_{component}" if component else "rewards"
+    values = [(r["iteration"], [v for v in r.get(key) or [] if v is not None]) for r in rows]
+    return [(i, d) for i, d in values if d]
+
+
+def draw_reward_distribution(ax, dists: list[tuple[int, list[float]]], label: str,
+                             ones: str = "episodes rewarded 1") -> None:
+    """Per iteration: the fraction of `ones` when every value is 0 or 1, else box plots of the values."""
     if dists and is_binary(dists):
         xs = [i for i, _ in dists]
-        ax.plot(xs, [sum(d) / len(d) for _, d in dists], marker="o" if len(xs) < 20 else None,
-                label="episodes with reward 1")
+        ax.plot(xs, [sum(d) / len(d) for _, d in dists], marker="o" if len(xs) < 20 else None, label=ones)
         ax.set_ylim(-0.05, 1.05)
         ax.legend(fontsize=8)
-        ax.set_title("fraction of episodes rewarded 1 per iteration")
+        ax.set_title(f"fraction of {ones} per iteration")
     else:
         if dists:
             step = max(1, len(dists) // 12)

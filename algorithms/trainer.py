@@ -2,8 +2,8 @@
 
 `train()` runs `train_iteration()` (the one method a subclass must write) `train_iterations` times
 around the shared machinery: resume, evaluation (at start, every N, last), the run folder
-(config.json from `describe()`, metrics.jsonl, metrics.png, wandb), checkpoints (algorithms/
-trainer_state.py), progress bars. `optimizer_step(items, micro_loss)` is one AdamW step over
+(config.json from `describe()`, metrics.jsonl, metrics.png and the reward plots, wandb), checkpoints
+(algorithms/trainer_state.py), progress bars. `optimizer_step(items, micro_loss)` is one AdamW step over
 micro-batches: gradient accumulation, the gradient all-reduce over processes, clipping, the non-finite
 guard. RL algorithms are `RLAlgorithm(Trainer)` (algorithms/base.py); a supervised trainer takes a few
 dozen lines (tests/test_trainer.py).
@@ -25,7 +25,7 @@ from algorithms import distributed as dist
 from algorithms import trainer_state
 from algorithms.config import TrainerConfig, checked_config
 from algorithms.guards import NonFiniteTrainingError, warn
-from algorithms.plots import plot_metrics
+from algorithms.plots import plot_run
 from algorithms.progress import phase_bar
 from algorithms.run_logger import RunLogger
 
@@ -248,7 +248,7 @@ class Trainer(ABC):
         bar.close()
         rows = self.logger.read() if self.logger else []
         if self.logger:
-            plot_metrics(rows, run_dir / "metrics.png", title=self.title(), panels=self.plot_panels)
+            plot_run(rows, run_dir, title=self.title(), panels=self.plot_panels)  # metrics.png (+ reward components)
             self.logger.close()
         return dist.broadcast_object(rows)  # rank 0 wrote them; every rank returns the same rows
 

@@ -47,7 +47,7 @@ def train_child(run_dir: Path) -> None:
     is skipped, so that random kills land in training rather than in matplotlib."""
     import algorithms.trainer
 
-    algorithms.trainer.plot_metrics = lambda *args, **kwargs: None
+    algorithms.trainer.plot_run = lambda *args, **kwargs: []
     tok = build_tiny_tokenizer()
     policy = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu")
     config = GRPOConfig(train_iterations=ITERATIONS, prompts_per_iteration=2, samples_per_prompt=2, max_new_tokens=6,
