@@ -83,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--lora_r", type=int, default=16, help="LoRA rank (default 16)")
     parser.add_argument("--lora_alpha", type=int, default=32, help="LoRA alpha (default 32)")
     parser.add_argument("--gradient_checkpointing", action="store_true", help="trade compute for activation memory")
+    parser.add_argument("--no_fast_decode", action="store_true",
+                        help="sample with the plain KV-cache loop, not the CUDA-graph decoder (whose graphs per "
+                             "length bucket can fill GPU memory on long, growing multi-turn contexts)")
     parser.add_argument("--resume", action="store_true",
                         help="continue from the newest complete checkpoint in <output_dir>/checkpoints")
     add_config_arguments(parser, GRPOConfig, presets=PRESETS)  # --help shows each preset's values
@@ -165,7 +168,8 @@ def run(args: argparse.Namespace) -> None:
     train_env = make("RAG-HotpotQA-v0", subset=train_range, **env_kwargs)
     test_env = make("RAG-HotpotQA-v0", subset=test_range, **env_kwargs)
     lora = None if args.full_finetune else LoraSettings(r=args.lora_r, alpha=args.lora_alpha)
-    policy = HFPolicy(args.model, lora=lora, gradient_checkpointing=args.gradient_checkpointing)
+    policy = HFPolicy(args.model, lora=lora, gradient_checkpointing=args.gradient_checkpointing,
+                      fast_decode=False if args.no_fast_decode else None)
 
     print(f"device={policy.device} preset={preset} model={args.model} "
           f"{'full fine-tuning' if lora is None else f'LoRA r={lora.r}'} reward_combination={config.reward_combination}")
