@@ -9,11 +9,11 @@ text as its counts of the letters a-z, so cosines can be too ("dijon" . "paris" 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 import numpy as np
 
 from envs.hotpotqa_data import HotpotQARecord
+from retrieval import Hit
 
 CORPUS = {
     "Eiffel Tower": "The Eiffel Tower is a lattice tower in Paris, designed by the company of Gustave Eiffel.",
@@ -40,14 +40,6 @@ RECORDS = [
 ]
 
 
-@dataclass(frozen=True)
-class Hit:
-    """What `retrieval.DocumentStore.search` returns per passage."""
-
-    doc_id: str
-    title: str
-    text: str
-    score: float
 
 
 def words(text: str) -> set[str]:

@@ -9,15 +9,13 @@ import pytest
 import torch
 
 from policies import HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
+from tests.test_examples import load_script as load_example
 
 SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "merge_lora.py"
 
 
 def load_script():
-    spec = importlib.util.spec_from_file_location("merge_lora", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_example(SCRIPT)
 
 
 @pytest.fixture

@@ -7,14 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_examples import load_script as load_example
+
 SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "rag_grpo.py"
 
 
 def load_script():
-    spec = importlib.util.spec_from_file_location("rag_grpo", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_example(SCRIPT)
 
 
 def test_help_documents_every_flag_with_each_presets_values(capsys):
