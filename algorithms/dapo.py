@@ -2,7 +2,8 @@
 
 Dynamic sampling: groups whose env rewards (before the length penalty; combined by `reward_combination`)
 are all equal carry no signal; they are dropped and more groups are collected (at most
-`max_refill_rounds` extra rounds) until `prompts_per_iteration` informative groups are in hand. The reward/accuracy metrics cover every sampled episode, dropped ones included.
+`max_refill_rounds` extra rounds) until `prompts_per_iteration` informative groups are in hand. The
+reward/accuracy metrics cover every sampled episode, dropped ones included.
 """
 from __future__ import annotations
 
