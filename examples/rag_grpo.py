@@ -91,8 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--lora_alpha", type=int, default=32, help="LoRA alpha (default 32)")
     parser.add_argument("--gradient_checkpointing", action="store_true", help="trade compute for activation memory")
     parser.add_argument("--no_fast_decode", action="store_true",
-                        help="sample with the plain KV-cache loop, not the CUDA-graph decoder (whose graphs per "
-                             "length bucket can fill GPU memory on long, growing multi-turn contexts)")
+                        help="sample with the plain KV-cache loop instead of the CUDA-graph decoder")
     parser.add_argument("--resume", action="store_true",
                         help="continue from the newest complete checkpoint in <output_dir>/checkpoints")
     add_config_arguments(parser, GRPOConfig, presets=PRESETS)  # --help shows each preset's values
