@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.tiny_models import save_tiny_model_dir
+
 ROOT = Path(__file__).resolve().parents[1]
 REINFORCE = ROOT / "examples" / "reinforce_stable_gsm8k.py"
 GRPO_SCRIPT = ROOT / "examples" / "grpo_gsm8k.py"
@@ -24,13 +26,9 @@ QUICKSTART = ROOT / "examples" / "quickstart.py"
 
 @pytest.fixture(scope="module")
 def tiny_model_dir(tmp_path_factory) -> str:
-    from policies import build_tiny_model, build_tiny_tokenizer
+    from policies import build_tiny_model
 
-    folder = tmp_path_factory.mktemp("tiny_model")
-    tokenizer = build_tiny_tokenizer()
-    build_tiny_model(tokenizer).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return str(folder)
+    return save_tiny_model_dir(tmp_path_factory, build_tiny_model)
 
 
 @pytest.fixture

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.tiny_models import save_tiny_model_dir
+
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "examples" / "quickstart.py"
 TIMING = ("time_", "tokens_per_second")  # wall-clock columns differ between any two runs
@@ -50,13 +52,7 @@ def digit_answer_model(tokenizer):
 
 @pytest.fixture(scope="module")
 def tiny_model_dir(tmp_path_factory) -> str:
-    from policies import build_tiny_tokenizer
-
-    folder = tmp_path_factory.mktemp("tiny_model")
-    tokenizer = build_tiny_tokenizer()
-    digit_answer_model(tokenizer).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return str(folder)
+    return save_tiny_model_dir(tmp_path_factory, digit_answer_model)
 
 
 def free_port() -> int:

@@ -13,14 +13,9 @@ from algorithms import (
 from algorithms import trl_names
 from algorithms.cli import add_config_arguments, config_from_arguments
 from algorithms.config import read_config_file
+from tests.test_config_validation import one_line_error as one_line
 
 
-def one_line(call, *args, **kwargs) -> str:
-    with pytest.raises(ConfigError) as info:
-        call(*args, **kwargs)
-    message = str(info.value)
-    assert message and "\n" not in message, message
-    return message
 
 
 def flags(cls: type, argv: list[str], defaults: dict | None = None):
