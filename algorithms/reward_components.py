@@ -81,16 +81,22 @@ def combine_rewards(trajectories: list[Trajectory], method: str, across_ranks: b
 def component_means(trajectories: list[Trajectory]) -> dict[str, float]:
     """`reward_<name>`: each reward component's mean over the episodes it applies to (those reporting
     components; None values left out). Empty when no episode has components."""
-    return {f"reward_{name}": float(values[~np.isnan(values)].mean())
-            for name, values in _columns(trajectories).items() if (~np.isnan(values)).any()}
+    return _means(_columns(trajectories))
 
 
 def component_metrics(trajectories: list[Trajectory]) -> dict:
     """`component_means`, and `rewards_<name>`: each component's per-episode values (None: not applicable),
     for the plots (flat keys of lists, as `rewards`, so wandb logs them as they are)."""
+    columns = _columns(trajectories)
     values = {f"rewards_{name}": [None if math.isnan(v) else round(float(v), 4) for v in column]
-              for name, column in _columns(trajectories).items()}
-    return {**component_means(trajectories), **values} if values else {}
+              for name, column in columns.items()}
+    return {**_means(columns), **values} if values else {}
+
+
+def _means(columns: dict[str, np.ndarray]) -> dict[str, float]:
+    """`reward_<name>`: the mean of each column's applicable (non-NaN) values; columns with none are left out."""
+    return {f"reward_{name}": float(values[~np.isnan(values)].mean())
+            for name, values in columns.items() if (~np.isnan(values)).any()}
 
 
 def _columns(trajectories: list[Trajectory]) -> dict[str, np.ndarray]:
