@@ -61,9 +61,13 @@ def f1_reward(completion: str, gold: str, info: Mapping[str, Any]) -> float:
 
 
 def reciprocal_rank(retrieved_titles: Sequence[str], relevant_titles: Sequence[str]) -> float:
-    """1 / (1-based position of the first relevant title in ``retrieved_titles``); 0.0 when none is there."""
-    relevant = set(relevant_titles)
-    return next((1.0 / rank for rank, title in enumerate(retrieved_titles, start=1) if title in relevant), 0.0)
+    """1 / (1-based position of the first relevant title in ``retrieved_titles``); 0.0 when none is there.
+
+    ``retrieval.metrics.reciprocal_rank`` (imported here, not at module load: the retrieval package is heavy),
+    except that a question naming no relevant title scores 0.0 where that metric refuses it."""
+    from retrieval.metrics import reciprocal_rank as ranked
+
+    return ranked(retrieved_titles, relevant_titles) if relevant_titles else 0.0
 
 
 def mrr_reward(completion: str, gold: str, info: Mapping[str, Any]) -> float:
