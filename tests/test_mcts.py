@@ -134,7 +134,7 @@ def test_bad_settings_and_scores_are_one_line_errors():
         MCTS(ScriptedPolicy(), SevenEnv(), None, MCTSConfig())
     policy = ScriptedPolicy()
     mcts = MCTS(policy, SevenEnv(), TableScorer({**SCORES, "y = 2\n": 1.5}), MCTSConfig(simulations=3, expand_k=3))
-    with pytest.raises(ValueError, match=r"^step scorer returned 1.5 for branch 1; scores must be numbers in \[0, 1\]$"):
+    with pytest.raises(ValueError, match=r"^step scorer returned 1.5 for branch 1; scores must be numbers in \[0, 1"):
         mcts.search(STARTS[:1])
     branches = mcts.engine.start(STARTS[:1])
     with pytest.raises(ValueError, match=r"^step scorer returned 1 scores for branch 0 with 0 steps$"):
