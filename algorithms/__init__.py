@@ -5,6 +5,8 @@ from algorithms.evaluate import evaluate, pass_at_k
 from algorithms.dapo import DAPO, DAPOConfig
 from algorithms.dr_grpo import DrGRPO, DrGRPOConfig
 from algorithms.grpo import GRPO, GRPOConfig
+from algorithms.mcts import MCTS, MCTSConfig
+from algorithms.mcts_search import MCTSSearch, MCTSSearchConfig
 from algorithms.ppo import PPO, PPOConfig
 from algorithms.reinforce import ReinforceStable, ReinforceStableConfig
 from algorithms.rloo import RLOO, RLOOConfig
@@ -16,4 +18,5 @@ __all__ = [
     "GRPO", "GRPOConfig",
     "ReinforceStable", "ReinforceStableConfig", "SamplingSettings", "rollout",
     "PPO", "PPOConfig", "DrGRPO", "DrGRPOConfig", "DAPO", "DAPOConfig", "RLOO", "RLOOConfig",
+    "MCTS", "MCTSConfig", "MCTSSearch", "MCTSSearchConfig",
 ]

@@ -5,9 +5,10 @@ rollouts to the end with the env's reward (default) or by a process reward model
 trajectories are root-to-finished-leaf paths (the most visited first, at most `samples_per_prompt` per
 problem; group id = the problem; a tree with no finished leaf gives its most-visited path); each step's
 tokens get the advantage Q(node) - Q(parent), the mean backed-up values of the step's node and of the
-node it was taken from, and the loss is GRPO's clipped policy loss. Sibling steps whose Q differ by at least `pair_margin` become `StepPair`s for the PRM
-(`self.step_pairs`, the latest iteration's); with `prm_updates > 0` the PRM takes that many
-Bradley-Terry steps on them each iteration, so the policy and the PRM improve together.
+node it was taken from, and the loss is GRPO's clipped policy loss. Sibling steps whose Q differ by at
+least `pair_margin` become `StepPair`s for the PRM (`self.step_pairs`, the latest iteration's); with
+`prm_updates > 0` the PRM takes that many Bradley-Terry steps on them each iteration, so the policy and
+the PRM improve together.
 """
 from __future__ import annotations
 
