@@ -30,8 +30,8 @@ class PRMConfig(TrainerConfig):
                                            "over them, drawn in seeded epochs")
     pointwise_weight: float = setting(0.0, "weight of the pointwise BCE on rated steps beside the Bradley-Terry "
                                            "loss (0: off, rated solutions are not trained on)")
-    use_margin: bool = setting(False, "subtract each pair's margin from its chosen - rejected logit difference in "
-                                      "the Bradley-Terry loss (off: plain Bradley-Terry)")
+    use_margin: bool = setting(False, "subtract each pair's margin from its chosen - rejected logit difference "
+                                      "(off: plain Bradley-Terry)")
     score_batch_size: int = setting(16, "sequences per forward pass when evaluating")
 
     def __post_init__(self) -> None:
