@@ -24,7 +24,7 @@ from algorithms.kl import kl_estimate, pay_kl_in_reward
 from algorithms.losses import completion_budget, token_weights
 from algorithms.plots import PANELS
 from algorithms.progress import counting_tokens
-from algorithms.prm_reward import check_prm, weigh_rewards
+from algorithms.prm_reward import check_prm, prm_description, weigh_rewards
 from algorithms.reward_components import combine_rewards
 from algorithms.trainer import Trainer
 from algorithms.trainer_state import CheckpointFile
@@ -268,13 +268,13 @@ class RLAlgorithm(Trainer):
 
     # ------------------------------------------------------------------ run folder and checkpoints
     def describe(self) -> dict:
-        """What config.json records: the algorithm, the model, the envs (ids and kwargs) and the config."""
+        """What config.json records: the algorithm, the model, the envs (ids and kwargs), the PRM and the config."""
         base, envs = super().describe(), {"env": self.env, "eval_env": self.eval_env}
         out = {k: v for name, env in envs.items() if env is not None
                for k, v in ((name, env_id(env)), (f"{name}_kwargs", env_kwargs(env)))}
         if self.ref_policy is not None and getattr(self.ref_policy, "name_or_path", None) != base["model"]:
             out["reference_model"] = getattr(self.ref_policy, "name_or_path", None)
-        return {"algorithm": base["algorithm"], "model": base["model"], **out, **base}
+        return {"algorithm": base["algorithm"], "model": base["model"], **out, **prm_description(self.prm), **base}
 
     def title(self) -> str:
         return f"{type(self).__name__} on {env_id(self.env)}"

@@ -8,6 +8,12 @@ the env's own (so the reward and accuracy metrics and DAPO's dynamic sampling ar
 `Trajectory.reset_run_data` takes them off again. GRPO reads the per-step scores from the declared
 fields PRM_REWARDS and STEP_ENDS (algorithms.advantages.process_advantages).
 
+How each algorithm uses it: GRPO, DAPO and Dr. GRPO (GRPO's `advantages`) take DeepSeekMath's
+process-supervised advantages (Dr. GRPO centring without the std, as its outcome advantages; DAPO's
+dynamic sampling still judges groups by the env's reward); PPO's GAE and REINFORCE-stable's
+discounted returns read the per-token rewards as they are; RLOO keeps its leave-one-out baseline over
+each episode's total reward, the PRM's step rewards summed into it (no per-step credit).
+
 The scorer is anything with `score_trajectories(trajectories) -> list[list[float]]`: per trajectory,
 one score in [0, 1] per step (`step_ends`), in step order (policies.prm.ProcessRewardModel is one).
 """
@@ -21,7 +27,7 @@ from buffers import TOKEN_REWARD_SHAPING, TokenField, Trajectory
 
 PRM_REWARDS = TokenField("prm_rewards", "prm_weight times the PRM's score of each step, at the step's last token "
                                         "(0 elsewhere)")
-STEP_ENDS = TokenField("step_ends", "1 at the last token of each step the PRM scored, 0 elsewhere")
+STEP_ENDS = TokenField("step_end_mask", "1 at the last token of each step the PRM scored, 0 elsewhere")
 
 
 class TrajectoryScorer(Protocol):
@@ -110,6 +116,11 @@ def add_prm_rewards(trajectories: list[Trajectory], prm: TrajectoryScorer, weigh
         STEP_ENDS.set(t, step_indicator(t))
     steps = [s for row in scores for s in row]  # every trajectory has at least one step
     return {"prm_score": sum(steps) / len(steps), "prm_solution_score": sum(map(min, scores)) / len(scores)}
+
+
+def prm_description(prm) -> dict[str, str]:
+    """What a run's config.json records of its PRM: {"prm": its name_or_path (else its class)}; {} without one."""
+    return {} if prm is None else {"prm": str(getattr(prm, "name_or_path", None) or type(prm).__name__)}
 
 
 def weigh_rewards(trajectories: list[Trajectory], prm: TrajectoryScorer | None, config: RLConfig) -> dict[str, float]:

@@ -1,4 +1,5 @@
 """A PRM's step scores as a dense reward: shaping at step ends, process advantages (GRPO), GAE (PPO), switches."""
+import json
 import math
 
 import pytest
@@ -178,6 +179,7 @@ def test_grpo_trains_two_iterations_on_a_scripted_prm(tiny_policy, tmp_path):
                                   batch.rewards - prm_rewards.sum(1)) * batch.loss_mask
     assert torch.allclose(batch.advantages, expected, atol=1e-5)
     assert batch[STEP_ENDS].sum() > len(trajs)  # stepwise: several steps per episode
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["prm"] == "ScriptedPRM"
 
 
 def test_ppo_gae_reads_the_prm_rewards(tiny_policy, tmp_path):
