@@ -60,7 +60,7 @@ class RLAlgorithm(Trainer):
         super().__init__(policy, config)
         self.config.check_shards(dist.world_size())
         c = self.config
-        self.prm = check_prm(prm, c)
+        self.prm = check_prm(prm, c, getattr(policy, "tokenizer", None))
         self.buffer = buffer if buffer is not None else ReplayBuffer(max(c.batch_size * (c.replay_iterations + 4), 1024))
         replay.check_capacity(self.buffer, c.batch_size, c.replay_iterations)
         self.ref_policy = ref_policy

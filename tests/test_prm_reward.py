@@ -107,6 +107,13 @@ def test_config_switches_are_checked(tiny_policy, tmp_path):
     assert "prm_weight is 0.5, but no PRM was given" in one_line_error(GRPO, tiny_policy, make("Arithmetic-v0"), grpo)
     with pytest.raises(TypeError, match="score_trajectories"):
         GRPO(tiny_policy, make("Arithmetic-v0"), grpo, prm=object())
+    other_vocab = ScriptedPRM()
+    other_vocab.tokenizer = type("Tok", (), {"get_vocab": lambda self: {"a": 0}})()
+    with pytest.raises(ValueError, match="tokenizer differs from the policy's"):
+        GRPO(tiny_policy, make("Arithmetic-v0"), grpo, prm=other_vocab)
+    same_vocab = ScriptedPRM()
+    same_vocab.tokenizer = tiny_policy.tokenizer
+    assert GRPO(tiny_policy, make("Arithmetic-v0"), grpo, prm=same_vocab).prm is same_vocab
 
 
 def grpo_batch(cls=GRPO, config_cls=GRPOConfig, tiny_policy=None, tmp_path=None):
