@@ -203,3 +203,23 @@ def test_ppo_gae_reads_the_prm_rewards(tiny_policy, tmp_path):
     rows = PPO(tiny_policy, stepwise(), small(PPOConfig, tmp_path / "run2", prm_weight=1.0, update_epochs=1),
                prm=ScriptedPRM()).train()
     assert all("prm_score" in r for r in rows[-2:])
+
+
+def test_quickstart_trains_stepwise_with_a_prm_folder(tiny_policy, tmp_path, tmp_path_factory, capsys):
+    from policies import build_tiny_model
+    from policies.prm import ProcessRewardModel
+    from tests.test_examples import QUICKSTART, error_line, load_script, metrics
+    from tests.tiny_models import save_tiny_model_dir
+
+    model_dir = save_tiny_model_dir(tmp_path_factory, build_tiny_model)
+    ProcessRewardModel.from_policy(tiny_policy).save(tmp_path / "prm")
+    quickstart = load_script(QUICKSTART)
+    common = ["--preset", "cpu", "--model", model_dir, "--max_steps", "1", "--prompts_per_iteration", "1",
+              "--num_generations", "2", "--max_new_tokens", "4", "--eval_episodes", "2", "--no-eval_at_start",
+              "--no-progress", "--stepwise", "--prm", str(tmp_path / "prm")]
+    assert error_line(quickstart, common + ["--output_dir", str(tmp_path / "a")]) == (
+        "error: --prm is given but --prm_weight is 0: the PRM would score nothing; set --prm_weight > 0")
+    quickstart.main(common + ["--prm_weight", "0.5", "--outcome_weight", "0", "--output_dir", str(tmp_path / "b")])
+    assert f"prm={tmp_path / 'prm'}" in capsys.readouterr().out
+    row = metrics(tmp_path / "b")[-1]
+    assert row["prm_score"] == pytest.approx(0.5)  # from_policy's head starts at zero: every step scores 0.5
