@@ -1,4 +1,5 @@
-"""Advantage estimators: group-relative (GRPO), leave-one-out (RLOO), discounted returns and GAE."""
+"""Advantage estimators: group-relative (GRPO), process-supervised (GRPO with a PRM), leave-one-out (RLOO),
+discounted returns and GAE."""
 from __future__ import annotations
 
 import torch
@@ -20,6 +21,36 @@ def group_advantages(rewards: torch.Tensor, group_ids: torch.Tensor, scale_by_st
             std = r.std(unbiased=True) if r.numel() > 1 else torch.tensor(0.0)
             centred = centred / (std + eps) if std > 1e-8 else torch.zeros_like(centred)
         adv[idx] = centred
+    return adv
+
+
+def process_advantages(step_rewards: torch.Tensor, step_mask: torch.Tensor, group_ids: torch.Tensor,
+                       outcome_rewards: torch.Tensor | None = None, scale_by_std: bool = True,
+                       eps: float = 1e-4) -> torch.Tensor:
+    """GRPO's process supervision (DeepSeekMath, section 4.1.3), per token [B, C].
+
+    `step_rewards` [B, C] holds each step's reward at its last token, where `step_mask` is 1. Each step
+    reward is normalised over all steps of all members of its group ((r - mean) / (std + eps), unbiased
+    std; centred only without `scale_by_std`; 0 when the group's step rewards are all equal); a token's
+    advantage is the sum of the normalised rewards of its own step and every later one. With
+    `outcome_rewards` [B], the group-normalised outcome (`group_advantages`) is added to every token.
+    Positions after the last step end get the outcome part only; the caller masks what is not trained on.
+    """
+    mask = step_mask > 0
+    normalised = torch.zeros_like(step_rewards, dtype=torch.float)
+    for gid in torch.unique(group_ids):
+        rows = (group_ids == gid)[:, None] & mask
+        r = step_rewards[rows].float()
+        if r.numel() == 0:
+            continue
+        centred = r - r.mean()
+        if scale_by_std:
+            std = r.std(unbiased=True) if r.numel() > 1 else torch.tensor(0.0)
+            centred = centred / (std + eps) if std > 1e-8 else torch.zeros_like(centred)
+        normalised[rows] = centred
+    adv = normalised.flip(1).cumsum(1).flip(1)  # the sum over this token's step and every later one
+    if outcome_rewards is not None:
+        adv = adv + group_advantages(outcome_rewards, group_ids, scale_by_std, eps)[:, None]
     return adv
 
 

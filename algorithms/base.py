@@ -1,6 +1,7 @@
 """`RLAlgorithm(Trainer)`: collection, reference scoring, KL, advantages and the loss of every RL algorithm.
 
-One iteration: collect episodes -> combine their reward components (`reward_combination`) -> select ->
+One iteration: collect episodes -> combine their reward components (`reward_combination`) -> weigh the
+env's reward and a PRM's step scores (`outcome_weight`, `prm_weight`: algorithms/prm_reward.py) -> select ->
 reference log-probs (and KL in the reward, if asked) -> advantages -> update (epochs x minibatches, each
 one `Trainer.optimizer_step` over micro-batches); after it the reference is re-synced every
 `ref_sync_every` iterations. The loop, evaluation schedule, run folder and checkpoints are the Trainer's."""
@@ -19,10 +20,11 @@ from algorithms.config import RLConfig
 from algorithms.env_info import env_id, env_kwargs
 from algorithms.evaluate import evaluate as evaluate_episodes
 from algorithms.episode_metrics import episode_metrics
-from algorithms.kl import kl_estimate
+from algorithms.kl import kl_estimate, pay_kl_in_reward
 from algorithms.losses import completion_budget, token_weights
 from algorithms.plots import PANELS
 from algorithms.progress import counting_tokens
+from algorithms.prm_reward import check_prm, prm_description, weigh_rewards
 from algorithms.reward_components import combine_rewards
 from algorithms.trainer import Trainer
 from algorithms.trainer_state import CheckpointFile
@@ -42,7 +44,8 @@ class RLAlgorithm(Trainer):
     Subclasses implement `advantages(batch)` (per-token advantages for a whole iteration's batch) and
     `loss(batch, logprobs, entropy)` (named per-token loss terms). Everything else is shared.
     Optional hooks: `forward` (model outputs the loss needs; PPO adds values), `select_for_update`, and
-    the Trainer's (`param_groups`, `extra_state`/`load_extra_state`, ...).
+    the Trainer's (`param_groups`, `extra_state`/`load_extra_state`, ...). `prm`: a process reward model
+    (`score_trajectories`), whose step scores join the reward when `prm_weight` > 0.
     """
 
     config_class = RLConfig
@@ -52,11 +55,12 @@ class RLAlgorithm(Trainer):
     progress_metrics = {"reward": ("reward_mean", ".3f"), "acc": ("train_accuracy", ".2f")}
 
     def __init__(self, policy, env, config: RLConfig | None = None, ref_policy=None,
-                 buffer: ReplayBuffer | None = None, eval_env=None):
+                 buffer: ReplayBuffer | None = None, eval_env=None, prm=None):
         self.env, self.eval_env = env, eval_env
         super().__init__(policy, config)
         self.config.check_shards(dist.world_size())
         c = self.config
+        self.prm = check_prm(prm, c, getattr(policy, "tokenizer", None))
         self.buffer = buffer if buffer is not None else ReplayBuffer(max(c.batch_size * (c.replay_iterations + 4), 1024))
         replay.check_capacity(self.buffer, c.batch_size, c.replay_iterations)
         self.ref_policy = ref_policy
@@ -147,7 +151,7 @@ class RLAlgorithm(Trainer):
                 self.score_in_chunks(trajectories, REF_LOGPROBS,
                                      lambda batch: ref.reference_logprobs(self.ref_policy, batch, c.temperature))
             if c.kl_in_reward:
-                self.pay_kl_in_reward(trajectories)
+                pay_kl_in_reward(trajectories, c.kl_coeff, self.kl_reward_per_token)
         with self.timed("advantages"):
             full = collate(trajectories, self.pad_id, "cpu", self.token_fields)
             out = self.advantages(full)
@@ -157,13 +161,6 @@ class RLAlgorithm(Trainer):
                                     f"key it by TokenField (buffers.fields)")
                 for t, row in zip(trajectories, values.float()):
                     token_field.set(t, row[:len(t.completion_ids)].tolist())
-
-    def pay_kl_in_reward(self, trajectories: list[Trajectory]) -> None:
-        """Subtract beta * k1 (per token, or summed at the last step) from each trajectory's reward."""
-        for t in trajectories:
-            kl = [self.config.kl_coeff * m * (lp - r)
-                  for m, lp, r in zip(t.completion_mask, t.logprobs, REF_LOGPROBS.get(t))]
-            t.add_shaping("kl_penalty", -sum(kl), [-k for k in kl] if self.kl_reward_per_token else None)
 
     # ------------------------------------------------------------------ the update
     def update(self, trajectories: list[Trajectory]) -> dict[str, float]:
@@ -220,7 +217,7 @@ class RLAlgorithm(Trainer):
 
     # ------------------------------------------------------------------ one iteration
     def train_iteration(self) -> dict:
-        """One collect -> combine rewards -> select -> prepare -> update round; returns its metrics.
+        """One collect -> combine and weigh rewards -> select -> prepare -> update round; returns its metrics.
 
         Trajectories dropped by `select_for_update` are neither scored by the reference nor trained on,
         but count in the reward, accuracy and length metrics (they were sampled from the policy)."""
@@ -232,6 +229,8 @@ class RLAlgorithm(Trainer):
         for t in trajectories:
             t.iteration = self.iteration  # what the buffer's recent() reads
         combine_rewards(trajectories, self.config.reward_combination)  # over all ranks' batch, before any use
+        for name, value in weigh_rewards(trajectories, self.prm, self.config).items():  # outcome_weight, prm_weight
+            self.record(name, value)
         selected = self.select_for_update(trajectories)
         if selected:
             self.prepare(selected)
@@ -269,13 +268,13 @@ class RLAlgorithm(Trainer):
 
     # ------------------------------------------------------------------ run folder and checkpoints
     def describe(self) -> dict:
-        """What config.json records: the algorithm, the model, the envs (ids and kwargs) and the config."""
+        """What config.json records: the algorithm, the model, the envs (ids and kwargs), the PRM and the config."""
         base, envs = super().describe(), {"env": self.env, "eval_env": self.eval_env}
         out = {k: v for name, env in envs.items() if env is not None
                for k, v in ((name, env_id(env)), (f"{name}_kwargs", env_kwargs(env)))}
         if self.ref_policy is not None and getattr(self.ref_policy, "name_or_path", None) != base["model"]:
             out["reference_model"] = getattr(self.ref_policy, "name_or_path", None)
-        return {"algorithm": base["algorithm"], "model": base["model"], **out, **base}
+        return {"algorithm": base["algorithm"], "model": base["model"], **out, **prm_description(self.prm), **base}
 
     def title(self) -> str:
         return f"{type(self).__name__} on {env_id(self.env)}"

@@ -298,6 +298,9 @@ class RLConfig(TrainerConfig):
     # rewards
     reward_combination: str = setting("env", "env (the env's own reward) | uniform | std | pca | l2: the reward "
                                              "components combined over each batch")
+    outcome_weight: float = setting(1.0, "weight of the env's own reward, >= 0 (0 trains on the PRM alone)")
+    prm_weight: float = setting(0.0, "weight of the PRM's per-step score as a dense reward beside the env's, >= 0 "
+                                     "(needs prm=; 0: off)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -315,6 +318,10 @@ class RLConfig(TrainerConfig):
                      f"one of {', '.join(LOSS_AGGREGATIONS)}")
         combinations = ("env", *COMBINATIONS)
         self.require("reward_combination", self.reward_combination in combinations, f"one of {', '.join(combinations)}")
+        self.require("outcome_weight", self.outcome_weight >= 0, ">= 0")
+        self.require("prm_weight", self.prm_weight >= 0, ">= 0")
+        self.require("outcome_weight", self.outcome_weight > 0 or self.prm_weight > 0,
+                     "> 0 when prm_weight is 0 (else every reward is 0)")
 
     @property
     def batch_size(self) -> int:

@@ -1,12 +1,18 @@
-"""GRPO (DeepSeekMath): group-relative advantages and a clipped importance ratio, no value model."""
+"""GRPO (DeepSeekMath): group-relative advantages and a clipped importance ratio, no value model.
+
+With a PRM (`prm_weight` > 0) the advantages are DeepSeekMath's process supervision
+(`process_advantages`): each step's PRM reward normalised over its group's steps and summed from the
+token's step to the end, plus the group-normalised rest of the reward (the env's, times
+`outcome_weight`, and any shaping paid at the end)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from algorithms.advantages import group_advantages, informative_groups
+from algorithms.advantages import group_advantages, informative_groups, process_advantages
 from algorithms.base import RLAlgorithm
 from algorithms.config import RLConfig, setting
 from algorithms.losses import clipped_policy_loss, masked_mean
+from algorithms.prm_reward import PRM_REWARDS, STEP_ENDS
 
 
 @dataclass
@@ -35,8 +41,14 @@ class GRPO(RLAlgorithm):
     """Group Relative Policy Optimisation. Its variants (Dr. GRPO, DAPO, RLOO) are short subclasses."""
 
     config_class = GRPOConfig
+    token_fields = (PRM_REWARDS, STEP_ENDS)  # collated only when the PRM scored every trajectory
 
     def advantages(self, batch):
+        if PRM_REWARDS.name in batch.fields:
+            prm = batch[PRM_REWARDS]
+            adv = process_advantages(prm, batch[STEP_ENDS], batch.group_ids, batch.rewards - prm.sum(1),
+                                     self.config.scale_by_std)
+            return adv * batch.loss_mask
         adv = group_advantages(batch.rewards, batch.group_ids, self.config.scale_by_std)
         return adv[:, None] * batch.loss_mask
 

@@ -1,7 +1,10 @@
-"""KL estimators between the policy and the reference, per token (Schulman, "Approximating KL")."""
+"""KL estimators between the policy and the reference, per token (Schulman, "Approximating KL"), and the
+KL paid in the reward (`pay_kl_in_reward`)."""
 from __future__ import annotations
 
 import torch
+
+from buffers import REF_LOGPROBS, Trajectory
 
 
 def kl_k1(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
@@ -29,3 +32,11 @@ def kl_estimate(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: str = "k3
         return KL_ESTIMATORS[estimator](logp, ref_logp)
     except KeyError:
         raise ValueError(f"unknown KL estimator {estimator!r}; choose from {', '.join(KL_ESTIMATORS)}") from None
+
+
+def pay_kl_in_reward(trajectories: list[Trajectory], kl_coeff: float, per_token: bool) -> None:
+    """Subtract kl_coeff * k1 from each trajectory's reward (shaping "kl_penalty"): at each token
+    (`per_token`) or summed at the last step. Reads each trajectory's REF_LOGPROBS."""
+    for t in trajectories:
+        kl = [kl_coeff * m * (lp - r) for m, lp, r in zip(t.completion_mask, t.logprobs, REF_LOGPROBS.get(t))]
+        t.add_shaping("kl_penalty", -sum(kl), [-k for k in kl] if per_token else None)

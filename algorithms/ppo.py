@@ -3,8 +3,9 @@
 Token t's state is everything before it; V(s_t) comes from a scalar head on the policy backbone
 (one forward pass gives log-probs and values) or from a separate critic (`value_model`). Rewards sit
 where the env pays them: the last token of each step (stepwise envs, process rewards) or of the
-episode (outcome reward), minus a per-token KL penalty when `kl_in_reward`. Env-injected tokens are
-skipped by GAE and masked out of both losses.
+episode (outcome reward), minus a per-token KL penalty when `kl_in_reward`, plus `prm_weight` times a
+process reward model's score of each step at its last token (algorithms/prm_reward.py). Env-injected
+tokens are skipped by GAE and masked out of both losses.
 """
 from __future__ import annotations
 
@@ -58,7 +59,8 @@ class PPOConfig(RLConfig):
 class PPO(RLAlgorithm):
     """Proximal Policy Optimisation (Schulman et al., 2017) for language models.
 
-    `value_model` (a module from policies.value) overrides `config.value_model`.
+    `value_model` (a module from policies.value) overrides `config.value_model`; `prm` as RLAlgorithm's
+    (its step scores are token rewards GAE reads).
     """
 
     config_class = PPOConfig
@@ -66,10 +68,10 @@ class PPO(RLAlgorithm):
     kl_reward_per_token = True
 
     def __init__(self, policy, env, config: PPOConfig | None = None, ref_policy=None, buffer=None, eval_env=None,
-                 value_model=None):
+                 value_model=None, prm=None):
         config = self.checked_config(config)
         self.value_model = value_model or build_value_model(policy, config.value_model)
-        super().__init__(policy, env, config, ref_policy, buffer, eval_env)
+        super().__init__(policy, env, config, ref_policy, buffer, eval_env, prm)
 
     def param_groups(self):
         lr = self.config.value_learning_rate or self.config.learning_rate
