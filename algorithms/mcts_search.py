@@ -101,8 +101,7 @@ class MCTSSearch(RLAlgorithm):
         if config.prm_updates > 0 and dist.world_size() > 1:
             raise ConfigError("MCTSSearchConfig.prm_updates needs a single process for now: each rank would train "
                               "its own PRM on its own pairs", "prm_updates")
-        super().__init__(policy, env, config, ref_policy, buffer, eval_env)
-        self.prm = prm
+        super().__init__(policy, env, config, ref_policy, buffer, eval_env, prm=prm)
         self.step_pairs: list[StepPair] = []
         self.prm_optimizer = (torch.optim.AdamW(prm.parameters(), lr=config.prm_learning_rate)
                               if config.prm_updates > 0 else None)
@@ -187,12 +186,6 @@ class MCTSSearch(RLAlgorithm):
         if self.prm_optimizer is not None and "prm" in state:
             self.prm.load_state_dict(state["prm"])
             self.prm_optimizer.load_state_dict(state["prm_optimizer"])
-
-    def describe(self) -> dict:
-        out = super().describe()
-        if self.prm is not None:
-            out["prm_model"] = getattr(self.prm, "name_or_path", None)
-        return out
 
 
 def tree_paths(tree: SearchTree, limit: int) -> list[Node]:

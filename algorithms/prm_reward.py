@@ -38,14 +38,15 @@ class TrajectoryScorer(Protocol):
 
 def check_prm(prm, config: RLConfig, tokenizer=None):
     """`prm` when it fits `config` and the policy's `tokenizer`: prm_weight > 0 needs one, one must have
-    `score_trajectories`, and one with a `tokenizer` must share the policy's vocabulary (it scores the
+    `score_trajectories` when prm_weight > 0 (a search that only scores branches needs `score_branches`), and one
+    with a `tokenizer` must share the policy's vocabulary (it scores the
     policy's token ids). One-line ConfigError / TypeError / ValueError otherwise. A PRM with prm_weight 0
     is kept (search uses it)."""
     if config.prm_weight > 0 and prm is None:
         raise ConfigError(f"{type(config).__name__}.prm_weight is {config.prm_weight}, but no PRM was given: pass "
                           f"prm= (e.g. policies.prm.ProcessRewardModel.from_pretrained(path)) or set prm_weight "
                           f"to 0", "prm_weight")
-    if prm is not None and not callable(getattr(prm, "score_trajectories", None)):
+    if config.prm_weight > 0 and not callable(getattr(prm, "score_trajectories", None)):
         raise TypeError(f"prm= needs a score_trajectories(trajectories) method; got a {type(prm).__name__}")
     own = getattr(prm, "tokenizer", None)
     if own is not None and tokenizer is not None and own.get_vocab() != tokenizer.get_vocab():
