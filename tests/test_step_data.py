@@ -225,3 +225,17 @@ def test_shepherd_config_errors_are_one_line(field, value, expected):
     with pytest.raises(ConfigError) as error:
         ShepherdConfig(**{field: value})
     assert str(error.value) == expected
+
+
+def test_shepherd_leaves_out_the_empty_step_that_ends_an_episode():
+    env = make("Arithmetic-v0", level=1, split="test", mode="stepwise")
+    gold = env.get_problem(0).gold
+    script = {"": ["Add.\n"], "Add.\n": [f"{gold}\n", "1\n"], f"Add.\n{gold}\n": [""], "Add.\n1\n": [""]}
+    data = shepherd_data(ScriptedPolicy(script, "####.\n"), env, [{"options": {"index": 0}}],
+                         ShepherdConfig(solutions_per_problem=1, rollouts=2, margin=0.5))
+    # the solution: "Add.", "<gold>", "" (the empty step ends it, graded by its last number: right); the 2
+    # rollouts after "Add." take "1" then "" (wrong) and "<gold>" then "" (right) -> 0.5; after "<gold>": "" (right)
+    assert data.rated == [RatedSteps(env.reset(options={"index": 0})[0], ("Add.\n", f"{gold}\n"), (0.5, 1.0),
+                                     "shepherd", env.get_problem(0).problem_id)]
+    assert [(p.prefix, p.chosen, p.rejected, p.source) for p in data.pairs] == [
+        (("Add.\n",), f"{gold}\n", "1\n", "policy_sibling")]

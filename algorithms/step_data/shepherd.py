@@ -14,6 +14,8 @@ From the labels:
   rollout's first step), a step whose own continuation reached the right answer against one whose
   continuation reached a wrong answer (a text seen with both outcomes is left out; a pair already made
   as a "shepherd" pair is not repeated).
+An empty step (the policy stopped at its end-of-sequence token, which ends a math env's episode) has no
+text to score: it is left out of the RatedSteps and of the pairs (the step before it carries its label).
 The env's verdict is read here on purpose: this is training data, and the gold is known.
 """
 from __future__ import annotations
@@ -142,16 +144,21 @@ def shepherd_data(policy: Policy, env, starts: Sequence[dict], config: ShepherdC
     for index, p in enumerate(solutions):
         labels = [sum(outcomes[(index, j)]) / len(outcomes[(index, j)]) if (index, j) in outcomes
                   else float(_right(p.branch)) for j in range(len(p.steps))]
-        rated.append(RatedSteps(questions[p.branch.group_id], tuple(p.steps), tuple(labels), "shepherd",
-                                str(p.branch.info.get("problem_id", ""))))
+        kept = [(text, label) for text, label in zip(p.steps, labels) if text]
+        rated.append(RatedSteps(questions[p.branch.group_id], tuple(t for t, _ in kept), tuple(l for _, l in kept),
+                                "shepherd", str(p.branch.info.get("problem_id", ""))))
         for j, (text, label) in enumerate(zip(p.steps, labels)):
+            if not text:
+                continue
             key = (p.branch.group_id, tuple(p.steps[:j]))
             labels_at.setdefault(key, {}).setdefault(text, []).append(label)
             results_at.setdefault(key, {}).setdefault(text, []).append(_right(p.branch))
     for solution, step, rollout in rollouts:
         prefix_steps = solutions[solution].steps[:step + 1]
         key = (rollout.branch.group_id, tuple(prefix_steps))
-        results_at.setdefault(key, {}).setdefault(rollout.steps[len(prefix_steps)], []).append(_right(rollout.branch))
+        first = rollout.steps[len(prefix_steps)] if len(rollout.steps) > len(prefix_steps) else ""
+        if first:
+            results_at.setdefault(key, {}).setdefault(first, []).append(_right(rollout.branch))
 
     problem_ids = {p.branch.group_id: str(p.branch.info.get("problem_id", "")) for p in solutions}
     pairs = _label_pairs(labels_at, config.margin, questions, problem_ids)
