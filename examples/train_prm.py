@@ -63,7 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
         return f"(default: cpu {DATA_PRESETS['cpu'][name]!r}, gpu {DATA_PRESETS['gpu'][name]!r})"
 
     data.add_argument("--arithmetic_levels", default=None,
-                      help=f"comma-separated Arithmetic-v0 levels for gold-corruption pairs; '' for none {preset_default('arithmetic_levels')}")
+                      help="comma-separated Arithmetic-v0 levels for gold-corruption pairs; '' for none "
+                           + preset_default("arithmetic_levels"))
     data.add_argument("--arithmetic_problems", type=int, default=None,
                       help=f"train problems per level {preset_default('arithmetic_problems')}")
     data.add_argument("--gsm8k_path", default=None, help="GSM8K train.jsonl for gold-corruption pairs (default: none)")
@@ -73,7 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="the last rows of the GSM8K file are never used (evaluation data; default 500)")
     data.add_argument("--prm800k_path", default=None, help="a PRM800K JSONL file (default: none)")
     data.add_argument("--shepherd_problems", type=int, default=None,
-                      help=f"Arithmetic-v0 train problems labelled by rollouts, 0 = off {preset_default('shepherd_problems')}")
+                      help="Arithmetic-v0 train problems labelled by rollouts, 0 = off "
+                           + preset_default("shepherd_problems"))
     data.add_argument("--shepherd_level", type=int, default=3, help="their Arithmetic-v0 level (default 3)")
     data.add_argument("--shepherd_max_steps", type=int, default=8,
                       help="steps per episode of their env (its max_steps; default 8)")
@@ -102,7 +104,8 @@ def data_settings(args: argparse.Namespace, preset: str) -> argparse.Namespace:
     try:
         levels = [int(v) for v in values["arithmetic_levels"].split(",") if v.strip()]
     except ValueError:
-        raise ValueError(f"--arithmetic_levels must be comma-separated integers, got {values['arithmetic_levels']!r}") from None
+        raise ValueError(f"--arithmetic_levels must be comma-separated integers, "
+                         f"got {values['arithmetic_levels']!r}") from None
     for name in ("arithmetic_problems", "gsm8k_rows", "shepherd_problems"):
         if values[name] < 0:
             raise ValueError(f"--{name} must be >= 0, got {values[name]}")
@@ -162,7 +165,8 @@ def run(args: argparse.Namespace) -> None:
     accuracy = [f"{r['eval_pairwise_accuracy']:.3f} (iteration {r['iteration']})" for r in rows
                 if "eval_pairwise_accuracy" in r]
     if accuracy:
-        print("held-out pairwise accuracy: " + " -> ".join([accuracy[0], accuracy[-1]] if len(accuracy) > 1 else accuracy))
+        shown = [accuracy[0], accuracy[-1]] if len(accuracy) > 1 else accuracy
+        print("held-out pairwise accuracy: " + " -> ".join(shown))
     print(f"PRM folder: {folder}; run folder: {config.output_dir} (metrics.jsonl, metrics.png, checkpoints/)")
 
 

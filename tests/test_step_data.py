@@ -138,7 +138,8 @@ def test_prm800k_sample_gives_every_rating_once_and_the_pairs(shared_data):
     assert {p.margin for p in pairs} == {0.5, 1.0}
     first = json.loads(path.read_text().splitlines()[0])
     path_item = rated[0]
-    assert path_item.question == first["question"]["problem"] + "\nSolve it step by step, then put the final answer in \\boxed{}.\n"
+    assert path_item.question == (first["question"]["problem"]
+                                  + "\nSolve it step by step, then put the final answer in \\boxed{}.\n")
     assert path_item.steps[0] == first["label"]["steps"][0]["completions"][0]["text"] + "\n"
     assert len(path_item.steps) == len(first["label"]["steps"])  # a finished solution: its whole path
 

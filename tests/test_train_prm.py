@@ -38,7 +38,8 @@ def test_train_prm_builds_every_source_trains_and_saves_the_prm(tiny_model_dir, 
         "--shepherd_problems", "2", "--shepherd_solutions", "2", "--shepherd_rollouts", "2",
         "--shepherd_max_new_tokens", "6", "--shepherd_max_steps", "2", "--held_out_fraction", "0.3",
         "--train_iterations", "2",
-        "--pairs_per_iteration", "4", "--micro_batch_size", "4", "--no-eval_at_start", "--no-progress", "--output_dir", str(run_dir)])
+        "--pairs_per_iteration", "4", "--micro_batch_size", "4", "--no-eval_at_start", "--no-progress",
+        "--output_dir", str(run_dir)])
     out = capsys.readouterr().out
     for source in ("arithmetic_wrong_number (pair)", "gsm8k_dropped_step (pair)", "prm800k (pair) 1",
                    "prm800k (rated) 2", "shepherd (rated) 4"):

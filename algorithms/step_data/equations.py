@@ -11,7 +11,8 @@ from fractions import Fraction
 
 _TERM = r"\$?\d+(?:,\d{3})*(?:\.\d+)?"
 _OP = r"(?:\s*[-+*/×]\s*|\s+x\s+)"
-EQUATION_RE = re.compile(rf"(?<![\w.$])(?P<lhs>-?{_TERM}(?:{_OP}{_TERM})+)\s*=\s*\$?(?P<rhs>-?\d+(?:,\d{{3}})*(?:\.\d+)?)")
+EQUATION_RE = re.compile(rf"(?<![\w.$])(?P<lhs>-?{_TERM}(?:{_OP}{_TERM})+)\s*=\s*"
+                         r"\$?(?P<rhs>-?\d+(?:,\d{3})*(?:\.\d+)?)")
 NUMBER_RE = re.compile(r"-?\d+(?:,\d{3})*(?:\.\d+)?")
 _TOKEN_RE = re.compile(r"\s*(?:(?P<num>\$?\d+(?:,\d{3})*(?:\.\d+)?)|(?P<op>[-+*/×]|x))")
 _TIMES = {"x", "×"}
@@ -55,7 +56,10 @@ def evaluate(numbers: tuple[Fraction, ...] | list[Fraction], ops: tuple[str, ...
     return solve_steps(list(numbers), list(ops))[1]
 
 
-def solve_steps(numbers: list[Fraction], ops: list[str]) -> tuple[list[tuple[Fraction, str, Fraction, Fraction]], Fraction | None]:
+Operation = tuple[Fraction, str, Fraction, Fraction]  # left, op, right, result
+
+
+def solve_steps(numbers: list[Fraction], ops: list[str]) -> tuple[list[Operation], Fraction | None]:
     """The operations done one at a time, as (left, op, right, result), and the value (None: division by 0)."""
     if len(numbers) != len(ops) + 1:
         raise ValueError(f"an expression needs one more number than operators; got {len(numbers)} and {len(ops)}")

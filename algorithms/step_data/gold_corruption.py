@@ -148,6 +148,7 @@ def arithmetic_pairs(levels: Iterable[int], problems_per_level: int, split: str 
             problem = env.get_problem(index)
             steps = arithmetic_steps(problem.question)
             if steps[-1] != f"#### {problem.gold}\n":
-                raise ValueError(f"the gold solution of {problem.problem_id} ends {steps[-1]!r}, not #### {problem.gold}")
+                raise ValueError(f"the gold solution of {problem.problem_id} ends {steps[-1]!r}, "
+                                 f"not #### {problem.gold}")
             pairs += gold_step_pairs(question, steps, problem.problem_id, seed, "arithmetic", kinds)
     return pairs

@@ -60,7 +60,8 @@ def _chosen(step: dict, count: int) -> int | None:
 def record_items(record: Any, instruction: str = MATH_INSTRUCTION) -> list[RatedSteps | StepPair]:
     """The RatedSteps and StepPairs of one PRM800K record (see the module docstring); ValueError (one line)
     for a record not in the official format."""
-    if not isinstance(record, dict) or not isinstance(record.get("question"), dict) or not isinstance(record.get("label"), dict):
+    if not (isinstance(record, dict) and isinstance(record.get("question"), dict)
+            and isinstance(record.get("label"), dict)):
         raise ValueError("a record must be an object with 'question' and 'label' objects")
     problem, steps = record["question"].get("problem"), record["label"].get("steps")
     if not isinstance(problem, str) or not problem.strip():

@@ -54,7 +54,8 @@ class ShepherdConfig:
                 raise ConfigError(f"ShepherdConfig.{name} must be an int >= 1, got {value!r}", name)
         if isinstance(self.margin, bool) or not isinstance(self.margin, (int, float)) or not 0 < self.margin <= 1:
             raise ConfigError(f"ShepherdConfig.margin must be in (0, 1], got {self.margin!r}", "margin")
-        if isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float)) or not self.temperature > 0:
+        temperature = self.temperature
+        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
             raise ConfigError(f"ShepherdConfig.temperature must be > 0, got {self.temperature!r}", "temperature")
         if not isinstance(self.policy_siblings, bool):
             raise ConfigError(f"ShepherdConfig.policy_siblings must be true or false, got {self.policy_siblings!r}",
@@ -176,7 +177,8 @@ def _label_pairs(labels_at: dict, margin: float, questions: dict, problem_ids: d
         for (a, label_a), (b, label_b) in itertools.combinations(means.items(), 2):
             if abs(label_a - label_b) >= margin - 1e-9:
                 (better, high), (worse, low) = sorted([(a, label_a), (b, label_b)], key=lambda t: -t[1])
-                pairs.append(StepPair(questions[group], prefix, better, worse, high - low, "shepherd", problem_ids[group]))
+                pairs.append(StepPair(questions[group], prefix, better, worse, high - low, "shepherd",
+                                      problem_ids[group]))
     return pairs
 
 
