@@ -14,7 +14,8 @@ Data (each source by its flags; see algorithms/step_data):
 A slice of the problems (--held_out_fraction) is held out; the PRM (a copy of the policy's backbone with
 a scalar head) is trained with PRMTrainer, and the held-out pairwise accuracy (chosen step scored above
 the rejected one) is printed before and after. The run folder gets metrics, plot, checkpoints and the
-PRM in prm/ (`ProcessRewardModel.from_pretrained`). Every PRMConfig field is also a flag.
+PRM in prm/ (`ProcessRewardModel.from_pretrained`); --save_data keeps the items built as JSONL. Every
+PRMConfig field is also a flag.
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from algorithms.cli import add_config_arguments, config_from_arguments, run_with
 from algorithms.step_data import (  # noqa: E402
     ShepherdConfig, arithmetic_pairs, gsm8k_pairs, load_prm800k, shepherd_data,
 )
-from buffers.step_pairs import StepPair, split_by_problem  # noqa: E402
+from buffers.step_pairs import StepPair, save_step_data, split_by_problem  # noqa: E402
 from envs import make  # noqa: E402
 from policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
 from policies.prm import ProcessRewardModel  # noqa: E402
@@ -85,6 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help=f"sampled solutions per problem {preset_default('shepherd_solutions')}")
     data.add_argument("--shepherd_max_new_tokens", type=int, default=None,
                       help=f"tokens per sampled step {preset_default('shepherd_max_new_tokens')}")
+    data.add_argument("--save_data", default=None,
+                      help="also write every item built to this JSONL file (buffers.load_step_data reads it)")
     data.add_argument("--held_out_fraction", type=float, default=0.1,
                       help="fraction of the problems held out for evaluation (default 0.1)")
     data.add_argument("--aggregation", default="min", help="how the saved PRM scores a solution from its "
@@ -154,6 +157,9 @@ def run(args: argparse.Namespace) -> None:
     policy = HFPolicy(args.model)
     print(f"device={policy.device} preset={preset} model={args.model}")
     items = build_items(data, policy, config.seed)
+    if args.save_data:
+        save_step_data(args.save_data, items)
+        print(f"step data written to {args.save_data}")
     train, held_out = split_by_problem(items, args.held_out_fraction, config.seed)
     print(f"{len(train)} training items, {len(held_out)} held out "
           f"({len({i.problem_id for i in held_out})} problems never trained on)")

@@ -20,6 +20,7 @@ def tiny_model_dir(tmp_path_factory) -> str:
 
 
 def test_train_prm_builds_every_source_trains_and_saves_the_prm(tiny_model_dir, shared_data, tmp_path, capsys):
+    from buffers.step_pairs import load_step_data
     from policies.prm import ProcessRewardModel
 
     gsm8k = shared_data / "gsm8k" / "train.jsonl"
@@ -39,11 +40,13 @@ def test_train_prm_builds_every_source_trains_and_saves_the_prm(tiny_model_dir, 
         "--shepherd_max_new_tokens", "6", "--shepherd_max_steps", "2", "--held_out_fraction", "0.3",
         "--train_iterations", "2",
         "--pairs_per_iteration", "4", "--micro_batch_size", "4", "--no-eval_at_start", "--no-progress",
-        "--output_dir", str(run_dir)])
+        "--save_data", str(tmp_path / "items.jsonl"), "--output_dir", str(run_dir)])
     out = capsys.readouterr().out
     for source in ("arithmetic_wrong_number (pair)", "gsm8k_dropped_step (pair)", "prm800k (pair) 1",
                    "prm800k (rated) 2", "shepherd (rated) 4"):
         assert source in out, out
+    saved = load_step_data(tmp_path / "items.jsonl")
+    assert {item.source for item in saved} >= {"arithmetic_wrong_operation", "gsm8k_wrong_number", "prm800k", "shepherd"}
     rows = metrics(run_dir)
     assert [r["iteration"] for r in rows] == [1, 2] and 0.0 <= rows[-1]["eval_pairwise_accuracy"] <= 1.0
     assert f"held-out pairwise accuracy: {rows[-1]['eval_pairwise_accuracy']:.3f} (iteration 2)" in out
