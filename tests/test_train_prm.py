@@ -46,7 +46,8 @@ def test_train_prm_builds_every_source_trains_and_saves_the_prm(tiny_model_dir, 
                    "prm800k (rated) 2", "shepherd (rated) 4"):
         assert source in out, out
     saved = load_step_data(tmp_path / "items.jsonl")
-    assert {item.source for item in saved} >= {"arithmetic_wrong_operation", "gsm8k_wrong_number", "prm800k", "shepherd"}
+    sources = {item.source for item in saved}
+    assert sources >= {"arithmetic_wrong_operation", "gsm8k_wrong_number", "prm800k", "shepherd"}
     rows = metrics(run_dir)
     assert [r["iteration"] for r in rows] == [1, 2] and 0.0 <= rows[-1]["eval_pairwise_accuracy"] <= 1.0
     assert f"held-out pairwise accuracy: {rows[-1]['eval_pairwise_accuracy']:.3f} (iteration 2)" in out
