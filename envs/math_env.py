@@ -4,7 +4,11 @@ episode ends at a final-answer marker; an optional calculator writes results bet
 - ``parse_answer``: :func:`envs.extraction.extract_answer` (``####``, ``\\boxed{}``, "the answer is",
   then the last number unless ``last_number_fallback=False``).
 - ``is_correct``: :func:`envs.answers.answers_equal` against the gold.
-- ``is_final_action``: the step contains a final-answer marker (``FINAL_ANSWER_MARKERS``, any case).
+- ``is_final_action``: the step contains a final-answer marker (``FINAL_ANSWER_MARKERS``, any case), or
+  the step is empty: the policy wrote nothing (it stopped at once, at its end-of-sequence token), so the
+  solution is over and is graded as it stands. Without this, a chat model that ends its answer with its
+  end-of-turn token (SmolLM2 writes "1 + 2 * 3 = 7<|im_end|>") would be asked for empty steps until
+  ``max_steps`` and its answer would never be graded. A blank line ("\n") is a step, not the end.
 - ``sym_calc=True`` (stepwise mode only): a step ending in "=" gets the arithmetic's result written
   after it instead of a line break, and the line stays open for the next step; ``stop_strings`` adds
   "=" so a policy stops there.
@@ -62,8 +66,8 @@ class MathEnv(LanguageEnv):
         return answers_equal(parsed_answer, problem.gold)
 
     def is_final_action(self, action: str) -> bool:
-        """The step states a final answer (``has_final_answer_marker``)."""
-        return has_final_answer_marker(action)
+        """The step states a final answer (``has_final_answer_marker``), or is empty (the policy is done)."""
+        return action == "" or has_final_answer_marker(action)
 
     def respond(self, action: str, final: bool) -> tuple[str, str | None]:
         """With the calculator on, a step ending in "=" gets the arithmetic's result (the line stays open);

@@ -222,3 +222,20 @@ def test_bad_data_source_kwargs_are_one_line_errors(kwargs, argument):
         with pytest.raises(ValueError, match=f"^{argument} must be") as error:
             cls(**{"data_path": "unused.jsonl", **kwargs})
         assert "\n" not in str(error.value)
+
+
+def test_an_empty_step_ends_a_stepwise_math_episode_and_a_blank_line_does_not():
+    """A chat model that stops at its end-of-turn token writes an empty next step: the solution is over and
+    is graded as it stands (last-number fallback), instead of running empty steps to max_steps."""
+    from envs import make
+
+    env = make("Arithmetic-v0", level=1, split="test", mode="stepwise", max_steps=8)
+    _, info = env.reset(options={"index": 0})
+    gold = info["gold"]
+    _, _, terminated, _, _ = env.step("\n")  # a blank line: the solution goes on
+    assert not terminated
+    _, _, terminated, _, _ = env.step(f"The sum is {gold}")
+    assert not terminated
+    _, reward, terminated, truncated, step_info = env.step("")  # the policy wrote nothing: done
+    assert terminated and not truncated
+    assert step_info["parsed_answer"] == gold and step_info["correct"] and reward == 1.0
