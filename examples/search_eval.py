@@ -26,8 +26,10 @@ from policies import EMBEDDED_MODEL  # noqa: E402
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default=EMBEDDED_MODEL, help="policy: hub name, local folder, or the embedded default")
-    parser.add_argument("--prm", default=None, help="a PRM folder (ProcessRewardModel.save); needed by best_of_n and beam")
+    parser.add_argument("--model", default=EMBEDDED_MODEL, 
+                        help="policy: hub name, local folder, or the embedded default")
+    parser.add_argument("--prm", default=None, 
+                        help="a PRM folder (ProcessRewardModel.save); needed by best_of_n and beam")
     parser.add_argument("--env", default="Arithmetic-v0", help="env id, played in stepwise mode")
     parser.add_argument("--level", type=int, default=3, help="Arithmetic level (Arithmetic ids only)")
     parser.add_argument("--split", default="test", help="the env's split")

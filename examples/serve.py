@@ -23,16 +23,20 @@ from serving.limits import ServerLimits  # noqa: E402
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default=EMBEDDED_MODEL, help="policy: hub name, local folder, or the embedded default")
+    parser.add_argument("--model", default=EMBEDDED_MODEL, 
+                        help="policy: hub name, local folder, or the embedded default")
     parser.add_argument("--prm", default=None, help="a PRM folder (ProcessRewardModel.save) for best_of_n and beam")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
     parser.add_argument("--port", type=int, default=8000, help="port to listen on")
     limits = ServerLimits()
-    parser.add_argument("--max_prompt_chars", type=int, default=limits.max_prompt_chars, help="longest prompt or question")
+    parser.add_argument("--max_prompt_chars", type=int, default=limits.max_prompt_chars, 
+                        help="longest prompt or question")
     parser.add_argument("--max_new_tokens", type=int, default=limits.max_new_tokens, help="most tokens /generate gives")
     parser.add_argument("--max_budget", type=int, default=limits.max_budget, help="largest /solve budget")
-    parser.add_argument("--timeout_seconds", type=float, default=limits.timeout_seconds, help="compute time per request")
-    parser.add_argument("--temperature", type=float, default=0.8, help="/solve's sampling temperature (maj, best_of_n, beam)")
+    parser.add_argument("--timeout_seconds", type=float, default=limits.timeout_seconds, 
+                        help="compute time per request")
+    parser.add_argument("--temperature", type=float, default=0.8, 
+                        help="/solve's sampling temperature (maj, best_of_n, beam)")
     parser.add_argument("--step_tokens", type=int, default=64, help="/solve's tokens per step")
     parser.add_argument("--max_steps", type=int, default=8, help="/solve's steps per solution at most")
     parser.add_argument("--aggregation", choices=AGGREGATIONS, default=None,

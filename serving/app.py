@@ -25,7 +25,8 @@ from algorithms.search_types import StepScorer
 from envs.arithmetic import ARITHMETIC_INSTRUCTION
 from envs.questions import QuestionsEnv
 from serving.limits import ComputeTimeout, Deadline, ServerLimits, TimedPolicy, TimedScorer
-from serving.requests import DEFAULT_BUDGET, SOLVE_METHODS, GenerateRequest, GenerateResponse, SolveRequest, SolveResponse
+from serving.requests import (DEFAULT_BUDGET, SOLVE_METHODS, GenerateRequest, GenerateResponse, SolveRequest,
+                              SolveResponse)
 
 
 def create_app(policy, scorer: StepScorer | None = None, limits: ServerLimits | None = None,

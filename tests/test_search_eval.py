@@ -39,7 +39,8 @@ def test_bad_requests_fail_before_any_sampling():
     with pytest.raises(ValueError, match=r"^evaluate_search: method beam_4x2 needs a step scorer"):
         evaluate_search(policy, env, [SearchSettings(), SearchSettings(method="beam")])
     total = env.num_problems
-    with pytest.raises(ValueError, match=rf"^evaluate_search: offset {total} is past the last problem \(the env has {total}\)$"):
+    past = rf"^evaluate_search: offset {total} is past the last problem \(the env has {total}\)$"
+    with pytest.raises(ValueError, match=past):
         evaluate_search(policy, env, [SearchSettings()], episodes=2, offset=total)
     with pytest.raises(ValueError, match=r"^evaluate_search: episodes must be an integer >= 1, got 0$"):
         evaluate_search(policy, env, [SearchSettings()], episodes=0)
