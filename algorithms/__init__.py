@@ -1,11 +1,16 @@
-"""Trainers: the shared `Trainer` loop, RL algorithms on one core (`RLAlgorithm(Trainer)`), evaluation."""
+"""Trainers: the shared `Trainer` loop, RL algorithms on one core (`RLAlgorithm(Trainer)`), the PRM trainer,
+evaluation."""
 from algorithms.base import RLAlgorithm
 from algorithms.config import ConfigError, RLConfig, TrainerConfig, load_config
 from algorithms.evaluate import evaluate, pass_at_k
 from algorithms.dapo import DAPO, DAPOConfig
 from algorithms.dr_grpo import DrGRPO, DrGRPOConfig
 from algorithms.grpo import GRPO, GRPOConfig
+from algorithms.mcts import MCTS, MCTSConfig
+from algorithms.mcts_search import MCTSSearch, MCTSSearchConfig
 from algorithms.ppo import PPO, PPOConfig
+from algorithms.prm_losses import bradley_terry_loss, pointwise_loss
+from algorithms.prm_trainer import PRMConfig, PRMTrainer
 from algorithms.reinforce import ReinforceStable, ReinforceStableConfig
 from algorithms.rloo import RLOO, RLOOConfig
 from algorithms.trainer import Trainer
@@ -16,4 +21,6 @@ __all__ = [
     "GRPO", "GRPOConfig",
     "ReinforceStable", "ReinforceStableConfig", "SamplingSettings", "rollout",
     "PPO", "PPOConfig", "DrGRPO", "DrGRPOConfig", "DAPO", "DAPOConfig", "RLOO", "RLOOConfig",
+    "PRMConfig", "PRMTrainer", "bradley_terry_loss", "pointwise_loss",
+    "MCTS", "MCTSConfig", "MCTSSearch", "MCTSSearchConfig",
 ]

@@ -1,9 +1,11 @@
-"""Policies: Hugging Face causal LMs as RL policies, sampling, scoring, and model loading."""
+"""Policies: Hugging Face causal LMs as RL policies, sampling, scoring, model loading, and the process reward model."""
 from policies.adapter_roles import AdapterRole, add_adapter
 from policies.base import Policy
 from policies.generation import Generation
 from policies.hf import HFPolicy, LoraSettings
 from policies.few_shot import FewShotStepwisePolicy
+from policies.prm import ProcessRewardModel, aggregate_step_scores
+from policies.prompting import prompt_ids
 from policies.models import (
     EMBEDDED_MODEL,
     ModelLoadError,
@@ -16,4 +18,5 @@ from policies.models import (
 __all__ = [
     "Policy", "AdapterRole", "add_adapter", "Generation", "HFPolicy", "FewShotStepwisePolicy", "LoraSettings", "EMBEDDED_MODEL", "ModelNotFoundError",
     "ModelLoadError", "build_tiny_model", "build_tiny_tokenizer", "load_model_and_tokenizer",
+    "ProcessRewardModel", "aggregate_step_scores", "prompt_ids",
 ]

@@ -11,6 +11,7 @@ from policies.base import Policy
 from policies.generation import RowKeys, decode, stop_lists
 from policies.logprobs import chunked_token_logprobs, completion_hidden_states, completion_targets
 from policies.models import EMBEDDED_ALIASES, EMBEDDED_MODEL, SYSTEM_PROMPT_FILE, load_model_and_tokenizer
+from policies.prompting import prompt_ids
 
 
 @dataclass
@@ -106,13 +107,7 @@ class HFPolicy(Policy):
 
     # ------------------------------------------------------------------ prompting
     def format_prompt(self, observation: str) -> list[int]:
-        if not self.use_chat_template:
-            return self.tokenizer(observation)["input_ids"]
-        messages = [{"role": "user", "content": observation}]
-        if self.system_prompt:
-            messages.insert(0, {"role": "system", "content": self.system_prompt})
-        text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return prompt_ids(self.tokenizer, observation, self.system_prompt, self.use_chat_template)
 
     # ------------------------------------------------------------------ sampling
     def sample(self, prompts, n=1, max_new_tokens=256, temperature=1.0, top_p=1.0, stop=None, generator=None):

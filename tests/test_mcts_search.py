@@ -1,0 +1,100 @@
+"""MCTSSearch: step advantages are the tree's Q differences (a scripted tree), sibling steps become PRM
+pairs, training runs on the tiny model (rollouts; a PRM that learns from the pairs), config errors."""
+import pytest
+import torch
+
+from algorithms import ConfigError, MCTSSearch, MCTSSearchConfig
+from algorithms.mcts_search import STEP_ADVANTAGES
+from buffers import ADVANTAGES
+from buffers.step_pairs import StepPair
+from envs import make
+from tests.mcts_toys import SCORES, ScriptedPolicy, SevenEnv, TableScorer
+from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
+
+# the scripted tree fully expanded (12 simulations, k=3): Q(root) = mean of all 12 scores
+Q_ROOT = sum(SCORES.values()) / 12
+Q_FIRST = {"x = 1\n": (0.7 + 0.1 + 0.2 + 0.1) / 4, "y = 2\n": (0.5 + 0.95 + 0.3 + 0.3) / 4,
+           "z = 3\n": (0.3 + 3 * 0.05) / 4}
+
+
+def config(tmp_path, **overrides):
+    values = dict(train_iterations=2, prompts_per_iteration=2, samples_per_prompt=4, max_new_tokens=4,
+                  mcts_simulations=6, mcts_expand_k=2, mcts_wave_size=2, output_dir=str(tmp_path / "run"),
+                  progress=False, micro_batch_size=8, learning_rate=1e-2, eval_at_start=False, eval_episodes=2)
+    values.update(overrides)
+    return MCTSSearchConfig(**values)
+
+
+def test_step_advantages_are_the_q_differences_of_a_scripted_tree(tmp_path):
+    c = config(tmp_path, prompts_per_iteration=1, samples_per_prompt=9, mcts_simulations=12, mcts_expand_k=3,
+               mcts_wave_size=3, mcts_evaluation="prm", pair_margin=0.3, max_new_tokens=8)
+    algo = MCTSSearch(ScriptedPolicy(), SevenEnv(), c, prm=TableScorer())
+    trajectories = algo.collect()
+    assert len(trajectories) == 9 and len({t.group_id for t in trajectories}) == 1
+    assert Q_ROOT == pytest.approx(0.3)
+    for t in trajectories:
+        first, second = t.info["steps"]
+        a1, a2 = Q_FIRST[first] - Q_ROOT, SCORES[second] - Q_FIRST[first]  # Q(node) - Q(parent), per step
+        assert STEP_ADVANTAGES.get(t) == pytest.approx([a1] * len(first) + [a2] * len(second))
+    by_text = {t.text: STEP_ADVANTAGES.get(t) for t in trajectories}
+    assert by_text["y = 2\n#### 7\n"] == pytest.approx([0.2125] * 6 + [0.4375] * 7)  # 0.5125 - 0.3, 0.95 - 0.5125
+    algo.prepare(trajectories)
+    for t in trajectories:
+        assert ADVANTAGES.get(t) == pytest.approx(STEP_ADVANTAGES.get(t))  # every token sampled: mask 1
+    problem = trajectories[0].info["problem_id"]
+    question = f"Problem {problem}\n"  # the reset observation, verbatim
+    # siblings whose Q differ by >= 0.3: y over z (0.4), and under y "#### 7" over "#### 8" and "#### 9" (0.65)
+    assert [(p.question, p.prefix, p.chosen, p.rejected, p.source, p.problem_id) for p in algo.step_pairs] == [
+        (question, (), "y = 2\n", "z = 3\n", "mcts", problem),
+        (question, ("y = 2\n",), "#### 7\n", "#### 8\n", "mcts", problem),
+        (question, ("y = 2\n",), "#### 7\n", "#### 9\n", "mcts", problem)]
+    assert [p.margin for p in algo.step_pairs] == pytest.approx([0.4, 0.65, 0.65])
+    assert all(isinstance(p, StepPair) for p in algo.step_pairs)
+
+
+def test_two_iterations_on_the_tiny_model_with_rollouts_train_the_policy(tiny_policy, tmp_path):
+    algo = MCTSSearch(tiny_policy, make("ToyDigits-v0", mode="stepwise", max_steps=2), config(tmp_path))
+    before = [p.detach().clone() for p in tiny_policy.parameters()]
+    rows = algo.train()
+    assert [r["iteration"] for r in rows] == [1, 2]
+    for key in ("search_tokens", "search_tokens_per_second", "tree_nodes", "finished_leaves", "step_pairs",
+                "loss_policy", "clip_fraction", "reward_mean"):
+        assert key in rows[-1], key
+    assert rows[-1]["tree_nodes"] == 7  # the root, 2 children, then 2 leaves by 2: 6 simulations
+    assert any(not torch.equal(a, b) for a, b in zip(before, tiny_policy.parameters()))
+    trained = list(algo.buffer)  # the last iteration's episodes
+    assert trained and all(ADVANTAGES.has(t) for t in trained)
+    assert any(abs(v) > 1e-6 for t in trained for v in ADVANTAGES.get(t))
+
+
+def test_the_prm_learns_from_the_trees_sibling_pairs(tiny_policy, tmp_path):
+    from policies.prm import ProcessRewardModel
+
+    prm = ProcessRewardModel.from_policy(tiny_policy)
+    c = config(tmp_path, train_iterations=1, prm_updates=2, pair_margin=1e-6, prm_learning_rate=1e-2)
+    algo = MCTSSearch(tiny_policy, make("ToyDigits-v0", mode="stepwise", max_steps=2), c, prm=prm)
+    before = [p.detach().clone() for p in prm.parameters()]
+    (row,) = algo.train()
+    assert algo.step_pairs and all(p.source == "mcts" and p.margin >= 1e-6 for p in algo.step_pairs)
+    assert row["prm_bt_loss"] > 0 and 0 <= row["prm_pair_accuracy"] <= 1
+    assert any(not torch.equal(a, b) for a, b in zip(before, prm.parameters()))
+    assert set(algo.extra_state()) == {"prm", "prm_optimizer"}
+    scored = MCTSSearch(tiny_policy, algo.env, config(tmp_path, mcts_evaluation="prm"), prm=prm)
+    trajectories = scored.collect()  # the PRM, a StepScorer, evaluates the new steps
+    assert trajectories and all(STEP_ADVANTAGES.has(t) for t in trajectories)
+
+
+def test_bad_settings_are_one_line_config_errors(tmp_path):
+    with pytest.raises(ConfigError, match=r"^MCTSSearchConfig.mcts_expand_k must be a positive integer, got 0$"):
+        config(tmp_path, mcts_expand_k=0)
+    with pytest.raises(ConfigError, match=r"^MCTSSearchConfig.mcts_selection must be one of puct, ucb1, got 'x'$"):
+        config(tmp_path, mcts_selection="x")
+    with pytest.raises(ConfigError, match=r"^MCTSSearchConfig.temperature must be > 0"):
+        config(tmp_path, temperature=0)
+    with pytest.raises(ConfigError, match=r"^MCTSSearchConfig.pair_margin must be > 0, got 0.0$"):
+        config(tmp_path, pair_margin=0)
+    env = SevenEnv()
+    with pytest.raises(ConfigError, match=r"^MCTSSearchConfig.mcts_evaluation is 'prm', but no PRM is given"):
+        MCTSSearch(ScriptedPolicy(), env, config(tmp_path, mcts_evaluation="prm"))
+    with pytest.raises(ConfigError, match=r"^MCTSSearchConfig.prm_updates is 2, but no PRM is given"):
+        MCTSSearch(ScriptedPolicy(), env, config(tmp_path, prm_updates=2))
