@@ -15,11 +15,12 @@ from collections.abc import Sequence
 
 import torch
 
-from algorithms.search import SearchSettings, engine_for, solution_score
+from algorithms.search import SearchSettings, engine_for
 from algorithms.search_play import advance_counting, parsed_answer, result_of, step_scores
 from algorithms.search_types import SearchResult, StepScorer
 from episodes.engine import Branch
 from policies.base import Policy
+from policies.prm import aggregate_step_scores
 
 
 def beam_search(policy: Policy, env, starts: Sequence[dict], settings: SearchSettings, scorer: StepScorer,
@@ -34,7 +35,7 @@ def beam_search(policy: Policy, env, starts: Sequence[dict], settings: SearchSet
     while any(beams):
         candidates = [beam.snapshot() for group in beams for beam in group for _ in range(settings.beam_expand)]
         advance_counting(engine, candidates, tokens, generator)
-        scores = [solution_score(s, settings.aggregation) for s in step_scores(scorer, candidates)]
+        scores = [aggregate_step_scores(s, settings.aggregation) for s in step_scores(scorer, candidates)]
         depth += 1
         by_problem: list[list[tuple[float, Branch]]] = [[] for _ in starts]
         for score, child in zip(scores, candidates):

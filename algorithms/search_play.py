@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from algorithms.mcts import checked_scores
 from algorithms.search_types import SearchResult, StepScorer, sampled_tokens
 from episodes.engine import Branch, EpisodeEngine
 
@@ -35,24 +36,11 @@ def play_out(engine: EpisodeEngine, branches: Sequence[Branch], tokens: list[int
 
 
 def step_scores(scorer: StepScorer, branches: Sequence[Branch]) -> list[list[float]]:
-    """The scorer's per-step scores of `branches` (one call), checked: one list per branch, one finite
-    score per step taken."""
+    """The scorer's per-step scores of `branches` (one call), checked as MCTS checks them: one list per
+    branch, one number in [0, 1] per step taken."""
     if not branches:
         return []
-    scores = scorer.score_branches(list(branches))
-    if len(scores) != len(branches):
-        raise ValueError(f"step scorer {type(scorer).__name__} returned {len(scores)} score lists for "
-                         f"{len(branches)} branches")
-    checked = []
-    for branch, row in zip(branches, scores):
-        row = [float(s) for s in row]
-        if len(row) != branch.steps:
-            raise ValueError(f"step scorer {type(scorer).__name__} returned {len(row)} scores for a branch "
-                             f"of {branch.steps} steps")
-        if not all(0.0 <= s <= 1.0 for s in row):
-            raise ValueError(f"step scorer {type(scorer).__name__} returned a score outside [0, 1]: {row}")
-        checked.append(row)
-    return checked
+    return checked_scores(scorer.score_branches(list(branches)), branches)
 
 
 def parsed_answer(branch: Branch) -> str | None:

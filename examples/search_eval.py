@@ -1,14 +1,16 @@
 """Search at inference, side by side: greedy, maj@n, best-of-n with a PRM, step-level beam search with a
-PRM, on the same held-out problems of a stepwise env, each with its accuracy and the tokens it sampled.
+PRM and MCTS with a PRM, on the same held-out problems of a stepwise env, each with its accuracy and the
+tokens it sampled.
 
     python examples/search_eval.py --model runs/quickstart-gpu/model --prm runs/prm/prm --level 3 --n 8
     python examples/search_eval.py --env GSM8KStepwise-v0 --data_path train.jsonl --split train \\
         --offset 7273 --episodes 200 --prm runs/prm/prm
 
-Methods default to greedy and maj, plus best_of_n and beam when a PRM folder is given (--prm, as
-`ProcessRewardModel.save` writes it). The budget is stated by --n (maj, best_of_n) and --beam_width x
---beam_expand (beam); every row reports the tokens it really sampled per problem, discarded candidates
-included. The table is printed and written as <output>.md and <output>.json.
+Methods default to greedy and maj, plus best_of_n, beam and mcts when a PRM folder is given (--prm, as
+`ProcessRewardModel.save` writes it). The budget is stated by --n (maj, best_of_n), --beam_width x
+--beam_expand (beam) and --simulations (mcts; --max_tokens caps its tokens per problem); every row reports
+the tokens it really sampled per problem, discarded candidates included. The table is printed and written
+as <output>.md and <output>.json.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from algorithms.cli import run_with_clear_errors  # noqa: E402
+from algorithms.mcts import MCTSConfig  # noqa: E402
 from algorithms.search import AGGREGATIONS, METHODS, SCORED_METHODS, SearchSettings  # noqa: E402
 from algorithms.search_eval import evaluate_search, markdown_table, save_table  # noqa: E402
 from policies import EMBEDDED_MODEL  # noqa: E402
@@ -26,10 +29,10 @@ from policies import EMBEDDED_MODEL  # noqa: E402
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default=EMBEDDED_MODEL, 
+    parser.add_argument("--model", default=EMBEDDED_MODEL,
                         help="policy: hub name, local folder, or the embedded default")
-    parser.add_argument("--prm", default=None, 
-                        help="a PRM folder (ProcessRewardModel.save); needed by best_of_n and beam")
+    parser.add_argument("--prm", default=None,
+                        help="a PRM folder (ProcessRewardModel.save); needed by best_of_n, beam and mcts")
     parser.add_argument("--env", default="Arithmetic-v0", help="env id, played in stepwise mode")
     parser.add_argument("--level", type=int, default=3, help="Arithmetic level (Arithmetic ids only)")
     parser.add_argument("--split", default="test", help="the env's split")
@@ -39,10 +42,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--offset", type=int, default=0, help="first problem index (e.g. a held-back slice)")
     parser.add_argument("--methods", default=None,
                         help=f"comma-separated, of {', '.join(METHODS)} (default: greedy,maj and, with --prm, "
-                             f"best_of_n,beam)")
+                             f"best_of_n,beam,mcts)")
     parser.add_argument("--n", type=int, default=8, help="samples per problem of maj and best_of_n")
     parser.add_argument("--beam_width", type=int, default=4, help="beams kept per problem")
     parser.add_argument("--beam_expand", type=int, default=2, help="candidates per beam per step")
+    parser.add_argument("--simulations", type=int, default=32, help="leaf evaluations per problem (mcts)")
+    parser.add_argument("--expand_k", type=int, default=4, help="candidate steps per expanded leaf (mcts)")
+    parser.add_argument("--wave_size", type=int, default=4, help="leaves expanded per tree per wave (mcts)")
+    parser.add_argument("--selection", default="puct", help="puct | ucb1 (mcts)")
+    parser.add_argument("--exploration", type=float, default=1.0, help="exploration weight c (mcts)")
+    parser.add_argument("--mcts_answer", default="visits", help="visits | value | vote (mcts)")
+    parser.add_argument("--max_tokens", type=int, default=None, help="sampled tokens per problem (mcts; default: no cap)")
     parser.add_argument("--temperature", type=float, default=0.8, help="sampling temperature (greedy: 0)")
     parser.add_argument("--max_new_tokens", type=int, default=64, help="tokens per step")
     parser.add_argument("--aggregation", choices=AGGREGATIONS, default=None,
@@ -76,8 +86,11 @@ def run(args: argparse.Namespace) -> None:
     from policies import HFPolicy
 
     methods = chosen_methods(args)
+    tree = MCTSConfig(simulations=args.simulations, expand_k=args.expand_k, wave_size=args.wave_size,
+                      selection=args.selection, exploration=args.exploration, answer=args.mcts_answer,
+                      max_tokens=args.max_tokens)
     common = dict(n=args.n, beam_width=args.beam_width, beam_expand=args.beam_expand, temperature=args.temperature,
-                  max_new_tokens=args.max_new_tokens)
+                  max_new_tokens=args.max_new_tokens, mcts=tree)
     for m in methods:  # bad settings fail before any model loads
         SearchSettings(method=m, **common, aggregation=args.aggregation or "min")
     env_kwargs = dict(mode="stepwise", split=args.split, max_steps=args.max_steps)
@@ -92,7 +105,7 @@ def run(args: argparse.Namespace) -> None:
         from policies.prm import ProcessRewardModel
 
         scorer = ProcessRewardModel.from_pretrained(args.prm, device=policy.device)
-    aggregation = args.aggregation or getattr(scorer, "aggregation", "min")
+    aggregation = args.aggregation or (scorer.aggregation if scorer is not None else "min")
     settings = [SearchSettings(method=m, **common, aggregation=aggregation) for m in methods]
     print(f"device={policy.device} model={args.model} prm={args.prm} env={args.env} {env_kwargs} "
           f"problems {args.offset}..{args.offset + args.episodes - 1} aggregation={aggregation}")

@@ -1,7 +1,8 @@
 """The FastAPI app: `create_app(policy, scorer=None, limits=ServerLimits())`.
 
 - `POST /generate` {prompt, max_new_tokens, temperature} -> {text, tokens}
-- `POST /solve` {question, method: greedy|maj|best_of_n|beam, budget (samples or beams; greedy ignores it)}
+- `POST /solve` {question, method: greedy|maj|best_of_n|beam|mcts, budget (samples, beams or simulations;
+  greedy ignores it)}
   -> {answer, solution, tokens, method}:
   the question becomes a one-problem stepwise `QuestionsEnv` and `run_search` answers it.
 - `GET /health` -> {status, model, prm, methods}
@@ -32,10 +33,10 @@ from serving.requests import (DEFAULT_BUDGET, SOLVE_METHODS, GenerateRequest, Ge
 def create_app(policy, scorer: StepScorer | None = None, limits: ServerLimits | None = None,
                search: SearchSettings | None = None, instruction: str = ARITHMETIC_INSTRUCTION,
                max_steps: int = 8) -> FastAPI:
-    """The app serving `policy` (and `scorer`, a PRM, for best_of_n and beam).
+    """The app serving `policy` (and `scorer`, a PRM, for best_of_n, beam and mcts).
 
     search: what /solve samples with besides the method and budget (temperature, tokens per step,
-    beam_expand, aggregation; default SearchSettings()). instruction, max_steps: the QuestionsEnv's."""
+    beam_expand, aggregation, the MCTSConfig; default SearchSettings()). instruction, max_steps: the QuestionsEnv's."""
     limits = limits if limits is not None else ServerLimits()
     search = search if search is not None else SearchSettings()
     if not isinstance(limits, ServerLimits) or not isinstance(search, SearchSettings):
@@ -111,11 +112,14 @@ def create_app(policy, scorer: StepScorer | None = None, limits: ServerLimits | 
 
 
 def settings_for(search: SearchSettings, method: str, budget: int) -> SearchSettings:
-    """`search` with the request's method and budget (samples for maj/best_of_n, beams for beam)."""
+    """`search` with the request's method and budget (samples for maj/best_of_n, beams for beam, simulations
+    for mcts)."""
     if method in ("maj", "best_of_n"):
         return dataclasses.replace(search, method=method, n=budget)
     if method == "beam":
         return dataclasses.replace(search, method=method, beam_width=budget)
+    if method == "mcts":
+        return dataclasses.replace(search, method=method, mcts=dataclasses.replace(search.mcts, simulations=budget))
     return dataclasses.replace(search, method=method)
 
 

@@ -20,7 +20,7 @@ class ServerLimits:
 
     max_prompt_chars: int = setting(4000, "characters of a /generate prompt or a /solve question at most")
     max_new_tokens: int = setting(512, "tokens a /generate request may ask for at most")
-    max_budget: int = setting(32, "a /solve budget at most (samples for maj and best_of_n, beams for beam)")
+    max_budget: int = setting(32, "a /solve budget at most (samples: maj, best_of_n; beams: beam; simulations: mcts)")
     timeout_seconds: float = setting(60.0, "compute time of one request at most (waiting for the model included)")
 
     def __post_init__(self) -> None:

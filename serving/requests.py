@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SOLVE_METHODS = ("greedy", "maj", "best_of_n", "beam")
+SOLVE_METHODS = ("greedy", "maj", "best_of_n", "beam", "mcts")
 DEFAULT_BUDGET = 8
 
 
@@ -25,12 +25,13 @@ class GenerateResponse(BaseModel):
 
 
 class SolveRequest(BaseModel):
-    """A question answered by a search method. budget: samples (maj, best_of_n) or beams (beam), by default
+    """A question answered by a search method. budget: samples (maj, best_of_n), beams (beam) or simulations
+    (mcts), by default
     DEFAULT_BUDGET or the server's max_budget when that is smaller; greedy ignores it."""
 
     model_config = ConfigDict(extra="forbid")
     question: str = Field(min_length=1)
-    method: Literal["greedy", "maj", "best_of_n", "beam"] = "greedy"
+    method: Literal["greedy", "maj", "best_of_n", "beam", "mcts"] = "greedy"
     budget: int | None = Field(None, ge=1)
 
 

@@ -3,7 +3,7 @@
 `ScriptedPolicy` reads each prompt's transcript (the env's observation, encoded raw) and answers with the
 next candidate listed for the steps written so far: `script` maps the solution so far (the text after the
 question's line) to candidate next steps, handed out in turn (temperature 0: always the first). It records
-every `sample` call's prompt count. `ScriptedScorer` scores each step by its text from a table.
+every `sample` call's prompt count and sampling settings. `ScriptedScorer` scores each step by its text from a table.
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ class ScriptedPolicy(Policy):
         self.script, self.default = script, default
         self.handed_out: dict[str, int] = defaultdict(int)
         self.calls: list[int] = []  # prompts per sample call
+        self.settings: list[tuple[int, float]] = []  # (max_new_tokens, temperature) per sample call
         self.sampled = 0  # tokens sampled in all
 
     def format_prompt(self, observation: str) -> list[int]:
@@ -27,6 +28,7 @@ class ScriptedPolicy(Policy):
 
     def sample(self, prompts, n=1, max_new_tokens=256, temperature=1.0, top_p=1.0, stop=None, generator=None):
         self.calls.append(len(prompts))
+        self.settings.append((max_new_tokens, temperature))
         out = []
         for prompt in prompts:
             solution = self.tokenizer.decode(prompt).split("\n", 1)[1]

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from algorithms.config import ConfigError
+from algorithms.mcts import MCTSConfig
 from algorithms.search import SearchSettings, run_search
 from envs import make
 from tests.search_toys import ScriptedPolicy, ScriptedScorer
@@ -78,12 +79,27 @@ def test_beam_stops_a_problem_once_its_beams_have_all_finished():
     assert results[0].details["finished"] == 2 and results[0].tokens == 6 * len("#### 3\n")
 
 
+def test_mcts_follows_the_scorers_best_path_at_the_settings_temperature_and_counts_every_token():
+    policy = ScriptedPolicy({"": ["a = 1\n", "b = 2\n"], "a = 1\n": ["#### 1\n"], "b = 2\n": ["#### 2\n"]})
+    scorer = ScriptedScorer({"a = 1\n": 0.2, "b = 2\n": 0.9, "#### 1\n": 0.1, "#### 2\n": 0.95})
+    tree = MCTSConfig(simulations=6, expand_k=2, wave_size=1, temperature=1.0, max_new_tokens=64)
+    settings = SearchSettings(method="mcts", temperature=0.5, max_new_tokens=16, mcts=tree)
+    assert settings.label == "mcts_6"
+    results = run_search(policy, stepwise_env(), STARTS, settings, scorer)
+    assert [r.answer for r in results] == ["2", "2"]
+    assert results[0].trajectory.text == "b = 2\n#### 2\n" and results[0].details["simulations"] == 6
+    assert set(policy.settings) == {(16, 0.5)}  # the search settings' sampling, not the tree config's
+    assert all(n == 2 * 2 for n in policy.calls)  # one sampling call per wave: one leaf x 2 candidates, 2 trees
+    assert sum(r.tokens for r in results) == policy.sampled
+
+
 def test_the_real_tiny_policy_runs_every_method_and_tokens_are_its_sampled_tokens(tiny_policy):
     env = stepwise_env(max_steps=2)
     scorer = ScriptedScorer({})
     for settings in (SearchSettings(method="greedy", max_new_tokens=5),
                      SearchSettings(method="maj", n=2, max_new_tokens=5),
-                     SearchSettings(method="beam", beam_width=2, beam_expand=2, max_new_tokens=5)):
+                     SearchSettings(method="beam", beam_width=2, beam_expand=2, max_new_tokens=5),
+                     SearchSettings(method="mcts", max_new_tokens=5, mcts=MCTSConfig(simulations=4, expand_k=2))):
         counted = []
         tiny_policy.on_tokens = counted.append  # the decoding loop reports every token it samples
         results = run_search(tiny_policy, env, STARTS, settings, scorer, torch.Generator().manual_seed(0))
@@ -95,7 +111,8 @@ def test_the_real_tiny_policy_runs_every_method_and_tokens_are_its_sampled_token
 
 
 def test_bad_settings_and_missing_or_broken_scorers_are_one_line_errors():
-    with pytest.raises(ConfigError, match=r"^SearchSettings.method must be greedy \| maj \| best_of_n \| beam"):
+    methods = r"greedy \| maj \| best_of_n \| beam \| mcts"
+    with pytest.raises(ConfigError, match=rf"^SearchSettings.method must be {methods}, got 'dfs'$"):
         SearchSettings(method="dfs")
     with pytest.raises(ConfigError, match=r"^SearchSettings.temperature must be > 0 for maj"):
         SearchSettings(method="maj", temperature=0)
@@ -103,14 +120,19 @@ def test_bad_settings_and_missing_or_broken_scorers_are_one_line_errors():
         SearchSettings(n="many")
     with pytest.raises(ConfigError, match=r"^SearchSettings.aggregation must be min"):
         SearchSettings(aggregation="max")
+    with pytest.raises(ConfigError, match=r"^SearchSettings.mcts.evaluation must be 'prm' at inference, got 'rollout'"):
+        SearchSettings(method="mcts", mcts=MCTSConfig(evaluation="rollout"))
+    with pytest.raises(ConfigError, match=r"^SearchSettings.mcts must be an MCTSConfig, got \{'simulations': 4\}$"):
+        SearchSettings(mcts={"simulations": 4})
     policy, env = ScriptedPolicy({}), stepwise_env()
-    with pytest.raises(ValueError, match=r"^run_search: method 'best_of_n' needs a step scorer"):
-        run_search(policy, env, STARTS, SearchSettings(method="best_of_n"))
+    for method in ("best_of_n", "beam", "mcts"):
+        with pytest.raises(ValueError, match=rf"^run_search: method '{method}' needs a step scorer"):
+            run_search(policy, env, STARTS, SearchSettings(method=method))
 
     class Short(ScriptedScorer):
         def score_branches(self, branches):
             return [[] for _ in branches]
 
-    with pytest.raises(ValueError, match=r"^step scorer Short returned 0 scores for a branch of 1 steps$"):
+    with pytest.raises(ValueError, match=r"^step scorer returned 0 scores for branch 0 with 1 steps$"):
         run_search(policy, env, STARTS, SearchSettings(method="beam"), Short({}))
     assert run_search(policy, env, [], SearchSettings()) == []

@@ -59,10 +59,19 @@ def test_markdown_table_and_its_files(tmp_path):
     assert json.loads(data.read_text()) == {"about": {"level": 3}, "rows": rows}
 
 
-def test_the_script_runs_on_the_tiny_model_and_writes_its_table(tmp_path_factory, tmp_path, capsys):
-    from policies import build_tiny_model
+@pytest.fixture(scope="module")
+def model_and_prm(tmp_path_factory) -> tuple[str, str]:
+    """A tiny policy folder and a PRM folder on its backbone (aggregation "last")."""
+    from policies import HFPolicy, ProcessRewardModel, build_tiny_model
 
     model = save_tiny_model_dir(tmp_path_factory, build_tiny_model)
+    prm = tmp_path_factory.mktemp("prm")
+    ProcessRewardModel.from_policy(HFPolicy(model, device="cpu"), aggregation="last").save(prm)
+    return model, str(prm)
+
+
+def test_the_script_runs_on_the_tiny_model_and_writes_its_table(model_and_prm, tmp_path, capsys):
+    model, _ = model_and_prm
     script = load_script(SCRIPT)
     script.main(["--model", model, "--level", "1", "--episodes", "2", "--n", "2", "--max_new_tokens", "4",
                  "--max_steps", "2", "--output", str(tmp_path / "table")])
@@ -73,8 +82,20 @@ def test_the_script_runs_on_the_tiny_model_and_writes_its_table(tmp_path_factory
     assert (tmp_path / "table.md").read_text() in out
 
 
+def test_the_script_runs_every_method_with_a_prm_folder(model_and_prm, tmp_path):
+    model, prm = model_and_prm
+    load_script(SCRIPT).main(["--model", model, "--prm", prm, "--level", "1", "--episodes", "2", "--n", "2",
+                              "--beam_width", "2", "--simulations", "4", "--expand_k", "2", "--wave_size", "2",
+                              "--max_new_tokens", "3", "--max_steps", "2", "--output", str(tmp_path / "table")])
+    saved = json.loads((tmp_path / "table.json").read_text())
+    assert [r["method"] for r in saved["rows"]] == ["greedy", "maj@2", "best_of_2", "beam_2x2", "mcts_4"]
+    assert saved["about"]["aggregation"] == "last"  # the PRM's own
+    assert all(r["problems"] == 2 and r["tokens_per_problem"] > 0 for r in saved["rows"])
+
+
 def test_the_script_says_in_one_line_what_is_wrong():
     script = load_script(SCRIPT)
     assert "needs a PRM folder: --prm PATH" in error_line(script, ["--methods", "greedy,beam"])
     assert "'dfs'; choose from greedy" in error_line(script, ["--methods", "dfs"])
     assert "SearchSettings.temperature must be > 0 for maj" in error_line(script, ["--temperature", "0"])
+    assert "MCTSConfig.selection must be one of" in error_line(script, ["--selection", "best"])

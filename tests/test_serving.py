@@ -46,7 +46,8 @@ def test_solve_answers_with_each_method():
     scorer = ScriptedScorer({"3 + 4 = 8\n": 0.9, "3 + 4 = 7\n": 0.1})
     client = TestClient(create_app(ScriptedPolicy(SCRIPT), scorer))
     health = client.get("/health").json()
-    assert health["status"] == "ok" and health["prm"] and health["methods"] == ["greedy", "maj", "best_of_n", "beam"]
+    assert health["status"] == "ok" and health["prm"]
+    assert health["methods"] == ["greedy", "maj", "best_of_n", "beam", "mcts"]
     greedy = client.post("/solve", json={"question": "What is 3 + 4?", "method": "greedy"})
     assert greedy.status_code == 200
     assert greedy.json() == {"answer": "7", "solution": "3 + 4 = 7\n#### 7\n", "tokens": 17, "method": "greedy"}
@@ -54,6 +55,8 @@ def test_solve_answers_with_each_method():
     assert best["answer"] == "8" and best["tokens"] == 34  # the scorer's favourite; both samples counted
     beam = client.post("/solve", json={"question": "What is 3 + 4?", "method": "beam", "budget": 1}).json()
     assert beam["answer"] == "8" and beam["method"] == "beam"
+    mcts = client.post("/solve", json={"question": "What is 3 + 4?", "method": "mcts", "budget": 4}).json()
+    assert mcts["answer"] == "8" and mcts["solution"] == "3 + 4 = 8\n#### 8\n" and mcts["method"] == "mcts"
     maj = client.post("/solve", json={"question": "What is 3 + 4?", "method": "maj", "budget": 3}).json()
     assert maj["answer"] in {"7", "8"} and maj["tokens"] == 51
 
@@ -78,9 +81,10 @@ def test_bad_requests_get_a_4xx_with_one_message():
     assert "budget 5 is over this server's limit of 4" in one_line_detail(
         client.post("/solve", json={"question": "What is 3 + 4?", "method": "maj", "budget": 5}), 422)
     detail = one_line_detail(client.post("/solve", json={"question": "What is 3 + 4?", "method": "dfs"}), 422)
-    assert detail.startswith("method: Input should be 'greedy', 'maj', 'best_of_n' or 'beam'")
-    assert "needs a PRM, and this server has none" in one_line_detail(
-        client.post("/solve", json={"question": "What is 3 + 4?", "method": "best_of_n"}), 400)
+    assert detail.startswith("method: Input should be 'greedy', 'maj', 'best_of_n', 'beam' or 'mcts'")
+    for method in ("best_of_n", "beam", "mcts"):
+        assert f"method {method} needs a PRM, and this server has none" in one_line_detail(
+            client.post("/solve", json={"question": "What is 3 + 4?", "method": method}), 400)
     assert one_line_detail(client.post("/solve", json={"question": "hi", "temperature": 1}), 422) == (
         "temperature: Extra inputs are not permitted")
     assert one_line_detail(client.post("/solve", content="{not json", headers={"content-type": "application/json"}),
@@ -116,14 +120,19 @@ def test_limits_and_settings_are_checked_when_the_app_is_made():
         create_app(ScriptedPolicy({}), search=SearchSettings(temperature=0))
 
 
-def test_serve_script_builds_the_app_over_a_model_folder(tmp_path_factory):
-    from policies import build_tiny_model
+def test_serve_script_builds_the_app_over_a_model_folder_and_a_prm_folder(tmp_path_factory):
+    from policies import HFPolicy, ProcessRewardModel, build_tiny_model
 
     serve = load_script(SERVE)
-    args = serve.build_parser().parse_args(["--model", save_tiny_model_dir(tmp_path_factory, build_tiny_model),
-                                            "--max_budget", "2", "--step_tokens", "4", "--max_steps", "2"])
-    client = TestClient(serve.build_app(args))
-    assert client.get("/health").json()["methods"] == ["greedy", "maj"]
-    solved = client.post("/solve", json={"question": "What is 1 + 1?", "method": "maj", "budget": 2}).json()
+    model, prm = save_tiny_model_dir(tmp_path_factory, build_tiny_model), tmp_path_factory.mktemp("prm")
+    ProcessRewardModel.from_policy(HFPolicy(model, device="cpu")).save(prm)
+    common = ["--model", model, "--max_budget", "2", "--step_tokens", "4", "--max_steps", "2", "--expand_k", "2"]
+    plain = TestClient(serve.build_app(serve.build_parser().parse_args(common)))
+    assert plain.get("/health").json()["methods"] == ["greedy", "maj"]
+    solved = plain.post("/solve", json={"question": "What is 1 + 1?", "method": "maj", "budget": 2}).json()
     assert set(solved) == {"answer", "solution", "tokens", "method"} and 0 < solved["tokens"] <= 2 * 2 * 4
+    with_prm = TestClient(serve.build_app(serve.build_parser().parse_args(common + ["--prm", str(prm)])))
+    assert with_prm.get("/health").json()["methods"] == ["greedy", "maj", "best_of_n", "beam", "mcts"]
+    tree = with_prm.post("/solve", json={"question": "What is 1 + 1?", "method": "mcts", "budget": 2}).json()
+    assert tree["method"] == "mcts" and 0 < tree["tokens"] <= 2 * 2 * 4 + 2 * 4  # 2 simulations, greedy finish
     assert "ServerLimits.timeout_seconds must be > 0" in error_line(serve, ["--timeout_seconds", "0"])
