@@ -13,6 +13,7 @@ from envs.data import DataFileNotFoundError, MalformedRowError
 from envs.hotpotqa import HotpotQAEnv
 from envs.math import GSM8KEnv, MATHEnv
 from envs.math_env import MathEnv
+from envs.questions import QuestionsEnv
 from envs.rag import RAGHotpotQAEnv, SearchTool
 from envs.registry import NAMESPACE, UnknownEnvError, make, register, registered_ids
 from envs.reward_forms import per_sample_reward, reward_form, trl_reward
@@ -36,6 +37,7 @@ __all__ = [
     "NAMESPACE",
     "MalformedRowError",
     "Problem",
+    "QuestionsEnv",
     "RAGHotpotQAEnv",
     "SearchTool",
     "TagTool",

@@ -16,7 +16,8 @@ in mode "multi_turn" with the calculator tool (``<calc>EXPRESSION</calc>``, answ
 ``<result>VALUE</result>``; the final answer in ``<answer>...</answer>``; see ``envs/tool_env.py``),
 ``HotpotQA-v0`` (single turn, ``context="closed_book"`` or ``"distractor"``; ``envs/hotpotqa.py``) and
 ``RAG-HotpotQA-v0`` (multi-turn: ``<search>QUERY</search>`` over a document store given as ``store=``,
-then ``<answer>...</answer>``; ``envs/rag.py``).
+then ``<answer>...</answer>``; ``envs/rag.py``) and ``Questions-v0``: stepwise math over the questions
+given as ``questions=[...]``, without gold answers (``envs/questions.py``; the server's /solve).
 
 Adding an env takes three lines::
 
@@ -116,3 +117,4 @@ _register_built_in("MATHStepwise-v0", "envs.math:MATHEnv", mode="stepwise")
 _register_built_in("ToolArithmetic-v0", "envs.tool_arithmetic:ToolArithmeticEnv", level=2, mode="multi_turn")
 _register_built_in("HotpotQA-v0", "envs.hotpotqa:HotpotQAEnv", mode="single", context="closed_book")
 _register_built_in("RAG-HotpotQA-v0", "envs.rag:RAGHotpotQAEnv", mode="multi_turn")
+_register_built_in("Questions-v0", "envs.questions:QuestionsEnv", mode="stepwise")

@@ -1,0 +1,165 @@
+"""Search at inference: greedy chain of thought, self-consistency (maj@n), best-of-N with a step scorer,
+step-level beam search with a step scorer, and MCTS, all behind `run_search`.
+
+Every method plays all problems of `starts` together (one batched sampling call per engine step) and
+returns one `SearchResult` per problem with every token it sampled for that problem, discarded candidates
+included, so methods compare at equal token budgets. Methods choose by parsed answers and step scores
+only; the env's verdict is recorded for reporting.
+
+- greedy: one episode at temperature 0.
+- maj: `n` episodes at `temperature`; the most frequent parsed answer wins (ties: first seen), and its
+  first episode is the solution.
+- best_of_n: `n` episodes; the step scorer scores all of them in one call and the highest solution score
+  (`aggregation` of the step scores) wins among the episodes with a parsed answer (among all when none has).
+- beam: see `algorithms/beam_search.py`.
+- mcts: `algorithms.mcts.MCTS` with `mcts` (an MCTSConfig: simulations, expand_k, wave_size, selection,
+  answer rule, ...), sampling at these settings' temperature and max_new_tokens; its evaluation must be
+  "prm" (a rollout's value is the env's reward, which inference may not read).
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from algorithms.config import ConfigError, coerce_field, setting, shown
+from algorithms.mcts import MCTS, MCTSConfig
+from algorithms.search_play import parsed_answer, play_out, result_of, step_scores
+from algorithms.search_types import SearchResult, StepScorer
+from episodes.engine import EpisodeEngine, SamplingSettings
+from policies.base import Policy
+from policies.prm import AGGREGATIONS, aggregate_step_scores
+
+METHODS = ("greedy", "maj", "best_of_n", "beam", "mcts")
+SCORED_METHODS = ("best_of_n", "beam", "mcts")  # they need a step scorer
+
+
+@dataclass
+class SearchSettings:
+    """One search method and its budget. A bad value is a one-line ConfigError naming the field."""
+
+    method: str = setting("greedy", "greedy | maj | best_of_n | beam | mcts")
+    n: int = setting(8, "episodes sampled per problem (maj, best_of_n)")
+    beam_width: int = setting(4, "beams kept per problem, and solutions the beam search finishes (beam)")
+    beam_expand: int = setting(2, "candidate next steps sampled per beam per step (beam)")
+    temperature: float = setting(0.8, "sampling temperature of maj, best_of_n, beam and mcts (> 0); greedy uses 0")
+    max_new_tokens: int = setting(64, "tokens per action (one step in a stepwise env)")
+    aggregation: str = setting("min", "solution score from step scores: min | last | product | mean "
+                                      "(best_of_n's choice and beam's ranking)")
+    mcts: MCTSConfig = field(default_factory=MCTSConfig, metadata={
+        "help": "the tree search's settings (mcts); it samples at this temperature and max_new_tokens"})
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            if f.name != "mcts":
+                setattr(self, f.name, coerce_field(type(self), f.name, getattr(self, f.name)))
+        self.require("method", self.method in METHODS, " | ".join(METHODS))
+        for name in ("n", "beam_width", "beam_expand", "max_new_tokens"):
+            self.require(name, getattr(self, name) >= 1, "an integer >= 1")
+        self.require("temperature", self.temperature >= 0, ">= 0")
+        self.require("temperature", self.method == "greedy" or self.temperature > 0,
+                     f"> 0 for {self.method} (its candidates would all be the greedy one)")
+        self.require("aggregation", self.aggregation in AGGREGATIONS, " | ".join(AGGREGATIONS))
+        self.require("mcts", isinstance(self.mcts, MCTSConfig), "an MCTSConfig")
+        if self.method == "mcts" and self.mcts.evaluation != "prm":
+            raise ConfigError(f"SearchSettings.mcts.evaluation must be 'prm' at inference, got "
+                              f"{self.mcts.evaluation!r} (a rollout's value is the env's reward: training only)", "mcts")
+
+    def require(self, name: str, condition: bool, expectation: str) -> None:
+        """Raise `ConfigError("SearchSettings.<name> must be <expectation>, got <value>")` unless `condition`."""
+        if not condition:
+            raise ConfigError(f"{type(self).__name__}.{name} must be {expectation}, got {shown(getattr(self, name))}",
+                              name)
+
+    @property
+    def label(self) -> str:
+        """A short name with the budget: greedy, maj@8, best_of_8, beam_4x2, mcts_32."""
+        budgets = {"greedy": "greedy", "maj": f"maj@{self.n}", "best_of_n": f"best_of_{self.n}",
+                   "beam": f"beam_{self.beam_width}x{self.beam_expand}", "mcts": f"mcts_{self.mcts.simulations}"}
+        return budgets[self.method]
+
+    def mcts_config(self) -> MCTSConfig:
+        """`mcts` sampling at these settings' temperature and max_new_tokens."""
+        return dataclasses.replace(self.mcts, temperature=self.temperature, max_new_tokens=self.max_new_tokens)
+
+
+@torch.no_grad()
+def run_search(policy: Policy, env, starts: Sequence[dict], settings: SearchSettings,
+               scorer: StepScorer | None = None, generator: torch.Generator | None = None) -> list[SearchResult]:
+    """Search every problem of `starts` (env.reset kwargs, e.g. {"options": {"index": 3}}) with
+    `settings.method`, all problems together; one `SearchResult` per start, in order.
+
+    scorer: the step scorer best_of_n, beam and mcts need (a ProcessRewardModel, or any StepScorer).
+    generator: the sampling noise (None: torch's global generator)."""
+    if not isinstance(settings, SearchSettings):
+        raise TypeError(f"run_search: settings must be a SearchSettings, got {type(settings).__name__}")
+    if settings.method in SCORED_METHODS and scorer is None:
+        raise ValueError(f"run_search: method {settings.method!r} needs a step scorer (e.g. a ProcessRewardModel)")
+    if scorer is not None and not isinstance(scorer, StepScorer):
+        raise TypeError(f"run_search: scorer must have score_branches(branches) (a StepScorer), "
+                        f"got {type(scorer).__name__}")
+    starts = list(starts)
+    if not starts:
+        return []
+    if settings.method == "greedy":
+        return _greedy(policy, env, starts, settings, generator)
+    if settings.method == "maj":
+        return _majority(policy, env, starts, settings, generator)
+    if settings.method == "best_of_n":
+        return _best_of_n(policy, env, starts, settings, scorer, generator)
+    if settings.method == "mcts":
+        return MCTS(policy, env, scorer, settings.mcts_config()).search(starts, generator)
+    from algorithms.beam_search import beam_search
+
+    return beam_search(policy, env, starts, settings, scorer, generator)
+
+
+def engine_for(policy: Policy, env, settings: SearchSettings, temperature: float | None = None) -> EpisodeEngine:
+    """An engine sampling `settings.max_new_tokens` per action at `temperature` (default: the settings')."""
+    chosen = settings.temperature if temperature is None else temperature
+    return EpisodeEngine(env, policy, SamplingSettings(settings.max_new_tokens, chosen, 1.0))
+
+
+def _greedy(policy, env, starts, settings, generator) -> list[SearchResult]:
+    engine = engine_for(policy, env, settings, temperature=0.0)
+    branches, tokens = engine.start(starts, 1), [0] * len(starts)
+    play_out(engine, branches, tokens, generator)
+    return [result_of(b, tokens[i]) for i, b in enumerate(branches)]
+
+
+def _sampled_groups(policy, env, starts, settings, generator):
+    """`settings.n` finished episodes per problem (one list per problem) and each problem's tokens."""
+    engine = engine_for(policy, env, settings)
+    branches, tokens, n = engine.start(starts, settings.n), [0] * len(starts), settings.n
+    play_out(engine, branches, tokens, generator)
+    return [branches[i * n:(i + 1) * n] for i in range(len(starts))], tokens
+
+
+def _majority(policy, env, starts, settings, generator) -> list[SearchResult]:
+    groups, tokens = _sampled_groups(policy, env, starts, settings, generator)
+    results = []
+    for i, group in enumerate(groups):
+        votes = Counter(a for a in map(parsed_answer, group) if a is not None)
+        if not votes:
+            results.append(result_of(group[0], tokens[i], {"votes": {}}))
+            continue
+        winner = votes.most_common(1)[0][0]  # ties: the answer seen first
+        chosen = next(b for b in group if parsed_answer(b) == winner)
+        results.append(result_of(chosen, tokens[i], {"votes": dict(votes)}))
+    return results
+
+
+def _best_of_n(policy, env, starts, settings, scorer, generator) -> list[SearchResult]:
+    groups, tokens = _sampled_groups(policy, env, starts, settings, generator)
+    everything = [b for group in groups for b in group]
+    scores = [aggregate_step_scores(s, settings.aggregation) for s in step_scores(scorer, everything)]
+    results, n = [], settings.n
+    for i, group in enumerate(groups):
+        own = scores[i * n:(i + 1) * n]
+        answered = [j for j, b in enumerate(group) if parsed_answer(b) is not None] or list(range(n))
+        best = max(answered, key=lambda j: own[j])  # ties: the first
+        results.append(result_of(group[best], tokens[i], {"scores": own, "chosen": best}))
+    return results

@@ -1,0 +1,121 @@
+"""Search at inference, side by side: greedy, maj@n, best-of-n with a PRM, step-level beam search with a
+PRM and MCTS with a PRM, on the same held-out problems of a stepwise env, each with its accuracy and the
+tokens it sampled.
+
+    python examples/search_eval.py --model runs/quickstart-gpu/model --prm runs/prm/prm --level 3 --n 8
+    python examples/search_eval.py --env GSM8KStepwise-v0 --data_path train.jsonl --split train \\
+        --offset 7273 --episodes 200 --prm runs/prm/prm
+
+Methods default to greedy and maj, plus best_of_n, beam and mcts when a PRM folder is given (--prm, as
+`ProcessRewardModel.save` writes it). The budget is stated by --n (maj, best_of_n), --beam_width x
+--beam_expand (beam) and --simulations (mcts; --max_tokens caps its tokens per problem); every row reports
+the tokens it really sampled per problem, discarded candidates included. The table is printed and written
+as <output>.md and <output>.json.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from algorithms.cli import run_with_clear_errors  # noqa: E402
+from algorithms.mcts import MCTSConfig  # noqa: E402
+from algorithms.search import AGGREGATIONS, METHODS, SCORED_METHODS, SearchSettings  # noqa: E402
+from algorithms.search_eval import evaluate_search, markdown_table, save_table  # noqa: E402
+from policies import EMBEDDED_MODEL  # noqa: E402
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default=EMBEDDED_MODEL,
+                        help="policy: hub name, local folder, or the embedded default")
+    parser.add_argument("--prm", default=None,
+                        help="a PRM folder (ProcessRewardModel.save); needed by best_of_n, beam and mcts")
+    parser.add_argument("--env", default="Arithmetic-v0", help="env id, played in stepwise mode")
+    parser.add_argument("--level", type=int, default=3, help="Arithmetic level (Arithmetic ids only)")
+    parser.add_argument("--split", default="test", help="the env's split")
+    parser.add_argument("--data_path", default=None, help="local data file for dataset envs (GSM8K, MATH)")
+    parser.add_argument("--max_steps", type=int, default=8, help="steps per episode at most")
+    parser.add_argument("--episodes", type=int, default=256, help="problems evaluated")
+    parser.add_argument("--offset", type=int, default=0, help="first problem index (e.g. a held-back slice)")
+    parser.add_argument("--methods", default=None,
+                        help=f"comma-separated, of {', '.join(METHODS)} (default: greedy,maj and, with --prm, "
+                             f"best_of_n,beam,mcts)")
+    parser.add_argument("--n", type=int, default=8, help="samples per problem of maj and best_of_n")
+    parser.add_argument("--beam_width", type=int, default=4, help="beams kept per problem")
+    parser.add_argument("--beam_expand", type=int, default=2, help="candidates per beam per step")
+    parser.add_argument("--simulations", type=int, default=32, help="leaf evaluations per problem (mcts)")
+    parser.add_argument("--expand_k", type=int, default=4, help="candidate steps per expanded leaf (mcts)")
+    parser.add_argument("--wave_size", type=int, default=4, help="leaves expanded per tree per wave (mcts)")
+    parser.add_argument("--selection", default="puct", help="puct | ucb1 (mcts)")
+    parser.add_argument("--exploration", type=float, default=1.0, help="exploration weight c (mcts)")
+    parser.add_argument("--mcts_answer", default="visits", help="visits | value | vote (mcts)")
+    parser.add_argument("--max_tokens", type=int, default=None, help="sampled tokens per problem (mcts; default: no cap)")
+    parser.add_argument("--temperature", type=float, default=0.8, help="sampling temperature (greedy: 0)")
+    parser.add_argument("--max_new_tokens", type=int, default=64, help="tokens per step")
+    parser.add_argument("--aggregation", choices=AGGREGATIONS, default=None,
+                        help="solution score from step scores (default: the PRM's own)")
+    parser.add_argument("--batch_problems", type=int, default=64, help="problems searched together")
+    parser.add_argument("--seed", type=int, default=0, help="sampling seed (the same for every method)")
+    parser.add_argument("--output", default="runs/search_eval/table", help="writes <output>.md and <output>.json")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    run_with_clear_errors(lambda: run(build_parser().parse_args(argv)))
+
+
+def chosen_methods(args: argparse.Namespace) -> list[str]:
+    """The methods asked for (checked before any model loads)."""
+    if args.methods is None:
+        return ["greedy", "maj"] + (list(SCORED_METHODS) if args.prm else [])
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown or not methods:
+        raise ValueError(f"--methods: {', '.join(map(repr, unknown)) or 'none given'}; choose from {', '.join(METHODS)}")
+    scored = [m for m in methods if m in SCORED_METHODS]
+    if scored and not args.prm:
+        raise ValueError(f"--methods {', '.join(scored)} needs a PRM folder: --prm PATH")
+    return methods
+
+
+def run(args: argparse.Namespace) -> None:
+    from envs import make
+    from policies import HFPolicy
+
+    methods = chosen_methods(args)
+    tree = MCTSConfig(simulations=args.simulations, expand_k=args.expand_k, wave_size=args.wave_size,
+                      selection=args.selection, exploration=args.exploration, answer=args.mcts_answer,
+                      max_tokens=args.max_tokens)
+    common = dict(n=args.n, beam_width=args.beam_width, beam_expand=args.beam_expand, temperature=args.temperature,
+                  max_new_tokens=args.max_new_tokens, mcts=tree)
+    for m in methods:  # bad settings fail before any model loads
+        SearchSettings(method=m, **common, aggregation=args.aggregation or "min")
+    env_kwargs = dict(mode="stepwise", split=args.split, max_steps=args.max_steps)
+    if args.env.removeprefix("rlgym/").startswith("Arithmetic"):
+        env_kwargs["level"] = args.level
+    if args.data_path:
+        env_kwargs["data_path"] = args.data_path
+    env = make(args.env, **env_kwargs)
+    policy = HFPolicy(args.model)
+    scorer = None
+    if args.prm:
+        from policies.prm import ProcessRewardModel
+
+        scorer = ProcessRewardModel.from_pretrained(args.prm, device=policy.device)
+    aggregation = args.aggregation or (scorer.aggregation if scorer is not None else "min")
+    settings = [SearchSettings(method=m, **common, aggregation=aggregation) for m in methods]
+    print(f"device={policy.device} model={args.model} prm={args.prm} env={args.env} {env_kwargs} "
+          f"problems {args.offset}..{args.offset + args.episodes - 1} aggregation={aggregation}")
+    rows = evaluate_search(policy, env, settings, scorer, episodes=args.episodes, offset=args.offset,
+                           batch_problems=args.batch_problems, seed=args.seed, progress=True)
+    print(markdown_table(rows), end="")
+    about = {**vars(args), "methods": methods, "aggregation": aggregation, "device": str(policy.device)}
+    markdown, data = save_table(rows, args.output, about)
+    print(f"table: {markdown} and {data}")
+
+
+if __name__ == "__main__":
+    main()

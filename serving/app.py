@@ -1,0 +1,143 @@
+"""The FastAPI app: `create_app(policy, scorer=None, limits=ServerLimits())`.
+
+- `POST /generate` {prompt, max_new_tokens, temperature} -> {text, tokens}
+- `POST /solve` {question, method: greedy|maj|best_of_n|beam|mcts, budget (samples, beams or simulations;
+  greedy ignores it)}
+  -> {answer, solution, tokens, method}:
+  the question becomes a one-problem stepwise `QuestionsEnv` and `run_search` answers it.
+- `GET /health` -> {status, model, prm, methods}
+
+One request computes at a time (one lock around the model). Bad requests get a 4xx whose body is
+{"detail": "<one line>"}: 422 for a field of the wrong type or range (or over a limit), 413 for a prompt
+or question longer than `max_prompt_chars`, 400 for a method that needs a PRM the server lacks; 503
+when the model stays busy past the request's timeout, 504 when its compute runs past it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import threading
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from algorithms.search import SCORED_METHODS, SearchSettings, run_search
+from algorithms.search_types import StepScorer
+from envs.arithmetic import ARITHMETIC_INSTRUCTION
+from envs.questions import QuestionsEnv
+from serving.limits import ComputeTimeout, Deadline, ServerLimits, TimedPolicy, TimedScorer
+from serving.requests import (DEFAULT_BUDGET, SOLVE_METHODS, GenerateRequest, GenerateResponse, SolveRequest,
+                              SolveResponse)
+
+
+def create_app(policy, scorer: StepScorer | None = None, limits: ServerLimits | None = None,
+               search: SearchSettings | None = None, instruction: str = ARITHMETIC_INSTRUCTION,
+               max_steps: int = 8) -> FastAPI:
+    """The app serving `policy` (and `scorer`, a PRM, for best_of_n, beam and mcts).
+
+    search: what /solve samples with besides the method and budget (temperature, tokens per step,
+    beam_expand, aggregation, the MCTSConfig; default SearchSettings()). instruction, max_steps: the QuestionsEnv's."""
+    limits = limits if limits is not None else ServerLimits()
+    search = search if search is not None else SearchSettings()
+    if not isinstance(limits, ServerLimits) or not isinstance(search, SearchSettings):
+        raise TypeError("create_app: limits must be a ServerLimits and search a SearchSettings")
+    if scorer is not None and not isinstance(scorer, StepScorer):
+        raise TypeError(f"create_app: scorer must have score_branches(branches), got {type(scorer).__name__}")
+    QuestionsEnv(["?"], instruction=instruction, max_steps=max_steps)  # bad arguments fail now, not per request
+    for method in SOLVE_METHODS:
+        settings_for(search, method, 1)
+    app, lock = FastAPI(title="rlgym search server"), threading.Lock()
+
+    @app.exception_handler(RequestValidationError)
+    async def one_line_validation_error(request: Request, error: RequestValidationError) -> JSONResponse:
+        return JSONResponse(status_code=422, content={"detail": validation_message(error)})
+
+    def computing(work):
+        """Run `work(deadline)` holding the model lock, within the request's timeout."""
+        deadline = Deadline(limits.timeout_seconds)
+        if not lock.acquire(timeout=deadline.left()):
+            raise HTTPException(503, f"the model stayed busy for the whole timeout of {limits.timeout_seconds:g} s; "
+                                     f"try again")
+        try:
+            return work(deadline)
+        except ComputeTimeout as error:
+            raise HTTPException(504, str(error)) from None
+        finally:
+            lock.release()
+
+    @app.get("/health")
+    def health() -> dict:
+        return {"status": "ok", "model": str(getattr(policy, "name_or_path", None) or type(policy).__name__),
+                "prm": scorer is not None,
+                "methods": [m for m in SOLVE_METHODS if scorer is not None or m not in SCORED_METHODS]}
+
+    @app.post("/generate", response_model=GenerateResponse)
+    def generate(body: GenerateRequest) -> GenerateResponse:
+        check_length("prompt", body.prompt, limits)
+        if body.max_new_tokens > limits.max_new_tokens:
+            raise HTTPException(422, f"max_new_tokens {body.max_new_tokens} is over this server's limit of "
+                                     f"{limits.max_new_tokens} (max_new_tokens)")
+
+        def work(deadline: Deadline) -> GenerateResponse:
+            timed = TimedPolicy(policy, deadline)
+            [[generation]] = timed.sample([policy.format_prompt(body.prompt)], 1, body.max_new_tokens,
+                                           body.temperature)
+            return GenerateResponse(text=generation.text, tokens=len(generation.completion_ids))
+
+        return computing(work)
+
+    @app.post("/solve", response_model=SolveResponse)
+    def solve(body: SolveRequest) -> SolveResponse:
+        check_length("question", body.question, limits)
+        budget = body.budget if body.budget is not None else min(DEFAULT_BUDGET, limits.max_budget)
+        if budget > limits.max_budget:
+            raise HTTPException(422, f"budget {budget} is over this server's limit of {limits.max_budget} "
+                                     f"(max_budget)")
+        if body.method in SCORED_METHODS and scorer is None:
+            raise HTTPException(400, f"method {body.method} needs a PRM, and this server has none "
+                                     f"(start it with --prm); use greedy or maj")
+        settings = settings_for(search, body.method, budget)
+        env = QuestionsEnv([body.question], instruction=instruction, max_steps=max_steps)
+
+        def work(deadline: Deadline) -> SolveResponse:
+            timed_scorer = TimedScorer(scorer, deadline) if scorer is not None else None
+            (result,) = run_search(TimedPolicy(policy, deadline), env, [{"options": {"index": 0}}], settings,
+                                   timed_scorer)
+            solution = result.trajectory.text if result.trajectory is not None else ""
+            return SolveResponse(answer=result.answer, solution=solution, tokens=result.tokens, method=body.method)
+
+        return computing(work)
+
+    return app
+
+
+def settings_for(search: SearchSettings, method: str, budget: int) -> SearchSettings:
+    """`search` with the request's method and budget (samples for maj/best_of_n, beams for beam, simulations
+    for mcts)."""
+    if method in ("maj", "best_of_n"):
+        return dataclasses.replace(search, method=method, n=budget)
+    if method == "beam":
+        return dataclasses.replace(search, method=method, beam_width=budget)
+    if method == "mcts":
+        return dataclasses.replace(search, method=method, mcts=dataclasses.replace(search.mcts, simulations=budget))
+    return dataclasses.replace(search, method=method)
+
+
+def check_length(name: str, text: str, limits: ServerLimits) -> None:
+    """413 when `text` is longer than the server takes."""
+    if len(text) > limits.max_prompt_chars:
+        raise HTTPException(413, f"{name} is {len(text)} characters; this server takes at most "
+                                 f"{limits.max_prompt_chars} (max_prompt_chars)")
+
+
+def validation_message(error: RequestValidationError) -> str:
+    """Pydantic's complaints as one line: "field: message" for each, joined by "; "."""
+    parts = []
+    for item in error.errors():
+        if item.get("type") == "json_invalid":
+            parts.append(f"the body is not valid JSON: {item.get('ctx', {}).get('error', 'decode error')} "
+                         f"(at character {item['loc'][-1]})")
+            continue
+        where = ".".join(str(part) for part in item.get("loc", ()) if part != "body") or "body"
+        parts.append(f"{where}: {item.get('msg', 'invalid')}")
+    return " ".join("; ".join(parts).split())

@@ -1,0 +1,42 @@
+"""The request and response bodies of the server (pydantic checks the types and ranges: a bad field is a
+422 whose message names it)."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SOLVE_METHODS = ("greedy", "maj", "best_of_n", "beam", "mcts")
+DEFAULT_BUDGET = 8
+
+
+class GenerateRequest(BaseModel):
+    """Text from the policy for a prompt (the chat template applied), up to `max_new_tokens` tokens."""
+
+    model_config = ConfigDict(extra="forbid")
+    prompt: str = Field(min_length=1)
+    max_new_tokens: int = Field(128, ge=1)
+    temperature: float = Field(0.0, ge=0.0)
+
+
+class GenerateResponse(BaseModel):
+    text: str
+    tokens: int
+
+
+class SolveRequest(BaseModel):
+    """A question answered by a search method. budget: samples (maj, best_of_n), beams (beam) or simulations
+    (mcts), by default
+    DEFAULT_BUDGET or the server's max_budget when that is smaller; greedy ignores it."""
+
+    model_config = ConfigDict(extra="forbid")
+    question: str = Field(min_length=1)
+    method: Literal["greedy", "maj", "best_of_n", "beam", "mcts"] = "greedy"
+    budget: int | None = Field(None, ge=1)
+
+
+class SolveResponse(BaseModel):
+    answer: str | None
+    solution: str
+    tokens: int
+    method: str
