@@ -16,12 +16,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from algorithms import (  # noqa: E402
-    DAPOConfig, DrGRPOConfig, GRPOConfig, PPOConfig, ReinforceStableConfig, RLConfig, RLOOConfig, TrainerConfig,
+    DAPOConfig, DrGRPOConfig, GRPOConfig, MCTSSearchConfig, PPOConfig, PRMConfig, ReinforceStableConfig, RLConfig,
+    RLOOConfig, TrainerConfig,
 )
 from algorithms import trl_names  # noqa: E402
 from algorithms.config import field_help, field_types  # noqa: E402
 
-CONFIGS = (TrainerConfig, RLConfig, GRPOConfig, DrGRPOConfig, DAPOConfig, RLOOConfig, PPOConfig, ReinforceStableConfig)
+CONFIGS = (TrainerConfig, RLConfig, GRPOConfig, DrGRPOConfig, DAPOConfig, RLOOConfig, PPOConfig, ReinforceStableConfig,
+           MCTSSearchConfig, PRMConfig)
 MARKERS = {"trl": ("<!-- trl-table:start -->", "<!-- trl-table:end -->"),
            "reference": ("<!-- config-reference:start -->", "<!-- config-reference:end -->")}
 

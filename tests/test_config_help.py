@@ -10,12 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from algorithms import DAPOConfig, DrGRPOConfig, GRPOConfig, PPOConfig, ReinforceStableConfig, RLConfig, RLOOConfig
+from algorithms import (
+    DAPOConfig, DrGRPOConfig, GRPOConfig, MCTSSearchConfig, PPOConfig, PRMConfig, ReinforceStableConfig, RLConfig,
+    RLOOConfig,
+)
 from algorithms.cli import add_config_arguments
 from algorithms.config import field_help
 
 ROOT = Path(__file__).resolve().parents[1]
-ALL_CONFIGS = (RLConfig, GRPOConfig, DrGRPOConfig, DAPOConfig, RLOOConfig, PPOConfig, ReinforceStableConfig)
+ALL_CONFIGS = (RLConfig, GRPOConfig, DrGRPOConfig, DAPOConfig, RLOOConfig, PPOConfig, ReinforceStableConfig,
+               MCTSSearchConfig, PRMConfig)
 
 
 def load(path: Path):
