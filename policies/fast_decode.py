@@ -6,7 +6,10 @@ Llama-family model (Llama, SmolLM2, Mistral, Qwen2/3) runs against preallocated 
 it has fixed shapes and addresses and is captured once as a CUDA graph per (batch, length) bucket
 and then replayed. End-of-sequence is tracked on the GPU; the host looks every `sync_every` steps
 (stop strings, all-done), and when half the rows are finished the survivors are compacted into a
-smaller batch bucket. On the CPU the same code runs eagerly (no graphs): tests compare it with the
+smaller batch bucket. Memory is bounded: a call with more than `max_batch` prompts is sampled in
+chunks of `max_batch`, and the buckets kept for reuse (KV buffers and graphs) hold at most
+`cache_bytes` of KV buffers, the least recently used dropped first (tree search and Math-Shepherd
+rollouts ask for many (batch, length) shapes). On the CPU the same code runs eagerly (no graphs): tests compare it with the
 plain path token by token.
 
 The module reuses the model's own submodules (projections, norms, MLP, rotary embedding), so LoRA
@@ -15,12 +18,13 @@ adapters and any weights the trainer updates in place are what the graph compute
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 
 import torch
 import torch.nn.functional as F
 
 from policies.generation import (Generation, RowKeys, StopChecker, StopLists, _eos_ids, assemble, left_pad,
-                                 sample_tokens)
+                                 sample_tokens, stop_lists)
 
 _REQUIRED = ("q_proj", "k_proj", "v_proj", "o_proj")
 
@@ -56,12 +60,16 @@ class _Buffers:
         self.column = torch.zeros(1, dtype=torch.long, device=device)
         self.logits: torch.Tensor | None = None
         self.graph: torch.cuda.CUDAGraph | None = None
+        self.nbytes = sum(t.numel() * t.element_size() for t in self.keys + self.values)
 
 
 class FastDecoder:
     """Samples completions for a Llama-family model with a static cache (and CUDA graphs on GPU)."""
 
-    def __init__(self, model, use_cuda_graphs: bool | None = None, sync_every: int = 8, length_bucket: int = 256):
+    def __init__(self, model, use_cuda_graphs: bool | None = None, sync_every: int = 8, length_bucket: int = 256,
+                 max_batch: int = 512, cache_bytes: int | None = None):
+        """max_batch: most prompts decoded at once (more are sampled in chunks); cache_bytes: most bytes of KV
+        buffers kept in reusable buckets (None: a quarter of the device's memory on CUDA, unbounded on CPU)."""
         if not supports_fast_decode(model):
             raise ValueError(f"{type(_unwrap(model)).__name__} is not supported by the fast decoder")
         self.model = model
@@ -76,7 +84,11 @@ class FastDecoder:
         self.dtype = torch.bfloat16 if self.device.type == "cuda" else next(model.parameters()).dtype
         self.sync_every = sync_every
         self.length_bucket = length_bucket
-        self._buckets: dict[tuple[int, int], _Buffers] = {}
+        self.max_batch = max_batch
+        if cache_bytes is None and self.device.type == "cuda":
+            cache_bytes = torch.cuda.get_device_properties(self.device).total_memory // 4
+        self.cache_bytes = cache_bytes
+        self._buckets: OrderedDict[tuple[int, int], _Buffers] = OrderedDict()  # least recently used first
 
     # ------------------------------------------------------------------ the model, written for a static cache
     def _autocast(self):
@@ -121,12 +133,27 @@ class FastDecoder:
         return self._forward(buf.tokens[:, None], buf.positions[:, None], buf, buf.column, mask)
 
     # ------------------------------------------------------------------ buckets and graphs
-    def _bucket(self, batch: int, length: int) -> _Buffers:
+    def _bucket(self, batch: int, length: int, keep: _Buffers | None = None) -> _Buffers:
+        """The (batch, length) bucket, made if needed after dropping least recently used ones (never `keep`,
+        the bucket in use) until the cache fits `cache_bytes`."""
         key = (batch, length)
-        if key not in self._buckets:
-            self._buckets[key] = _Buffers(batch, length, len(self.layers), self.kv_heads, self.head_dim,
-                                          self.dtype, self.device)
+        if key in self._buckets:
+            self._buckets.move_to_end(key)
+            return self._buckets[key]
+        if self.cache_bytes is not None:
+            need = 2 * len(self.layers) * batch * self.kv_heads * length * self.head_dim * self.dtype.itemsize
+            for old in [k for k, b in self._buckets.items() if b is not keep]:
+                if sum(b.nbytes for b in self._buckets.values()) + need <= self.cache_bytes:
+                    break
+                del self._buckets[old]  # its graph and private memory pool go with it
+        self._buckets[key] = _Buffers(batch, length, len(self.layers), self.kv_heads, self.head_dim,
+                                      self.dtype, self.device)
         return self._buckets[key]
+
+    @property
+    def cached_bytes(self) -> int:
+        """Bytes of KV buffers held by the reusable buckets."""
+        return sum(b.nbytes for b in self._buckets.values())
 
     def _step(self, buf: _Buffers) -> torch.Tensor:
         if not self.use_graphs:
@@ -153,6 +180,14 @@ class FastDecoder:
                  on_tokens=None) -> list[Generation]:
         """Same contract as generation.decode: one sampled completion per prompt, in order (`stop`: None,
         one list for all prompts or one per prompt; `on_tokens(n)` hears of the tokens sampled at each host sync, every `sync_every` steps)."""
+        if len(prompts) > self.max_batch:  # in chunks: the KV buffers grow with the batch
+            stops, out = stop_lists(stop, len(prompts)), []
+            for start in range(0, len(prompts), self.max_batch):
+                part = slice(start, start + self.max_batch)
+                noise = RowKeys(generator.keys[part]) if isinstance(generator, RowKeys) else generator
+                out += self.generate(tokenizer, prompts[part], max_new_tokens, temperature, top_p, stops[part], noise,
+                                     on_tokens)
+            return out
         eos = torch.tensor(_eos_ids(tokenizer, self.model), device=self.device)
         pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else int(eos[0])
         n, P = len(prompts), max(len(p) for p in prompts)
@@ -244,7 +279,7 @@ class FastDecoder:
 
     def _compact(self, buf, keep, batch, length, rows, done, next_pos, tokens, live_count):
         """Move the live rows (`keep`, padded with duplicates) into the smaller bucket's buffers."""
-        small = self._bucket(batch, length)
+        small = self._bucket(batch, length, keep=buf)
         for src, dst in zip(buf.keys + buf.values, small.keys + small.values):
             torch.index_select(src, 0, keep, out=dst)
         torch.index_select(buf.valid, 0, keep, out=small.valid)

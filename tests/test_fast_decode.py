@@ -121,3 +121,30 @@ def test_a_stop_list_per_prompt_must_match_the_prompts():
         decode(model, tok, prompts_for(tok, 3), 4, temperature=0.0, stop=[["a"], ["b"]])
     with pytest.raises(ValueError, match="stop must be"):
         FastDecoder(model).generate(tok, prompts_for(tok, 2), 4, temperature=0.0, stop="a")
+
+
+def test_more_prompts_than_max_batch_are_sampled_in_chunks_with_the_same_tokens():
+    """Keyed sampling does not depend on the batch, so chunks of 3 sample what one batch of 10 does; stop
+    lists stay with their prompts."""
+    model, tok = eos_prone_model()
+    prompts = prompts_for(tok, 10)
+    stops = [["x"] if i % 2 else None for i in range(10)]
+    keys = RowKeys(list(range(100, 110)))
+    whole = FastDecoder(model, sync_every=4).generate(tok, prompts, 24, 1.0, stop=stops, generator=keys)
+    chunked_decoder = FastDecoder(model, sync_every=4, max_batch=3)
+    chunked = chunked_decoder.generate(tok, prompts, 24, 1.0, stop=stops, generator=RowKeys(list(range(100, 110))))
+    assert [g.completion_ids for g in chunked] == [g.completion_ids for g in whole]
+    assert [g.finish_reason for g in chunked] == [g.finish_reason for g in whole]
+    assert max(batch for batch, _ in chunked_decoder._buckets) <= 8  # never a bucket for 10 rows (16)
+
+
+def test_the_bucket_cache_stays_within_its_byte_budget_dropping_the_least_recently_used():
+    model, tok = eos_prone_model()
+    one_bucket = FastDecoder(model)
+    one_bucket.generate(tok, prompts_for(tok, 8), 8, temperature=0.0)
+    budget = one_bucket.cached_bytes // 2  # half of one (8, 256) bucket
+    decoder = FastDecoder(model, cache_bytes=budget, length_bucket=16)
+    for length in (4, 20, 36):  # buckets (8, 32), (8, 48), (8, 64): an eighth, 3/16 and a quarter of (8, 256)
+        decoder.generate(tok, [p + [5] * length for p in prompts_for(tok, 8)], 8, temperature=0.0)
+        assert decoder.cached_bytes <= budget
+    assert list(decoder._buckets) == [(8, 48), (8, 64)]  # the least recently used, (8, 32), was dropped
