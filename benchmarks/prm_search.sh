@@ -15,7 +15,7 @@ prm="$work/prm-run/prm"
 case "$stage" in
   prm)
     python examples/train_prm.py --preset gpu --gsm8k_path "$gsm8k" --gsm8k_rows 2000 --gsm8k_holdout 500 \
-      --shepherd_level 2 --output_dir "$work/prm-run" --no-progress 2>&1 | grep -v Warning | tee "$out/train_prm.log"
+      --shepherd_level 2 --shepherd_problems 64 --output_dir "$work/prm-run" --no-progress 2>&1 | grep -v Warning | tee "$out/train_prm.log"
     cp "$work/prm-run/metrics.jsonl" "$out/prm_metrics.jsonl"
     ;;
   search)
