@@ -8,6 +8,7 @@
 #
 # WORK (default /root/work) keeps the PRM between stages; OUT gets logs, tables and metrics.
 set -euo pipefail
+export PYTHONUNBUFFERED=1
 stage=$1 out=$2 gsm8k=$3
 work=${WORK:-/root/work}
 mkdir -p "$out" "$work"
@@ -15,7 +16,8 @@ prm="$work/prm-run/prm"
 case "$stage" in
   prm)
     python examples/train_prm.py --preset gpu --gsm8k_path "$gsm8k" --gsm8k_rows 2000 --gsm8k_holdout 500 \
-      --shepherd_level 2 --shepherd_problems 64 --output_dir "$work/prm-run" --no-progress 2>&1 | grep -v Warning | tee "$out/train_prm.log"
+      --shepherd_level 2 --shepherd_problems 16 --shepherd_solutions 2 --shepherd_rollouts 4 \
+      --train_iterations 300 --output_dir "$work/prm-run" --no-progress 2>&1 | grep -v Warning | tee "$out/train_prm.log"
     cp "$work/prm-run/metrics.jsonl" "$out/prm_metrics.jsonl"
     ;;
   search)
