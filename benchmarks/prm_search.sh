@@ -17,13 +17,13 @@ case "$stage" in
   prm)
     python examples/train_prm.py --preset gpu --gsm8k_path "$gsm8k" --gsm8k_rows 2000 --gsm8k_holdout 500 \
       --shepherd_level 2 --shepherd_problems 16 --shepherd_solutions 2 --shepherd_rollouts 4 \
-      --train_iterations 300 --output_dir "$work/prm-run" --no-progress 2>&1 | grep -v Warning | tee "$out/train_prm.log"
+      --train_iterations 300 --output_dir "$work/prm-run" --no-progress 2>&1 | grep --line-buffered -v Warning | tee "$out/train_prm.log"
     cp "$work/prm-run/metrics.jsonl" "$out/prm_metrics.jsonl"
     ;;
   search)
     for level in 2 4; do
       python examples/search_eval.py --prm "$prm" --level "$level" --episodes 256 --n 8 --beam_width 2 \
-        --beam_expand 4 --simulations 24 --output "$out/search_level$level" 2>&1 | grep -v -E "Warning|it/s|s/it|problem/s" \
+        --beam_expand 4 --simulations 24 --output "$out/search_level$level" 2>&1 | grep --line-buffered -v -E "Warning|it/s|s/it|problem/s" \
         | tee "$out/search_level$level.log"
     done
     ;;
@@ -31,11 +31,11 @@ case "$stage" in
     # the last 500 train rows are never used for the PRM (--gsm8k_holdout 500); evaluate on 200 of them
     python examples/search_eval.py --prm "$prm" --env GSM8K-v0 --data_path "$gsm8k" --split train \
       --offset 7273 --episodes 200 --n 8 --beam_width 2 --beam_expand 4 --simulations 24 --max_new_tokens 96 \
-      --output "$out/search_gsm8k" 2>&1 | grep -v -E "Warning|it/s|s/it|problem/s" | tee "$out/search_gsm8k.log"
+      --output "$out/search_gsm8k" 2>&1 | grep --line-buffered -v -E "Warning|it/s|s/it|problem/s" | tee "$out/search_gsm8k.log"
     ;;
   training)
     python benchmarks/search_training.py --prm "$prm" --level 2 --token-budget "${BUDGET:-250000}" \
-      --time-limit "${TIME_LIMIT:-150}" --out "$out/training" 2>&1 | grep -v Warning | tee "$out/training.log"
+      --time-limit "${TIME_LIMIT:-150}" --out "$out/training" 2>&1 | grep --line-buffered -v Warning | tee "$out/training.log"
     ;;
   *)
     echo "unknown stage $stage (prm | search | gsm8k | training)" >&2; exit 2 ;;
