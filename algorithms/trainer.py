@@ -232,7 +232,7 @@ class Trainer(ABC):
         if self.iteration == 0 and c.eval_at_start:
             self._log({"iteration": 0, **self._eval_metrics()})
         while self.iteration < c.train_iterations:
-            metrics = self._run_iteration()
+            metrics = self.run_iteration()
             self.iteration += 1
             metrics["iteration"] = self.iteration
             self.end_iteration(metrics)
@@ -252,7 +252,7 @@ class Trainer(ABC):
             self.logger.close()
         return dist.broadcast_object(rows)  # rank 0 wrote them; every rank returns the same rows
 
-    def _run_iteration(self) -> dict[str, Any]:
+    def run_iteration(self) -> dict[str, Any]:
         """`train_iteration()` with the metrics every iteration logs: timings, learning rate, skipped
         steps and the means of `record`ed values (averaged over processes)."""
         self._times, self._skipped_steps = {}, 0

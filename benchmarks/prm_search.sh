@@ -34,8 +34,9 @@ case "$stage" in
       --output "$out/search_gsm8k" 2>&1 | grep --line-buffered -v -E "Warning|it/s|s/it|problem/s" | tee "$out/search_gsm8k.log"
     ;;
   training)
-    python benchmarks/search_training.py --prm "$prm" --level 2 --token-budget "${BUDGET:-250000}" \
-      --time-limit "${TIME_LIMIT:-150}" --out "$out/training" 2>&1 | grep --line-buffered -v Warning | tee "$out/training.log"
+    python benchmarks/search_training.py --prm "$prm" --level 2 --token-budget "${BUDGET:-150000}" \
+      --prm-weight "${PRM_WEIGHT:-0.25}" \
+      --time-limit "${TIME_LIMIT:-220}" --out "$out/training" 2>&1 | grep --line-buffered -v Warning | tee "$out/training.log"
     ;;
   *)
     echo "unknown stage $stage (prm | search | gsm8k | training)" >&2; exit 2 ;;

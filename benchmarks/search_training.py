@@ -26,7 +26,7 @@ COMMON = dict(max_new_tokens=48, eval_at_start=False, progress=False, learning_r
               micro_batch_size=64)
 RUNS = {
     "GRPO": (GRPO, GRPOConfig, dict(prompts_per_iteration=16, samples_per_prompt=8, temperature=1.0)),
-    "GRPO+PRM": (GRPO, GRPOConfig, dict(prompts_per_iteration=16, samples_per_prompt=8, temperature=1.0,
+    "GRPO_PRM": (GRPO, GRPOConfig, dict(prompts_per_iteration=16, samples_per_prompt=8, temperature=1.0,
                                         prm_weight=1.0)),
     "MCTSSearch": (MCTSSearch, MCTSSearchConfig, dict(prompts_per_iteration=16, samples_per_prompt=8,
                                                       temperature=0.8, mcts_simulations=16, mcts_expand_k=4,
@@ -46,11 +46,13 @@ def run(name: str, args: argparse.Namespace, out: Path) -> dict:
     policy = HFPolicy(args.model)
     env = make("Arithmetic-v0", level=args.level, split="train", mode="stepwise", max_steps=args.max_steps)
     test_env = make("Arithmetic-v0", level=args.level, split="test", mode="stepwise", max_steps=args.max_steps)
+    if name == "GRPO_PRM":
+        values = {**values, "prm_weight": args.prm_weight}
     config = config_cls(train_iterations=args.max_iterations, output_dir=str(out / name), seed=args.seed,
                         **COMMON, **values)
     extra = {}
     if name != "GRPO":
-        needs_prm = name == "GRPO+PRM" or config.mcts_evaluation == "prm"
+        needs_prm = name == "GRPO_PRM" or config.mcts_evaluation == "prm"
         extra = {"prm": ProcessRewardModel.from_pretrained(args.prm) if needs_prm and args.prm else None}
         if needs_prm and extra["prm"] is None:
             raise SystemExit(f"{name} needs --prm (a folder written by examples/train_prm.py)")
@@ -60,13 +62,15 @@ def run(name: str, args: argparse.Namespace, out: Path) -> dict:
     while sampled < args.token_budget and algo.iteration < args.max_iterations:
         if time.perf_counter() - start > args.time_limit:
             break
-        metrics = algo.train_iteration()
+        metrics = algo.run_iteration()
         algo.iteration += 1
         sampled += sampled_tokens(metrics)
         metrics.update(iteration=algo.iteration, sampled_tokens=sampled,
                        seconds=time.perf_counter() - start)
         metrics.pop("rewards", None)
         rows.append({k: v for k, v in metrics.items() if isinstance(v, (int, float, str))})
+        print(f"{name} iteration {algo.iteration}: {sampled} tokens, reward {metrics.get('reward_mean', 0):.3f}, "
+              f"length {metrics.get('completion_length', 0):.1f}", flush=True)
     train_minutes = (time.perf_counter() - start) / 60
     after = evaluate(policy, test_env, args.eval_episodes, COMMON["max_new_tokens"])["accuracy"]
     (out / f"{name}_metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -79,7 +83,8 @@ def run(name: str, args: argparse.Namespace, out: Path) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", nargs="+", default=list(RUNS), choices=list(RUNS))
-    parser.add_argument("--prm", default=None, help="PRM folder (GRPO+PRM; MCTSSearch with evaluation prm)")
+    parser.add_argument("--prm", default=None, help="PRM folder (GRPO_PRM; MCTSSearch with evaluation prm)")
+    parser.add_argument("--prm-weight", type=float, default=1.0, help="GRPO_PRM's prm_weight")
     parser.add_argument("--level", type=int, default=2)
     parser.add_argument("--max-steps", type=int, default=6, help="actions per episode")
     parser.add_argument("--token-budget", type=int, default=300_000)
