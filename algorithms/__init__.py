@@ -1,5 +1,5 @@
 """Trainers: the shared `Trainer` loop, RL algorithms on one core (`RLAlgorithm(Trainer)`), the PRM trainer,
-evaluation."""
+evaluation and search at inference (greedy, maj@n, best-of-n, beam, MCTS)."""
 from algorithms.base import RLAlgorithm
 from algorithms.config import ConfigError, RLConfig, TrainerConfig, load_config
 from algorithms.evaluate import evaluate, pass_at_k
@@ -13,6 +13,9 @@ from algorithms.prm_losses import bradley_terry_loss, pointwise_loss
 from algorithms.prm_trainer import PRMConfig, PRMTrainer
 from algorithms.reinforce import ReinforceStable, ReinforceStableConfig
 from algorithms.rloo import RLOO, RLOOConfig
+from algorithms.search import SearchSettings, run_search
+from algorithms.search_eval import evaluate_search
+from algorithms.search_types import SearchResult, StepScorer
 from algorithms.trainer import Trainer
 from episodes.rollout import SamplingSettings, rollout
 
@@ -23,4 +26,5 @@ __all__ = [
     "PPO", "PPOConfig", "DrGRPO", "DrGRPOConfig", "DAPO", "DAPOConfig", "RLOO", "RLOOConfig",
     "PRMConfig", "PRMTrainer", "bradley_terry_loss", "pointwise_loss",
     "MCTS", "MCTSConfig", "MCTSSearch", "MCTSSearchConfig",
+    "SearchSettings", "run_search", "evaluate_search", "SearchResult", "StepScorer",
 ]

@@ -27,3 +27,12 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip("../shared/data is not present")
     return SHARED_DATA
+
+
+@pytest.fixture
+def gsm8k_train(shared_data) -> str:
+    """The path of ../shared/data's GSM8K train file, as a str (a command-line argument); skips without it."""
+    path = shared_data / "gsm8k" / "train.jsonl"
+    if not path.is_file():
+        pytest.skip(f"{path} is not present")
+    return str(path)

@@ -31,14 +31,6 @@ def tiny_model_dir(tmp_path_factory) -> str:
     return save_tiny_model_dir(tmp_path_factory, build_tiny_model)
 
 
-@pytest.fixture
-def gsm8k_train(shared_data) -> str:
-    path = shared_data / "gsm8k" / "train.jsonl"
-    if not path.is_file():
-        pytest.skip(f"{path} is not present")
-    return str(path)
-
-
 def run_script(script: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "2", "WANDB_MODE": "disabled",
            "PYTHONPATH": str(ROOT)}

@@ -16,12 +16,6 @@ def tiny():
     return build_tiny_model(tokenizer), tokenizer
 
 
-@pytest.fixture
-def gsm8k_train(shared_data):
-    path = shared_data / "gsm8k" / "train.jsonl"
-    if not path.is_file():
-        pytest.skip(f"{path} is not present")
-    return path
 
 
 def rows_of(path, count):

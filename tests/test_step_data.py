@@ -29,7 +29,7 @@ def test_gsm8k_answers_become_steps_without_annotations():
     assert gsm8k_solution_steps(NATALIA) == ("Natalia sold 48/2 = 24 clips in May.\n",
                                              "Natalia sold 48+24 = 72 clips altogether in April and May.\n",
                                              "#### 72\n")
-    with pytest.raises(ValueError, match="must end with a '#### N' line"):
+    with pytest.raises(ValueError, match="no '#### <number>' line"):
         gsm8k_solution_steps("Natalia sold 48/2 = 24 clips.")
 
 
@@ -94,12 +94,6 @@ def test_arithmetic_pairs_use_the_stepwise_observation():
     assert pairs == arithmetic_pairs([3, 4], problems_per_level=3, split="train", seed=1)
 
 
-@pytest.fixture
-def gsm8k_train(shared_data):
-    path = shared_data / "gsm8k" / "train.jsonl"
-    if not path.is_file():
-        pytest.skip(f"{path} is not present")
-    return path
 
 
 def test_gsm8k_rows_split_into_steps_and_pairs(gsm8k_train):

@@ -13,7 +13,6 @@ come from a generator seeded by (seed, problem id), so they do not depend on whi
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -22,20 +21,16 @@ from algorithms.step_data.equations import (
     NUMBER_RE, SWAPPED_OP, decimals_of, evaluate, find_equations, format_number, parse_number,
 )
 from buffers.step_pairs import StepPair
+from policies.few_shot import gsm8k_solution_steps as few_shot_solution
 
 KINDS = ("wrong_number", "wrong_operation", "dropped_step")
 NUMBER_OFFSETS = (1, 2, 3, 5, 10)
-_ANNOTATION_RE = re.compile(r"<<[^<>\n]*>>")
 
 
 def gsm8k_solution_steps(answer: str) -> tuple[str, ...]:
-    """A GSM8K answer field as steps: its non-blank lines without the <<...>> annotations, each ending in a
-    line break (the last one "#### N")."""
-    lines = (_ANNOTATION_RE.sub("", line).rstrip() for line in answer.split("\n"))
-    steps = tuple(line + "\n" for line in lines if line.strip())
-    if not steps or not steps[-1].startswith("####"):
-        raise ValueError(f"a GSM8K answer must end with a '#### N' line; got {answer[-60:]!r}")
-    return steps
+    """A GSM8K answer field as steps: policies.few_shot's one-step-per-line solution (annotations removed,
+    the last line "#### N"), each step ending in a line break. ValueError without a '#### N' line."""
+    return tuple(line + "\n" for line in few_shot_solution(answer).split("\n"))
 
 
 def problem_rng(seed: int, problem_id: str) -> random.Random:
