@@ -49,21 +49,21 @@ class SFTConfig(TrainerConfig):
 
 def encode_examples(policy, examples: Sequence[Example], config: SFTConfig, what: str
                     ) -> tuple[list[EncodedExample], int, int]:
-    """(encoded examples, how many were cut to max_length, how many were left out: nothing to train on
-    within max_length); a bad example is one ValueError naming `what[index]`."""
+    """(encoded examples, how many of them were cut to max_length, how many were left out: nothing to train
+    on within max_length); a bad example is one ValueError naming `what[index]`."""
     encoded, cut, dropped = [], 0, 0
     for k, example in enumerate(examples):
         try:
             item = encode_example(policy, example, config.completion_only, None)
         except ValueError as err:
             raise ValueError(f"SFT: {what}[{k}]: {err}") from None
-        if len(item.ids) > config.max_length:
-            cut += 1
-            item = EncodedExample(item.ids[:config.max_length], item.weights[:config.max_length])
+        long = len(item.ids) > config.max_length
+        item = EncodedExample(item.ids[:config.max_length], item.weights[:config.max_length])
         if item.tokens == 0:
             dropped += 1
         else:
             encoded.append(item)
+            cut += long
     return encoded, cut, dropped
 
 
