@@ -132,8 +132,12 @@ class SFT(Trainer):
         rows = self.rows(drawn)
         tokens = sum(e.tokens for e in drawn)
         shard = rows[dist.rank()::dist.world_size()]  # the draw is shared; each process takes its rows
-        with self.timed("update"):
-            stats = self.optimizer_step(shard, lambda chunk: {"nll": self.rows_nll(chunk) / tokens})
+        self.policy.model.train()  # dropout and gradient checkpointing (if any) act in training mode alone
+        try:
+            with self.timed("update"), self._phase("update", -(-len(shard) // self.config.micro_batch_size), "mb"):
+                stats = self.optimizer_step(shard, lambda chunk: {"nll": self.rows_nll(chunk) / tokens})
+        finally:
+            self.policy.model.eval()  # sampling and scoring see the model without dropout, as HFPolicy keeps it
         used = sum(len(e.ids) for e in drawn)
         stats.update(tokens=tokens, rows=len(rows), row_fill=used / (len(rows) * self.config.max_length),
                      epoch=(self.iteration + 1) * self.config.examples_per_iteration / len(self.examples))

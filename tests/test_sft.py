@@ -140,6 +140,20 @@ def test_long_examples_are_cut_and_those_with_nothing_to_train_are_left_out(tiny
         SFT(tiny_policy, [long], config(tmp_path, 1, max_length=53))
 
 
+def test_sft_of_a_lora_policy_trains_the_adapter_alone(tmp_path):
+    from policies import LoraSettings
+
+    tok = build_tiny_tokenizer()
+    policy = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu",
+                      lora=LoraSettings(r=4, alpha=8, target_modules=["q_proj", "v_proj"]))
+    before = {k: v.clone() for k, v in policy.model.state_dict().items()}
+    rows = SFT(policy, PAIRS, config(tmp_path, 2, eval_every=0, save_every=0), held_out=HELD_OUT).train()
+    after = policy.model.state_dict()
+    changed = {k for k in before if not torch.equal(before[k], after[k])}
+    assert changed and all("lora_" in k for k in changed)
+    assert rows[-1]["eval_loss"] < rows[0]["eval_loss"]
+
+
 # ---------------------------------------------------------------- data
 def test_sft_data_from_jsonl_and_datasets(tmp_path):
     path = tmp_path / "data.jsonl"
