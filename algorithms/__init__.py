@@ -1,4 +1,4 @@
-"""Trainers: the shared `Trainer` loop, RL algorithms on one core (`RLAlgorithm(Trainer)`), the PRM trainer, DPO,
+"""Trainers: the shared `Trainer` loop, RL algorithms on one core (`RLAlgorithm(Trainer)`), the PRM trainer, SFT, DPO,
 evaluation and search at inference (greedy, maj@n, best-of-n, beam, MCTS)."""
 from algorithms.base import RLAlgorithm
 from algorithms.config import ConfigError, RLConfig, TrainerConfig, load_config
@@ -18,6 +18,10 @@ from algorithms.rloo import RLOO, RLOOConfig
 from algorithms.search import SearchSettings, run_search
 from algorithms.search_eval import evaluate_search
 from algorithms.search_types import SearchResult, StepScorer
+from algorithms.sft import SFT, SFTConfig
+from algorithms.sft_data import (
+    ChatExample, SFTExample, arithmetic_sft_examples, gsm8k_sft_examples, load_sft_examples,
+)
 from algorithms.trainer import Trainer
 from episodes.rollout import SamplingSettings, rollout
 
@@ -31,4 +35,6 @@ __all__ = [
     "SearchSettings", "run_search", "evaluate_search", "SearchResult", "StepScorer",
     "DPO", "DPOConfig", "IPO", "LengthNormalizedDPO", "dpo_loss", "PreferencePair", "load_preference_pairs",
     "save_preference_pairs",
+    "SFT", "SFTConfig", "SFTExample", "ChatExample", "load_sft_examples", "gsm8k_sft_examples",
+    "arithmetic_sft_examples",
 ]
