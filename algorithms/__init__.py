@@ -1,5 +1,5 @@
-"""Trainers: the shared `Trainer` loop, RL algorithms on one core (`RLAlgorithm(Trainer)`), the PRM trainer, SFT, DPO,
-evaluation and search at inference (greedy, maj@n, best-of-n, beam, MCTS)."""
+"""Trainers: the shared `Trainer` loop, RL algorithms on one core (`RLAlgorithm(Trainer)`), the PRM trainer,
+SFT, DPO, evaluation and search at inference (greedy, maj@n, best-of-n, beam, MCTS)."""
 from algorithms.base import RLAlgorithm
 from algorithms.config import ConfigError, RLConfig, TrainerConfig, load_config
 from algorithms.evaluate import evaluate, pass_at_k

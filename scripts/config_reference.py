@@ -16,14 +16,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from algorithms import (  # noqa: E402
-    DAPOConfig, DrGRPOConfig, GRPOConfig, MCTSSearchConfig, PPOConfig, PRMConfig, ReinforceStableConfig, RLConfig,
-    RLOOConfig, TrainerConfig,
+    DAPOConfig, DPOConfig, DrGRPOConfig, GRPOConfig, MCTSSearchConfig, PPOConfig, PRMConfig, ReinforceStableConfig,
+    RLConfig, RLOOConfig, SFTConfig, TrainerConfig,
 )
 from algorithms import trl_names  # noqa: E402
 from algorithms.config import field_help, field_types  # noqa: E402
 
 CONFIGS = (TrainerConfig, RLConfig, GRPOConfig, DrGRPOConfig, DAPOConfig, RLOOConfig, PPOConfig, ReinforceStableConfig,
-           MCTSSearchConfig, PRMConfig)
+           MCTSSearchConfig, PRMConfig, SFTConfig, DPOConfig)
 MARKERS = {"trl": ("<!-- trl-table:start -->", "<!-- trl-table:end -->"),
            "reference": ("<!-- config-reference:start -->", "<!-- config-reference:end -->")}
 

@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 
 from algorithms import (
-    DAPOConfig, DrGRPOConfig, GRPOConfig, MCTSSearchConfig, PPOConfig, PRMConfig, ReinforceStableConfig, RLConfig,
-    RLOOConfig,
+    DAPOConfig, DPOConfig, DrGRPOConfig, GRPOConfig, MCTSSearchConfig, PPOConfig, PRMConfig, ReinforceStableConfig,
+    RLConfig, RLOOConfig, SFTConfig,
 )
 from algorithms.cli import add_config_arguments
 from algorithms.config import field_help
 
 ROOT = Path(__file__).resolve().parents[1]
 ALL_CONFIGS = (RLConfig, GRPOConfig, DrGRPOConfig, DAPOConfig, RLOOConfig, PPOConfig, ReinforceStableConfig,
-               MCTSSearchConfig, PRMConfig)
+               MCTSSearchConfig, PRMConfig, SFTConfig, DPOConfig)
 
 
 def load(path: Path):
