@@ -15,8 +15,8 @@ default correctness reward) are the final answer's; ``reward_fns`` may use the p
 
 Injected requests: raw text (``turn_role=None``: each request between blank lines) or chat turns of role
 ``"user"`` (``turn_role="user"``), which the episode engine writes with the policy's chat template. Both
-roles see the whole transcript so far. ``transcript(prompt, actions)`` rebuilds the raw-text transcript,
-e.g. the prompt a role saw, for preference pairs.
+roles see the whole transcript so far. ``reflection_transcript`` (and the env's ``transcript``) rebuilds
+the raw-text transcript, e.g. the prompt a role saw, for preference pairs.
 
 Problems come from a task env built with ``make(task, mode="single", **task_kwargs)`` (keyword arguments
 this class does not take go to the task: ``data_path``, ``split``, ``subset``, ``level``, ``instruction``).
@@ -143,15 +143,11 @@ class ReflectionEnv(LanguageEnv):
         return (raw_request(request), None) if self.turn_role is None else (request, self.turn_role)
 
     def transcript(self, prompt: str, actions: Sequence[str]) -> str:
-        """The raw-text transcript after ``actions`` (actor and critic alternating), each request written
-        after its action; with ``turn_role=None`` this is the env's observation. Ends with the request that
-        opens the next turn (none after an episode's final answer)."""
-        parts = [prompt]
-        for index, action in enumerate(actions):
-            parts.append(action)
-            if index < 2 * (self.max_turns - 1):
-                parts.append(raw_request(self.request_after(index)))
-        return "".join(parts)
+        """The raw-text transcript after ``actions`` (actor and critic alternating): with ``turn_role=None``
+        the env's observation. No request follows an episode's final answer."""
+        if len(actions) > 2 * (self.max_turns - 1):  # the final answer: nothing after it
+            return reflection_transcript(prompt, actions[:-1], self.critic_request, self.refine_request) + actions[-1]
+        return reflection_transcript(prompt, actions, self.critic_request, self.refine_request)
 
     # ---- grading: the final answer is the latest actor turn's ---------------------------
 
@@ -176,6 +172,15 @@ class ReflectionEnv(LanguageEnv):
 def role_of_action(action_index: int) -> str:
     """Who takes action number ``action_index`` of a reflection episode: the actor on even ones."""
     return ACTOR if action_index % 2 == 0 else CRITIC
+
+
+def reflection_transcript(prompt: str, actions: Sequence[str], critic_request: str, refine_request: str) -> str:
+    """``prompt`` followed by each action (actor and critic alternating) and the request the env writes after
+    it, as raw text: what the next role sees (the critic after an actor's answer, the actor after feedback)."""
+    parts = [prompt]
+    for index, action in enumerate(actions):
+        parts += [action, raw_request(critic_request if role_of_action(index) == ACTOR else refine_request)]
+    return "".join(parts)
 
 
 def raw_request(request: str) -> str:
