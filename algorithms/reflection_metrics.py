@@ -26,7 +26,7 @@ def turn_record(episode: Trajectory | Mapping[str, Any]) -> tuple[list[str | Non
     """(parsed answers, verdicts) of an episode's actor turns, from a Trajectory or its info mapping."""
     info = episode.info if isinstance(episode, Trajectory) else episode
     if not isinstance(info, Mapping) or not isinstance(info.get("turn_correct"), list) or not info["turn_correct"]:
-        raise ValueError("reflection metrics need episodes of a ReflectionEnv: info['turn_correct'] is missing or empty")
+        raise ValueError("reflection metrics need ReflectionEnv episodes: info['turn_correct'] is missing or empty")
     correct = [bool(c) for c in info["turn_correct"]]
     answers = list(info.get("turn_answers") or [None] * len(correct))
     if len(answers) != len(correct):
@@ -34,7 +34,8 @@ def turn_record(episode: Trajectory | Mapping[str, Any]) -> tuple[list[str | Non
     return answers, correct
 
 
-def reflection_metrics(episodes: Iterable[Trajectory | Mapping[str, Any]], turns: int = DEFAULT_TURNS) -> dict[str, float]:
+def reflection_metrics(episodes: Iterable[Trajectory | Mapping[str, Any]],
+                       turns: int = DEFAULT_TURNS) -> dict[str, float]:
     """p1@t1, m1@t{turns}, p1@t{turns} and the final answer's accuracy (``final_accuracy``), averaged over
     ``episodes``. An episode with fewer than ``turns`` actor turns counts the turns it has."""
     if not isinstance(turns, int) or isinstance(turns, bool) or turns < 1:
@@ -48,9 +49,8 @@ def reflection_metrics(episodes: Iterable[Trajectory | Mapping[str, Any]], turns
         final.append(correct[-1])
     if not first:
         raise ValueError("reflection_metrics: no episodes")
-    mean = lambda values: sum(values) / len(values)  # noqa: E731
-    return {"p1@t1": mean(first), f"m1@t{turns}": mean(majority), f"p1@t{turns}": mean(any_correct),
-            "final_accuracy": mean(final), "episodes": float(len(first))}
+    return {"p1@t1": _mean(first), f"m1@t{turns}": _mean(majority), f"p1@t{turns}": _mean(any_correct),
+            "final_accuracy": _mean(final), "episodes": float(len(first))}
 
 
 @torch.no_grad()
@@ -84,3 +84,7 @@ def evaluate_reflection(policies: Policy | Mapping[str, Policy], env, episodes: 
     played = reflection_episodes(policies, env, episodes, max_new_tokens, temperature, batch_prompts, seed)
     lengths = [t.num_generated_tokens for t in played]
     return {**reflection_metrics(played, turns), "mean_length": sum(lengths) / max(len(lengths), 1)}
+
+
+def _mean(values: list[bool]) -> float:
+    return sum(values) / len(values)

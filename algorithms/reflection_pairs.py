@@ -86,7 +86,7 @@ def pairs_from_episodes(episodes: Iterable[Trajectory | Mapping[str, Any]], env:
     """{"actor": pairs, "critic": pairs} from finished episodes of ``env`` (Trajectories or their info): every
     refinement round of an episode is a record, graded by the env's recorded ``turn_correct``."""
     if not isinstance(getattr(env, "unwrapped", env), ReflectionEnv):
-        raise ValueError(f"pairs_from_episodes needs the ReflectionEnv that played the episodes; got {type(env).__name__}")
+        raise ValueError(f"pairs_from_episodes needs the ReflectionEnv that played them; got {type(env).__name__}")
     requests = _requests(getattr(env, "unwrapped", env))
     rounds = [r for number, episode in enumerate(episodes) for r in _episode_rounds(number, episode, *requests)]
     return _pairs(rounds, actor_context, *requests)
@@ -97,7 +97,7 @@ def _episode_rounds(number: int, episode: Trajectory | Mapping[str, Any], critic
     info = episode.info if isinstance(episode, Trajectory) else episode
     steps, correct, prompt = info.get("steps"), info.get("turn_correct"), info.get("prompt")
     if not isinstance(steps, list) or not isinstance(correct, list) or not isinstance(prompt, str):
-        raise ValueError(f"episode {number}: not a ReflectionEnv episode (info needs 'steps', 'turn_correct', 'prompt')")
+        raise ValueError(f"episode {number}: not a ReflectionEnv episode (info needs steps, turn_correct, prompt)")
     if len(steps) < 2 * len(correct) - 1:
         raise ValueError(f"episode {number}: {len(correct)} graded answers but only {len(steps)} actions")
     rounds = []

@@ -202,7 +202,7 @@ def _task_env(task: str | LanguageEnv, task_kwargs: dict[str, Any]) -> LanguageE
         raise ValueError(f"ReflectionEnv: {reserved[0]!r} is not a task keyword argument ({hint})")
     if isinstance(task, LanguageEnv):
         if task_kwargs:
-            raise ValueError(f"ReflectionEnv: keyword argument {sorted(task_kwargs)[0]!r} is for a task given "
+            raise ValueError(f"ReflectionEnv: keyword argument {min(task_kwargs)!r} is for a task given "
                              f"as an env id; this task is already built")
         return task
     if not isinstance(task, str) or not task:
