@@ -27,7 +27,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from envs.base import LanguageEnv, Problem
+from envs.base import (
+    DEFAULT_MAX_ACTION_CHARS,
+    DEFAULT_REWARD_TIMEOUT,
+    LanguageEnv,
+    Problem,
+)
 from envs.checks import check_choice, check_positive_int, check_str
 from envs.registry import make
 
@@ -37,7 +42,6 @@ DEFAULT_MAX_TURNS = 5
 DEFAULT_CRITIC_REQUEST = ("Review the answer above. Say whether it is right and point out any mistake in its "
                           "reasoning or final answer, without writing a new solution.")
 REFINE_LEAD = "Use the feedback to write a corrected solution."
-RESERVED_TASK_KWARGS = ("max_steps", "reward_fns", "reward_weights", "render_mode")
 
 
 def default_refine_request(task_instruction: str) -> str:
@@ -78,16 +82,16 @@ class ReflectionEnv(LanguageEnv):
         reward_fns: Mapping[str, Any] | None = None,
         reward_weights: Mapping[str, float] | None = None,
         render_mode: str | None = None,
-        **base_and_task_kwargs: Any,
+        max_action_chars: int = DEFAULT_MAX_ACTION_CHARS,
+        reward_timeout: float | None = DEFAULT_REWARD_TIMEOUT,
+        **task_kwargs: Any,
     ):
         check_positive_int("max_turns", max_turns)
         check_str("critic_request", critic_request)
         check_choice("turn_role", turn_role, TURN_ROLES)
-        base_kwargs = {key: base_and_task_kwargs.pop(key) for key in ("max_action_chars", "reward_timeout")
-                       if key in base_and_task_kwargs}
-        self.task = _task_env(task, base_and_task_kwargs)
-        super().__init__(mode=mode, max_steps=2 * max_turns - 1, reward_fns=reward_fns,
-                         reward_weights=reward_weights, render_mode=render_mode, **base_kwargs)
+        self.task = _task_env(task, task_kwargs)
+        super().__init__(mode=mode, max_steps=2 * max_turns - 1, reward_fns=reward_fns, reward_weights=reward_weights,
+                         render_mode=render_mode, max_action_chars=max_action_chars, reward_timeout=reward_timeout)
         if refine_request is None:
             refine_request = default_refine_request(self.task.instruction)
         check_str("refine_request", refine_request)
@@ -196,10 +200,8 @@ def improvement_reward(completion: str, gold: str, info: dict) -> float:
 
 
 def _task_env(task: str | LanguageEnv, task_kwargs: dict[str, Any]) -> LanguageEnv:
-    reserved = [key for key in RESERVED_TASK_KWARGS if key in task_kwargs]
-    if reserved:
-        hint = "set max_turns instead" if reserved[0] == "max_steps" else "it applies to the reflection env"
-        raise ValueError(f"ReflectionEnv: {reserved[0]!r} is not a task keyword argument ({hint})")
+    if "max_steps" in task_kwargs:
+        raise ValueError("ReflectionEnv: 'max_steps' is not a task keyword argument (set max_turns instead)")
     if isinstance(task, LanguageEnv):
         if task_kwargs:
             raise ValueError(f"ReflectionEnv: keyword argument {min(task_kwargs)!r} is for a task given "
