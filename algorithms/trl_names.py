@@ -139,7 +139,9 @@ def translate(cls: type, values: dict[str, Any], where: str = "") -> tuple[dict[
     is a one-line ConfigError (prefixed with `where`, e.g. a file name).
     """
     fields = field_types(cls)
-    out = {k: v for k, v in values.items() if not (isinstance(k, str) and (k in SAME or k in DIFFERENT))}
+    # a name that is a field of `cls` is that field (DPOConfig.beta), whatever TRL's name means elsewhere
+    out = {k: v for k, v in values.items()
+           if not (isinstance(k, str) and k not in fields and (k in SAME or k in DIFFERENT))}
     step_counted: dict[str, str] = {}
     for name, value in values.items():
         if not isinstance(name, str) or name in fields:

@@ -103,7 +103,8 @@ def test_rloo_hand_values(tiny_policy):
 
 def test_dr_grpo_has_no_std_scaling(tiny_policy):
     rewards = torch.tensor([0.0, 2.0, 0.0, 0.0, 0.0, 1.0])
-    batch = SimpleNamespace(rewards=rewards, group_ids=torch.tensor([0, 0, 1, 1, 1, 1]), loss_mask=torch.ones(6, 2))
+    batch = SimpleNamespace(rewards=rewards, group_ids=torch.tensor([0, 0, 1, 1, 1, 1]), loss_mask=torch.ones(6, 2),
+                            fields={})  # no per-token fields: outcome advantages
     dr = DrGRPO(tiny_policy, make("ToyDigits-v0"), DrGRPOConfig(samples_per_prompt=2, progress=False))
     assert dr.config.loss_aggregation == "constant" and not dr.config.scale_by_std
     assert torch.allclose(dr.advantages(batch)[:, 0], torch.tensor([-1.0, 1.0, -0.25, -0.25, -0.25, 0.75]))
