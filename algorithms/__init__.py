@@ -1,5 +1,5 @@
 """Trainers: the shared `Trainer` loop, RL algorithms on one core (`RLAlgorithm(Trainer)`), the PRM trainer,
-SFT, DPO, evaluation and search at inference (greedy, maj@n, best-of-n, beam, MCTS)."""
+SFT, DPO, reflection metrics and pairs, evaluation and search at inference (greedy, maj@n, best-of-n, beam, MCTS)."""
 from algorithms.base import RLAlgorithm
 from algorithms.config import ConfigError, RLConfig, TrainerConfig, load_config
 from algorithms.evaluate import evaluate, pass_at_k
@@ -13,6 +13,8 @@ from algorithms.ppo import PPO, PPOConfig
 from algorithms.preference_data import PreferencePair, load_preference_pairs, save_preference_pairs
 from algorithms.prm_losses import bradley_terry_loss, pointwise_loss
 from algorithms.prm_trainer import PRMConfig, PRMTrainer
+from algorithms.reflection_metrics import evaluate_reflection, reflection_episodes, reflection_metrics
+from algorithms.reflection_pairs import ReflectionTriple, pairs_from_episodes, pairs_from_triples
 from algorithms.reinforce import ReinforceStable, ReinforceStableConfig
 from algorithms.rloo import RLOO, RLOOConfig
 from algorithms.search import SearchSettings, run_search
@@ -37,4 +39,6 @@ __all__ = [
     "save_preference_pairs",
     "SFT", "SFTConfig", "SFTExample", "ChatExample", "load_sft_examples", "gsm8k_sft_examples",
     "arithmetic_sft_examples",
+    "evaluate_reflection", "reflection_episodes", "reflection_metrics", "ReflectionTriple", "pairs_from_episodes",
+    "pairs_from_triples",
 ]

@@ -15,6 +15,7 @@ from envs.math import GSM8KEnv, MATHEnv
 from envs.math_env import MathEnv
 from envs.questions import QuestionsEnv
 from envs.rag import RAGHotpotQAEnv, SearchTool
+from envs.reflection import ReflectionEnv
 from envs.registry import NAMESPACE, UnknownEnvError, make, register, registered_ids
 from envs.reward_forms import per_sample_reward, reward_form, trl_reward
 from envs.rewards import combine_rewards, correctness_reward, format_reward
@@ -39,6 +40,7 @@ __all__ = [
     "Problem",
     "QuestionsEnv",
     "RAGHotpotQAEnv",
+    "ReflectionEnv",
     "SearchTool",
     "TagTool",
     "Tool",

@@ -1,0 +1,90 @@
+"""Reflection metrics over finished episodes of a ``ReflectionEnv`` (per-turn answers in their info).
+
+- ``p1@t1``: the actor's first answer is correct;
+- ``m1@t{T}``: the most frequent parsed answer among the first T turns' (ties: the first seen; unparsed
+  answers do not vote) is correct;
+- ``p1@t{T}``: some answer among the first T turns' is correct.
+
+T defaults to 5, as in "Reinforce LLM Reasoning through Multi-Agent Reflection".
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import torch
+
+from algorithms.evaluate import episode_starts, majority_correct
+from buffers import Trajectory
+from episodes.rollout import SamplingSettings, rollout
+from policies.base import Policy
+
+DEFAULT_TURNS = 5
+
+
+def turn_record(episode: Trajectory | Mapping[str, Any]) -> tuple[list[str | None], list[bool]]:
+    """(parsed answers, verdicts) of an episode's actor turns, from a Trajectory or its info mapping."""
+    info = episode.info if isinstance(episode, Trajectory) else episode
+    if not isinstance(info, Mapping) or not isinstance(info.get("turn_correct"), list) or not info["turn_correct"]:
+        raise ValueError("reflection metrics need ReflectionEnv episodes: info['turn_correct'] is missing or empty")
+    correct = [bool(c) for c in info["turn_correct"]]
+    answers = list(info.get("turn_answers") or [None] * len(correct))
+    if len(answers) != len(correct):
+        raise ValueError(f"info['turn_answers'] has {len(answers)} entries but info['turn_correct'] {len(correct)}")
+    return answers, correct
+
+
+def reflection_metrics(episodes: Iterable[Trajectory | Mapping[str, Any]],
+                       turns: int = DEFAULT_TURNS) -> dict[str, float]:
+    """p1@t1, m1@t{turns}, p1@t{turns} and the final answer's accuracy (``final_accuracy``), averaged over
+    ``episodes``. An episode with fewer than ``turns`` actor turns counts the turns it has."""
+    if not isinstance(turns, int) or isinstance(turns, bool) or turns < 1:
+        raise ValueError(f"turns must be an int >= 1; got {turns!r}")
+    first, majority, any_correct, final = [], [], [], []
+    for episode in episodes:
+        answers, correct = turn_record(episode)
+        first.append(correct[0])
+        majority.append(majority_correct(answers[:turns], correct[:turns]))
+        any_correct.append(any(correct[:turns]))
+        final.append(correct[-1])
+    if not first:
+        raise ValueError("reflection_metrics: no episodes")
+    return {"p1@t1": _mean(first), f"m1@t{turns}": _mean(majority), f"p1@t{turns}": _mean(any_correct),
+            "final_accuracy": _mean(final), "episodes": float(len(first))}
+
+
+@torch.no_grad()
+def reflection_episodes(policies: Policy | Mapping[str, Policy], env, episodes: int = 64, max_new_tokens: int = 256,
+                        temperature: float = 0.0, batch_prompts: int = 16, seed: int = 0) -> list[Trajectory]:
+    """Play ``episodes`` reflection episodes on the env's first problems (one each, in order): ``policies`` is
+    one Policy for both roles or {"actor": ..., "critic": ...} (two models, or two adapters of one)."""
+    if not isinstance(batch_prompts, int) or batch_prompts < 1:
+        raise ValueError(f"batch_prompts must be an int >= 1; got {batch_prompts!r}")
+    starts = episode_starts(env, episodes)
+    device = getattr(next(iter(policies.values())) if isinstance(policies, Mapping) else policies, "device", "cpu")
+    generator = torch.Generator(device=device).manual_seed(seed)
+    settings = SamplingSettings(max_new_tokens, temperature, 1.0)
+    played: list[Trajectory] = []
+    for start in range(0, len(starts), batch_prompts):
+        played += rollout(env, policies, starts[start:start + batch_prompts], 1, settings, generator,
+                          first_group_id=start)
+    return played
+
+
+def evaluate_reflection(policies: Policy | Mapping[str, Policy], env, episodes: int = 64, max_new_tokens: int = 256,
+                        temperature: float = 0.0, turns: int = DEFAULT_TURNS, batch_prompts: int = 16,
+                        seed: int = 0) -> dict[str, float]:
+    """``reflection_metrics`` of ``reflection_episodes`` (greedy by default), with ``mean_length``: sampled
+    tokens per episode, both roles'. The env must run at least ``turns`` actor turns."""
+    max_turns = getattr(getattr(env, "unwrapped", env), "max_turns", None)
+    if not isinstance(max_turns, int):
+        raise ValueError(f"evaluate_reflection needs a ReflectionEnv; got {type(env).__name__}")
+    if max_turns < turns:
+        raise ValueError(f"evaluate_reflection: turns={turns} but the env runs max_turns={max_turns} actor turns")
+    played = reflection_episodes(policies, env, episodes, max_new_tokens, temperature, batch_prompts, seed)
+    lengths = [t.num_generated_tokens for t in played]
+    return {**reflection_metrics(played, turns), "mean_length": sum(lengths) / max(len(lengths), 1)}
+
+
+def _mean(values: list[bool]) -> float:
+    return sum(values) / len(values)
