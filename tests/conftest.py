@@ -3,8 +3,12 @@ import os
 import sys
 from pathlib import Path
 
-import pytest
-import torch
+# Idle OpenMP threads sleep instead of spinning: on a shared 2-core machine spinning threads made small
+# matmuls about 100x slower. Set before torch starts its thread pool.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
