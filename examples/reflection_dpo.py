@@ -3,7 +3,7 @@ each evaluated on held-back problems by p1@t1, m1@t5 and p1@t5 (as "Reinforce LL
 Multi-Agent Reflection" reports them).
 
     python examples/reflection_dpo.py                          # CPU-sized: Reflection-Arithmetic-v0 level 3
-    python examples/reflection_dpo.py --preset gpu             # about 6 minutes on one H100 (embedded model)
+    python examples/reflection_dpo.py --preset gpu             # about 4 minutes on one H100 (embedded model)
     python examples/reflection_dpo.py --env Reflection-GSM8K-v0 --data_path ../shared/data/gsm8k/train.jsonl \\
         --subset 7000,7473
     python examples/reflection_dpo.py --env Reflection-MATH-v0 --data_path ../shared/data/math500 --subset 0,250
@@ -42,7 +42,8 @@ import random
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -68,7 +69,7 @@ PRESETS = {
                          learning_rate=5e-5, eval_every=0, eval_at_start=True),
                 dpo=dict(train_iterations=10, pairs_per_iteration=16, micro_batch_size=8, max_length=512,
                          learning_rate=5e-7, beta=0.1, eval_every=0)),
-    # about 6 minutes on one H100 with the embedded 135M model (README: the reflection table)
+    # about 4 minutes on one H100 with the embedded 135M model (3.9 at level 3, 3.4 at level 4, measured)
     "gpu": dict(eval_episodes=256, max_new_tokens=64, sft_examples=0, pair_problems=512, pair_samples=4,
                 sft=dict(train_iterations=150, examples_per_iteration=64, micro_batch_size=64, max_length=256,
                          learning_rate=5e-5, eval_every=50, eval_at_start=True),
@@ -324,8 +325,8 @@ class Pipeline:
         report = {"env": a.env, "held_back": where, "episodes": a.eval_episodes, "turns": t, "model": a.model,
                   "loss": a.loss, "pairs": summary, "rows": rows}
         lines = [f"# Reflection: SFT then DPO ({a.model})", "",
-                 f"{a.eval_episodes} held-back problems ({where}), greedy, {t} actor answers with the critic "
-                 f"between them; one model plays both roles. tokens: sampled per episode, both roles.", "",
+                 (f"The first {a.eval_episodes} held-back problems ({where}), greedy, {t} actor answers with the "
+                  f"critic between them; one model plays both roles. tokens: sampled per episode, both roles."), "",
                  "| stage | " + " | ".join(columns) + " | tokens |", "|---" * (len(columns) + 2) + "|"]
         lines += ["| " + " | ".join([r["stage"], *(f"{r[c]:.1%}" for c in columns), f"{r['tokens']:.0f}"]) + " |"
                   for r in rows]

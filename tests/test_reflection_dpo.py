@@ -91,3 +91,26 @@ def test_bad_flags_and_changed_settings_are_one_line(tiny_model_dir, tmp_path):
     (out).mkdir()
     (out / "settings.json").write_text(json.dumps({"level": 3}))
     assert error_line(script, base).startswith(f"error: {out} was run with other settings (")
+
+
+def test_triples_load_from_jsonl_and_bad_lines_name_file_and_line(tmp_path):
+    from algorithms import load_triples
+
+    triples = load_triples(triples_file(tmp_path / "triples.jsonl"))
+    assert [t.gold for t in triples] == ["5", "5"] and triples[0].feedback == "Check the sum."
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"question": "q", "initial": "a", "refined": "b", "gold": "1"}\n\n{"question": "q"}\n')
+    with pytest.raises(ValueError, match=r"bad.jsonl line 3: field 'initial' must be a str$"):
+        load_triples(bad)
+
+
+def test_math_gold_solutions_complete_the_math_envs_prompts(shared_data):
+    from algorithms.sft_data import math_sft_examples
+    from envs import make
+
+    if not (shared_data / "math500" / "test.jsonl").is_file():
+        pytest.skip("../shared/data/math500 is not present")
+    examples = math_sft_examples(shared_data / "math500", (0, 2))
+    env = make("Reflection-MATH-v0", data_path=shared_data / "math500", subset=(0, 2))
+    assert [e.prompt for e in examples] == [env.reset(options={"index": i})[0] for i in range(2)]
+    assert all("\\boxed{" in e.completion for e in examples)
