@@ -14,7 +14,7 @@ from algorithms.preference_data import PreferencePair, load_preference_pairs, sa
 from algorithms.prm_losses import bradley_terry_loss, pointwise_loss
 from algorithms.prm_trainer import PRMConfig, PRMTrainer
 from algorithms.reflection_metrics import evaluate_reflection, reflection_episodes, reflection_metrics
-from algorithms.reflection_pairs import ReflectionTriple, pairs_from_episodes, pairs_from_triples
+from algorithms.reflection_pairs import ReflectionTriple, load_triples, pairs_from_episodes, pairs_from_triples
 from algorithms.reinforce import ReinforceStable, ReinforceStableConfig
 from algorithms.rloo import RLOO, RLOOConfig
 from algorithms.search import SearchSettings, run_search
@@ -40,5 +40,5 @@ __all__ = [
     "SFT", "SFTConfig", "SFTExample", "ChatExample", "load_sft_examples", "gsm8k_sft_examples",
     "arithmetic_sft_examples",
     "evaluate_reflection", "reflection_episodes", "reflection_metrics", "ReflectionTriple", "pairs_from_episodes",
-    "pairs_from_triples",
+    "pairs_from_triples", "load_triples",
 ]

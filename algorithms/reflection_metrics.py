@@ -9,7 +9,7 @@ T defaults to 5, as in "Reinforce LLM Reasoning through Multi-Agent Reflection".
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -55,18 +55,21 @@ def reflection_metrics(episodes: Iterable[Trajectory | Mapping[str, Any]],
 
 @torch.no_grad()
 def reflection_episodes(policies: Policy | Mapping[str, Policy], env, episodes: int = 64, max_new_tokens: int = 256,
-                        temperature: float = 0.0, batch_prompts: int = 16, seed: int = 0) -> list[Trajectory]:
-    """Play ``episodes`` reflection episodes on the env's first problems (one each, in order): ``policies`` is
-    one Policy for both roles or {"actor": ..., "critic": ...} (two models, or two adapters of one)."""
-    if not isinstance(batch_prompts, int) or batch_prompts < 1:
-        raise ValueError(f"batch_prompts must be an int >= 1; got {batch_prompts!r}")
-    starts = episode_starts(env, episodes)
+                        temperature: float = 0.0, batch_prompts: int = 16, seed: int = 0,
+                        problems: Sequence[int] | None = None, samples: int = 1) -> list[Trajectory]:
+    """Play reflection episodes on the env's first ``episodes`` problems (in order), or on the problem indices
+    ``problems``; ``samples`` episodes each (sampling needs temperature > 0 to make them differ). ``policies``
+    is one Policy for both roles or {"actor": ..., "critic": ...} (two models, or two adapters of one)."""
+    for name, value in (("batch_prompts", batch_prompts), ("samples", samples)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be an int >= 1; got {value!r}")
+    starts = episode_starts(env, episodes) if problems is None else [{"options": {"index": int(i)}} for i in problems]
     device = getattr(next(iter(policies.values())) if isinstance(policies, Mapping) else policies, "device", "cpu")
     generator = torch.Generator(device=device).manual_seed(seed)
     settings = SamplingSettings(max_new_tokens, temperature, 1.0)
     played: list[Trajectory] = []
     for start in range(0, len(starts), batch_prompts):
-        played += rollout(env, policies, starts[start:start + batch_prompts], 1, settings, generator,
+        played += rollout(env, policies, starts[start:start + batch_prompts], samples, settings, generator,
                           first_group_id=start)
     return played
 

@@ -210,3 +210,20 @@ def split_examples(examples: list[Example], held_out_fraction: float, seed: int 
     count = min(len(examples) - 1, max(1, round(held_out_fraction * len(examples)))) if held_out_fraction else 0
     held = set(order[:count])
     return ([e for k, e in enumerate(examples) if k not in held], [e for k, e in enumerate(examples) if k in held])
+
+
+def math_sft_examples(data_path: str | Path | None = None, subset: tuple[int, int] | None = None,
+                      split: str = "test") -> list[SFTExample]:
+    """MATH solutions (the rows' "solution" text, ending in \\boxed{answer}) as completions of the MATH env's
+    prompts in single mode. `subset`: [start, stop) rows (None: all); `data_path` None reads the hub."""
+    from envs.math import MATHEnv
+
+    env = MATHEnv(data_path, split, subset=subset, mode="single")
+    examples = []
+    for index in range(env.num_problems):
+        observation, _ = env.reset(options={"index": index})
+        solution = env.get_problem(index).fields.get("solution")
+        if not isinstance(solution, str) or not solution.strip():
+            raise ValueError(f"MATH row {index} has no 'solution' text to train on")
+        examples.append(SFTExample(observation, solution.strip()))
+    return examples

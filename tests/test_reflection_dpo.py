@@ -1,0 +1,116 @@
+"""examples/reflection_dpo.py end to end on the tiny model (minimal sizes): every stage, the table's three
+rows, finished stages skipped on a rerun, --restart, and one-line errors."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.test_examples import error_line, load_script, metrics
+from tests.tiny_models import save_tiny_model_dir
+
+SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "reflection_dpo.py"
+STAGES = ("base", "sft", "sft eval", "pairs", "dpo", "dpo eval")
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory) -> str:
+    from policies import build_tiny_model
+
+    return save_tiny_model_dir(tmp_path_factory, build_tiny_model)
+
+
+def triples_file(path: Path) -> Path:
+    """Two recorded refinements (the tiny model's own episodes are never right, so these make the pairs):
+    one wrong -> right (an actor pair), one wrong -> wrong after other feedback (with it, a critic pair)."""
+    rows = [{"question": "What is 2 + 3? Give the final answer after ####.", "initial": "#### 6",
+             "feedback": "Check the sum.", "refined": "2 + 3 = 5\n#### 5", "gold": 5},
+            {"question": "What is 2 + 3? Give the final answer after ####.", "initial": "#### 6",
+             "feedback": "Looks right.", "refined": "#### 6", "gold": "5"}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def argv(model: str, out: Path, triples: Path, *extra: str) -> list[str]:
+    return ["--preset", "cpu", "--model", model, "--level", "2", "--turns", "2", "--eval_episodes", "2",
+            "--max_new_tokens", "4", "--sft_examples", "4", "--pair_problems", "2", "--pair_samples", "2",
+            "--sft_iterations", "1", "--dpo_iterations", "1", "--triples", str(triples), "--batch_prompts", "4",
+            "--no-progress", "--output_dir", str(out), *extra]
+
+
+def test_the_pipeline_writes_the_table_and_skips_finished_stages(tiny_model_dir, tmp_path, capsys):
+    script, out = load_script(SCRIPT), tmp_path / "run"
+    args = argv(tiny_model_dir, out, triples_file(tmp_path / "triples.jsonl"))
+    script.main(args)
+    first = capsys.readouterr().out
+    assert all(f"[{stage}] running" in first for stage in STAGES), first
+
+    report = json.loads((out / "reflection.json").read_text())
+    assert [r["stage"] for r in report["rows"]] == ["base", "SFT", "SFT+DPO"]
+    for row in report["rows"]:
+        assert set(row) == {"stage", "p1@t1", "m1@t2", "p1@t2", "tokens"}
+        assert 0.0 <= row["p1@t1"] <= row["p1@t2"] <= 1.0 and row["tokens"] > 0
+    assert report["pairs"]["actor_from_triples"] == 1 and report["pairs"]["critic_from_triples"] == 1
+    table = (out / "reflection.md").read_text()
+    assert "| stage | p1@t1 | m1@t2 | p1@t2 | tokens |" in table and table in first
+    assert all(f"| {label} |" in table for label in ("base", "SFT", "SFT+DPO"))
+    for stage in ("sft", "dpo"):
+        assert (out / stage / "model" / "config.json").is_file()
+        assert [r["iteration"] for r in metrics(out / stage) if r["iteration"] > 0] == [1]
+    dpo_config = json.loads((out / "dpo" / "config.json").read_text())
+    assert dpo_config["train_iterations"] == 1 and dpo_config["output_dir"] == str(out / "dpo")
+    actor = [json.loads(line) for line in (out / "pairs" / "actor.jsonl").read_text().splitlines()]
+    assert {(p["chosen"], p["rejected"]) for p in actor} >= {("2 + 3 = 5\n#### 5", "#### 6")}
+
+    stamp = (out / "dpo" / "model" / "config.json").stat().st_mtime_ns
+    script.main(args)  # everything finished: nothing runs again, the same table
+    second = capsys.readouterr().out
+    assert all(f"[{stage}] finished earlier" in second for stage in STAGES) and "running" not in second, second
+    assert table in second and (out / "dpo" / "model" / "config.json").stat().st_mtime_ns == stamp
+
+    (out / "dpo" / "eval.json").unlink()  # a missing stage runs alone
+    script.main(args)
+    third = capsys.readouterr().out
+    assert "[dpo eval] running" in third and "[dpo] finished earlier" in third and "[sft] finished earlier" in third
+
+    script.main([*args, "--restart"])
+    restarted = capsys.readouterr().out
+    assert all(f"[{stage}] running" in restarted for stage in STAGES), restarted
+
+
+def test_bad_flags_and_changed_settings_are_one_line(tiny_model_dir, tmp_path):
+    script, out = load_script(SCRIPT), tmp_path / "run"
+    base = argv(tiny_model_dir, out, tmp_path / "none.jsonl")
+    assert error_line(script, [*base, "--pair_temperature", "0"]) == (
+        "error: --pair_temperature must be > 0 (the pair episodes must differ), got 0.0")
+    assert error_line(script, [*base, "--subset", "0,10"]) == (
+        "error: --data_path and --subset are for Reflection-GSM8K-v0 / Reflection-MATH-v0, not "
+        "Reflection-Arithmetic-v0")
+    assert "SFTConfig.learning_rate" in error_line(script, [*base, "--sft_learning_rate", "-1"])
+    (out).mkdir()
+    (out / "settings.json").write_text(json.dumps({"level": 3}))
+    assert error_line(script, base).startswith(f"error: {out} was run with other settings (")
+
+
+def test_triples_load_from_jsonl_and_bad_lines_name_file_and_line(tmp_path):
+    from algorithms import load_triples
+
+    triples = load_triples(triples_file(tmp_path / "triples.jsonl"))
+    assert [t.gold for t in triples] == ["5", "5"] and triples[0].feedback == "Check the sum."
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"question": "q", "initial": "a", "refined": "b", "gold": "1"}\n\n{"question": "q"}\n')
+    with pytest.raises(ValueError, match=r"bad.jsonl line 3: field 'initial' must be a str$"):
+        load_triples(bad)
+
+
+def test_math_gold_solutions_complete_the_math_envs_prompts(shared_data):
+    from algorithms.sft_data import math_sft_examples
+    from envs import make
+
+    if not (shared_data / "math500" / "test.jsonl").is_file():
+        pytest.skip("../shared/data/math500 is not present")
+    examples = math_sft_examples(shared_data / "math500", (0, 2))
+    env = make("Reflection-MATH-v0", data_path=shared_data / "math500", subset=(0, 2))
+    assert [e.prompt for e in examples] == [env.reset(options={"index": i})[0] for i in range(2)]
+    assert all("\\boxed{" in e.completion for e in examples)
