@@ -190,7 +190,8 @@ class Plan:
     def check_inputs(self) -> None:
         """Each stage run needs its input saved, or made by a stage run before it; one line otherwise."""
         made = set()
-        needs = {"sft": [], "prm": ["sft"], "grpo": ["sft"], "grpo_prm": ["grpo", "prm"], "mcts": ["grpo_prm", "prm"]}
+        needs = {"sft": [], "prm": [] if self.args.prm else ["sft"], "grpo": ["sft"], "grpo_prm": ["grpo", "prm"],
+                 "mcts": ["grpo_prm", "prm"]}
         for stage in STAGES:
             if stage not in self.stages:
                 continue

@@ -73,6 +73,21 @@ def test_pipeline_writes_the_five_rows_and_a_rerun_skips_finished_stages(tiny_mo
     assert "rows not evaluated under these settings: sft, grpo, grpo_prm, mcts" in third
 
 
+def test_pipeline_gsm8k_column_is_held_back_from_sft(tiny_model_dir, gsm8k_train, tmp_path):
+    from envs import make
+
+    rows = make("GSM8K-v0", data_path=gsm8k_train, split="train").num_problems
+    out = tmp_path / "pipe"
+    load_script(PIPELINE).main([*tiny_argv(tiny_model_dir, tmp_path), "--stages", "base,sft", "--sft_data", "both",
+                                "--gsm8k_path", gsm8k_train, "--gsm8k_episodes", "1", "--gsm8k_rows", "2"])
+    data = json.loads((out / "pipeline.json").read_text())
+    assert data["suites"] == ["arithmetic_L1", "gsm8k"]
+    assert data["about"]["problems"]["gsm8k"] == f"{gsm8k_train} rows {rows - 1}..{rows - 1}"
+    assert [r["stage"] for r in data["rows"]] == ["base", "sft"]
+    assert all(r["results"]["gsm8k"]["problems"] == 1 for r in data["rows"])
+    assert json.loads((out / "sft" / "config.json").read_text())["train_examples"] == 4 + 2
+
+
 def test_pipeline_bad_flags_are_one_line_before_any_model(tmp_path):
     script = load_script(PIPELINE)
     out = ["--preset", "cpu", "--model", str(tmp_path / "no_model"), "--output_dir", str(tmp_path / "pipe")]
