@@ -1,0 +1,387 @@
+"""The staged pipeline in one command: base CoT -> SFT -> + GRPO -> + PRM-dense reward -> + MCTS at
+inference, each row adding to the last, every row measured on the same held-back problems.
+
+    python examples/pipeline.py                       # CPU-sized (2 cores: tens of minutes)
+    python examples/pipeline.py --preset gpu          # about 8 minutes on one H100 (the embedded 135M model)
+    python examples/pipeline.py --preset gpu --gsm8k_path ../shared/data/gsm8k/train.jsonl   # + GSM8K column
+
+Stages (each in <output_dir>/<stage>/; a Trainer run folder with its model in model/):
+1. base: the starting model (--model), greedy chain of thought.
+2. sft: algorithms.SFT on gold step-by-step solutions of Arithmetic-v0 --level train problems
+   (--sft_data arithmetic), or GSM8K train solutions (gsm8k; both), in the stepwise env's format.
+   prm (no row): a ProcessRewardModel from the SFT model's weights, trained with PRMTrainer on
+   gold-vs-corrupted step pairs (step_data.arithmetic_pairs; gsm8k_pairs with --gsm8k_path), saved in
+   prm/prm; or a PRM folder given with --prm (it must share the model's tokenizer).
+3. grpo: algorithms.GRPO from the SFT model on the stepwise train env (one line per step), env reward only.
+4. grpo_prm: GRPO continued from row 3's model with the PRM's step scores as a dense reward
+   (prm_weight > 0 beside the env's reward). It continues from row 3, not from row 2, because the table's
+   rows each add to the one before (SFT, + GRPO, + PRM): row 4 is row 3's model with the PRM reward
+   added, so it has had more RL iterations than row 3 as well; retraining from row 2 would isolate the
+   PRM's effect but break the chain the table reports.
+5. mcts: row 4's model searched with MCTS (algorithms.run_search method "mcts", the PRM scoring steps).
+The PRM is trained from the SFT model rather than the base model because the steps it must judge are
+the SFT and RL models' steps, which SFT puts in the gold solutions' format (the seed trains it from SFT).
+
+Every row is evaluated with algorithms.evaluate_search (greedy for rows 1-4, mcts for row 5) on the first
+--episodes problems of Arithmetic-v0 --level's test split (never trained on) and, with --gsm8k_path, on
+--gsm8k_episodes GSM8K rows from --gsm8k_offset (default: the file's last rows), which SFT and the PRM never
+see. Accuracy and tokens sampled per problem are printed and written to <output_dir>/pipeline.md and
+pipeline.json.
+
+Resuming: --stages runs a subset (comma-separated of base, sft, prm, grpo, grpo_prm, mcts; default all).
+A training stage whose model folder exists is skipped, and one interrupted mid-run continues from its
+newest checkpoint; a row's evaluation is saved in <stage>/eval.json and reused while its settings are
+unchanged. --restart retrains and re-evaluates the stages named (later stages are not redone unless
+named). The table shows every row evaluated under the current settings. Per-stage settings: the preset,
+then --sft_config / --prm_config / --grpo_config YAML files (SFTConfig, PRMConfig, GRPOConfig fields),
+then the flags below.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from algorithms import GRPO, SFT, GRPOConfig, MCTSConfig, PRMConfig, PRMTrainer, SFTConfig, load_config  # noqa: E402
+from algorithms.cli import run_with_clear_errors  # noqa: E402
+from algorithms.pipeline_table import ROWS, load_row, markdown_table, save_pipeline, save_row  # noqa: E402
+from algorithms.search import SearchSettings  # noqa: E402
+from algorithms.search_eval import evaluate_search  # noqa: E402
+from algorithms.sft_data import arithmetic_sft_examples, gsm8k_sft_examples  # noqa: E402
+from algorithms.step_data import arithmetic_pairs, gsm8k_pairs  # noqa: E402
+from buffers.step_pairs import split_by_problem  # noqa: E402
+from policies import EMBEDDED_MODEL  # noqa: E402
+
+STAGES = ("base", "sft", "prm", "grpo", "grpo_prm", "mcts")
+TITLES = dict(ROWS)
+PRESETS = {
+    "cpu": {
+        "sft": dict(train_iterations=20, examples_per_iteration=16, max_length=256, micro_batch_size=8,
+                    learning_rate=5e-5, eval_at_start=True),
+        "prm": dict(train_iterations=20, pairs_per_iteration=16, micro_batch_size=8, learning_rate=2e-5,
+                    eval_at_start=True),
+        "grpo": dict(train_iterations=8, prompts_per_iteration=8, samples_per_prompt=6, learning_rate=5e-5,
+                     kl_coeff=0.04, micro_batch_size=16, eval_at_start=False),
+        "run": dict(episodes=64, max_new_tokens=32, prm_weight=0.5, simulations=8, sft_examples=400,
+                    prm_problems=200, gsm8k_rows=200),
+    },
+    "gpu": {  # about 8 minutes in all on one H100 for the embedded 135M model
+        "sft": dict(train_iterations=60, examples_per_iteration=64, max_length=512, micro_batch_size=64,
+                    learning_rate=5e-5, eval_at_start=True),
+        "prm": dict(train_iterations=200, pairs_per_iteration=64, micro_batch_size=64, learning_rate=1e-5,
+                    eval_at_start=True),
+        "grpo": dict(train_iterations=40, prompts_per_iteration=16, samples_per_prompt=8, learning_rate=5e-5,
+                     kl_coeff=0.04, micro_batch_size=128, eval_at_start=False),
+        "run": dict(episodes=256, max_new_tokens=64, prm_weight=0.5, simulations=24, sft_examples=4000,
+                    prm_problems=1000, gsm8k_rows=0),
+    },
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add = parser.add_argument
+    add("--preset", choices=sorted(PRESETS), default=None, help="cpu or gpu (default: gpu when CUDA is available)")
+    add("--model", default=EMBEDDED_MODEL, help="the base model: hub name, local path, or the embedded default")
+    add("--output_dir", default=None, help="the pipeline folder (default runs/pipeline-<preset>)")
+    add("--stages", default="all", help=f"comma-separated stages to run, of {', '.join(STAGES)} (default all)")
+    add("--restart", action="store_true", help="retrain and re-evaluate the stages named, even when saved")
+    add("--prm", default=None, help="a PRM folder to use instead of training one (the prm stage is then skipped)")
+    add("--level", type=int, default=3, help="Arithmetic-v0 level trained on and evaluated (default 3)")
+    add("--max_steps", type=int, default=8, help="steps per episode at most, in training and evaluation (default 8)")
+    add("--sft_data", choices=("arithmetic", "gsm8k", "both"), default="arithmetic",
+        help="SFT's gold solutions: Arithmetic-v0 --level train problems, GSM8K train rows, or both")
+    add("--gsm8k_path", default=None, help="GSM8K train.jsonl: SFT (gsm8k, both) and PRM data from its rows before "
+                                           "--gsm8k_offset, and a GSM8K column evaluated on the rows from it")
+    add("--gsm8k_offset", type=int, default=None, help="first held-back GSM8K row (default: the last --gsm8k_episodes)")
+    add("--gsm8k_episodes", type=int, default=200, help="held-back GSM8K rows evaluated (default 200)")
+    add("--seed", type=int, default=0, help="seeds every stage's training and the evaluation's sampling")
+    add("--batch_problems", type=int, default=64, help="problems searched together in evaluation (default 64)")
+    add("--progress", action=argparse.BooleanOptionalAction, default=True, help="progress bars (default on)")
+    for stage, cls in (("sft", SFTConfig), ("prm", PRMConfig), ("grpo", GRPOConfig)):
+        add(f"--{stage}_config", default=None, help=f"YAML file of {cls.__name__} fields for the {stage} stage"
+                                                    + (" (and grpo_prm)" if stage == "grpo" else ""))
+        add(f"--{stage}_iterations", type=int, default=None, help=f"{stage}'s train_iterations (default: the preset's)")
+    sizes = parser.add_argument_group("sizes (default: the preset's; --help shows them)")
+    for name, what in (("episodes", "Arithmetic-v0 test problems evaluated per row"),
+                       ("max_new_tokens", "tokens per step, in GRPO and evaluation"),
+                       ("prm_weight", "weight of the PRM's step scores in row 4's reward (> 0)"),
+                       ("simulations", "MCTS leaf evaluations per problem (row 5)"),
+                       ("sft_examples", "Arithmetic-v0 train problems drawn for SFT (0: all)"),
+                       ("prm_problems", "Arithmetic-v0 train problems giving PRM pairs"),
+                       ("gsm8k_rows", "GSM8K rows (before the offset) for SFT and PRM data (0: all)")):
+        kind = float if name == "prm_weight" else int
+        shown = ", ".join(f"{p} {PRESETS[p]['run'][name]}" for p in PRESETS)
+        sizes.add_argument(f"--{name}", type=kind, default=None, help=f"{what} (default: {shown})")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    run_with_clear_errors(lambda: run(build_parser().parse_args(argv)))
+
+
+class Plan:
+    """Every setting, folder and config of a pipeline run, checked before any model loads."""
+
+    def __init__(self, args: argparse.Namespace, preset: str):
+        self.args, self.preset = args, preset
+        values = PRESETS[preset]
+        self.run = {k: getattr(args, k) if getattr(args, k) is not None else v for k, v in values["run"].items()}
+        self.out = Path(args.output_dir or f"runs/pipeline-{preset}")
+        self.stages = parse_stages(args.stages)
+        for name in ("episodes", "max_new_tokens", "simulations", "prm_problems", "max_steps", "batch_problems",
+                     "gsm8k_episodes"):
+            value = self.run.get(name, getattr(args, name, None))
+            if value < 1:
+                raise ValueError(f"--{name} must be >= 1, got {value}")
+        for name in ("sft_examples", "gsm8k_rows"):
+            if self.run[name] < 0:
+                raise ValueError(f"--{name} must be >= 0, got {self.run[name]}")
+        if self.run["prm_weight"] <= 0:
+            raise ValueError(f"--prm_weight must be > 0 (row 4 adds the PRM's reward), got {self.run['prm_weight']}")
+        if args.sft_data != "arithmetic" and not args.gsm8k_path:
+            raise ValueError(f"--sft_data {args.sft_data} needs --gsm8k_path")
+        self.gsm8k = self.gsm8k_split() if args.gsm8k_path else None
+        self.configs = {stage: self.config(stage, cls) for stage, cls in
+                        (("sft", SFTConfig), ("prm", PRMConfig), ("grpo", GRPOConfig), ("grpo_prm", GRPOConfig))}
+        self.prm_path = Path(args.prm) if args.prm else self.out / "prm" / "prm"
+
+    def problems(self) -> dict[str, str]:
+        """Each evaluation suite's name and the held-back problems it holds."""
+        level, episodes = self.args.level, self.run["episodes"]
+        out = {f"arithmetic_L{level}": f"Arithmetic-v0 level {level} test split, problems 0..{episodes - 1}"}
+        if self.gsm8k:
+            first, count = self.gsm8k
+            out["gsm8k"] = f"{self.args.gsm8k_path} rows {first}..{first + count - 1}"
+        return out
+
+    def gsm8k_split(self) -> tuple[int, int]:
+        """(first held-back row, rows evaluated) of the GSM8K file."""
+        from envs import make
+
+        rows = make("GSM8K-v0", data_path=self.args.gsm8k_path, split="train").num_problems
+        offset = self.args.gsm8k_offset if self.args.gsm8k_offset is not None else rows - self.args.gsm8k_episodes
+        if not 1 <= offset < rows:
+            raise ValueError(f"--gsm8k_offset must leave rows both to train on and to evaluate: got {offset} "
+                             f"with {rows} rows in {self.args.gsm8k_path}")
+        return offset, min(self.args.gsm8k_episodes, rows - offset)
+
+    def config(self, stage: str, cls: type):
+        """The stage's config: the preset < its YAML file < the flags (output_dir: <output_dir>/<stage>)."""
+        family = "grpo" if stage == "grpo_prm" else stage
+        overrides = {"output_dir": str(self.out / stage), "seed": self.args.seed, "progress": self.args.progress,
+                     "train_iterations": getattr(self.args, f"{family}_iterations")}
+        defaults = dict(PRESETS[self.preset][family])
+        if family == "grpo":
+            defaults["max_new_tokens"] = self.run["max_new_tokens"]
+            if self.args.max_new_tokens is not None:
+                overrides["max_new_tokens"] = self.args.max_new_tokens
+            if stage == "grpo_prm":
+                overrides["prm_weight"] = self.run["prm_weight"]
+        return load_config(cls, getattr(self.args, f"{family}_config"), overrides, defaults)
+
+    def model(self, stage: str) -> Path | str:
+        """The model a row evaluates, or a training stage writes."""
+        return {"base": self.args.model, "mcts": self.out / "grpo_prm" / "model"}.get(stage, self.out / stage / "model")
+
+    def check_inputs(self) -> None:
+        """Each stage run needs its input saved, or made by a stage run before it; one line otherwise."""
+        made = set()
+        needs = {"sft": [], "prm": [] if self.args.prm else ["sft"], "grpo": ["sft"], "grpo_prm": ["grpo", "prm"],
+                 "mcts": ["grpo_prm", "prm"]}
+        for stage in STAGES:
+            if stage not in self.stages:
+                continue
+            for need in needs.get(stage, []):
+                path = self.prm_path if need == "prm" else self.model(need)
+                if need not in made and not Path(path).is_dir():
+                    raise ValueError(f"stage {stage} needs {path}, which does not exist: add {need} to --stages")
+            made.add(stage)
+
+
+def parse_stages(text: str) -> list[str]:
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    if names == ["all"]:
+        return list(STAGES)
+    unknown = [s for s in names if s not in STAGES]
+    if unknown or not names:
+        raise ValueError(f"--stages: {', '.join(map(repr, unknown)) or 'none given'}; choose from {', '.join(STAGES)}"
+                         f" (or all)")
+    return names
+
+
+def free() -> None:
+    """Release the last stage's models before the next loads."""
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def resuming(plan: Plan, stage: str) -> bool:
+    """Continue an interrupted stage from its newest checkpoint (never under --restart: it starts over)."""
+    return not plan.args.restart and (plan.out / stage / "checkpoints").is_dir()
+
+
+def sft_examples(plan: Plan) -> tuple[list, list]:
+    """(training examples, held-out examples) of the SFT stage, in the stepwise env's format."""
+    run, args, level = plan.run, plan.args, plan.args.level
+    train = []
+    if args.sft_data in ("arithmetic", "both"):
+        train += arithmetic_sft_examples(level, "train", run["sft_examples"] or None, args.seed, "stepwise")
+    if args.sft_data in ("gsm8k", "both"):
+        offset = plan.gsm8k[0]
+        train += gsm8k_sft_examples(args.gsm8k_path, (0, min(run["gsm8k_rows"] or offset, offset)), "stepwise")
+    return train, arithmetic_sft_examples(level, "test", 64, args.seed, "stepwise")
+
+
+def train_sft(plan: Plan) -> None:
+    from policies import HFPolicy
+
+    train, held = sft_examples(plan)
+    trainer = SFT(HFPolicy(plan.args.model), train, plan.configs["sft"], held_out=held)
+    rows = trainer.train(resume=resuming(plan, "sft"))
+    trainer.save_model(plan.model("sft"))
+    losses = [r["eval_loss"] for r in rows if "eval_loss" in r]
+    print(f"sft: {len(train)} examples; held-out loss " + " -> ".join(f"{x:.4f}" for x in losses[:1] + losses[-1:]))
+
+
+def train_prm(plan: Plan) -> None:
+    from policies import HFPolicy
+    from policies.prm import ProcessRewardModel
+
+    args, seed = plan.args, plan.args.seed
+    items = arithmetic_pairs([args.level], plan.run["prm_problems"], "train", seed)
+    if plan.gsm8k:
+        offset = plan.gsm8k[0]
+        items += gsm8k_pairs(args.gsm8k_path, "train", (0, min(plan.run["gsm8k_rows"] or offset, offset)), seed)
+    train, held = split_by_problem(items, 0.1, seed)
+    prm = ProcessRewardModel.from_policy(HFPolicy(str(plan.model("sft"))))
+    trainer = PRMTrainer(prm, train, plan.configs["prm"], held_out=held)
+    rows = trainer.train(resume=resuming(plan, "prm"))
+    trainer.save_model(plan.prm_path)
+    accuracy = [r["eval_pairwise_accuracy"] for r in rows if "eval_pairwise_accuracy" in r]
+    print(f"prm: {len(train)} step pairs; held-out pairwise accuracy "
+          + " -> ".join(f"{x:.3f}" for x in accuracy[:1] + accuracy[-1:]))
+
+
+def train_grpo(plan: Plan, stage: str) -> None:
+    from envs import make
+    from policies import HFPolicy
+    from policies.prm import ProcessRewardModel
+
+    start = plan.model("sft" if stage == "grpo" else "grpo")
+    policy = HFPolicy(str(start))
+    prm = ProcessRewardModel.from_pretrained(plan.prm_path, device=policy.device) if stage == "grpo_prm" else None
+    env = make("Arithmetic-v0", level=plan.args.level, split="train", mode="stepwise", max_steps=plan.args.max_steps)
+    algo = GRPO(policy, env, plan.configs[stage], prm=prm)
+    rows = algo.train(resume=resuming(plan, stage))
+    algo.save_model(plan.model(stage))
+    rewards = [r["reward_mean"] for r in rows if "reward_mean" in r]
+    print(f"{stage}: from {start}; mean reward " + " -> ".join(f"{x:.3f}" for x in rewards[:1] + rewards[-1:]))
+
+
+TRAINERS = {"sft": train_sft, "prm": train_prm, "grpo": lambda p: train_grpo(p, "grpo"),
+            "grpo_prm": lambda p: train_grpo(p, "grpo_prm")}
+
+
+def search_settings(plan: Plan, stage: str, aggregation: str = "min") -> SearchSettings:
+    """Greedy for rows 1-4; MCTS with --simulations for row 5 (`aggregation`: the PRM's own)."""
+    if stage != "mcts":
+        return SearchSettings(method="greedy", max_new_tokens=plan.run["max_new_tokens"])
+    return SearchSettings(method="mcts", max_new_tokens=plan.run["max_new_tokens"], aggregation=aggregation,
+                          mcts=MCTSConfig(simulations=plan.run["simulations"]))
+
+
+def eval_settings(plan: Plan, stage: str) -> dict:
+    """What a row's evaluation depends on: a saved row is reused only under the same."""
+    settings = {"model": str(plan.model(stage)), "search": search_settings(plan, stage).label,
+                "level": plan.args.level, "episodes": plan.run["episodes"], "max_steps": plan.args.max_steps,
+                "max_new_tokens": plan.run["max_new_tokens"], "seed": plan.args.seed,
+                "gsm8k": [str(plan.args.gsm8k_path), *plan.gsm8k] if plan.gsm8k else None}
+    return {**settings, "prm": str(plan.prm_path)} if stage == "mcts" else settings
+
+
+def suites(plan: Plan) -> dict[str, tuple]:
+    """name -> (env, first problem, problems): the held-back problems every row is evaluated on."""
+    from envs import make
+
+    steps = {"mode": "stepwise", "max_steps": plan.args.max_steps}
+    names = list(plan.problems())
+    out = {names[0]: (make("Arithmetic-v0", level=plan.args.level, split="test", **steps),
+                                              0, plan.run["episodes"])}
+    if plan.gsm8k:
+        out["gsm8k"] = (make("GSM8K-v0", data_path=plan.args.gsm8k_path, split="train", **steps), *plan.gsm8k)
+    return out
+
+
+def evaluate_row(plan: Plan, stage: str) -> dict:
+    from policies import HFPolicy
+    from policies.prm import ProcessRewardModel
+
+    policy = HFPolicy(str(plan.model(stage)))
+    scorer = ProcessRewardModel.from_pretrained(plan.prm_path, device=policy.device) if stage == "mcts" else None
+    settings = search_settings(plan, stage, scorer.aggregation if scorer is not None else "min")
+    results = {}
+    for name, (env, offset, episodes) in suites(plan).items():
+        [row] = evaluate_search(policy, env, [settings], scorer, episodes=episodes, offset=offset,
+                                batch_problems=plan.args.batch_problems, seed=plan.args.seed,
+                                progress=plan.args.progress)
+        results[name] = {k: row[k] for k in ("accuracy", "tokens_per_problem", "problems", "seconds")}
+    return {"stage": stage, "title": TITLES[stage], "method": settings.label, "model": str(plan.model(stage)),
+            "results": results}
+
+
+def run_stage(plan: Plan, stage: str) -> None:
+    """Train the stage unless its model is saved (or --restart), then evaluate its row unless saved."""
+    trained = False
+    if stage in TRAINERS:
+        folder = plan.prm_path if stage == "prm" else Path(plan.model(stage))
+        if stage == "prm" and plan.args.prm:
+            print(f"prm: using {plan.prm_path} (--prm)")
+        elif folder.is_dir() and not plan.args.restart:
+            print(f"{stage}: {folder} exists, skipped (--restart retrains it)")
+        else:
+            TRAINERS[stage](plan)
+            trained = True
+            free()
+    if stage not in TITLES:
+        return
+    settings, folder = eval_settings(plan, stage), plan.out / stage
+    if not (trained or plan.args.restart) and load_row(folder, settings) is not None:
+        print(f"{stage}: evaluation saved in {folder / 'eval.json'}, reused")
+        return
+    row = evaluate_row(plan, stage)
+    save_row(folder, row, settings)
+    free()
+    print(f"{stage}: " + ", ".join(f"{name} {r['accuracy']:.1%} ({r['tokens_per_problem']:.1f} tokens/problem)"
+                                   for name, r in row["results"].items()))
+
+
+def run(args: argparse.Namespace) -> None:
+    import torch
+
+    preset = args.preset or ("gpu" if torch.cuda.is_available() else "cpu")
+    plan = Plan(args, preset)
+    plan.check_inputs()
+    names = list(plan.problems())
+    print(f"preset={preset} model={args.model} stages={','.join(plan.stages)} output={plan.out}")
+    for stage in STAGES:
+        if stage in plan.stages:
+            run_stage(plan, stage)
+    rows = [row for stage, _ in ROWS if (row := load_row(plan.out / stage, eval_settings(plan, stage))) is not None]
+    missing = [stage for stage, _ in ROWS if stage not in {r["stage"] for r in rows}]
+    about = {**vars(args), **plan.run, "preset": preset, "problems": plan.problems()}
+    markdown, data = save_pipeline(rows, names, plan.out, about)
+    print(markdown_table(rows, names), end="")
+    if missing:
+        print(f"rows not evaluated under these settings: {', '.join(missing)} (add them to --stages)")
+    print(f"table: {markdown} and {data}")
+
+
+if __name__ == "__main__":
+    main()

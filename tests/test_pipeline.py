@@ -1,0 +1,108 @@
+"""examples/pipeline.py end to end on the tiny model (every stage, one iteration each): the five-row table,
+a rerun that skips every finished stage, and one-line errors before any model loads."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.test_examples import error_line, load_script
+from tests.tiny_models import save_tiny_model_dir
+
+PIPELINE = Path(__file__).resolve().parents[1] / "examples" / "pipeline.py"
+STAGES = ["base", "sft", "grpo", "grpo_prm", "mcts"]
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory) -> str:
+    from policies import build_tiny_model
+
+    return save_tiny_model_dir(tmp_path_factory, build_tiny_model)
+
+
+def tiny_argv(model: str, tmp_path: Path) -> list[str]:
+    """Every stage at its smallest: one iteration of two items, two problems of two steps of 4 tokens."""
+    configs = {"sft": "examples_per_iteration: 2\nmicro_batch_size: 2\nmax_length: 1024\n",
+               "prm": "pairs_per_iteration: 2\nmicro_batch_size: 4\n",
+               "grpo": "prompts_per_iteration: 2\nsamples_per_prompt: 2\nmicro_batch_size: 4\n"}
+    argv = ["--preset", "cpu", "--model", model, "--output_dir", str(tmp_path / "pipe"), "--level", "1",
+            "--max_steps", "2", "--episodes", "2", "--max_new_tokens", "4", "--simulations", "2",
+            "--sft_examples", "4", "--prm_problems", "4", "--no-progress"]
+    for stage, text in configs.items():
+        (tmp_path / f"{stage}.yaml").write_text(text)
+        argv += [f"--{stage}_config", str(tmp_path / f"{stage}.yaml"), f"--{stage}_iterations", "1"]
+    return argv
+
+
+def test_pipeline_writes_the_five_rows_and_a_rerun_skips_finished_stages(tiny_model_dir, tmp_path, capsys):
+    script, argv, out = load_script(PIPELINE), tiny_argv(tiny_model_dir, tmp_path), tmp_path / "pipe"
+    script.main(argv)
+    first = capsys.readouterr().out
+    data = json.loads((out / "pipeline.json").read_text())
+    rows = data["rows"]
+    assert [r["stage"] for r in rows] == STAGES
+    assert [r["method"] for r in rows] == ["greedy"] * 4 + ["mcts_2"]
+    for row in rows:
+        result = row["results"]["arithmetic_L1"]
+        assert 0.0 <= result["accuracy"] <= 1.0 and result["tokens_per_problem"] > 0 and result["problems"] == 2
+    table = (out / "pipeline.md").read_text()
+    lines = [ln for ln in table.splitlines() if ln.startswith("| ") and not ln.startswith("| #")]
+    assert len(lines) == 5 and "| 5 | + MCTS at inference | mcts_2 |" in table and lines[0] in first
+    assert "arithmetic_L1 accuracy | arithmetic_L1 tokens/problem" in table
+    for folder in ("sft/model", "prm/prm", "grpo/model", "grpo_prm/model"):
+        assert (out / folder / "config.json").is_file(), folder
+    grpo_prm = json.loads((out / "grpo_prm" / "config.json").read_text())
+    assert grpo_prm["prm_weight"] == 0.5 and grpo_prm["model"] == str(out / "grpo" / "model")
+    assert json.loads((out / "grpo" / "config.json").read_text())["model"] == str(out / "sft" / "model")
+    saved = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file() and p.name != "pipeline.md"
+             and p.name != "pipeline.json"}
+
+    script.main(argv)  # every stage is saved: nothing trains or evaluates again
+    second = capsys.readouterr().out
+    for stage in ("sft", "grpo", "grpo_prm"):
+        assert f"{stage}: {out / stage / 'model'} exists, skipped" in second
+    assert f"prm: {out / 'prm' / 'prm'} exists, skipped" in second
+    assert all(f"{stage}: evaluation saved in {out / stage / 'eval.json'}, reused" in second for stage in STAGES)
+    assert {p: p.stat().st_mtime_ns for p in saved} == saved
+    assert json.loads((out / "pipeline.json").read_text())["rows"] == rows
+
+    script.main([*argv, "--stages", "base", "--episodes", "1"])  # new settings: base alone is measured again
+    third = capsys.readouterr().out
+    assert [r["stage"] for r in json.loads((out / "pipeline.json").read_text())["rows"]] == ["base"]
+    assert "rows not evaluated under these settings: sft, grpo, grpo_prm, mcts" in third
+
+
+def test_pipeline_gsm8k_column_is_held_back_from_sft(tiny_model_dir, gsm8k_train, tmp_path):
+    from envs import make
+
+    rows = make("GSM8K-v0", data_path=gsm8k_train, split="train").num_problems
+    out = tmp_path / "pipe"
+    load_script(PIPELINE).main([*tiny_argv(tiny_model_dir, tmp_path), "--stages", "base,sft", "--sft_data", "both",
+                                "--gsm8k_path", gsm8k_train, "--gsm8k_episodes", "1", "--gsm8k_rows", "2"])
+    data = json.loads((out / "pipeline.json").read_text())
+    assert data["suites"] == ["arithmetic_L1", "gsm8k"]
+    assert data["about"]["problems"]["gsm8k"] == f"{gsm8k_train} rows {rows - 1}..{rows - 1}"
+    assert [r["stage"] for r in data["rows"]] == ["base", "sft"]
+    assert all(r["results"]["gsm8k"]["problems"] == 1 for r in data["rows"])
+    assert json.loads((out / "sft" / "config.json").read_text())["train_examples"] == 4 + 2
+
+
+def test_pipeline_bad_flags_are_one_line_before_any_model(tmp_path):
+    script = load_script(PIPELINE)
+    out = ["--preset", "cpu", "--model", str(tmp_path / "no_model"), "--output_dir", str(tmp_path / "pipe")]
+    assert error_line(script, [*out, "--stages", "sft,rlhf"]) == (
+        "error: --stages: 'rlhf'; choose from base, sft, prm, grpo, grpo_prm, mcts (or all)")
+    assert error_line(script, [*out, "--stages", "grpo"]) == (
+        f"error: stage grpo needs {tmp_path / 'pipe' / 'sft' / 'model'}, which does not exist: add sft to --stages")
+    assert error_line(script, [*out, "--stages", "mcts", "--prm", str(tmp_path)]).startswith("error: stage mcts needs")
+    assert error_line(script, [*out, "--prm_weight", "0"]) == (
+        "error: --prm_weight must be > 0 (row 4 adds the PRM's reward), got 0.0")
+    assert error_line(script, [*out, "--sft_data", "gsm8k"]) == "error: --sft_data gsm8k needs --gsm8k_path"
+    assert "GRPOConfig.learning_rate" in error_line(script, [*out, "--grpo_config", str(_yaml(tmp_path))])
+
+
+def _yaml(tmp_path: Path) -> Path:
+    path = tmp_path / "bad.yaml"
+    path.write_text("learning_rate: -1\n")
+    return path
