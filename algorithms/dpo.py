@@ -17,13 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
 from algorithms import distributed as dist
 from algorithms import reference as ref
 from algorithms.config import TrainerConfig, setting
+from algorithms.epoch_draws import EpochDraws
 from algorithms.preference_encoding import EncodedPair, completion_logprobs, encode_pairs
 from algorithms.trainer import Trainer
 
@@ -118,7 +118,7 @@ class DPO(Trainer):
         self.ref_policy = ref_policy if ref_policy is not None else policy.frozen_copy()
         self.ref_logps = self.reference_logprobs(self.pairs)  # [N, 2]: (chosen, rejected) summed log-probs
         self.held_out_ref_logps = self.reference_logprobs(self.held_out)
-        self._order: tuple[int, np.ndarray] | None = None  # (epoch, its permutation)
+        self.draws = EpochDraws(len(self.pairs), c.seed)
 
     # ------------------------------------------------------------------ scoring
     def pair_logprobs(self, scorer, pairs: Sequence[EncodedPair]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -153,17 +153,9 @@ class DPO(Trainer):
         return losses, rewards
 
     # ------------------------------------------------------------------ drawing and training
-    def epoch_order(self, epoch: int) -> np.ndarray:
-        """The pair order of `epoch`: a permutation seeded by (seed, epoch)."""
-        if self._order is None or self._order[0] != epoch:
-            self._order = (epoch, np.random.default_rng([self.config.seed, epoch]).permutation(len(self.pairs)))
-        return self._order[1]
-
     def draw(self) -> list[int]:
-        """Indices of this iteration's pairs: the next `pairs_per_iteration` of the epoch sequence."""
-        start = self.iteration * self.config.pairs_per_iteration
-        positions = range(start, start + self.config.pairs_per_iteration)
-        return [int(self.epoch_order(epoch)[index]) for epoch, index in (divmod(p, len(self.pairs)) for p in positions)]
+        """Indices of this iteration's pairs: the next `pairs_per_iteration` of the seeded epochs."""
+        return self.draws.indices(self.iteration, self.config.pairs_per_iteration)
 
     def train_iteration(self) -> dict[str, Any]:
         drawn = self.draw()

@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from buffers.jsonl import parse_jsonl
+
 FIELDS = ("prompt", "chosen", "rejected")
 
 
@@ -51,20 +53,7 @@ def _one_line(err: Exception) -> str:
 
 
 def _jsonl_pairs(path: Path) -> list[PreferencePair]:
-    pairs = []
-    with open(path, encoding="utf-8") as fh:
-        for number, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{number}: not JSON ({err.msg})") from None
-            try:
-                pairs.append(pair_from_record(record))
-            except ValueError as err:
-                raise ValueError(f"{path}:{number}: {_one_line(err)}") from None
-    return pairs
+    return parse_jsonl(path, pair_from_record)
 
 
 def _dataset_pairs(rows: Iterable, name: str) -> list[PreferencePair]:

@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Sequence
 
-import numpy as np
 import torch
 
 from algorithms import distributed as dist
 from algorithms.config import TrainerConfig, setting
+from algorithms.epoch_draws import EpochDraws
 from algorithms.prm_losses import bradley_terry_loss, pointwise_loss
 from algorithms.trainer import Trainer
 from buffers.step_pairs import RatedSteps, StepPair
@@ -120,26 +120,15 @@ class PRMTrainer(Trainer):
                 "step pairs (rated steps need pointwise_weight > 0)"
             raise ValueError(f"PRMTrainer: no training items: train_items holds no {what}")
         self.held_out = encode_items(prm, list(held_out), "held_out")
-        self._order: tuple[int, np.ndarray] | None = None  # (epoch, its permutation)
+        self.draws = EpochDraws(len(self.items), self.config.seed)
 
     def param_groups(self) -> list[dict]:
         return [{"params": [p for p in self.policy.parameters() if p.requires_grad]}]
 
     # ------------------------------------------------------------------ drawing
-    def epoch_order(self, epoch: int) -> np.ndarray:
-        """The item order of `epoch`: a permutation seeded by (seed, epoch)."""
-        if self._order is None or self._order[0] != epoch:
-            self._order = (epoch, np.random.default_rng([self.config.seed, epoch]).permutation(len(self.items)))
-        return self._order[1]
-
     def draw(self) -> list[EncodedPair | EncodedRated]:
-        """This iteration's items: the next `pairs_per_iteration` of the epoch sequence."""
-        start = self.iteration * self.config.pairs_per_iteration
-        drawn = []
-        for position in range(start, start + self.config.pairs_per_iteration):
-            epoch, index = divmod(position, len(self.items))
-            drawn.append(self.items[self.epoch_order(epoch)[index]])
-        return drawn
+        """This iteration's items: the next `pairs_per_iteration` of the seeded epochs."""
+        return [self.items[i] for i in self.draws.indices(self.iteration, self.config.pairs_per_iteration)]
 
     # ------------------------------------------------------------------ the loss
     def chunk_logits(self, chunk: Sequence) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[EncodedRated]]:

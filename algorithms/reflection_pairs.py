@@ -13,7 +13,6 @@ are flattened into that text. Pairs are returned per role, without repeats, in t
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 
 from algorithms.preference_data import PreferencePair
 from buffers import Trajectory
+from buffers.jsonl import parse_jsonl
 from envs.answers import answers_equal
 from envs.extraction import extract_answer
 from envs.reflection import (
@@ -67,6 +67,20 @@ def math_grade(solution: str, gold: str) -> bool:
     return answer is not None and answers_equal(answer, gold)
 
 
+def triple_from_record(row: object) -> ReflectionTriple:
+    """A ReflectionTriple from one JSON object (see `load_triples`); a bad one is a one-line ValueError."""
+    if not isinstance(row, dict):
+        raise ValueError(f"expected an object, got {type(row).__name__}")
+    fields = {name: row.get(name, "" if name == "feedback" else None)
+              for name in ("question", "initial", "refined", "gold", "feedback")}
+    if isinstance(fields["gold"], (int, float)) and not isinstance(fields["gold"], bool):
+        fields["gold"] = str(fields["gold"])  # a number written as one
+    bad = [name for name, value in fields.items() if not isinstance(value, str)]
+    if bad:
+        raise ValueError(f"field {bad[0]!r} must be a str")
+    return ReflectionTriple(**fields)
+
+
 def load_triples(path: str | Path) -> list[ReflectionTriple]:
     """ReflectionTriples from a JSONL file: one object a line with str fields "question", "initial", "refined",
     "gold" (or a number) and optionally "feedback" (others ignored); blank lines skipped; errors name the file
@@ -74,24 +88,7 @@ def load_triples(path: str | Path) -> list[ReflectionTriple]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no reflection triples file at {path}")
-    triples = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            raise ValueError(f"{path} line {number}: not valid JSON") from None
-        if not isinstance(row, dict):
-            raise ValueError(f"{path} line {number}: expected an object, got {type(row).__name__}")
-        fields = {name: row.get(name, "" if name == "feedback" else None)
-                  for name in ("question", "initial", "refined", "gold", "feedback")}
-        if isinstance(fields["gold"], (int, float)) and not isinstance(fields["gold"], bool):
-            fields["gold"] = str(fields["gold"])  # a number written as one
-        bad = [name for name, value in fields.items() if not isinstance(value, str)]
-        if bad:
-            raise ValueError(f"{path} line {number}: field {bad[0]!r} must be a str")
-        triples.append(ReflectionTriple(**fields))
+    triples = parse_jsonl(path, triple_from_record)
     if not triples:
         raise ValueError(f"{path}: no reflection triples")
     return triples

@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-import numpy as np
 import torch
 
 from algorithms import distributed as dist
 from algorithms.config import TrainerConfig, setting
+from algorithms.epoch_draws import EpochDraws
 from algorithms.guards import warn
 from algorithms.sft_data import Example
 from algorithms.sft_tokens import EncodedExample, collate_rows, encode_example, pack, packed_token_logprobs
@@ -95,26 +95,15 @@ class SFT(Trainer):
                  f"within max_length={c.max_length}")
         self.held_out, _, _ = encode_examples(policy, list(held_out), c, "held_out")
         self.pad_id = policy.tokenizer.pad_token_id if policy.tokenizer.pad_token_id is not None else 0
-        self._order: tuple[int, np.ndarray] | None = None  # (epoch, its permutation)
+        self.draws = EpochDraws(len(self.examples), c.seed)
 
     def param_groups(self) -> list[dict]:
         return [{"params": [p for p in self.policy.parameters() if p.requires_grad]}]
 
     # ------------------------------------------------------------------ drawing and rows
-    def epoch_order(self, epoch: int) -> np.ndarray:
-        """The example order of `epoch`: a permutation seeded by (seed, epoch)."""
-        if self._order is None or self._order[0] != epoch:
-            self._order = (epoch, np.random.default_rng([self.config.seed, epoch]).permutation(len(self.examples)))
-        return self._order[1]
-
     def draw(self) -> list[EncodedExample]:
-        """This iteration's examples: the next `examples_per_iteration` of the epoch sequence."""
-        start = self.iteration * self.config.examples_per_iteration
-        drawn = []
-        for position in range(start, start + self.config.examples_per_iteration):
-            epoch, index = divmod(position, len(self.examples))
-            drawn.append(self.examples[self.epoch_order(epoch)[index]])
-        return drawn
+        """This iteration's examples: the next `examples_per_iteration` of the seeded epochs."""
+        return [self.examples[i] for i in self.draws.indices(self.iteration, self.config.examples_per_iteration)]
 
     def rows(self, examples: Sequence[EncodedExample]) -> list[list[EncodedExample]]:
         """Packed rows (`packing`), or one example a row."""

@@ -7,12 +7,13 @@ with; a `ChatExample(messages)` a conversation whose assistant turns are trained
 """
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
+
+from buffers.jsonl import parse_jsonl
 
 ROLES = ("system", "user", "assistant", "tool")
 MODES = ("single", "stepwise")
@@ -77,18 +78,7 @@ def example_from_row(row: Any) -> Example:
 
 def read_jsonl_examples(path: Path) -> list[Example]:
     """Examples of a JSONL file, one object a line (blank lines skipped); errors name the file and line."""
-    examples = []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                examples.append(example_from_row(json.loads(line)))
-            except json.JSONDecodeError:
-                raise ValueError(f"{path} line {number}: not valid JSON") from None
-            except ValueError as err:
-                raise ValueError(f"{path} line {number}: {err}") from None
-    return examples
+    return parse_jsonl(path, example_from_row)
 
 
 def load_sft_examples(source: str | Path | Iterable[Mapping], split: str = "train", limit: int | None = None

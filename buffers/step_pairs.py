@@ -14,6 +14,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 
+from buffers.jsonl import parse_jsonl
+
 
 def _check_text(owner: str, name: str, value) -> None:
     if not isinstance(value, str):
@@ -130,20 +132,7 @@ def load_step_data(path: str | Path) -> list[StepItem]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no step data file at {path}")
-    items = []
-    with open(path, encoding="utf-8") as fh:
-        for number, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{number}: not JSON ({err.msg})") from None
-            try:
-                items.append(_item(record))
-            except (ValueError, TypeError) as err:
-                raise ValueError(f"{path}:{number}: {' '.join(str(err).split())}") from None
-    return items
+    return parse_jsonl(path, _item)
 
 
 def split_by_problem(items: Sequence[StepItem], held_out_fraction: float, seed: int = 0

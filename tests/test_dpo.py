@@ -183,7 +183,7 @@ def test_pairs_round_trip_through_jsonl_and_load_from_dataset_rows(tmp_path):
 
 @pytest.mark.parametrize("line, problem", [
     ('{"prompt": "q", "chosen": "a"}', "missing field(s) rejected"),
-    ("{not json", "not JSON (Expecting property name enclosed in double quotes)"),
+    ("{not json", "not valid JSON (Expecting property name enclosed in double quotes)"),
     ('{"prompt": "q", "chosen": "a", "rejected": "a"}', "PreferencePair: chosen and rejected are the same text ('a')"),
     ('{"prompt": "q", "chosen": 3, "rejected": "a"}', "PreferencePair.chosen must be a string, got int"),
     ('{"prompt": "q", "chosen": [{"role": "assistant", "content": "a"}], "rejected": "b"}',

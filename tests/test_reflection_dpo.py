@@ -100,7 +100,7 @@ def test_triples_load_from_jsonl_and_bad_lines_name_file_and_line(tmp_path):
     assert [t.gold for t in triples] == ["5", "5"] and triples[0].feedback == "Check the sum."
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"question": "q", "initial": "a", "refined": "b", "gold": "1"}\n\n{"question": "q"}\n')
-    with pytest.raises(ValueError, match=r"bad.jsonl line 3: field 'initial' must be a str$"):
+    with pytest.raises(ValueError, match=r"bad.jsonl:3: field 'initial' must be a str$"):
         load_triples(bad)
 
 

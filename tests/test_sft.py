@@ -191,14 +191,14 @@ def test_gsm8k_and_arithmetic_gold_solutions_complete_the_envs_prompts(gsm8k_tra
 def test_bad_data_is_one_line(tmp_path, tiny_policy):
     path = tmp_path / "bad.jsonl"
     path.write_text(json.dumps({"prompt": "p", "completion": "c"}) + "\n" + json.dumps({"prompt": "p"}) + "\n")
-    with pytest.raises(ValueError, match=r"bad.jsonl line 2: expected 'prompt' and 'completion' fields or "
+    with pytest.raises(ValueError, match=r"bad.jsonl:2: expected 'prompt' and 'completion' fields or "
                                          r"'messages', got fields \['prompt'\]$"):
         load_sft_examples(path)
     path.write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
-    with pytest.raises(ValueError, match="line 1: the conversation has no assistant turn to train on$"):
+    with pytest.raises(ValueError, match=":1: the conversation has no assistant turn to train on$"):
         load_sft_examples(path)
     path.write_text("{not json\n")
-    with pytest.raises(ValueError, match="line 1: not valid JSON$"):
+    with pytest.raises(ValueError, match=r":1: not valid JSON \("):
         load_sft_examples(path)
     with pytest.raises(ValueError, match="SFT data file not found: .*missing.jsonl$"):
         load_sft_examples(tmp_path / "missing.jsonl")

@@ -31,7 +31,7 @@ def test_items_round_trip_through_a_jsonl_file(tmp_path):
 
 
 @pytest.mark.parametrize("line, problem", [
-    ("{not json", "not JSON"),
+    ("{not json", "not valid JSON"),
     ("[1, 2]", "expected a JSON object, got list"),
     ('{"kind": "triple"}', "\"kind\" must be one of 'pair', 'rated', got 'triple'"),
     ('{"kind": "pair", "question": "q", "prefix": [], "chosen": "a"}', "a pair needs the field(s) rejected"),

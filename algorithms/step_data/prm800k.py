@@ -15,11 +15,11 @@ id is a hash of the problem text, so different labellers' records of one problem
 from __future__ import annotations
 
 import hashlib
-import json
 from itertools import combinations
 from pathlib import Path
 from typing import Any
 
+from buffers.jsonl import parse_jsonl
 from buffers.step_pairs import RatedSteps, StepPair
 from envs.data import DataFileNotFoundError
 from envs.math import MATH_INSTRUCTION
@@ -106,15 +106,4 @@ def load_prm800k(path: str | Path, instruction: str = MATH_INSTRUCTION) -> list[
     path = Path(path)
     if not path.is_file():
         raise DataFileNotFoundError(f"PRM800K file not found: {path}")
-    items: list[RatedSteps | StepPair] = []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                items += record_items(json.loads(line), instruction)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{path}:{number}: not valid JSON ({error.msg})") from None
-            except ValueError as error:
-                raise ValueError(f"{path}:{number}: {error}") from None
-    return items
+    return [item for items in parse_jsonl(path, lambda record: record_items(record, instruction)) for item in items]
