@@ -68,7 +68,7 @@ PRESETS = {
         "run": dict(episodes=64, max_new_tokens=32, prm_weight=0.5, simulations=8, sft_examples=400,
                     prm_problems=200, gsm8k_rows=200),
     },
-    "gpu": {  # about 8 minutes in all on one H100 for the embedded 135M model
+    "gpu": {  # sized for about 8 minutes on one H100 with the embedded 135M model (an estimate: not yet run)
         "sft": dict(train_iterations=60, examples_per_iteration=64, max_length=512, micro_batch_size=64,
                     learning_rate=5e-5, eval_at_start=True),
         "prm": dict(train_iterations=200, pairs_per_iteration=64, micro_batch_size=64, learning_rate=1e-5,
