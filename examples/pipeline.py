@@ -2,7 +2,7 @@
 inference, each row adding to the last, every row measured on the same held-back problems.
 
     python examples/pipeline.py                       # CPU-sized (2 cores: tens of minutes)
-    python examples/pipeline.py --preset gpu          # about 8 minutes on one H100 (the embedded 135M model)
+    python examples/pipeline.py --preset gpu          # sized for about 8 minutes on one H100 (not yet run there)
     python examples/pipeline.py --preset gpu --gsm8k_path ../shared/data/gsm8k/train.jsonl   # + GSM8K column
 
 Stages (each in <output_dir>/<stage>/; a Trainer run folder with its model in model/):
