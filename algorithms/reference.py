@@ -3,6 +3,10 @@
 A checkpoint stores the reference weights only when they can be found nowhere else: never synced, the
 reference is the model the algorithm was built with (rebuilt the same way to resume); synced at the
 checkpoint's iteration, it equals the stored policy; synced earlier, its weights are stored.
+
+A LoRA policy's reference shares its model: the base (adapter disabled) until the first sync, then a second
+adapter copied from the policy's at each sync (policies/reference_adapter.py). That adapter's weights are
+in the policy's state_dict; a checkpoint marks it "adapter" so that loading adds it before the policy loads.
 """
 from __future__ import annotations
 
@@ -11,13 +15,21 @@ from typing import Any
 import torch
 
 from algorithms.checkpoints import CheckpointError
+from policies import reference_adapter as adapter
+
+
+def is_lora(ref_policy) -> bool:
+    """A LoRA policy's reference: the policy's own (peft) model."""
+    return getattr(ref_policy, "is_lora", False) and hasattr(getattr(ref_policy, "model", None), "disable_adapter")
 
 
 def reference_context(ref_policy):
-    """LoRA policies share weights with their reference: disable the adapters while scoring it."""
-    model = getattr(ref_policy, "model", None)
-    if getattr(ref_policy, "is_lora", False) and hasattr(model, "disable_adapter"):
-        return model.disable_adapter()
+    """LoRA policies share weights with their reference: score with the reference adapter once synced,
+    with the adapters disabled before."""
+    if is_lora(ref_policy):
+        if adapter.has_reference_adapter(ref_policy.model):
+            return adapter.reference_adapter_active(ref_policy.model)
+        return ref_policy.model.disable_adapter()
     return torch.no_grad()
 
 
@@ -34,8 +46,11 @@ def has_own_weights(ref_policy) -> bool:
 
 
 def sync_reference(ref_policy, policy) -> bool:
-    """Copy the policy's weights into the reference; False (nothing copied) without a reference of its own
-    (none, or a LoRA policy's frozen base)."""
+    """Copy the policy's weights into the reference (LoRA: its adapter into the reference adapter); False
+    (nothing copied) without a reference."""
+    if is_lora(ref_policy):
+        adapter.sync_reference_adapter(ref_policy.model)
+        return True
     if not has_own_weights(ref_policy):
         return False
     ref_policy.model.load_state_dict(policy.model.state_dict())
@@ -44,7 +59,10 @@ def sync_reference(ref_policy, policy) -> bool:
 
 def reference_source(ref_policy, synced_at: int | None, iteration: int) -> str:
     """Where a checkpoint finds the reference weights: "none" (no own weights: none, or LoRA's base),
-    "initial" (never synced), "policy" (synced at this iteration) or "stored"."""
+    "adapter" (LoRA's reference adapter, in the policy's state), "initial" (never synced), "policy" (synced
+    at this iteration) or "stored"."""
+    if is_lora(ref_policy) and adapter.has_reference_adapter(ref_policy.model):
+        return "adapter"
     if not has_own_weights(ref_policy):
         return "none"
     if synced_at is None:
@@ -66,7 +84,12 @@ def load_reference(ref_policy, state: dict[str, Any], synced_at: int | None) -> 
     if source == "initial" and synced_at is not None:
         raise CheckpointError("its reference is the initial model, but this algorithm's reference was already "
                               "synced; load it into a freshly built algorithm")
-    if ref_policy is not None and source == "stored":
+    if is_lora(ref_policy):  # the reference adapter's weights come with the policy's, loaded next
+        if source == "adapter":
+            adapter.add_reference_adapter(ref_policy.model)
+        else:
+            adapter.remove_reference_adapter(ref_policy.model)
+    elif ref_policy is not None and source == "stored":
         ref_policy.load_state_dict(state["reference"])
     elif has_own_weights(ref_policy) and source == "policy":
         ref_policy.load_state_dict(state["policy"])

@@ -12,6 +12,7 @@ from policies.generation import RowKeys, decode, stop_lists
 from policies.logprobs import chunked_token_logprobs, completion_hidden_states, completion_targets
 from policies.models import EMBEDDED_ALIASES, EMBEDDED_MODEL, SYSTEM_PROMPT_FILE, load_model_and_tokenizer
 from policies.prompting import prompt_ids
+from policies.reference_adapter import REFERENCE_ADAPTER
 
 
 @dataclass
@@ -176,7 +177,8 @@ class HFPolicy(Policy):
 
     # ------------------------------------------------------------------ reference and persistence
     def frozen_copy(self) -> "HFPolicy":
-        """A frozen copy (the KL reference). For LoRA policies the reference shares the base weights."""
+        """A frozen copy (the KL reference). For LoRA policies the reference shares the model: the base until
+        a re-sync, then a reference adapter (policies/reference_adapter.py)."""
         ref = copy.copy(self)
         ref.fast_decoder = None  # the policy's decoder computes with the policy's weights, not the copy's
         if self.is_lora:
@@ -206,7 +208,10 @@ class HFPolicy(Policy):
         elif self.is_lora:
             for peft_config in model.peft_config.values():
                 peft_config.base_model_name_or_path = self.base_name_or_path
-        options = {"save_embedding_layers": False} if self.is_lora and not merged else {}
+        options = {}
+        if self.is_lora and not merged:  # the KL reference's adapter is the trainer's, never the model's
+            options = {"save_embedding_layers": False,
+                       "selected_adapters": [n for n in model.peft_config if n != REFERENCE_ADAPTER]}
         model.save_pretrained(str(directory), safe_serialization=True, **options)
         self.tokenizer.save_pretrained(str(directory))
         if self.tokenizer.chat_template is not None and not (directory / "chat_template.jinja").is_file():
