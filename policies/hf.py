@@ -25,6 +25,7 @@ class LoraSettings:
     target_modules: list[str] = field(
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
     )
+    load_in_4bit: bool = False  # QLoRA: the frozen base loaded in 4-bit (NF4) through bitsandbytes (CUDA)
 
 
 def default_device() -> torch.device:
@@ -44,7 +45,8 @@ class HFPolicy(Policy):
         system_prompt: system message for the chat template (None: the one saved in the model folder by
             `save`, if any, else the template's default).
         use_chat_template: False feeds observations as raw text (base models, few-shot prompts).
-        lora: LoraSettings to train adapters only; the reference model is then the adapter-free base.
+        lora: LoraSettings to train adapters only (with `load_in_4bit`, QLoRA: a 4-bit base, needs
+            bitsandbytes); the reference model is then the adapter-free base, or a re-synced reference adapter.
         gradient_checkpointing: trade compute for activation memory in the training pass.
         dtype: parameter dtype; default float32 (bf16 autocast is applied by the trainer on GPU).
         logprob_chunk: positions per chunk when scoring completions (0: no chunking).
@@ -66,16 +68,24 @@ class HFPolicy(Policy):
         fast_decode: bool | None = None,
     ):
         self.device = torch.device(device) if device is not None else default_device()
+        quantization = None
+        if lora is not None and lora.load_in_4bit:
+            from policies.quantization import four_bit_config
+
+            if not isinstance(model, str):
+                raise ValueError("HFPolicy: lora.load_in_4bit loads the base itself: pass a model name or path")
+            quantization = four_bit_config(torch.bfloat16 if self.device.type == "cuda" else torch.float32)
         if isinstance(model, str):
             self.name_or_path = EMBEDDED_MODEL if model in EMBEDDED_ALIASES else model
             if system_prompt is None and (Path(model) / SYSTEM_PROMPT_FILE).is_file():
                 system_prompt = (Path(model) / SYSTEM_PROMPT_FILE).read_text(encoding="utf-8")
-            model, tokenizer = load_model_and_tokenizer(model, dtype=dtype, device=self.device)
+            model, tokenizer = load_model_and_tokenizer(model, dtype=dtype, device=self.device,
+                                                        quantization_config=quantization)
         elif tokenizer is None:
             raise ValueError("HFPolicy: pass `tokenizer` together with a model object")
         else:
             self.name_or_path = getattr(getattr(model, "config", None), "_name_or_path", "") or None
-        self.model = model.to(self.device)
+        self.model = model if quantization is not None else model.to(self.device)  # 4-bit: placed as loaded
         self.tokenizer = tokenizer
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
@@ -91,7 +101,10 @@ class HFPolicy(Policy):
         if lora is not None and hasattr(self.model, "peft_config"):
             raise ValueError("HFPolicy: the model already has LoRA adapters (a saved adapter folder); drop `lora=`")
         if lora is not None:
-            from peft import LoraConfig, get_peft_model
+            from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+
+            if quantization is not None:  # norms and head in float32, input grads on; checkpointing is set below
+                self.model = prepare_model_for_kbit_training(self.model, use_gradient_checkpointing=False)
 
             self.model = get_peft_model(self.model, LoraConfig(
                 r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,

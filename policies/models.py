@@ -129,21 +129,29 @@ def resolve_model_path(name_or_path: str) -> str:
 
 
 def load_model_and_tokenizer(
-    name_or_path: str = EMBEDDED_MODEL, dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu"
+    name_or_path: str = EMBEDDED_MODEL, dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu",
+    quantization_config=None,
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load a causal LM and its tokenizer from the embedded alias, a hub name or a local folder.
 
     A LoRA adapter folder (as `HFPolicy.save` writes it) loads its recorded base, then the adapter
-    (trainable), with the tokenizer saved next to the adapter."""
+    (trainable), with the tokenizer saved next to the adapter. `quantization_config` (e.g. QLoRA's
+    policies.quantization.four_bit_config) loads the weights quantized, placed on `device` as they load."""
     path = resolve_model_path(name_or_path)
     local = Path(path)
+    if quantization_config is not None and (local / ADAPTER_CONFIG).is_file():
+        raise ModelLoadError(f"{name_or_path}: a saved adapter folder loads in full precision (no 4-bit loading)")
     if (local / ADAPTER_CONFIG).is_file() and not (local / "config.json").is_file():
         return _load_adapter(local, dtype, device)
     if local.exists() and not (local / "config.json").is_file():
         raise ModelNotFoundError(f"{path} exists but has no config.json: not a Hugging Face model folder")
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+        if quantization_config is not None:
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, quantization_config=quantization_config,
+                                                         device_map={"": torch.device(device)})
+        else:
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     except SafetensorError as err:
         raise _corrupt_weights_error(local, err) from None
     except OSError as err:
@@ -154,7 +162,7 @@ def load_model_and_tokenizer(
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
-    return model.to(device), tokenizer
+    return (model if quantization_config is not None else model.to(device)), tokenizer
 
 
 def _load_adapter(folder: Path, dtype: torch.dtype, device: str | torch.device

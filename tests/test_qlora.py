@@ -1,0 +1,33 @@
+"""QLoRA by config: LoraSettings(load_in_4bit=True) loads the base in 4-bit through bitsandbytes, or says why not."""
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from policies import HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
+from policies.quantization import QuantizationUnavailableError, four_bit_config
+
+HAS_BNB = importlib.util.find_spec("bitsandbytes") is not None
+
+
+@pytest.mark.skipif(HAS_BNB, reason="bitsandbytes is installed here")
+def test_4bit_without_bitsandbytes_is_one_clear_line(tmp_path):
+    with pytest.raises(QuantizationUnavailableError, match="needs bitsandbytes, which is not installed") as info:
+        HFPolicy(str(tmp_path / "never-read"), lora=LoraSettings(load_in_4bit=True), device="cpu")
+    assert "\n" not in str(info.value)
+    with pytest.raises(ImportError, match="pip install bitsandbytes"):
+        four_bit_config()
+
+
+def test_4bit_needs_a_model_name_not_a_built_model():
+    tok = build_tiny_tokenizer()
+    with pytest.raises(ValueError, match="load_in_4bit loads the base itself: pass a model name or path") as info:
+        HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu", lora=LoraSettings(load_in_4bit=True))
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.skipif(not HAS_BNB, reason="bitsandbytes is not installed")
+def test_the_4bit_config_is_nf4_with_double_quantization():
+    config = four_bit_config()
+    assert config.load_in_4bit and config.bnb_4bit_quant_type == "nf4" and config.bnb_4bit_use_double_quant
