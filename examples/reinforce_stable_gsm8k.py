@@ -57,7 +57,7 @@ from algorithms.distributed import init_from_env  # noqa: E402
 from buffers import ReplayBuffer  # noqa: E402
 from envs import DataFileNotFoundError, GSM8KEnv  # noqa: E402
 from envs.data import load_rows  # noqa: E402
-from policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
+from policies import EMBEDDED_MODEL, HFPolicy, LoraSettings  # noqa: E402
 from policies.few_shot import DEFAULT_SYSTEM_PROMPT_PATH, FewShotStepwisePolicy  # noqa: E402
 
 # the script's defaults (seed 002's where it had one); a --config file and then flags override them
@@ -163,6 +163,9 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--cache_dir", default=None, help="Hugging Face hub cache folder for downloads")
     model.add_argument("--sys_prompt_path", default=str(DEFAULT_SYSTEM_PROMPT_PATH), help="system prompt file")
     model.add_argument("--n_few_shot_examples", type=int, default=5, help="solved examples in every prompt")
+    model.add_argument("--lora_r", type=int, default=0, help="train LoRA adapters of this rank (0: every weight)")
+    model.add_argument("--load_in_4bit", action="store_true", help="QLoRA: the base in 4-bit (needs --lora_r, bitsandbytes)")
+    model.add_argument("--gradient_checkpointing", action="store_true", help="recompute activations: less memory, more time")
     loop = parser.add_argument_group("training (see the mapping above)")
     for flag, kind, text in [
         ("num_iterations", int, "collect -> update rounds"),
@@ -209,6 +212,8 @@ def resolve_config(args: argparse.Namespace) -> tuple[ReinforceStableConfig, int
         raise ConfigError(f"--n_few_shot_examples must be >= 0, got {args.n_few_shot_examples}")
     if args.holdout < 1:
         raise ConfigError(f"--holdout must be >= 1, got {args.holdout}")
+    if args.lora_r < 0 or (args.load_in_4bit and not args.lora_r):
+        raise ConfigError(f"--lora_r must be >= 0 (and > 0 with --load_in_4bit), got {args.lora_r}")
     if args.cache_buffer and not args.buffer_cache_path:
         raise ConfigError("--cache_buffer needs --buffer_cache_path FILE")
     return config, cap
@@ -265,7 +270,10 @@ def run(args: argparse.Namespace) -> None:
     suffix = train_env.instruction if train_env.instruction.endswith("\n") else train_env.instruction + "\n"
     policy = FewShotStepwisePolicy(args.model_name_or_path, system_prompt_path=args.sys_prompt_path,
                                    examples=examples, n_few_shot=args.n_few_shot_examples, seed=config.seed,
-                                   keep_annotations=args.sym_calc, question_suffix=suffix)
+                                   keep_annotations=args.sym_calc, question_suffix=suffix,
+                                   lora=LoraSettings(r=args.lora_r, alpha=2 * args.lora_r,
+                                                     load_in_4bit=args.load_in_4bit) if args.lora_r else None,
+                                   gradient_checkpointing=args.gradient_checkpointing)
     ref_policy = build_reference(args, policy, config)
     cache_path = args.buffer_cache_path if args.cache_buffer else None
     algo = CachedBufferReinforceStable(policy, train_env, config, ref_policy=ref_policy, eval_env=test_env,

@@ -31,3 +31,16 @@ def test_4bit_needs_a_model_name_not_a_built_model():
 def test_the_4bit_config_is_nf4_with_double_quantization():
     config = four_bit_config()
     assert config.load_in_4bit and config.bnb_4bit_quant_type == "nf4" and config.bnb_4bit_use_double_quant
+
+
+def test_the_reinforce_stable_example_takes_lora_qlora_and_activation_checkpointing_flags():
+    import importlib
+
+    from algorithms import ConfigError
+
+    example = importlib.import_module("examples.reinforce_stable_gsm8k")
+    args = example.build_parser().parse_args(["--lora_r", "8", "--load_in_4bit", "--gradient_checkpointing"])
+    assert args.lora_r == 8 and args.load_in_4bit and args.gradient_checkpointing
+    example.resolve_config(args)
+    with pytest.raises(ConfigError, match="> 0 with --load_in_4bit"):
+        example.resolve_config(example.build_parser().parse_args(["--load_in_4bit"]))
