@@ -1,5 +1,6 @@
 """Worker for tests/test_distributed.py and tests/test_ddp.py: one rank of a 2-process gloo group running one
-GRPO step per case (a case: its name, `TrainerConfig.data_parallel`, LoRA or full fine-tuning)."""
+GRPO step per case (a case: its name, `TrainerConfig.data_parallel`, and the variant: "full" fine-tuning,
+"lora", or "untied": full fine-tuning with an lm-head of its own, outside the backbone DDP wraps)."""
 import os
 import sys
 from pathlib import Path
@@ -23,15 +24,19 @@ def fixed_trajectories():
     return trajs
 
 
-def build_algorithm(output_dir: str, data_parallel: str = "allreduce", lora: bool = False):
+def build_algorithm(output_dir: str, data_parallel: str = "allreduce", variant: str = "full"):
     from algorithms import GRPO, GRPOConfig
     from envs import make
     from policies import HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
     from tests.toy_env import DigitsEnv  # noqa: F401
 
     tok = build_tiny_tokenizer()
+    model, lora = build_tiny_model(tok, seed=0), variant == "lora"
+    if variant == "untied":
+        model.config.tie_word_embeddings = False
+        model.lm_head.weight = torch.nn.Parameter(model.lm_head.weight.detach().clone() * 0.5)
     torch.manual_seed(1)  # the LoRA A matrices
-    policy = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu", lora=LoraSettings(r=4, alpha=8) if lora else None)
+    policy = HFPolicy(model, tok, device="cpu", lora=LoraSettings(r=4, alpha=8) if lora else None)
     if lora:  # peft starts B at zero (no gradient for A in a first step): start from a nonzero adapter
         with torch.no_grad():
             for name, p in policy.model.named_parameters():
@@ -42,8 +47,8 @@ def build_algorithm(output_dir: str, data_parallel: str = "allreduce", lora: boo
     return GRPO(policy, make("ToyDigits-v0"), config)
 
 
-def one_step(trajectories, output_dir: str, data_parallel: str = "allreduce", lora: bool = False, on_build=None):
-    algo = build_algorithm(output_dir, data_parallel, lora)
+def one_step(trajectories, output_dir: str, data_parallel: str = "allreduce", variant: str = "full", on_build=None):
+    algo = build_algorithm(output_dir, data_parallel, variant)
     if on_build is not None:
         on_build(algo)
     algo.prepare(trajectories)
@@ -63,7 +68,7 @@ def count_synced_backwards(algo, counts: list[int]) -> None:
     algo.gradients.ddp.register_comm_hook(None, hook)
 
 
-CASES = (("allreduce", "allreduce", False),)
+CASES = (("allreduce", "allreduce", "full"),)
 
 
 def run(rank: int, world: int, port: int, out_dir: str, cases=CASES) -> None:
@@ -71,10 +76,10 @@ def run(rank: int, world: int, port: int, out_dir: str, cases=CASES) -> None:
     td.init_process_group("gloo", rank=rank, world_size=world)
     torch.set_num_threads(1)
     mine = [t for t in fixed_trajectories() if t.group_id == rank]  # each rank holds whole groups
-    for name, data_parallel, lora in cases:
+    for name, data_parallel, variant in cases:
         counts: list[int] = []
         hook = (lambda algo: count_synced_backwards(algo, counts)) if data_parallel == "ddp" else None
-        params = one_step(mine, str(Path(out_dir) / name), data_parallel, lora, hook)
+        params = one_step(mine, str(Path(out_dir) / name), data_parallel, variant, hook)
         prefix = "" if name == "allreduce" else f"{name}_"
         torch.save({"params": params, "synced_backwards": sum(counts)} if hook else params,
                    Path(out_dir) / f"{prefix}rank{rank}.pt")

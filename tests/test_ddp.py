@@ -1,6 +1,6 @@
 """torch DDP as the data-parallel path (TrainerConfig.data_parallel="ddp"): two CPU processes (gloo) taking
 one GRPO step on half the groups each end with the parameters of one process on all of them, for full
-fine-tuning and LoRA, and DDP all-reduces in the step's last micro-batch only (`no_sync` before it)."""
+fine-tuning (tied or untied lm-head: the untied head is averaged outside DDP) and LoRA, and DDP all-reduces in the step's last micro-batch only (`no_sync` before it)."""
 import pytest
 import torch
 import torch.multiprocessing as mp
@@ -10,7 +10,7 @@ from algorithms.config import ConfigError
 from tests.distributed_worker import build_algorithm, fixed_trajectories, one_step, run
 from tests.test_distributed import free_port
 
-CASES = (("ddp_full", "ddp", False), ("ddp_lora", "ddp", True))
+CASES = (("ddp_full", "ddp", "full"), ("ddp_lora", "ddp", "lora"), ("ddp_untied", "ddp", "untied"))
 
 
 @pytest.fixture(scope="module")
@@ -20,14 +20,14 @@ def two_ranks(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("name,lora", [("ddp_full", False), ("ddp_lora", True)])
-def test_ddp_two_ranks_match_one_process(two_ranks, tmp_path, name, lora):
+@pytest.mark.parametrize("name,variant", [(name, variant) for name, _, variant in CASES])
+def test_ddp_two_ranks_match_one_process(two_ranks, tmp_path, name, variant):
     rank0, rank1 = (torch.load(two_ranks / f"{name}_rank{r}.pt") for r in (0, 1))
-    single = one_step(fixed_trajectories(), str(tmp_path / "single"), "ddp", lora)  # one process: no DDP
+    single = one_step(fixed_trajectories(), str(tmp_path / "single"), "ddp", variant)  # one process: no DDP
     assert single and set(single) == set(rank0["params"])
-    if lora:
-        assert all("lora_" in n for n in single)
-    start = dict(build_algorithm(str(tmp_path / "start"), "ddp", lora).policy.model.named_parameters())
+    assert all("lora_" in n for n in single) == (variant == "lora")
+    assert ("lm_head.weight" in single) == (variant == "untied")
+    start = dict(build_algorithm(str(tmp_path / "start"), "ddp", variant).policy.model.named_parameters())
     assert sum(not torch.equal(start[n], v) for n, v in single.items()) > len(single) // 2  # the step moved them
     for n, value in single.items():
         assert torch.equal(rank0["params"][n], rank1["params"][n]), n  # ranks stay in sync
