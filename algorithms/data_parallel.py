@@ -32,7 +32,8 @@ class GradientAverager:
             raise ValueError(f"data_parallel must be one of {', '.join(DATA_PARALLEL_MODES)}, got {mode!r}")
         self.ddp: torch.nn.parallel.DistributedDataParallel | None = None
         self._wrapped: set[int] = set()  # ids of the parameters DDP averages
-        if mode == "ddp" and dist.world_size() > 1 and hasattr(policy, "data_parallel_module"):
+        several = dist.is_initialized() and dist.world_size() > 1
+        if mode == "ddp" and several and hasattr(policy, "data_parallel_module"):
             self.ddp = wrap(policy.data_parallel_module())
             policy.use_data_parallel(self.ddp)
             self._wrapped = {id(p) for p in self.ddp.module.parameters() if p.requires_grad}

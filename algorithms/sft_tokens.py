@@ -164,7 +164,7 @@ def packed_token_logprobs(policy, input_ids: torch.Tensor, position_ids: torch.T
     _, head = policy._backbone_and_head()
     with policy.autocast():  # the training backbone: through the DDP wrapper when data-parallel (HFPolicy)
         hidden = policy.training_backbone()(input_ids=input_ids, position_ids=position_ids, attention_mask=None,
-                          use_cache=False).last_hidden_state[:, :-1]
+                                            use_cache=False).last_hidden_state[:, :-1]
     targets = input_ids[:, 1:]
     if select is not None:
         keep = select[:, 1:]

@@ -175,8 +175,8 @@ class HFPolicy(Policy):
         before token t is generated: a value head's input)."""
         positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
         with self.autocast():
-            hidden = self.training_backbone()(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
-                              use_cache=False).last_hidden_state
+            hidden = self.training_backbone()(input_ids=input_ids, attention_mask=attention_mask,
+                                              position_ids=positions, use_cache=False).last_hidden_state
         return completion_hidden_states(hidden, completion_start)
 
     def completion_outputs(self, input_ids, attention_mask, completion_start, temperature=1.0, entropy_grad=False):

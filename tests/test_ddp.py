@@ -1,6 +1,7 @@
 """torch DDP as the data-parallel path (TrainerConfig.data_parallel="ddp"): two CPU processes (gloo) taking
 one GRPO step on half the groups each end with the parameters of one process on all of them, for full
-fine-tuning (tied or untied lm-head: the untied head is averaged outside DDP) and LoRA, and DDP all-reduces in the step's last micro-batch only (`no_sync` before it)."""
+fine-tuning (tied or untied lm-head: the untied head is averaged outside DDP) and LoRA, and DDP
+all-reduces in the step's last micro-batch only (`no_sync` before it)."""
 import pytest
 import torch
 import torch.multiprocessing as mp
