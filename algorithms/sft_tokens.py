@@ -161,10 +161,10 @@ def packed_token_logprobs(policy, input_ids: torch.Tensor, position_ids: torch.T
     """Log-probs of each token given the tokens before it in its own example: [B, L - 1] for tokens 1..L-1
     (meaningless where a new example or the padding starts), or with `select` [B, L] (bool) only those
     of the selected tokens, flat [N] (the lm-head then runs on those positions alone)."""
-    backbone, head = policy._backbone_and_head()
-    with policy.autocast():
-        hidden = backbone(input_ids=input_ids, position_ids=position_ids, attention_mask=None,
-                          use_cache=False).last_hidden_state[:, :-1]
+    _, head = policy._backbone_and_head()
+    with policy.autocast():  # the training backbone: through the DDP wrapper when data-parallel (HFPolicy)
+        hidden = policy.training_backbone()(input_ids=input_ids, position_ids=position_ids, attention_mask=None,
+                                            use_cache=False).last_hidden_state[:, :-1]
     targets = input_ids[:, 1:]
     if select is not None:
         keep = select[:, 1:]

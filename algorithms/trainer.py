@@ -4,9 +4,9 @@
 around the shared machinery: resume, evaluation (at start, every N, last), the run folder
 (config.json from `describe()`, metrics.jsonl, metrics.png and the reward plots, wandb), checkpoints
 (algorithms/trainer_state.py), progress bars. `optimizer_step(items, micro_loss)` is one AdamW step over
-micro-batches: gradient accumulation, the gradient all-reduce over processes, clipping, the non-finite
-guard. RL algorithms are `RLAlgorithm(Trainer)` (algorithms/base.py); a supervised trainer takes a few
-dozen lines (tests/test_trainer.py).
+micro-batches: gradient accumulation, gradients averaged over processes (torch DDP or one all-reduce:
+algorithms/data_parallel.py), clipping, the non-finite guard. RL algorithms are `RLAlgorithm(Trainer)`
+(algorithms/base.py); a supervised trainer takes a few dozen lines (tests/test_trainer.py).
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 from algorithms import distributed as dist
 from algorithms import trainer_state
 from algorithms.config import TrainerConfig, checked_config
+from algorithms.data_parallel import GradientAverager
 from algorithms.guards import NonFiniteTrainingError, warn
 from algorithms.plots import plot_run
 from algorithms.progress import phase_bar
@@ -58,6 +59,7 @@ class Trainer(ABC):
         torch.manual_seed(self.config.seed)
         self.generator = torch.Generator(device=self.device).manual_seed(self.config.seed)
         dist.broadcast_parameters(policy.parameters())  # every rank starts from rank 0's weights
+        self.gradients = GradientAverager(policy, self.config.data_parallel)  # DDP or the all-reduce (>1 process)
         c = self.config
         self.optimizer = torch.optim.AdamW(self.param_groups(), lr=c.learning_rate, betas=c.adam_betas,
                                            weight_decay=c.weight_decay)
@@ -170,16 +172,18 @@ class Trainer(ABC):
         c, world = self.config, dist.world_size()
         self.optimizer.zero_grad(set_to_none=True)
         totals: dict[str, float] = {}
-        for start in range(0, len(items), c.micro_batch_size):
-            terms = micro_loss(items[start:start + c.micro_batch_size])
-            # dist.sync_gradients (our all-reduce) averages the ranks' gradients: scale up by the world size
-            (sum(terms.values()) * world).backward()
+        starts = range(0, len(items), c.micro_batch_size)
+        for start in starts:
+            with self.gradients.micro_batch(last=start == starts[-1]):  # DDP syncs in the last backward only
+                terms = micro_loss(items[start:start + c.micro_batch_size])
+                # DDP and the all-reduce average the ranks' gradients: scale up by the world size
+                (sum(terms.values()) * world).backward()
             for name, term in terms.items():
                 totals[name] = totals.get(name, 0.0) + float(term.detach())
             self._bar.update(1)
         totals = dist.all_reduce_dict(totals)  # each rank held its share of the global loss
         params = self.trainable_parameters()
-        dist.sync_gradients(params)
+        self.gradients.finish(params)
         if c.max_grad_norm > 0:
             grad_norm = float(torch.nn.utils.clip_grad_norm_(params, c.max_grad_norm))
             totals["grad_norm"] = grad_norm

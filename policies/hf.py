@@ -94,6 +94,7 @@ class HFPolicy(Policy):
         self.logprob_chunk = logprob_chunk
         self.bf16 = True  # bf16 autocast on CUDA; the trainer sets it from its config
         self.on_tokens = None  # progress hook: called with the number of tokens sampled since its last call
+        self._parallel_backbone: torch.nn.Module | None = None  # a DDP wrapper of the backbone (training passes)
         self.is_lora = lora is not None or hasattr(self.model, "peft_config")
         # the base an adapter saved from this policy names: a loaded adapter keeps the one it recorded
         self.base_name_or_path = (next(iter(self.model.peft_config.values())).base_model_name_or_path
@@ -163,6 +164,21 @@ class HFPolicy(Policy):
         base = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
         return base.model, base.lm_head
 
+    def data_parallel_module(self) -> torch.nn.Module:
+        """The module every training forward pass runs through: the decoder backbone (LoRA layers included;
+        the lm-head, used as a weight, outside unless tied to the input embeddings)."""
+        return self._backbone_and_head()[0]
+
+    def use_data_parallel(self, wrapper: torch.nn.Module | None) -> None:
+        """Run grad-enabled backbone passes through `wrapper` (DDP around `data_parallel_module()`, so its
+        gradient hooks fire); passes without gradients (sampling, references, evaluation) stay direct."""
+        self._parallel_backbone = wrapper
+
+    def training_backbone(self) -> torch.nn.Module:
+        """The backbone to call for a forward pass: the data-parallel wrapper when set and gradients are on."""
+        wrapper = getattr(self, "_parallel_backbone", None)
+        return wrapper if wrapper is not None and torch.is_grad_enabled() else self._backbone_and_head()[0]
+
     def token_logprobs(self, input_ids, attention_mask, completion_start, temperature=1.0, entropy_grad=False):
         logprobs, entropy, _ = self.completion_outputs(input_ids, attention_mask, completion_start, temperature,
                                                        entropy_grad)
@@ -171,11 +187,10 @@ class HFPolicy(Policy):
     def completion_hidden(self, input_ids, attention_mask, completion_start):
         """Last hidden states [B, C, H] of the positions that predict each completion token (the state
         before token t is generated: a value head's input)."""
-        backbone, _ = self._backbone_and_head()
         positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
         with self.autocast():
-            hidden = backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
-                              use_cache=False).last_hidden_state
+            hidden = self.training_backbone()(input_ids=input_ids, attention_mask=attention_mask,
+                                              position_ids=positions, use_cache=False).last_hidden_state
         return completion_hidden_states(hidden, completion_start)
 
     def completion_outputs(self, input_ids, attention_mask, completion_start, temperature=1.0, entropy_grad=False):
@@ -194,6 +209,7 @@ class HFPolicy(Policy):
         a re-sync, then a reference adapter (policies/reference_adapter.py)."""
         ref = copy.copy(self)
         ref.fast_decoder = None  # the policy's decoder computes with the policy's weights, not the copy's
+        ref._parallel_backbone = None  # the reference never trains
         if self.is_lora:
             ref.model = self.model  # callers use `reference_context()` to disable the adapters
         else:

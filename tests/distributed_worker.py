@@ -1,4 +1,6 @@
-"""Worker for tests/test_distributed.py: one rank of a 2-process gloo group running one GRPO step."""
+"""Worker for tests/test_distributed.py and tests/test_ddp.py: one rank of a 2-process gloo group running one
+GRPO step per case (a case: its name, `TrainerConfig.data_parallel`, and the variant: "full" fine-tuning,
+"lora", or "untied": full fine-tuning with an lm-head of its own, outside the backbone DDP wraps)."""
 import os
 import sys
 from pathlib import Path
@@ -22,31 +24,63 @@ def fixed_trajectories():
     return trajs
 
 
-def build_algorithm(output_dir: str):
+def build_algorithm(output_dir: str, data_parallel: str = "allreduce", variant: str = "full"):
     from algorithms import GRPO, GRPOConfig
     from envs import make
-    from policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+    from policies import HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
     from tests.toy_env import DigitsEnv  # noqa: F401
 
     tok = build_tiny_tokenizer()
-    policy = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu")
+    model, lora = build_tiny_model(tok, seed=0), variant == "lora"
+    if variant == "untied":
+        model.config.tie_word_embeddings = False
+        model.lm_head.weight = torch.nn.Parameter(model.lm_head.weight.detach().clone() * 0.5)
+    torch.manual_seed(1)  # the LoRA A matrices
+    policy = HFPolicy(model, tok, device="cpu", lora=LoraSettings(r=4, alpha=8) if lora else None)
+    if lora:  # peft starts B at zero (no gradient for A in a first step): start from a nonzero adapter
+        with torch.no_grad():
+            for name, p in policy.model.named_parameters():
+                if "lora_B" in name:
+                    p.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(2)) * 0.1)
     config = GRPOConfig(kl_coeff=0.0, learning_rate=1e-2, micro_batch_size=2, output_dir=output_dir, progress=False,
-                        samples_per_prompt=4, prompts_per_iteration=2)
+                        samples_per_prompt=4, prompts_per_iteration=2, data_parallel=data_parallel)
     return GRPO(policy, make("ToyDigits-v0"), config)
 
 
-def one_step(trajectories, output_dir: str):
-    algo = build_algorithm(output_dir)
+def one_step(trajectories, output_dir: str, data_parallel: str = "allreduce", variant: str = "full", on_build=None):
+    algo = build_algorithm(output_dir, data_parallel, variant)
+    if on_build is not None:
+        on_build(algo)
     algo.prepare(trajectories)
     algo.update_step(trajectories)
-    return {n: p.detach().clone() for n, p in algo.policy.model.named_parameters()}
+    return {n: p.detach().clone() for n, p in algo.policy.model.named_parameters() if p.requires_grad}
 
 
-def run(rank: int, world: int, port: int, out_dir: str) -> None:
+def count_synced_backwards(algo, counts: list[int]) -> None:
+    """A DDP comm hook that counts backward passes which all-reduced (one `is_last` bucket each)."""
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+    def hook(state, bucket):
+        counts.append(int(bucket.is_last()))
+        return allreduce_hook(state, bucket)
+
+    assert algo.gradients.mode == "ddp", algo.gradients.mode
+    algo.gradients.ddp.register_comm_hook(None, hook)
+
+
+CASES = (("allreduce", "allreduce", "full"),)
+
+
+def run(rank: int, world: int, port: int, out_dir: str, cases=CASES) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     td.init_process_group("gloo", rank=rank, world_size=world)
     torch.set_num_threads(1)
     mine = [t for t in fixed_trajectories() if t.group_id == rank]  # each rank holds whole groups
-    params = one_step(mine, out_dir)
-    torch.save(params, Path(out_dir) / f"rank{rank}.pt")
+    for name, data_parallel, variant in cases:
+        counts: list[int] = []
+        hook = (lambda algo: count_synced_backwards(algo, counts)) if data_parallel == "ddp" else None
+        params = one_step(mine, str(Path(out_dir) / name), data_parallel, variant, hook)
+        prefix = "" if name == "allreduce" else f"{name}_"
+        torch.save({"params": params, "synced_backwards": sum(counts)} if hook else params,
+                   Path(out_dir) / f"{prefix}rank{rank}.pt")
     td.destroy_process_group()
