@@ -18,13 +18,16 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.prod((n - c - i) / (n - i) for i in range(k))
 
 
+def majority_answer(answers: list[str | None]) -> str | None:
+    """The most frequent parsed answer (ties: the first seen; unparsed answers do not vote), or None."""
+    votes = Counter(a for a in answers if a is not None)
+    return votes.most_common(1)[0][0] if votes else None
+
+
 def majority_correct(answers: list[str | None], correct: list[bool]) -> bool:
     """maj@k: is the most frequent parsed answer (ties: first seen) a correct one?"""
-    votes = Counter(a for a in answers if a is not None)
-    if not votes:
-        return False
-    winner = votes.most_common(1)[0][0]
-    return any(c for a, c in zip(answers, correct) if a == winner)
+    winner = majority_answer(answers)
+    return winner is not None and any(c for a, c in zip(answers, correct) if a == winner)
 
 
 def episode_starts(env, episodes: int) -> list[dict]:

@@ -22,6 +22,7 @@ import torch
 
 from algorithms.config import ConfigError, coerce_field, field_types, setting, shown
 from algorithms.mcts_tree import SELECTIONS, Node, add_virtual_loss, backup, select_leaf, walk
+from algorithms.search_play import parsed_answer, result_of, step_scores
 from algorithms.search_types import SearchResult, StepScorer, sampled_tokens
 from episodes.engine import Branch, EpisodeEngine, SamplingSettings
 
@@ -196,7 +197,7 @@ class MCTS:
         """The value of each new child: its last step's score, or its rollout's reward (tokens counted)."""
         branches = [child.branch for _, child in children]
         if self.config.evaluation == "prm":
-            return [scores[-1] for scores in checked_scores(self.scorer.score_branches(branches), branches)]
+            return [scores[-1] for scores in step_scores(self.scorer, branches)]
         rollouts = [b.snapshot() if not b.done else b for b in branches]
         live = [r for r in rollouts if not r.done]
         while playing := self.engine.live(live):
@@ -220,12 +221,9 @@ class MCTS:
             tree.tokens += extra
             tree.finish_tokens += extra
             nodes = tree.nodes()
-            results.append(SearchResult(
-                trajectory=branch.to_trajectory(), answer=branch.info.get("parsed_answer"),
-                correct=bool(branch.info.get("correct", False)), tokens=tree.tokens,
-                details={"simulations": tree.simulations, "nodes": len(nodes),
-                         "finished_leaves": len(tree.finished_leaves()), "depth": max(n.depth for n in nodes),
-                         "finish_tokens": extra, "chosen_depth": node.depth}))
+            results.append(result_of(branch, tree.tokens, {
+                "simulations": tree.simulations, "nodes": len(nodes), "finished_leaves": len(tree.finished_leaves()),
+                "depth": max(n.depth for n in nodes), "finish_tokens": extra, "chosen_depth": node.depth}))
         return results
 
     def _choose(self, tree: SearchTree) -> Node:
@@ -233,14 +231,14 @@ class MCTS:
         finished = tree.finished_leaves()
         if rule == "value" and finished:
             return max(finished, key=lambda n: n.q)
-        voters = [n for n in finished if n.branch.info.get("parsed_answer") is not None]
+        voters = [n for n in finished if parsed_answer(n.branch) is not None]
         if rule == "vote" and voters:
             weights: dict[str, int] = {}
             for n in voters:
-                answer = str(n.branch.info["parsed_answer"])
+                answer = parsed_answer(n.branch)
                 weights[answer] = weights.get(answer, 0) + n.visits
             best = max(weights, key=weights.get)
-            return max((n for n in voters if str(n.branch.info["parsed_answer"]) == best), key=lambda n: n.q)
+            return max((n for n in voters if parsed_answer(n.branch) == best), key=lambda n: n.q)
         return most_visited_leaf(tree.root)
 
 
@@ -250,29 +248,6 @@ def most_visited_leaf(root: Node) -> Node:
     while node.children:
         node = max(node.children, key=lambda n: (n.visits, n.q))
     return node
-
-
-def checked_scores(scores, branches: Sequence[Branch]) -> list[list[float]]:
-    """A scorer's output, checked: one list per branch, one finite score in [0, 1] per step taken."""
-    scores = list(scores)
-    if len(scores) != len(branches):
-        raise ValueError(f"step scorer returned {len(scores)} score lists for {len(branches)} branches")
-    for i, (row, branch) in enumerate(zip(scores, branches)):
-        row = list(row)
-        if len(row) != branch.steps:
-            raise ValueError(f"step scorer returned {len(row)} scores for branch {i} with {branch.steps} steps")
-        bad = [s for s in row if not _unit_number(s)]
-        if bad:
-            raise ValueError(f"step scorer returned {shown(bad[0])} for branch {i}; scores must be numbers in [0, 1]")
-    return [[float(s) for s in row] for row in scores]
-
-
-def _unit_number(value) -> bool:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return False
-    return not isinstance(value, (bool, str)) and 0.0 <= number <= 1.0
 
 
 def _set_priors(node: Node) -> None:

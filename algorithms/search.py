@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import torch
 
 from algorithms.config import ConfigError, coerce_field, setting, shown
+from algorithms.evaluate import majority_answer
 from algorithms.mcts import MCTS, MCTSConfig
 from algorithms.search_play import parsed_answer, play_out, result_of, step_scores
 from algorithms.search_types import SearchResult, StepScorer
@@ -142,13 +143,10 @@ def _majority(policy, env, starts, settings, generator) -> list[SearchResult]:
     groups, tokens = _sampled_groups(policy, env, starts, settings, generator)
     results = []
     for i, group in enumerate(groups):
-        votes = Counter(a for a in map(parsed_answer, group) if a is not None)
-        if not votes:
-            results.append(result_of(group[0], tokens[i], {"votes": {}}))
-            continue
-        winner = votes.most_common(1)[0][0]  # ties: the answer seen first
-        chosen = next(b for b in group if parsed_answer(b) == winner)
-        results.append(result_of(chosen, tokens[i], {"votes": dict(votes)}))
+        answers = [parsed_answer(b) for b in group]
+        winner = majority_answer(answers)  # ties: the answer seen first
+        chosen = group[answers.index(winner)] if winner is not None else group[0]
+        results.append(result_of(chosen, tokens[i], {"votes": dict(Counter(a for a in answers if a is not None))}))
     return results
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from algorithms.mcts import checked_scores
+from algorithms.config import shown
 from algorithms.search_types import SearchResult, StepScorer, sampled_tokens
 from episodes.engine import Branch, EpisodeEngine
 
@@ -36,8 +36,7 @@ def play_out(engine: EpisodeEngine, branches: Sequence[Branch], tokens: list[int
 
 
 def step_scores(scorer: StepScorer, branches: Sequence[Branch]) -> list[list[float]]:
-    """The scorer's per-step scores of `branches` (one call), checked as MCTS checks them: one list per
-    branch, one number in [0, 1] per step taken."""
+    """The scorer's per-step scores of `branches` (one call), checked (`checked_scores`)."""
     if not branches:
         return []
     return checked_scores(scorer.score_branches(list(branches)), branches)
@@ -54,3 +53,26 @@ def result_of(branch: Branch, tokens: int, details: dict[str, Any] | None = None
     return SearchResult(trajectory=branch.to_trajectory(), answer=parsed_answer(branch),
                         correct=bool(branch.info.get("correct", False)), tokens=int(tokens),
                         details=dict(details or {}))
+
+
+def checked_scores(scores, branches: Sequence[Branch]) -> list[list[float]]:
+    """A scorer's output, checked: one list per branch, one finite score in [0, 1] per step taken."""
+    scores = list(scores)
+    if len(scores) != len(branches):
+        raise ValueError(f"step scorer returned {len(scores)} score lists for {len(branches)} branches")
+    for i, (row, branch) in enumerate(zip(scores, branches)):
+        row = list(row)
+        if len(row) != branch.steps:
+            raise ValueError(f"step scorer returned {len(row)} scores for branch {i} with {branch.steps} steps")
+        bad = [s for s in row if not _unit_number(s)]
+        if bad:
+            raise ValueError(f"step scorer returned {shown(bad[0])} for branch {i}; scores must be numbers in [0, 1]")
+    return [[float(s) for s in row] for row in scores]
+
+
+def _unit_number(value) -> bool:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return False
+    return not isinstance(value, (bool, str)) and 0.0 <= number <= 1.0

@@ -6,7 +6,8 @@ import zlib
 import pytest
 
 from algorithms.config import ConfigError
-from algorithms.mcts import MCTS, MCTSConfig, checked_scores
+from algorithms.mcts import MCTS, MCTSConfig
+from algorithms.search_play import checked_scores
 from algorithms.mcts_tree import walk
 from envs import make
 from tests.mcts_toys import SCORES, ScriptedPolicy, SevenEnv, TableScorer
