@@ -184,11 +184,9 @@ class Trainer(ABC):
         totals = dist.all_reduce_dict(totals)  # each rank held its share of the global loss
         params = self.trainable_parameters()
         self.gradients.finish(params)
+        grad_norm = self.gradients.clip_grad_norm(params, c.max_grad_norm)
         if c.max_grad_norm > 0:
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, c.max_grad_norm))
             totals["grad_norm"] = grad_norm
-        else:
-            grad_norm = float(torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None]))
         totals["loss"] = sum(v for k, v in totals.items() if k != "grad_norm")
         if self._finite_step(totals["loss"], grad_norm):
             self.optimizer.step()
@@ -271,8 +269,9 @@ class Trainer(ABC):
         return metrics
 
     def _eval_metrics(self) -> dict[str, float]:
-        """`evaluate()`, run once (by rank 0); every rank returns its result, prefixed `eval_`."""
-        result = self.evaluate() if dist.is_main() else {}
+        """`evaluate()`, run once (by rank 0; under FSDP by every rank, since a sharded layer's forward is a
+        collective); every rank returns rank 0's result, prefixed `eval_`."""
+        result = self.evaluate() if dist.is_main() or self.gradients.mode == "fsdp" else {}
         return {f"eval_{k}": v for k, v in dist.broadcast_object(result).items()}
 
     def _log(self, metrics: dict) -> None:
