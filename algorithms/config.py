@@ -215,8 +215,8 @@ class TrainerConfig(metaclass=_AcceptsTRLNames):
     micro_batch_size: int = setting(32, "items (RL: trajectories) per forward/backward (gradient accumulation "
                                         "inside a step)")
     bf16: bool = setting(True, "bf16 autocast on CUDA (ignored on CPU)")
-    data_parallel: str = setting("ddp", "ddp | fsdp | allreduce: how several processes average gradients "
-                                        "(torch DDP, FSDP2 layer sharding, or one all-reduce per step)")
+    data_parallel: str = setting("ddp", "ddp | fsdp | allreduce: how processes average gradients (torch DDP, "
+                                        "FSDP2 layer sharding, one all-reduce)")
     # evaluation, logging, checkpoints
     eval_every: int = setting(0, "iterations between evaluations (0: only at the end)")
     eval_at_start: bool = setting(True, "evaluate once before the first iteration")
