@@ -281,7 +281,14 @@ class Trainer(ABC):
     # ------------------------------------------------------------------ checkpoints and the model folder
     def save(self, run_dir: str | Path | None = None) -> Path | None:
         """Checkpoint all it takes to continue exactly, as `<run_dir or output_dir>/checkpoints/iter-<N>`."""
+        self._refuse_sharded("checkpoints")
         return trainer_state.save_checkpoint(self, run_dir)
+
+    def _refuse_sharded(self, what: str) -> None:
+        """Under FSDP rank 0 holds only its shards: saving them as a whole model would be silently wrong."""
+        if self.gradients.mode == "fsdp":
+            raise NotImplementedError(f"{what} under data_parallel='fsdp' are not supported yet (rank 0 holds only "
+                                      f"its shards; sharded torch.distributed.checkpoint saving is not built)")
 
     def load(self, directory: str | Path) -> None:
         """Restore a checkpoint folder of `save`; a bad one is a one-line CheckpointError (it never runs code)."""
@@ -295,6 +302,7 @@ class Trainer(ABC):
         """Write the policy as a Hugging Face model folder (default `<output_dir>/model`; see
         `HFPolicy.save`) with `generation_settings()`; a LoRA policy is saved merged, with its adapter in
         `model/adapter`. Written aside and renamed into place. Returns the folder (None off rank 0)."""
+        self._refuse_sharded("model folders")
         if not dist.is_main():
             return None
         final = Path(directory) if directory is not None else Path(self.config.output_dir) / "model"

@@ -74,6 +74,10 @@ def record_sharding(algo, found: dict) -> None:
     assert algo.gradients.mode == "fsdp", algo.gradients.mode
     found["sharded"] = [n for n, p in algo.policy.model.named_parameters() if isinstance(p, DTensor)]
     found["samples"] = algo.policy.generate_text(SAMPLE_PROMPTS, max_new_tokens=6)
+    try:
+        algo.save()
+    except NotImplementedError as err:
+        found["save_error"] = str(err)
 
 
 def count_synced_backwards(algo, counts: list[int]) -> None:
