@@ -184,11 +184,9 @@ class Trainer(ABC):
         totals = dist.all_reduce_dict(totals)  # each rank held its share of the global loss
         params = self.trainable_parameters()
         self.gradients.finish(params)
+        grad_norm = self.gradients.clip_grad_norm(params, c.max_grad_norm)
         if c.max_grad_norm > 0:
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, c.max_grad_norm))
             totals["grad_norm"] = grad_norm
-        else:
-            grad_norm = float(torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None]))
         totals["loss"] = sum(v for k, v in totals.items() if k != "grad_norm")
         if self._finite_step(totals["loss"], grad_norm):
             self.optimizer.step()
@@ -271,8 +269,9 @@ class Trainer(ABC):
         return metrics
 
     def _eval_metrics(self) -> dict[str, float]:
-        """`evaluate()`, run once (by rank 0); every rank returns its result, prefixed `eval_`."""
-        result = self.evaluate() if dist.is_main() else {}
+        """`evaluate()`, run once (by rank 0; under FSDP by every rank, since a sharded layer's forward is a
+        collective); every rank returns rank 0's result, prefixed `eval_`."""
+        result = self.evaluate() if dist.is_main() or self.gradients.mode == "fsdp" else {}
         return {f"eval_{k}": v for k, v in dist.broadcast_object(result).items()}
 
     def _log(self, metrics: dict) -> None:
@@ -282,7 +281,14 @@ class Trainer(ABC):
     # ------------------------------------------------------------------ checkpoints and the model folder
     def save(self, run_dir: str | Path | None = None) -> Path | None:
         """Checkpoint all it takes to continue exactly, as `<run_dir or output_dir>/checkpoints/iter-<N>`."""
+        self._refuse_sharded("checkpoints")
         return trainer_state.save_checkpoint(self, run_dir)
+
+    def _refuse_sharded(self, what: str) -> None:
+        """Under FSDP rank 0 holds only its shards: saving them as a whole model would be silently wrong."""
+        if self.gradients.mode == "fsdp":
+            raise NotImplementedError(f"{what} under data_parallel='fsdp' are not supported yet (rank 0 holds only "
+                                      f"its shards; sharded torch.distributed.checkpoint saving is not built)")
 
     def load(self, directory: str | Path) -> None:
         """Restore a checkpoint folder of `save`; a bad one is a one-line CheckpointError (it never runs code)."""
@@ -296,6 +302,7 @@ class Trainer(ABC):
         """Write the policy as a Hugging Face model folder (default `<output_dir>/model`; see
         `HFPolicy.save`) with `generation_settings()`; a LoRA policy is saved merged, with its adapter in
         `model/adapter`. Written aside and renamed into place. Returns the folder (None off rank 0)."""
+        self._refuse_sharded("model folders")
         if not dist.is_main():
             return None
         final = Path(directory) if directory is not None else Path(self.config.output_dir) / "model"

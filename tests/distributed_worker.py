@@ -1,6 +1,7 @@
 """Worker for tests/test_distributed.py and tests/test_ddp.py: one rank of a 2-process gloo group running one
 GRPO step per case (a case: its name, `TrainerConfig.data_parallel`, and the variant: "full" fine-tuning,
-"lora", or "untied": full fine-tuning with an lm-head of its own, outside the backbone DDP wraps)."""
+"lora", or "untied": full fine-tuning with an lm-head of its own, outside the backbone DDP wraps). FSDP cases
+(tests/test_fsdp.py) also record which parameters are sharded and greedy samples from the sharded model."""
 import os
 import sys
 from pathlib import Path
@@ -53,7 +54,30 @@ def one_step(trajectories, output_dir: str, data_parallel: str = "allreduce", va
         on_build(algo)
     algo.prepare(trajectories)
     algo.update_step(trajectories)
-    return {n: p.detach().clone() for n, p in algo.policy.model.named_parameters() if p.requires_grad}
+    return {n: whole(p) for n, p in algo.policy.model.named_parameters() if p.requires_grad}
+
+
+def whole(p: torch.Tensor) -> torch.Tensor:
+    """A parameter's full value (an FSDP shard gathered: a collective every rank runs)."""
+    from torch.distributed.tensor import DTensor
+
+    return (p.full_tensor() if isinstance(p, DTensor) else p).detach().clone()
+
+
+SAMPLE_PROMPTS = ["12+3=", "7*8="]
+
+
+def record_sharding(algo, found: dict) -> None:
+    """Which parameters FSDP sharded, and greedy samples from the sharded model (every rank samples)."""
+    from torch.distributed.tensor import DTensor
+
+    assert algo.gradients.mode == "fsdp", algo.gradients.mode
+    found["sharded"] = [n for n, p in algo.policy.model.named_parameters() if isinstance(p, DTensor)]
+    found["samples"] = algo.policy.generate_text(SAMPLE_PROMPTS, max_new_tokens=6)
+    try:
+        algo.save()
+    except NotImplementedError as err:
+        found["save_error"] = str(err)
 
 
 def count_synced_backwards(algo, counts: list[int]) -> None:
@@ -78,9 +102,11 @@ def run(rank: int, world: int, port: int, out_dir: str, cases=CASES) -> None:
     mine = [t for t in fixed_trajectories() if t.group_id == rank]  # each rank holds whole groups
     for name, data_parallel, variant in cases:
         counts: list[int] = []
-        hook = (lambda algo: count_synced_backwards(algo, counts)) if data_parallel == "ddp" else None
+        found: dict = {}
+        hook = {"ddp": lambda algo: count_synced_backwards(algo, counts),
+                "fsdp": lambda algo: record_sharding(algo, found)}.get(data_parallel)
         params = one_step(mine, str(Path(out_dir) / name), data_parallel, variant, hook)
         prefix = "" if name == "allreduce" else f"{name}_"
-        torch.save({"params": params, "synced_backwards": sum(counts)} if hook else params,
+        torch.save({"params": params, "synced_backwards": sum(counts), **found} if hook else params,
                    Path(out_dir) / f"{prefix}rank{rank}.pt")
     td.destroy_process_group()
