@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import time
 from abc import ABC, abstractmethod
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -22,6 +22,7 @@ import torch
 from tqdm.auto import tqdm
 
 from algorithms import distributed as dist
+from algorithms import sharded_checkpoints
 from algorithms import trainer_state
 from algorithms.config import TrainerConfig, checked_config
 from algorithms.data_parallel import GradientAverager
@@ -219,8 +220,8 @@ class Trainer(ABC):
         any); returns the run's metrics rows (on every process)."""
         c = self.config
         run_dir = Path(c.output_dir)
-        if resume:
-            with dist.main_first():  # rank 0 sets corrupt checkpoints aside before the others look
+        if resume:  # rank 0 sets corrupt checkpoints aside before the others look (FSDP: every rank loads at once)
+            with nullcontext() if sharded_checkpoints.is_sharded(self) else dist.main_first():
                 self.resume_from(run_dir)
         if dist.is_main():
             continuing = self.iteration > 0
@@ -280,18 +281,13 @@ class Trainer(ABC):
 
     # ------------------------------------------------------------------ checkpoints and the model folder
     def save(self, run_dir: str | Path | None = None) -> Path | None:
-        """Checkpoint all it takes to continue exactly, as `<run_dir or output_dir>/checkpoints/iter-<N>`."""
-        self._refuse_sharded("checkpoints")
+        """Checkpoint all it takes to continue exactly, as `<run_dir or output_dir>/checkpoints/iter-<N>`.
+        Under FSDP every rank must call it: each writes its shards (algorithms/sharded_checkpoints.py)."""
         return trainer_state.save_checkpoint(self, run_dir)
 
-    def _refuse_sharded(self, what: str) -> None:
-        """Under FSDP rank 0 holds only its shards: saving them as a whole model would be silently wrong."""
-        if self.gradients.mode == "fsdp":
-            raise NotImplementedError(f"{what} under data_parallel='fsdp' are not supported yet (rank 0 holds only "
-                                      f"its shards; sharded torch.distributed.checkpoint saving is not built)")
-
     def load(self, directory: str | Path) -> None:
-        """Restore a checkpoint folder of `save`; a bad one is a one-line CheckpointError (it never runs code)."""
+        """Restore a checkpoint folder of `save`; a bad one is a one-line CheckpointError (it never runs code).
+        Under FSDP every rank must call it, with as many ranks as wrote it."""
         trainer_state.load_checkpoint(self, directory)
 
     def resume_from(self, run_dir: str | Path) -> Path | None:
@@ -301,9 +297,11 @@ class Trainer(ABC):
     def save_model(self, directory: str | Path | None = None) -> Path | None:
         """Write the policy as a Hugging Face model folder (default `<output_dir>/model`; see
         `HFPolicy.save`) with `generation_settings()`; a LoRA policy is saved merged, with its adapter in
-        `model/adapter`. Written aside and renamed into place. Returns the folder (None off rank 0)."""
-        self._refuse_sharded("model folders")
+        `model/adapter`. Written aside and renamed into place. Returns the folder (None off rank 0).
+        Under FSDP every rank must call it: the shards are gathered on rank 0, which writes."""
+        final = Path(directory) if directory is not None else Path(self.config.output_dir) / "model"
+        if sharded_checkpoints.is_sharded(self):
+            return trainer_state.write_sharded_model_folder(self.policy, final, self.generation_settings())
         if not dist.is_main():
             return None
-        final = Path(directory) if directory is not None else Path(self.config.output_dir) / "model"
         return trainer_state.write_model_folder(self.policy, final, self.generation_settings())
