@@ -60,7 +60,8 @@ class Trainer(ABC):
         torch.manual_seed(self.config.seed)
         self.generator = torch.Generator(device=self.device).manual_seed(self.config.seed)
         dist.broadcast_parameters(policy.parameters())  # every rank starts from rank 0's weights
-        self.gradients = GradientAverager(policy, self.config.data_parallel)  # DDP or the all-reduce (>1 process)
+        self.before_data_parallel()  # copies of the policy, while it can still be copied
+        self.gradients = GradientAverager(policy, self.config.data_parallel)  # DDP, FSDP or the all-reduce (>1 process)
         c = self.config
         self.optimizer = torch.optim.AdamW(self.param_groups(), lr=c.learning_rate, betas=c.adam_betas,
                                            weight_decay=c.weight_decay)
@@ -86,6 +87,10 @@ class Trainer(ABC):
     def evaluate(self) -> dict[str, float]:
         """Held-out metrics (logged with an `eval_` prefix); run by rank 0 alone; nothing by default."""
         return {}
+
+    def before_data_parallel(self) -> None:
+        """Hook in __init__ once every rank holds rank 0's weights, before the policy is wrapped (DDP) or
+        sharded (FSDP, whose modules cannot be copied): where copies of the policy (a KL reference) are made."""
 
     def end_iteration(self, metrics: dict[str, Any]) -> None:
         """Hook after `self.iteration` counts the finished iteration, before evaluation, logging and saving."""

@@ -1,7 +1,8 @@
 """FSDP2 as the data-parallel path (TrainerConfig.data_parallel="fsdp"): two CPU processes (gloo) taking one
 GRPO step on half the groups each end with the parameters of one process on all of them (full fine-tuning
-with the tied head, and LoRA), the decoder layers are sharded while the tied embedding/head stays whole, and
-sampling on the sharded model equals sampling on the whole one."""
+with the tied head, LoRA, and with a KL reference: a frozen copy made before sharding), the decoder layers
+are sharded while the tied embedding/head stays whole, and sampling on the sharded model equals sampling on
+the whole one."""
 import pytest
 import torch
 import torch.multiprocessing as mp
@@ -9,7 +10,7 @@ import torch.multiprocessing as mp
 from tests.distributed_worker import SAMPLE_PROMPTS, build_algorithm, fixed_trajectories, one_step, run
 from tests.test_distributed import free_port
 
-CASES = (("fsdp_full", "fsdp", "full"), ("fsdp_lora", "fsdp", "lora"))
+CASES = (("fsdp_full", "fsdp", "full"), ("fsdp_lora", "fsdp", "lora"), ("fsdp_kl", "fsdp", "kl"))
 
 
 @pytest.fixture(scope="module")
