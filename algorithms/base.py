@@ -69,8 +69,10 @@ class RLAlgorithm(Trainer):
     def before_data_parallel(self) -> None:
         """The KL reference, when one is needed and none was given: a frozen copy of the policy, made before
         DDP wraps it or FSDP shards it."""
-        if self.config.kl_coeff > 0 and self.ref_policy is None:
+        c = self.config
+        if c.kl_coeff > 0 and self.ref_policy is None:
             self.ref_policy = self.policy.frozen_copy()
+        ref.check_sharded_resync(self.ref_policy, c.data_parallel, c.ref_sync_every)
 
     # ------------------------------------------------------------------ what a subclass supplies
     @abstractmethod
@@ -294,6 +296,7 @@ class RLAlgorithm(Trainer):
     def load_state_dict(self, state: dict) -> None:
         self._ref_synced_at = ref.load_reference(self.ref_policy, state, self._ref_synced_at)
         super().load_state_dict(state)
+        ref.resync_after_load(self.ref_policy, self.policy, state)
         if state.get("buffer.jsonl") is not None:
             self.buffer = state["buffer.jsonl"]
 

@@ -50,6 +50,15 @@ def is_sharded(p: torch.Tensor) -> bool:
     return isinstance(p, DTensor)
 
 
+def whole_state_dict(module: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """`module.state_dict()`, with every FSDP shard gathered whole on every rank (then a collective)."""
+    if not any(is_sharded(p) for p in module.parameters()):
+        return module.state_dict()
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    return get_model_state_dict(module, options=StateDictOptions(full_state_dict=True))
+
+
 @contextmanager
 def gradient_sync(modules: Sequence[torch.nn.Module], enabled: bool) -> Iterator[None]:
     """Reduce-scatter in this backward only when `enabled` (FSDP2's counterpart of DDP's `no_sync`)."""

@@ -1,6 +1,7 @@
 """Worker for tests/test_fsdp_checkpoints.py: one rank of a 2-process gloo group under data_parallel="fsdp".
 
-Per variant ("full" fine-tuning, "lora"): a straight 2-iteration GRPO run; the same run stopped after
+Per variant ("full" fine-tuning, "lora", "kl": full fine-tuning with a KL reference re-synced to the policy
+every iteration, so the checkpoint's reference is its policy): a straight 2-iteration GRPO run; the same run stopped after
 iteration 1 (its checkpoint written by both ranks) and resumed from it by a freshly built algorithm;
 then the resumed run's model folder (`save_model` on both ranks); and that checkpoint, relabelled as one
 of 3 ranks, resumed on 2. Each rank first draws a rank-dependent
@@ -21,13 +22,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.distributed_worker import build_algorithm, whole  # noqa: E402
 
-VARIANTS = ("full", "lora")
+VARIANTS = ("full", "lora", "kl")
 SETTINGS = {"max_new_tokens": 6, "eval_at_start": False, "seed": 3}
 
 
 def build(output_dir: Path, variant: str, iterations: int):
     """The algorithm under FSDP, its RNG states moved on by a rank-dependent number of draws."""
-    algo = build_algorithm(str(output_dir), "fsdp", variant, train_iterations=iterations, **SETTINGS)
+    resync = {"ref_sync_every": 1} if variant == "kl" else {}
+    algo = build_algorithm(str(output_dir), "fsdp", variant, train_iterations=iterations, **resync, **SETTINGS)
     assert algo.gradients.mode == "fsdp", algo.gradients.mode
     draws = 1 + td.get_rank()
     torch.rand(draws)

@@ -36,3 +36,15 @@ def test_fsdp_two_ranks_match_one_process(two_ranks, tmp_path, name, variant):
     assert not any("embed_tokens" in n for n in rank0["sharded"])  # ... the tied embedding/head is not
     whole_samples = start_policy.generate_text(SAMPLE_PROMPTS, max_new_tokens=6)
     assert rank0["samples"] == rank1["samples"] == whole_samples  # sampling on the sharded model: whole weights
+
+
+def test_a_lora_reference_resync_under_fsdp_is_refused_in_one_line(tmp_path, monkeypatch):
+    from algorithms import distributed as dist
+
+    monkeypatch.setattr(dist, "world_size", lambda: 2)  # what the check sees on 2 ranks (nothing sharded here)
+    with pytest.raises(ValueError, match=r"^ref_sync_every > 0 with a LoRA policy is not supported under "
+                                         r"data_parallel='fsdp' \(the reference adapter would be added to layers "
+                                         r"already sharded\); use ref_sync_every=0, full fine-tuning, or "
+                                         r"data_parallel='ddp'$"):
+        build_algorithm(str(tmp_path), "fsdp", "lora", kl_coeff=0.1, ref_sync_every=1)
+    build_algorithm(str(tmp_path), "ddp", "lora", kl_coeff=0.1, ref_sync_every=1)  # DDP re-syncs the adapter

@@ -1,8 +1,10 @@
 """Sharded checkpoints and the model folder under data_parallel="fsdp" (algorithms/sharded_checkpoints.py), on
 two CPU processes (gloo; tests/fsdp_checkpoint_worker.py): a run stopped after its first iteration and resumed
-ends with the parameters and per-rank RNG states of an uninterrupted run (full fine-tuning and LoRA); the
+ends with the parameters and per-rank RNG states of an uninterrupted run (full fine-tuning, LoRA, and a KL
+reference re-synced to the policy, which a sharded checkpoint restores from the loaded shards); the
 checkpoint lists every rank's shards in its manifest; a single process, or two ranks given a 3-rank
-checkpoint, refuse it in one line; an altered shard is caught; and `save_model` writes the gathered weights as a folder transformers loads."""
+checkpoint, refuse it in one line; an altered shard is caught; and `save_model` writes the gathered weights
+as a folder transformers loads."""
 import shutil
 
 import pytest
@@ -55,6 +57,8 @@ def test_a_sharded_checkpoint_holds_every_ranks_shards_in_its_manifest(two_ranks
     state = torch.load(folder / "state.pt", weights_only=True)
     assert state["sharded"] == {"world_size": 2} and len(state["rank_rng"]) == 2
     assert "policy" not in state and "optimizer" not in state  # the weights are in sharded/, never rank 0's shard
+    kl = torch.load(two_ranks / "kl_resumed" / CHECKPOINT / "state.pt", weights_only=True)
+    assert kl["reference_source"] == "policy" and kl["reference"] is None  # restored from the loaded shards
 
 
 def test_one_process_refuses_a_two_rank_sharded_checkpoint_in_one_line(two_ranks, tmp_path):
@@ -107,7 +111,7 @@ def test_the_fsdp_model_folder_holds_the_gathered_weights(two_ranks, tmp_path, v
     for name, value in load_file(expected / "model.safetensors").items():
         assert torch.equal(weights[name], value), name
     loaded = dict(AutoModelForCausalLM.from_pretrained(folder).named_parameters())
-    if variant == "full":
+    if variant != "lora":
         assert set(loaded) == set(gathered)
         for name, value in gathered.items():
             assert torch.equal(loaded[name], value), name
