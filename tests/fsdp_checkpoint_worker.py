@@ -1,14 +1,14 @@
 """Worker for tests/test_fsdp_checkpoints.py: one rank of a 2-process gloo group under data_parallel="fsdp".
 
-Per variant ("full" fine-tuning, "lora", "kl": full fine-tuning with a KL reference re-synced to the policy
-every iteration, so the checkpoint's reference is its policy): a straight 2-iteration GRPO run; the same run stopped after
-iteration 1 (its checkpoint written by both ranks) and resumed from it by a freshly built algorithm;
-then the resumed run's model folder (`save_model` on both ranks); and that checkpoint, relabelled as one
-of 3 ranks, resumed on 2. Each rank first draws a rank-dependent
-number of values from its random generators, so that the ranks' RNG states differ and a checkpoint
-that restored rank 0's states everywhere would be caught. Writes `<variant>_rank<r>.pt`: the trainable
-parameters of both runs, each rank's RNG states at the end of both, and every parameter the model
-folder was written from (gathered); `wrong_world_rank<r>.txt`: the error each rank raised."""
+Per variant ("full" fine-tuning, "lora", "kl": full fine-tuning with a KL reference re-synced to the
+policy every iteration, so the checkpoint's reference is its policy): a straight 2-iteration GRPO run;
+the same run stopped after iteration 1 (its checkpoint written by both ranks) and resumed from it by a
+freshly built algorithm; then the resumed run's model folder (`save_model` on both ranks); and the full
+run's checkpoint, relabelled as one of 3 ranks, resumed on 2. Each rank first draws a rank-dependent
+number of values from its random generators, so that the ranks' RNG states differ and a checkpoint that
+restored rank 0's states everywhere would be caught. Writes `<variant>_rank<r>.pt`: the trainable
+parameters of both runs, each rank's RNG states at the end of both, and every parameter the model folder
+was written from (gathered); `wrong_world_rank<r>.txt`: the error each rank raised."""
 import json
 import os
 import shutil

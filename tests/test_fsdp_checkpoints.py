@@ -38,7 +38,8 @@ def test_a_resumed_fsdp_run_ends_as_an_uninterrupted_one(two_ranks, tmp_path, va
     start = {n: p.detach() for n, p in build_algorithm(str(tmp_path), "fsdp", variant).policy.model.named_parameters()
              if p.requires_grad}
     straight = ranks[0]["straight"]
-    assert set(straight) == set(start) and sum(not torch.equal(start[n], v) for n, v in straight.items()) > len(start) // 2
+    assert set(straight) == set(start)
+    assert sum(not torch.equal(start[n], v) for n, v in straight.items()) > len(start) // 2  # the run trained
     for r in ranks:
         assert r["resumed_from"] == 2
         for n, value in straight.items():
@@ -53,7 +54,8 @@ def test_a_sharded_checkpoint_holds_every_ranks_shards_in_its_manifest(two_ranks
 
     folder = two_ranks / "full_resumed" / CHECKPOINT
     files = json.loads((folder / "MANIFEST.json").read_text())["files"]
-    assert {"state.pt", "buffer.jsonl", "sharded/.metadata", "sharded/__0_0.distcp", "sharded/__1_0.distcp"} <= set(files)
+    shards = {"sharded/.metadata", "sharded/__0_0.distcp", "sharded/__1_0.distcp"}  # both ranks' and DCP's index
+    assert {"state.pt", "buffer.jsonl"} | shards <= set(files)
     state = torch.load(folder / "state.pt", weights_only=True)
     assert state["sharded"] == {"world_size": 2} and len(state["rank_rng"]) == 2
     assert "policy" not in state and "optimizer" not in state  # the weights are in sharded/, never rank 0's shard
