@@ -9,6 +9,7 @@ number of values from its random generators, so that the ranks' RNG states diffe
 restored rank 0's states everywhere would be caught. Writes `<variant>_rank<r>.pt`: the trainable
 parameters of both runs, each rank's RNG states at the end of both, and every parameter the model folder
 was written from (gathered); `wrong_world_rank<r>.txt`: the error each rank raised."""
+import gc
 import json
 import os
 import shutil
@@ -71,6 +72,9 @@ def wrong_world_error(out: Path) -> str:
         algo.train(resume=True)
     except CheckpointError as err:
         return f"{type(err).__name__}: {err}"
+    finally:  # free the sharded model before the group goes: gloo's teardown otherwise aborts now and then
+        del algo
+        gc.collect()
     return "resumed"
 
 
