@@ -57,16 +57,22 @@ class RLAlgorithm(Trainer):
     def __init__(self, policy, env, config: RLConfig | None = None, ref_policy=None,
                  buffer: ReplayBuffer | None = None, eval_env=None, prm=None):
         self.env, self.eval_env = env, eval_env
+        self.ref_policy = ref_policy  # with kl_coeff > 0 and none given: a frozen copy (`before_data_parallel`)
         super().__init__(policy, config)
         self.config.check_shards(dist.world_size())
         c = self.config
         self.prm = check_prm(prm, c, getattr(policy, "tokenizer", None))
         self.buffer = buffer if buffer is not None else ReplayBuffer(max(c.batch_size * (c.replay_iterations + 4), 1024))
         replay.check_capacity(self.buffer, c.batch_size, c.replay_iterations)
-        self.ref_policy = ref_policy
-        if self.config.kl_coeff > 0 and self.ref_policy is None:
-            self.ref_policy = policy.frozen_copy()
         self._ref_synced_at: int | None = None  # iteration of the last policy -> reference copy (None: never)
+
+    def before_data_parallel(self) -> None:
+        """The KL reference, when one is needed and none was given: a frozen copy of the policy, made before
+        DDP wraps it or FSDP shards it."""
+        c = self.config
+        if c.kl_coeff > 0 and self.ref_policy is None:
+            self.ref_policy = self.policy.frozen_copy()
+        ref.check_sharded_resync(self.ref_policy, c.data_parallel, c.ref_sync_every)
 
     # ------------------------------------------------------------------ what a subclass supplies
     @abstractmethod
@@ -290,6 +296,7 @@ class RLAlgorithm(Trainer):
     def load_state_dict(self, state: dict) -> None:
         self._ref_synced_at = ref.load_reference(self.ref_policy, state, self._ref_synced_at)
         super().load_state_dict(state)
+        ref.resync_after_load(self.ref_policy, self.policy, state)
         if state.get("buffer.jsonl") is not None:
             self.buffer = state["buffer.jsonl"]
 

@@ -64,20 +64,43 @@ def write_checkpoint(run_dir: str | os.PathLike, iteration: int, writers: dict[s
                      keep: int) -> Path:
     """Write `<run>/checkpoints/iter-<iteration>` with one file per writer (`writers[name](path)`),
     then keep only the newest `keep` complete checkpoints. Returns the new folder."""
+    tmp = staging_folder(run_dir, iteration)
+    return seal(run_dir, tmp, iteration, write_files(tmp, writers), keep)
+
+
+def staging_folder(run_dir: str | os.PathLike, iteration: int) -> Path:
+    """A fresh, empty `<run>/checkpoints/.tmp-iter-<iteration>` for a checkpoint being written."""
     root = Path(run_dir) / CHECKPOINTS
     root.mkdir(parents=True, exist_ok=True)
     purge_trash(root)
-    final = root / checkpoint_name(iteration)
-    tmp = root / f".tmp-{final.name}"
+    tmp = root / f".tmp-{checkpoint_name(iteration)}"
     if tmp.exists():
         remove_tree(tmp)
     tmp.mkdir()
+    return tmp
+
+
+def write_files(tmp: Path, writers: dict[str, Callable[[Path], None]]) -> dict[str, dict]:
+    """Each `writers[name](tmp / name)`, flushed to disk; returns their manifest entries."""
     files = {}
     for name, write in writers.items():
         write(tmp / name)
         fsync_file(tmp / name)
         crash_point(f"save.{name}")
-        files[name] = {"bytes": (tmp / name).stat().st_size, "sha256": _sha256(tmp / name)}
+        files[name] = file_entry(tmp / name)
+    return files
+
+
+def file_entry(path: Path) -> dict:
+    """A file's manifest entry: its size and sha256."""
+    return {"bytes": path.stat().st_size, "sha256": _sha256(path)}
+
+
+def seal(run_dir: str | os.PathLike, tmp: Path, iteration: int, files: dict[str, dict], keep: int) -> Path:
+    """Write the manifest of `files` (names relative to `tmp`) last, rename `tmp` to `iter-<iteration>`,
+    and keep the newest `keep` complete checkpoints. Returns the new folder."""
+    root = Path(run_dir) / CHECKPOINTS
+    final = root / checkpoint_name(iteration)
     manifest = {"format": FORMAT, "iteration": iteration, "files": files}
     with open(tmp / MANIFEST, "w") as fh:
         fh.write(json.dumps(manifest, indent=1))

@@ -112,12 +112,9 @@ def train_and_report(algo, resume: bool = False) -> list[dict]:
     generation config), and print the held-out accuracy and where the run folder is."""
     from pathlib import Path
 
-    from algorithms import distributed as dist
-
     run_dir = Path(algo.config.output_dir)
     rows = algo.train(resume=resume)
-    if dist.is_main():  # under torchrun, rank 0 alone writes the run folder
-        algo.save_model(run_dir / "model")
+    algo.save_model(run_dir / "model")  # every rank calls it (FSDP gathers the shards); rank 0 alone writes
     print_run_summary(rows, run_dir)
     return rows
 

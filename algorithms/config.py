@@ -24,7 +24,7 @@ from algorithms.reward_combination import COMBINATIONS
 KL_ESTIMATORS = ("k1", "k2", "k3")
 LOSS_AGGREGATIONS = ("token_mean", "sequence_mean", "constant")
 WANDB_MODES = ("off", "offline", "online")
-DATA_PARALLEL_MODES = ("ddp", "allreduce")  # algorithms/data_parallel.py
+DATA_PARALLEL_MODES = ("ddp", "fsdp", "allreduce")  # algorithms/data_parallel.py
 BOOL_WORDS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
 MAX_SEED = 2**32  # numpy's legacy seeding and many tools take 32-bit seeds
 
@@ -215,8 +215,8 @@ class TrainerConfig(metaclass=_AcceptsTRLNames):
     micro_batch_size: int = setting(32, "items (RL: trajectories) per forward/backward (gradient accumulation "
                                         "inside a step)")
     bf16: bool = setting(True, "bf16 autocast on CUDA (ignored on CPU)")
-    data_parallel: str = setting("ddp", "ddp | allreduce: how several processes average gradients "
-                                        "(torch DDP, or one all-reduce per step)")
+    data_parallel: str = setting("ddp", "ddp | fsdp | allreduce: how processes average gradients (torch DDP, "
+                                        "FSDP2 layer sharding, one all-reduce)")
     # evaluation, logging, checkpoints
     eval_every: int = setting(0, "iterations between evaluations (0: only at the end)")
     eval_at_start: bool = setting(True, "evaluate once before the first iteration")
@@ -241,7 +241,7 @@ class TrainerConfig(metaclass=_AcceptsTRLNames):
         self.require("adam_betas", all(0 <= b < 1 for b in self.adam_betas), "two numbers in [0, 1)")
         self.require("max_grad_norm", self.max_grad_norm >= 0, ">= 0")
         self.require("wandb", self.wandb in WANDB_MODES, "off, offline or online")
-        self.require("data_parallel", self.data_parallel in DATA_PARALLEL_MODES, "ddp or allreduce")
+        self.require("data_parallel", self.data_parallel in DATA_PARALLEL_MODES, "ddp, fsdp or allreduce")
         self.require("wandb_project", self.wandb_project.strip() != "", "a name")
         if self.wandb != "off" and not module_available("wandb"):
             raise ConfigError(f"{type(self).__name__}.wandb is {self.wandb!r}, but wandb is not installed: "

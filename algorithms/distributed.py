@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import atexit
 import os
+import pickle
 import sys
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 import torch
 import torch.distributed as td
+
+T = TypeVar("T")
 
 
 def is_initialized() -> bool:
@@ -111,6 +114,39 @@ def main_first() -> Iterator[None]:
     yield
     if is_main():
         barrier()
+
+
+def main_result(fn: Callable[[], T]) -> T:
+    """`fn()` run by rank 0 alone, its (picklable) result returned on every rank. An exception there is
+    raised on every rank (on the others as the same class with the same message, or a RuntimeError when
+    the class does not pickle), so no rank waits for a collective that rank 0 will not reach."""
+    if not is_initialized():
+        return fn()
+    result, failure = None, None
+    if is_main():
+        try:
+            result = fn()
+        except Exception as err:  # noqa: BLE001 - raised again below, on every rank
+            failure = err
+    sent = broadcast_object((result, None if failure is None else (_picklable_class(failure), str(failure))))
+    if failure is not None:
+        raise failure
+    if sent[1] is not None:
+        kind, message = sent[1]
+        try:
+            error = kind(message)
+        except Exception:  # noqa: BLE001 - a class that takes other arguments
+            error = RuntimeError(message)
+        raise error
+    return sent[0]
+
+
+def _picklable_class(error: Exception) -> type:
+    try:
+        pickle.dumps(type(error))
+        return type(error)
+    except Exception:  # noqa: BLE001 - e.g. a class defined inside a function
+        return RuntimeError
 
 
 def broadcast_object(value: Any) -> Any:

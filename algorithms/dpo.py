@@ -106,6 +106,8 @@ class DPO(Trainer):
 
     def __init__(self, policy, pairs: Sequence, config: DPOConfig | None = None, ref_policy=None,
                  held_out: Sequence = ()):
+        self.given_reference = ref_policy is not None
+        self.ref_policy = ref_policy  # none given: a frozen copy (`before_data_parallel`)
         super().__init__(policy, config)
         c = self.config
         if self.loss_kind == "ipo":
@@ -114,11 +116,14 @@ class DPO(Trainer):
         if not self.pairs:
             raise ValueError(f"{type(self).__name__}: no preference pairs to train on")
         self.held_out = encode_pairs(policy, list(held_out), c.max_length, f"{type(self).__name__}: held_out")
-        self.given_reference = ref_policy is not None
-        self.ref_policy = ref_policy if ref_policy is not None else policy.frozen_copy()
         self.ref_logps = self.reference_logprobs(self.pairs)  # [N, 2]: (chosen, rejected) summed log-probs
         self.held_out_ref_logps = self.reference_logprobs(self.held_out)
         self.draws = EpochDraws(len(self.pairs), c.seed)
+
+    def before_data_parallel(self) -> None:
+        """The reference, when none was given: a frozen copy of the policy, made before DDP or FSDP wraps it."""
+        if self.ref_policy is None:
+            self.ref_policy = self.policy.frozen_copy()
 
     # ------------------------------------------------------------------ scoring
     def pair_logprobs(self, scorer, pairs: Sequence[EncodedPair]) -> tuple[torch.Tensor, torch.Tensor]:

@@ -2,7 +2,9 @@
 
 A checkpoint stores the reference weights only when they can be found nowhere else: never synced, the
 reference is the model the algorithm was built with (rebuilt the same way to resume); synced at the
-checkpoint's iteration, it equals the stored policy; synced earlier, its weights are stored.
+checkpoint's iteration, it equals the stored policy (a sharded FSDP checkpoint stores no whole policy: the
+reference is copied from the policy once its shards are loaded); synced earlier, its weights are stored.
+Under FSDP the reference is a whole copy on every rank, synced from the gathered policy.
 
 A LoRA policy's reference shares its model: the base (adapter disabled) until the first sync, then a second
 adapter copied from the policy's at each sync (policies/reference_adapter.py). That adapter's weights are
@@ -14,6 +16,8 @@ from typing import Any
 
 import torch
 
+from algorithms import distributed as dist
+from algorithms import fsdp
 from algorithms.checkpoints import CheckpointError
 from policies import reference_adapter as adapter
 
@@ -40,6 +44,15 @@ def reference_logprobs(ref_policy, batch, temperature: float) -> torch.Tensor:
                                          temperature)[0]
 
 
+def check_sharded_resync(ref_policy, data_parallel: str, ref_sync_every: int) -> None:
+    """One ValueError line for the re-sync FSDP cannot do: a LoRA policy's reference adapter would be added
+    to decoder layers already sharded."""
+    if data_parallel == "fsdp" and dist.world_size() > 1 and ref_sync_every > 0 and is_lora(ref_policy):
+        raise ValueError("ref_sync_every > 0 with a LoRA policy is not supported under data_parallel='fsdp' (the "
+                         "reference adapter would be added to layers already sharded); use ref_sync_every=0, full "
+                         "fine-tuning, or data_parallel='ddp'")
+
+
 def has_own_weights(ref_policy) -> bool:
     """False without a reference, or for a LoRA policy's (its frozen base, inside the policy)."""
     return ref_policy is not None and not getattr(ref_policy, "is_lora", False)
@@ -53,7 +66,7 @@ def sync_reference(ref_policy, policy) -> bool:
         return True
     if not has_own_weights(ref_policy):
         return False
-    ref_policy.model.load_state_dict(policy.model.state_dict())
+    ref_policy.model.load_state_dict(fsdp.whole_state_dict(policy.model))  # FSDP: gathered on every rank
     return True
 
 
@@ -91,6 +104,13 @@ def load_reference(ref_policy, state: dict[str, Any], synced_at: int | None) -> 
             adapter.remove_reference_adapter(ref_policy.model)
     elif ref_policy is not None and source == "stored":
         ref_policy.load_state_dict(state["reference"])
-    elif has_own_weights(ref_policy) and source == "policy":
+    elif has_own_weights(ref_policy) and source == "policy" and "policy" in state:  # sharded: `resync_after_load`
         ref_policy.load_state_dict(state["policy"])
     return state.get("ref_synced_at")
+
+
+def resync_after_load(ref_policy, policy, state: dict[str, Any]) -> None:
+    """A sharded checkpoint (FSDP) whose reference equals its policy holds no whole policy to copy from:
+    once the policy's shards are loaded, copy it into the reference (every rank)."""
+    if has_own_weights(ref_policy) and state.get("reference_source") == "policy" and "policy" not in state:
+        sync_reference(ref_policy, policy)

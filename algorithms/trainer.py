@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import time
 from abc import ABC, abstractmethod
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -22,6 +22,7 @@ import torch
 from tqdm.auto import tqdm
 
 from algorithms import distributed as dist
+from algorithms import sharded_checkpoints
 from algorithms import trainer_state
 from algorithms.config import TrainerConfig, checked_config
 from algorithms.data_parallel import GradientAverager
@@ -59,7 +60,8 @@ class Trainer(ABC):
         torch.manual_seed(self.config.seed)
         self.generator = torch.Generator(device=self.device).manual_seed(self.config.seed)
         dist.broadcast_parameters(policy.parameters())  # every rank starts from rank 0's weights
-        self.gradients = GradientAverager(policy, self.config.data_parallel)  # DDP or the all-reduce (>1 process)
+        self.before_data_parallel()  # copies of the policy, while it can still be copied
+        self.gradients = GradientAverager(policy, self.config.data_parallel)  # DDP, FSDP or the all-reduce (>1 process)
         c = self.config
         self.optimizer = torch.optim.AdamW(self.param_groups(), lr=c.learning_rate, betas=c.adam_betas,
                                            weight_decay=c.weight_decay)
@@ -85,6 +87,10 @@ class Trainer(ABC):
     def evaluate(self) -> dict[str, float]:
         """Held-out metrics (logged with an `eval_` prefix); run by rank 0 alone; nothing by default."""
         return {}
+
+    def before_data_parallel(self) -> None:
+        """Hook in __init__ once every rank holds rank 0's weights, before the policy is wrapped (DDP) or
+        sharded (FSDP, whose modules cannot be copied): where copies of the policy (a KL reference) are made."""
 
     def end_iteration(self, metrics: dict[str, Any]) -> None:
         """Hook after `self.iteration` counts the finished iteration, before evaluation, logging and saving."""
@@ -184,11 +190,9 @@ class Trainer(ABC):
         totals = dist.all_reduce_dict(totals)  # each rank held its share of the global loss
         params = self.trainable_parameters()
         self.gradients.finish(params)
+        grad_norm = self.gradients.clip_grad_norm(params, c.max_grad_norm)
         if c.max_grad_norm > 0:
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, c.max_grad_norm))
             totals["grad_norm"] = grad_norm
-        else:
-            grad_norm = float(torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None]))
         totals["loss"] = sum(v for k, v in totals.items() if k != "grad_norm")
         if self._finite_step(totals["loss"], grad_norm):
             self.optimizer.step()
@@ -221,8 +225,8 @@ class Trainer(ABC):
         any); returns the run's metrics rows (on every process)."""
         c = self.config
         run_dir = Path(c.output_dir)
-        if resume:
-            with dist.main_first():  # rank 0 sets corrupt checkpoints aside before the others look
+        if resume:  # rank 0 sets corrupt checkpoints aside before the others look (FSDP: every rank loads at once)
+            with nullcontext() if sharded_checkpoints.is_sharded(self) else dist.main_first():
                 self.resume_from(run_dir)
         if dist.is_main():
             continuing = self.iteration > 0
@@ -271,8 +275,9 @@ class Trainer(ABC):
         return metrics
 
     def _eval_metrics(self) -> dict[str, float]:
-        """`evaluate()`, run once (by rank 0); every rank returns its result, prefixed `eval_`."""
-        result = self.evaluate() if dist.is_main() else {}
+        """`evaluate()`, run once (by rank 0; under FSDP by every rank, since a sharded layer's forward is a
+        collective); every rank returns rank 0's result, prefixed `eval_`."""
+        result = self.evaluate() if dist.is_main() or self.gradients.mode == "fsdp" else {}
         return {f"eval_{k}": v for k, v in dist.broadcast_object(result).items()}
 
     def _log(self, metrics: dict) -> None:
@@ -281,11 +286,13 @@ class Trainer(ABC):
 
     # ------------------------------------------------------------------ checkpoints and the model folder
     def save(self, run_dir: str | Path | None = None) -> Path | None:
-        """Checkpoint all it takes to continue exactly, as `<run_dir or output_dir>/checkpoints/iter-<N>`."""
+        """Checkpoint all it takes to continue exactly, as `<run_dir or output_dir>/checkpoints/iter-<N>`.
+        Under FSDP every rank must call it: each writes its shards (algorithms/sharded_checkpoints.py)."""
         return trainer_state.save_checkpoint(self, run_dir)
 
     def load(self, directory: str | Path) -> None:
-        """Restore a checkpoint folder of `save`; a bad one is a one-line CheckpointError (it never runs code)."""
+        """Restore a checkpoint folder of `save`; a bad one is a one-line CheckpointError (it never runs code).
+        Under FSDP every rank must call it, with as many ranks as wrote it."""
         trainer_state.load_checkpoint(self, directory)
 
     def resume_from(self, run_dir: str | Path) -> Path | None:
@@ -295,8 +302,11 @@ class Trainer(ABC):
     def save_model(self, directory: str | Path | None = None) -> Path | None:
         """Write the policy as a Hugging Face model folder (default `<output_dir>/model`; see
         `HFPolicy.save`) with `generation_settings()`; a LoRA policy is saved merged, with its adapter in
-        `model/adapter`. Written aside and renamed into place. Returns the folder (None off rank 0)."""
+        `model/adapter`. Written aside and renamed into place. Returns the folder (None off rank 0).
+        Under FSDP every rank must call it: the shards are gathered on rank 0, which writes."""
+        final = Path(directory) if directory is not None else Path(self.config.output_dir) / "model"
+        if sharded_checkpoints.is_sharded(self):
+            return trainer_state.write_sharded_model_folder(self.policy, final, self.generation_settings())
         if not dist.is_main():
             return None
-        final = Path(directory) if directory is not None else Path(self.config.output_dir) / "model"
         return trainer_state.write_model_folder(self.policy, final, self.generation_settings())

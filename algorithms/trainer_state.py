@@ -16,11 +16,13 @@ import torch
 
 from algorithms import checkpoints as ckpt
 from algorithms import distributed as dist
+from algorithms import sharded_checkpoints as sharded
 from algorithms.atomic_io import remove_tree
 from algorithms.guards import warn
 from algorithms.run_logger import DISCARDED
 
 REQUIRED = ("iteration", "policy", "optimizer", "scheduler", "rng")  # what every state.pt holds
+REQUIRED_SHARDED = ("iteration", "scheduler", "rng", "rank_rng")  # ... under FSDP (weights in sharded/)
 
 
 class CheckpointFile(NamedTuple):
@@ -32,7 +34,14 @@ class CheckpointFile(NamedTuple):
 
 
 def core_state(trainer) -> dict[str, Any]:
-    """What every trainer's state.pt holds: iteration, weights, optimizer, scheduler, RNG states, guards."""
+    """What every trainer's state.pt holds: iteration, weights, optimizer, scheduler, RNG states, guards.
+    Under FSDP the weights and optimizer go to the sharded folder instead, and every rank's RNG states
+    and the world size are added (algorithms/sharded_checkpoints.py; every rank must call it then)."""
+    if sharded.is_sharded(trainer):
+        rng = rng_state(trainer)
+        return {"iteration": trainer.iteration, "scheduler": trainer.scheduler.state_dict(),
+                "extra": trainer.extra_state(), "nonfinite_streak": trainer._nonfinite_streak, "rng": rng,
+                **sharded.state_entries(rng)}
     return {
         "iteration": trainer.iteration,
         "policy": trainer.policy.state_dict(),
@@ -40,31 +49,44 @@ def core_state(trainer) -> dict[str, Any]:
         "scheduler": trainer.scheduler.state_dict(),
         "extra": trainer.extra_state(),
         "nonfinite_streak": trainer._nonfinite_streak,
-        "rng": {"numpy_algorithm": trainer.rng.bit_generator.state, "python": random.getstate(),
-                "torch": torch.get_rng_state(), "generator": trainer.generator.get_state(),
-                "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
+        "rng": rng_state(trainer),
     }
 
 
+def rng_state(trainer) -> dict[str, Any]:
+    """This process's random states: the trainer's generators, numpy's, Python's, torch's (and CUDA's)."""
+    return {"numpy_algorithm": trainer.rng.bit_generator.state, "python": random.getstate(),
+            "torch": torch.get_rng_state(), "generator": trainer.generator.get_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+
+
 def load_core_state(trainer, state: dict[str, Any]) -> None:
-    """Counterpart of `core_state`."""
-    trainer.policy.load_state_dict(state["policy"])
-    trainer.optimizer.load_state_dict(state["optimizer"])
+    """Counterpart of `core_state` (a sharded checkpoint: every rank loads its shards and its RNG states)."""
+    if sharded.SHARDED in state:
+        sharded.load_shards(trainer, Path(state[sharded.SHARDED]["path"]))
+        rng = sharded.rank_rng(state)
+    else:
+        trainer.policy.load_state_dict(state["policy"])
+        trainer.optimizer.load_state_dict(state["optimizer"])
+        rng = state["rng"]
     trainer.scheduler.load_state_dict(state["scheduler"])
     trainer.load_extra_state(state.get("extra", {}))
-    trainer.rng.bit_generator.state = state["rng"]["numpy_algorithm"]
-    random.setstate(state["rng"]["python"])
-    torch.set_rng_state(state["rng"]["torch"])
-    trainer.generator.set_state(state["rng"]["generator"])
-    if state["rng"]["cuda"] is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["rng"]["cuda"])
+    trainer.rng.bit_generator.state = rng["numpy_algorithm"]
+    random.setstate(rng["python"])
+    torch.set_rng_state(rng["torch"])
+    trainer.generator.set_state(rng["generator"])
+    if rng["cuda"] is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(rng["cuda"])
     trainer.iteration = int(state["iteration"])
     trainer._nonfinite_streak = int(state.get("nonfinite_streak", 0))
 
 
 def save_checkpoint(trainer, run_dir: str | Path | None = None) -> Path | None:
     """Write `<run_dir>/checkpoints/iter-<N>` (state.pt and the trainer's other files), keeping the
-    newest `keep_checkpoints`. Returns the folder (None on non-main processes)."""
+    newest `keep_checkpoints`. Returns the folder (None on non-main processes). Under FSDP every rank
+    must call it, every rank writes its shards, and every rank gets the folder."""
+    if sharded.is_sharded(trainer):
+        return sharded.save(trainer, run_dir if run_dir is not None else trainer.config.output_dir)
     if not dist.is_main():
         return None
     state = trainer.state_dict()
@@ -79,7 +101,10 @@ def read_checkpoint(trainer, directory: Path) -> dict[str, Any]:
     the trainer's other files that is present, under its name."""
     ckpt.verify(directory)
     state = ckpt.load_state(directory / "state.pt")
-    missing = [k for k in REQUIRED if k not in state]
+    if sharded.SHARDED in state or sharded.is_sharded(trainer):  # shards fit only an FSDP run of their size
+        sharded.check_fits(directory, state, sharded.is_sharded(trainer))
+        state[sharded.SHARDED] = {**state[sharded.SHARDED], "path": str(directory / sharded.SHARDED)}
+    missing = [k for k in (REQUIRED_SHARDED if sharded.SHARDED in state else REQUIRED) if k not in state]
     if missing:
         raise ckpt.CorruptCheckpointError(f"{directory / 'state.pt'}: not a checkpoint (no {', '.join(missing)})")
     for name, file in trainer.checkpoint_files().items():
@@ -112,7 +137,10 @@ def load_checkpoint(trainer, directory: str | Path) -> None:
 
 def resume_checkpoint(trainer, run_dir: str | Path) -> Path | None:
     """Load the newest checkpoint of `run_dir` that verifies, saying which; corrupt ones are skipped
-    with a warning (and renamed `corrupt-*`). Returns its folder, or None when there is none."""
+    with a warning (and renamed `corrupt-*`). Returns its folder, or None when there is none. Under FSDP
+    every rank must call it (see `_resume_sharded`)."""
+    if sharded.is_sharded(trainer):
+        return _resume_sharded(trainer, run_dir)
     for candidate in ckpt.resume_candidates(run_dir):
         try:
             state = read_checkpoint(trainer, candidate.path)
@@ -125,6 +153,31 @@ def resume_checkpoint(trainer, run_dir: str | Path) -> Path | None:
         print(f"resuming from {candidate.path} (iteration {trainer.iteration})", flush=True)
         return candidate.path
     return None
+
+
+def _resume_sharded(trainer, run_dir: str | Path) -> Path | None:
+    """`resume_checkpoint` under FSDP: rank 0 picks the newest checkpoint that verifies (setting corrupt
+    ones aside), then every rank reads it and loads its own shards and RNG states."""
+    picked: dict[str, Any] = {}
+
+    def pick() -> str | None:
+        for candidate in ckpt.resume_candidates(run_dir):
+            try:
+                picked["state"] = read_checkpoint(trainer, candidate.path)
+            except ckpt.CorruptCheckpointError as err:
+                warn(f"skipping a checkpoint that does not verify: {err}")
+                ckpt.set_aside_corrupt(candidate)
+                continue
+            return str(candidate.path)
+        return None
+
+    found = dist.main_result(pick)  # a checkpoint that does not fit (e.g. another world size) stops every rank
+    if found is None:
+        return None
+    path = Path(found)
+    apply_checkpoint(trainer, path, picked["state"] if dist.is_main() else read_checkpoint(trainer, path))
+    print(f"resuming from {path} (iteration {trainer.iteration})", flush=True)
+    return path
 
 
 def start_over(run_dir: Path, resume: bool) -> None:
@@ -149,3 +202,14 @@ def write_model_folder(policy, final: Path, generation: dict | None) -> Path:
         remove_tree(final)
     tmp.rename(final)
     return final
+
+
+def write_sharded_model_folder(policy, final: Path, generation: dict | None) -> Path | None:
+    """`write_model_folder` under FSDP, called on every rank: the shards are gathered on rank 0's CPU,
+    which writes the folder from an unsharded copy of the policy (policies/unsharded.py). Returns the
+    folder (None off rank 0)."""
+    from policies.unsharded import unsharded_copy
+
+    state = sharded.gathered_state(policy.model)
+    folder = dist.main_result(lambda: write_model_folder(unsharded_copy(policy, state), final, generation))
+    return folder if dist.is_main() else None

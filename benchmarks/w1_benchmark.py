@@ -11,6 +11,33 @@ one optimizer step per batch.
 
 Reports median seconds per step after warm-up, completion tokens/s, seconds per phase and peak GPU
 memory; with --sampling-batches, sampling alone against `model.generate` at those batch sizes.
+
+W1 on 1 vs 2 GPUs (weak scaling: every rank takes its own 16 prompts x 8 samples per step, the GSM8K
+questions offset by rank, so 2 GPUs train on 32 prompts a step; one optimizer step over all of them).
+Under torchrun the process group is joined by `algorithms.distributed.init_from_env`, TRL and the
+sampling comparison are skipped, and rank 0 alone prints and writes --out, with
+`aggregate_completion_tok_per_s` (the sum over ranks of completion tokens per step, divided by the
+median step time, a step taking as long as its slowest rank) and each rank's step times and peak memory
+under `per_rank`. Compare the 1- and 2-GPU runs by `aggregate_completion_tok_per_s` (a 1-GPU run
+reports it too):
+
+    torchrun --nproc_per_node 1 benchmarks/w1_benchmark.py --gsm8k PATH --steps 8 --out w1_1gpu.json
+    torchrun --nproc_per_node 2 benchmarks/w1_benchmark.py --gsm8k PATH --steps 8 --data-parallel ddp \
+        --out w1_2gpu_ddp.json
+    torchrun --nproc_per_node 2 benchmarks/w1_benchmark.py --gsm8k PATH --steps 8 --data-parallel fsdp \
+        --out w1_2gpu_fsdp.json
+
+LoRA against full fine-tuning on one GPU (`--lora-r R`: `LoraSettings(r=R, alpha=2R)` on every attention
+and MLP projection, the KL reference then the base with the adapter off; 0, the default, is full
+fine-tuning). Everything else is W1, the learning rate included, so the rewards of the two runs are not
+a comparison of methods; compare `peak_mem_gb` and `completion_tok_per_s`:
+
+    python benchmarks/w1_benchmark.py --gsm8k PATH --steps 8 --out w1_full.json
+    python benchmarks/w1_benchmark.py --gsm8k PATH --steps 8 --lora-r 16 --out w1_lora16.json
+
+A smoke run on the CPU (a few prompts, short completions, the plain decode loop; the figures use the
+defaults): `--prompts 2 --group 2 --max-new 16 --steps 2 --warmup 1 --no-fast`, alone or under
+`torchrun --nproc_per_node 2` (gloo).
 """
 from __future__ import annotations
 
@@ -28,54 +55,103 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from algorithms import GRPO, GRPOConfig  # noqa: E402
+from algorithms import distributed as dist  # noqa: E402
 from episodes.rollout import rollout  # noqa: E402
 from envs import make  # noqa: E402
-from policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
+from policies import EMBEDDED_MODEL, HFPolicy, LoraSettings  # noqa: E402
 
 SYSTEM_PROMPT = "Solve the math word problem step by step. End with '#### <number>'."
 PROMPTS, GROUP, MAX_NEW = 16, 8, 256
 
 
 class InOrderGRPO(GRPO):
-    """GRPO that takes GSM8K questions in file order, as the TRL baseline does."""
+    """GRPO that takes GSM8K questions in file order, as the TRL baseline does; under torchrun each rank
+    takes the next `prompts_per_rank` of them after the ranks before it."""
 
     def collect(self):
-        first = self.iteration * self.config.prompts_per_iteration
-        starts = [{"options": {"index": first + i}} for i in range(self.config.prompts_per_iteration)]
-        return rollout(self.env, self.policy, starts, self.config.samples_per_prompt, self.sampling_settings(),
-                       self.generator, first_group_id=first)
+        share = self.prompts_per_rank
+        first = (self.iteration * dist.world_size() + dist.rank()) * share
+        starts = [{"options": {"index": first + i}} for i in range(share)]
+        trajectories = rollout(self.env, self.policy, starts, self.config.samples_per_prompt,
+                               self.sampling_settings(), self.generator, first_group_id=first)
+        self.rank_tokens = sum(t.num_generated_tokens for t in trajectories)  # this rank's completion tokens
+        return trajectories
 
 
-def run_toolkit(gsm8k: str, steps: int, warmup: int, micro_batch: int, fast: bool) -> dict:
-    torch.cuda.reset_peak_memory_stats()
-    policy = HFPolicy(EMBEDDED_MODEL, system_prompt=SYSTEM_PROMPT, fast_decode=fast)
-    env = make("GSM8K-v0", data_path=gsm8k, instruction="")
-    config = GRPOConfig(train_iterations=steps, prompts_per_iteration=PROMPTS, samples_per_prompt=GROUP,
-                        max_new_tokens=MAX_NEW, temperature=1.0, kl_coeff=0.04, learning_rate=1e-6,
-                        micro_batch_size=micro_batch, eval_at_start=False, output_dir="/tmp/w1_toolkit",
-                        progress=False, save_every=10**9, max_grad_norm=1.0)
-    algo = InOrderGRPO(policy, env, config)
-    rows = []
-    for _ in range(steps):
+def synchronize() -> None:
+    if torch.cuda.is_available():
         torch.cuda.synchronize()
+
+
+def device_name() -> str:
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+
+
+def peak_memory_gb() -> float | None:
+    return torch.cuda.max_memory_allocated() / 1e9 if torch.cuda.is_available() else None
+
+
+def build(gsm8k: str, steps: int, micro_batch: int, fast: bool, lora_r: int, data_parallel: str,
+          prompts: int, group: int, max_new: int) -> InOrderGRPO:
+    """W1's algorithm: `prompts` x `group` episodes per rank and step."""
+    lora = LoraSettings(r=lora_r, alpha=2 * lora_r) if lora_r else None
+    policy = HFPolicy(EMBEDDED_MODEL, system_prompt=SYSTEM_PROMPT, fast_decode=fast, lora=lora)
+    env = make("GSM8K-v0", data_path=gsm8k, instruction="")
+    config = GRPOConfig(train_iterations=steps, prompts_per_iteration=prompts * dist.world_size(),
+                        samples_per_prompt=group, max_new_tokens=max_new, temperature=1.0, kl_coeff=0.04,
+                        learning_rate=1e-6, micro_batch_size=micro_batch, eval_at_start=False,
+                        output_dir="/tmp/w1_toolkit", progress=False, save_every=10**9, max_grad_norm=1.0,
+                        data_parallel=data_parallel)
+    return InOrderGRPO(policy, env, config)
+
+
+def run_toolkit(gsm8k: str, steps: int, warmup: int, micro_batch: int, fast: bool, lora_r: int = 0,
+                data_parallel: str = "ddp", prompts: int = PROMPTS, group: int = GROUP, max_new: int = MAX_NEW) -> dict:
+    """W1's steps on this process (every rank under torchrun); the report, the same on every rank."""
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
+    algo = build(gsm8k, steps, micro_batch, fast, lora_r, data_parallel, prompts, group, max_new)
+    rows, rank_tokens = [], []
+    for _ in range(steps):
+        synchronize()
         t0 = time.perf_counter()
         m = algo.train_iteration()
-        torch.cuda.synchronize()
+        synchronize()
         m["step_s"] = time.perf_counter() - t0
         algo.iteration += 1
         rows.append(m)
+        rank_tokens.append(algo.rank_tokens)
     steady = rows[warmup:]
-    tokens = [r["completion_length"] * PROMPTS * GROUP for r in steady]
-    return {
-        "anchor": "toolkit.GRPO", "fast_decode": fast, "device": torch.cuda.get_device_name(),
+    tokens = [r["completion_length"] * prompts * group * dist.world_size() for r in steady]
+    report = {
+        "anchor": "toolkit.GRPO", "fast_decode": fast, "device": device_name(),
         "step_s": [r["step_s"] for r in rows], "median_step_s": statistics.median(r["step_s"] for r in steady),
         "completion_tok_per_s": sum(tokens) / sum(r["step_s"] for r in steady),
         "phases_median_s": {k: statistics.median(r[k] for r in steady)
                             for k in ("time_sample", "time_prepare", "time_update")},
         "mean_completion_len": [r["completion_length"] for r in rows],
         "reward": [r["reward_mean"] for r in rows],
-        "peak_mem_gb": torch.cuda.max_memory_allocated() / 1e9,
+        "peak_mem_gb": peak_memory_gb(),
     }
+    report.update(scaling_report([r["step_s"] for r in rows], rank_tokens, warmup))
+    report.update({"lora_r": lora_r, "data_parallel": algo.gradients.mode,
+                   "prompts_per_rank": prompts, "samples_per_prompt": group})
+    return report
+
+
+def scaling_report(step_s: list[float], rank_tokens: list[int], warmup: int) -> dict:
+    """Every rank's step times, completion tokens and peak memory (gathered), and the aggregate completion
+    tokens/s: the sum over ranks of their mean completion tokens per steady step, divided by the median
+    over steady steps of the slowest rank's step time."""
+    ranks = dist.gather_lists([{"rank": dist.rank(), "device": device_name(), "step_s": step_s,
+                                "completion_tokens": rank_tokens, "peak_mem_gb": peak_memory_gb()}])
+    for r in ranks:
+        r["median_step_s"] = statistics.median(r["step_s"][warmup:])
+        r["completion_tok_per_s"] = sum(r["completion_tokens"][warmup:]) / sum(r["step_s"][warmup:])
+    slowest = [max(r["step_s"][i] for r in ranks) for i in range(warmup, len(step_s))]
+    per_step = sum(statistics.mean(r["completion_tokens"][warmup:]) for r in ranks)
+    return {"world_size": len(ranks), "per_rank": ranks,
+            "aggregate_completion_tok_per_s": per_step / statistics.median(slowest)}
 
 
 def run_sampling(gsm8k: str, batches: list[int]) -> list[dict]:
@@ -138,6 +214,13 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--micro-batch", type=int, default=32, help="trajectories per forward/backward")
     parser.add_argument("--no-fast", action="store_true", help="use the plain decode loop")
+    parser.add_argument("--lora-r", type=int, default=0, help="LoRA rank (alpha 2r) on every projection; 0: full "
+                                                              "fine-tuning")
+    parser.add_argument("--data-parallel", choices=("ddp", "fsdp"), default="ddp",
+                        help="how torchrun ranks average gradients (TrainerConfig.data_parallel)")
+    parser.add_argument("--prompts", type=int, default=PROMPTS, help="prompts per step and rank (W1: 16)")
+    parser.add_argument("--group", type=int, default=GROUP, help="samples per prompt (W1: 8)")
+    parser.add_argument("--max-new", type=int, default=MAX_NEW, help="new tokens at most (W1: 256)")
     parser.add_argument("--skip-toolkit", action="store_true")
     parser.add_argument("--trl-script", default=None)
     parser.add_argument("--trl-modes", nargs="*", default=["static"])
@@ -145,17 +228,25 @@ def main() -> None:
     parser.add_argument("--sampling-batches", type=int, nargs="*", default=[])
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    results: dict = {"workload": "W1", "date": time.strftime("%Y-%m-%d"), "gpu": torch.cuda.get_device_name()}
+    if args.lora_r < 0 or args.warmup < 0 or args.steps <= args.warmup:
+        parser.error("--lora-r must be >= 0 and --steps greater than --warmup (>= 0)")
+    dist.init_from_env()  # under torchrun: join the process group; rank 0 alone prints
+    several = dist.world_size() > 1
+    results: dict = {"workload": "W1", "date": time.strftime("%Y-%m-%d"), "gpu": device_name()}
     if not args.skip_toolkit:
-        results["toolkit"] = run_toolkit(args.gsm8k, args.steps, args.warmup, args.micro_batch, not args.no_fast)
+        results["toolkit"] = run_toolkit(args.gsm8k, args.steps, args.warmup, args.micro_batch, not args.no_fast,
+                                         args.lora_r, args.data_parallel, args.prompts, args.group, args.max_new)
         print("TOOLKIT", json.dumps(results["toolkit"]), flush=True)
-    if args.sampling_batches:
+    if several and (args.sampling_batches or args.trl_script):
+        print("note: under torchrun the sampling comparison and TRL are skipped (one-GPU figures)", flush=True)
+    elif args.sampling_batches:
         results["sampling"] = run_sampling(args.gsm8k, args.sampling_batches)
-    for mode in args.trl_modes if args.trl_script else []:
+    for mode in args.trl_modes if args.trl_script and not several else []:
         torch.cuda.empty_cache()
         results.setdefault("trl", []).append(run_trl(args.trl_script, mode, args.steps, args.gsm8k, args.gguf))
         print("TRL", json.dumps(results["trl"][-1])[:3000], flush=True)
-    Path(args.out).write_text(json.dumps(results, indent=2))
+    if dist.is_main():
+        Path(args.out).write_text(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import copy
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable, ContextManager
 
 import torch
 
@@ -134,8 +136,9 @@ class HFPolicy(Policy):
         self.model.eval()
         use_cache = getattr(self.model.config, "use_cache", True)
         self.model.config.use_cache = True
+        weights = getattr(self, "_sampling_weights", None)
         try:
-            with self.autocast():
+            with self.autocast(), (weights() if weights is not None else nullcontext()):
                 if self.fast_decoder is not None:
                     flat = self.fast_decoder.generate(self.tokenizer, expanded, max_new_tokens, temperature, top_p,
                                                       stop, generator, on_tokens=self.on_tokens)
@@ -174,6 +177,10 @@ class HFPolicy(Policy):
         gradient hooks fire); passes without gradients (sampling, references, evaluation) stay direct."""
         self._parallel_backbone = wrapper
 
+    def use_sampling_weights(self, context: Callable[[], ContextManager] | None) -> None:
+        """Sample inside `context()` (FSDP: the sharded layers gathered whole for the whole decode)."""
+        self._sampling_weights = context
+
     def training_backbone(self) -> torch.nn.Module:
         """The backbone to call for a forward pass: the data-parallel wrapper when set and gradients are on."""
         wrapper = getattr(self, "_parallel_backbone", None)
@@ -210,6 +217,7 @@ class HFPolicy(Policy):
         ref = copy.copy(self)
         ref.fast_decoder = None  # the policy's decoder computes with the policy's weights, not the copy's
         ref._parallel_backbone = None  # the reference never trains
+        ref._sampling_weights = None  # ... nor samples
         if self.is_lora:
             ref.model = self.model  # callers use `reference_context()` to disable the adapters
         else:

@@ -1,6 +1,8 @@
 """Worker for tests/test_distributed.py and tests/test_ddp.py: one rank of a 2-process gloo group running one
 GRPO step per case (a case: its name, `TrainerConfig.data_parallel`, and the variant: "full" fine-tuning,
-"lora", or "untied": full fine-tuning with an lm-head of its own, outside the backbone DDP wraps)."""
+"lora", "untied": full fine-tuning with an lm-head of its own, outside the backbone DDP wraps, or "kl": full
+fine-tuning with a KL term, so a frozen copy of the policy as the reference). FSDP cases
+(tests/test_fsdp.py) also record which parameters are sharded and greedy samples from the sharded model."""
 import os
 import sys
 from pathlib import Path
@@ -24,7 +26,7 @@ def fixed_trajectories():
     return trajs
 
 
-def build_algorithm(output_dir: str, data_parallel: str = "allreduce", variant: str = "full"):
+def build_algorithm(output_dir: str, data_parallel: str = "allreduce", variant: str = "full", **settings):
     from algorithms import GRPO, GRPOConfig
     from envs import make
     from policies import HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
@@ -42,8 +44,9 @@ def build_algorithm(output_dir: str, data_parallel: str = "allreduce", variant: 
             for name, p in policy.model.named_parameters():
                 if "lora_B" in name:
                     p.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(2)) * 0.1)
-    config = GRPOConfig(kl_coeff=0.0, learning_rate=1e-2, micro_batch_size=2, output_dir=output_dir, progress=False,
-                        samples_per_prompt=4, prompts_per_iteration=2, data_parallel=data_parallel)
+    settings.setdefault("kl_coeff", 0.5 if variant == "kl" else 0.0)
+    config = GRPOConfig(learning_rate=1e-2, micro_batch_size=2, output_dir=output_dir, progress=False,
+                        samples_per_prompt=4, prompts_per_iteration=2, data_parallel=data_parallel, **settings)
     return GRPO(policy, make("ToyDigits-v0"), config)
 
 
@@ -53,7 +56,26 @@ def one_step(trajectories, output_dir: str, data_parallel: str = "allreduce", va
         on_build(algo)
     algo.prepare(trajectories)
     algo.update_step(trajectories)
-    return {n: p.detach().clone() for n, p in algo.policy.model.named_parameters() if p.requires_grad}
+    return {n: whole(p) for n, p in algo.policy.model.named_parameters() if p.requires_grad}
+
+
+def whole(p: torch.Tensor) -> torch.Tensor:
+    """A parameter's full value (an FSDP shard gathered: a collective every rank runs)."""
+    from torch.distributed.tensor import DTensor
+
+    return (p.full_tensor() if isinstance(p, DTensor) else p).detach().clone()
+
+
+SAMPLE_PROMPTS = ["12+3=", "7*8="]
+
+
+def record_sharding(algo, found: dict) -> None:
+    """Which parameters FSDP sharded, and greedy samples from the sharded model (every rank samples)."""
+    from torch.distributed.tensor import DTensor
+
+    assert algo.gradients.mode == "fsdp", algo.gradients.mode
+    found["sharded"] = [n for n, p in algo.policy.model.named_parameters() if isinstance(p, DTensor)]
+    found["samples"] = algo.policy.generate_text(SAMPLE_PROMPTS, max_new_tokens=6)
 
 
 def count_synced_backwards(algo, counts: list[int]) -> None:
@@ -78,9 +100,11 @@ def run(rank: int, world: int, port: int, out_dir: str, cases=CASES) -> None:
     mine = [t for t in fixed_trajectories() if t.group_id == rank]  # each rank holds whole groups
     for name, data_parallel, variant in cases:
         counts: list[int] = []
-        hook = (lambda algo: count_synced_backwards(algo, counts)) if data_parallel == "ddp" else None
+        found: dict = {}
+        hook = {"ddp": lambda algo: count_synced_backwards(algo, counts),
+                "fsdp": lambda algo: record_sharding(algo, found)}.get(data_parallel)
         params = one_step(mine, str(Path(out_dir) / name), data_parallel, variant, hook)
         prefix = "" if name == "allreduce" else f"{name}_"
-        torch.save({"params": params, "synced_backwards": sum(counts)} if hook else params,
+        torch.save({"params": params, "synced_backwards": sum(counts), **found} if hook else params,
                    Path(out_dir) / f"{prefix}rank{rank}.pt")
     td.destroy_process_group()

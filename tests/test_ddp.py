@@ -38,5 +38,5 @@ def test_ddp_two_ranks_match_one_process(two_ranks, tmp_path, name, variant):
 
 
 def test_data_parallel_bad_value_is_one_line():
-    with pytest.raises(ConfigError, match=r"^GRPOConfig\.data_parallel must be ddp or allreduce, got 'fsdp'$"):
-        GRPOConfig(data_parallel="fsdp")
+    with pytest.raises(ConfigError, match=r"^GRPOConfig\.data_parallel must be ddp, fsdp or allreduce, got 'zero'$"):
+        GRPOConfig(data_parallel="zero")

@@ -1,0 +1,50 @@
+"""FSDP2 as the data-parallel path (TrainerConfig.data_parallel="fsdp"): two CPU processes (gloo) taking one
+GRPO step on half the groups each end with the parameters of one process on all of them (full fine-tuning
+with the tied head, LoRA, and with a KL reference: a frozen copy made before sharding), the decoder layers
+are sharded while the tied embedding/head stays whole, and sampling on the sharded model equals sampling on
+the whole one."""
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from tests.distributed_worker import SAMPLE_PROMPTS, build_algorithm, fixed_trajectories, one_step, run
+from tests.test_distributed import free_port
+
+CASES = (("fsdp_full", "fsdp", "full"), ("fsdp_lora", "fsdp", "lora"), ("fsdp_kl", "fsdp", "kl"))
+
+
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory):
+    out = tmp_path_factory.mktemp("fsdp")
+    mp.spawn(run, args=(2, free_port(), str(out), CASES), nprocs=2, join=True)
+    return out
+
+
+@pytest.mark.parametrize("name,variant", [(name, variant) for name, _, variant in CASES])
+def test_fsdp_two_ranks_match_one_process(two_ranks, tmp_path, name, variant):
+    rank0, rank1 = (torch.load(two_ranks / f"{name}_rank{r}.pt") for r in (0, 1))
+    single = one_step(fixed_trajectories(), str(tmp_path / "single"), "fsdp", variant)  # one process: no FSDP
+    assert single and set(single) == set(rank0["params"])
+    start_policy = build_algorithm(str(tmp_path / "start"), "fsdp", variant).policy
+    start = dict(start_policy.model.named_parameters())
+    assert sum(not torch.equal(start[n], v) for n, v in single.items()) > len(single) // 2  # the step moved them
+    for n, value in single.items():
+        assert torch.equal(rank0["params"][n], rank1["params"][n]), n  # gathered: both ranks hold the same
+        assert torch.allclose(rank0["params"][n], value, atol=1e-6, rtol=1e-5), n  # same step as one process
+    outside = [n for n in rank0["sharded"] if "layers." not in n]
+    assert rank0["sharded"] and len(outside) == 1 and outside[0].endswith("model.norm.weight")  # layers, final norm
+    assert not any("embed_tokens" in n for n in rank0["sharded"])  # ... the tied embedding/head is not
+    whole_samples = start_policy.generate_text(SAMPLE_PROMPTS, max_new_tokens=6)
+    assert rank0["samples"] == rank1["samples"] == whole_samples  # sampling on the sharded model: whole weights
+
+
+def test_a_lora_reference_resync_under_fsdp_is_refused_in_one_line(tmp_path, monkeypatch):
+    from algorithms import distributed as dist
+
+    monkeypatch.setattr(dist, "world_size", lambda: 2)  # what the check sees on 2 ranks (nothing sharded here)
+    with pytest.raises(ValueError, match=r"^ref_sync_every > 0 with a LoRA policy is not supported under "
+                                         r"data_parallel='fsdp' \(the reference adapter would be added to layers "
+                                         r"already sharded\); use ref_sync_every=0, full fine-tuning, or "
+                                         r"data_parallel='ddp'$"):
+        build_algorithm(str(tmp_path), "fsdp", "lora", kl_coeff=0.1, ref_sync_every=1)
+    build_algorithm(str(tmp_path), "ddp", "lora", kl_coeff=0.1, ref_sync_every=1)  # DDP re-syncs the adapter
