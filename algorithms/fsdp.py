@@ -98,3 +98,13 @@ def clip_grad_norm(parameters: Sequence[torch.Tensor], max_norm: float) -> float
         for g in grads:
             g.mul_(coef)
     return norm
+
+
+def optimizer_foreach(groups: Sequence[dict]) -> bool | None:
+    """AdamW's `foreach` for these parameter groups: False where they mix DTensor shards and whole tensors
+    (FSDP here keeps the embedding whole), since torch's multi-tensor kernels refuse the mix ("got mixed
+    torch.Tensor and DTensor"; the default picks them on CUDA); None, torch's default, otherwise."""
+    params = [p for group in groups for p in group["params"]]
+    kinds = {is_sharded(p) for p in params}
+    return False if len(kinds) > 1 else None
+

@@ -22,6 +22,7 @@ import torch
 from tqdm.auto import tqdm
 
 from algorithms import distributed as dist
+from algorithms import fsdp
 from algorithms import sharded_checkpoints
 from algorithms import trainer_state
 from algorithms.config import TrainerConfig, checked_config
@@ -63,8 +64,9 @@ class Trainer(ABC):
         self.before_data_parallel()  # copies of the policy, while it can still be copied
         self.gradients = GradientAverager(policy, self.config.data_parallel)  # DDP, FSDP or the all-reduce (>1 process)
         c = self.config
-        self.optimizer = torch.optim.AdamW(self.param_groups(), lr=c.learning_rate, betas=c.adam_betas,
-                                           weight_decay=c.weight_decay)
+        groups = [{**group, "params": list(group["params"])} for group in self.param_groups()]
+        self.optimizer = torch.optim.AdamW(groups, lr=c.learning_rate, betas=c.adam_betas,
+                                           weight_decay=c.weight_decay, foreach=fsdp.optimizer_foreach(groups))
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda step: min(1.0, (step + 1) / c.warmup_iterations) if c.warmup_iterations else 1.0)
         self.logger: RunLogger | None = None

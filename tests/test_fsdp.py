@@ -48,3 +48,44 @@ def test_a_lora_reference_resync_under_fsdp_is_refused_in_one_line(tmp_path, mon
                                          r"data_parallel='ddp'$"):
         build_algorithm(str(tmp_path), "fsdp", "lora", kl_coeff=0.1, ref_sync_every=1)
     build_algorithm(str(tmp_path), "ddp", "lora", kl_coeff=0.1, ref_sync_every=1)  # DDP re-syncs the adapter
+
+
+FOREACH_WORKER = """
+import os, sys, torch, torch.distributed as dist
+sys.path.insert(0, {root!r})
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT={port!r})
+dist.init_process_group("gloo", rank=0, world_size=1)
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+from algorithms.fsdp import optimizer_foreach
+model = torch.nn.Sequential(torch.nn.Embedding(10, 4), torch.nn.Linear(4, 4))
+fully_shard(model[1], mesh=init_device_mesh("cpu", (1,)))  # a shard beside a whole embedding, as FSDP here
+for foreach in (True, optimizer_foreach([{{"params": list(model.parameters())}}])):
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=foreach)
+    model(torch.tensor([1, 2])).sum().backward()
+    try:
+        optimizer.step()
+        print("foreach", foreach, "ok")
+    except RuntimeError as err:
+        print("foreach", foreach, "mixed" if "mixed" in str(err) else str(err))
+dist.destroy_process_group()
+"""
+
+
+def test_adamw_never_runs_multi_tensor_kernels_over_mixed_shards_and_whole_tensors(tmp_path):
+    """On CUDA torch's AdamW defaults to foreach, which refuses FSDP shards beside the whole embedding (the
+    first H100 run of W1 under fsdp failed so); `optimizer_foreach` turns it off there (CPU shows the same)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "foreach.py"
+    script.write_text(FOREACH_WORKER.format(root=str(Path(__file__).resolve().parents[1]), port=str(free_port())))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.stdout.splitlines() == ["foreach True mixed", "foreach False ok"], done.stderr[-2000:]
+
+
+def test_optimizer_foreach_is_torchs_default_without_shards():
+    from algorithms.fsdp import optimizer_foreach
+
+    assert optimizer_foreach([{"params": [torch.nn.Parameter(torch.zeros(2))]}]) is None
