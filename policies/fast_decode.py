@@ -89,6 +89,17 @@ class FastDecoder:
             cache_bytes = torch.cuda.get_device_properties(self.device).total_memory // 4
         self.cache_bytes = cache_bytes
         self._buckets: OrderedDict[tuple[int, int], _Buffers] = OrderedDict()  # least recently used first
+        self._captured_with: tuple[int, ...] = ()  # the weights' addresses the captured graphs read
+
+    def _forget_moved_weights(self) -> None:
+        """Drop every captured graph if any weight now lives at another address than at capture: a graph
+        replays fixed addresses, and FSDP2 frees and re-allocates the whole weights at each gather (so does
+        `load_state_dict(assign=True)` or `.to()`); an in-place update keeps them and the graphs."""
+        addresses = tuple(p.data_ptr() for p in self.model.parameters())
+        if addresses != self._captured_with:
+            for buf in self._buckets.values():
+                buf.graph, buf.logits = None, None
+            self._captured_with = addresses
 
     # ------------------------------------------------------------------ the model, written for a static cache
     def _autocast(self):
@@ -188,6 +199,7 @@ class FastDecoder:
                 out += self.generate(tokenizer, prompts[part], max_new_tokens, temperature, top_p, stops[part], noise,
                                      on_tokens)
             return out
+        self._forget_moved_weights()
         eos = torch.tensor(_eos_ids(tokenizer, self.model), device=self.device)
         pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else int(eos[0])
         n, P = len(prompts), max(len(p) for p in prompts)

@@ -148,3 +148,23 @@ def test_the_bucket_cache_stays_within_its_byte_budget_dropping_the_least_recent
         decoder.generate(tok, [p + [5] * length for p in prompts_for(tok, 8)], 8, temperature=0.0)
         assert decoder.cached_bytes <= budget
     assert list(decoder._buckets) == [(8, 48), (8, 64)]  # the least recently used, (8, 32), was dropped
+
+
+def test_captured_graphs_are_dropped_when_a_weight_moves_and_kept_when_updated_in_place():
+    """A CUDA graph replays fixed addresses: FSDP2 re-allocates the whole weights at each gather (W1 under
+    fsdp sampled garbage after the first update on two H100s), so graphs captured before must go."""
+    model, tok = eos_prone_model()
+    decoder = FastDecoder(model)
+    prompts = prompts_for(tok, 8)
+    decoder.generate(tok, prompts, 4, temperature=0.0)
+    [buf] = decoder._buckets.values()
+    captured = object()  # stands for a captured graph (the CPU captures none)
+    buf.graph = captured
+    with torch.no_grad():
+        model.lm_head.weight.add_(0.01)  # an optimizer step: in place, same addresses
+    decoder.generate(tok, prompts, 4, temperature=0.0)
+    assert buf.graph is captured
+    layer = model.model.layers[0].mlp.up_proj
+    layer.weight.data = layer.weight.data.clone()  # same values at a new address, as an FSDP2 gather
+    decoder.generate(tok, prompts, 4, temperature=0.0)
+    assert buf.graph is None
