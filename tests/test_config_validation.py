@@ -10,7 +10,7 @@ import pytest
 
 from algorithms import (
     ConfigError, DAPOConfig, DrGRPOConfig, GRPOConfig, PPOConfig, ReinforceStableConfig, RLConfig, RLOOConfig,
-    load_config,
+    SFTConfig, load_config,
 )
 from algorithms.cli import add_config_arguments, config_from_arguments, run_with_clear_errors
 from algorithms.config import field_types, read_config_file
@@ -289,12 +289,14 @@ def test_read_config_file_returns_only_what_the_file_sets(tmp_path):
     assert read_config_file(GRPOConfig, write(tmp_path, "seed: '7'\nbf16: 'off'\n")) == {"seed": 7, "bf16": False}
 
 
-SHIPPED = {"grpo_gsm8k.yaml": GRPOConfig, "reinforce_stable_gsm8k.yaml": ReinforceStableConfig}
+SHIPPED = {"grpo_gsm8k.yaml": (GRPOConfig, "learning_rate", 1e-5),
+           "reinforce_stable_gsm8k.yaml": (ReinforceStableConfig, "learning_rate", 1e-5),
+           "reflection_gsm8k_sft.yaml": (SFTConfig, "max_length", 768)}
 
 
 def test_the_shipped_yaml_configs_load_with_their_values_typed():
     folder = Path(__file__).resolve().parents[1] / "statics" / "configs"
     assert sorted(p.name for p in folder.glob("*.yaml")) == sorted(SHIPPED)  # a new file: add it here
-    for name, cls in SHIPPED.items():
+    for name, (cls, field, value) in SHIPPED.items():
         config = load_config(cls, folder / name)
-        assert config.learning_rate == 1e-5 and type(config.learning_rate) is float, name
+        assert getattr(config, field) == value and type(getattr(config, field)) is type(value), name
