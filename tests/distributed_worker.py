@@ -108,3 +108,22 @@ def run(rank: int, world: int, port: int, out_dir: str, cases=CASES) -> None:
         torch.save({"params": params, "synced_backwards": sum(counts), **found} if hook else params,
                    Path(out_dir) / f"{prefix}rank{rank}.pt")
     td.destroy_process_group()
+
+
+def two_rank_step(out: Path, cases) -> Path:
+    """Run `cases` on two spawned gloo processes (each its half of the fixed groups); results under `out`."""
+    import torch.multiprocessing as mp
+
+    from tests.test_distributed import free_port
+
+    mp.spawn(run, args=(2, free_port(), str(out), cases), nprocs=2, join=True)
+    return out
+
+
+def ranks_and_one_process(out: Path, tmp_path: Path, name: str, data_parallel: str, variant: str):
+    """(rank 0's, rank 1's results for the case `name`, one process's parameters after the same step on
+    every group), checked to hold the same parameter names."""
+    rank0, rank1 = (torch.load(out / f"{name}_rank{r}.pt") for r in (0, 1))
+    single = one_step(fixed_trajectories(), str(tmp_path / "single"), data_parallel, variant)
+    assert single and set(single) == set(rank0["params"])
+    return rank0, rank1, single

@@ -4,28 +4,22 @@ fine-tuning (tied or untied lm-head: the untied head is averaged outside DDP) an
 all-reduces in the step's last micro-batch only (`no_sync` before it)."""
 import pytest
 import torch
-import torch.multiprocessing as mp
 
 from algorithms import GRPOConfig
 from algorithms.config import ConfigError
-from tests.distributed_worker import build_algorithm, fixed_trajectories, one_step, run
-from tests.test_distributed import free_port
+from tests.distributed_worker import build_algorithm, ranks_and_one_process, two_rank_step
 
 CASES = (("ddp_full", "ddp", "full"), ("ddp_lora", "ddp", "lora"), ("ddp_untied", "ddp", "untied"))
 
 
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory):
-    out = tmp_path_factory.mktemp("ddp")
-    mp.spawn(run, args=(2, free_port(), str(out), CASES), nprocs=2, join=True)
-    return out
+    return two_rank_step(tmp_path_factory.mktemp("ddp"), CASES)
 
 
 @pytest.mark.parametrize("name,variant", [(name, variant) for name, _, variant in CASES])
 def test_ddp_two_ranks_match_one_process(two_ranks, tmp_path, name, variant):
-    rank0, rank1 = (torch.load(two_ranks / f"{name}_rank{r}.pt") for r in (0, 1))
-    single = one_step(fixed_trajectories(), str(tmp_path / "single"), "ddp", variant)  # one process: no DDP
-    assert single and set(single) == set(rank0["params"])
+    rank0, rank1, single = ranks_and_one_process(two_ranks, tmp_path, name, "ddp", variant)  # one: no DDP
     assert all("lora_" in n for n in single) == (variant == "lora")
     assert ("lm_head.weight" in single) == (variant == "untied")
     start = dict(build_algorithm(str(tmp_path / "start"), "ddp", variant).policy.model.named_parameters())

@@ -5,9 +5,10 @@ are sharded while the tied embedding/head stays whole, and sampling on the shard
 the whole one."""
 import pytest
 import torch
-import torch.multiprocessing as mp
 
-from tests.distributed_worker import SAMPLE_PROMPTS, build_algorithm, fixed_trajectories, one_step, run
+from tests.distributed_worker import (
+    SAMPLE_PROMPTS, build_algorithm, ranks_and_one_process, two_rank_step,
+)
 from tests.test_distributed import free_port
 
 CASES = (("fsdp_full", "fsdp", "full"), ("fsdp_lora", "fsdp", "lora"), ("fsdp_kl", "fsdp", "kl"))
@@ -15,16 +16,12 @@ CASES = (("fsdp_full", "fsdp", "full"), ("fsdp_lora", "fsdp", "lora"), ("fsdp_kl
 
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory):
-    out = tmp_path_factory.mktemp("fsdp")
-    mp.spawn(run, args=(2, free_port(), str(out), CASES), nprocs=2, join=True)
-    return out
+    return two_rank_step(tmp_path_factory.mktemp("fsdp"), CASES)
 
 
 @pytest.mark.parametrize("name,variant", [(name, variant) for name, _, variant in CASES])
 def test_fsdp_two_ranks_match_one_process(two_ranks, tmp_path, name, variant):
-    rank0, rank1 = (torch.load(two_ranks / f"{name}_rank{r}.pt") for r in (0, 1))
-    single = one_step(fixed_trajectories(), str(tmp_path / "single"), "fsdp", variant)  # one process: no FSDP
-    assert single and set(single) == set(rank0["params"])
+    rank0, rank1, single = ranks_and_one_process(two_ranks, tmp_path, name, "fsdp", variant)  # one: no FSDP
     start_policy = build_algorithm(str(tmp_path / "start"), "fsdp", variant).policy
     start = dict(start_policy.model.named_parameters())
     assert sum(not torch.equal(start[n], v) for n, v in single.items()) > len(single) // 2  # the step moved them
