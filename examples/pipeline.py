@@ -2,7 +2,7 @@
 inference, each row adding to the last, every row measured on the same held-back problems.
 
     python examples/pipeline.py                       # CPU-sized (2 cores: tens of minutes)
-    python examples/pipeline.py --preset gpu          # about 9 minutes on one H100
+    python examples/pipeline.py --preset gpu          # about 8 minutes on one H100 (7.8 measured)
     python examples/pipeline.py --preset gpu --gsm8k_path ../shared/data/gsm8k/train.jsonl   # + GSM8K column
 
 Stages (each in <output_dir>/<stage>/; a Trainer run folder with its model in model/):
@@ -68,7 +68,7 @@ PRESETS = {
         "run": dict(episodes=64, max_new_tokens=32, prm_weight=0.5, simulations=8, sft_examples=400,
                     prm_problems=200, gsm8k_rows=200),
     },
-    "gpu": {  # sized for one H100 with the embedded 135M model (about 9 minutes measured, see benchmarks/RESULTS.md)
+    "gpu": {  # sized for one H100 with the embedded 135M model (7.8 minutes measured, see benchmarks/RESULTS.md)
         "sft": dict(train_iterations=60, examples_per_iteration=64, max_length=512, micro_batch_size=64,
                     learning_rate=5e-5, eval_at_start=True),
         "prm": dict(train_iterations=200, pairs_per_iteration=64, micro_batch_size=64, learning_rate=1e-5,

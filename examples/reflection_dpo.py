@@ -5,7 +5,8 @@ Multi-Agent Reflection" reports them).
     python examples/reflection_dpo.py                          # CPU-sized: Reflection-Arithmetic-v0 level 3
     python examples/reflection_dpo.py --preset gpu             # about 4 minutes on one H100 (embedded model)
     python examples/reflection_dpo.py --env Reflection-GSM8K-v0 --data_path ../shared/data/gsm8k/train.jsonl \\
-        --subset 7000,7473
+        --subset 7217,7473 --sft_config statics/configs/reflection_gsm8k_sft.yaml --max_new_tokens 256
+        # about 8 minutes on one H100 (GSM8K solutions need longer SFT rows and turns than the preset's)
     python examples/reflection_dpo.py --env Reflection-MATH-v0 --data_path ../shared/data/math500 --subset 0,250
 
 Stages, each written under --output_dir and skipped on a rerun once finished (--restart runs them all again;
