@@ -1,7 +1,8 @@
 """Worker for tests/test_distributed.py and tests/test_ddp.py: one rank of a 2-process gloo group running one
 GRPO step per case (a case: its name, `TrainerConfig.data_parallel`, and the variant: "full" fine-tuning,
 "lora", "untied": full fine-tuning with an lm-head of its own, outside the backbone DDP wraps, or "kl": full
-fine-tuning with a KL term, so a frozen copy of the policy as the reference). FSDP cases
+fine-tuning with a KL term, so a frozen copy of the policy as the reference, or "lora_kl": LoRA with a KL
+term, the reference being the model with its adapter switched off). FSDP cases
 (tests/test_fsdp.py) also record which parameters are sharded and greedy samples from the sharded model."""
 import os
 import sys
@@ -33,7 +34,7 @@ def build_algorithm(output_dir: str, data_parallel: str = "allreduce", variant: 
     from tests.toy_env import DigitsEnv  # noqa: F401
 
     tok = build_tiny_tokenizer()
-    model, lora = build_tiny_model(tok, seed=0), variant == "lora"
+    model, lora = build_tiny_model(tok, seed=0), variant in ("lora", "lora_kl")
     if variant == "untied":
         model.config.tie_word_embeddings = False
         model.lm_head.weight = torch.nn.Parameter(model.lm_head.weight.detach().clone() * 0.5)
@@ -44,7 +45,7 @@ def build_algorithm(output_dir: str, data_parallel: str = "allreduce", variant: 
             for name, p in policy.model.named_parameters():
                 if "lora_B" in name:
                     p.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(2)) * 0.1)
-    settings.setdefault("kl_coeff", 0.5 if variant == "kl" else 0.0)
+    settings.setdefault("kl_coeff", 0.5 if variant in ("kl", "lora_kl") else 0.0)
     config = GRPOConfig(learning_rate=1e-2, micro_batch_size=2, output_dir=output_dir, progress=False,
                         samples_per_prompt=4, prompts_per_iteration=2, data_parallel=data_parallel, **settings)
     return GRPO(policy, make("ToyDigits-v0"), config)
