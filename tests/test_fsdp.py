@@ -1,9 +1,8 @@
 """FSDP2 as the data-parallel path (TrainerConfig.data_parallel="fsdp"): two CPU processes (gloo) taking one
 GRPO step on half the groups each end with the parameters of one process on all of them (full fine-tuning
 with the tied head, LoRA, with a KL reference: a frozen copy made before sharding, and LoRA with the KL to
-the adapter-free model), the decoder layers
-are sharded while the tied embedding/head stays whole, and sampling on the sharded model equals sampling on
-the whole one."""
+the adapter-free model), the decoder layers are sharded while the tied embedding/head stays whole, and
+sampling on the sharded model equals sampling on the whole one."""
 import pytest
 import torch
 
