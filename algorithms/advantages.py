@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from algorithms import distributed as dist
+
 
 def group_advantages(rewards: torch.Tensor, group_ids: torch.Tensor, scale_by_std: bool = True,
                      eps: float = 1e-4) -> torch.Tensor:
@@ -135,8 +137,20 @@ def leave_one_out_advantages(rewards: torch.Tensor, group_ids: torch.Tensor) -> 
     return adv
 
 
+def global_moments(values: torch.Tensor, mask: torch.Tensor) -> tuple[float, float, float]:
+    """(count, mean, sum of squared deviations) of `values` where `mask`, over every rank's batch (each
+    rank holds its share of the iteration's groups): batch statistics that do not change with the world size."""
+    n = dist.all_reduce_sum(float(mask.sum()))
+    mean = dist.all_reduce_sum(float((values * mask).sum())) / max(n, 1.0)
+    return n, mean, dist.all_reduce_sum(float((((values - mean) * mask) ** 2).sum()))
+
+
 def whiten(values: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
-    """(x - mean) / std over the masked positions (population std); masked-out positions become 0."""
+    """(x - mean) / std over the masked positions (population std) of the whole batch, every rank's share
+    included; masked-out positions become 0."""
+    if dist.world_size() > 1:
+        n, mean, squares = global_moments(values, mask)
+        return (values - mean) * (squares / max(n, 1.0) + eps) ** -0.5 * mask
     n = mask.sum().clamp(min=1.0)
     mean = (values * mask).sum() / n
     var = (((values - mean) * mask) ** 2).sum() / n

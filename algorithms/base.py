@@ -72,7 +72,7 @@ class RLAlgorithm(Trainer):
         c = self.config
         if c.kl_coeff > 0 and self.ref_policy is None:
             self.ref_policy = self.policy.frozen_copy()
-        ref.check_sharded_resync(self.ref_policy, c.data_parallel, c.ref_sync_every)
+        ref.prepare_sharded_resync(self.ref_policy, c.data_parallel, c.ref_sync_every)
 
     # ------------------------------------------------------------------ what a subclass supplies
     @abstractmethod

@@ -9,6 +9,7 @@ run folder.
 from __future__ import annotations
 
 import atexit
+import gc
 import os
 import pickle
 import sys
@@ -96,8 +97,10 @@ def broadcast_parameters(parameters) -> None:
 
 
 def destroy() -> None:
-    """Leave the process group (no-op when there is none)."""
+    """Leave the process group (no-op when there is none), once unreachable models that use it are freed
+    (FSDP's sharded modules outliving the group made gloo's teardown abort the process now and then)."""
     if is_initialized():
+        gc.collect()
         td.destroy_process_group()
 
 

@@ -7,7 +7,8 @@ reference is copied from the policy once its shards are loaded); synced earlier,
 Under FSDP the reference is a whole copy on every rank, synced from the gathered policy.
 
 A LoRA policy's reference shares its model: the base (adapter disabled) until the first sync, then a second
-adapter copied from the policy's at each sync (policies/reference_adapter.py). That adapter's weights are
+adapter copied from the policy's at each sync (policies/reference_adapter.py; under FSDP that adapter is
+added before sharding, computing the base until the first sync). That adapter's weights are
 in the policy's state_dict; a checkpoint marks it "adapter" so that loading adds it before the policy loads.
 """
 from __future__ import annotations
@@ -44,13 +45,11 @@ def reference_logprobs(ref_policy, batch, temperature: float) -> torch.Tensor:
                                          temperature)[0]
 
 
-def check_sharded_resync(ref_policy, data_parallel: str, ref_sync_every: int) -> None:
-    """One ValueError line for the re-sync FSDP cannot do: a LoRA policy's reference adapter would be added
-    to decoder layers already sharded."""
+def prepare_sharded_resync(ref_policy, data_parallel: str, ref_sync_every: int) -> None:
+    """Before FSDP shards the layers: a LoRA policy that will re-sync its reference gets the reference
+    adapter now (its B zero: the base, as before a first sync), since none can be added to sharded layers."""
     if data_parallel == "fsdp" and dist.world_size() > 1 and ref_sync_every > 0 and is_lora(ref_policy):
-        raise ValueError("ref_sync_every > 0 with a LoRA policy is not supported under data_parallel='fsdp' (the "
-                         "reference adapter would be added to layers already sharded); use ref_sync_every=0, full "
-                         "fine-tuning, or data_parallel='ddp'")
+        adapter.add_reference_adapter(ref_policy.model)
 
 
 def has_own_weights(ref_policy) -> bool:

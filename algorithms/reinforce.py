@@ -3,7 +3,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from algorithms.advantages import discounted_returns
+import torch
+
+from algorithms import distributed as dist
+from algorithms.advantages import discounted_returns, global_moments
 from algorithms.base import RLAlgorithm
 from algorithms.config import RLConfig, setting
 from algorithms.replay import truncated_importance_weights
@@ -31,11 +34,16 @@ class ReinforceStable(RLAlgorithm):
     config_class = ReinforceStableConfig
 
     def advantages(self, batch):
+        """Discounted returns minus the batch's mean reward, divided by its std: statistics of the whole
+        iteration's batch, every rank's share included (so they do not change with the world size)."""
         returns = discounted_returns(batch.token_rewards, batch.loss_mask, self.config.gamma)
-        baseline = batch.rewards.mean()
+        if dist.world_size() > 1:
+            n, baseline, squares = global_moments(batch.rewards.float(), torch.ones_like(batch.rewards.float()))
+            std = (squares / (n - 1)) ** 0.5 if n > 1 else 0.0
+        else:
+            n, baseline, std = batch.size, batch.rewards.mean(), batch.rewards.std() if batch.size > 1 else 0.0
         adv = (returns - baseline) * batch.loss_mask
-        if self.config.normalize_advantages and batch.size > 1:
-            std = batch.rewards.std()
+        if self.config.normalize_advantages and n > 1:
             adv = adv / (std + 1e-4)
         return adv
 

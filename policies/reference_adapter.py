@@ -22,17 +22,20 @@ def has_reference_adapter(model) -> bool:
 
 
 def add_reference_adapter(model) -> None:
-    """Add the reference adapter, configured as the active one (rank, alpha, targets) and frozen; the
-    active adapter and what trains stay as they were."""
+    """Add the reference adapter, configured as the active one (rank, alpha, targets), frozen, its B zero
+    (so it computes the base until a sync); the active adapter and what trains stay as they were."""
     if has_reference_adapter(model):
         return
     active = model.active_adapter
     config = copy.deepcopy(model.peft_config[active])
     config.inference_mode = True
     model.add_adapter(REFERENCE_ADAPTER, config)
-    for name, param in model.named_parameters():
-        if f".{REFERENCE_ADAPTER}." in name:
-            param.requires_grad_(False)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if f".{REFERENCE_ADAPTER}." in name:
+                param.requires_grad_(False)
+                if "lora_B" in name:  # the base exactly, whatever initialisation the config asks for
+                    param.zero_()
     model.set_adapter(active)
 
 

@@ -13,6 +13,8 @@ import torch.distributed as td
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from algorithms import distributed as dist  # noqa: E402
+
 
 def fixed_trajectories():
     """Two groups of four hand-made trajectories with mixed rewards and lengths (no sampling)."""
@@ -108,7 +110,7 @@ def run(rank: int, world: int, port: int, out_dir: str, cases=CASES) -> None:
         prefix = "" if name == "allreduce" else f"{name}_"
         torch.save({"params": params, "synced_backwards": sum(counts), **found} if hook else params,
                    Path(out_dir) / f"{prefix}rank{rank}.pt")
-    td.destroy_process_group()
+    dist.destroy()  # frees the cases' models first (gloo's teardown may abort under FSDP otherwise)
 
 
 def two_rank_step(out: Path, cases) -> Path:
@@ -128,3 +130,52 @@ def ranks_and_one_process(out: Path, tmp_path: Path, name: str, data_parallel: s
     single = one_step(fixed_trajectories(), str(tmp_path / "single"), data_parallel, variant)
     assert single and set(single) == set(rank0["params"])
     return rank0, rank1, single
+
+
+def resync_run(rank: int, world: int, port: int, out_dir: str) -> None:
+    """One rank of REINFORCE-stable under LoRA with the reference re-synced every 2 iterations, 3 iterations
+    (`world` 2: FSDP over 2 gloo ranks); rank 0 saves the KL per iteration and the gathered parameters."""
+    from algorithms import ReinforceStable, ReinforceStableConfig
+    from envs import make
+    from policies import HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
+    from tests.toy_env import DigitsEnv  # noqa: F401
+
+    if world > 1:
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        td.init_process_group("gloo", rank=rank, world_size=world)
+        torch.set_num_threads(1)
+    tok = build_tiny_tokenizer()
+    model = build_tiny_model(tok, seed=0)
+    torch.manual_seed(1)  # the LoRA A matrices, the same in every process
+    policy = HFPolicy(model, tok, device="cpu", lora=LoraSettings(r=4, alpha=8, target_modules=["q_proj", "v_proj"]))
+    config = ReinforceStableConfig(
+        train_iterations=3, prompts_per_iteration=4, max_new_tokens=4, micro_batch_size=2, learning_rate=5e-2,
+        kl_coeff=0.1, ref_sync_every=2, save_every=10**6, eval_at_start=False, progress=False,
+        data_parallel="fsdp", output_dir=str(Path(out_dir) / f"run{world}"))
+    algo = ReinforceStable(policy, make("ToyDigits-v0"), config)
+    rows = algo.train()
+    params = {n: whole(p) for n, p in algo.policy.model.named_parameters()}
+    if rank == 0:
+        torch.save({"kl": {r["iteration"]: r["kl"] for r in rows if "kl" in r}, "params": params},
+                   Path(out_dir) / f"resync_world{world}.pt")
+    del algo, policy
+    dist.destroy()  # frees FSDP's modules first (gloo's teardown may abort otherwise)
+
+
+def whiten_run(rank: int, world: int, port: int, out_dir: str) -> None:
+    """One rank whitening its half of a fixed batch (PPO's advantages); saves its rows."""
+    from algorithms.advantages import whiten
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    td.init_process_group("gloo", rank=rank, world_size=world)
+    values, mask = whiten_batch()
+    half = slice(rank * 3, rank * 3 + 3)
+    torch.save(whiten(values[half], mask[half]), Path(out_dir) / f"whiten_rank{rank}.pt")
+    dist.destroy()
+
+
+def whiten_batch() -> tuple[torch.Tensor, torch.Tensor]:
+    """Six rows of advantages with ragged masks, the second half larger (ranks' halves differ in mean)."""
+    values = torch.arange(30, dtype=torch.float).view(6, 5) ** 1.5 / 10
+    mask = (torch.arange(5)[None, :] < torch.tensor([5, 3, 4, 2, 5, 1])[:, None]).float()
+    return values, mask

@@ -40,16 +40,22 @@ def test_fsdp_two_ranks_match_one_process(two_ranks, tmp_path, name, variant):
     assert rank0["samples"] == rank1["samples"] == whole_samples  # sampling on the sharded model: whole weights
 
 
-def test_a_lora_reference_resync_under_fsdp_is_refused_in_one_line(tmp_path, monkeypatch):
-    from algorithms import distributed as dist
+def test_reinforce_stable_under_lora_resyncs_its_reference_adapter_under_fsdp(tmp_path):
+    """The reference adapter is added before sharding (B zero: the base until the first sync) and synced
+    shard by shard: the KL pattern of one process (0, then > 0, then ~0 right after the sync), and the same
+    parameters as one process."""
+    import torch.multiprocessing as mp
 
-    monkeypatch.setattr(dist, "world_size", lambda: 2)  # what the check sees on 2 ranks (nothing sharded here)
-    with pytest.raises(ValueError, match=r"^ref_sync_every > 0 with a LoRA policy is not supported under "
-                                         r"data_parallel='fsdp' \(the reference adapter would be added to layers "
-                                         r"already sharded\); use ref_sync_every=0, full fine-tuning, or "
-                                         r"data_parallel='ddp'$"):
-        build_algorithm(str(tmp_path), "fsdp", "lora", kl_coeff=0.1, ref_sync_every=1)
-    build_algorithm(str(tmp_path), "ddp", "lora", kl_coeff=0.1, ref_sync_every=1)  # DDP re-syncs the adapter
+    from tests.distributed_worker import resync_run
+    from tests.test_distributed import free_port
+
+    mp.spawn(resync_run, args=(2, free_port(), str(tmp_path)), nprocs=2, join=True)
+    resync_run(0, 1, 0, str(tmp_path))
+    two, one = (torch.load(tmp_path / f"resync_world{w}.pt") for w in (2, 1))
+    assert two["kl"][1] == 0.0 and two["kl"][2] > 1e-4 and abs(two["kl"][3]) < 1e-6
+    assert set(two["params"]) == set(one["params"]) and any("reference" in n for n in two["params"])
+    for n, value in one["params"].items():
+        assert torch.allclose(two["params"][n], value, atol=1e-5, rtol=1e-4), n
 
 
 FOREACH_WORKER = """
@@ -91,3 +97,23 @@ def test_optimizer_foreach_is_torchs_default_without_shards():
     from algorithms.fsdp import optimizer_foreach
 
     assert optimizer_foreach([{"params": [torch.nn.Parameter(torch.zeros(2))]}]) is None
+
+
+def test_batch_statistics_span_every_ranks_share():
+    """PPO's whitening (and REINFORCE-stable's baseline and std, in the re-sync test above) use the whole
+    iteration's batch: two ranks whitening their halves give one process's whitened batch."""
+    import tempfile
+
+    import torch.multiprocessing as mp
+
+    from algorithms.advantages import whiten
+    from tests.distributed_worker import whiten_batch, whiten_run
+    from tests.test_distributed import free_port
+
+    with tempfile.TemporaryDirectory() as out:
+        mp.spawn(whiten_run, args=(2, free_port(), out), nprocs=2, join=True)
+        halves = [torch.load(f"{out}/whiten_rank{r}.pt") for r in (0, 1)]
+    values, mask = whiten_batch()
+    assert torch.allclose(torch.cat(halves), whiten(values, mask), atol=1e-6)
+    assert not torch.allclose(halves[0], whiten(values[:3], mask[:3]), atol=1e-3)  # not each half on its own
+
