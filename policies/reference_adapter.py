@@ -1,7 +1,8 @@
 """A LoRA policy's re-syncable KL reference: a second peft adapter, `REFERENCE_ADAPTER`, on the same model.
 
 Until the first sync a LoRA policy's reference is its base (the adapter disabled), which is what a freshly
-added adapter (B = 0) computes, so no adapter is added before it is needed. `sync_reference_adapter` adds
+added adapter (B = 0) computes, so no adapter is added before it is needed (under FSDP it is added before
+sharding: algorithms/reference.prepare_sharded_resync). `sync_reference_adapter` adds
 the reference adapter the first time and copies the policy's active adapter into it each time; scoring
 under `reference_adapter_active` then uses it. Its weights are part of the model's state_dict (so of every
 checkpoint's policy state) but never of a saved model folder (`HFPolicy.save` leaves it out).

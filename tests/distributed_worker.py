@@ -16,6 +16,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from algorithms import distributed as dist  # noqa: E402
 
 
+def join_gloo(rank: int, world: int, port: int) -> None:
+    """Join a `world`-process gloo group on this machine as `rank` (one torch thread each)."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    td.init_process_group("gloo", rank=rank, world_size=world)
+    torch.set_num_threads(1)
+
+
 def fixed_trajectories():
     """Two groups of four hand-made trajectories with mixed rewards and lengths (no sampling)."""
     from buffers import Trajectory
@@ -97,9 +104,7 @@ CASES = (("allreduce", "allreduce", "full"),)
 
 
 def run(rank: int, world: int, port: int, out_dir: str, cases=CASES) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    td.init_process_group("gloo", rank=rank, world_size=world)
-    torch.set_num_threads(1)
+    join_gloo(rank, world, port)
     mine = [t for t in fixed_trajectories() if t.group_id == rank]  # each rank holds whole groups
     for name, data_parallel, variant in cases:
         counts: list[int] = []
@@ -141,9 +146,7 @@ def resync_run(rank: int, world: int, port: int, out_dir: str) -> None:
     from tests.toy_env import DigitsEnv  # noqa: F401
 
     if world > 1:
-        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        td.init_process_group("gloo", rank=rank, world_size=world)
-        torch.set_num_threads(1)
+        join_gloo(rank, world, port)
     tok = build_tiny_tokenizer()
     model = build_tiny_model(tok, seed=0)
     torch.manual_seed(1)  # the LoRA A matrices, the same in every process
@@ -166,8 +169,7 @@ def whiten_run(rank: int, world: int, port: int, out_dir: str) -> None:
     """One rank whitening its half of a fixed batch (PPO's advantages); saves its rows."""
     from algorithms.advantages import whiten
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    td.init_process_group("gloo", rank=rank, world_size=world)
+    join_gloo(rank, world, port)
     values, mask = whiten_batch()
     half = slice(rank * 3, rank * 3 + 3)
     torch.save(whiten(values[half], mask[half]), Path(out_dir) / f"whiten_rank{rank}.pt")
@@ -179,3 +181,29 @@ def whiten_batch() -> tuple[torch.Tensor, torch.Tensor]:
     values = torch.arange(30, dtype=torch.float).view(6, 5) ** 1.5 / 10
     mask = (torch.arange(5)[None, :] < torch.tensor([5, 3, 4, 2, 5, 1])[:, None]).float()
     return values, mask
+
+
+def foreach_run(rank: int, world: int, port: int, out_dir: str) -> None:
+    """AdamW's step over an FSDP shard beside a whole embedding (as FSDP here keeps it), with foreach on and
+    with `optimizer_foreach`'s choice; writes one line each to foreach.txt ("mixed": torch refused the mix)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    from algorithms.fsdp import optimizer_foreach
+
+    join_gloo(rank, world, port)
+    model = torch.nn.Sequential(torch.nn.Embedding(10, 4), torch.nn.Linear(4, 4))
+    fully_shard(model[1], mesh=init_device_mesh("cpu", (world,)))
+    lines = []
+    for foreach in (True, optimizer_foreach([{"params": list(model.parameters())}])):
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=foreach)
+        model(torch.tensor([1, 2])).sum().backward()
+        try:
+            optimizer.step()
+            lines.append(f"foreach {foreach} ok")
+        except RuntimeError as err:
+            lines.append(f"foreach {foreach} " + ("mixed" if "mixed" in str(err) else str(err)))
+    Path(out_dir, "foreach.txt").write_text("\n".join(lines))
+    del model, optimizer
+    dist.destroy()
+

@@ -11,7 +11,6 @@ parameters of both runs, each rank's RNG states at the end of both, and every pa
 was written from (gathered); `wrong_world_rank<r>.txt`: the error each rank raised."""
 import gc
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -21,7 +20,7 @@ import torch.distributed as td
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.distributed_worker import build_algorithm, whole  # noqa: E402
+from tests.distributed_worker import build_algorithm, join_gloo, whole  # noqa: E402
 
 VARIANTS = ("full", "lora", "kl")
 SETTINGS = {"max_new_tokens": 6, "eval_at_start": False, "seed": 3}
@@ -79,9 +78,7 @@ def wrong_world_error(out: Path) -> str:
 
 
 def run(rank: int, world: int, port: int, out_dir: str) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    td.init_process_group("gloo", rank=rank, world_size=world)
-    torch.set_num_threads(1)
+    join_gloo(rank, world, port)
     out = Path(out_dir)
     for variant in VARIANTS:
         straight = build(out / f"{variant}_straight", variant, 2)

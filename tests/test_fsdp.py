@@ -47,7 +47,6 @@ def test_reinforce_stable_under_lora_resyncs_its_reference_adapter_under_fsdp(tm
     import torch.multiprocessing as mp
 
     from tests.distributed_worker import resync_run
-    from tests.test_distributed import free_port
 
     mp.spawn(resync_run, args=(2, free_port(), str(tmp_path)), nprocs=2, join=True)
     resync_run(0, 1, 0, str(tmp_path))
@@ -58,39 +57,15 @@ def test_reinforce_stable_under_lora_resyncs_its_reference_adapter_under_fsdp(tm
         assert torch.allclose(two["params"][n], value, atol=1e-5, rtol=1e-4), n
 
 
-FOREACH_WORKER = """
-import os, sys, torch, torch.distributed as dist
-sys.path.insert(0, {root!r})
-os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT={port!r})
-dist.init_process_group("gloo", rank=0, world_size=1)
-from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import fully_shard
-from algorithms.fsdp import optimizer_foreach
-model = torch.nn.Sequential(torch.nn.Embedding(10, 4), torch.nn.Linear(4, 4))
-fully_shard(model[1], mesh=init_device_mesh("cpu", (1,)))  # a shard beside a whole embedding, as FSDP here
-for foreach in (True, optimizer_foreach([{{"params": list(model.parameters())}}])):
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=foreach)
-    model(torch.tensor([1, 2])).sum().backward()
-    try:
-        optimizer.step()
-        print("foreach", foreach, "ok")
-    except RuntimeError as err:
-        print("foreach", foreach, "mixed" if "mixed" in str(err) else str(err))
-dist.destroy_process_group()
-"""
-
-
 def test_adamw_never_runs_multi_tensor_kernels_over_mixed_shards_and_whole_tensors(tmp_path):
     """On CUDA torch's AdamW defaults to foreach, which refuses FSDP shards beside the whole embedding (the
     first H100 run of W1 under fsdp failed so); `optimizer_foreach` turns it off there (CPU shows the same)."""
-    import subprocess
-    import sys
-    from pathlib import Path
+    import torch.multiprocessing as mp
 
-    script = tmp_path / "foreach.py"
-    script.write_text(FOREACH_WORKER.format(root=str(Path(__file__).resolve().parents[1]), port=str(free_port())))
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
-    assert done.stdout.splitlines() == ["foreach True mixed", "foreach False ok"], done.stderr[-2000:]
+    from tests.distributed_worker import foreach_run
+
+    mp.spawn(foreach_run, args=(1, free_port(), str(tmp_path)), nprocs=1, join=True)
+    assert (tmp_path / "foreach.txt").read_text().splitlines() == ["foreach True mixed", "foreach False ok"]
 
 
 def test_optimizer_foreach_is_torchs_default_without_shards():
@@ -108,7 +83,6 @@ def test_batch_statistics_span_every_ranks_share():
 
     from algorithms.advantages import whiten
     from tests.distributed_worker import whiten_batch, whiten_run
-    from tests.test_distributed import free_port
 
     with tempfile.TemporaryDirectory() as out:
         mp.spawn(whiten_run, args=(2, free_port(), out), nprocs=2, join=True)

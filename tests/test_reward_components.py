@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import socket
 from pathlib import Path
 
@@ -70,8 +69,9 @@ def combine_on_rank(rank: int, world: int, port: int, out_dir: str) -> None:
     """One rank of a gloo group: rank 0 holds 2 of the batch's episodes, rank 1 the other 4."""
     import torch.distributed as td
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    td.init_process_group("gloo", rank=rank, world_size=world)
+    from tests.distributed_worker import join_gloo
+
+    join_gloo(rank, world, port)
     mine = component_batch()[:2] if rank == 0 else component_batch()[2:]
     combine_rewards(mine, "pca")
     (Path(out_dir) / f"rank{rank}.json").write_text(json.dumps([t.env_reward for t in mine]))
