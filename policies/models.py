@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 from safetensors import SafetensorError
+from safetensors.torch import save_file
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 EMBEDDED_MODEL = "embedded:SmolLM2-135M-Instruct"
@@ -88,7 +89,24 @@ def _dequantise_gguf(gguf_path: Path, out_dir: Path) -> None:
     plain.load_state_dict(loaded.state_dict())
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    plain.save_pretrained(out_dir)
+    save_plain_copy(plain, tokenizer, out_dir)
+
+
+def save_plain_copy(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, out_dir: Path) -> None:
+    """Write `model` (config, safetensors weights) and `tokenizer` into `out_dir`, from whichever process runs it.
+
+    `model.save_pretrained` writes nothing on a rank other than 0 once a process group exists (transformers 5),
+    so under torchrun the rank that won the build lock could leave an empty folder; safetensors does not ask.
+    Tied weights are stored once, under the name the model loads them by (as `save_pretrained` does).
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tied_copies = set(getattr(model, "all_tied_weights_keys", None) or {})
+    state = {name: tensor.detach().contiguous() for name, tensor in model.state_dict().items()
+             if name not in tied_copies}
+    save_file(state, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
+    model.config.save_pretrained(out_dir)
+    if getattr(model, "generation_config", None) is not None:
+        model.generation_config.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
 
 

@@ -207,3 +207,17 @@ def foreach_run(rank: int, world: int, port: int, out_dir: str) -> None:
     del model, optimizer
     dist.destroy()
 
+
+
+def save_copy_run(rank: int, world: int, port: int, out_dir: str) -> None:
+    """Rank 1 of a 2-rank group writes the tiny model's plain copy (as the rank that wins the embedded
+    model's build lock may); rank 0 only joins."""
+    from policies import build_tiny_model, build_tiny_tokenizer
+    from policies.models import save_plain_copy
+
+    join_gloo(rank, world, port)
+    if rank == 1:
+        tok = build_tiny_tokenizer()
+        save_plain_copy(build_tiny_model(tok, seed=0), tok, Path(out_dir) / "copy")
+    td.barrier()
+    dist.destroy()

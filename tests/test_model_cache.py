@@ -48,3 +48,23 @@ def test_an_incomplete_cache_folder_is_set_aside_and_rebuilt(tmp_path):
     assert (built / "config.json").is_file()
     assert len(list(tmp_path.glob("model.incomplete*"))) == 1  # kept aside, not deleted, not trusted
     assert build_once(out_dir, lambda folder: (_ for _ in ()).throw(AssertionError("rebuilt"))) == out_dir
+
+
+def test_a_rank_other_than_zero_writes_a_whole_copy(tmp_path):
+    """transformers' save_pretrained writes nothing on rank 1 once a process group exists; the first W1 run
+    under torchrun on a fresh machine failed so ("wrote no config.json"). The copy must load back equal."""
+    import torch
+    import torch.multiprocessing as mp
+
+    from policies import build_tiny_model, build_tiny_tokenizer
+    from policies.models import load_model_and_tokenizer
+    from tests.distributed_worker import save_copy_run
+    from tests.test_distributed import free_port
+
+    mp.spawn(save_copy_run, args=(2, free_port(), str(tmp_path)), nprocs=2, join=True)
+    loaded, tok = load_model_and_tokenizer(str(tmp_path / "copy"))
+    expected = build_tiny_model(build_tiny_tokenizer(), seed=0).state_dict()
+    assert set(loaded.state_dict()) == set(expected)
+    assert all(torch.equal(loaded.state_dict()[k], v) for k, v in expected.items())
+    assert loaded.lm_head.weight.data_ptr() == loaded.model.embed_tokens.weight.data_ptr()  # still tied
+    assert tok.pad_token == build_tiny_tokenizer().pad_token
