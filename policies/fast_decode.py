@@ -12,17 +12,25 @@ chunks of `max_batch`, and the buckets kept for reuse (KV buffers and graphs) ho
 rollouts ask for many (batch, length) shapes). On the CPU the same code runs eagerly (no graphs): tests compare it with the
 plain path token by token.
 
-The module reuses the model's own submodules (projections, norms, MLP, rotary embedding), so LoRA
-adapters and any weights the trainer updates in place are what the graph computes with.
+Each call first copies the projection weights into a decode-dtype copy with q/k/v and gate/up fused
+(policies/decode_weights.py; LoRA adapters merged in), so the step casts no weight and runs fewer
+matmuls; on CUDA the layer's elementwise work (norms, rotary, SiLU gate, residuals) is compiled into a
+few kernels (policies/decode_layers.py). Where the weights cannot be copied whole (4-bit layers, DoRA)
+the step calls the model's own submodules (projections, norms, MLP, rotary embedding) under autocast.
+Either way, weights the trainer updates in place are what the graph computes with.
 """
 from __future__ import annotations
 
 import math
+import warnings
 from collections import OrderedDict
 
 import torch
+import torch._dynamo
 import torch.nn.functional as F
 
+from policies.decode_layers import attention_inputs, attention_output_and_mlp, compiled_layer_functions
+from policies.decode_weights import DecodeWeights
 from policies.generation import (Generation, RowKeys, StopChecker, StopLists, _eos_ids, assemble, left_pad,
                                  sample_tokens, stop_lists)
 
@@ -67,9 +75,15 @@ class FastDecoder:
     """Samples completions for a Llama-family model with a static cache (and CUDA graphs on GPU)."""
 
     def __init__(self, model, use_cuda_graphs: bool | None = None, sync_every: int = 8, length_bucket: int = 256,
-                 max_batch: int = 512, cache_bytes: int | None = None):
+                 max_batch: int = 512, cache_bytes: int | None = None, fused_weights: bool | None = None,
+                 compile_layers: bool | None = None):
         """max_batch: most prompts decoded at once (more are sampled in chunks); cache_bytes: most bytes of KV
-        buffers kept in reusable buckets (None: a quarter of the device's memory on CUDA, unbounded on CPU)."""
+        buffers kept in reusable buckets (None: a quarter of the device's memory on CUDA, unbounded on CPU);
+        fused_weights: decode with a decode-dtype copy of the projections, q/k/v and gate/up fused
+        (policies/decode_weights.py; None: when the copy takes at most an eighth of the device's memory,
+        or 1 GiB on the CPU); compile_layers: `torch.compile` the decode step's layer functions
+        (policies/decode_layers.py; with fused weights only; None: on CUDA, where it took W1's sampling
+        from 1.60 to 0.94 s a step on an H100 for about 8 s of compilation once per process)."""
         if not supports_fast_decode(model):
             raise ValueError(f"{type(_unwrap(model)).__name__} is not supported by the fast decoder")
         self.model = model
@@ -89,13 +103,28 @@ class FastDecoder:
             cache_bytes = torch.cuda.get_device_properties(self.device).total_memory // 4
         self.cache_bytes = cache_bytes
         self._buckets: OrderedDict[tuple[int, int], _Buffers] = OrderedDict()  # least recently used first
-        self._captured_with: tuple[int, ...] = ()  # the weights' addresses the captured graphs read
+        self._captured_with: tuple = ()  # the weights' addresses (and the path) the captured graphs read
+        if fused_weights is None:
+            copy_bytes = sum(p.numel() for p in model.parameters()) * self.dtype.itemsize
+            limit = (torch.cuda.get_device_properties(self.device).total_memory // 8 if self.device.type == "cuda"
+                     else 1 << 30)
+            fused_weights = copy_bytes <= limit
+        self.fused_weights = fused_weights
+        self.compile_layers = self.device.type == "cuda" if compile_layers is None else compile_layers
+        self.weights: DecodeWeights | None = None
+
+    def _refresh_weights(self) -> None:
+        """Copy the current weights into the fused decode copy (made on first use; None where it cannot be)."""
+        if not self.fused_weights:
+            return
+        if self.weights is None or not self.weights.refresh():
+            self.weights = DecodeWeights.build(self.layers, self.lm_head, self.dtype)
 
     def _forget_moved_weights(self) -> None:
         """Drop every captured graph if any weight now lives at another address than at capture: a graph
         replays fixed addresses, and FSDP2 frees and re-allocates the whole weights at each gather (so does
         `load_state_dict(assign=True)` or `.to()`); an in-place update keeps them and the graphs."""
-        addresses = tuple(p.data_ptr() for p in self.model.parameters())
+        addresses = (self.weights is not None, *(p.data_ptr() for p in self.model.parameters()))
         if addresses != self._captured_with:
             for buf in self._buckets.values():
                 buf.graph, buf.logits = None, None
@@ -120,6 +149,8 @@ class FastDecoder:
         cos, sin = self.inner.rotary_emb(h, positions)
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
         columns = start if isinstance(start, torch.Tensor) else torch.arange(start, start + T, device=ids.device)
+        if self.weights is not None:
+            return self._fused_forward(h, cos, sin, buf, columns, mask)
         for i, layer in enumerate(self.layers):
             attn = layer.self_attn
             x = layer.input_layernorm(h)
@@ -138,6 +169,24 @@ class FastDecoder:
             h = h + layer.mlp(layer.post_attention_layernorm(h))
         h = self.inner.norm(h[:, -1])
         return self.lm_head(h).float()
+
+    def _fused_forward(self, h, cos, sin, buf: _Buffers, columns: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """`_forward` with the fused decode copy of the weights (compiled layer functions for one-token steps)."""
+        B, T, _ = h.shape
+        w = self.weights
+        attention_in, attention_out = (compiled_layer_functions() if self.compile_layers and T == 1
+                                       else (attention_inputs, attention_output_and_mlp))
+        bias = torch.zeros(mask.shape, dtype=self.dtype, device=h.device).masked_fill_(~mask, float("-inf"))
+        for i, layer_weights in enumerate(w.layers):
+            q, k, v = attention_in(h, layer_weights, cos, sin, self.n_heads, self.kv_heads, self.head_dim,
+                                   w.norm_eps, w.head_norm_eps)
+            buf.keys[i].index_copy_(2, columns, k.to(buf.keys[i].dtype))
+            buf.values[i].index_copy_(2, columns, v.to(buf.values[i].dtype))
+            out = F.scaled_dot_product_attention(q, buf.keys[i], buf.values[i], attn_mask=bias, scale=self.scaling,
+                                                 enable_gqa=True)
+            h = attention_out(h, out.transpose(1, 2).reshape(B, T, -1), layer_weights, w.norm_eps)
+        h = self.inner.norm(h[:, -1])
+        return F.linear(h.to(w.lm_head.dtype), w.lm_head).float()
 
     def _decode_step(self, buf: _Buffers) -> torch.Tensor:
         mask = buf.valid[:, None, None, :]
@@ -167,6 +216,16 @@ class FastDecoder:
         return sum(b.nbytes for b in self._buckets.values())
 
     def _step(self, buf: _Buffers) -> torch.Tensor:
+        try:
+            return self._replay_or_capture(buf)
+        except torch._dynamo.exc.TorchDynamoException as err:  # Inductor missing or failing here: decode eagerly
+            if not self.compile_layers:
+                raise
+            warnings.warn(f"compiling the decode step failed, decoding without it: {str(err).splitlines()[0]}")
+            self.compile_layers, buf.graph, buf.logits = False, None, None
+            return self._replay_or_capture(buf)
+
+    def _replay_or_capture(self, buf: _Buffers) -> torch.Tensor:
         if not self.use_graphs:
             with self._autocast():
                 return self._decode_step(buf)
@@ -199,6 +258,7 @@ class FastDecoder:
                 out += self.generate(tokenizer, prompts[part], max_new_tokens, temperature, top_p, stops[part], noise,
                                      on_tokens)
             return out
+        self._refresh_weights()
         self._forget_moved_weights()
         eos = torch.tensor(_eos_ids(tokenizer, self.model), device=self.device)
         pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else int(eos[0])

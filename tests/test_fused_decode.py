@@ -1,0 +1,123 @@
+"""The fast decoder's fused weight copy (policies/decode_weights.py) and layer functions
+(policies/decode_layers.py) against the decoder calling the model's own modules, on the CPU."""
+import torch
+
+from policies import HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
+from policies.decode_layers import attention_inputs, attention_output_and_mlp, compiled_layer_functions
+from policies.decode_weights import DecodeWeights
+from policies.fast_decode import FastDecoder
+from policies.generation import decode
+
+
+def setup(seed=1):
+    tok = build_tiny_tokenizer()
+    model = build_tiny_model(tok, seed=seed).eval()
+    with torch.no_grad():  # EOS scores like 'x': rows finish at different times (exercises compaction)
+        model.lm_head.weight[tok.eos_token_id] = 1.2 * model.lm_head.weight[tok.convert_tokens_to_ids("x")]
+    prompts = [tok(f"question {i}: " + "x" * (i % 7))["input_ids"] for i in range(12)]
+    return model, tok, prompts
+
+
+def same(a, b, tol=1e-5):
+    assert [g.completion_ids for g in a] == [g.completion_ids for g in b]
+    assert [g.finish_reason for g in a] == [g.finish_reason for g in b]
+    assert max(abs(x - y) for ga, gb in zip(a, b) for x, y in zip(ga.logprobs, gb.logprobs)) < tol
+
+
+def test_fused_weights_decode_what_the_modules_decode():
+    model, tok, prompts = setup()
+    fused = FastDecoder(model, sync_every=4)
+    modules = FastDecoder(model, sync_every=4, fused_weights=False)
+    out = fused.generate(tok, prompts, 40, temperature=0.0)
+    assert fused.weights is not None and modules.weights is None
+    same(out, modules.generate(tok, prompts, 40, temperature=0.0))
+    same(out, decode(model, tok, prompts, 40, temperature=0.0), tol=1e-4)
+    sampled = [d.generate(tok, prompts, 24, temperature=1.2, generator=torch.Generator().manual_seed(5))
+               for d in (fused, modules)]
+    same(*sampled)
+
+
+def test_the_copy_follows_in_place_updates():
+    """The trainer updates weights in place between calls; each call decodes with the current ones."""
+    model, tok, prompts = setup()
+    fused = FastDecoder(model, sync_every=4)
+    before = fused.generate(tok, prompts, 30, temperature=0.0)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())) * 0.05)
+    after = fused.generate(tok, prompts, 30, temperature=0.0)
+    assert [g.completion_ids for g in after] != [g.completion_ids for g in before]
+    same(after, FastDecoder(model, sync_every=4, fused_weights=False).generate(tok, prompts, 30, temperature=0.0))
+
+
+def test_lora_adapters_are_merged_into_the_copy():
+    model, tok, prompts = setup()
+    policy = HFPolicy(model, tok, device="cpu", lora=LoraSettings(r=4, alpha=8), fast_decode=True)
+    with torch.no_grad():  # a nonzero adapter (peft starts B at zero)
+        for name, p in policy.model.named_parameters():
+            if "lora_B" in name:
+                p.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())) * 0.3)
+    policy.model.eval()
+    fused = FastDecoder(policy.model, sync_every=4)
+    out = fused.generate(tok, prompts, 30, temperature=0.0)
+    assert fused.weights is not None
+    same(out, FastDecoder(policy.model, sync_every=4, fused_weights=False).generate(tok, prompts, 30, temperature=0.0))
+    with policy.model.disable_adapter():  # the copy then holds the base weights alone
+        base = fused.generate(tok, prompts, 30, temperature=0.0)
+        modules = FastDecoder(policy.model, sync_every=4, fused_weights=False)
+        same(base, modules.generate(tok, prompts, 30, temperature=0.0))
+    assert [g.completion_ids for g in base] != [g.completion_ids for g in out]
+
+
+def test_weights_it_cannot_copy_whole_leave_the_modules_in_charge():
+    model, tok, prompts = setup()
+    layers, head = list(model.model.layers), model.lm_head
+    assert DecodeWeights.build(layers, head, torch.float32) is not None
+    model.model.layers[1].mlp.act_fn = torch.nn.GELU()  # not the Llama family's SiLU gate
+    assert DecodeWeights.build(layers, head, torch.float32) is None
+    decoder = FastDecoder(model, sync_every=4)
+    decoder.generate(tok, prompts[:2], 5, temperature=0.0)
+    assert decoder.weights is None
+
+
+def test_compiled_layer_functions_trace_whole_and_once_for_every_layer_and_batch():
+    """fullgraph=True: no graph breaks. One graph per function serves both layers (the weights are
+    arguments) and, after one recompilation, every batch size (dynamic shapes)."""
+    import torch._dynamo
+
+    model, tok, prompts = setup()
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    compiled = compiled_layer_functions(backend="aot_eager")
+    weights = DecodeWeights.build(list(model.model.layers), model.lm_head, torch.float32)
+    for batch in (8, 16, 32):
+        h = torch.randn(batch, 1, 64)
+        cos, sin = model.model.rotary_emb(h, torch.arange(batch)[:, None])
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        for w in weights.layers:
+            plain = attention_inputs(h, w, cos, sin, 4, 2, 16, weights.norm_eps, None)
+            traced = compiled[0](h, w, cos, sin, 4, 2, 16, weights.norm_eps, None)
+            assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(plain, traced))
+            attended = torch.randn(batch, 1, 64)
+            assert torch.allclose(attention_output_and_mlp(h, attended, w, weights.norm_eps),
+                                  compiled[1](h, attended, w, weights.norm_eps), atol=1e-6)
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] <= 4
+    torch._dynamo.reset()
+
+
+def test_a_failing_compilation_falls_back_to_the_eager_layer_functions(monkeypatch):
+    import pytest
+    import torch._dynamo
+
+    import policies.fast_decode as fast_decode
+
+    def broken(*args, **kwargs):
+        raise torch._dynamo.exc.TorchDynamoException("no compiler here")
+
+    monkeypatch.setattr(fast_decode, "compiled_layer_functions", lambda: (broken, broken))
+    model, tok, prompts = setup()
+    decoder = FastDecoder(model, sync_every=4, compile_layers=True)
+    with pytest.warns(UserWarning, match="compiling the decode step failed.*no compiler here"):
+        out = decoder.generate(tok, prompts, 20, temperature=0.0)
+    assert decoder.compile_layers is False
+    same(out, FastDecoder(model, sync_every=4, fused_weights=False).generate(tok, prompts, 20, temperature=0.0))
