@@ -74,6 +74,12 @@ class RLAlgorithm(Trainer):
             self.ref_policy = self.policy.frozen_copy()
         ref.prepare_sharded_resync(self.ref_policy, c.data_parallel, c.ref_sync_every)
 
+    def compile_models(self) -> None:
+        """The policy's layers and, when it has its own model, the KL reference's."""
+        super().compile_models()
+        if self.wants_compile() and ref.has_own_weights(self.ref_policy) and hasattr(self.ref_policy, "compile_layers"):
+            self.ref_policy.compile_layers(self.config.torch_compile_backend)
+
     # ------------------------------------------------------------------ what a subclass supplies
     @abstractmethod
     def advantages(self, batch: Batch) -> torch.Tensor:

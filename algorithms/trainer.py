@@ -62,6 +62,7 @@ class Trainer(ABC):
         self.generator = torch.Generator(device=self.device).manual_seed(self.config.seed)
         dist.broadcast_parameters(policy.parameters())  # every rank starts from rank 0's weights
         self.before_data_parallel()  # copies of the policy, while it can still be copied
+        self.compile_models()
         self.gradients = GradientAverager(policy, self.config.data_parallel)  # DDP, FSDP or the all-reduce (>1 process)
         c = self.config
         groups = [{**group, "params": list(group["params"])} for group in self.param_groups()]
@@ -96,6 +97,19 @@ class Trainer(ABC):
 
     def end_iteration(self, metrics: dict[str, Any]) -> None:
         """Hook after `self.iteration` counts the finished iteration, before evaluation, logging and saving."""
+
+    def compile_models(self) -> None:
+        """`torch_compile`: compile the policy's decoder layers (subclasses add models of their own)."""
+        if self.wants_compile() and hasattr(self.policy, "compile_layers"):
+            self.policy.compile_layers(self.config.torch_compile_backend)
+
+    def wants_compile(self) -> bool:
+        """`torch_compile`, None resolved: on CUDA unless FSDP shards the layers (FSDP2's hooks on compiled
+        layers are not covered by this toolkit's tests)."""
+        c = self.config
+        if c.torch_compile is not None:
+            return c.torch_compile
+        return self.device.type == "cuda" and not (c.data_parallel == "fsdp" and dist.world_size() > 1)
 
     def param_groups(self) -> list[dict]:
         """Optimizer parameter groups (called once, in __init__)."""

@@ -30,6 +30,15 @@ class LoraSettings:
     load_in_4bit: bool = False  # QLoRA: the frozen base loaded in 4-bit (NF4) through bitsandbytes (CUDA)
 
 
+def cast_linear_weights(module: torch.nn.Module, dtype: torch.dtype) -> None:
+    """Store the weights of `module`'s linear layers in `dtype` (a frozen model scored under autocast to that
+    dtype: autocast casts them so at every pass, so the results are the same, without the casts and in
+    half the memory). Embeddings, norms and the residual stream keep their dtype."""
+    for sub in module.modules():
+        if isinstance(sub, torch.nn.Linear):
+            sub.to(dtype)
+
+
 def default_device() -> torch.device:
     """cuda:LOCAL_RANK (this torchrun rank's GPU; cuda:0 otherwise) when CUDA is available, else the CPU."""
     import os
@@ -112,6 +121,7 @@ class HFPolicy(Policy):
             self.model = get_peft_model(self.model, LoraConfig(
                 r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
                 target_modules=lora.target_modules, task_type="CAUSAL_LM"))
+        self.quantized, self.gradient_checkpointing = quantization is not None, gradient_checkpointing
         if gradient_checkpointing:
             self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
             self.model.config.use_cache = False
@@ -163,8 +173,25 @@ class HFPolicy(Policy):
             return torch.autocast("cuda", dtype=torch.bfloat16)
         return torch.autocast("cpu", enabled=False)
 
+    def compile_layers(self, backend: str = "inductor") -> bool:
+        """`torch.compile` each decoder layer in place (regional compilation: the layers share code, so
+        one compilation serves them all, recompiled once for dynamic sequence lengths); the sampling
+        path has its own (policies/fast_decode.py). Not with gradient checkpointing or a 4-bit base;
+        returns whether it compiled."""
+        backbone = self._backbone_and_head()[0]
+        layers = getattr(backbone, "layers", None)
+        if layers is None or getattr(self, "gradient_checkpointing", False) or getattr(self, "quantized", False):
+            return False
+        for layer in layers:
+            layer.compile(backend=backend)
+        return True
+
     def _backbone_and_head(self):
-        base = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
+        return self._backbone_and_head_of(self.model)
+
+    @staticmethod
+    def _backbone_and_head_of(model):
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
         return base.model, base.lm_head
 
     def data_parallel_module(self) -> torch.nn.Module:
@@ -224,6 +251,8 @@ class HFPolicy(Policy):
             ref.model = copy.deepcopy(self.model)
             ref.model.requires_grad_(False)
             ref.model.eval()
+            if self.device.type == "cuda" and self.bf16:
+                cast_linear_weights(self._backbone_and_head_of(ref.model)[0], torch.bfloat16)
         return ref
 
     def parameters(self):

@@ -1,0 +1,89 @@
+"""Regional compilation of the training and scoring passes (`torch_compile`), and the frozen reference's
+linear weights stored in the autocast dtype, against the eager passes, on the CPU."""
+import copy
+
+import torch
+
+from algorithms import GRPO, GRPOConfig
+from envs import make
+from policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+from policies.hf import cast_linear_weights
+from tests.distributed_worker import fixed_trajectories
+from tests.toy_env import DigitsEnv  # noqa: F401
+
+BACKEND = "aot_eager"  # traces and differentiates as Inductor does, without compiling kernels (seconds, not minutes)
+
+
+def batch():
+    ids = torch.tensor([[1, 5, 9, 14, 22, 31, 7], [1, 6, 9, 40, 3, 0, 0]])
+    mask = torch.tensor([[1] * 7, [1] * 5 + [0] * 2])
+    return ids, mask, torch.tensor([[3, 4, 5, 6], [3, 4, 4, 4]])
+
+
+def scored(policy):
+    policy.model.zero_grad()
+    ids, mask, completion = batch()
+    logprobs, entropy = policy.token_logprobs(ids, mask, completion)
+    (logprobs.sum() + 0.1 * entropy.sum()).backward()
+    return logprobs.detach(), {n: p.grad.clone() for n, p in policy.model.named_parameters() if p.grad is not None}
+
+
+def test_compiled_layers_score_and_differentiate_as_the_eager_ones():
+    tok = build_tiny_tokenizer()
+    eager = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu")
+    compiled = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu")
+    assert compiled.compile_layers(BACKEND)
+    assert all(layer._compiled_call_impl is not None for layer in compiled.model.model.layers)
+    (lp_a, grads_a), (lp_b, grads_b) = scored(eager), scored(compiled)
+    assert torch.allclose(lp_a, lp_b, atol=1e-5)
+    assert set(grads_a) == set(grads_b) and all(torch.allclose(grads_a[n], grads_b[n], atol=1e-5) for n in grads_a)
+
+
+def test_no_compilation_with_gradient_checkpointing():
+    tok = build_tiny_tokenizer()
+    policy = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu", gradient_checkpointing=True)
+    assert not policy.compile_layers(BACKEND)
+    assert all(layer._compiled_call_impl is None for layer in policy.model.model.layers)
+
+
+def grpo_step(tmp_path, torch_compile):
+    tok = build_tiny_tokenizer()
+    policy = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu")
+    config = GRPOConfig(learning_rate=1e-2, micro_batch_size=2, output_dir=str(tmp_path / str(torch_compile)),
+                        progress=False, samples_per_prompt=4, prompts_per_iteration=2, kl_coeff=0.5,
+                        torch_compile=torch_compile, torch_compile_backend=BACKEND)
+    algo = GRPO(policy, make("ToyDigits-v0"), config)
+    trajectories = fixed_trajectories()
+    algo.prepare(trajectories)
+    algo.update_step(trajectories)
+    return algo
+
+
+def test_a_grpo_step_with_torch_compile_ends_where_the_eager_step_does(tmp_path):
+    eager, compiled = grpo_step(tmp_path, None), grpo_step(tmp_path, True)  # None: off on the CPU
+    assert all(layer._compiled_call_impl is None for layer in eager.policy.model.model.layers)
+    for algo in (compiled.policy, compiled.ref_policy):  # the KL reference has its own model: compiled too
+        assert all(layer._compiled_call_impl is not None for layer in algo.model.model.layers)
+    a, b = dict(eager.policy.model.named_parameters()), dict(compiled.policy.model.named_parameters())
+    assert all(torch.allclose(a[n], b[n], atol=1e-5) for n in a)
+    initial = dict(build_tiny_model(build_tiny_tokenizer(), seed=0).named_parameters())
+    assert any(not torch.equal(a[n], initial[n]) for n in a)  # the step moved the weights
+
+
+def test_a_reference_with_linear_weights_in_the_autocast_dtype_scores_the_same():
+    """Autocast casts every linear weight to bf16 at each pass; storing them so gives the same log-probs."""
+    tok = build_tiny_tokenizer()
+    reference = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu")
+    stored = copy.deepcopy(reference)
+    cast_linear_weights(stored.model.model, torch.bfloat16)
+    assert stored.model.model.layers[0].mlp.down_proj.weight.dtype == torch.bfloat16
+    assert stored.model.model.embed_tokens.weight.dtype == torch.float32  # embeddings and norms keep theirs
+    assert stored.model.model.norm.weight.dtype == torch.float32
+    ids, mask, completion = batch()
+    for policy in (reference, stored):  # what `autocast()` is on CUDA, here on the CPU
+        policy.autocast = lambda: torch.autocast("cpu", dtype=torch.bfloat16)
+    with torch.no_grad():
+        expected, _ = reference.token_logprobs(ids, mask, completion)
+        got, _ = stored.token_logprobs(ids, mask, completion)
+    assert torch.equal(expected, got)
+    assert reference.frozen_copy().model.model.layers[0].mlp.down_proj.weight.dtype == torch.float32  # CPU: kept
