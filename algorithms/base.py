@@ -144,12 +144,14 @@ class RLAlgorithm(Trainer):
     # ------------------------------------------------------------------ reference, KL in the reward, advantages
     def score_in_chunks(self, trajectories: list[Trajectory], token_field: TokenField, score) -> None:
         """Store `score(micro_batch)` [B, C] (no grad) on each trajectory as its per-token `token_field`."""
-        ordered = by_length(trajectories)
-        for start in range(0, len(ordered), self.config.micro_batch_size):
-            chunk = ordered[start:start + self.config.micro_batch_size]
+        ordered, size = by_length(trajectories), self.config.micro_batch_size
+        chunks = [ordered[start:start + size] for start in range(0, len(ordered), size)]
+        scores = []
+        for chunk in chunks:  # every chunk queued before the first is read: the GPU never waits for the host
             with torch.no_grad():
-                values = score(collate(chunk, self.pad_id, self.device)).float().cpu()
-            for t, row in zip(chunk, values):
+                scores.append(score(collate(chunk, self.pad_id, self.device)).float())
+        for chunk, values in zip(chunks, scores):
+            for t, row in zip(chunk, values.cpu()):
                 token_field.set(t, row[:len(t.completion_ids)].tolist())
             self._bar.update(1)
 
@@ -217,11 +219,13 @@ class RLAlgorithm(Trainer):
                 if batch.ref_logprobs is not None:
                     diagnostics["kl"] = kl_estimate(logprobs, batch.ref_logprobs, c.kl_estimator)
                 for name, value in {**diagnostics, "tokens": torch.ones_like(mask)}.items():
-                    token_sums[name] = token_sums.get(name, 0.0) + float((value.float() * mask).sum())
+                    # summed on the device in float64 (what float() then + did on the host), read once below:
+                    # a read here would make every micro-batch wait for its forward before its backward
+                    token_sums[name] = token_sums.get(name, 0.0) + (value.float() * mask).sum().double()
             return {name: (term * weights).sum() for name, term in terms.items()}
 
         totals = self.optimizer_step(by_length(trajectories), micro_loss)  # similar lengths share a micro-batch
-        token_sums = dist.all_reduce_dict(token_sums)
+        token_sums = dist.all_reduce_dict({name: float(value) for name, value in token_sums.items()})
         for name in ("kl", "entropy", "approx_kl"):
             if name in token_sums:
                 self.record(name, token_sums[name] / max(token_sums["tokens"], 1.0))

@@ -71,7 +71,7 @@ class Trainer(ABC):
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda step: min(1.0, (step + 1) / c.warmup_iterations) if c.warmup_iterations else 1.0)
         self.logger: RunLogger | None = None
-        self._step_metrics: dict[str, list[float]] = {}
+        self._step_metrics: dict[str, list[float | torch.Tensor]] = {}
         self._times: dict[str, float] = {}  # seconds per phase in the current iteration
         self._nonfinite_streak = 0  # optimizer steps in a row skipped for a NaN/inf loss or gradient norm
         self._skipped_steps = 0     # ... and skipped in the current iteration
@@ -152,8 +152,9 @@ class Trainer(ABC):
 
     # ------------------------------------------------------------------ helpers for subclasses
     def record(self, name: str, value: float | torch.Tensor) -> None:
-        """Log a scalar from anywhere in an iteration (averaged over the iteration, then over processes)."""
-        self._step_metrics.setdefault(name, []).append(float(value))
+        """Log a scalar from anywhere in an iteration (averaged over the iteration, then over processes). A tensor
+        is read when the iteration ends, not now: a read inside a micro-batch would stall the GPU queue."""
+        self._step_metrics.setdefault(name, []).append(value.detach() if isinstance(value, torch.Tensor) else value)
 
     @contextmanager
     def timed(self, phase: str):
@@ -200,10 +201,10 @@ class Trainer(ABC):
                 terms = micro_loss(items[start:start + c.micro_batch_size])
                 # DDP and the all-reduce average the ranks' gradients: scale up by the world size
                 (sum(terms.values()) * world).backward()
-            for name, term in terms.items():
-                totals[name] = totals.get(name, 0.0) + float(term.detach())
+            for name, term in terms.items():  # float64 sums on the device, read once after the last backward
+                totals[name] = totals.get(name, 0.0) + term.detach().double()
             self._bar.update(1)
-        totals = dist.all_reduce_dict(totals)  # each rank held its share of the global loss
+        totals = dist.all_reduce_dict({name: float(value) for name, value in totals.items()})  # each rank's share
         params = self.trainable_parameters()
         self.gradients.finish(params)
         grad_norm = self.gradients.clip_grad_norm(params, c.max_grad_norm)
@@ -285,7 +286,8 @@ class Trainer(ABC):
         metrics.update({f"time_{k}": v for k, v in self._times.items()})
         metrics["learning_rate"] = self.scheduler.get_last_lr()[0]
         metrics["skipped_nonfinite_steps"] = self._skipped_steps
-        step_means = dist.all_reduce_dict({k: float(np.mean(v)) for k, v in self._step_metrics.items()})
+        step_means = dist.all_reduce_dict({k: float(np.mean([float(x) for x in v]))
+                                           for k, v in self._step_metrics.items()})
         metrics.update({k: v / dist.world_size() for k, v in step_means.items()})
         self._step_metrics = {}
         return metrics

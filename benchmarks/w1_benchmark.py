@@ -62,6 +62,7 @@ from policies import EMBEDDED_MODEL, HFPolicy, LoraSettings  # noqa: E402
 
 SYSTEM_PROMPT = "Solve the math word problem step by step. End with '#### <number>'."
 PROMPTS, GROUP, MAX_NEW = 16, 8, 256
+COMPILE_CHOICES = {"auto": None, "on": True, "off": False}
 
 
 class InOrderGRPO(GRPO):
@@ -92,7 +93,7 @@ def peak_memory_gb() -> float | None:
 
 
 def build(gsm8k: str, steps: int, micro_batch: int, fast: bool, lora_r: int, data_parallel: str,
-          prompts: int, group: int, max_new: int) -> InOrderGRPO:
+          prompts: int, group: int, max_new: int, torch_compile: bool | None = None) -> InOrderGRPO:
     """W1's algorithm: `prompts` x `group` episodes per rank and step."""
     lora = LoraSettings(r=lora_r, alpha=2 * lora_r) if lora_r else None
     policy = HFPolicy(EMBEDDED_MODEL, system_prompt=SYSTEM_PROMPT, fast_decode=fast, lora=lora)
@@ -101,16 +102,17 @@ def build(gsm8k: str, steps: int, micro_batch: int, fast: bool, lora_r: int, dat
                         samples_per_prompt=group, max_new_tokens=max_new, temperature=1.0, kl_coeff=0.04,
                         learning_rate=1e-6, micro_batch_size=micro_batch, eval_at_start=False,
                         output_dir="/tmp/w1_toolkit", progress=False, save_every=10**9, max_grad_norm=1.0,
-                        data_parallel=data_parallel)
+                        data_parallel=data_parallel, torch_compile=torch_compile)
     return InOrderGRPO(policy, env, config)
 
 
 def run_toolkit(gsm8k: str, steps: int, warmup: int, micro_batch: int, fast: bool, lora_r: int = 0,
-                data_parallel: str = "ddp", prompts: int = PROMPTS, group: int = GROUP, max_new: int = MAX_NEW) -> dict:
+                data_parallel: str = "ddp", prompts: int = PROMPTS, group: int = GROUP, max_new: int = MAX_NEW,
+                torch_compile: bool | None = None) -> dict:
     """W1's steps on this process (every rank under torchrun); the report, the same on every rank."""
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
-    algo = build(gsm8k, steps, micro_batch, fast, lora_r, data_parallel, prompts, group, max_new)
+    algo = build(gsm8k, steps, micro_batch, fast, lora_r, data_parallel, prompts, group, max_new, torch_compile)
     rows, rank_tokens = [], []
     for _ in range(steps):
         synchronize()
@@ -221,6 +223,8 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=PROMPTS, help="prompts per step and rank (W1: 16)")
     parser.add_argument("--group", type=int, default=GROUP, help="samples per prompt (W1: 8)")
     parser.add_argument("--max-new", type=int, default=MAX_NEW, help="new tokens at most (W1: 256)")
+    parser.add_argument("--torch-compile", choices=sorted(COMPILE_CHOICES), default="auto",
+                        help="GRPOConfig.torch_compile (auto: its default, None)")
     parser.add_argument("--skip-toolkit", action="store_true")
     parser.add_argument("--trl-script", default=None)
     parser.add_argument("--trl-modes", nargs="*", default=["static"])
@@ -235,7 +239,8 @@ def main() -> None:
     results: dict = {"workload": "W1", "date": time.strftime("%Y-%m-%d"), "gpu": device_name()}
     if not args.skip_toolkit:
         results["toolkit"] = run_toolkit(args.gsm8k, args.steps, args.warmup, args.micro_batch, not args.no_fast,
-                                         args.lora_r, args.data_parallel, args.prompts, args.group, args.max_new)
+                                         args.lora_r, args.data_parallel, args.prompts, args.group, args.max_new,
+                                         COMPILE_CHOICES[args.torch_compile])
         print("TOOLKIT", json.dumps(results["toolkit"]), flush=True)
     if several and (args.sampling_batches or args.trl_script):
         print("note: under torchrun the sampling comparison and TRL are skipped (one-GPU figures)", flush=True)

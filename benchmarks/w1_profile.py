@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
-from benchmarks.w1_benchmark import build  # noqa: E402
+from benchmarks.w1_benchmark import COMPILE_CHOICES, build  # noqa: E402
 from policies.fast_decode import FastDecoder  # noqa: E402
 
 VARIANTS = {"modules": {"fused_weights": False}, "fused": {"fused_weights": True},
@@ -51,7 +51,12 @@ def summarize(prof, wall: float, top: int = 12) -> dict:
             table[key][0] += 1
             table[key][1] += t
     gpu = sum(v[1] for v in by_class.values())
-    return {"wall_s": wall, "gpu_kernel_s": gpu, "kernels": len(kernels),
+    cpu_ops = sorted((e for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CPU),
+                     key=lambda e: -e.self_cpu_time_total)[:top]
+    syncs = sum(e.count for e in prof.key_averages() if "Synchronize" in e.key or e.key == "aten::item"
+                or e.key == "aten::_local_scalar_dense")
+    return {"wall_s": wall, "gpu_kernel_s": gpu, "kernels": len(kernels), "host_syncs": syncs,
+            "cpu_top": [{"name": e.key[:60], "count": e.count, "self_s": e.self_cpu_time_total / 1e6} for e in cpu_ops],
             "classes": {k: {"count": c, "s": s} for k, (c, s) in sorted(by_class.items(), key=lambda i: -i[1][1])},
             "top": [{"name": n[:90], "count": c, "s": s}
                     for n, (c, s) in sorted(by_name.items(), key=lambda i: -i[1][1])[:top]]}
@@ -72,7 +77,8 @@ def profiled(method, report: dict, phase: str):
 
 
 def run_variant(name: str, args) -> dict:
-    algo = build(args.gsm8k, args.warmup + args.steps + 1, args.micro_batch, True, 0, "ddp", 16, 8, 256)
+    algo = build(args.gsm8k, args.warmup + args.steps + 1, args.micro_batch, True, 0, "ddp", 16, 8, 256,
+                 COMPILE_CHOICES[args.torch_compile])
     policy = algo.policy
     policy.fast_decoder = FastDecoder(policy.model, **VARIANTS[name])
     steps = Counter()
@@ -116,6 +122,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--micro-batch", type=int, default=32)
+    parser.add_argument("--torch-compile", choices=sorted(COMPILE_CHOICES), default="auto",
+                        help="GRPOConfig.torch_compile for the training and scoring passes (auto: its default)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     reports = []
@@ -131,6 +139,8 @@ def main() -> None:
                   json.dumps({k: round(v["s"], 3) for k, v in p["classes"].items()}), flush=True)
             for t in p["top"][:6]:
                 print(f"    {t['s']:.3f} s {t['count']:6d}x {t['name']}", flush=True)
+            print(f"    host syncs {p['host_syncs']}; CPU self time:", ", ".join(
+                f"{c['name']} {c['self_s']:.3f} s/{c['count']}" for c in p["cpu_top"][:8]), flush=True)
 
 
 if __name__ == "__main__":

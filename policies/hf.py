@@ -175,7 +175,7 @@ class HFPolicy(Policy):
 
     def compile_layers(self, backend: str = "inductor") -> bool:
         """`torch.compile` each decoder layer in place (regional compilation: the layers share code, so
-        one compilation serves them all, recompiled once for dynamic sequence lengths); the sampling
+        one compilation, with symbolic batch and length, serves them all); the sampling
         path has its own (policies/fast_decode.py). Not with gradient checkpointing or a 4-bit base;
         returns whether it compiled."""
         backbone = self._backbone_and_head()[0]
@@ -183,7 +183,7 @@ class HFPolicy(Policy):
         if layers is None or getattr(self, "gradient_checkpointing", False) or getattr(self, "quantized", False):
             return False
         for layer in layers:
-            layer.compile(backend=backend)
+            layer.compile(backend=backend, dynamic=True)  # every micro-batch's length differs: symbolic from the start
         return True
 
     def _backbone_and_head(self):
