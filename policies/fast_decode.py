@@ -5,9 +5,10 @@ launching kernels from Python (30 layers x ~15 kernels). Here the one-token deco
 Llama-family model (Llama, SmolLM2, Mistral, Qwen2/3) runs against preallocated key/value buffers, so
 it has fixed shapes and addresses. The step's sampling and bookkeeping (the sampled token and its
 log-prob, end-of-sequence, the next input) run on device tensors too (policies/decode_step.py), so the
-whole step is captured once as a CUDA graph per (batch, length) bucket and sampling settings, and between
-host syncs the loop only replays it. The host looks every `sync_every` steps (stop strings, all-done,
-progress), and when half the rows are finished the survivors are compacted into a smaller batch bucket.
+whole step is captured as a CUDA graph once per (batch, length) bucket (again when the sampling settings
+change), and between host syncs the loop only replays it. The host looks every `sync_every` steps (stop
+strings, all-done, progress), and when half the rows are finished the survivors are compacted into a
+smaller batch bucket.
 Memory is bounded: a call with more than `max_batch` prompts is sampled in chunks of `max_batch`, and
 the buckets kept for reuse (KV buffers and graphs) hold at most `cache_bytes` of KV buffers, the least
 recently used dropped first (tree search and Math-Shepherd rollouts ask for many (batch, length) shapes).
@@ -65,7 +66,7 @@ class _Buffers(LoopState):
         self.keys = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(n_layers)]
         self.values = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(n_layers)]
         self.graph: torch.cuda.CUDAGraph | None = None
-        self.captured: Sampling | None = None  # the settings `graph` was captured with
+        self.captured: Sampling | None = None  # the settings `graph` was captured with (it reads their eos tensor)
         self.nbytes = sum(t.numel() * t.element_size() for t in self.keys + self.values)
 
 
