@@ -83,7 +83,7 @@ def run_variant(name: str, args) -> dict:
     policy.fast_decoder = FastDecoder(policy.model, **VARIANTS[name])
     steps = Counter()
     step = policy.fast_decoder._step
-    policy.fast_decoder._step = lambda buf: (steps.update(["decode"]), step(buf))[1]
+    policy.fast_decoder._step = lambda *a: (steps.update(["decode"]), step(*a))[1]
     rows = []
     for i in range(args.warmup + args.steps):
         torch.cuda.synchronize()

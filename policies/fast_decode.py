@@ -3,14 +3,16 @@
 `model.generate` and the plain loop in generation.py spend most of a small model's decode step
 launching kernels from Python (30 layers x ~15 kernels). Here the one-token decode step of a
 Llama-family model (Llama, SmolLM2, Mistral, Qwen2/3) runs against preallocated key/value buffers, so
-it has fixed shapes and addresses and is captured once as a CUDA graph per (batch, length) bucket
-and then replayed. End-of-sequence is tracked on the GPU; the host looks every `sync_every` steps
-(stop strings, all-done), and when half the rows are finished the survivors are compacted into a
-smaller batch bucket. Memory is bounded: a call with more than `max_batch` prompts is sampled in
-chunks of `max_batch`, and the buckets kept for reuse (KV buffers and graphs) hold at most
-`cache_bytes` of KV buffers, the least recently used dropped first (tree search and Math-Shepherd
-rollouts ask for many (batch, length) shapes). On the CPU the same code runs eagerly (no graphs): tests compare it with the
-plain path token by token.
+it has fixed shapes and addresses. The step's sampling and bookkeeping (the sampled token and its
+log-prob, end-of-sequence, the next input) run on device tensors too (policies/decode_step.py), so the
+whole step is captured as a CUDA graph once per (batch, length) bucket (again when the sampling settings
+change), and between host syncs the loop only replays it. The host looks every `sync_every` steps (stop
+strings, all-done, progress), and when half the rows are finished the survivors are compacted into a
+smaller batch bucket.
+Memory is bounded: a call with more than `max_batch` prompts is sampled in chunks of `max_batch`, and
+the buckets kept for reuse (KV buffers and graphs) hold at most `cache_bytes` of KV buffers, the least
+recently used dropped first (tree search and Math-Shepherd rollouts ask for many (batch, length) shapes).
+On the CPU the same code runs eagerly (no graphs): tests compare it with the plain path token by token.
 
 Each call first copies the projection weights into a decode-dtype copy with q/k/v and gate/up fused
 (policies/decode_weights.py; LoRA adapters merged in), so the step casts no weight and runs fewer
@@ -30,9 +32,9 @@ import torch._dynamo
 import torch.nn.functional as F
 
 from policies.decode_layers import attention_inputs, attention_output_and_mlp, compiled_layer_functions
+from policies.decode_step import LoopState, Outputs, Sampling, sample_and_record
 from policies.decode_weights import DecodeWeights
-from policies.generation import (Generation, RowKeys, StopChecker, StopLists, _eos_ids, assemble, left_pad,
-                                 sample_tokens, stop_lists)
+from policies.generation import Generation, RowKeys, StopChecker, StopLists, _eos_ids, assemble, left_pad, stop_lists
 
 _REQUIRED = ("q_proj", "k_proj", "v_proj", "o_proj")
 
@@ -55,19 +57,16 @@ def supports_fast_decode(model) -> bool:
     return attn is not None and all(hasattr(attn, n) for n in _REQUIRED) and hasattr(layers[0], "mlp")
 
 
-class _Buffers:
-    """Static tensors for one (batch, length) bucket."""
+class _Buffers(LoopState):
+    """Static tensors for one (batch, length) bucket: the KV cache and the decode loop's state."""
 
     def __init__(self, batch: int, length: int, n_layers: int, kv_heads: int, head_dim: int, dtype, device):
+        super().__init__(batch, length, device)
         shape = (batch, kv_heads, length, head_dim)
         self.keys = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(n_layers)]
         self.values = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(n_layers)]
-        self.valid = torch.zeros((batch, length), dtype=torch.bool, device=device)  # key columns to attend
-        self.tokens = torch.zeros(batch, dtype=torch.long, device=device)
-        self.positions = torch.zeros(batch, dtype=torch.long, device=device)
-        self.column = torch.zeros(1, dtype=torch.long, device=device)
-        self.logits: torch.Tensor | None = None
         self.graph: torch.cuda.CUDAGraph | None = None
+        self.captured: Sampling | None = None  # the settings `graph` was captured with (it reads their eos tensor)
         self.nbytes = sum(t.numel() * t.element_size() for t in self.keys + self.values)
 
 
@@ -127,7 +126,7 @@ class FastDecoder:
         addresses = (self.weights is not None, *(p.data_ptr() for p in self.model.parameters()))
         if addresses != self._captured_with:
             for buf in self._buckets.values():
-                buf.graph, buf.logits = None, None
+                buf.graph, buf.captured = None, None
             self._captured_with = addresses
 
     # ------------------------------------------------------------------ the model, written for a static cache
@@ -192,6 +191,13 @@ class FastDecoder:
         mask = buf.valid[:, None, None, :]
         return self._forward(buf.tokens[:, None], buf.positions[:, None], buf, buf.column, mask)
 
+    def _decode_and_sample(self, buf: _Buffers, sampling: Sampling) -> None:
+        """One whole decode step on the bucket's tensors: the forward pass of each row's next input, then
+        sampling and bookkeeping (what a bucket's graph captures)."""
+        with self._autocast():
+            logits = self._decode_step(buf)
+        sample_and_record(buf, logits, sampling)
+
     # ------------------------------------------------------------------ buckets and graphs
     def _bucket(self, batch: int, length: int, keep: _Buffers | None = None) -> _Buffers:
         """The (batch, length) bucket, made if needed after dropping least recently used ones (never `keep`,
@@ -215,33 +221,49 @@ class FastDecoder:
         """Bytes of KV buffers held by the reusable buckets."""
         return sum(b.nbytes for b in self._buckets.values())
 
-    def _step(self, buf: _Buffers) -> torch.Tensor:
+    def _step(self, buf: _Buffers, sampling: Sampling) -> None:
         try:
-            return self._replay_or_capture(buf)
+            self._replay_or_capture(buf, sampling)
         except torch._dynamo.exc.TorchDynamoException as err:  # Inductor missing or failing here: decode eagerly
             if not self.compile_layers:
                 raise
             warnings.warn(f"compiling the decode step failed, decoding without it: {str(err).splitlines()[0]}")
-            self.compile_layers, buf.graph, buf.logits = False, None, None
-            return self._replay_or_capture(buf)
+            self.compile_layers, buf.graph, buf.captured = False, None, None
+            self._replay_or_capture(buf, sampling)
 
-    def _replay_or_capture(self, buf: _Buffers) -> torch.Tensor:
+    def _replay_or_capture(self, buf: _Buffers, sampling: Sampling) -> None:
+        """Run one decode step: eagerly, or by replaying the bucket's graph, captured anew when there is none or
+        it was captured with other sampling settings (it bakes in the temperature, top_p, eos and pad ids and
+        the generator it advances)."""
         if not self.use_graphs:
-            with self._autocast():
-                return self._decode_step(buf)
-        if buf.graph is None:
-            stream = torch.cuda.Stream()
-            stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(stream), self._autocast():
-                for _ in range(2):  # warm-up outside the graph (the step is idempotent: same writes)
-                    self._decode_step(buf)
-            torch.cuda.current_stream().wait_stream(stream)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph), self._autocast():  # a private memory pool per graph
-                buf.logits = self._decode_step(buf)
-            buf.graph = graph
+            self._decode_and_sample(buf, sampling)
+            return
+        if buf.graph is None or buf.captured is None or buf.captured.key != sampling.key:
+            buf.graph = buf.captured = None  # free the old graph's memory pool first
+            buf.graph, buf.captured = self._capture(buf, sampling), sampling
         buf.graph.replay()
-        return buf.logits
+
+    def _capture(self, buf: _Buffers, sampling: Sampling) -> torch.cuda.CUDAGraph:
+        """Capture `_decode_and_sample` on this bucket as a CUDA graph (a private memory pool per graph); the
+        loop state is left as found."""
+        # warm-up outside the graph (compiles, initializes libraries), then the state as it was; the keys and
+        # values it wrote are in the step's own column (written again) or the next (not attended before that)
+        saved = buf.snapshot()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        try:
+            with torch.cuda.stream(stream):
+                for _ in range(2):
+                    self._decode_and_sample(buf, sampling)
+        finally:
+            torch.cuda.current_stream().wait_stream(stream)
+            buf.restore(saved)
+        graph = torch.cuda.CUDAGraph()
+        if sampling.noise_generator is not None:  # each replay then advances it (the default one is implied)
+            graph.register_generator_state(sampling.noise_generator)
+        with torch.cuda.graph(graph):
+            self._decode_and_sample(buf, sampling)
+        return graph
 
     # ------------------------------------------------------------------ sampling
     @torch.no_grad()
@@ -260,14 +282,14 @@ class FastDecoder:
             return out
         self._refresh_weights()
         self._forget_moved_weights()
-        eos = torch.tensor(_eos_ids(tokenizer, self.model), device=self.device)
-        pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else int(eos[0])
+        eos_ids = _eos_ids(tokenizer, self.model)
+        pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
+        sampling = Sampling(temperature, top_p, generator, eos_ids, pad_id, self.device)
         n, P = len(prompts), max(len(p) for p in prompts)
         length = int(math.ceil((P + max_new_tokens) / self.length_bucket) * self.length_bucket)
-        batch = _round_batch(n)
-        buf = self._bucket(batch, length)
+        buf = self._bucket(_round_batch(n), length)
         # prefill: left-padded prompts in columns [0, P); padding rows (batch > n) hold one pad token
-        ids, valid = left_pad(list(prompts) + [[pad_id]] * (batch - n), pad_id, self.device)
+        ids, valid = left_pad(list(prompts) + [[pad_id]] * (len(buf.rows) - n), pad_id, self.device)
         valid = valid.bool()
         positions = (valid.long().cumsum(-1) - 1).clamp(min=0)
         buf.valid.zero_()
@@ -276,91 +298,64 @@ class FastDecoder:
         mask = (causal[None] & buf.valid[:, None, :]) | torch.eye(P, length, dtype=torch.bool, device=self.device)[None]
         with self._autocast():
             logits = self._forward(ids, positions, buf, 0, mask[:, None])
-        next_pos = positions[:, -1] + 1
-        rows = torch.arange(batch, device=self.device)           # original index of each buffer row
-        out_tokens = torch.full((n, max_new_tokens), pad_id, dtype=torch.long, device=self.device)
-        out_logp = torch.zeros((n, max_new_tokens), device=self.device)
-        lengths = torch.full((n,), max_new_tokens, dtype=torch.long, device=self.device)
-        reason_eos = torch.zeros(n, dtype=torch.bool, device=self.device)
-        done = torch.zeros(batch, dtype=torch.bool, device=self.device)
-        done[n:] = True
+        buf.start(n, positions[:, -1], P - 1, max_new_tokens, generator)
+        sample_and_record(buf, logits, sampling)  # token 0; each later one by a whole decode step
+        outputs = Outputs(n, max_new_tokens, pad_id, self.device)
         stopper = StopChecker(tokenizer, stop, n)
         stopped = [False] * n
         checked = reported = 0
-        for t in range(max_new_tokens):
-            tokens, logp = sample_tokens(logits, temperature, top_p, generator, rows, t)
-            real = rows < n
-            live = real & ~done
-            idx = rows[real]
-            out_tokens[idx, t] = torch.where(live[real], tokens[real], out_tokens[idx, t])
-            out_logp[idx, t] = torch.where(live[real], logp[real], out_logp[idx, t])
-            hit_eos = live & torch.isin(tokens, eos)
-            lengths[rows[hit_eos]] = t + 1
-            reason_eos[rows[hit_eos]] = True
-            done = done | hit_eos
+        for t in range(max_new_tokens):  # tokens [0, t] are sampled
             last = t == max_new_tokens - 1
             if (t + 1) % self.sync_every == 0 or last:
                 if stopper.any:
-                    done = self._apply_stop_strings(stopper, out_tokens, lengths, rows, done, n, checked, t + 1,
-                                                    stopped)
+                    self._apply_stop_strings(stopper, buf, n, checked, t + 1, stopped, pad_id)
                     checked = t + 1
                 if on_tokens is not None:
-                    emitted = int(lengths.clamp(max=t + 1).sum())  # a stop string may cut some back
+                    emitted = outputs.emitted(buf, n, t + 1)  # a stop string may cut some back
                     on_tokens(max(emitted - reported, 0))
                     reported = max(emitted, reported)
-                if last or bool(done.all()):
+                live_count = int((~buf.done).sum())
+                if last or live_count == 0:
                     break
-                live_count = int((~done).sum())
                 smaller = _round_batch(live_count)
-                if smaller < buf.tokens.shape[0]:
-                    keep = (~done).nonzero().squeeze(-1)
-                    keep = torch.cat([keep, keep[:1].repeat(smaller - keep.numel())]) if keep.numel() < smaller else keep
-                    buf, rows, done, next_pos, tokens = self._compact(buf, keep, smaller, length, rows, done,
-                                                                      next_pos, tokens, live_count)
-            column = P + t
-            buf.tokens.copy_(torch.where(done, torch.full_like(tokens, pad_id), tokens))
-            buf.positions.copy_(next_pos)
-            buf.column.fill_(column)
-            buf.valid[:, column] = True
-            logits = self._step(buf)
-            next_pos = next_pos + 1
-        tokens_cpu, logp_cpu = out_tokens.cpu().tolist(), out_logp.cpu().tolist()
-        lengths_cpu, eos_cpu = lengths.cpu().tolist(), reason_eos.cpu().tolist()
-        return assemble(tokenizer, prompts, [tokens_cpu[r][:lengths_cpu[r]] for r in range(n)],
-                        [logp_cpu[r][:lengths_cpu[r]] for r in range(n)],
-                        ["eos" if eos_cpu[r] else ("stop" if stopped[r] else "length") for r in range(n)])
+                if smaller < len(buf.rows):
+                    outputs.take(buf, (buf.rows < n) & buf.done)  # the rows compaction drops
+                    buf = self._compact(buf, smaller, length, live_count, pad_id)
+            self._step(buf, sampling)
+        outputs.take(buf, buf.rows < n)
+        tokens, logp, eos = outputs.lists()
+        return assemble(tokenizer, prompts, tokens, logp,
+                        ["eos" if eos[r] else ("stop" if stopped[r] else "length") for r in range(n)])
 
-    def _apply_stop_strings(self, stopper, out_tokens, lengths, rows, done, n, checked, upto, stopped):
-        """Cut each live row at the first token completing a stop string among positions [checked, upto)."""
-        live_rows = rows[(rows < n) & ~done].tolist()
-        if not live_rows:
-            return done
-        window = out_tokens[live_rows, :upto].cpu().tolist()
-        newly = []
-        for r, toks in zip(live_rows, window):
+    def _apply_stop_strings(self, stopper: StopChecker, buf: _Buffers, n: int, checked: int, upto: int,
+                            stopped: list[bool], pad_id: int) -> None:
+        """Finish each live row at the first token completing a stop string among positions [checked, upto)."""
+        live = ((buf.rows < n) & ~buf.done).nonzero().squeeze(-1)
+        if live.numel() == 0:
+            return
+        hits, ends = [], []
+        for i, r, toks in zip(live.tolist(), buf.rows[live].tolist(), buf.out_tokens[live, :upto].tolist()):
             for end in range(max(checked, 1), upto + 1):
                 if stopper.hit(r, toks[:end]):
-                    lengths[r] = end
+                    hits.append(i)
+                    ends.append(end)
                     stopped[r] = True
-                    newly.append(r)
                     break
-        if newly:
-            hit = torch.isin(rows, torch.tensor(newly, device=rows.device))
-            done = done | hit
-        return done
+        if hits:
+            index = torch.tensor(hits, device=buf.rows.device)
+            buf.lengths[index] = torch.tensor(ends, device=buf.rows.device)
+            buf.done[index] = True
+            buf.tokens[index] = pad_id  # its next input, as for a row that sampled EOS
 
-    def _compact(self, buf, keep, batch, length, rows, done, next_pos, tokens, live_count):
-        """Move the live rows (`keep`, padded with duplicates) into the smaller bucket's buffers."""
+    def _compact(self, buf: _Buffers, batch: int, length: int, live_count: int, pad_id: int) -> _Buffers:
+        """Move the live rows into the smaller bucket (padded with duplicates of the first, finished at once)."""
+        keep = (~buf.done).nonzero().squeeze(-1)
+        keep = torch.cat([keep, keep[:1].repeat(batch - keep.numel())])
         small = self._bucket(batch, length, keep=buf)
         for src, dst in zip(buf.keys + buf.values, small.keys + small.values):
             torch.index_select(src, 0, keep, out=dst)
-        torch.index_select(buf.valid, 0, keep, out=small.valid)
-        new_rows = rows[keep].clone()
-        new_done = done[keep].clone()
-        if keep.numel() > live_count:  # duplicate filler rows: mark them finished and out of range
-            new_rows[live_count:] = torch.iinfo(torch.long).max
-            new_done[live_count:] = True
-        return small, new_rows, new_done, next_pos[keep], tokens[keep]
+        small.select(buf, keep, live_count, pad_id)
+        return small
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:

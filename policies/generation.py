@@ -76,6 +76,14 @@ def row_key(*parts: int) -> int:
     return _signed(x)
 
 
+def keyed_uniform(row_keys: torch.Tensor, step: int | torch.Tensor) -> torch.Tensor:
+    """One uniform number in (0, 1) (float64) per row from its key and the token index `step`: a Python int, or
+    an int64 tensor of one element read on the device (int64 arithmetic wraps as the Python form's mask does)."""
+    offset = _signed((step + 1) * _GOLDEN) if isinstance(step, int) else (step + 1) * _signed(_GOLDEN)
+    bits = _splitmix(row_keys + offset)
+    return (_shr(bits, 11).double() + 0.5) / float(1 << 53)
+
+
 @dataclass
 class RowKeys:
     """Batch-invariant sampling: row i's t-th token is drawn by inverse CDF with one uniform number that
@@ -89,13 +97,16 @@ class RowKeys:
     keys: list[int]
     _tensors: dict = field(default_factory=dict, repr=False, compare=False)  # keys per device, made once
 
-    def uniform(self, rows: torch.Tensor, step: int) -> torch.Tensor:
-        """One uniform number in (0, 1) (float64) per batch row; `rows` are the rows' original indices."""
+    def row_keys(self, rows: torch.Tensor) -> torch.Tensor:
+        """The key of each batch row (int64); `rows` are the rows' original indices (past the end: the last key)."""
         keys = self._tensors.get(rows.device)
         if keys is None:
             keys = self._tensors[rows.device] = torch.tensor(self.keys, dtype=torch.long, device=rows.device)
-        bits = _splitmix(keys[rows.clamp(max=len(self.keys) - 1)] + _signed((step + 1) * _GOLDEN))
-        return (_shr(bits, 11).double() + 0.5) / float(1 << 53)
+        return keys[rows.clamp(max=len(self.keys) - 1)]
+
+    def uniform(self, rows: torch.Tensor, step: int) -> torch.Tensor:
+        """One uniform number in (0, 1) (float64) per batch row; `rows` are the rows' original indices."""
+        return keyed_uniform(self.row_keys(rows), step)
 
     def repeat(self, n: int) -> "RowKeys":
         """Keys for each prompt repeated `n` times (n samples per prompt), each sample its own key."""
@@ -111,6 +122,19 @@ def sample_tokens(
     temperature == 0 means greedy; its log-probs are those of the untempered distribution. With
     `RowKeys`, `rows` are the batch rows' original prompt indices and `step` the token index.
     """
+    if isinstance(generator, RowKeys):
+        index = rows if rows is not None else torch.arange(len(logits), device=logits.device)
+        return sample_step(logits, temperature, top_p, None, generator.row_keys(index), step)
+    return sample_step(logits, temperature, top_p, generator, None, step)
+
+
+def sample_step(
+    logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator | None,
+    row_keys: torch.Tensor | None, step: int | torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`sample_tokens` without host work: Gumbel noise from `generator`, or, given `row_keys` (each row's
+    RowKeys key), inverse CDF keyed by the token index `step`, which may be a one-element int64 tensor on the
+    device (the fast decoder's captured step reads it there)."""
     logits = logits.float()
     if temperature <= 0:
         tokens = logits.argmax(-1)
@@ -118,10 +142,9 @@ def sample_tokens(
     scaled = logits / temperature
     logp = torch.log_softmax(scaled, -1)
     candidates = filter_top_p(scaled, top_p)
-    if isinstance(generator, RowKeys):  # inverse CDF: one keyed number per row
-        index = rows if rows is not None else torch.arange(len(logits), device=logits.device)
+    if row_keys is not None:  # inverse CDF: one keyed number per row
         cdf = torch.softmax(candidates.double(), -1).cumsum(-1)
-        target = (generator.uniform(index, step) * cdf[:, -1])[:, None]
+        target = (keyed_uniform(row_keys, step) * cdf[:, -1])[:, None]
         tokens = torch.searchsorted(cdf, target).squeeze(-1).clamp_(max=cdf.shape[-1] - 1)
     else:
         uniform = torch.rand(candidates.shape, device=logits.device, generator=generator).clamp_(1e-10, 1.0)
