@@ -104,12 +104,13 @@ class Trainer(ABC):
             self.policy.compile_layers(self.config.torch_compile_backend)
 
     def wants_compile(self) -> bool:
-        """`torch_compile`, None resolved: on CUDA unless FSDP shards the layers (FSDP2's hooks on compiled
-        layers are not covered by this toolkit's tests)."""
+        """`torch_compile`, except under FSDP (its hooks on compiled layers are not covered by this toolkit's
+        tests), where the layers stay eager with a warning."""
         c = self.config
-        if c.torch_compile is not None:
-            return c.torch_compile
-        return self.device.type == "cuda" and not (c.data_parallel == "fsdp" and dist.world_size() > 1)
+        if c.torch_compile and c.data_parallel == "fsdp" and dist.world_size() > 1:
+            warn("torch_compile is ignored under FSDP: the sharded layers run eagerly")
+            return False
+        return c.torch_compile
 
     def param_groups(self) -> list[dict]:
         """Optimizer parameter groups (called once, in __init__)."""

@@ -31,6 +31,7 @@ import torch
 import torch._dynamo
 import torch.nn.functional as F
 
+from policies.attention_backends import variable_length_attention
 from policies.decode_layers import attention_inputs, attention_output_and_mlp, compiled_layer_functions
 from policies.decode_step import LoopState, Outputs, Sampling, sample_and_record
 from policies.decode_weights import DecodeWeights
@@ -296,7 +297,7 @@ class FastDecoder:
         buf.valid[:, :P] = valid
         causal = torch.ones((P, length), dtype=torch.bool, device=self.device).tril()
         mask = (causal[None] & buf.valid[:, None, :]) | torch.eye(P, length, dtype=torch.bool, device=self.device)[None]
-        with self._autocast():
+        with self._autocast(), variable_length_attention(self.device):  # the prefill: another shape each call
             logits = self._forward(ids, positions, buf, 0, mask[:, None])
         buf.start(n, positions[:, -1], P - 1, max_new_tokens, generator)
         sample_and_record(buf, logits, sampling)  # token 0; each later one by a whole decode step

@@ -9,6 +9,7 @@ from typing import Callable, ContextManager
 
 import torch
 
+from policies.attention_backends import variable_length_attention
 from policies.base import Policy
 from policies.generation import RowKeys, decode, stop_lists
 from policies.logprobs import chunked_token_logprobs, completion_hidden_states, completion_targets
@@ -222,7 +223,7 @@ class HFPolicy(Policy):
         """Last hidden states [B, C, H] of the positions that predict each completion token (the state
         before token t is generated: a value head's input)."""
         positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-        with self.autocast():
+        with self.autocast(), variable_length_attention(self.device):
             hidden = self.training_backbone()(input_ids=input_ids, attention_mask=attention_mask,
                                               position_ids=positions, use_cache=False).last_hidden_state
         return completion_hidden_states(hidden, completion_start)

@@ -1,0 +1,28 @@
+"""Which scaled-dot-product-attention kernels the variable-length passes may use.
+
+cuDNN's attention builds an execution plan for each new shape on the host: in W1's training and
+scoring passes, where every micro-batch has another length, that cost 2-3 ms of CPU per layer call
+(forward and backward; 0.45 s of a 0.8 s update on an H100, with the GPU idle meanwhile). Those passes
+(and the decoder's prefill) use FlashAttention or the memory-efficient kernel instead, which take any
+shape without planning; the fixed-shape decode step inside a CUDA graph, where planning happens once
+at capture, keeps PyTorch's choice.
+"""
+from __future__ import annotations
+
+from contextlib import nullcontext
+
+import torch
+
+_SHAPE_FREE = None
+
+
+def variable_length_attention(device: torch.device):
+    """A context choosing FlashAttention, memory-efficient or math SDPA (not cuDNN) on CUDA; nothing elsewhere."""
+    global _SHAPE_FREE
+    if torch.device(device).type != "cuda":
+        return nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    if _SHAPE_FREE is None:
+        _SHAPE_FREE = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+    return sdpa_kernel(_SHAPE_FREE)
