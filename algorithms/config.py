@@ -215,8 +215,8 @@ class TrainerConfig(metaclass=_AcceptsTRLNames):
     micro_batch_size: int = setting(32, "items (RL: trajectories) per forward/backward (gradient accumulation "
                                         "inside a step)")
     bf16: bool = setting(True, "bf16 autocast on CUDA (ignored on CPU)")
-    torch_compile: bool = setting(False, "torch.compile the decoder layers for training and scoring (regional; "
-                                         "no faster on W1, see RESULTS.md)")
+    torch_compile: bool | None = setting(None, "torch.compile the decoder layers for training and scoring "
+                                               "(None: on CUDA, not under FSDP)")
     torch_compile_backend: str = setting("inductor", "torch.compile backend when torch_compile is on")
     data_parallel: str = setting("ddp", "ddp | fsdp | allreduce: how processes average gradients (torch DDP, "
                                         "FSDP2 layer sharding, one all-reduce)")

@@ -62,7 +62,7 @@ from policies import EMBEDDED_MODEL, HFPolicy, LoraSettings  # noqa: E402
 
 SYSTEM_PROMPT = "Solve the math word problem step by step. End with '#### <number>'."
 PROMPTS, GROUP, MAX_NEW = 16, 8, 256
-COMPILE_CHOICES = {"on": True, "off": False}
+COMPILE_CHOICES = {"auto": None, "on": True, "off": False}
 
 
 class InOrderGRPO(GRPO):
@@ -93,7 +93,7 @@ def peak_memory_gb() -> float | None:
 
 
 def build(gsm8k: str, steps: int, micro_batch: int, fast: bool, lora_r: int, data_parallel: str,
-          prompts: int, group: int, max_new: int, torch_compile: bool = False) -> InOrderGRPO:
+          prompts: int, group: int, max_new: int, torch_compile: bool | None = None) -> InOrderGRPO:
     """W1's algorithm: `prompts` x `group` episodes per rank and step."""
     lora = LoraSettings(r=lora_r, alpha=2 * lora_r) if lora_r else None
     policy = HFPolicy(EMBEDDED_MODEL, system_prompt=SYSTEM_PROMPT, fast_decode=fast, lora=lora)
@@ -108,7 +108,7 @@ def build(gsm8k: str, steps: int, micro_batch: int, fast: bool, lora_r: int, dat
 
 def run_toolkit(gsm8k: str, steps: int, warmup: int, micro_batch: int, fast: bool, lora_r: int = 0,
                 data_parallel: str = "ddp", prompts: int = PROMPTS, group: int = GROUP, max_new: int = MAX_NEW,
-                torch_compile: bool = False) -> dict:
+                torch_compile: bool | None = None) -> dict:
     """W1's steps on this process (every rank under torchrun); the report, the same on every rank."""
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
@@ -223,8 +223,8 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=PROMPTS, help="prompts per step and rank (W1: 16)")
     parser.add_argument("--group", type=int, default=GROUP, help="samples per prompt (W1: 8)")
     parser.add_argument("--max-new", type=int, default=MAX_NEW, help="new tokens at most (W1: 256)")
-    parser.add_argument("--torch-compile", choices=sorted(COMPILE_CHOICES), default="off",
-                        help="GRPOConfig.torch_compile")
+    parser.add_argument("--torch-compile", choices=sorted(COMPILE_CHOICES), default="auto",
+                        help="GRPOConfig.torch_compile (auto: its default, on CUDA)")
     parser.add_argument("--skip-toolkit", action="store_true")
     parser.add_argument("--trl-script", default=None)
     parser.add_argument("--trl-modes", nargs="*", default=["static"])

@@ -122,8 +122,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--micro-batch", type=int, default=32)
-    parser.add_argument("--torch-compile", choices=sorted(COMPILE_CHOICES), default="off",
-                        help="GRPOConfig.torch_compile for the training and scoring passes")
+    parser.add_argument("--torch-compile", choices=sorted(COMPILE_CHOICES), default="auto",
+                        help="GRPOConfig.torch_compile (auto: its default, on CUDA)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     reports = []

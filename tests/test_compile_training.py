@@ -60,7 +60,7 @@ def grpo_step(tmp_path, torch_compile):
 
 
 def test_a_grpo_step_with_torch_compile_ends_where_the_eager_step_does(tmp_path):
-    eager, compiled = grpo_step(tmp_path, False), grpo_step(tmp_path, True)
+    eager, compiled = grpo_step(tmp_path, None), grpo_step(tmp_path, True)  # None: off on the CPU
     assert all(layer._compiled_call_impl is None for layer in eager.policy.model.model.layers)
     for algo in (compiled.policy, compiled.ref_policy):  # the KL reference has its own model: compiled too
         assert all(layer._compiled_call_impl is not None for layer in algo.model.model.layers)
