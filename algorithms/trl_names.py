@@ -74,6 +74,8 @@ SAME_NAME = {
     "learning_rate": "constant after warmup here; TRL decays it linearly by default",
     "temperature": "", "top_p": "", "seed": "", "bf16": "", "max_grad_norm": "", "weight_decay": "",
     "output_dir": "",
+    "torch_compile": "regional here (each decoder layer); on by default on CUDA (TRL: off)",
+    "torch_compile_backend": "",
 }
 
 # TRL name -> why it is refused, naming ours (a different meaning, or none here)

@@ -30,19 +30,30 @@ from benchmarks.ppo_vs_grpo_arithmetic import SETTINGS  # noqa: E402
 GRPO_SETTINGS = {k: v for k, v in PRESETS["gpu"].items() if k not in ("train_iterations", "output_dir", "eval_at_start")}
 
 
-def build(name: str, out: Path, seed: int):
+def build(name: str, out: Path, seed: int, overrides: dict):
     policy = HFPolicy(EMBEDDED_MODEL)
     train_env = make("Arithmetic-v0", level=1, split="train")
     common = dict(train_iterations=10**6, output_dir=str(out / name), seed=seed, eval_at_start=False, progress=False)
     if name == "GRPO":
-        return GRPO(policy, train_env, GRPOConfig(**common, **GRPO_SETTINGS))
+        return GRPO(policy, train_env, GRPOConfig(**common, **{**GRPO_SETTINGS, **overrides}))
     _, _, values = SETTINGS["PPO"]
-    return PPO(policy, train_env, PPOConfig(**common, max_new_tokens=64, temperature=1.0, eval_episodes=256, **values))
+    values = dict(max_new_tokens=64, temperature=1.0, eval_episodes=256, **values)
+    return PPO(policy, train_env, PPOConfig(**common, **{**values, **overrides}))
 
 
-def run(name: str, seconds: float, eval_every: int, target: float, out: Path, seed: int) -> dict:
+def parse_overrides(pairs: list[str]) -> dict:
+    """["minibatch_size=128", "learning_rate=3e-5"] -> a dict of config values (numbers parsed)."""
+    out = {}
+    for pair in pairs:
+        key, _, text = pair.partition("=")
+        out[key] = json.loads(text) if text.replace(".", "", 1).replace("e-", "", 1).isdigit() else text
+    return out
+
+
+def run(name: str, seconds: float, eval_every: int, target: float, out: Path, seed: int,
+        overrides: dict | None = None) -> dict:
     out.mkdir(parents=True, exist_ok=True)
-    algo = build(name, out, seed)
+    algo = build(name, out, seed, overrides or {})
     test_env = make("Arithmetic-v0", level=1, split="test")
     c = algo.config
 
@@ -78,9 +89,12 @@ def main() -> None:
     parser.add_argument("--target", type=float, default=0.95)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="runs/learning_speed")
+    parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE",
+                        help="config overrides for every algorithm run (e.g. minibatch_size=128)")
     args = parser.parse_args()
     out = Path(args.out)
-    results = [run(name, args.seconds, args.eval_every, args.target, out, args.seed) for name in args.algorithms]
+    results = [run(name, args.seconds, args.eval_every, args.target, out, args.seed, parse_overrides(args.set))
+               for name in args.algorithms]
     (out / "learning_speed.json").write_text(json.dumps(results, indent=1))
 
 
