@@ -52,10 +52,9 @@ class Batch:
     def to(self, device: torch.device) -> "Batch":
         """The batch on `device`. To CUDA the copies go from pinned memory without waiting: a plain copy from
         pageable memory synchronises the stream, so each micro-batch would wait for the GPU to drain."""
-        if device.type == "cuda":
-            move = lambda t: t.pin_memory().to(device, non_blocking=True)  # noqa: E731
-        else:
-            move = lambda t: t.to(device)  # noqa: E731
+        def move(t: torch.Tensor) -> torch.Tensor:
+            return t.pin_memory().to(device, non_blocking=True) if device.type == "cuda" else t.to(device)
+
         moved = {k: move(v) for k, v in self.__dict__.items() if k != "fields"}
         return Batch(**moved, fields={k: move(v) for k, v in self.fields.items()})
 

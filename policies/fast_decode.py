@@ -32,10 +32,24 @@ import torch._dynamo
 import torch.nn.functional as F
 
 from policies.attention_backends import variable_length_attention
-from policies.decode_layers import attention_inputs, attention_output_and_mlp, compiled_layer_functions
+from policies.decode_layers import (
+    attention_inputs,
+    attention_output_and_mlp,
+    compiled_layer_functions,
+    rotate_half,
+)
 from policies.decode_step import LoopState, Outputs, Sampling, sample_and_record
 from policies.decode_weights import DecodeWeights
-from policies.generation import Generation, RowKeys, StopChecker, StopLists, _eos_ids, assemble, left_pad, stop_lists
+from policies.generation import (
+    Generation,
+    RowKeys,
+    StopChecker,
+    StopLists,
+    _eos_ids,
+    assemble,
+    left_pad,
+    stop_lists,
+)
 
 _REQUIRED = ("q_proj", "k_proj", "v_proj", "o_proj")
 
@@ -159,8 +173,8 @@ class FastDecoder:
             v = attn.v_proj(x).view(B, T, self.kv_heads, self.head_dim).transpose(1, 2)
             if hasattr(attn, "q_norm"):  # Qwen3-style per-head norms
                 q, k = attn.q_norm(q), attn.k_norm(k)
-            q = q * cos + _rotate_half(q) * sin
-            k = k * cos + _rotate_half(k) * sin
+            q = q * cos + rotate_half(q) * sin
+            k = k * cos + rotate_half(k) * sin
             buf.keys[i].index_copy_(2, columns, k.to(buf.keys[i].dtype))
             buf.values[i].index_copy_(2, columns, v.to(buf.values[i].dtype))
             out = F.scaled_dot_product_attention(q.to(buf.keys[i].dtype), buf.keys[i], buf.values[i],
@@ -357,11 +371,6 @@ class FastDecoder:
             torch.index_select(src, 0, keep, out=dst)
         small.select(buf, keep, live_count, pad_id)
         return small
-
-
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
 def _round_batch(n: int) -> int:

@@ -3,7 +3,11 @@
 import torch
 
 from policies import HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
-from policies.decode_layers import attention_inputs, attention_output_and_mlp, compiled_layer_functions
+from policies.decode_layers import (
+    attention_inputs,
+    attention_output_and_mlp,
+    compiled_layer_functions,
+)
 from policies.decode_weights import DecodeWeights
 from policies.fast_decode import FastDecoder
 from policies.generation import decode
@@ -85,7 +89,7 @@ def test_compiled_layer_functions_trace_whole_and_once_for_every_layer_and_batch
     arguments) and, after one recompilation, every batch size (dynamic shapes)."""
     import torch._dynamo
 
-    model, tok, prompts = setup()
+    model, _, _ = setup()
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
     compiled = compiled_layer_functions(backend="aot_eager")
