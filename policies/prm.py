@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from policies.attention_backends import variable_length_attention
 from policies.prompting import prompt_ids
 from policies.value import ValueHead
 
@@ -189,7 +190,7 @@ class ProcessRewardModel(nn.Module):
         """Head logits [B, S] at `positions` [B, S] (each step's last token; -1 pads, giving 0.0) of right-padded
         rows `input_ids` [B, L]; with gradients when enabled. Float32."""
         position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-        with self.autocast():
+        with self.autocast(), variable_length_attention(input_ids.device):
             hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                                    use_cache=False).last_hidden_state
         index = positions.clamp(min=0).unsqueeze(-1).expand(-1, -1, hidden.shape[-1])
