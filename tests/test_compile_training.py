@@ -87,3 +87,28 @@ def test_a_reference_with_linear_weights_in_the_autocast_dtype_scores_the_same()
         got, _ = stored.token_logprobs(ids, mask, completion)
     assert torch.equal(expected, got)
     assert reference.frozen_copy().model.model.layers[0].mlp.down_proj.weight.dtype == torch.float32  # CPU: kept
+
+
+def test_compiled_lora_layers_score_and_differentiate_as_the_eager_ones():
+    """LoRA (peft) layers inside the compiled decoder layers, adapters on and switched off (the KL reference)."""
+    from policies import LoraSettings
+
+    def lora_policy():
+        tok = build_tiny_tokenizer()
+        torch.manual_seed(1)  # the LoRA A matrices
+        policy = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu", lora=LoraSettings(r=4, alpha=8))
+        with torch.no_grad():  # a nonzero adapter (peft starts B at zero)
+            for name, p in policy.model.named_parameters():
+                if "lora_B" in name:
+                    p.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())) * 0.1)
+        return policy
+
+    eager, compiled = lora_policy(), lora_policy()
+    assert compiled.compile_layers(BACKEND)
+    (lp_a, grads_a), (lp_b, grads_b) = scored(eager), scored(compiled)
+    assert torch.allclose(lp_a, lp_b, atol=1e-5)
+    assert set(grads_a) == set(grads_b) and all(torch.allclose(grads_a[n], grads_b[n], atol=1e-5) for n in grads_a)
+    ids, mask, completion = batch()
+    with torch.no_grad(), eager.model.disable_adapter(), compiled.model.disable_adapter():
+        assert torch.allclose(eager.token_logprobs(ids, mask, completion)[0],
+                              compiled.token_logprobs(ids, mask, completion)[0], atol=1e-5)
