@@ -12,17 +12,10 @@ from __future__ import annotations
 from contextlib import nullcontext
 
 import torch
-
-_SHAPE_FREE = None
-
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 def variable_length_attention(device: torch.device):
     """A context choosing FlashAttention, memory-efficient or math SDPA (not cuDNN) on CUDA; nothing elsewhere."""
-    global _SHAPE_FREE
     if torch.device(device).type != "cuda":
         return nullcontext()
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    if _SHAPE_FREE is None:
-        _SHAPE_FREE = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
-    return sdpa_kernel(_SHAPE_FREE)
+    return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])

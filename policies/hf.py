@@ -181,18 +181,14 @@ class HFPolicy(Policy):
         returns whether it compiled."""
         backbone = self._backbone_and_head()[0]
         layers = getattr(backbone, "layers", None)
-        if layers is None or getattr(self, "gradient_checkpointing", False) or getattr(self, "quantized", False):
+        if layers is None or self.gradient_checkpointing or self.quantized:
             return False
         for layer in layers:
             layer.compile(backend=backend, dynamic=True)  # every micro-batch's length differs: symbolic from the start
         return True
 
     def _backbone_and_head(self):
-        return self._backbone_and_head_of(self.model)
-
-    @staticmethod
-    def _backbone_and_head_of(model):
-        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        base = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
         return base.model, base.lm_head
 
     def data_parallel_module(self) -> torch.nn.Module:
@@ -253,7 +249,7 @@ class HFPolicy(Policy):
             ref.model.requires_grad_(False)
             ref.model.eval()
             if self.device.type == "cuda" and self.bf16:
-                cast_linear_weights(self._backbone_and_head_of(ref.model)[0], torch.bfloat16)
+                cast_linear_weights(ref._backbone_and_head()[0], torch.bfloat16)  # the copy's own model
         return ref
 
     def parameters(self):
