@@ -47,7 +47,7 @@ from envs.safe_arith import MAX_ANSWER_CHARS, MAX_NESTING, closing_brace, max_ne
 
 __all__ = [
     "extract_answer", "gsm8k_gold", "normalize_answer", "answers_equal", "is_number_literal",
-    "worker_cpu_seconds", "GRADERS", "REL_TOL",
+    "worker_cpu_seconds", "start_grading_worker", "GRADERS", "REL_TOL",
 ]
 
 GRADERS = ("default", "math_verify")
@@ -140,6 +140,11 @@ def normalize_answer(answer: str) -> str:
 _WORKER = CpuBoundedWorker(serve, preload)
 atexit.register(_WORKER.stop)
 os.register_at_fork(after_in_child=_WORKER._forget)
+
+
+def start_grading_worker() -> bool:
+    """Fork the grading worker now rather than at the first symbolic comparison (True once it is ready)."""
+    return _WORKER.start()
 
 
 def worker_cpu_seconds() -> float:

@@ -133,19 +133,32 @@ def _run_all(regex: re.Pattern, text: str) -> None:
     regex.fullmatch(text)
 
 
-def slow_shape(regex: re.Pattern, limit_s: float) -> tuple[str, float] | None:
-    """The first (shape, CPU seconds) on which finditer/match/fullmatch exceed ``limit_s``, or None."""
+def _cpu_seconds(regex: re.Pattern, text: str, limit_s: float) -> float:
+    """CPU seconds of finditer/match/fullmatch on ``text``, cut off just past ``limit_s``."""
+    start = time.process_time()
+    try:
+        with cpu_time_limit(limit_s):
+            _run_all(regex, text)
+    except RewardTimeout:
+        pass
+    return time.process_time() - start
+
+
+def slow_shape(regex: re.Pattern, limit_s: float, attempts: int = 3) -> tuple[str, float] | None:
+    """The first (shape, CPU seconds) on which finditer/match/fullmatch exceed ``limit_s``, or None.
+
+    A shape over the limit is run again, up to ``attempts`` runs, and judged on its fastest: a busy
+    machine (a loaded sibling hyper-thread) inflates CPU seconds now and then; a super-linear regex is
+    over the limit on every run."""
     for pump in pumps_for(regex.pattern, regex.flags):
         size = LONG if len(pump) == 1 else MEDIUM
         for killer in KILLERS:
             text = pump * (size // len(pump)) + killer
-            start = time.process_time()
-            try:
-                with cpu_time_limit(limit_s):
-                    _run_all(regex, text)
-            except RewardTimeout:
-                return f"{pump!r} * {size // len(pump)} + {killer!r}", time.process_time() - start
-            spent = time.process_time() - start
+            spent = _cpu_seconds(regex, text, limit_s)
+            for _ in range(attempts - 1):
+                if spent <= limit_s:
+                    break
+                spent = min(spent, _cpu_seconds(regex, text, limit_s))
             if spent > limit_s:
                 return f"{pump!r} * {size // len(pump)} + {killer!r}", spent
     return None

@@ -45,6 +45,7 @@ class CpuBudgetExceeded(BaseException):
 
 
 MIN_WALL_S = 10.0
+_GONE = object()  # _exchange's marker: the pipe to the worker broke
 
 
 def wall_backstop(budget: float, min_wall_s: float = MIN_WALL_S) -> float:
@@ -137,6 +138,7 @@ class CpuBoundedWorker:
         self._serve, self._preload, self._min_wall_s = serve, preload, min_wall_s
         self.total_request_cpu = 0.0  # CPU seconds the worker spent on requests (all workers so far)
         self.requests = 0  # requests sent to a worker (all workers so far)
+        self.last_exit_signal: int | None = None  # the signal the last reaped worker died of
         self._forget()
 
     def _forget(self) -> None:
@@ -149,6 +151,18 @@ class CpuBoundedWorker:
     @property
     def pid(self) -> int | None:
         return self._pid
+
+    def start(self) -> bool:
+        """Fork the worker now if none is alive (True once one is ready).
+
+        ``call`` starts one lazily; starting it early keeps the fork, and the parent's copy-on-write
+        page faults after it, out of the first request's time (and forks a smaller image before a
+        model is loaded)."""
+        with self._lock:
+            if self._pid is not None and self._reap(os.WNOHANG):  # died while idle
+                self._pid = None
+                self.stop()
+            return self._pid is not None or self._start()
 
     def _start(self) -> bool:
         parent_conn, child_conn = Pipe()
@@ -173,12 +187,13 @@ class CpuBoundedWorker:
     def _reap(self, flags: int) -> bool:
         """wait4 the worker; account the CPU time of its unfinished request. True if it was reaped."""
         try:
-            pid, _, rusage = os.wait4(self._pid, flags)
+            pid, status, rusage = os.wait4(self._pid, flags)
         except OSError:
             return True  # already gone
         if pid == 0:
             return False  # still running
         self.total_request_cpu += max(_child_cpu(rusage) - self._cpu_at_last_answer, 0.0)
+        self.last_exit_signal = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
         return True
 
     def stop(self) -> None:
@@ -197,11 +212,29 @@ class CpuBoundedWorker:
         self._pid = self._conn = None
 
     def call(self, request: Any, budget: float) -> Any:
-        """``serve(request)`` in the worker within ``budget`` CPU seconds; None if it failed or ran out."""
+        """``serve(request)`` in the worker within ``budget`` CPU seconds; None if it failed or ran out.
+
+        A worker found gone when the request is sent or read back, not by its own CPU limit (SIGXCPU:
+        the request's doing), was killed from outside (SIGKILL from a user or the OOM killer, which a
+        loaded machine may deliver only after the parent thought it idle and alive): it is replaced and
+        the request sent once more, so the verdict does not depend on when an outside kill landed."""
         budget = max(float(budget), 0.0)
         if not self._lock.acquire(timeout=wall_backstop(budget, self._min_wall_s) + READY_WALL_S):
             return None
-        answered = False
+        try:
+            for _ in range(2):
+                answered, result = self._exchange(request, budget)
+                if answered:
+                    return result
+                self.stop()  # timed out or died: kill (reaping it adds its CPU time); a new worker is forked next
+                if result is not _GONE or self.last_exit_signal == signal.SIGXCPU:
+                    return None
+            return None
+        finally:
+            self._lock.release()
+
+    def _exchange(self, request: Any, budget: float) -> tuple[bool, Any]:
+        """``(True, result)``, or ``(False, _GONE)`` if the pipe broke, or ``(False, None)`` on another failure."""
         try:
             if self._pid is not None and self._cpu_at_last_answer > WORKER_CPU_RECYCLE:
                 self.stop()
@@ -209,19 +242,16 @@ class CpuBoundedWorker:
                 self._pid = None
                 self.stop()
             if self._pid is None and not self._start():
-                return None
+                return False, None
             self._conn.send((request, budget))
             self.requests += 1
             if not self._conn.poll(wall_backstop(budget, self._min_wall_s)):
-                return None
+                return False, None
             result, used, total = self._conn.recv()
-            answered = True
-            self.total_request_cpu += used
-            self._cpu_at_last_answer = total
-            return result
-        except Exception:  # noqa: BLE001 - broken pipe (worker killed by SIGXCPU), fork failure, ...
-            return None
-        finally:
-            if not answered:  # timed out or died: kill; a new worker is forked next time
-                self.stop()
-            self._lock.release()
+        except (EOFError, BrokenPipeError, ConnectionResetError):  # the worker is gone (SIGXCPU, SIGKILL, ...)
+            return False, _GONE
+        except Exception:  # noqa: BLE001 - fork failure, unpicklable answer, ...
+            return False, None
+        self.total_request_cpu += used
+        self._cpu_at_last_answer = total
+        return True, result
