@@ -29,7 +29,9 @@ Safety design
 * ``grader="math_verify"`` (off by default) runs Math-Verify's own ``parse`` + ``verify`` in the
   same worker under the same CPU bound, for comparability with published numbers.  Its risk: its
   expression extraction calls sympy ``parse_expr`` (i.e. ``eval``) on model text; the worker
-  contains the time such text can take, not the code it can run.
+  contains the time such text can take, not the code it can run.  Text that looks like code
+  (:mod:`envs.grading.code_screen`: ``...) or 0``, ``print(0)``, backticks, ``lambda:``) is refused
+  before it reaches Math-Verify, which would otherwise credit its last number.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ import os
 import re
 
 from envs.extraction import extract_answer, gsm8k_gold
+from envs.grading.code_screen import looks_like_code
 from envs.grading.numbers import REL_TOL, compare_numbers, is_number_literal, parse_number
 from envs.grading.symbolic import preload, serve
 from envs.grading.worker import CpuBoundedWorker
@@ -194,6 +197,8 @@ def answers_equal(predicted: str | None, gold: str, timeout: float = 1.0, *, gra
         if grader == "math_verify":
             if len(predicted) > MAX_MATH_VERIFY_CHARS or len(gold) > MAX_MATH_VERIFY_CHARS:
                 return False
+            if looks_like_code(predicted):
+                return False  # Math-Verify would take the last number of "...) or 0"
             return _WORKER.call(("math_verify", (predicted, gold)), budget) is True
         if len(predicted) > MAX_ANSWER_CHARS or len(gold) > MAX_ANSWER_CHARS:
             return False
