@@ -125,6 +125,24 @@ def test_last_number_fallback_refuses_numbers_inside_code_or_expressions(text):
     assert extract_answer(text) is None
 
 
+@pytest.mark.parametrize(
+    ("text", "gold", "reward"),
+    [
+        ("Also bleiben ihr 42 Äpfel.", "42", 1.0),
+        ("Итого у Маши 15 яблок.", "15", 1.0),
+        ("所以她还剩18个苹果。", "18", 1.0),
+        ("إذن لديها 12 تفاحة", "12", 1.0),
+        ("Итого у Маши 15 яблок.", "16", 0.0),
+        ("os.system('x') or 0", "0", 0.0),
+        ("x = 2 + 3", "3", 0.0),
+    ],
+)
+def test_fallback_answers_in_any_language_score_end_to_end(text, gold, reward):
+    from envs.rewards import correctness_reward
+
+    assert correctness_reward(text, gold) == reward
+
+
 def test_code_payload_does_not_score_for_gold_zero():
     from envs.rewards import correctness_reward
 
