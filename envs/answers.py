@@ -29,7 +29,25 @@ Safety design
 * ``grader="math_verify"`` (off by default) runs Math-Verify's own ``parse`` + ``verify`` in the
   same worker under the same CPU bound, for comparability with published numbers.  Its risk: its
   expression extraction calls sympy ``parse_expr`` (i.e. ``eval``) on model text; the worker
-  contains the time such text can take, not the code it can run.
+  contains the time such text can take, not the code it can run.  Text that looks like code
+  (:mod:`envs.grading.code_screen`: ``...) or 0``, ``print(0)``, backticks, ``lambda:``) is refused
+  before it reaches Math-Verify, which would otherwise credit its last number.
+
+Conventions (pinned in ``tests/test_equivalence_table.py``)
+------------------------------------------------------------
+* Units: words and ``\\text{...}`` units after a number are dropped from the prediction and the gold
+  alike, because GSM8K/MATH golds often omit them: ``5 cm`` == ``5`` == ``5\\text{ cm}``, and units are
+  not compared (``5 km`` == ``5 m``), not converted (``50 mm`` != ``5 cm``).  Words in any script count
+  (``42 Äpfel``, ``15 яблок``, ``42个``); letters that may be variables stay (``5x``, ``2 pi``, ``2π``,
+  ``5m``: the one-letter unit ``m`` and ``in`` only when a space sets them apart, ``5 m``).
+* Division by zero: an answer whose value is undefined (``1/0``, ``\\frac{2}{1-1}``, ``0/0``,
+  ``\\infty - \\infty``) equals nothing, not even the same text (the worker decides, see
+  :func:`envs.grading.symbolic.is_undefined`).
+* Clock times: two answers that both read ``H:MM`` (two-digit minutes, optional am/pm) compare as
+  times: ``9:00`` == ``09:00``, ``9:00`` != ``12:00``, ``9:00 am`` != ``9:00 pm``.  Otherwise ``a:b``
+  is a ratio (``3:4`` == ``6:8`` == 0.75), so a lone ``9:00`` (9/0) equals nothing.
+* Lists vs thousands: ``1,234`` is one number (1234); a comma followed by a space separates list
+  items, so ``1, 234`` is the list (1, 234) and ``3, 5`` is no decimal 3.5.
 """
 
 from __future__ import annotations
@@ -38,8 +56,10 @@ import atexit
 import math
 import os
 import re
+import unicodedata
 
 from envs.extraction import extract_answer, gsm8k_gold
+from envs.grading.code_screen import looks_like_code
 from envs.grading.numbers import REL_TOL, compare_numbers, is_number_literal, parse_number
 from envs.grading.symbolic import preload, serve
 from envs.grading.worker import CpuBoundedWorker
@@ -78,28 +98,50 @@ _TEXT_RE = re.compile(r"\\(?:text|mbox)\s*\{([^{}]*)\}(?:\s*\^\s*(?:\{\s*\d+\s*\
 _FORMAT_RE = re.compile(r"\\(?:textbf|mathrm|mathbf|textrm)\s*\{([^{}]*)\}")
 _COMMA_NUMBER_RE = re.compile(r"-?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?%?", re.ASCII)
 _DOUBLE_BACKSLASH_RE = re.compile(r"\\\\(?=[A-Za-z])")
-_NUMBER_WORDS_RE = re.compile(r"(?<![-+\d.,/])([-+]?[\d.,/]+%?)\s*([A-Za-z][A-Za-z .]*)", re.ASCII)
+# A number, then words (checked by _is_unit_word; any script): "10 weeks", "42 Äpfel", "15 яблок", "42个".
+_NUMBER_WORDS_RE = re.compile(r"(?<![-+0-9.,/])([-+]?[0-9.,/]+%?)\s*([^\s0-9].*)", re.DOTALL)
 _DECIMAL_COMMA_RE = re.compile(r"(?<!\d)[-+]?(\d+),(\d+)", re.ASCII)
 _RATIO_RE = re.compile(r"(?<!\d)(\d+):(\d+)", re.ASCII)
+# A clock time, after normalize_answer: "9:00", "09:30", "9:30pm", "9:30a.m." (two-digit minutes 00-59).
+_CLOCK_TIME_RE = re.compile(r"(\d{1,2}):([0-5]\d)((?:[ap]\.?m\.?)?)", re.ASCII | re.IGNORECASE)
 _MATH_WORDS = frozenset(
     "pi sin cos tan sec csc cot sinh cosh tanh arcsin arccos arctan log ln exp sqrt mod deg i e or and".split()
 )
 _SHORT_UNITS = frozenset("cm mm km kg mg ml ft lb lbs oz hr hrs yd mi sq rs".split())
+_SPACED_UNITS = frozenset("m in".split())  # units only when a space sets them apart ("5 m", not "5m")
+
+
+def _is_greek(ch: str) -> bool:
+    return "\u0370" <= ch <= "\u03ff" or "\u1f00" <= ch <= "\u1fff"
+
+
+def _is_unit_word(word: str, spaced: bool, alone: bool) -> bool:
+    """May ``word`` after a number be dropped as a unit or a noun ("weeks", "cm", "Äpfel", "个")?
+
+    ASCII words: a known short unit, or three letters or more with a vowel, and no math word
+    (``2 pi``, ``5x`` and ``2 xy`` keep their letters); ``m`` and ``in`` only alone and after a space
+    (``5 m``, not ``5m``).  Other scripts: letters and their marks, but no Greek (``2π``).
+    """
+    if word.isascii():
+        lw = word.lower()
+        if not word.isalpha() or lw in _MATH_WORDS:
+            return False
+        if spaced and alone and lw in _SPACED_UNITS:
+            return True
+        return lw in _SHORT_UNITS or (len(word) >= 3 and any(c in "aeiouy" for c in lw))
+    return all(unicodedata.category(c)[0] in "LM" and not _is_greek(c) for c in word)
 
 
 def _strip_words_after_number(s: str) -> str:
-    """``10 weeks`` -> ``10``; ``5 sq cm`` -> ``5``; keeps ``2 pi``, ``5x``, ``2 xy``."""
+    """``10 weeks`` -> ``10``; ``5 sq cm`` -> ``5``; ``42 Äpfel`` -> ``42``; keeps ``2 pi``, ``5x``, ``2 xy``, ``2π``."""
     m = _NUMBER_WORDS_RE.fullmatch(s)
     if m is None:
         return s
     words = m.group(2).replace(".", " ").split()
-    for w in words:
-        lw = w.lower()
-        if lw in _MATH_WORDS:
-            return s
-        if lw not in _SHORT_UNITS and not (len(w) >= 3 and any(c in "aeiouy" for c in lw)):
-            return s
-    return m.group(1)
+    spaced = m.start(2) > m.end(1)
+    if all(_is_unit_word(w, spaced, len(words) == 1) for w in words):
+        return m.group(1)
+    return s
 
 
 def normalize_answer(answer: str) -> str:
@@ -108,8 +150,15 @@ def normalize_answer(answer: str) -> str:
     Removes ``$``, ``\\text{...}`` units and words after a number (``10 weeks``), ``\\left``/``\\right``,
     LaTeX spacing, degree marks, a leading ``x =``, trailing periods, thousands separators and spaces;
     fixes double-escaped commands (``\\\\frac``); maps ``\\dfrac``/``\\tfrac`` to ``\\frac``, ``\\%`` and
-    the word "percent" to ``%`` and the unicode minus to ``-``.
+    the word "percent" to ``%`` and the unicode minus to ``-``.  A comma followed by a space separates
+    list items, never thousands: ``1,234`` -> ``1234`` but ``1, 234`` -> ``1,234`` (a list of two).
     """
+    return _normalize(answer)[0]
+
+
+def _normalize(answer: str) -> tuple[str, bool]:
+    """``(normalize_answer(answer), whether a comma followed by a space was seen)``: that comma makes a
+    list, so the caller must not read the result as one number with a decimal comma (``3, 5`` is no 3.5)."""
     s = answer.strip().replace("−", "-")
     if "matrix" not in s:
         s = _DOUBLE_BACKSLASH_RE.sub(r"\\", s)
@@ -125,12 +174,13 @@ def normalize_answer(answer: str) -> str:
     s = _FORMAT_RE.sub(r"\1", s)
     s = _LEADING_ASSIGNMENT_RE.sub("", s.strip())
     s = _WHITESPACE_RE.sub(" ", s).strip()
+    list_commas = ", " in s
     s = _strip_words_after_number(s.rstrip("."))
     s = _SPACE_NOT_BETWEEN_LETTERS_RE.sub("", s)  # keep spaces only between letters
     s = s.rstrip(".")
-    if _COMMA_NUMBER_RE.fullmatch(s):
+    if not list_commas and _COMMA_NUMBER_RE.fullmatch(s):
         s = s.replace(",", "")
-    return s
+    return s, list_commas
 
 
 # --------------------------------------------------------------------------
@@ -152,10 +202,11 @@ def worker_cpu_seconds() -> float:
     return _WORKER.total_request_cpu
 
 
-def _as_plain_number(s: str) -> str:
+def _as_plain_number(s: str, list_commas: bool = False) -> str:
     """Forms of a number used only against a single-number gold: ``3,5`` -> ``3.5`` (a decimal comma;
-    ``1,234`` stays a thousands separator), the ratio ``3:4`` -> ``3/4``, ``2=x`` -> ``2``."""
-    m = _DECIMAL_COMMA_RE.fullmatch(s)
+    ``1,234`` stays a thousands separator; none where ``list_commas``: "3, 5" was written), the ratio
+    ``3:4`` -> ``3/4``, ``2=x`` -> ``2``."""
+    m = None if list_commas else _DECIMAL_COMMA_RE.fullmatch(s)
     if m is not None and (len(m.group(2)) != 3 or m.group(1) == "0"):
         return s.replace(",", ".")
     m = _RATIO_RE.fullmatch(s)
@@ -166,6 +217,29 @@ def _as_plain_number(s: str) -> str:
         if len(rhs) == 1 and rhs.isascii() and rhs.isalpha():
             return lhs
     return s
+
+
+def _clock_time(s: str) -> tuple[int, int, str] | None:
+    """``(hour, minute, am/pm marker)`` of a normalised clock time ("9:00", "09:00", "9:30pm"), else None."""
+    m = _CLOCK_TIME_RE.fullmatch(s)
+    if m is None:
+        return None
+    return int(m.group(1)), int(m.group(2)), m.group(3).replace(".", "").lower()
+
+
+def _for_worker(s: str, list_commas: bool) -> str:
+    """The worker's form of a normalised answer: list commas get their space back ("1, 234"), since
+    the LaTeX parser reads "1,234" as one thousand two hundred thirty-four."""
+    return s.replace(",", ", ") if list_commas else s
+
+
+def _same_text_is_equal(s: str, budget: float) -> bool:
+    """An answer against the very same (normalised) text: equal, unless the worker finds its value
+    undefined (``1/0``, ``\\infty - \\infty``: equal to nothing, not even itself).  Text the worker
+    cannot read, or has no budget for, stays equal to itself."""
+    if budget <= 0 or max_nesting(s) > MAX_NESTING:
+        return True
+    return _WORKER.call(("undefined", _split_percent(s)[0]), budget) is not True
 
 
 def _split_percent(s: str) -> tuple[str, bool]:
@@ -199,21 +273,26 @@ def answers_equal(predicted: str | None, gold: str, timeout: float = 1.0, *, gra
         if grader == "math_verify":
             if len(predicted) > MAX_MATH_VERIFY_CHARS or len(gold) > MAX_MATH_VERIFY_CHARS:
                 return False
+            if looks_like_code(predicted):
+                return False  # Math-Verify would take the last number of "...) or 0"
             return _WORKER.call(("math_verify", (predicted, gold)), budget) is True
         if len(predicted) > MAX_ANSWER_CHARS or len(gold) > MAX_ANSWER_CHARS:
             return False
-        a, b = normalize_answer(predicted), normalize_answer(gold)
+        (a, a_list), (b, b_list) = _normalize(predicted), _normalize(gold)
         if not a or not b:
             return False
-        if a == b:
-            return True
+        a_time, b_time = _clock_time(a), _clock_time(b)
+        if a_time is not None and b_time is not None:
+            return a_time == b_time  # two clock times: "9:00" == "09:00", "9:00" != "12:00"
         gold_number = parse_number(b)
         if gold_number is not None:
-            predicted_number = parse_number(_as_plain_number(a))
+            predicted_number = parse_number(_as_plain_number(a, a_list))
             return predicted_number is not None and compare_numbers(predicted_number, gold_number)
+        if a == b:
+            return _same_text_is_equal(_for_worker(a, a_list), budget)
         if max_nesting(a) > MAX_NESTING or max_nesting(b) > MAX_NESTING:
             return False
-        (a, a_pct), (b, b_pct) = _split_percent(a), _split_percent(b)
+        (a, a_pct), (b, b_pct) = _split_percent(_for_worker(a, a_list)), _split_percent(_for_worker(b, b_list))
         if not a or not b or budget <= 0:
             return False
         return _WORKER.call(("default", (a, b, a_pct, b_pct)), budget) is True

@@ -9,12 +9,13 @@ characters of a text are read: the final answer is at its end.
 from __future__ import annotations
 
 import re
+import unicodedata
 
 __all__ = ["MAX_SCAN_CHARS", "Box", "extract_answer", "find_boxes", "gsm8k_gold"]
 
 MAX_SCAN_CHARS = 200_000  # longer texts are read from their last this-many characters
 MAX_BOX_GAP_CHARS = 40  # boxes closer than this, joined by "," / "and" / "or", form one answer
-MAX_UNIT_WORDS = 2  # words allowed after a fallback number: "18 apples.", "-7/8 remains."
+MAX_UNIT_WORDS = 2  # words allowed after a fallback number: "18 apples.", "-7/8 remains.", "42 Äpfel"
 
 _NUMBER = r"[-−]?(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.[0-9]+)?(?:/[0-9]+)?"  # 1,234 -2.5 3/4
 _NUMBER_RE = re.compile(_NUMBER)
@@ -24,11 +25,20 @@ _LEADING_NUMBER_RE = re.compile(rf"(?<![0-9$,.])\$?({_NUMBER})\s+[A-Za-z]")
 _BOX_RE = re.compile(r"\\boxed(?:[ \t]*(\{)|[ \t]+([^\s${}]+))")
 _BRACE_RE = re.compile(r"[{}]")
 _BOX_GAP_RE = re.compile(r"[\s,;$]*(?:(?:and|or|\\text\{\s*(?:and|or)\s*\}|\\quad|\\qquad)[\s,;$]*)?")
-_SENTENCE_END_RE = re.compile(r"[.!?]\s")
-# Characters that mark code or markup rather than a stated answer ("__import__('os')...", "f(x) or 0").
-_CODE_CHAR_RE = re.compile(r"[_\"`\[\]{}\\;|&<>#@~()]|'(?![A-Za-z])|(?<![A-Za-z])'")
-_ARITH_CODE_CHAR_RE = re.compile(r"[_\"`\[\]{}\\;|&<>#@~]|'(?![A-Za-z])|(?<![A-Za-z])'")
-_UNIT_WORDS_RE = re.compile(rf"(?:[ \t]+[A-Za-z%]+){{0,{MAX_UNIT_WORDS}}}[ \t]*[.!]?")
+# A sentence ends at ". " / "! " / "? ", or at a full-width or other-script stop ("。", "！", "؟", "।").
+_SENTENCE_END_RE = re.compile(r"[.!?]\s|[。！？؟।]")
+# Characters that mark code or markup rather than a stated answer ("__import__('os')...", "f(x) or 0");
+# an apostrophe counts unless it stands between two letters of any script ("l'âge", "don't").
+_CODE_CHAR_RE = re.compile(r"[_\"`\[\]{}\\;|&<>#@~()]|'(?![^\W\d_])|(?<![^\W\d_])'")
+_ARITH_CODE_CHAR_RE = re.compile(r"[_\"`\[\]{}\\;|&<>#@~]|'(?![^\W\d_])|(?<![^\W\d_])'")
+# A number glued to an identifier ("x2", "foo3", "a_1") or standing after an operator ("2 + 3") is
+# part of an expression, not an answer.
+_GLUED_TO_NAME_RE = re.compile(r"[A-Za-z0-9_.]")
+_OPERATOR_CHARS = frozenset("+-*/^%×÷·−")
+# Words that, right before the number or among the words after it, make it a hedge or code:
+# "5 or 6", "x and 0", "return 0", "1 if x", "y else 0".
+_CODE_WORDS = frozenset("or and not if else elif return lambda yield assert await".split())
+_SENTENCE_STOPS = ".!。！।۔"
 _ALNUM_RE = re.compile(r"[A-Za-z0-9]")
 _MATH_DELIMITERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
 
@@ -176,14 +186,79 @@ def _last_line_with_content(text: str) -> str:
     return ""
 
 
+def _is_attached_script(ch: str) -> bool:
+    """Scripts written without spaces, whose words follow a number directly: "42个", "42個", "42개"."""
+    return (
+        "\u3040" <= ch <= "\u30ff"  # hiragana, katakana
+        or "\u3400" <= ch <= "\u4dbf"  # CJK extension A
+        or "\u4e00" <= ch <= "\u9fff"  # CJK unified ideographs
+        or "\uf900" <= ch <= "\ufaff"  # CJK compatibility ideographs
+        or "\uac00" <= ch <= "\ud7af"  # hangul syllables
+        or "\u0e00" <= ch <= "\u0e7f"  # thai
+    )
+
+
+def _is_word(word: str) -> bool:
+    """Letters (and their combining marks) of any script; ``%``; ``-``/``'`` between letters."""
+    for i, ch in enumerate(word):
+        if ch in "-'’" and 0 < i < len(word) - 1:
+            continue
+        if ch != "%" and unicodedata.category(ch)[0] not in "LM":
+            return False
+    return True
+
+
+def _is_unit_tail(tail: str) -> bool:
+    """What may follow a standing number: at most ``MAX_UNIT_WORDS`` words in any script and one full stop.
+
+    "", " apples.", " Äpfel", " 个", "个苹果。" (no space needed in CJK and similar scripts), "%";
+    not "x" glued to the number ("5x"), brackets, operators or code words ("1 if x", "5 or more").
+    """
+    tail = tail.rstrip()
+    if tail and tail[-1] in _SENTENCE_STOPS:
+        tail = tail[:-1].rstrip()
+    if not tail:
+        return True
+    if not tail[0].isspace() and tail[0] != "%" and not _is_attached_script(tail[0]):
+        return False
+    words = tail.split(None, MAX_UNIT_WORDS)
+    if len(words) > MAX_UNIT_WORDS:
+        return False
+    return all(_is_word(w) and w.lower() not in _CODE_WORDS for w in words)
+
+
+def _last_word(s: str) -> str:
+    """The last whitespace-separated word of ``s`` (reads from the end only)."""
+    parts = s.rsplit(None, 1)
+    return parts[-1] if parts else ""
+
+
+def _reads_as_code(before: str) -> bool:
+    """Is the text before a final number code or an expression rather than prose?
+
+    ``... = N`` is an answer unless the ``=`` is a comparison or walrus or the left side has code
+    characters (``5 * 3 = 15`` and ``(3 + 4) * 2 = 14`` stand; ``x == 0`` and ``a[0] = 1`` do not).
+    Otherwise the number must not follow an operator (``x = 2 + 3``), an identifier it is glued to
+    (``x2``), code characters (``foo(3``, ``[1, 2][0``) or a code word (``... or 0``, ``return 0``).
+    """
+    stripped = before.rstrip()
+    if stripped.endswith("="):
+        return stripped.endswith(("==", "!=", "<=", ">=", ":=")) or bool(_ARITH_CODE_CHAR_RE.search(stripped))
+    if before and _GLUED_TO_NAME_RE.fullmatch(before[-1]):
+        return True
+    if stripped and stripped[-1] in _OPERATOR_CHARS:
+        return True
+    return bool(_CODE_CHAR_RE.search(before)) or _last_word(stripped).lower() in _CODE_WORDS
+
+
 def _standing_number(text: str) -> str | None:
     """The last number, only where it stands as the answer at the end of the final line.
 
-    Accepted: the line (its last sentence) is just the number, or ends with
-    ``= N``, or is prose ending in the number; ``$``, ``**``, a trailing period
-    and up to ``MAX_UNIT_WORDS`` words after it ("18 apples.") are allowed.
-    Refused: code or markup on the line (``__import__('os').system('x') or 0``),
-    and a hedge ("5 or 6").
+    Accepted: the line (its last sentence) is just the number, or ends with ``= N``, or is prose in
+    any language ending in the number; ``$``, ``**``, a full stop and up to ``MAX_UNIT_WORDS`` words
+    of any script after it are allowed ("18 apples.", "42 Äpfel.", "42 个", "15 яблок").
+    Refused: code or an expression on the line (``__import__('os').system('x') or 0``, ``foo(3)``,
+    ``x = 2 + 3``), and a hedge ("5 or 6").
     """
     line = _last_line_with_content(text)
     line = line.replace("\\$", "$").replace("\\%", "%")
@@ -192,20 +267,18 @@ def _standing_number(text: str) -> str | None:
     line = line.replace("*", "").replace("$", "").strip()
     sentence_start = 0
     for end in _SENTENCE_END_RE.finditer(line):
-        sentence_start = end.end()
+        if end.end() < len(line):  # a stop at the very end ("。") closes the last sentence
+            sentence_start = end.end()
     sentence = line[sentence_start:]
     number = None
     for number in _NUMBER_RE.finditer(sentence):
         pass
-    if number is None or not _UNIT_WORDS_RE.fullmatch(sentence, number.end()):
+    if number is None or not _is_unit_tail(sentence[number.end() :]):
         return None
-    before = sentence[: number.start()].rstrip()
-    if before.endswith("="):
-        if before.endswith(("==", "!=", "<=", ">=")) or _ARITH_CODE_CHAR_RE.search(before):
-            return None
-    elif _CODE_CHAR_RE.search(before) or before.lower().endswith((" or", " and")) or before.lower() in ("or", "and"):
+    if _reads_as_code(sentence[: number.start()]):
         return None
-    return number.group(0)
+    percent = sentence[number.end() :].lstrip().startswith("%")
+    return number.group(0) + "%" if percent else number.group(0)
 
 
 def extract_answer(text: str, *, last_number_fallback: bool = True) -> str | None:

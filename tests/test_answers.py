@@ -192,6 +192,14 @@ def test_default_timeout_bounds_slow_symbolic_call():
         ("−7", "-7"),
         (r"\pi x", r"\pi x"),
         ("x = 3", "3"),
+        ("1, 234", "1,234"),  # a comma and a space make a list, not a thousands separator
+        ("1,234", "1234"),
+        ("42 Äpfel", "42"),  # words after a number, in any script
+        ("15 яблок.", "15"),
+        ("42个", "42"),
+        ("5 m", "5"),  # one-letter unit, set apart by a space
+        ("5m", "5m"),  # glued to the number: may be a variable
+        ("2π", "2π"),  # Greek letters are math
     ],
 )
 def test_normalize_answer(raw, expected):

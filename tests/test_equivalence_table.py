@@ -1,6 +1,8 @@
 """Equivalence table: (predicted, gold, expected verdict) across the groups of issue 7.
 
-Written for this project from the groups in the issue (no other project's cases are copied).
+Written for this project from the groups in the issue (no other project's cases are copied), then
+extended with the classes an outside measurement found wrong: division by zero, clock times, comma-space
+lists vs grouped thousands, units, words after a number in other scripts, and text that reads as code.
 Each row is graded with CPU time measured (this process + the grading worker).
 """
 
@@ -237,6 +239,85 @@ TABLE: list[tuple[str | None, str, bool]] = [
     (r"\\sqrt{2}", r"\sqrt{2}", T),
     (r"2\\pi", r"2\pi", T),
     (r"\\frac{1}{4}", "0.5", F),
+    # --- division by zero: an undefined value equals nothing, not even itself ---
+    ("1/0", "2/0", F),
+    ("1/0", "1/0", F),
+    ("0/0", "0/0", F),
+    (r"\frac{3}{0}", r"\frac{8}{0}", F),
+    (r"\frac{2}{1-1}", r"\frac{7}{3-3}", F),  # the zero appears only once the denominator is evaluated
+    (r"\frac{x}{0}", r"\frac{x}{0}", F),
+    (r"\frac{1}{\sin \pi}", r"\frac{1}{0}", F),
+    (r"\infty - \infty", r"\infty - \infty", F),
+    ("4/0", r"\infty", F),
+    (r"\{1/0, 2\}", r"\{2, 5/0\}", F),
+    (r"\cot 0", r"\frac{1}{0}", F),
+    (r"\infty", r"\infty", T),  # infinity itself is a value
+    (r"\frac{0}{4}", "0", T),  # zero over a number is fine
+    ("0/7", "0", T),
+    ("3/0.5", "6", T),
+    ("1/05", "0.2", T),
+    # --- clock times: compared as times when both sides are H:MM ---
+    ("9:00", "12:00", F),
+    ("7:00", "5:00", F),
+    ("9:00", "9:00", T),
+    ("09:00", "9:00", T),
+    ("10:45", "10:45", T),
+    ("10:45", "10:15", F),
+    ("3:00", "15:00", F),
+    ("8:30 pm", "8:30 p.m.", T),
+    ("8:30 am", "8:30 pm", F),
+    ("9:00", "9", F),
+    ("11:00", "11", F),
+    ("6:8", "3:4", T),  # single-digit parts stay a ratio
+    # --- a comma and a space separate list items; a bare comma groups thousands ---
+    ("1, 234", "1234", F),
+    ("12, 345", "12345", F),
+    ("2, 500", "2500", F),
+    ("1, 000, 000", "1000000", F),
+    ("3, 5", "3.5", F),
+    ("1,234", "1, 234", F),
+    ("12,345", "12345", T),
+    ("2,500", "2500", T),
+    ("1, 234", "1, 234", T),
+    ("1, 234", "234, 1", T),
+    ("1, 234", r"\{1, 234\}", T),
+    # --- units: dropped on both sides (golds often omit them); not compared, not converted ---
+    ("5", "5 cm", T),
+    ("5", r"5\text{ cm}", T),
+    (r"5\text{ cm}", "5", T),
+    ("5 m", "5", T),
+    ("5", r"5\text{ m}", T),
+    ("8 in", "8", T),
+    (r"7\,\mathrm{mm}", "7", T),
+    ("12 feet", "12", T),
+    (r"5\text{ km}", r"5\text{ m}", T),  # the convention: units are not compared
+    ("5 cm", "6 cm", F),
+    ("5", "6 cm", F),
+    ("50 mm", "5 cm", F),  # nor converted
+    ("12 feet", "13", F),
+    ("5m", "5", F),  # a letter glued to the number may be a variable
+    # --- words after the number, in any script ---
+    ("42 Äpfel", "42", T),
+    ("15 яблок", "15", T),
+    ("42 个", "42", T),
+    ("42个", "42", T),
+    ("12 सेब", "12", T),
+    ("12 تفاحة", "12", T),
+    ("7 manzanas", "8", F),
+    ("42 Äpfel", "43", F),
+    ("15 яблок", "51", F),
+    ("2π", "2", F),  # a Greek letter is math, not a unit
+    # --- text that reads as code gets no credit ---
+    ("os.system('x') or 0", "0", F),
+    ("foo(3)", "3", F),
+    ("x = 2 + 3", "5", F),
+    ("[1, 2][0]", "1", F),
+    ("print(0)", "0", F),
+    ("0 if x else 1", "0", F),
+    ("`7`", "7", F),
+    ("x == 0", "0", F),
+    ("x = 3 or x = 4", "4, 3", T),  # "or" between equations is math, not code
+    (r"f(x) = \sin(x)", r"\sin x", T),
     # --- empty / None ---
     (None, "5", F),
     ("", "5", F),

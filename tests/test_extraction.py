@@ -77,6 +77,72 @@ def test_last_number_fallback_refuses_numbers_that_are_not_answers(text):
     assert extract_answer(text) is None
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # words after the number, in any script (the fallback once took only ASCII letters)
+        ("So she has 18 apples left.", "18"),
+        ("Also bleiben ihr 42 Äpfel.", "42"),
+        ("Le train parcourt 120 kilomètres.", "120"),
+        ("En total quedan 7 manzanas", "7"),
+        ("Итого у Маши 15 яблок.", "15"),
+        ("Всего 1,200 рублей", "1,200"),
+        ("إذن لديها 12 تفاحة", "12"),
+        ("तो उसके पास 12 सेब हैं।", "12"),  # Devanagari vowel signs are marks, not letters
+        ("她一共有 42 个", "42"),
+        ("所以她还剩18个苹果。", "18"),  # no space before CJK words; "。" closes the sentence
+        ("全部で42個です。", "42"),
+        ("모두 42개입니다.", "42"),
+        ("Der Rabatt beträgt 30%.", "30%"),
+        ("Она прошла 5 км. Ответ: 15 яблок", "15"),  # the last sentence's number
+    ],
+)
+def test_last_number_fallback_reads_words_after_the_number_in_any_language(text, expected):
+    assert extract_answer(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "os.system('x') or 0",
+        "foo(3)",
+        "x = 2 + 3",
+        "total = a - 4",
+        "[1, 2][0]",
+        "x2",
+        "version 3.1.2",
+        "return 0",
+        "value = 1 if ok else 0",
+        "1 if ok",
+        "n := 5",
+        "5x",
+        "lst[0] = 7",
+        "Итого: 12 или 13?",
+        "答案是 42 还是 43？",
+    ],
+)
+def test_last_number_fallback_refuses_numbers_inside_code_or_expressions(text):
+    assert extract_answer(text) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "gold", "reward"),
+    [
+        ("Also bleiben ihr 42 Äpfel.", "42", 1.0),
+        ("Итого у Маши 15 яблок.", "15", 1.0),
+        ("所以她还剩18个苹果。", "18", 1.0),
+        ("إذن لديها 12 تفاحة", "12", 1.0),
+        ("Итого у Маши 15 яблок.", "16", 0.0),
+        ("os.system('x') or 0", "0", 0.0),
+        ("x = 2 + 3", "3", 0.0),
+    ],
+)
+def test_fallback_answers_in_any_language_score_end_to_end(text, gold, reward):
+    from envs.rewards import correctness_reward
+
+    assert correctness_reward(text, gold) == reward
+
+
 def test_code_payload_does_not_score_for_gold_zero():
     from envs.rewards import correctness_reward
 
@@ -118,6 +184,9 @@ def cpu_seconds(fn, *args) -> float:
         "\\boxed{1} and " * 70_000,
         "".join(f"\\boxed{{{i}}} and " for i in range(60_000)),  # 60,000 distinct boxes to join
         "= " * 500_000 + "5",
+        "。5" * 300_000,  # a sentence stop before every number
+        "5" + "个" * 1_000_000,  # one long word glued to the final number
+        "答" * 500_000 + "5 Äpfel " * 10,
     ],
     ids=lambda text: repr(text[:20]) + f"..{len(text)}",
 )

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import envs.answers
+import envs.grading.code_screen
 import envs.grading.numbers
 import envs.grading.symbolic
 import envs.safe_arith
@@ -193,7 +194,7 @@ def test_normalize_answer_payloads(payload, noise):
 # every regex against ReDoS shapes
 # --------------------------------------------------------------------------
 
-MODULES = [envs.answers, envs.safe_arith, envs.grading.numbers, envs.grading.symbolic]
+MODULES = [envs.answers, envs.safe_arith, envs.grading.numbers, envs.grading.symbolic, envs.grading.code_screen]
 
 
 def module_patterns(module) -> list[tuple[str, re.Pattern]]:

@@ -68,3 +68,29 @@ def test_serve_dispatches_and_never_raises():
     assert serve(("default", ("x^2+2x+1", "(x+1)^2", False, False))) is True
     assert serve(("default", ("x",))) is False  # a malformed payload is a verdict, not an exception
     assert serve(("math_verify", ("\\frac{1}{2}", "0.5"))) is True
+
+
+@pytest.mark.parametrize(
+    "latex",
+    ["1/0", "9:00", r"\frac{x}{0}", "0/0", r"\frac{2}{1-1}", r"\frac{1}{\sin \pi}", r"\infty - \infty", r"\log 0",
+     r"\cot 0", r"\{1, 1/0\}", "x = 1/0", r"\begin{pmatrix}1/0 & 1\end{pmatrix}"],
+)
+def test_undefined_values_are_found_even_where_the_parser_left_them_unevaluated(latex):
+    assert symbolic.parses_undefined(latex) is True
+    assert compare_default((latex, latex, False, False)) is False  # equal to nothing, not even itself
+
+
+@pytest.mark.parametrize(
+    "latex",
+    [r"\infty", r"(-\infty, 3]", r"\frac{0}{4}", r"\frac{x^2-1}{x-1}", r"\frac{1}{x}", "0^0", r"\sqrt{-1}",
+     r"\lim_{x \to 0} \frac{\sin x}{x}", r"\int_0^1 x\,dx", "3:4", "Tuesday", r"\frac{1}{"],
+)
+def test_defined_or_unparsable_answers_are_not_undefined(latex):
+    assert symbolic.parses_undefined(latex) is False
+
+
+def test_math_verify_handler_refuses_undefined_values():
+    assert compare_default(("1/0", "2/0", False, False)) is False
+    assert serve(("math_verify", ("1/0", "1/0"))) is False
+    assert serve(("math_verify", (r"\frac{3}{0}", r"\frac{5}{0}"))) is False
+    assert serve(("math_verify", ("1/2", "0.5"))) is True

@@ -97,6 +97,38 @@ def test_math_verify_grader(predicted, gold, expected):
     assert cpu < 1.2
 
 
+@pytest.mark.parametrize(
+    ("predicted", "gold"),
+    [
+        ("__import__('os').system('x') or 0", "0"),  # each of these was credited by Math-Verify's own parse
+        ("os.system('ls') or 0", "0"),
+        ("getattr(os, 'system')('x') or 0", "0"),
+        ("{}.get(1) or 0", "0"),
+        ("x == 0", "0"),
+        ("0 if x else 1", "0"),
+        ("def f(): return 0", "0"),
+        ("1/0", "1/0"),  # an undefined value equals nothing, as in the default grader
+        (r"\frac{2}{0}", r"\frac{5}{0}"),
+    ],
+)
+def test_math_verify_grader_credits_no_code_and_no_undefined_value(predicted, gold):
+    assert answers_equal(predicted, gold, grader="math_verify") is False
+
+
+@pytest.mark.parametrize(
+    ("predicted", "gold"),
+    [
+        ("So she has 5 apples left, so the answer is \\boxed{5}.", "5"),
+        ("x = 1 or x = 2", "1, 2"),
+        (r"f(x)=2x+3", "2x+3"),
+        (r"\sin(x)", r"\sin x"),
+        (r"\lambda = \frac{1}{2}", "0.5"),
+    ],
+)
+def test_math_verify_grader_still_credits_math_and_prose(predicted, gold):
+    assert answers_equal(predicted, gold, grader="math_verify") is True
+
+
 def test_math_verify_grader_is_cpu_bounded():
     verdict, cpu = cpu_call(answers_equal, "(x+y+z+w+1)^40", "(x+y+z+w+1)^39*(x+y+z+w+2)", timeout=0.3,
                             grader="math_verify")

@@ -158,6 +158,45 @@ def _screen(expr: Any) -> None:
 
 
 # --------------------------------------------------------------------------
+# undefined values (division by zero, 0/0, oo - oo): never equal to anything
+# --------------------------------------------------------------------------
+
+
+def _is_undefined_atom(e: Any) -> bool:
+    return e is sympy.zoo or e is sympy.nan
+
+
+def _evaluated(e: Basic) -> Basic | None:
+    """``e`` re-evaluated node by node from the leaves up; None if some node becomes zoo or nan.
+
+    The parser leaves some nodes unevaluated (``1/(1-1)``, ``x/0``, ``9/(0 a m)``, ``\\log 0``), so
+    the tree is rebuilt with evaluation on.  A node whose class cannot be rebuilt is kept as it is.
+    The tree was screened for numbers too large to compute (``_screen``) before this runs.
+    """
+    if _is_undefined_atom(e):
+        return None
+    if not e.args:
+        return e
+    args = []
+    for arg in e.args:
+        value = _evaluated(arg) if isinstance(arg, Basic) else arg
+        if value is None:
+            return None
+        args.append(value)
+    try:
+        rebuilt = e.func(*args)
+    except Exception:  # noqa: BLE001 - a class whose constructor wants other arguments
+        return e
+    return None if _is_undefined_atom(rebuilt) else rebuilt
+
+
+def is_undefined(obj: Any) -> bool:
+    """Does a parsed answer divide by zero or hold an indeterminate form (zoo / nan) anywhere?"""
+    items = list(obj) if isinstance(obj, MatrixBase) else [obj]
+    return any(isinstance(item, Basic) and _evaluated(item) is None for item in items)
+
+
+# --------------------------------------------------------------------------
 # comparison (predicted vs gold; not symmetric: the gold decides tolerance and assignment unwrapping)
 # --------------------------------------------------------------------------
 
@@ -374,8 +413,8 @@ def compare_default(request: tuple) -> bool:
     pred_s, gold_s, pred_pct, gold_pct = request
     complex_ = is_complex(pred_s) or is_complex(gold_s)
     p, g = parse_latex(pred_s, complex_), parse_latex(gold_s, complex_)
-    if p is None or g is None:
-        return False
+    if p is None or g is None or is_undefined(p) or is_undefined(g):
+        return False  # an undefined value (1/0, 9:00 read as 9/0) equals nothing, not even itself
     if equal(p, g):
         return True
     if pred_pct != gold_pct and isinstance(p, Expr) and isinstance(g, Expr):
@@ -391,15 +430,32 @@ def compare_math_verify(request: tuple) -> bool:
     wrap = lambda s: s if ("$" in s or "\\boxed" in s or "\\(" in s) else f"${s}$"  # noqa: E731
     gold = parse(wrap(gold_s), parsing_timeout=None)
     pred = parse(wrap(pred_s), parsing_timeout=None)
+    if any(is_undefined(item) for item in (*gold, *pred)):
+        return False  # as in the default grader: 1/0 equals nothing
     return bool(gold) and bool(pred) and verify(gold, pred, timeout_seconds=None) is True
 
 
+def parses_undefined(s: str) -> bool:
+    """Does a normalised answer parse to an undefined value (``1/0``, ``0/0``, ``\\infty - \\infty``)?
+
+    False when it does not parse at all: the caller compares a text with itself and keeps that verdict.
+    """
+    parsed = parse_latex(s, is_complex(s))
+    return parsed is not None and is_undefined(parsed)
+
+
 def serve(request: tuple) -> bool:
-    """Dispatch one worker request ``(grader, payload)``; never raises (False on any error)."""
+    """Dispatch one worker request ``(kind, payload)``; never raises (False on any error).
+
+    Kinds: "default" (:func:`compare_default`), "math_verify" (:func:`compare_math_verify`),
+    "undefined" (:func:`parses_undefined`).
+    """
     grader, payload = request
     try:
         if grader == "math_verify":
             return compare_math_verify(payload)
+        if grader == "undefined":
+            return parses_undefined(payload)
         return compare_default(payload)
     except Exception:  # noqa: BLE001
         return False
