@@ -11,7 +11,6 @@ from __future__ import annotations
 import fcntl
 import importlib.util
 import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -124,8 +123,10 @@ def build_once(out_dir: Path, build: Callable[[Path], None]) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             if not (out_dir / "config.json").is_file():  # another process may have built it meanwhile
+                from algorithms.atomic_io import remove_tree  # here: algorithms imports policies
+
                 tmp = out_dir.with_name(f"{out_dir.name}.tmp{os.getpid()}")
-                shutil.rmtree(tmp, ignore_errors=True)
+                remove_tree(tmp)  # a leftover; a link there is unlinked, never built into
                 build(tmp)
                 if not (tmp / "config.json").is_file():
                     raise ModelLoadError(f"building {out_dir.name} wrote no config.json into {tmp}")

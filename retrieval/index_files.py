@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -40,14 +39,19 @@ def sha256(path: Path) -> str:
 def write_index_folder(folder: str | Path, write: Callable[[Path], None], manifest: dict[str, Any]) -> Path:
     """`write(tmp)` fills a temporary sibling folder; the manifest (with the sha256 of each file written)
     goes in last and the folder is renamed into place, replacing an older index there."""
+    from algorithms.atomic_io import remove_tree  # here: retrieval is usable without the trainers loaded
+
     folder = Path(folder).expanduser()
+    if folder.is_symlink():  # replacing it would move the index away from the link's target; never written through
+        raise IndexLoadError(f"{folder} is a symbolic link (to {os.readlink(folder)}); an index folder is "
+                             f"never written through or replaced as a link: name the folder itself")
     if folder.exists() and not folder.is_dir():
         raise IndexLoadError(f"{folder} is a file; an index is saved as a folder")
     if folder.is_dir() and any(folder.iterdir()) and not (folder / MANIFEST).is_file():
         raise IndexLoadError(f"{folder} is a non-empty folder that holds no index; choose another path")
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = folder.with_name(f"{folder.name}.tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
+    remove_tree(tmp)  # a leftover; a link there is unlinked alone
     tmp.mkdir()
     write(tmp)
     files = {str(p.relative_to(tmp)): sha256(p) for p in sorted(tmp.rglob("*")) if p.is_file()}
@@ -57,7 +61,7 @@ def write_index_folder(folder: str | Path, write: Callable[[Path], None], manife
         old = folder.with_name(f"{folder.name}.old{os.getpid()}")
         folder.rename(old)
         tmp.rename(folder)
-        shutil.rmtree(old)
+        remove_tree(old)
     else:
         tmp.rename(folder)
     return folder
