@@ -28,6 +28,7 @@ import torch
 
 from algorithms.atomic_io import fsync_dir, fsync_file, move_aside, purge_trash, refuse_symlink, remove_tree
 from algorithms.faults import crash_point
+from envs.jsonl import read_json
 
 CHECKPOINTS = "checkpoints"
 LEGACY = "checkpoint"
@@ -171,7 +172,7 @@ def verify(directory: str | os.PathLike) -> None:
             raise CorruptCheckpointError(f"{directory}: incomplete checkpoint (no {MANIFEST})")
         return
     try:
-        manifest = json.loads(manifest_path.read_text())
+        manifest = read_json(manifest_path)  # too deep, not UTF-8, huge numbers: all ValueError
         files = manifest["files"]
         assert isinstance(files, dict) and "state.pt" in files
     except (ValueError, KeyError, TypeError, AssertionError):

@@ -14,7 +14,6 @@ written beside its final place and renamed into it; an existing output folder is
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 from pathlib import Path
@@ -23,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from algorithms.atomic_io import refuse_symlink, remove_tree  # noqa: E402
 from algorithms.cli import run_with_clear_errors  # noqa: E402
+from envs.jsonl import read_json  # noqa: E402
 from policies.models import ADAPTER_CONFIG, load_model_and_tokenizer  # noqa: E402
 
 DTYPES = ("float32", "bfloat16", "float16")
@@ -48,7 +48,7 @@ def recorded_base(adapter: Path) -> str:
     if not config.is_file():
         raise FileNotFoundError(f"{adapter} is not a LoRA adapter folder (no {ADAPTER_CONFIG})")
     try:
-        base = json.loads(config.read_text(encoding="utf-8")).get("base_model_name_or_path")
+        base = read_json(config).get("base_model_name_or_path")  # any unreadable file: one ValueError
     except (ValueError, AttributeError):
         raise ValueError(f"{config}: unreadable adapter config") from None
     if not base:

@@ -187,12 +187,12 @@ def load_model_and_tokenizer(
 def _load_adapter(folder: Path, dtype: torch.dtype, device: str | torch.device
                   ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """The base model named in `adapter_config.json` with the adapter of `folder` on top."""
-    import json
-
     from peft import PeftModel
 
+    from envs.jsonl import read_json
+
     try:
-        base_name = json.loads((folder / ADAPTER_CONFIG).read_text())["base_model_name_or_path"]
+        base_name = read_json(folder / ADAPTER_CONFIG)["base_model_name_or_path"]  # too deep etc.: ValueError
     except (ValueError, KeyError, TypeError):
         raise ModelLoadError(f"{folder / ADAPTER_CONFIG}: unreadable adapter config "
                              f"(no base_model_name_or_path)") from None

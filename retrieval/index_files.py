@@ -15,6 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from envs.jsonl import read_json
+
 FORMAT, VERSION = "rlgym-retrieval-index", 1
 MANIFEST = "manifest.json"
 
@@ -77,8 +79,8 @@ def read_manifest(folder: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise IndexNotFoundError(f"{folder} is not a retrieval index (no {MANIFEST}); {hint}")
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        manifest = read_json(path)
+    except ValueError:  # not JSON, not UTF-8, nested too deeply, a huge integer
         raise IndexLoadError(f"{path}: corrupt manifest (not JSON); rebuild the index") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or not isinstance(manifest.get("files"), dict):
         raise IndexLoadError(f"{path}: not a manifest of this toolkit's retrieval index; rebuild the index")
