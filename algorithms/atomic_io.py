@@ -3,6 +3,7 @@ half-deleted folder under its real name."""
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from algorithms.faults import crash_point
@@ -47,45 +48,78 @@ def atomic_write_text(path: str | os.PathLike, text: str, crash_name: str = "ato
     crash_point(f"{crash_name}.after_replace")
 
 
+class SymlinkRefusedError(ValueError):
+    """A path the run would write into or replace is a symbolic link; the one-line message names it."""
+
+
+def refuse_symlink(path: str | os.PathLike, what: str) -> None:
+    """Raise SymlinkRefusedError when `path` is a symlink (to a folder, a file, nowhere or itself).
+
+    Replacing a link would silently move the output away from where it points, and writing or deleting
+    through it would touch a folder this run did not create: both are refused, before anything is written.
+    """
+    if os.path.islink(path):
+        raise SymlinkRefusedError(f"{path}: {what} is a symbolic link (to {os.readlink(path)}); it is never "
+                                  f"written through or replaced: remove the link or choose another path")
+
+
 def remove_tree(path: str | os.PathLike) -> None:
     """Delete a folder: first renamed to `.trash-<name>` (atomic), then emptied file by file.
 
     A kill in the middle leaves only a `.trash-` folder, which `purge_trash` removes later; the
-    folder's real name never points at a half-deleted copy.
+    folder's real name never points at a half-deleted copy. Symlinks are never followed: a `path`
+    that is a link (to a folder, a file, nowhere, itself) is unlinked alone, and links inside the
+    folder are unlinked, never descended, so nothing outside the folder is touched.
     """
     path = Path(path)
-    if not path.exists():
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(mode):  # a file or a link: the entry itself goes, never what a link points at
+        os.unlink(path)
+        fsync_dir(path.parent)
         return
     trash = path
     if not path.name.startswith(TRASH_PREFIX):
         trash = path.with_name(TRASH_PREFIX + path.name)
-        if trash.exists():
-            remove_tree(trash)
+        remove_tree(trash)
         os.rename(path, trash)
         fsync_dir(path.parent)
         crash_point("remove.renamed")
-    if trash.is_dir():
-        for child in sorted(trash.rglob("*"), reverse=True):  # children before their folders
-            if child.is_dir() and not child.is_symlink():
-                child.rmdir()
-            else:
-                child.unlink()
-            crash_point("remove.file")
-        trash.rmdir()
-    else:
-        trash.unlink()
+    _empty(trash)
+    trash.rmdir()
     fsync_dir(trash.parent)
+
+
+def _empty(folder: Path) -> None:
+    """Unlink every file and link under `folder`, then remove its subfolders, deepest first. Walks with
+    `lstat` semantics (a link to a folder is an entry to unlink) and without recursion (any depth)."""
+    folders, pending = [], [str(folder)]
+    while pending:
+        current = pending.pop()
+        folders.append(current)
+        with os.scandir(current) as entries:
+            for entry in sorted(entries, key=lambda e: e.name):
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append(entry.path)
+                else:
+                    os.unlink(entry.path)
+                    crash_point("remove.file")
+    for current in reversed(folders[1:]):  # every folder after its subfolders
+        os.rmdir(current)
+        crash_point("remove.file")
 
 
 def purge_trash(folder: str | os.PathLike) -> None:
     """Finish deletions a kill interrupted (every `.trash-*` entry in `folder`)."""
     folder = Path(folder)
     if folder.is_dir():
-        for entry in sorted(folder.glob(TRASH_PREFIX + "*")):
+        for entry in sorted(folder.glob(TRASH_PREFIX + "*")):  # a `.trash-*` link: the link alone goes
             remove_tree(entry)
 
 
 def move_aside(path: Path, target: Path) -> None:
-    """Rename `path` to `target` (same file system), durably."""
+    """Rename `path` to `target` (same file system), durably; a link is renamed itself, never followed."""
     os.rename(path, target)
     fsync_dir(path.parent)

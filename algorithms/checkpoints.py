@@ -6,6 +6,12 @@ A checkpoint is written in a temporary folder, flushed to disk and renamed into 
 named `iter-*` is always complete; older ones are removed only afterwards, keeping the newest
 `keep`. Resuming takes the newest checkpoint that verifies; the old single `<run>/checkpoint/`
 layout is still read.
+
+Symlinks are never followed when removing or renaming: a checkpoint of this run is a real folder, so a
+link named `iter-*` (or `.tmp-*`, `.trash-*`, `checkpoint`) is not one; it is never resumed from, and
+when the run removes or replaces that name, the link alone is unlinked and its target left as it was.
+A symlinked `checkpoints/` folder is refused (`refuse_symlink`): new checkpoints would be written into,
+and old ones pruned from, a folder this run did not create.
 """
 from __future__ import annotations
 
@@ -20,8 +26,9 @@ from typing import Any, Callable
 
 import torch
 
-from algorithms.atomic_io import fsync_dir, fsync_file, move_aside, purge_trash, remove_tree
+from algorithms.atomic_io import fsync_dir, fsync_file, move_aside, purge_trash, refuse_symlink, remove_tree
 from algorithms.faults import crash_point
+from envs.jsonl import read_json
 
 CHECKPOINTS = "checkpoints"
 LEGACY = "checkpoint"
@@ -71,11 +78,11 @@ def write_checkpoint(run_dir: str | os.PathLike, iteration: int, writers: dict[s
 def staging_folder(run_dir: str | os.PathLike, iteration: int) -> Path:
     """A fresh, empty `<run>/checkpoints/.tmp-iter-<iteration>` for a checkpoint being written."""
     root = Path(run_dir) / CHECKPOINTS
+    refuse_symlink(root, "the checkpoints folder")
     root.mkdir(parents=True, exist_ok=True)
     purge_trash(root)
     tmp = root / f".tmp-{checkpoint_name(iteration)}"
-    if tmp.exists():
-        remove_tree(tmp)
+    remove_tree(tmp)  # a leftover (a link, even a dangling one, is unlinked alone)
     tmp.mkdir()
     return tmp
 
@@ -108,8 +115,7 @@ def seal(run_dir: str | os.PathLike, tmp: Path, iteration: int, files: dict[str,
         os.fsync(fh.fileno())
     fsync_dir(tmp)
     crash_point("save.manifest")
-    if final.exists():  # an earlier copy of this iteration (it failed to verify at resume)
-        remove_tree(final)
+    remove_tree(final)  # an earlier copy of this iteration (it failed to verify at resume), or a link: unlinked
     os.rename(tmp, final)
     fsync_dir(root)
     crash_point("save.renamed")
@@ -123,9 +129,10 @@ def prune(run_dir: Path, newest: Path, iteration: int, keep: int) -> None:
     older = [c for c in complete_checkpoints(run_dir) if c.iteration is not None and c.iteration < iteration]
     doomed = [c.path for c in older[keep - 1:]]  # complete_checkpoints is newest first
     doomed += [p for p in root.iterdir() if p.name.startswith(".tmp-")]
-    doomed += [p for p in root.iterdir() if _NAME.match(p.name) and not (p / MANIFEST).is_file()]
+    doomed += [p for p in root.iterdir()  # incomplete, or a link (not this run's): the link alone goes
+               if _NAME.match(p.name) and not _is_complete(p)]
     legacy = run_dir / LEGACY
-    if legacy.is_dir() and len(older) + 1 >= keep:
+    if (legacy.is_symlink() or legacy.is_dir()) and len(older) + 1 >= keep:
         doomed.append(legacy)
     for path in doomed:
         if path != newest:
@@ -138,16 +145,20 @@ def complete_checkpoints(run_dir: str | os.PathLike) -> list[Checkpoint]:
     root = Path(run_dir) / CHECKPOINTS
     if not root.is_dir():
         return []
-    found = [Checkpoint(p, int(m.group(1))) for p in root.iterdir()
-             if (m := _NAME.match(p.name)) and p.is_dir() and (p / MANIFEST).is_file()]
+    found = [Checkpoint(p, int(m.group(1))) for p in root.iterdir() if (m := _NAME.match(p.name)) and _is_complete(p)]
     return sorted(found, key=lambda c: c.iteration, reverse=True)
+
+
+def _is_complete(path: Path) -> bool:
+    """A real folder (not a link) with a manifest: what this run's `seal` leaves."""
+    return not path.is_symlink() and path.is_dir() and (path / MANIFEST).is_file()
 
 
 def resume_candidates(run_dir: str | os.PathLike) -> list[Checkpoint]:
     """Where resuming looks, best first: complete new-layout checkpoints, then the old `checkpoint/`."""
     run_dir = Path(run_dir)
     found = complete_checkpoints(run_dir)
-    if (run_dir / LEGACY / "state.pt").is_file():
+    if not (run_dir / LEGACY).is_symlink() and (run_dir / LEGACY / "state.pt").is_file():
         found.append(Checkpoint(run_dir / LEGACY, None))
     return found
 
@@ -161,7 +172,7 @@ def verify(directory: str | os.PathLike) -> None:
             raise CorruptCheckpointError(f"{directory}: incomplete checkpoint (no {MANIFEST})")
         return
     try:
-        manifest = json.loads(manifest_path.read_text())
+        manifest = read_json(manifest_path)  # too deep, not UTF-8, huge numbers: all ValueError
         files = manifest["files"]
         assert isinstance(files, dict) and "state.pt" in files
     except (ValueError, KeyError, TypeError, AssertionError):
@@ -213,7 +224,7 @@ def set_aside_corrupt(checkpoint: Checkpoint) -> Path:
     path = checkpoint.path
     target = path.with_name(f"corrupt-{path.name}")
     n = 1
-    while target.exists():
+    while os.path.lexists(target):
         n += 1
         target = path.with_name(f"corrupt{n}-{path.name}")
     move_aside(path, target)
@@ -227,11 +238,11 @@ def archive_history(run_dir: str | os.PathLike, names: tuple[str, ...]) -> int |
     Returns n, or None when there was nothing to move.
     """
     run_dir = Path(run_dir)
-    present = [name for name in names if (run_dir / name).exists()]
+    present = [name for name in names if os.path.lexists(run_dir / name)]  # a link is moved itself
     if not present:
         return None
     n = 1
-    while any((run_dir / _archived(name, n)).exists() for name in names):
+    while any(os.path.lexists(run_dir / _archived(name, n)) for name in names):
         n += 1
     for name in present:
         move_aside(run_dir / name, run_dir / _archived(name, n))

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from algorithms.atomic_io import atomic_write_text
+from envs.jsonl import read_json
 
 # (stage, the row's title): the rows in table order, each adding to the one before
 ROWS = (("base", "base CoT (greedy)"), ("sft", "SFT"), ("grpo", "+ GRPO"),
@@ -25,8 +26,8 @@ def load_row(stage_dir: str | Path, settings: Mapping[str, Any]) -> dict | None:
     none, or it was measured under other settings (or the file is unreadable)."""
     path = Path(stage_dir) / EVAL_FILE
     try:
-        saved = json.loads(path.read_text())
-    except (OSError, ValueError):
+        saved = read_json(path)
+    except (OSError, ValueError):  # read_json's errors (too deep, not UTF-8, ...) are ValueErrors
         return None
     if not isinstance(saved, dict) or saved.get("settings") != _normal(dict(settings)):
         return None

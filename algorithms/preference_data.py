@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from buffers.jsonl import parse_jsonl
+from envs.jsonl import parse_jsonl
 
 FIELDS = ("prompt", "chosen", "rejected")
 
@@ -53,7 +53,7 @@ def _one_line(err: Exception) -> str:
 
 
 def _jsonl_pairs(path: Path) -> list[PreferencePair]:
-    return parse_jsonl(path, pair_from_record)
+    return parse_jsonl(path, pair_from_record, what="preference pairs")
 
 
 def _dataset_pairs(rows: Iterable, name: str) -> list[PreferencePair]:

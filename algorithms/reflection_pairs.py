@@ -20,7 +20,7 @@ from typing import Any
 
 from algorithms.preference_data import PreferencePair
 from buffers import Trajectory
-from buffers.jsonl import parse_jsonl
+from envs.jsonl import parse_jsonl
 from envs.answers import answers_equal
 from envs.extraction import extract_answer
 from envs.reflection import (
@@ -88,10 +88,7 @@ def load_triples(path: str | Path) -> list[ReflectionTriple]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no reflection triples file at {path}")
-    triples = parse_jsonl(path, triple_from_record)
-    if not triples:
-        raise ValueError(f"{path}: no reflection triples")
-    return triples
+    return parse_jsonl(path, triple_from_record, what="reflection triples")
 
 
 def pairs_from_triples(triples: Iterable[ReflectionTriple], *, actor_context: str = "question",

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
 
-from buffers.jsonl import parse_jsonl
+from envs.jsonl import parse_jsonl
 
 ROLES = ("system", "user", "assistant", "tool")
 MODES = ("single", "stepwise")
@@ -78,7 +78,7 @@ def example_from_row(row: Any) -> Example:
 
 def read_jsonl_examples(path: Path) -> list[Example]:
     """Examples of a JSONL file, one object a line (blank lines skipped); errors name the file and line."""
-    return parse_jsonl(path, example_from_row)
+    return parse_jsonl(path, example_from_row, what="SFT examples")
 
 
 def load_sft_examples(source: str | Path | Iterable[Mapping], split: str = "train", limit: int | None = None

@@ -246,6 +246,7 @@ class Trainer(ABC):
         any); returns the run's metrics rows (on every process)."""
         c = self.config
         run_dir = Path(c.output_dir)
+        trainer_state.refuse_symlinked_entries(run_dir)  # every rank: each stops with the same line
         if resume:  # rank 0 sets corrupt checkpoints aside before the others look (FSDP: every rank loads at once)
             with nullcontext() if sharded_checkpoints.is_sharded(self) else dist.main_first():
                 self.resume_from(run_dir)

@@ -17,7 +17,7 @@ import torch
 from algorithms import checkpoints as ckpt
 from algorithms import distributed as dist
 from algorithms import sharded_checkpoints as sharded
-from algorithms.atomic_io import remove_tree
+from algorithms.atomic_io import refuse_symlink, remove_tree
 from algorithms.guards import warn
 from algorithms.run_logger import DISCARDED
 
@@ -180,6 +180,20 @@ def _resume_sharded(trainer, run_dir: str | Path) -> Path | None:
     return path
 
 
+# What a run writes into or replaces in its folder. None may be a symlink: following one would write into
+# (or prune, or replace) files outside the run folder, and replacing the link would silently move the
+# output away from where it points. Symlink the run folder itself to put a run on another disk.
+WRITTEN_ENTRIES = (ckpt.CHECKPOINTS, ckpt.LEGACY, "model", "metrics.jsonl", DISCARDED, "metrics.png",
+                   "reward_components.png", "reward_distribution.png")
+
+
+def refuse_symlinked_entries(run_dir: Path) -> None:
+    """One-line SymlinkRefusedError naming the first of `WRITTEN_ENTRIES` in `run_dir` that is a symlink,
+    checked before training so that no work is lost to it at the end."""
+    for name in WRITTEN_ENTRIES:
+        refuse_symlink(run_dir / name, f"{name} in the run folder")
+
+
 def start_over(run_dir: Path, resume: bool) -> None:
     """Iteration 0 in a folder that may hold an earlier run: its files are moved aside, never deleted."""
     if resume:
@@ -192,14 +206,13 @@ def start_over(run_dir: Path, resume: bool) -> None:
 def write_model_folder(policy, final: Path, generation: dict | None) -> Path:
     """`policy.save` as a Hugging Face folder at `final`, written aside and renamed into place. A LoRA
     policy is saved merged, with its adapter in `final/adapter`."""
+    refuse_symlink(final, "the model folder")  # replacing the link would move the model away from its target
     tmp = final.with_name(f".tmp-{final.name}")
-    if tmp.exists():
-        remove_tree(tmp)
+    remove_tree(tmp)  # a leftover of a killed save; a link there is unlinked alone
     policy.save(tmp, generation=generation, merged=True)
     if getattr(policy, "is_lora", False):
         policy.save(tmp / "adapter", generation=generation)
-    if final.exists():
-        remove_tree(final)
+    remove_tree(final)
     tmp.rename(final)
     return final
 

@@ -10,6 +10,9 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from buffers.trajectory import Trajectory
+from envs.jsonl import loads, numbered_lines, one_line
+
+MAX_CAPACITY = 10**8  # far more trajectories than fit in memory; a larger capacity in a file is not ours
 
 
 class ReplayBuffer:
@@ -18,12 +21,15 @@ class ReplayBuffer:
     On-policy algorithms `clear()` it every iteration; off-policy ones keep it and `sample()`, or reuse
     the episodes of earlier iterations with `recent()` (each trajectory records its `iteration`).
     `save`/`load` write JSON lines (safe to load: no pickle), so a run can resume or reuse a
-    cached buffer (seed 002's --cache_buffer).
+    cached buffer (seed 002's --cache_buffer). The first line, `{"capacity": C, "count": N}`, lets
+    `load` tell a file cut short at a line boundary.
     """
 
     def __init__(self, capacity: int = 100_000):
         if capacity <= 0:
             raise ValueError(f"ReplayBuffer: capacity must be positive, got {capacity}")
+        if capacity > MAX_CAPACITY:
+            raise ValueError(f"ReplayBuffer: capacity must be at most {MAX_CAPACITY:_}, got {capacity:_}")
         self.capacity = capacity
         self._items: deque[Trajectory] = deque(maxlen=capacity)
 
@@ -82,7 +88,7 @@ class ReplayBuffer:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(path.suffix + ".tmp")
         with open(tmp, "w") as fh:
-            fh.write(json.dumps({"capacity": self.capacity}) + "\n")
+            fh.write(json.dumps({"capacity": self.capacity, "count": len(self._items)}) + "\n")
             for i, t in enumerate(self._items):
                 try:
                     fh.write(json.dumps(t.to_dict(), allow_nan=False) + "\n")
@@ -97,33 +103,51 @@ class ReplayBuffer:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "ReplayBuffer":
-        """Read a file written by `save`; any bad line is a one-line ValueError naming file and line."""
+        """Read a file written by `save`; any problem is a one-line ValueError naming file and line: bad
+        JSON or field, a capacity over MAX_CAPACITY, or fewer (more) trajectories than the header's count
+        (a file truncated at a line boundary). Files of older versions, without a count, still load."""
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"replay buffer file not found: {path}")
-        try:
-            text = path.read_text()
-        except UnicodeDecodeError:
-            raise ValueError(f"{path}: not a replay buffer file (not UTF-8 text)") from None
-        lines = text.splitlines()
-        if not lines:
+        buffer, expected, number, line = None, None, 0, ""
+        for number, line in numbered_lines(path):
+            if not line.endswith("\n"):  # only the last line can lack one
+                raise ValueError(f"{path}:{number}: the last line is cut off (the file is truncated)")
+            if buffer is None:
+                buffer, expected = cls._from_header(path, line)
+                continue
+            try:
+                record = loads(line, path, number, parse_constant=_reject_constant)
+            except ValueError as err:  # "<path>:<line>: <problem>" (envs/jsonl.py)
+                raise ValueError(f"{err} (not a replay buffer file)") from None
+            try:
+                buffer.add(Trajectory.from_dict(record))
+            except (ValueError, TypeError) as err:
+                raise ValueError(f"{path}:{number}: {one_line(str(err))}") from None
+        if buffer is None:
             raise ValueError(f"{path}: empty file, not a replay buffer")
-        if not text.endswith("\n"):
-            raise ValueError(f"{path}:{len(lines)}: the last line is cut off (the file is truncated)")
-        number = 1
-        try:
-            header = json.loads(lines[0])
-            capacity = header.get("capacity") if isinstance(header, dict) else None
-            if not (isinstance(capacity, int) and not isinstance(capacity, bool) and capacity > 0):
-                raise ValueError(f"header must be {{\"capacity\": <positive integer>}}, got {lines[0][:80]}")
-            buffer = cls(capacity)
-            for number, line in enumerate(lines[1:], start=2):
-                buffer.add(Trajectory.from_dict(json.loads(line, parse_constant=_reject_constant)))
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path}:{number}: not a replay buffer file (line is not JSON: {err.msg})") from None
-        except (ValueError, TypeError) as err:
-            raise ValueError(f"{path}:{number}: {' '.join(str(err).split())}") from None
+        if expected is not None and number - 1 != expected:
+            raise ValueError(f"{path}: {number - 1} trajectories, the header says {expected} "
+                             f"({'the file is truncated' if number - 1 < expected else 'lines were added'})")
         return buffer
+
+    @classmethod
+    def _from_header(cls, path: Path, line: str) -> tuple["ReplayBuffer", int | None]:
+        """An empty buffer of the header's capacity, and the count it announces (None: an older file)."""
+        try:
+            header = loads(line, path, 1)
+        except ValueError as err:
+            raise ValueError(f"{err} (not a replay buffer file)") from None
+        capacity = header.get("capacity") if isinstance(header, dict) else None
+        count = header.get("count", 0) if isinstance(header, dict) else None
+        if not (_is_int(capacity) and 0 < capacity <= MAX_CAPACITY and _is_int(count) and count >= 0):
+            raise ValueError(f"{path}:1: header must be {{\"capacity\": <integer 1..{MAX_CAPACITY:_}>, \"count\": "
+                             f"<integer >= 0>}}, got {one_line(line)[:80]}")
+        return cls(capacity), header.get("count")
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
 
 
 def _is_count(x) -> bool:

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 
-from buffers.jsonl import parse_jsonl
+from envs.jsonl import parse_jsonl
 
 
 def _check_text(owner: str, name: str, value) -> None:
@@ -132,7 +132,7 @@ def load_step_data(path: str | Path) -> list[StepItem]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no step data file at {path}")
-    return parse_jsonl(path, _item)
+    return parse_jsonl(path, _item, what="step items")
 
 
 def split_by_problem(items: Sequence[StepItem], held_out_fraction: float, seed: int = 0

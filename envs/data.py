@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
+
+from envs.jsonl import parse_jsonl
 
 
 class DataFileNotFoundError(FileNotFoundError):
@@ -18,32 +19,26 @@ class MalformedRowError(ValueError):
     """A data row is not valid JSON, not an object, or lacks a required field."""
 
 
-def read_jsonl(path: str | Path, required_fields: Sequence[str] = ()) -> list[dict]:
+def read_jsonl(path: str | Path, required_fields: Sequence[str] = (), what: str = "rows") -> list[dict]:
     """Read a JSONL file into a list of dicts, checking each row has ``required_fields``.
 
-    Blank lines are skipped. Errors name the file and the 1-based line number.
+    Blank lines are skipped. Read by `envs.jsonl.parse_jsonl`: every problem is one
+    MalformedRowError "<path>:<line>: <problem>", and a file without rows is "<path>: no <what>"
+    (training or evaluating on nothing is never intended).
     """
     path = Path(path)
     if not path.is_file():
         raise DataFileNotFoundError(f"data file not found: {path}")
-    rows: list[dict] = []
-    with path.open(encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                raise MalformedRowError(f"{path} line {line_number}: not valid JSON") from None
-            if not isinstance(row, dict):
-                raise MalformedRowError(
-                    f"{path} line {line_number}: expected a JSON object, got {type(row).__name__}"
-                )
-            for field in required_fields:
-                if row.get(field) is None:
-                    raise MalformedRowError(f"{path} line {line_number}: missing field {field!r}")
-            rows.append(row)
-    return rows
+
+    def checked(row: object) -> dict:
+        if not isinstance(row, dict):
+            raise ValueError(f"expected a JSON object, got {type(row).__name__}")
+        for field in required_fields:
+            if row.get(field) is None:
+                raise ValueError(f"missing field {field!r}")
+        return row
+
+    return parse_jsonl(path, checked, error=MalformedRowError, what=what)
 
 
 def resolve_data_file(data_path: str | Path, split: str) -> Path:
@@ -66,11 +61,7 @@ def load_rows(
     contacted (through a lazy ``datasets`` import) when ``data_path`` is None.
     """
     if data_path is not None:
-        path = resolve_data_file(data_path, split)
-        rows = read_jsonl(path, required_fields)
-        if not rows:
-            raise MalformedRowError(f"{path}: no rows")
-        return rows
+        return read_jsonl(resolve_data_file(data_path, split), required_fields)
     try:
         from datasets import load_dataset
 

@@ -11,13 +11,13 @@ naming the file and the record.
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from envs.data import DataFileNotFoundError, MalformedRowError, load_rows, read_jsonl
+from envs.jsonl import read_json
 from envs.math import check_subset
 
 HUB_ID, HUB_CONFIG = "hotpot_qa", "distractor"
@@ -73,16 +73,15 @@ def read_hotpotqa_file(path: str | Path) -> list[HotpotQARecord]:
     if not path.is_file():
         raise DataFileNotFoundError(f"HotpotQA file not found: {path}")
     if path.suffix == ".jsonl":
-        rows = read_jsonl(path)
+        rows = read_jsonl(path, what="records")
         return [record_from_row(row, f"{path} record {i + 1}") for i, row in enumerate(rows)]
     if path.stat().st_size > MAX_JSON_ARRAY_BYTES:
         raise MalformedRowError(f"{path}: larger than {MAX_JSON_ARRAY_BYTES >> 20} MiB; save it as JSONL instead")
-    try:
-        rows = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise MalformedRowError(f"{path}: not a JSON array of HotpotQA records ({type(err).__name__})") from None
+    rows = read_json(path, MalformedRowError)
     if not isinstance(rows, list):
         raise MalformedRowError(f"{path}: expected a JSON array of records, got {type(rows).__name__}")
+    if not rows:  # the rule of every data file (envs/jsonl.py): nothing to train or evaluate on is an error
+        raise MalformedRowError(f"{path}: no records")
     return [record_from_row(row, f"{path} record {i + 1}") for i, row in enumerate(rows)]
 
 

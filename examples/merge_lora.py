@@ -14,14 +14,15 @@ written beside its final place and renamed into it; an existing output folder is
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from algorithms.atomic_io import refuse_symlink, remove_tree  # noqa: E402
 from algorithms.cli import run_with_clear_errors  # noqa: E402
+from envs.jsonl import read_json  # noqa: E402
 from policies.models import ADAPTER_CONFIG, load_model_and_tokenizer  # noqa: E402
 
 DTYPES = ("float32", "bfloat16", "float16")
@@ -47,7 +48,7 @@ def recorded_base(adapter: Path) -> str:
     if not config.is_file():
         raise FileNotFoundError(f"{adapter} is not a LoRA adapter folder (no {ADAPTER_CONFIG})")
     try:
-        base = json.loads(config.read_text(encoding="utf-8")).get("base_model_name_or_path")
+        base = read_json(config).get("base_model_name_or_path")  # any unreadable file: one ValueError
     except (ValueError, AttributeError):
         raise ValueError(f"{config}: unreadable adapter config") from None
     if not base:
@@ -66,6 +67,7 @@ def merge(adapter: str | Path, output: str | Path, base_model: str | None = None
     base_name = base_model or recorded_base(adapter)
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    refuse_symlink(output, "the output folder")  # replacing the link would move the model away from its target
     if output.exists() and not overwrite and (not output.is_dir() or any(output.iterdir())):
         raise ValueError(f"{output} already exists: pass --overwrite to replace it, or another folder")
     base, tokenizer = load_model_and_tokenizer(base_name, dtype=getattr(torch, dtype), device="cpu")
@@ -73,17 +75,13 @@ def merge(adapter: str | Path, output: str | Path, base_model: str | None = None
     if any(adapter.glob("tokenizer*")):
         tokenizer = AutoTokenizer.from_pretrained(str(adapter))
     aside = output.with_name(f".tmp-{output.name}")
-    if aside.exists():
-        shutil.rmtree(aside)
+    remove_tree(aside)  # a leftover of a killed merge; a link there is unlinked alone
     merged.save_pretrained(str(aside), safe_serialization=True)
     tokenizer.save_pretrained(str(aside))
     for item in adapter.iterdir():  # chat template, system prompt, generation config as the adapter has them
         if item.is_file() and item.name not in ADAPTER_FILES:
             shutil.copy2(item, aside / item.name)
-    if output.is_dir():
-        shutil.rmtree(output)
-    elif output.exists():
-        output.unlink()
+    remove_tree(output)
     aside.rename(output)
     return output
 

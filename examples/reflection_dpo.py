@@ -60,6 +60,7 @@ from algorithms.preference_data import load_preference_pairs  # noqa: E402
 from algorithms.reflection_pairs import ACTOR_CONTEXTS  # noqa: E402
 from algorithms.sft_data import math_sft_examples  # noqa: E402
 from envs import make  # noqa: E402
+from envs.jsonl import read_json  # noqa: E402
 from policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
 
 ENVS = {"Reflection-Arithmetic-v0": None, "Reflection-GSM8K-v0": "train", "Reflection-MATH-v0": "test"}  # -> split
@@ -165,7 +166,9 @@ def check_settings(args: argparse.Namespace) -> None:
     path = Path(args.output_dir) / "settings.json"
     settings = {k: v for k, v in sorted(vars(args).items()) if k not in ("restart", "progress")}
     if path.is_file() and not args.restart:
-        before = json.loads(path.read_text())
+        before = read_json(path)  # one-line ValueError for an unreadable file
+        if not isinstance(before, dict):
+            raise ValueError(f"{path}: expected a JSON object of settings, got {type(before).__name__}")
         changed = sorted(k for k in set(before) | set(settings) if before.get(k) != settings.get(k))
         if changed:
             raise ValueError(f"{args.output_dir} was run with other settings ({', '.join(changed)}); pass --restart "

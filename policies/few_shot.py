@@ -92,7 +92,7 @@ def load_examples(source: str | Path | Sequence[Mapping]) -> tuple[list[dict], s
         from envs.data import read_jsonl, resolve_data_file
 
         path = resolve_data_file(source, "train")
-        return read_jsonl(path, ("question", "answer")), str(path)
+        return read_jsonl(path, ("question", "answer"), what="examples"), str(path)
     if not isinstance(source, Sequence):
         raise ValueError(f"examples must be a JSONL path or a list of {{'question', 'answer'}} dicts; "
                          f"got {type(source).__name__}")

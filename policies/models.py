@@ -11,7 +11,6 @@ from __future__ import annotations
 import fcntl
 import importlib.util
 import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -124,8 +123,10 @@ def build_once(out_dir: Path, build: Callable[[Path], None]) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             if not (out_dir / "config.json").is_file():  # another process may have built it meanwhile
+                from algorithms.atomic_io import remove_tree  # here: algorithms imports policies
+
                 tmp = out_dir.with_name(f"{out_dir.name}.tmp{os.getpid()}")
-                shutil.rmtree(tmp, ignore_errors=True)
+                remove_tree(tmp)  # a leftover; a link there is unlinked, never built into
                 build(tmp)
                 if not (tmp / "config.json").is_file():
                     raise ModelLoadError(f"building {out_dir.name} wrote no config.json into {tmp}")
@@ -186,12 +187,12 @@ def load_model_and_tokenizer(
 def _load_adapter(folder: Path, dtype: torch.dtype, device: str | torch.device
                   ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """The base model named in `adapter_config.json` with the adapter of `folder` on top."""
-    import json
-
     from peft import PeftModel
 
+    from envs.jsonl import read_json
+
     try:
-        base_name = json.loads((folder / ADAPTER_CONFIG).read_text())["base_model_name_or_path"]
+        base_name = read_json(folder / ADAPTER_CONFIG)["base_model_name_or_path"]  # too deep etc.: ValueError
     except (ValueError, KeyError, TypeError):
         raise ModelLoadError(f"{folder / ADAPTER_CONFIG}: unreadable adapter config "
                              f"(no base_model_name_or_path)") from None

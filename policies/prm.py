@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from envs.jsonl import read_json
 from policies.attention_backends import variable_length_attention
 from policies.prompting import prompt_ids
 from policies.value import ValueHead
@@ -263,9 +264,9 @@ def _read_settings(path: Path) -> dict:
     from policies.models import ModelLoadError
 
     try:
-        settings = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as err:
-        raise ModelLoadError(f"{path}: not valid JSON ({' '.join(str(err).split())[:120]})") from None
+        settings = read_json(path)
+    except ValueError as err:  # "<path>:<line>: <problem>" (envs/jsonl.py)
+        raise ModelLoadError(str(err)[:300]) from None
     if not isinstance(settings, dict):
         raise ModelLoadError(f"{path}: expected a JSON object, got {type(settings).__name__}")
     checks = {"aggregation": lambda v: v in AGGREGATIONS, "system_prompt": lambda v: v is None or isinstance(v, str),

@@ -39,7 +39,7 @@ def documents_from_jsonl(path: str | Path) -> list[Document]:
     (optional; the 1-based row number when absent). Malformed rows are one-line errors naming the line."""
     path = Path(path).expanduser()
     documents = []
-    for number, row in enumerate(read_jsonl(path, required_fields=("text",)), start=1):
+    for number, row in enumerate(read_jsonl(path, required_fields=("text",), what="documents in the file"), start=1):
         doc_id = row.get("doc_id", row.get("id", str(number)))
         fields = {"text": row["text"], "title": row.get("title", "")}
         for name, value in fields.items():

@@ -11,10 +11,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from envs.jsonl import read_json
 
 FORMAT, VERSION = "rlgym-retrieval-index", 1
 MANIFEST = "manifest.json"
@@ -40,14 +41,19 @@ def sha256(path: Path) -> str:
 def write_index_folder(folder: str | Path, write: Callable[[Path], None], manifest: dict[str, Any]) -> Path:
     """`write(tmp)` fills a temporary sibling folder; the manifest (with the sha256 of each file written)
     goes in last and the folder is renamed into place, replacing an older index there."""
+    from algorithms.atomic_io import remove_tree  # here: retrieval is usable without the trainers loaded
+
     folder = Path(folder).expanduser()
+    if folder.is_symlink():  # replacing it would move the index away from the link's target; never written through
+        raise IndexLoadError(f"{folder} is a symbolic link (to {os.readlink(folder)}); an index folder is "
+                             f"never written through or replaced as a link: name the folder itself")
     if folder.exists() and not folder.is_dir():
         raise IndexLoadError(f"{folder} is a file; an index is saved as a folder")
     if folder.is_dir() and any(folder.iterdir()) and not (folder / MANIFEST).is_file():
         raise IndexLoadError(f"{folder} is a non-empty folder that holds no index; choose another path")
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = folder.with_name(f"{folder.name}.tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
+    remove_tree(tmp)  # a leftover; a link there is unlinked alone
     tmp.mkdir()
     write(tmp)
     files = {str(p.relative_to(tmp)): sha256(p) for p in sorted(tmp.rglob("*")) if p.is_file()}
@@ -57,7 +63,7 @@ def write_index_folder(folder: str | Path, write: Callable[[Path], None], manife
         old = folder.with_name(f"{folder.name}.old{os.getpid()}")
         folder.rename(old)
         tmp.rename(folder)
-        shutil.rmtree(old)
+        remove_tree(old)
     else:
         tmp.rename(folder)
     return folder
@@ -73,8 +79,8 @@ def read_manifest(folder: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise IndexNotFoundError(f"{folder} is not a retrieval index (no {MANIFEST}); {hint}")
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        manifest = read_json(path)
+    except ValueError:  # not JSON, not UTF-8, nested too deeply, a huge integer
         raise IndexLoadError(f"{path}: corrupt manifest (not JSON); rebuild the index") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or not isinstance(manifest.get("files"), dict):
         raise IndexLoadError(f"{path}: not a manifest of this toolkit's retrieval index; rebuild the index")

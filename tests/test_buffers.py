@@ -127,6 +127,29 @@ def test_buffer_load_rejects_a_truncated_file(tmp_path):
             ReplayBuffer.load(path)
 
 
+def test_buffer_load_refuses_a_file_truncated_at_a_line_boundary(tmp_path):
+    path = _saved(tmp_path)
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[:2]))  # the last trajectory lost, the file still ends with a newline
+    with pytest.raises(ValueError) as info:
+        ReplayBuffer.load(path)
+    assert str(info.value) == f"{path}: 1 trajectories, the header says 2 (the file is truncated)"
+    path.write_bytes(b"".join(lines + lines[2:]))
+    with pytest.raises(ValueError, match=rf"^{path}: 3 trajectories, the header says 2 \(lines were added\)$"):
+        ReplayBuffer.load(path)
+    path.write_bytes(b'{"capacity": 4}\n' + b"".join(lines[1:]))  # a file of an older version (no count) loads
+    assert [t.text for t in ReplayBuffer.load(path)] == ["t0", "t1"]
+
+
+def test_buffer_load_refuses_a_huge_capacity_naming_the_file(tmp_path):
+    path = tmp_path / "buf.jsonl"
+    path.write_text('{"capacity": 1000000000000, "count": 0}\n')
+    with pytest.raises(ValueError, match=rf"^{path}:1: header must be {{\"capacity\": <integer 1..100_000_000>"):
+        ReplayBuffer.load(path)
+    with pytest.raises(ValueError, match="capacity must be at most 100_000_000, got 1_000_000_000_000"):
+        ReplayBuffer(10**12)
+
+
 def test_buffer_save_refuses_nan_rewards(tmp_path):
     buf = ReplayBuffer(capacity=2)
     buf.add(Trajectory([1], [2], [-0.1], [1], float("nan")))

@@ -122,7 +122,7 @@ def test_missing_data_file_names_the_path(tmp_path):
 def test_bad_json_names_the_line(tmp_path):
     good = json.dumps({"question": "q", "answer": "a\n#### 1"})
     path = write_jsonl(tmp_path / "gsm8k.jsonl", [good, "", good, "{not json"])
-    with pytest.raises(MalformedRowError, match=r"gsm8k\.jsonl line 4: not valid JSON$"):
+    with pytest.raises(MalformedRowError, match=r"gsm8k\.jsonl:4: not valid JSON \(Expecting property name enclosed in double quotes\)$"):
         GSM8KEnv(data_path=str(path))
 
 
@@ -131,13 +131,13 @@ def test_missing_field_names_the_line_and_field(tmp_path):
     path = write_jsonl(tmp_path / "gsm8k.jsonl", [good] * 6 + [json.dumps({"question": "q"})])
     with pytest.raises(MalformedRowError) as error:
         GSM8KEnv(data_path=str(path))
-    assert str(error.value).endswith("gsm8k.jsonl line 7: missing field 'answer'")
+    assert str(error.value).endswith("gsm8k.jsonl:7: missing field 'answer'")
     assert "\n" not in str(error.value)
 
 
 def test_non_object_row_and_gsm8k_answer_without_marker(tmp_path):
     path = write_jsonl(tmp_path / "rows.jsonl", ["[1, 2]"])
-    with pytest.raises(MalformedRowError, match="line 1: expected a JSON object, got list"):
+    with pytest.raises(MalformedRowError, match="rows.jsonl:1: expected a JSON object, got list"):
         read_jsonl(path, ["question"])
     path = write_jsonl(tmp_path / "gsm8k.jsonl", [json.dumps({"question": "q", "answer": "just 5"})])
     with pytest.raises(MalformedRowError, match=r"GSM8K train row 0: .*####") as error:

@@ -144,7 +144,7 @@ def test_a_missing_or_bad_prm_folder_is_one_line(tiny_policy, tmp_path):
     with pytest.raises(ModelLoadError, match=r"prm_config.json: bad or missing 'aggregation' \('max'\)"):
         ProcessRewardModel.from_pretrained(folder)
     (folder / "prm_config.json").write_text("{")
-    with pytest.raises(ModelLoadError, match="prm_config.json: not valid JSON"):
+    with pytest.raises(ModelLoadError, match="prm_config.json:1: not valid JSON"):
         ProcessRewardModel.from_pretrained(folder)
     ProcessRewardModel.from_policy(tiny_policy).save(folder)
     (folder / "prm_head.safetensors").write_bytes(b"\x00" * 5)

@@ -65,7 +65,7 @@ def test_jsonl_documents_take_defaults_for_id_and_title(tmp_path):
     ('{"text": "a", "title": ["x"]}\n', "title must be a string"),
     ('{"text": "a", "doc_id": 1.5}\n', "doc_id must be a string or an integer"),
     ('{"text": "a", "id": "x"}\n{"text": "b", "id": "x"}\n', "'x' appears twice"),
-    ("{not json\n", "line 1: not valid JSON"),
+    ("{not json\n", ":1: not valid JSON"),
     ("\n", "no documents"),
 ])
 def test_malformed_document_files_are_one_line_errors(tmp_path, content, expected):

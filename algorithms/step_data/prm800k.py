@@ -19,7 +19,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from buffers.jsonl import parse_jsonl
+from envs.jsonl import parse_jsonl
 from buffers.step_pairs import RatedSteps, StepPair
 from envs.data import DataFileNotFoundError
 from envs.math import MATH_INSTRUCTION
@@ -106,4 +106,5 @@ def load_prm800k(path: str | Path, instruction: str = MATH_INSTRUCTION) -> list[
     path = Path(path)
     if not path.is_file():
         raise DataFileNotFoundError(f"PRM800K file not found: {path}")
-    return [item for items in parse_jsonl(path, lambda record: record_items(record, instruction)) for item in items]
+    return [item for items in parse_jsonl(path, lambda record: record_items(record, instruction),
+                                                          what="PRM800K records") for item in items]
