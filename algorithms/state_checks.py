@@ -45,7 +45,8 @@ def check_state(path: Path, state: dict[str, Any], folder_iteration: int | None 
     if "optimizer" in state:
         for key, kind in (("state", dict), ("param_groups", list)):
             if not isinstance(state["optimizer"].get(key), kind):
-                _fail(path, f"optimizer[{key!r}]", f"must be a {kind.__name__}, got {shown(state['optimizer'].get(key))}")
+                got = type(state["optimizer"].get(key)).__name__
+                _fail(path, f"optimizer[{key!r}]", f"must be a {kind.__name__}, got {got}")
     _check_reference(path, state, iteration)
     if SHARDED in state:
         _check_sharded(path, state)

@@ -218,7 +218,7 @@ EDITS = {
     "iteration  ": (lambda s: s.update(iteration=2), "says 2, but the folder is iteration 1"),
     "nonfinite_streak": (lambda s: s.update(nonfinite_streak=-1), "must be a whole number >= 0, got -1"),
     "optimizer": (lambda s: s.update(optimizer=[1, 2]), "must be a dict, got list"),
-    "optimizer['param_groups']": (lambda s: s["optimizer"].pop("param_groups"), "must be a list, got None"),
+    "optimizer['param_groups']": (lambda s: s["optimizer"].pop("param_groups"), "must be a list, got NoneType"),
     "scheduler": (lambda s: s.update(scheduler=7), "must be a dict, got int"),
     "extra": (lambda s: s.update(extra=None), "must be a dict, got NoneType"),
     "policy['lm_head.weight']": (lambda s: s["policy"].update({"lm_head.weight": 1.5}), "must be a tensor, got float"),

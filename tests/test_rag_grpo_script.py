@@ -75,7 +75,8 @@ def test_a_search_method_the_index_cannot_run_is_refused_before_the_model_loads(
         "search with bm25 only); drop --no_dense or use --search_method bm25")
     assert not (tmp_path / "run").exists()  # nothing read, built or written
     index = tmp_path / "bm25-index"
-    DocumentStore.build(documents_from_hotpotqa(load_hotpotqa(data)), StoreConfig(dense=False), progress=False).save(index)
+    documents = documents_from_hotpotqa(load_hotpotqa(data))
+    DocumentStore.build(documents, StoreConfig(dense=False), progress=False).save(index)
     for method in ("dense", "hybrid"):
         assert error_line(script, common + ["--index", str(index), "--search_method", method]) == (
             f"error: search_kwargs {{'method': '{method}'}} do not fit the store: search method '{method}' needs "

@@ -59,7 +59,8 @@ def episode(info: dict) -> Trajectory:
 def test_tool_error_metrics_count_failed_calls_over_all_calls_and_only_for_envs_with_tools():
     assert count_tool_errors([episode({"correct": True})]) == ({}, None)  # an env without tools: no metric
     episodes = [episode({"tool_calls": {"search": 2}, "tool_errors": [{"tool": "search", "error": "OSError: gone"}]}),
-                episode({"tool_calls": {"search": 1}, "tool_errors": []}), episode({"tool_calls": {}, "tool_errors": []})]
+                episode({"tool_calls": {"search": 1}, "tool_errors": []}),
+                episode({"tool_calls": {}, "tool_errors": []})]
     assert count_tool_errors(episodes) == ({"tool_errors": 1, "tool_error_rate": 1 / 3}, "search: OSError: gone")
     counter = ToolErrorCounter()
     assert counter.metrics(episodes[1:], "iteration 1") == {"tool_errors": 0, "tool_error_rate": 0.0}
