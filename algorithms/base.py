@@ -19,6 +19,7 @@ from algorithms import replay
 from algorithms.config import RLConfig
 from algorithms.env_info import env_id, env_kwargs
 from algorithms.evaluate import evaluate as evaluate_episodes
+from algorithms.tool_errors import ToolErrorCounter
 from algorithms.episode_metrics import episode_metrics
 from algorithms.kl import kl_estimate, pay_kl_in_reward
 from algorithms.losses import completion_budget, token_weights
@@ -65,6 +66,7 @@ class RLAlgorithm(Trainer):
         self.buffer = buffer if buffer is not None else ReplayBuffer(max(c.batch_size * (c.replay_iterations + 4), 1024))
         replay.check_capacity(self.buffer, c.batch_size, c.replay_iterations)
         self._ref_synced_at: int | None = None  # iteration of the last policy -> reference copy (None: never)
+        self.tool_errors = ToolErrorCounter()  # failed tool calls: counted per iteration/evaluation, warned once
 
     def before_data_parallel(self) -> None:
         """The KL reference, when one is needed and none was given: a frozen copy of the policy, made before
@@ -260,6 +262,7 @@ class RLAlgorithm(Trainer):
         generated = sum(t.num_generated_tokens for t in trajectories)
         sample_time = t1 - t0 - self._times.pop("score", 0.0)
         metrics = episode_metrics(trajectories, self.iteration + 1, self.config.samples_per_prompt > 1)
+        metrics.update(self.tool_errors.metrics(trajectories, f"iteration {self.iteration + 1}"))
         if self.config.replay_iterations:
             metrics["replayed_trajectories"] = int(dist.all_reduce_sum(float(len(reused))))
         return {**metrics, "trained_trajectories": trained,
@@ -280,7 +283,7 @@ class RLAlgorithm(Trainer):
         if env is None:
             return {}
         return evaluate_episodes(self.policy, env, c.eval_episodes, c.eval_max_new_tokens or c.max_new_tokens,
-                                 progress=c.progress)
+                                 progress=c.progress, tool_errors=self.tool_errors)
 
     # ------------------------------------------------------------------ run folder and checkpoints
     def describe(self) -> dict:

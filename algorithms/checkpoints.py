@@ -59,6 +59,12 @@ def checkpoint_name(iteration: int) -> str:
     return f"iter-{iteration:06d}"
 
 
+def iteration_of(directory: str | os.PathLike) -> int | None:
+    """N for a folder named `iter-N`, None for any other name (the old layout, a copied folder)."""
+    found = _NAME.match(Path(directory).name)
+    return int(found.group(1)) if found else None
+
+
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as fh:

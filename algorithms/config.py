@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from algorithms.reward_combination import COMBINATIONS
+from algorithms.wandb_auth import LOGIN_FIXES, online_login_problem
 
 KL_ESTIMATORS = ("k1", "k2", "k3")
 LOSS_AGGREGATIONS = ("token_mean", "sequence_mean", "constant")
@@ -249,6 +250,8 @@ class TrainerConfig(metaclass=_AcceptsTRLNames):
         if self.wandb != "off" and not module_available("wandb"):
             raise ConfigError(f"{type(self).__name__}.wandb is {self.wandb!r}, but wandb is not installed: "
                               f"pip install wandb (or set wandb to off)", "wandb")
+        if self.wandb == "online" and (problem := online_login_problem()) is not None:
+            raise ConfigError(f"{type(self).__name__}.wandb is 'online', but {problem}: {LOGIN_FIXES}", "wandb")
         self.require("output_dir", self.output_dir.strip() != "" and "\0" not in self.output_dir, "a folder path")
         blocker = _blocking_file(Path(self.output_dir))
         self.require("output_dir", blocker is None, "a folder, not an existing file" if blocker == Path(self.output_dir)

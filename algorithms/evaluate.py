@@ -8,6 +8,7 @@ import torch
 
 from algorithms.progress import counting_tokens, phase_bar, token_postfix
 from algorithms.reward_components import component_means
+from algorithms.tool_errors import ToolErrorCounter
 from episodes.rollout import SamplingSettings, rollout
 
 
@@ -40,10 +41,12 @@ def episode_starts(env, episodes: int) -> list[dict]:
 
 @torch.no_grad()
 def evaluate(policy, env, episodes: int = 256, max_new_tokens: int = 64, k: int = 1, temperature: float = 0.0,
-             batch_prompts: int = 64, seed: int = 0, progress: bool = False) -> dict[str, float]:
+             batch_prompts: int = 64, seed: int = 0, progress: bool = False,
+             tool_errors: ToolErrorCounter | None = None) -> dict[str, float]:
     """Greedy accuracy (k=1) or, with k > 1 and temperature > 0, pass@k and maj@k as well; each episode
     runs until the env ends it or `episode_step_limit(env)` actions. Envs that report reward components
-    also get each one's mean over the episodes (`reward_<name>`).
+    also get each one's mean over the episodes (`reward_<name>`); envs with tools, their failed tool calls
+    (`tool_errors`, `tool_error_rate`; warned about through `tool_errors`, a run's counter, else a new one).
 
     With `progress`, a bar counts the episodes done (its postfix: the tokens sampled so far)."""
     if k > 1 and temperature <= 0:
@@ -70,7 +73,8 @@ def evaluate(policy, env, episodes: int = 256, max_new_tokens: int = 64, k: int 
                 maj_k.append(majority_correct([t.info.get("parsed_answer") for t in group], correct))
     bar.close()
     result = {"accuracy": sum(accuracy) / max(len(accuracy), 1), "episodes": float(len(starts)),
-              "mean_length": sum(lengths) / max(len(lengths), 1), **component_means(episodes_done)}
+              "mean_length": sum(lengths) / max(len(lengths), 1), **component_means(episodes_done),
+              **(tool_errors or ToolErrorCounter()).metrics(episodes_done, "evaluation")}
     if k > 1:
         result[f"pass@{k}"] = sum(pass_k) / len(pass_k)
         result[f"maj@{k}"] = sum(maj_k) / len(maj_k)

@@ -17,6 +17,7 @@ import torch
 from algorithms import checkpoints as ckpt
 from algorithms import distributed as dist
 from algorithms import sharded_checkpoints as sharded
+from algorithms import state_checks
 from algorithms.atomic_io import refuse_symlink, remove_tree
 from algorithms.guards import warn
 from algorithms.run_logger import DISCARDED
@@ -97,8 +98,9 @@ def save_checkpoint(trainer, run_dir: str | Path | None = None) -> Path | None:
 
 
 def read_checkpoint(trainer, directory: Path) -> dict[str, Any]:
-    """Verify a checkpoint folder and read it (nothing applied yet): state.pt's entries, plus each of
-    the trainer's other files that is present, under its name."""
+    """Verify a checkpoint folder and read it (nothing applied yet): state.pt's entries (each field that
+    loading reads checked: algorithms/state_checks.py), plus each of the trainer's other files that is
+    present, under its name."""
     ckpt.verify(directory)
     state = ckpt.load_state(directory / "state.pt")
     if sharded.SHARDED in state or sharded.is_sharded(trainer):  # shards fit only an FSDP run of their size
@@ -107,6 +109,7 @@ def read_checkpoint(trainer, directory: Path) -> dict[str, Any]:
     missing = [k for k in (REQUIRED_SHARDED if sharded.SHARDED in state else REQUIRED) if k not in state]
     if missing:
         raise ckpt.CorruptCheckpointError(f"{directory / 'state.pt'}: not a checkpoint (no {', '.join(missing)})")
+    state_checks.check_state(directory / "state.pt", state, ckpt.iteration_of(directory))
     for name, file in trainer.checkpoint_files().items():
         if (directory / name).is_file():
             try:

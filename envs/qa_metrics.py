@@ -8,6 +8,12 @@ texts, 0.0 when they share no token (so two blank answers score F1 0.0 but EM 1.
 either normalised answer is "yes", "no" or "noanswer" and the two differ, it scores 0.0 (no partial
 credit for "no" against "no way"). ``max_over_golds`` is the script's best score over several golds.
 
+Model output is untrusted, so every metric reads at most the first ``MAX_ANSWER_CHARS`` (4,000)
+characters of the prediction and of the gold: more than ten times the longest SQuAD v1.1 or HotpotQA
+answer (a few hundred characters), so real answers score exactly as the official scripts score them,
+while a megabyte of output costs no more than 4,000 characters of work. Past the cap the scripts and
+these metrics may differ (e.g. "Paris" followed by 5,000 spaces and "x" matches "Paris" here).
+
 The few lines are written here rather than imported: the packages that carry them (``evaluate``,
 ``torchmetrics``) are not dependencies of this toolkit, and neither has HotpotQA's yes/no rule.
 """
@@ -19,7 +25,9 @@ import string
 from collections import Counter
 from collections.abc import Callable, Iterable
 
-__all__ = ["exact_match", "hotpot_f1", "max_over_golds", "normalize_answer", "squad_f1"]
+__all__ = ["MAX_ANSWER_CHARS", "exact_match", "hotpot_f1", "max_over_golds", "normalize_answer", "squad_f1"]
+
+MAX_ANSWER_CHARS = 4_000
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = frozenset(string.punctuation)
@@ -27,7 +35,12 @@ HOTPOT_SPECIAL_ANSWERS = ("yes", "no", "noanswer")
 
 
 def normalize_answer(text: str) -> str:
-    """Lower case, drop punctuation, then the articles a/an/the, then collapse white space (SQuAD v1.1)."""
+    """Lower case, drop punctuation, then the articles a/an/the, then collapse white space (SQuAD v1.1),
+    of the first ``MAX_ANSWER_CHARS`` characters of ``text``."""
+    return _normalize(text[:MAX_ANSWER_CHARS])
+
+
+def _normalize(text: str) -> str:
     text = "".join(ch for ch in text.lower() if ch not in _PUNCTUATION)
     return " ".join(_ARTICLES.sub(" ", text).split())
 

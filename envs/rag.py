@@ -36,11 +36,16 @@ Rewards (``reward_fns``): by default ``em``, ``f1``, ``mrr``, ``format`` and, wi
 
 The store is anything with ``search(query, k, **search_kwargs)`` returning hits with ``doc_id``,
 ``title``, ``text`` and ``score`` (``retrieval.DocumentStore``), or the folder of a saved index, opened
-with ``retrieval.DocumentStore.load``.
+with ``retrieval.DocumentStore.load``. ``search_kwargs`` the store cannot run (e.g. method "dense" on a
+BM25-only index) are refused when the env is made, in one line naming the method and what the store has.
+A search that fails anyway is an ``error: search failed (...)`` result the model sees, and is recorded in
+the episode's ``tool_errors``, which trainers count (``tool_errors``, ``tool_error_rate``) and warn about
+once a run.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -100,6 +105,7 @@ class SearchTool(TagTool):
         check_positive_int("max_passage_chars", max_passage_chars)
         if not isinstance(search_kwargs, (Mapping, type(None))):
             raise ValueError(f"search_kwargs must be a dict of store.search keyword arguments; got {search_kwargs!r}")
+        check_search_settings(store, k, dict(search_kwargs or {}))
         super().__init__("search", f"the top {k} passages (title and text) for QUERY", argument_name="QUERY",
                          max_input_chars=max_query_chars, max_nesting=max_query_chars, cpu_seconds=None,
                          max_output_chars=k * (max_passage_chars + 1000))
@@ -146,6 +152,32 @@ class SearchTool(TagTool):
     def run(self, argument: str) -> str:
         """The formatted top passages for the query ``argument``."""
         return self.format_passages(self.retrieve(argument))
+
+
+def check_search_settings(store: Any, k: int, search_kwargs: dict[str, Any]) -> None:
+    """A one-line ValueError, at construction, when ``store.search(query, k, **search_kwargs)`` could never
+    run: the store's own ``check_search`` (``retrieval.DocumentStore``'s: a method it has no index for, an
+    unknown method or fusion), else keyword arguments its ``search`` does not take. Otherwise every search
+    of every episode would fail, each seen by the model as an error result."""
+    check = getattr(store, "check_search", None)
+    if callable(check):
+        try:
+            check(k, **search_kwargs)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"search_kwargs {search_kwargs!r} do not fit the store: {one_line(error)}") from None
+        return
+    try:
+        inspect.signature(store.search).bind("query", k, **search_kwargs)
+    except TypeError as error:
+        raise ValueError(f"search_kwargs {search_kwargs!r} do not fit {type(store).__name__}.search: "
+                         f"{one_line(error)}") from None
+    except ValueError:  # no signature to read (a builtin): its first search tells
+        return
+
+
+def one_line(error: BaseException) -> str:
+    """An exception's message on one line (white space collapsed, at most 300 characters)."""
+    return " ".join(str(error).split())[:300] or type(error).__name__
 
 
 def open_store(store: Any) -> Any:
@@ -257,6 +289,7 @@ class RAGHotpotQAEnv(HotpotQAProblems, ToolEnv):
             output = self.search_tool.format_passages(passages)
         except Exception as error:  # noqa: BLE001 - a failing store is an output the model sees, not a crash
             passages, output = [], f"error: search failed ({type(error).__name__})"
+            self.record_tool_error(self.search_tool, error)  # counted in the trainer's metrics, warned about
         self.tool_calls[self.search_tool.name] = number
         self.tool_log.append({"tool": self.search_tool.name, "argument": query, "output": output})
         self.retrieved.extend({"search": number, "query": query, "rank": rank, **passage}

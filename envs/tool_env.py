@@ -17,9 +17,11 @@ Episode (mode ``"multi_turn"``): each action is model text.
 
 Stop strings, read per turn: the closing strings of the tools available now (each tool may be called
 ``max_tool_calls`` times per episode; a subclass may override ``available_tools`` for phases) and
-``</answer>``. Per-episode tool-call counts (``tool_calls``) and the log of calls (``tool_log``: tool,
-argument, output) are episode state (saved by ``get_state``), reported in every step's ``info`` and to
-the reward functions.
+``</answer>``. Per-episode tool-call counts (``tool_calls``), the log of calls (``tool_log``: tool,
+argument, output) and the calls whose tool itself failed (``tool_errors``: tool, error; e.g. a document
+store whose search raised, recorded by a subclass with ``record_tool_error``) are episode state (saved by
+``get_state``), reported in every step's ``info`` and to the reward functions. Trainers count
+``tool_errors`` in their metrics (algorithms/tool_errors.py).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
 RESULT_ROLES = (None, "tool", "user")
 NUDGE_ROLE = "user"
 DEFAULT_NUDGE = "Call a tool, or give the final answer as <answer>...</answer>."
+MAX_ERROR_CHARS = 300  # of a recorded tool error
 
 
 def last_answer(text: str) -> str | None:
@@ -68,7 +71,7 @@ class ToolEnv(LanguageEnv):
     """
 
     modes = ("multi_turn",)
-    episode_state: ClassVar[dict[str, Any]] = {"tool_calls": {}, "tool_log": []}
+    episode_state: ClassVar[dict[str, Any]] = {"tool_calls": {}, "tool_log": [], "tool_errors": []}
 
     def __init__(
         self,
@@ -126,8 +129,17 @@ class ToolEnv(LanguageEnv):
         return self.nudge, NUDGE_ROLE
 
     def episode_info(self) -> dict[str, Any]:
-        """``tool_calls`` (calls per tool this episode) and ``tool_log`` (tool, argument, output per call)."""
-        return {"tool_calls": dict(self.tool_calls), "tool_log": [dict(entry) for entry in self.tool_log]}
+        """``tool_calls`` (calls per tool this episode), ``tool_log`` (tool, argument, output per call) and
+        ``tool_errors`` (tool, error per call whose tool failed)."""
+        return {"tool_calls": dict(self.tool_calls), "tool_log": [dict(entry) for entry in self.tool_log],
+                "tool_errors": [dict(entry) for entry in self.tool_errors]}
+
+    def record_tool_error(self, tool: Tool, error: BaseException) -> None:
+        """Note that a call of ``tool`` failed with ``error`` (not the model's fault: the tool could not run),
+        as "ExceptionType: first line of its message" (at most MAX_ERROR_CHARS characters)."""
+        line = next((ln.strip() for ln in str(error).splitlines() if ln.strip()), "")
+        text = f"{type(error).__name__}: {line}" if line else type(error).__name__
+        self.tool_errors.append({"tool": tool.name, "error": text[:MAX_ERROR_CHARS]})
 
     def _call(self, tool: Tool, action: str) -> str:
         """Run the call that ends ``action``, count it and log it; the output text."""

@@ -11,7 +11,10 @@ the hub's hotpot_qa distractor validation split through `datasets`); the last --
 never trained on, and evaluated greedily before training (iteration 0) and after it.
 Document index: --index (default <output_dir>/index) is loaded when it holds one (examples/build_index.py
 writes one); otherwise every paragraph of the questions, held-out ones included, is pooled into one
-corpus, indexed and saved there. --rebuild_index after changing --data_path or --embedder.
+corpus, indexed and saved there. --rebuild_index after changing --data_path or --embedder. A
+--search_method the index cannot run (dense or hybrid on a BM25-only index) is refused before the model
+loads; a search that fails during the run is counted (tool_errors, tool_error_rate, and eval_ ones in
+metrics.jsonl) and warned about once.
 Rewards (each an info["reward_components"] entry): mrr (reciprocal rank of the first supporting paragraph
 among everything the episode retrieved), em, f1, format (1 for a final answer, minus a penalty per
 malformed call) and answer_similarity (embedding cosine; dense indexes only). --reward_combination
@@ -98,6 +101,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def check_search_flags(args: argparse.Namespace) -> None:
+    """--search_method dense or hybrid with --no_dense: a ValueError before anything is read or built. (A
+    method an existing index cannot run is refused when the envs are made, also before the model loads.)"""
+    if args.no_dense and args.search_method in ("dense", "hybrid"):
+        raise ValueError(f"--search_method {args.search_method} needs dense embeddings, but --no_dense makes a "
+                         f"BM25-only index (it can search with bm25 only); drop --no_dense or use --search_method bm25")
+
+
 def question_ranges(data_path: str | None, holdout: int) -> tuple[int, tuple[int, int], tuple[int, int]]:
     """(number of questions, training range, held-out range): the last `holdout` (at most half) held back."""
     from envs.hotpotqa_data import load_hotpotqa
@@ -169,6 +180,7 @@ def run(args: argparse.Namespace) -> None:
     for name in ("k", "max_searches", "lora_r", "lora_alpha"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name} must be >= 1, got {getattr(args, name)}")
+    check_search_flags(args)
     total, train_range, test_range = question_ranges(args.data_path, args.holdout)
     search = {key: value for key, value in (("method", args.search_method), ("fusion", args.fusion)) if value}
     env_kwargs = dict(data_path=args.data_path, store=index_folder(args, config.output_dir), k=args.k,

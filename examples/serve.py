@@ -5,7 +5,7 @@
         -d '{"question": "What is 12 + 7 * 3?", "method": "best_of_n", "budget": 8}'
 
 Without --prm the server offers greedy and maj; best_of_n, beam and mcts answer 400. Each request is bounded
-(--max_prompt_chars, --max_new_tokens, --max_budget, --timeout_seconds) and one computes at a time.
+(--max_prompt_chars, --max_new_tokens, --max_budget, --timeout_seconds, --max_body_bytes) and one computes at a time.
 """
 from __future__ import annotations
 
@@ -37,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max_budget", type=int, default=limits.max_budget, help="largest /solve budget")
     parser.add_argument("--timeout_seconds", type=float, default=limits.timeout_seconds,
                         help="compute time per request")
+    parser.add_argument("--max_body_bytes", type=int, default=limits.max_body_bytes,
+                        help="largest request body (checked before it is parsed)")
     parser.add_argument("--temperature", type=float, default=0.8,
                         help="/solve's sampling temperature (maj, best_of_n, beam, mcts)")
     parser.add_argument("--step_tokens", type=int, default=64, help="/solve's tokens per step")
@@ -52,7 +54,8 @@ def build_app(args: argparse.Namespace):
     from policies import HFPolicy
     from serving.app import create_app
 
-    limits = ServerLimits(args.max_prompt_chars, args.max_new_tokens, args.max_budget, args.timeout_seconds)
+    limits = ServerLimits(args.max_prompt_chars, args.max_new_tokens, args.max_budget, args.timeout_seconds,
+                          args.max_body_bytes)
     search = SearchSettings(temperature=args.temperature, max_new_tokens=args.step_tokens,
                             aggregation=args.aggregation or "min", mcts=MCTSConfig(expand_k=args.expand_k))
     policy = HFPolicy(args.model)

@@ -115,10 +115,22 @@ class DocumentStore:
             raise ValueError(f"unknown search method {method!r}; choose one of {', '.join(METHODS)}")
         if fusion not in FUSIONS:
             raise ValueError(f"unknown fusion {fusion!r}; choose one of {', '.join(FUSIONS)}")
-        if method != "bm25" and self._embeddings is None:
-            raise ValueError(f"method {method!r} needs dense embeddings, and this store was built with dense=False; "
-                             "use method='bm25' or rebuild it")
+        if method not in self.methods:
+            raise ValueError(f"search method {method!r} needs dense embeddings, and this store has none (built with "
+                             f"dense=False): it can search with {', '.join(self.methods)} only; use method='bm25' "
+                             "or rebuild the index with dense embeddings")
         return method, fusion
+
+    @property
+    def methods(self) -> tuple[str, ...]:
+        """The search methods this store can run: bm25, and dense and hybrid when it holds embeddings."""
+        return METHODS if self._embeddings is not None else ("bm25",)
+
+    def check_search(self, k: int = 5, method: str | None = None, fusion: str | None = None) -> None:
+        """A one-line ValueError unless `search(query, k, method, fusion)` can run on this store (a known method
+        it has the index for, a known fusion, a positive k); searches nothing: callers check their settings
+        once, up front."""
+        self._check_search([], k, method, fusion)
 
     def _hit(self, index: int, score: float) -> Hit:
         doc = self.documents[index]

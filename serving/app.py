@@ -5,17 +5,20 @@
   greedy ignores it)}
   -> {answer, solution, tokens, method}:
   the question becomes a one-problem stepwise `QuestionsEnv` and `run_search` answers it.
-- `GET /health` -> {status, model, prm, methods}
+- `GET /health` -> {status, model, prm, methods}; model is a hub id as given, a local folder by its base name
+  only (no response shows a path of the server's disk)
 
 One request computes at a time (one lock around the model). Bad requests get a 4xx whose body is
-{"detail": "<one line>"}: 422 for a field of the wrong type or range (or over a limit), 413 for a prompt
-or question longer than `max_prompt_chars`, 400 for a method that needs a PRM the server lacks; 503
+{"detail": "<one line>"}: 422 for a field of the wrong type or range (a non-finite number, or over a
+limit), 413 for a body over `max_body_bytes` (refused before it is parsed) or a prompt or question longer
+than `max_prompt_chars`, 400 for a method that needs a PRM the server lacks; 503
 when the model stays busy past the request's timeout, 504 when its compute runs past it.
 """
 from __future__ import annotations
 
 import dataclasses
 import threading
+from pathlib import Path, PureWindowsPath
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
@@ -25,6 +28,7 @@ from algorithms.search import SCORED_METHODS, SearchSettings, run_search
 from algorithms.search_types import StepScorer
 from envs.arithmetic import ARITHMETIC_INSTRUCTION
 from envs.questions import QuestionsEnv
+from serving.body_limit import BodyLimit
 from serving.limits import ComputeTimeout, Deadline, ServerLimits, TimedPolicy, TimedScorer
 from serving.requests import (DEFAULT_BUDGET, SOLVE_METHODS, GenerateRequest, GenerateResponse, SolveRequest,
                               SolveResponse)
@@ -47,6 +51,8 @@ def create_app(policy, scorer: StepScorer | None = None, limits: ServerLimits | 
     for method in SOLVE_METHODS:
         settings_for(search, method, 1)
     app, lock = FastAPI(title="rlgym search server"), threading.Lock()
+    app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
+    model = model_name(getattr(policy, "name_or_path", None), type(policy).__name__)
 
     @app.exception_handler(RequestValidationError)
     async def one_line_validation_error(request: Request, error: RequestValidationError) -> JSONResponse:
@@ -67,7 +73,7 @@ def create_app(policy, scorer: StepScorer | None = None, limits: ServerLimits | 
 
     @app.get("/health")
     def health() -> dict:
-        return {"status": "ok", "model": str(getattr(policy, "name_or_path", None) or type(policy).__name__),
+        return {"status": "ok", "model": model,
                 "prm": scorer is not None,
                 "methods": [m for m in SOLVE_METHODS if scorer is not None or m not in SCORED_METHODS]}
 
@@ -109,6 +115,20 @@ def create_app(policy, scorer: StepScorer | None = None, limits: ServerLimits | 
         return computing(work)
 
     return app
+
+
+def model_name(name_or_path: str | None, fallback: str) -> str:
+    """What /health calls the model: a hub id (or the embedded alias) as given; a local folder (one that
+    exists, or an absolute, ~ or ./ path) by its base name only; `fallback` when there is no name."""
+    text = str(name_or_path or "").strip()
+    if not text:
+        return fallback
+    if "\\" in text:  # a Windows path
+        return PureWindowsPath(text).name or fallback
+    path = Path(text).expanduser()
+    if path.is_absolute() or text.startswith((".", "~")) or path.exists():
+        return path.resolve().name or fallback
+    return text
 
 
 def settings_for(search: SearchSettings, method: str, budget: int) -> SearchSettings:

@@ -22,6 +22,7 @@ class ServerLimits:
     max_new_tokens: int = setting(512, "tokens a /generate request may ask for at most")
     max_budget: int = setting(32, "a /solve budget at most (samples: maj, best_of_n; beams: beam; simulations: mcts)")
     timeout_seconds: float = setting(60.0, "compute time of one request at most (waiting for the model included)")
+    max_body_bytes: int = setting(1_000_000, "bytes of a request body at most (checked before the JSON is parsed)")
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

@@ -1,5 +1,6 @@
 """The request and response bodies of the server (pydantic checks the types and ranges: a bad field is a
-422 whose message names it)."""
+422 whose message names it). Python's json reads `Infinity` and `NaN`, so every request refuses a
+non-finite number (`allow_inf_nan=False`)."""
 from __future__ import annotations
 
 from typing import Literal
@@ -13,7 +14,7 @@ DEFAULT_BUDGET = 8
 class GenerateRequest(BaseModel):
     """Text from the policy for a prompt (the chat template applied), up to `max_new_tokens` tokens."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     prompt: str = Field(min_length=1)
     max_new_tokens: int = Field(128, ge=1)
     temperature: float = Field(0.0, ge=0.0)
@@ -29,7 +30,7 @@ class SolveRequest(BaseModel):
     (mcts), by default
     DEFAULT_BUDGET or the server's max_budget when that is smaller; greedy ignores it."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     question: str = Field(min_length=1)
     method: Literal["greedy", "maj", "best_of_n", "beam", "mcts"] = "greedy"
     budget: int | None = Field(None, ge=1)

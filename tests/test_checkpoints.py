@@ -199,3 +199,63 @@ def test_state_files_hold_plain_data_only(tmp_path):
     state = torch.load(folder / "state.pt", weights_only=True)
     assert state["iteration"] == 1 and "value_model" in state["extra"]
     assert os.path.getsize(folder / "state.pt") > 0
+
+
+def rewrite_state(folder, change):
+    """Edit a checkpoint's state.pt with `change(state)` and update its manifest to match (as a hand edit
+    that also fixes the manifest would): only the checks of the state's fields can catch it."""
+    state = torch.load(folder / "state.pt", weights_only=True)
+    change(state)
+    torch.save(state, folder / "state.pt")
+    manifest = json.loads((folder / "MANIFEST.json").read_text())
+    manifest["files"]["state.pt"] = ckpt.file_entry(folder / "state.pt")
+    (folder / "MANIFEST.json").write_text(json.dumps(manifest))
+
+
+EDITS = {
+    "iteration": (lambda s: s.update(iteration=-5), "must be a whole number >= 0, got -5"),
+    "iteration ": (lambda s: s.update(iteration="3"), "must be a whole number >= 0, got '3'"),
+    "iteration  ": (lambda s: s.update(iteration=2), "says 2, but the folder is iteration 1"),
+    "nonfinite_streak": (lambda s: s.update(nonfinite_streak=-1), "must be a whole number >= 0, got -1"),
+    "optimizer": (lambda s: s.update(optimizer=[1, 2]), "must be a dict, got list"),
+    "optimizer['param_groups']": (lambda s: s["optimizer"].pop("param_groups"), "must be a list, got NoneType"),
+    "scheduler": (lambda s: s.update(scheduler=7), "must be a dict, got int"),
+    "extra": (lambda s: s.update(extra=None), "must be a dict, got NoneType"),
+    "policy['lm_head.weight']": (lambda s: s["policy"].update({"lm_head.weight": 1.5}), "must be a tensor, got float"),
+    "rng": (lambda s: s.update(rng="seed"), "must be a dict, got str"),
+    "rng['python']": (lambda s: s["rng"].update(python=(3, (1, 2), None)), "is not a valid RNG state"),
+    "rng['torch']": (lambda s: s["rng"].update(torch=torch.zeros(3)), "must be a 1-d uint8 tensor"),
+    "rng['generator']": (lambda s: s["rng"].update(generator=torch.zeros(3, dtype=torch.uint8)),
+                         "is not a valid RNG state"),
+    "rng['numpy_algorithm']": (lambda s: s["rng"]["numpy_algorithm"].update(bit_generator="Lehmer"),
+                               "names no known bit generator ('Lehmer')"),
+    "reference_source": (lambda s: s.update(reference_source="elsewhere"), "must be one of none, adapter"),
+    "ref_synced_at": (lambda s: s.update(ref_synced_at=9), "is 9, after the checkpoint's iteration 1"),
+}
+
+
+@pytest.mark.parametrize("field", list(EDITS))
+def test_every_field_of_an_edited_state_is_checked_and_named_with_the_file(tmp_path, field):
+    change, problem = EDITS[field]
+    folder = save_at(tiny_algo(tmp_path), 1)
+    rewrite_state(folder, change)
+    fresh = tiny_algo(tmp_path)
+    before = {k: v.clone() for k, v in fresh.policy.state_dict().items()}
+    with pytest.raises(ckpt.CorruptCheckpointError) as info:
+        fresh.load(folder)
+    message = str(info.value)
+    assert message.startswith(f"{folder / 'state.pt'}: field {field.strip()} {problem}") and "\n" not in message
+    assert fresh.iteration == 0 and all(torch.equal(v, before[k]) for k, v in fresh.policy.state_dict().items())
+
+
+def test_resume_skips_a_checkpoint_edited_to_a_negative_iteration_naming_file_and_field(tmp_path, capsys):
+    algo = tiny_algo(tmp_path, keep_checkpoints=2)
+    run = tmp_path / "run"
+    save_at(algo, 1)
+    rewrite_state(save_at(algo, 2), lambda s: s.update(iteration=-5))
+    fresh = tiny_algo(tmp_path)
+    assert fresh.resume_from(run) == run / "checkpoints" / "iter-000001" and fresh.iteration == 1
+    warning = capsys.readouterr().err.strip()
+    assert warning == (f"warning: skipping a checkpoint that does not verify: "
+                       f"{run / 'checkpoints' / 'iter-000002' / 'state.pt'}: field iteration must be a whole "
+                       f"number >= 0, got -5")

@@ -2,7 +2,10 @@
 
 import pytest
 
+from envs import qa_metrics
 from envs.qa_metrics import exact_match, hotpot_f1, max_over_golds, normalize_answer, squad_f1
+
+ARTICLES = qa_metrics._ARTICLES
 
 
 def squad_scores(predictions: dict[str, str], golds: dict[str, list[str]]) -> dict[str, float]:
@@ -80,3 +83,28 @@ def test_exact_match_and_squad_f1_by_hand(prediction, gold, em, f1):
 ])
 def test_hotpotqa_f1_gives_no_partial_credit_around_yes_no_noanswer(prediction, gold, f1):
     assert hotpot_f1(prediction, gold) == pytest.approx(f1)
+
+
+def test_every_metric_reads_at_most_max_answer_chars_of_an_untrusted_answer(monkeypatch):
+    """The work is bounded by the text the normalisation handles (its length counted), not by a clock."""
+    seen = []
+
+    class CountingArticles:  # stands in for the article regex, which sees every normalised text
+        def sub(self, repl, text):
+            seen.append(len(text))
+            return ARTICLES.sub(repl, text)
+
+    monkeypatch.setattr(qa_metrics, "_ARTICLES", CountingArticles())
+    cap = 4_000  # qa_metrics.MAX_ANSWER_CHARS, checked below
+    huge = "Denver Broncos " * 69_906  # about 1 MiB of model output
+    capped = huge[:cap]
+    for metric in (exact_match, squad_f1, hotpot_f1):
+        assert metric(huge, "Denver Broncos") == metric(capped, "Denver Broncos")
+        assert metric("Denver Broncos", huge) == metric("Denver Broncos", capped)
+    assert max_over_golds(squad_f1, huge, ["Broncos", huge]) == max_over_golds(squad_f1, capped, ["Broncos", capped])
+    assert normalize_answer(huge) == normalize_answer(capped)
+    assert len(seen) == 3 * 2 * 4 + 8 + 2 and max(seen) == cap  # every call, each side read up to the cap
+    assert getattr(qa_metrics, "MAX_ANSWER_CHARS", None) == cap
+    assert squad_f1(huge, "Denver Broncos") == pytest.approx(2 / (1 + len(capped.split()) / 2))
+    # past the cap the official script and this metric may differ (documented): padding then a stray word
+    assert exact_match("Paris" + " " * cap + "x", "Paris") == 1.0

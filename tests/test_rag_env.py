@@ -14,6 +14,7 @@ from envs import RAGHotpotQAEnv, SearchTool, Tool, ToolCall, make
 from envs.rag import VIOLATION_MESSAGES, open_store
 from episodes.rollout import SamplingSettings, rollout
 from policies.generation import Generation
+from tests import rag_toys
 from tests.rag_toys import RECORDS, LetterEmbedder, ToyStore
 
 DIJON = 0
@@ -260,3 +261,47 @@ def test_the_loss_mask_covers_exactly_the_injected_passage_tokens(tiny_policy, r
     assert "Big Ben is the great bell" in masked and "Gustave Eiffel was a French" in masked
     assert "error: empty query" in masked and "Big Ben is" not in trained
     assert trajectory.info["reward_components"]["mrr"] == pytest.approx(1 / 3)
+
+
+def test_a_failing_search_is_recorded_in_the_episodes_tool_errors():
+    env = started(ToyStore(fail=True))
+    info = env.step("<search>Dijon</search>")[4]
+    assert info["tool_errors"] == [{"tool": "search", "error": "ConnectionError: index is gone"}]
+    info = env.step("<search>Paris</search>")[4]
+    assert [e["error"] for e in info["tool_errors"]] == ["ConnectionError: index is gone"] * 2
+    assert env.get_state()["tool_errors"] == info["tool_errors"]
+    assert started().step("<search>Dijon</search>")[4]["tool_errors"] == []  # a search that works: none
+
+
+def bm25_only_store():
+    from retrieval import DocumentStore, Document, StoreConfig
+
+    documents = [Document(f"doc{i}", title, text) for i, (title, text) in enumerate(rag_toys.CORPUS.items())]
+    return DocumentStore.build(documents, StoreConfig(dense=False), progress=False)
+
+
+@pytest.mark.parametrize("method", ["dense", "hybrid"])
+def test_a_search_method_the_store_cannot_run_is_refused_when_the_env_is_made(tmp_path, method):
+    store = bm25_only_store()
+    folder = store.save(tmp_path / "index")
+    for given in (store, str(folder)):
+        with pytest.raises(ValueError) as info:
+            RAGHotpotQAEnv(records=RECORDS, store=given, search_kwargs={"method": method})
+        message = str(info.value)
+        assert message == (f"search_kwargs {{'method': {method!r}}} do not fit the store: search method {method!r} "
+                           f"needs dense embeddings, and this store has none (built with dense=False): it can "
+                           f"search with bm25 only; use method='bm25' or rebuild the index with dense embeddings")
+    assert store.methods == ("bm25",)
+    with pytest.raises(ValueError, match=r"do not fit the store: unknown fusion 'max'"):
+        RAGHotpotQAEnv(records=RECORDS, store=store, search_kwargs={"fusion": "max"})
+    env = RAGHotpotQAEnv(records=RECORDS, store=store, search_kwargs={"method": "bm25"})
+    env.reset(options={"index": DIJON})
+    assert env.step("<search>Gustave Eiffel born</search>")[4]["tool_errors"] == []
+
+    class StrictStore:  # takes no search keyword arguments at all
+        def search(self, query, k):
+            return []
+
+    with pytest.raises(ValueError, match=r"^search_kwargs \{'method': 'bm25'\} do not fit StrictStore.search: got an "
+                                         r"unexpected keyword argument 'method'$"):
+        RAGHotpotQAEnv(records=RECORDS, store=StrictStore(), search_kwargs={"method": "bm25"})

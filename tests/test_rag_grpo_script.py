@@ -45,3 +45,40 @@ def test_the_report_gives_mrr_em_and_f1_first_evaluation_to_last(capsys):
     load_script().report(rows, 8)
     assert capsys.readouterr().out.strip() == ("held-out (8 questions, iteration 0 -> 2): MRR of its searches "
                                                "0.250 -> 0.500, EM 0.000 -> 0.125, F1 0.100 -> 0.200")
+
+
+def hotpotqa_file(folder: Path) -> str:
+    """The toy records (tests/rag_toys.py) as a HotpotQA file in the official JSON layout."""
+    import json
+
+    from tests.rag_toys import RECORDS
+
+    rows = [{"_id": r.id, "question": r.question, "answer": r.answer, "type": r.type, "level": r.level,
+             "supporting_facts": [list(fact) for fact in r.supporting_facts],
+             "context": [[title, list(sentences)] for title, sentences in r.context]} for r in RECORDS]
+    path = folder / "hotpot_toy.json"
+    path.write_text(json.dumps(rows))
+    return str(path)
+
+
+def test_a_search_method_the_index_cannot_run_is_refused_before_the_model_loads(tmp_path):
+    from retrieval import DocumentStore, StoreConfig, documents_from_hotpotqa
+    from envs.hotpotqa_data import load_hotpotqa
+    from tests.test_examples import error_line
+
+    data = hotpotqa_file(tmp_path)
+    common = ["--preset", "cpu", "--data_path", data, "--holdout", "1", "--model", str(tmp_path / "no-model"),
+              "--output_dir", str(tmp_path / "run")]  # the model does not exist: loading it would be another error
+    script = load_script()
+    assert error_line(script, common + ["--no_dense", "--search_method", "dense"]) == (
+        "error: --search_method dense needs dense embeddings, but --no_dense makes a BM25-only index (it can "
+        "search with bm25 only); drop --no_dense or use --search_method bm25")
+    assert not (tmp_path / "run").exists()  # nothing read, built or written
+    index = tmp_path / "bm25-index"
+    documents = documents_from_hotpotqa(load_hotpotqa(data))
+    DocumentStore.build(documents, StoreConfig(dense=False), progress=False).save(index)
+    for method in ("dense", "hybrid"):
+        assert error_line(script, common + ["--index", str(index), "--search_method", method]) == (
+            f"error: search_kwargs {{'method': '{method}'}} do not fit the store: search method '{method}' needs "
+            f"dense embeddings, and this store has none (built with dense=False): it can search with bm25 only; "
+            f"use method='bm25' or rebuild the index with dense embeddings")

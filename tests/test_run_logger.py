@@ -75,3 +75,58 @@ def test_a_new_run_moves_the_old_metrics_aside(tmp_path):
     RunLogger(tmp_path, {}).log({"iteration": 1})
     assert (tmp_path / "metrics.1.jsonl.bak").read_text() == rows(2)
     assert (tmp_path / "metrics.jsonl").read_text() == '{"iteration": 1}\n'
+
+
+@pytest.fixture
+def no_wandb_credentials(tmp_path, monkeypatch):
+    """A HOME, .netrc and wandb settings folder with no credentials, no WANDB_* variables, a fresh wandb
+    setup, and no network (a connection attempt fails the test)."""
+    import os
+    import socket
+
+    import wandb
+
+    for name in [n for n in os.environ if n.startswith("WANDB_")]:
+        monkeypatch.delenv(name)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("NETRC", str(home / ".netrc"))
+    monkeypatch.setenv("WANDB_CONFIG_DIR", str(home / "wandb-config"))
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("the wandb check tried to reach the network")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    wandb.teardown()  # wandb caches its settings per process
+    yield home
+    wandb.teardown()
+
+
+def test_wandb_online_without_an_api_key_is_refused_before_anything_loads(no_wandb_credentials, tmp_path, monkeypatch):
+    from algorithms import GRPOConfig
+    from algorithms.config import ConfigError
+    from tests.test_examples import ROOT, error_line, load_script
+
+    quickstart = load_script(ROOT / "examples" / "quickstart.py")
+    run = tmp_path / "run"
+    message = error_line(quickstart, ["--model", str(tmp_path / "no-model"), "--output_dir", str(run),
+                                      "--wandb", "online"])
+    assert message.startswith("error: GRPOConfig.wandb is 'online', but wandb finds no API key for ")
+    assert message.endswith(": run `wandb login`, set WANDB_API_KEY, or use --wandb offline (and `wandb sync` later)")
+    assert not run.exists()  # refused before the model (which does not exist) or the run folder
+    assert GRPOConfig(wandb="offline", output_dir=str(run)).wandb == "offline"  # offline needs no key
+    monkeypatch.setenv("WANDB_API_KEY", "short")
+    with pytest.raises(ConfigError, match=r"wandb cannot use its credentials \(WANDB_API_KEY invalid: .*\): run "
+                                          r"`wandb login`"):
+        GRPOConfig(wandb="online", output_dir=str(run))
+    monkeypatch.setenv("WANDB_API_KEY", "k" * 40)  # checked for form only, never against the server
+    assert GRPOConfig(wandb="online", output_dir=str(run)).wandb == "online"
+    monkeypatch.delenv("WANDB_API_KEY")
+    (no_wandb_credentials / ".netrc").write_text("machine api.example.com\n  login user\n  password " + "n" * 40 + "\n")
+    monkeypatch.setenv("WANDB_BASE_URL", "https://api.example.com")
+    import wandb
+
+    wandb.teardown()
+    assert GRPOConfig(wandb="online", output_dir=str(run)).wandb == "online"  # `wandb login` wrote such a .netrc
+    assert not run.exists()

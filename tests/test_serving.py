@@ -92,6 +92,56 @@ def test_bad_requests_get_a_4xx_with_one_message():
     assert policy.calls == []  # nothing was computed for a bad request
 
 
+@pytest.mark.parametrize("number", ["Infinity", "-Infinity", "NaN", "1e999"])
+def test_a_non_finite_temperature_is_refused_in_one_line(number):
+    policy = ScriptedPolicy(SCRIPT)
+    client = TestClient(create_app(policy))
+    body = '{"prompt": "hi", "max_new_tokens": 2, "temperature": %s}' % number  # Python's json reads these
+    detail = one_line_detail(client.post("/generate", content=body, headers={"content-type": "application/json"}),
+                             422)
+    assert detail == "temperature: Input should be a finite number"
+    assert policy.calls == []
+
+
+def test_health_names_the_model_without_a_path_of_the_servers_disk(tmp_path, monkeypatch):
+    policy = ScriptedPolicy(SCRIPT)
+    folder = tmp_path / "runs" / "my-model"
+    folder.mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    for name_or_path, shown in ((str(folder), "my-model"), (str(folder) + "/", "my-model"),
+                                ("runs/my-model", "my-model"), ("./runs/my-model", "my-model"),
+                                ("C:\\models\\my-model", "my-model"),
+                                ("HuggingFaceTB/SmolLM2-135M", "HuggingFaceTB/SmolLM2-135M"),
+                                ("embedded:SmolLM2-135M-Instruct", "embedded:SmolLM2-135M-Instruct"),
+                                (None, "ScriptedPolicy")):
+        policy.name_or_path = name_or_path
+        response = TestClient(create_app(policy)).get("/health")
+        assert response.json()["model"] == shown
+        assert str(tmp_path) not in response.text
+
+
+def test_a_request_body_over_the_cap_is_refused_before_it_is_parsed():
+    assert ServerLimits().max_body_bytes == 1_000_000
+    policy = ScriptedPolicy(SCRIPT)
+    client = TestClient(create_app(policy, limits=ServerLimits(max_body_bytes=100)))
+    json_header = {"content-type": "application/json"}
+    over = b"{" + b"x" * 100  # not JSON either: the size is refused before any parsing
+    assert one_line_detail(client.post("/generate", content=over, headers=json_header), 413) == (
+        "the request body is 101 bytes; this server takes at most 100 (max_body_bytes)")
+    chunked = iter([b"{" + b" " * 60, b" " * 60, b"}"])  # no Content-Length: counted as it streams in
+    assert one_line_detail(client.post("/solve", content=chunked, headers=json_header), 413) == (
+        "the request body is over 100 bytes; this server takes at most 100 (max_body_bytes)")
+    assert policy.calls == []
+    fits = b'{"question": "What is 3 + 4?"}'.ljust(100)
+    assert client.post("/solve", content=fits, headers=json_header).json()["answer"] == "7"
+    streamed = iter([b'{"question": ', b'"What is 3 + 4?"}'])
+    assert client.post("/solve", content=streamed, headers=json_header).json()["answer"] == "7"
+    default = TestClient(create_app(ScriptedPolicy(SCRIPT)))
+    big = {"prompt": "x" * 1_000_001}
+    assert "this server takes at most 1000000 (max_body_bytes)" in one_line_detail(
+        default.post("/generate", json=big), 413)
+
+
 def test_a_request_whose_compute_runs_past_the_timeout_gets_504(monkeypatch):
     clock = [0.0]
     monkeypatch.setattr(limits_module.time, "monotonic", lambda: clock[0])
@@ -129,6 +179,7 @@ def test_serve_script_builds_the_app_over_a_model_folder_and_a_prm_folder(tmp_pa
     common = ["--model", model, "--max_budget", "2", "--step_tokens", "4", "--max_steps", "2", "--expand_k", "2"]
     plain = TestClient(serve.build_app(serve.build_parser().parse_args(common)))
     assert plain.get("/health").json()["methods"] == ["greedy", "maj"]
+    assert plain.get("/health").json()["model"] == Path(model).name
     solved = plain.post("/solve", json={"question": "What is 1 + 1?", "method": "maj", "budget": 2}).json()
     assert set(solved) == {"answer", "solution", "tokens", "method"} and 0 < solved["tokens"] <= 2 * 2 * 4
     with_prm = TestClient(serve.build_app(serve.build_parser().parse_args(common + ["--prm", str(prm)])))
