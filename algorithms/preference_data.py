@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.jsonl import parse_jsonl
+from envs.messages import one_line
 
 FIELDS = ("prompt", "chosen", "rejected")
 
@@ -48,10 +49,6 @@ def pair_from_record(record: Any) -> PreferencePair:
     return PreferencePair(*(record[name] for name in FIELDS))
 
 
-def _one_line(err: Exception) -> str:
-    return " ".join(str(err).split())
-
-
 def _jsonl_pairs(path: Path) -> list[PreferencePair]:
     return parse_jsonl(path, pair_from_record, what="preference pairs")
 
@@ -62,7 +59,7 @@ def _dataset_pairs(rows: Iterable, name: str) -> list[PreferencePair]:
         try:
             pairs.append(pair_from_record(row))
         except ValueError as err:
-            raise ValueError(f"{name} row {index}: {_one_line(err)}") from None
+            raise ValueError(f"{name} row {index}: {one_line(str(err))}") from None
     return pairs
 
 
@@ -86,7 +83,7 @@ def load_preference_pairs(source: str | Path | Iterable, split: str = "train") -
                 dataset = load_dataset(str(source), split=split)
             except Exception as err:  # network, missing package, missing split ...
                 raise ValueError(f"could not load preference data {str(source)!r} (not a file; from the hub, split "
-                                 f"{split!r}): {_one_line(err)[:200] or type(err).__name__}") from None
+                                 f"{split!r}): {one_line(str(err))[:200] or type(err).__name__}") from None
             name = f"{source} ({split})"
             pairs = _dataset_pairs(dataset, name)
     else:

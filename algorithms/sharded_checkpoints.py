@@ -19,6 +19,7 @@ import torch
 
 from algorithms import checkpoints as ckpt
 from algorithms import distributed as dist
+from envs.messages import first_line
 
 SHARDED = "sharded"  # the DCP folder inside a checkpoint
 
@@ -99,7 +100,7 @@ def load_shards(trainer, folder: Path) -> None:
         dcp.load({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=str(folder))
     except (CheckpointException, RuntimeError) as err:  # CheckpointException is a BaseException
         cause = next(iter(err.failures.values()))[0] if isinstance(err, CheckpointException) and err.failures else err
-        first = next((ln.strip() for ln in str(cause).splitlines() if ln.strip()), type(cause).__name__)
+        first = first_line(cause)
         raise ckpt.CheckpointError(f"its shards do not fit this model and optimizer ({first[:200]})") from None
     set_state_dict(trained, trainer.optimizer, model_state_dict=model_state, optim_state_dict=optimizer_state)
 

@@ -19,6 +19,7 @@ import torch
 from algorithms.checkpoints import CorruptCheckpointError
 from algorithms.config import shown
 from algorithms.sharded_checkpoints import SHARDED
+from envs.messages import first_line
 
 REFERENCE_SOURCES = ("none", "adapter", "initial", "policy", "stored")
 BIT_GENERATORS = {"PCG64": np.random.PCG64, "PCG64DXSM": np.random.PCG64DXSM, "MT19937": np.random.MT19937,
@@ -125,7 +126,7 @@ def _try(path: Path, field: str, apply) -> None:
     try:
         apply()
     except (ValueError, TypeError, RuntimeError, KeyError, OverflowError) as err:
-        first = next((ln.strip() for ln in str(err).splitlines() if ln.strip()), type(err).__name__)
+        first = first_line(err)
         _fail(path, field, f"is not a valid RNG state ({first[:160]})")
 
 

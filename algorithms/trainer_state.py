@@ -21,6 +21,7 @@ from algorithms import state_checks
 from algorithms.atomic_io import refuse_symlink, remove_tree
 from algorithms.guards import warn
 from algorithms.run_logger import DISCARDED
+from envs.messages import first_line
 
 REQUIRED = ("iteration", "policy", "optimizer", "scheduler", "rng")  # what every state.pt holds
 REQUIRED_SHARDED = ("iteration", "scheduler", "rng", "rank_rng")  # ... under FSDP (weights in sharded/)
@@ -126,7 +127,7 @@ def apply_checkpoint(trainer, directory: Path, state: dict[str, Any]) -> None:
     except ckpt.CheckpointError as err:
         raise ckpt.CheckpointError(f"{directory}: {err}") from None
     except (RuntimeError, KeyError, ValueError, TypeError) as err:
-        first = next((ln.strip() for ln in str(err).splitlines() if ln.strip()), type(err).__name__)
+        first = first_line(err)
         raise ckpt.CheckpointError(f"{directory}: does not fit this model and algorithm ({first[:200]})") from None
 
 

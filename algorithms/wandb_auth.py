@@ -8,6 +8,8 @@ prompt, and nothing is stored.
 """
 from __future__ import annotations
 
+from envs.messages import first_line
+
 LOGIN_FIXES = "run `wandb login`, set WANDB_API_KEY, or use --wandb offline (and `wandb sync` later)"
 
 
@@ -24,6 +26,5 @@ def online_login_problem() -> str | None:
         host = wandb_setup.singleton().settings.base_url
         found = authenticate.authenticate_session(host=host, source="rlgym", prompt=False, update_session=False)
     except WandbError as err:  # e.g. a malformed WANDB_API_KEY
-        first = next((ln.strip() for ln in str(err).splitlines() if ln.strip()), type(err).__name__)
-        return f"wandb cannot use its credentials ({first[:200]})"
+        return f"wandb cannot use its credentials ({first_line(err)[:200]})"
     return None if found is not None else f"wandb finds no API key for {host}"

@@ -10,7 +10,8 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from buffers.trajectory import Trajectory
-from envs.jsonl import loads, numbered_lines, one_line
+from envs.jsonl import loads, numbered_lines
+from envs.messages import one_line
 
 MAX_CAPACITY = 10**8  # far more trajectories than fit in memory; a larger capacity in a file is not ours
 

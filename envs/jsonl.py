@@ -19,6 +19,8 @@ from typing import TypeVar
 
 import numpy as np
 
+from envs.messages import one_line
+
 T = TypeVar("T")
 MAX_DEPTH = 100  # far deeper than any record of ours; far below what would exhaust Python's stack
 _STRINGS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
@@ -107,8 +109,3 @@ def read_json(path: str | Path, error: type[ValueError] = ValueError) -> object:
     except UnicodeDecodeError as err:
         raise _not_utf8(raw, err.start, path, raw.count(b"\n", 0, err.start) + 1, 0, error) from None
     return loads(text, path, None, error)
-
-
-def one_line(text: str) -> str:
-    """`text` with its whitespace runs (newlines included) turned into single spaces."""
-    return " ".join(text.split())

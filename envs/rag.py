@@ -52,6 +52,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from envs import messages
 from envs.checks import check_positive_int
 from envs.hotpotqa import HotpotQAProblems, format_paragraphs
 from envs.hotpotqa_data import HotpotQARecord
@@ -177,7 +178,7 @@ def check_search_settings(store: Any, k: int, search_kwargs: dict[str, Any]) -> 
 
 def one_line(error: BaseException) -> str:
     """An exception's message on one line (white space collapsed, at most 300 characters)."""
-    return " ".join(str(error).split())[:300] or type(error).__name__
+    return messages.one_line(str(error))[:300] or type(error).__name__
 
 
 def open_store(store: Any) -> Any:

@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from envs.messages import error_line
+
 __all__ = ["RewardTimeout", "call_reward", "cpu_time_limit"]
 
 MAX_ERROR_CHARS = 200
@@ -76,18 +78,6 @@ def cpu_time_limit(timeout: float | None) -> Iterator[None]:
             signal.setitimer(signal.ITIMER_PROF, max(previous_delay - used, 1e-6), previous_interval)
 
 
-def _one_line(error: BaseException) -> str:
-    try:
-        text = str(error)
-    except Exception:  # noqa: BLE001 - an exception whose __str__ fails still gets reported
-        text = "(message could not be read)"
-    lines = text.strip().splitlines()
-    message = lines[0] if lines else ""
-    if len(message) > MAX_ERROR_CHARS:
-        message = message[: MAX_ERROR_CHARS - 3] + "..."
-    return f"{type(error).__name__}: {message}" if message else type(error).__name__
-
-
 def _as_reward(value: Any) -> float | None:
     """``value`` as a finite float (None stays None); ValueError/TypeError naming what is wrong otherwise."""
     if value is None:
@@ -114,4 +104,4 @@ def call_reward(
             value = fn(completion, gold, context)
         return _as_reward(value), None
     except (Exception, RewardTimeout) as error:  # noqa: BLE001 - contained per sample, reported in info
-        return 0.0, _one_line(error)
+        return 0.0, error_line(error, MAX_ERROR_CHARS)

@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 
 from envs.base import LanguageEnv
 from envs.checks import check_choice, check_positive_int, check_str
+from envs.messages import error_line
 from envs.tools import Tool
 
 ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
@@ -136,10 +137,8 @@ class ToolEnv(LanguageEnv):
 
     def record_tool_error(self, tool: Tool, error: BaseException) -> None:
         """Note that a call of ``tool`` failed with ``error`` (not the model's fault: the tool could not run),
-        as "ExceptionType: first line of its message" (at most MAX_ERROR_CHARS characters)."""
-        line = next((ln.strip() for ln in str(error).splitlines() if ln.strip()), "")
-        text = f"{type(error).__name__}: {line}" if line else type(error).__name__
-        self.tool_errors.append({"tool": tool.name, "error": text[:MAX_ERROR_CHARS]})
+        as "ExceptionType: first line of its message" (the line cut to MAX_ERROR_CHARS characters)."""
+        self.tool_errors.append({"tool": tool.name, "error": error_line(error, MAX_ERROR_CHARS)})
 
     def _call(self, tool: Tool, action: str) -> str:
         """Run the call that ends ``action``, count it and log it; the output text."""

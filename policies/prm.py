@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from envs.jsonl import read_json
+from envs.messages import first_line
 from policies.attention_backends import variable_length_attention
 from policies.prompting import prompt_ids
 from policies.value import ValueHead
@@ -117,7 +118,7 @@ class ProcessRewardModel(nn.Module):
         except SafetensorError as err:
             raise _corrupt_weights_error(folder, err) from None
         except (OSError, ValueError) as err:
-            first = next((ln.strip() for ln in str(err).splitlines() if ln.strip()), type(err).__name__)
+            first = first_line(err)
             raise ModelLoadError(f"{folder}: cannot load the PRM ({first[:200]})") from None
         prm = cls(backbone, tokenizer, settings["system_prompt"], settings["use_chat_template"],
                   settings["aggregation"], name_or_path=str(folder))
