@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from algorithms import distributed as dist
+from training import distributed as dist
 
 
 def group_advantages(rewards: torch.Tensor, group_ids: torch.Tensor, scale_by_std: bool = True,

@@ -13,22 +13,22 @@ from abc import abstractmethod
 import numpy as np
 import torch
 
-from algorithms import distributed as dist
+from training import distributed as dist
 from algorithms import reference as ref
 from algorithms import replay
 from algorithms.config import RLConfig
-from algorithms.env_info import env_id, env_kwargs
-from algorithms.evaluate import evaluate as evaluate_episodes
-from algorithms.tool_errors import ToolErrorCounter
+from training.env_info import env_id, env_kwargs
+from search.evaluate import evaluate as evaluate_episodes
+from training.tool_errors import ToolErrorCounter
 from algorithms.episode_metrics import episode_metrics
 from algorithms.kl import kl_estimate, pay_kl_in_reward
 from algorithms.losses import completion_budget, token_weights
-from algorithms.plots import PANELS
-from algorithms.progress import counting_tokens
+from training.plots import PANELS
+from training.progress import counting_tokens
 from algorithms.prm_reward import check_prm, prm_description, weigh_rewards
 from algorithms.reward_components import combine_rewards
-from algorithms.trainer import Trainer
-from algorithms.trainer_state import CheckpointFile
+from training.trainer import Trainer
+from training.trainer_state import CheckpointFile
 from buffers import ADVANTAGES, REF_LOGPROBS, Batch, ReplayBuffer, TokenField, Trajectory, collate
 from episodes.rollout import SamplingSettings, rollout
 from policies.generation import row_key

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 
 from algorithms.advantages import informative_groups
-from algorithms.config import setting
+from training.config import setting
 from algorithms.grpo import GRPO, GRPOConfig
 from algorithms.losses import completion_budget
 from algorithms.reward_components import combine_rewards

@@ -20,12 +20,12 @@ from typing import Any, Sequence
 import torch
 import torch.nn.functional as F
 
-from algorithms import distributed as dist
+from training import distributed as dist
 from algorithms import reference as ref
-from algorithms.config import TrainerConfig, setting
-from algorithms.epoch_draws import EpochDraws
+from training.config import TrainerConfig, setting
+from training.epoch_draws import EpochDraws
 from algorithms.preference_encoding import EncodedPair, completion_logprobs, encode_pairs
-from algorithms.trainer import Trainer
+from training.trainer import Trainer
 
 LOSS_KINDS = ("sigmoid", "ipo")
 

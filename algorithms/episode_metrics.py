@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from algorithms.advantages import zero_variance_fraction
-from algorithms.guards import reward_failures, warn
-from algorithms.reward_components import component_metrics
+from training.guards import reward_failures, warn
+from training.reward_metrics import component_metrics
 from buffers import Trajectory
 
 

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from algorithms.advantages import group_advantages, informative_groups, process_advantages
 from algorithms.base import RLAlgorithm
-from algorithms.config import RLConfig, setting
+from training.config import setting
+from algorithms.config import RLConfig
 from algorithms.losses import clipped_policy_loss, masked_mean
 from algorithms.prm_reward import PRM_REWARDS, STEP_ENDS
 

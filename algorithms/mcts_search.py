@@ -17,12 +17,13 @@ from dataclasses import dataclass
 
 import torch
 
-from algorithms import distributed as dist
+from training import distributed as dist
 from algorithms.base import RLAlgorithm
-from algorithms.config import ConfigError, RLConfig, setting
+from training.config import ConfigError, setting
+from algorithms.config import RLConfig
 from algorithms.losses import clipped_policy_loss, masked_mean
-from algorithms.mcts import MCTS, MCTSConfig, SearchTree, most_visited_leaf
-from algorithms.mcts_tree import Node, walk
+from search.mcts import MCTS, MCTSConfig, SearchTree, most_visited_leaf
+from search.mcts_tree import Node, walk
 from algorithms.prm_losses import bradley_terry_loss
 from buffers import Trajectory, TokenField
 from buffers.step_pairs import StepPair

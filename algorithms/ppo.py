@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from algorithms.advantages import explained_variance, gae, whiten
 from algorithms.base import RLAlgorithm
-from algorithms.config import RLConfig, setting
+from training.config import setting
+from algorithms.config import RLConfig
 from algorithms.losses import clipped_policy_loss, clipped_value_loss, masked_mean
 from buffers import ADVANTAGES, OLD_VALUES, RETURNS
 from policies.value import build_value_model

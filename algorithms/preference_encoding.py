@@ -10,7 +10,7 @@ from typing import NamedTuple, Sequence
 
 import torch
 
-from algorithms.preference_data import PreferencePair
+from traindata.preference_data import PreferencePair
 
 
 class EncodedPair(NamedTuple):

@@ -22,7 +22,8 @@ from __future__ import annotations
 import math
 from typing import Protocol, Sequence
 
-from algorithms.config import ConfigError, RLConfig
+from training.config import ConfigError
+from algorithms.config import RLConfig
 from buffers import TOKEN_REWARD_SHAPING, TokenField, Trajectory
 
 PRM_REWARDS = TokenField("prm_rewards", "prm_weight times the PRM's score of each step, at the step's last token "

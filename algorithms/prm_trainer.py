@@ -13,11 +13,11 @@ from typing import Any, NamedTuple, Sequence
 
 import torch
 
-from algorithms import distributed as dist
-from algorithms.config import TrainerConfig, setting
-from algorithms.epoch_draws import EpochDraws
+from training import distributed as dist
+from training.config import TrainerConfig, setting
+from training.epoch_draws import EpochDraws
 from algorithms.prm_losses import bradley_terry_loss, pointwise_loss
-from algorithms.trainer import Trainer
+from training.trainer import Trainer
 from buffers.step_pairs import RatedSteps, StepPair
 
 

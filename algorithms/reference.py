@@ -17,9 +17,9 @@ from typing import Any
 
 import torch
 
-from algorithms import distributed as dist
-from algorithms import fsdp
-from algorithms.checkpoints import CheckpointError
+from training import distributed as dist
+from training import fsdp
+from training.checkpoints import CheckpointError
 from policies import reference_adapter as adapter
 
 

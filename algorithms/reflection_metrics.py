@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from algorithms.evaluate import episode_starts, majority_correct
+from search.evaluate import episode_starts, majority_correct
 from buffers import Trajectory
 from episodes.rollout import SamplingSettings, rollout
 from policies.base import Policy

@@ -5,10 +5,11 @@ from dataclasses import dataclass
 
 import torch
 
-from algorithms import distributed as dist
+from training import distributed as dist
 from algorithms.advantages import discounted_returns, global_moments
 from algorithms.base import RLAlgorithm
-from algorithms.config import RLConfig, setting
+from training.config import setting
+from algorithms.config import RLConfig
 from algorithms.replay import truncated_importance_weights
 
 

@@ -15,13 +15,13 @@ from typing import Any, Sequence
 
 import torch
 
-from algorithms import distributed as dist
-from algorithms.config import TrainerConfig, setting
-from algorithms.epoch_draws import EpochDraws
-from algorithms.guards import warn
-from algorithms.sft_data import Example
+from training import distributed as dist
+from training.config import TrainerConfig, setting
+from training.epoch_draws import EpochDraws
+from training.guards import warn
+from traindata.sft_data import Example
 from algorithms.sft_tokens import EncodedExample, collate_rows, encode_example, pack, packed_token_logprobs
-from algorithms.trainer import Trainer
+from training.trainer import Trainer
 
 
 @dataclass

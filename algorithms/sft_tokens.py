@@ -13,7 +13,7 @@ from typing import NamedTuple, Sequence
 
 import torch
 
-from algorithms.sft_data import ChatExample, Example, SFTExample, check_messages
+from traindata.sft_data import ChatExample, Example, SFTExample, check_messages
 from policies.logprobs import chunked_token_logprobs
 
 

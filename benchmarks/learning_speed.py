@@ -20,7 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from algorithms import GRPO, PPO, GRPOConfig, PPOConfig, evaluate  # noqa: E402
+from algorithms import GRPO, GRPOConfig, PPO, PPOConfig  # noqa: E402
+from search import evaluate  # noqa: E402
 from envs import make  # noqa: E402
 from examples.quickstart import PRESETS  # noqa: E402
 from policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402

@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from algorithms.cli import run_with_clear_errors  # noqa: E402
+from training.cli import run_with_clear_errors  # noqa: E402
 from envs.hotpotqa_data import load_hotpotqa  # noqa: E402
 from retrieval import (  # noqa: E402
     EMBEDDED_EMBEDDER, DocumentStore, StoreConfig, documents_from_hotpotqa, embedder_from_name,

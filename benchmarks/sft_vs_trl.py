@@ -30,8 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from algorithms import SFT, SFTConfig, evaluate  # noqa: E402
-from algorithms.sft_data import gsm8k_sft_examples  # noqa: E402
+from algorithms import SFT, SFTConfig  # noqa: E402
+from search import evaluate  # noqa: E402
+from traindata.sft_data import gsm8k_sft_examples  # noqa: E402
 from envs import make  # noqa: E402
 from policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
 from policies.models import resolve_model_path  # noqa: E402

@@ -7,10 +7,14 @@ tensors read back as `batch[FIELD]`. Algorithms declare their own next to the st
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import Protocol, Sequence
 
-if TYPE_CHECKING:
-    from buffers.trajectory import Trajectory
+
+class Trajectory(Protocol):
+    """What a field reads and writes of a trajectory (buffers.trajectory.Trajectory has it)."""
+
+    token_data: dict[str, list[float]]
+    completion_ids: list[int]
 
 
 @dataclass(frozen=True)
@@ -24,10 +28,10 @@ class TokenField:
         if not isinstance(self.name, str) or not self.name.isidentifier():
             raise ValueError(f"TokenField: name must be an identifier, got {self.name!r}")
 
-    def has(self, trajectory: "Trajectory") -> bool:
+    def has(self, trajectory: Trajectory) -> bool:
         return self.name in trajectory.token_data
 
-    def get(self, trajectory: "Trajectory") -> list[float]:
+    def get(self, trajectory: Trajectory) -> list[float]:
         """The field's values (one per completion token); ValueError when absent or of another length."""
         values = trajectory.token_data.get(self.name)
         if values is None:
@@ -36,13 +40,13 @@ class TokenField:
         self._check_length(trajectory, values)
         return values
 
-    def set(self, trajectory: "Trajectory", values: Sequence[float]) -> None:
+    def set(self, trajectory: Trajectory, values: Sequence[float]) -> None:
         """Store one float per completion token (replacing any earlier values)."""
         values = [float(v) for v in values]
         self._check_length(trajectory, values)
         trajectory.token_data[self.name] = values
 
-    def _check_length(self, trajectory: "Trajectory", values: Sequence[float]) -> None:
+    def _check_length(self, trajectory: Trajectory, values: Sequence[float]) -> None:
         if len(values) != len(trajectory.completion_ids):
             raise ValueError(f"per-token field {self.name!r} has {len(values)} values for "
                              f"{len(trajectory.completion_ids)} completion tokens")

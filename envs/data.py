@@ -5,40 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from envs.jsonl import parse_jsonl
-
-
-class DataFileNotFoundError(FileNotFoundError):
-    """A data file (or the data set on the hub) could not be found."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else super().__str__()
-
-
-class MalformedRowError(ValueError):
-    """A data row is not valid JSON, not an object, or lacks a required field."""
-
-
-def read_jsonl(path: str | Path, required_fields: Sequence[str] = (), what: str = "rows") -> list[dict]:
-    """Read a JSONL file into a list of dicts, checking each row has ``required_fields``.
-
-    Blank lines are skipped. Read by `envs.jsonl.parse_jsonl`: every problem is one
-    MalformedRowError "<path>:<line>: <problem>", and a file without rows is "<path>: no <what>"
-    (training or evaluating on nothing is never intended).
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise DataFileNotFoundError(f"data file not found: {path}")
-
-    def checked(row: object) -> dict:
-        if not isinstance(row, dict):
-            raise ValueError(f"expected a JSON object, got {type(row).__name__}")
-        for field in required_fields:
-            if row.get(field) is None:
-                raise ValueError(f"missing field {field!r}")
-        return row
-
-    return parse_jsonl(path, checked, error=MalformedRowError, what=what)
+from diskio.jsonl import DataFileNotFoundError, MalformedRowError, read_jsonl  # noqa: F401 (envs.data's names)
 
 
 def resolve_data_file(data_path: str | Path, split: str) -> Path:

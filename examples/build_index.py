@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from algorithms.cli import run_with_clear_errors  # noqa: E402
+from training.cli import run_with_clear_errors  # noqa: E402
 from retrieval import (  # noqa: E402
     EMBEDDED_EMBEDDER, DocumentStore, StoreConfig, documents_from_hotpotqa, documents_from_jsonl,
     embedder_from_name,

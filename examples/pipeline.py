@@ -45,13 +45,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from algorithms import GRPO, SFT, GRPOConfig, MCTSConfig, PRMConfig, PRMTrainer, SFTConfig, load_config  # noqa: E402
-from algorithms.cli import run_with_clear_errors  # noqa: E402
-from algorithms.pipeline_table import ROWS, load_row, markdown_table, save_pipeline, save_row  # noqa: E402
-from algorithms.search import SearchSettings  # noqa: E402
-from algorithms.search_eval import evaluate_search  # noqa: E402
-from algorithms.sft_data import arithmetic_sft_examples, gsm8k_sft_examples  # noqa: E402
-from algorithms.step_data import arithmetic_pairs, gsm8k_pairs  # noqa: E402
+from algorithms import GRPO, GRPOConfig, PRMConfig, PRMTrainer, SFT, SFTConfig  # noqa: E402
+from search import MCTSConfig  # noqa: E402
+from training import load_config  # noqa: E402
+from training.cli import run_with_clear_errors  # noqa: E402
+from training.pipeline_table import ROWS, load_row, markdown_table, save_pipeline, save_row  # noqa: E402
+from search import SearchSettings  # noqa: E402
+from search.search_eval import evaluate_search  # noqa: E402
+from traindata.sft_data import arithmetic_sft_examples, gsm8k_sft_examples  # noqa: E402
+from traindata.step_data import arithmetic_pairs, gsm8k_pairs  # noqa: E402
 from buffers.step_pairs import split_by_problem  # noqa: E402
 from policies import EMBEDDED_MODEL  # noqa: E402
 

@@ -21,10 +21,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from algorithms import PPO, PPOConfig  # noqa: E402
-from algorithms.cli import (  # noqa: E402
+from training.cli import (  # noqa: E402
     add_config_arguments, config_from_arguments, gsm8k_train_test, run_with_clear_errors, train_and_report,
 )
-from algorithms.distributed import init_from_env  # noqa: E402
+from training.distributed import init_from_env  # noqa: E402
 from policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
 
 SYSTEM_PROMPT = Path(__file__).resolve().parents[1] / "statics" / "prompts" / "single_turn_sys.txt"

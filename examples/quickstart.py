@@ -23,11 +23,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from algorithms import GRPO, ConfigError, GRPOConfig  # noqa: E402
-from algorithms.cli import (  # noqa: E402
+from algorithms import GRPO, GRPOConfig  # noqa: E402
+from training import ConfigError  # noqa: E402
+from training.cli import (  # noqa: E402
     add_config_arguments, config_from_arguments, run_with_clear_errors, train_and_report,
 )
-from algorithms.distributed import init_from_env  # noqa: E402
+from training.distributed import init_from_env  # noqa: E402
 from envs import make  # noqa: E402
 from policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
 from policies.prm import ProcessRewardModel  # noqa: E402

@@ -38,10 +38,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from algorithms import GRPO, GRPOConfig  # noqa: E402
-from algorithms.cli import (  # noqa: E402
+from training.cli import (  # noqa: E402
     add_config_arguments, config_from_arguments, run_with_clear_errors, train_and_report,
 )
-from algorithms.distributed import init_from_env, is_main, main_first  # noqa: E402
+from training.distributed import init_from_env, is_main, main_first  # noqa: E402
 from envs import make  # noqa: E402
 from policies import EMBEDDED_MODEL, HFPolicy, LoraSettings  # noqa: E402
 from policies.few_shot import PROMPTS_DIR, read_system_prompt  # noqa: E402

@@ -49,11 +49,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from algorithms import ConfigError, ReinforceStable, ReinforceStableConfig  # noqa: E402
-from algorithms.cli import (  # noqa: E402
+from algorithms import ReinforceStable, ReinforceStableConfig  # noqa: E402
+from training import ConfigError  # noqa: E402
+from training.cli import (  # noqa: E402
     config_from_arguments, gsm8k_train_test, run_with_clear_errors, same_file, train_and_report,
 )
-from algorithms.distributed import init_from_env  # noqa: E402
+from training.distributed import init_from_env  # noqa: E402
 from buffers import ReplayBuffer  # noqa: E402
 from envs import DataFileNotFoundError, GSM8KEnv  # noqa: E402
 from envs.data import load_rows  # noqa: E402

@@ -20,10 +20,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from algorithms.cli import run_with_clear_errors  # noqa: E402
-from algorithms.mcts import MCTSConfig  # noqa: E402
-from algorithms.search import AGGREGATIONS, METHODS, SCORED_METHODS, SearchSettings  # noqa: E402
-from algorithms.search_eval import evaluate_search, markdown_table, save_table  # noqa: E402
+from training.cli import run_with_clear_errors  # noqa: E402
+from search.mcts import MCTSConfig  # noqa: E402
+from policies.prm import AGGREGATIONS  # noqa: E402
+from search.settings import METHODS, SCORED_METHODS, SearchSettings  # noqa: E402
+from search.search_eval import evaluate_search, markdown_table, save_table  # noqa: E402
 from policies import EMBEDDED_MODEL  # noqa: E402
 
 

@@ -16,9 +16,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from algorithms.cli import run_with_clear_errors  # noqa: E402
-from algorithms.mcts import MCTSConfig  # noqa: E402
-from algorithms.search import AGGREGATIONS, SearchSettings  # noqa: E402
+from training.cli import run_with_clear_errors  # noqa: E402
+from search.mcts import MCTSConfig  # noqa: E402
+from policies.prm import AGGREGATIONS  # noqa: E402
+from search import SearchSettings  # noqa: E402
 from policies import EMBEDDED_MODEL  # noqa: E402
 from serving.limits import ServerLimits  # noqa: E402
 

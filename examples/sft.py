@@ -26,11 +26,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from algorithms import SFT, SFTConfig, evaluate  # noqa: E402
-from algorithms.cli import (  # noqa: E402
+from algorithms import SFT, SFTConfig  # noqa: E402
+from search import evaluate  # noqa: E402
+from training.cli import (  # noqa: E402
     add_config_arguments, config_from_arguments, gsm8k_train_test, run_with_clear_errors,
 )
-from algorithms.sft_data import (  # noqa: E402
+from traindata.sft_data import (  # noqa: E402
     arithmetic_sft_examples, gsm8k_sft_examples, load_sft_examples, split_examples,
 )
 from envs import make  # noqa: E402

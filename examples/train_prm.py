@@ -28,8 +28,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from algorithms import PRMConfig, PRMTrainer  # noqa: E402
-from algorithms.cli import add_config_arguments, config_from_arguments, run_with_clear_errors  # noqa: E402
-from algorithms.step_data import (  # noqa: E402
+from training.cli import add_config_arguments, config_from_arguments, run_with_clear_errors  # noqa: E402
+from traindata.step_data import (  # noqa: E402
     ShepherdConfig, arithmetic_pairs, gsm8k_pairs, load_prm800k, shepherd_data,
 )
 from buffers.step_pairs import StepPair, save_step_data, split_by_problem  # noqa: E402

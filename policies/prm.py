@@ -17,20 +17,28 @@ import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 from torch import nn
 
-from envs.jsonl import read_json
-from envs.messages import first_line
+from diskio.jsonl import read_json
+from diskio.messages import first_line
 from policies.attention_backends import variable_length_attention
 from policies.prompting import prompt_ids
 from policies.value import ValueHead
 
 if TYPE_CHECKING:
     from buffers import Trajectory
-    from episodes.engine import Branch
+
+
+class StepTokens(Protocol):
+    """What `score_branches` reads of a search branch (episodes.engine.Branch has it): the prompt's token
+    ids, the ids sampled so far, and where each step ends in them."""
+
+    prompt_ids: list[int]
+    ids: list[int]
+    step_ends: list[int]
 
 AGGREGATIONS = ("min", "last", "product", "mean")
 HEAD_FILE = "prm_head.safetensors"
@@ -240,7 +248,7 @@ class ProcessRewardModel(nn.Module):
         return [[1.0 / (1.0 + math.exp(-x)) for x in row]
                 for row in self.sequence_logits(sequences, step_positions, batch_size)]
 
-    def score_branches(self, branches: Sequence["Branch"]) -> list[list[float]]:
+    def score_branches(self, branches: Sequence[StepTokens]) -> list[list[float]]:
         """StepScorer: one score per step taken by each engine branch (prompt_ids + ids, at step_ends)."""
         return self.score_sequences([b.prompt_ids + b.ids for b in branches],
                                     [[len(b.prompt_ids) + e for e in b.step_ends] for b in branches])

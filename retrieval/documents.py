@@ -2,15 +2,19 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from envs.data import MalformedRowError, read_jsonl
+from diskio.jsonl import MalformedRowError, read_jsonl
 
-if TYPE_CHECKING:
-    from envs.hotpotqa_data import HotpotQARecord
+
+class ContextRecord(Protocol):
+    """A record with HotpotQA-style context paragraphs (envs.hotpotqa_data.HotpotQARecord is one):
+    (title, sentences) pairs."""
+
+    context: Sequence[tuple[str, Sequence[str]]]
 
 
 @dataclass(frozen=True)
@@ -60,7 +64,7 @@ def documents_to_jsonl(documents: Iterable[Document], path: str | Path) -> None:
             handle.write(json.dumps(asdict(doc), ensure_ascii=False) + "\n")
 
 
-def documents_from_hotpotqa(records: Iterable[HotpotQARecord]) -> list[Document]:
+def documents_from_hotpotqa(records: Iterable[ContextRecord]) -> list[Document]:
     """Every context paragraph of `records` pooled into one corpus: one Document per distinct title
     (doc_id = title, text = its sentences joined), in order of first appearance. HotpotQA's paragraphs
     are Wikipedia intros keyed by title, so a title seen again in another record is the same paragraph."""

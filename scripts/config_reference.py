@@ -15,12 +15,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from algorithms import (  # noqa: E402
-    DAPOConfig, DPOConfig, DrGRPOConfig, GRPOConfig, MCTSSearchConfig, PPOConfig, PRMConfig, ReinforceStableConfig,
-    RLConfig, RLOOConfig, SFTConfig, TrainerConfig,
-)
-from algorithms import trl_names  # noqa: E402
-from algorithms.config import field_help, field_types  # noqa: E402
+from algorithms import DAPOConfig, DPOConfig, DrGRPOConfig, GRPOConfig, MCTSSearchConfig, PPOConfig, PRMConfig, ReinforceStableConfig, RLConfig, RLOOConfig, SFTConfig  # noqa: E402
+from training import TrainerConfig  # noqa: E402
+from training import trl_names  # noqa: E402
+from training.config import field_help, field_types  # noqa: E402
 
 CONFIGS = (TrainerConfig, RLConfig, GRPOConfig, DrGRPOConfig, DAPOConfig, RLOOConfig, PPOConfig, ReinforceStableConfig,
            MCTSSearchConfig, PRMConfig, SFTConfig, DPOConfig)

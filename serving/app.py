@@ -24,8 +24,9 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from algorithms.search import SCORED_METHODS, SearchSettings, run_search
-from algorithms.search_types import StepScorer
+from search import SearchSettings, run_search
+from search.settings import SCORED_METHODS
+from search.search_types import StepScorer
 from envs.arithmetic import ARITHMETIC_INSTRUCTION
 from envs.questions import QuestionsEnv
 from serving.body_limit import BodyLimit

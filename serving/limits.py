@@ -11,7 +11,7 @@ import dataclasses
 import time
 from dataclasses import dataclass
 
-from algorithms.config import ConfigError, coerce_field, setting, shown
+from training.config import ConfigError, coerce_field, setting, shown
 
 
 @dataclass

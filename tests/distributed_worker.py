@@ -13,7 +13,7 @@ import torch.distributed as td
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from algorithms import distributed as dist  # noqa: E402
+from training import distributed as dist  # noqa: E402
 
 
 def join_gloo(rank: int, world: int, port: int) -> None:
@@ -189,7 +189,7 @@ def foreach_run(rank: int, world: int, port: int, out_dir: str) -> None:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
-    from algorithms.fsdp import optimizer_foreach
+    from training.fsdp import optimizer_foreach
 
     join_gloo(rank, world, port)
     model = torch.nn.Sequential(torch.nn.Embedding(10, 4), torch.nn.Linear(4, 4))

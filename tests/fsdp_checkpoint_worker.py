@@ -47,7 +47,7 @@ def rng_states(algo) -> dict[str, torch.Tensor]:
 
 def relabelled(source: Path, target: Path, world: int) -> None:
     """A copy of checkpoint folder `source` at `target` whose state.pt (and manifest) claim `world` ranks."""
-    from algorithms.checkpoints import MANIFEST, file_entry
+    from training.checkpoints import MANIFEST, file_entry
 
     shutil.copytree(source, target)
     state = torch.load(target / "state.pt", weights_only=True)
@@ -60,7 +60,7 @@ def relabelled(source: Path, target: Path, world: int) -> None:
 
 def wrong_world_error(out: Path) -> str:
     """The error of resuming, on these 2 ranks, the full run's first checkpoint relabelled as 3 ranks'."""
-    from algorithms.checkpoints import CheckpointError
+    from training.checkpoints import CheckpointError
 
     run_dir = out / "wrong_world"
     if td.get_rank() == 0:

@@ -3,7 +3,8 @@ import json
 import pytest
 import torch
 
-from algorithms import GRPO, ConfigError, GRPOConfig, ReinforceStable, ReinforceStableConfig, load_config
+from algorithms import GRPO, GRPOConfig, ReinforceStable, ReinforceStableConfig
+from training import ConfigError, load_config
 from buffers import Trajectory
 from envs import make
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)

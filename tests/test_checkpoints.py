@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from algorithms import GRPO, GRPOConfig
-from algorithms import checkpoints as ckpt
-from algorithms.cli import run_with_clear_errors
+from training import checkpoints as ckpt
+from training.cli import run_with_clear_errors
 from envs import make
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 

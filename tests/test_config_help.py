@@ -10,12 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from algorithms import (
-    DAPOConfig, DPOConfig, DrGRPOConfig, GRPOConfig, MCTSSearchConfig, PPOConfig, PRMConfig, ReinforceStableConfig,
-    RLConfig, RLOOConfig, SFTConfig,
-)
-from algorithms.cli import add_config_arguments
-from algorithms.config import field_help
+from algorithms import DAPOConfig, DPOConfig, DrGRPOConfig, GRPOConfig, MCTSSearchConfig, PPOConfig, PRMConfig, ReinforceStableConfig, RLConfig, RLOOConfig, SFTConfig
+from training.cli import add_config_arguments
+from training.config import field_help
 
 ROOT = Path(__file__).resolve().parents[1]
 ALL_CONFIGS = (RLConfig, GRPOConfig, DrGRPOConfig, DAPOConfig, RLOOConfig, PPOConfig, ReinforceStableConfig,

@@ -8,12 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from algorithms import (
-    ConfigError, DAPOConfig, DrGRPOConfig, GRPOConfig, PPOConfig, ReinforceStableConfig, RLConfig, RLOOConfig,
-    SFTConfig, load_config,
-)
-from algorithms.cli import add_config_arguments, config_from_arguments, run_with_clear_errors
-from algorithms.config import field_types, read_config_file
+from algorithms import DAPOConfig, DrGRPOConfig, GRPOConfig, PPOConfig, ReinforceStableConfig, RLConfig, RLOOConfig, SFTConfig
+from training import ConfigError, load_config
+from training.cli import add_config_arguments, config_from_arguments, run_with_clear_errors
+from training.config import field_types, read_config_file
 
 ALL_CONFIGS = (RLConfig, GRPOConfig, DrGRPOConfig, DAPOConfig, RLOOConfig, PPOConfig, ReinforceStableConfig)
 

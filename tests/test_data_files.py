@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from algorithms import checkpoints as ckpt
-from algorithms.pipeline_table import EVAL_FILE, load_row
-from algorithms.preference_data import load_preference_pairs
-from algorithms.reflection_pairs import load_triples
-from algorithms.sft_data import load_sft_examples
-from algorithms.step_data import load_prm800k
+from training import checkpoints as ckpt
+from training.pipeline_table import EVAL_FILE, load_row
+from traindata.preference_data import load_preference_pairs
+from traindata.reflection_pairs import load_triples
+from traindata.sft_data import load_sft_examples
+from traindata.step_data import load_prm800k
 from buffers import ReplayBuffer, load_step_data
 from envs.data import read_jsonl
 from envs.hotpotqa_data import read_hotpotqa_file

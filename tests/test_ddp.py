@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from algorithms import GRPOConfig
-from algorithms.config import ConfigError
+from training.config import ConfigError
 from tests.distributed_worker import build_algorithm, ranks_and_one_process, two_rank_step
 
 CASES = (("ddp_full", "ddp", "full"), ("ddp_lora", "ddp", "lora"), ("ddp_untied", "ddp", "untied"))

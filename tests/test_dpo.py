@@ -6,8 +6,10 @@ import math
 import pytest
 import torch
 
-from algorithms import DPO, IPO, ConfigError, DPOConfig, LengthNormalizedDPO, PreferencePair, dpo_loss
-from algorithms.preference_data import load_preference_pairs, save_preference_pairs
+from algorithms import DPO, dpo_loss, DPOConfig, IPO, LengthNormalizedDPO
+from traindata import PreferencePair
+from training import ConfigError
+from traindata.preference_data import load_preference_pairs, save_preference_pairs
 from policies import HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
 
 PAIRS = [PreferencePair("2+3=", "5", "7"), PreferencePair("4+4=", "8", "9"), PreferencePair("6-1=", "5", "15"),

@@ -69,7 +69,7 @@ def test_adamw_never_runs_multi_tensor_kernels_over_mixed_shards_and_whole_tenso
 
 
 def test_optimizer_foreach_is_torchs_default_without_shards():
-    from algorithms.fsdp import optimizer_foreach
+    from training.fsdp import optimizer_foreach
 
     assert optimizer_foreach([{"params": [torch.nn.Parameter(torch.zeros(2))]}]) is None
 

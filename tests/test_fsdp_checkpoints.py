@@ -12,8 +12,8 @@ import torch
 import torch.multiprocessing as mp
 from safetensors.torch import load_file
 
-from algorithms.checkpoints import CheckpointError, CorruptCheckpointError
-from algorithms.trainer_state import write_model_folder
+from training.checkpoints import CheckpointError, CorruptCheckpointError
+from training.trainer_state import write_model_folder
 from tests.distributed_worker import build_algorithm
 from tests.fsdp_checkpoint_worker import SETTINGS, VARIANTS, run
 from tests.test_distributed import free_port

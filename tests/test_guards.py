@@ -3,8 +3,8 @@ import pytest
 import torch
 
 from algorithms import GRPO, GRPOConfig
-from algorithms.cli import run_with_clear_errors
-from algorithms.guards import NonFiniteTrainingError
+from training.cli import run_with_clear_errors
+from training.guards import NonFiniteTrainingError
 from episodes.rollout import SamplingSettings, rollout
 from envs import make
 from tests.toy_env import DigitsEnv

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from algorithms.advantages import discounted_returns, group_advantages, zero_variance_groups
-from algorithms.evaluate import majority_correct, pass_at_k
+from search.evaluate import majority_correct, pass_at_k
 from algorithms.kl import kl_estimate
 
 

@@ -2,8 +2,7 @@
 import numpy as np
 import pytest
 
-from algorithms import (GRPO, PPO, RLOO, DrGRPO, DrGRPOConfig, GRPOConfig, PPOConfig, ReinforceStable,
-                        ReinforceStableConfig, RLOOConfig)
+from algorithms import DrGRPO, DrGRPOConfig, GRPO, GRPOConfig, PPO, PPOConfig, ReinforceStable, ReinforceStableConfig, RLOO, RLOOConfig
 from envs import make
 from policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)

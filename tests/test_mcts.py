@@ -5,10 +5,10 @@ import zlib
 
 import pytest
 
-from algorithms.config import ConfigError
-from algorithms.mcts import MCTS, MCTSConfig
-from algorithms.search_play import checked_scores
-from algorithms.mcts_tree import walk
+from training.config import ConfigError
+from search.mcts import MCTS, MCTSConfig
+from search.search_play import checked_scores
+from search.mcts_tree import walk
 from envs import make
 from tests.mcts_toys import SCORES, ScriptedPolicy, SevenEnv, TableScorer
 

@@ -3,7 +3,8 @@ pairs, training runs on the tiny model (rollouts; a PRM that learns from the pai
 import pytest
 import torch
 
-from algorithms import ConfigError, MCTSSearch, MCTSSearchConfig
+from algorithms import MCTSSearch, MCTSSearchConfig
+from training import ConfigError
 from algorithms.mcts_search import STEP_ADVANTAGES
 from buffers import ADVANTAGES
 from buffers.step_pairs import StepPair

@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from algorithms.mcts_tree import Node, add_virtual_loss, backup, puct, select_child, select_leaf, ucb1, walk
+from search.mcts_tree import Node, add_virtual_loss, backup, puct, select_child, select_leaf, ucb1, walk
 from episodes.engine import Branch
 
 

@@ -170,7 +170,7 @@ def test_ppo_train_logs_its_metrics(tiny_policy, tmp_path):
 
 
 def test_invalid_ppo_config():
-    from algorithms import ConfigError
+    from training import ConfigError
 
     with pytest.raises(ConfigError, match="dual_clip must be 0 or > 1"):
         PPOConfig(dual_clip=0.5)

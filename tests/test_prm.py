@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import AutoModel, AutoModelForCausalLM
 
-from algorithms.search_types import StepScorer
+from search.search_types import StepScorer
 from envs import make
 from episodes import EpisodeEngine, SamplingSettings
 from policies import Generation, HFPolicy, ModelLoadError, ModelNotFoundError, Policy, ProcessRewardModel, \

@@ -5,7 +5,8 @@ import math
 import pytest
 import torch
 
-from algorithms import GRPO, PPO, ConfigError, DrGRPO, DrGRPOConfig, GRPOConfig, PPOConfig, RLConfig
+from algorithms import DrGRPO, DrGRPOConfig, GRPO, GRPOConfig, PPO, PPOConfig, RLConfig
+from training import ConfigError
 from algorithms.advantages import group_advantages, process_advantages
 from algorithms.prm_reward import PRM_REWARDS, STEP_ENDS, add_prm_rewards, weigh_rewards
 from buffers import ADVANTAGES, RETURNS, TOKEN_REWARD_SHAPING, Trajectory, collate

@@ -6,7 +6,8 @@ import math
 import pytest
 import torch
 
-from algorithms import ConfigError, PRMConfig, PRMTrainer, bradley_terry_loss, pointwise_loss
+from algorithms import bradley_terry_loss, pointwise_loss, PRMConfig, PRMTrainer
+from training import ConfigError
 from buffers import RatedSteps, StepPair
 from policies import ProcessRewardModel
 

@@ -36,7 +36,7 @@ def test_the_4bit_config_is_nf4_with_double_quantization():
 def test_the_reinforce_stable_example_takes_lora_qlora_and_activation_checkpointing_flags():
     import importlib
 
-    from algorithms import ConfigError
+    from training import ConfigError
 
     example = importlib.import_module("examples.reinforce_stable_gsm8k")
     args = example.build_parser().parse_args(["--lora_r", "8", "--load_in_4bit", "--gradient_checkpointing"])

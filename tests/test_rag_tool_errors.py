@@ -7,7 +7,7 @@ import json
 import pytest
 
 from algorithms import GRPO, GRPOConfig
-from algorithms.tool_errors import ToolErrorCounter, count_tool_errors
+from training.tool_errors import ToolErrorCounter, count_tool_errors
 from buffers import Trajectory
 from envs import RAGHotpotQAEnv
 from policies.generation import Generation

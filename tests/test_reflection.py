@@ -3,13 +3,13 @@ preference pairs from recorded triples and from the env's own episodes."""
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from algorithms.preference_data import PreferencePair
+from traindata.preference_data import PreferencePair
 from algorithms.reflection_metrics import (
     evaluate_reflection,
     reflection_episodes,
     reflection_metrics,
 )
-from algorithms.reflection_pairs import (
+from traindata.reflection_pairs import (
     ReflectionTriple,
     pairs_from_episodes,
     pairs_from_triples,

@@ -94,7 +94,7 @@ def test_bad_flags_and_changed_settings_are_one_line(tiny_model_dir, tmp_path):
 
 
 def test_triples_load_from_jsonl_and_bad_lines_name_file_and_line(tmp_path):
-    from algorithms import load_triples
+    from traindata import load_triples
 
     triples = load_triples(triples_file(tmp_path / "triples.jsonl"))
     assert [t.gold for t in triples] == ["5", "5"] and triples[0].feedback == "Check the sum."
@@ -105,7 +105,7 @@ def test_triples_load_from_jsonl_and_bad_lines_name_file_and_line(tmp_path):
 
 
 def test_math_gold_solutions_complete_the_math_envs_prompts(shared_data):
-    from algorithms.sft_data import math_sft_examples
+    from traindata.sft_data import math_sft_examples
     from envs import make
 
     if not (shared_data / "math500" / "test.jsonl").is_file():

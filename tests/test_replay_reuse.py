@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from algorithms import GRPO, GRPOConfig, ReinforceStable, ReinforceStableConfig
-from algorithms.config import ConfigError
+from training.config import ConfigError
 from algorithms.replay import truncated_importance_weights
 from buffers import ReplayBuffer
 from envs import make

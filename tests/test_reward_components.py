@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 import torch
 
-from algorithms import DAPO, GRPO, DAPOConfig, GRPOConfig
+from algorithms import DAPO, DAPOConfig, GRPO, GRPOConfig
 from algorithms.advantages import group_advantages
-from algorithms.plots import distribution_panels, draw_metrics, progression_panels
-from algorithms.reward_components import combine_rewards, component_metrics
+from training.plots import distribution_panels, draw_metrics, progression_panels
+from training.reward_metrics import component_metrics
+from algorithms.reward_components import combine_rewards
 from buffers import ADVANTAGES, Trajectory
 from tests.toy_env import DigitsEnv, digit_fraction
 
@@ -182,8 +183,8 @@ def test_every_iteration_logs_each_component_and_the_run_folder_has_their_plots(
 
 
 def test_evaluate_reports_each_component_mean_over_its_greedy_episodes(tiny_policy):
-    from algorithms import evaluate
-    from algorithms.evaluate import episode_starts
+    from search import evaluate
+    from search.evaluate import episode_starts
     from episodes.rollout import SamplingSettings, rollout
 
     env = two_components()
@@ -213,7 +214,8 @@ def test_the_component_plots_draw_each_component_per_iteration():
 
 
 def test_an_unknown_combination_is_a_one_line_config_error():
-    from algorithms import ConfigError, RLConfig
+    from algorithms import RLConfig
+    from training import ConfigError
 
     with pytest.raises(ConfigError, match=r"^RLConfig.reward_combination must be one of env, uniform, std, pca, l2, "
                                           r"got 'mean'$"):

@@ -194,7 +194,7 @@ def test_a_lora_adapter_folder_loads_back_and_names_its_base_not_a_cache_path(tm
 
 
 def test_the_plot_has_iteration_0_integer_ticks_and_a_fraction_for_0_1_rewards(tmp_path):
-    from algorithms.plots import draw_metrics
+    from training.plots import draw_metrics
 
     rows = [{"iteration": 0, "eval_accuracy": 0.25},
             {"iteration": 1, "reward_mean": 0.5, "train_accuracy": 0.5, "rewards": [0.0, 1.0, 1.0, 0.0]},

@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from algorithms import faults
-from algorithms.run_logger import DISCARDED, RunLogger
+from diskio import faults
+from training.run_logger import DISCARDED, RunLogger
 
 
 class Killed(BaseException):
@@ -105,7 +105,7 @@ def no_wandb_credentials(tmp_path, monkeypatch):
 
 def test_wandb_online_without_an_api_key_is_refused_before_anything_loads(no_wandb_credentials, tmp_path, monkeypatch):
     from algorithms import GRPOConfig
-    from algorithms.config import ConfigError
+    from training.config import ConfigError
     from tests.test_examples import ROOT, error_line, load_script
 
     quickstart = load_script(ROOT / "examples" / "quickstart.py")

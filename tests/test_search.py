@@ -3,9 +3,9 @@ samples in one batched call per step, and counts exactly the tokens it sampled."
 import pytest
 import torch
 
-from algorithms.config import ConfigError
-from algorithms.mcts import MCTSConfig
-from algorithms.search import SearchSettings, run_search
+from training.config import ConfigError
+from search.mcts import MCTSConfig
+from search import SearchSettings, run_search
 from envs import make
 from tests.search_toys import ScriptedPolicy, ScriptedScorer
 

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from algorithms.search import SearchSettings
-from algorithms.search_eval import evaluate_search, markdown_table, save_table
+from search import SearchSettings
+from search.search_eval import evaluate_search, markdown_table, save_table
 from envs import make
 from tests.search_toys import ScriptedPolicy, ScriptedScorer
 from tests.test_examples import error_line, load_script

@@ -7,7 +7,7 @@ import pytest
 from fastapi.testclient import TestClient
 from gymnasium.utils.env_checker import check_env
 
-from algorithms.config import ConfigError
+from training.config import ConfigError
 from envs import QuestionsEnv, make
 from serving import ServerLimits, create_app
 from serving import limits as limits_module
@@ -164,7 +164,7 @@ def test_a_request_whose_compute_runs_past_the_timeout_gets_504(monkeypatch):
 def test_limits_and_settings_are_checked_when_the_app_is_made():
     with pytest.raises(ConfigError, match=r"^ServerLimits.max_budget must be > 0, got 0$"):
         ServerLimits(max_budget=0)
-    from algorithms.search import SearchSettings
+    from search import SearchSettings
 
     with pytest.raises(ConfigError, match=r"^SearchSettings.temperature must be > 0 for maj"):
         create_app(ScriptedPolicy({}), search=SearchSettings(temperature=0))

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from algorithms import SFT, ChatExample, SFTConfig, SFTExample, arithmetic_sft_examples, gsm8k_sft_examples
-from algorithms import load_sft_examples
+from algorithms import SFT, SFTConfig
+from traindata import arithmetic_sft_examples, ChatExample, gsm8k_sft_examples, SFTExample
+from traindata import load_sft_examples
 from algorithms.sft_tokens import collate_rows, encode_example, pack, packed_token_logprobs
 from policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
 from tests.tiny_models import save_tiny_model_dir

@@ -8,12 +8,12 @@ from collections import Counter
 
 import pytest
 
-from algorithms.config import ConfigError
-from algorithms.step_data import (
+from training.config import ConfigError
+from traindata.step_data import (
     KINDS, ShepherdConfig, arithmetic_pairs, arithmetic_steps, corruptions, gold_step_pairs, gsm8k_pairs,
     gsm8k_solution_steps, load_prm800k, shepherd_data,
 )
-from algorithms.step_data.equations import find_equations
+from traindata.step_data.equations import find_equations
 from buffers.step_pairs import RatedSteps, StepPair
 from envs import make
 from envs.arithmetic import generate, split_indices

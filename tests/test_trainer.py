@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from algorithms import Trainer, TrainerConfig
+from training import Trainer, TrainerConfig
 from policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
 
 TEXTS = ["2 + 3 = 5", "7 - 4 = 3", "6 * 2 = 12", "9 / 3 = 3", "1 + 1 = 2", "8 - 8 = 0"]

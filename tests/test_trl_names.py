@@ -6,13 +6,11 @@ import argparse
 
 import pytest
 
-from algorithms import (
-    DAPO, PPO, ConfigError, DAPOConfig, DrGRPO, GRPOConfig, PPOConfig, ReinforceStableConfig, RLOO, RLOOConfig,
-    load_config,
-)
-from algorithms import trl_names
-from algorithms.cli import add_config_arguments, config_from_arguments
-from algorithms.config import read_config_file
+from algorithms import DAPO, DAPOConfig, DrGRPO, GRPOConfig, PPO, PPOConfig, ReinforceStableConfig, RLOO, RLOOConfig
+from training import ConfigError, load_config
+from training import trl_names
+from training.cli import add_config_arguments, config_from_arguments
+from training.config import read_config_file
 from tests.test_config_validation import one_line_error as one_line
 
 
@@ -112,7 +110,7 @@ def test_max_episode_steps_is_refused_the_env_holds_the_one_step_limit(tmp_path)
 
 
 def test_step_counted_names_are_refused_where_an_iteration_has_no_fixed_step_count():
-    from algorithms import TrainerConfig
+    from training import TrainerConfig
 
     assert "may make several; set train_iterations" in one_line(TrainerConfig, max_steps=5)
     assert TrainerConfig(warmup_steps=3).warmup_iterations == 3  # an alias that counts steps on both sides

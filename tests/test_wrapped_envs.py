@@ -3,7 +3,8 @@ import gymnasium
 import pytest
 import torch
 
-from algorithms import GRPO, GRPOConfig, evaluate
+from algorithms import GRPO, GRPOConfig
+from search import evaluate
 from episodes.rollout import SamplingSettings, rollout
 from envs import ArithmeticEnv, make
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)

@@ -1,0 +1,101 @@
+"""Search at inference: greedy chain of thought, self-consistency (maj@n), best-of-N with a step scorer,
+step-level beam search with a step scorer, and MCTS, all behind `run_search`.
+
+Every method plays all problems of `starts` together (one batched sampling call per engine step) and
+returns one `SearchResult` per problem with every token it sampled for that problem, discarded candidates
+included, so methods compare at equal token budgets. Methods choose by parsed answers and step scores
+only; the env's verdict is recorded for reporting.
+
+- greedy: one episode at temperature 0.
+- maj: `n` episodes at `temperature`; the most frequent parsed answer wins (ties: first seen), and its
+  first episode is the solution.
+- best_of_n: `n` episodes; the step scorer scores all of them in one call and the highest solution score
+  (`aggregation` of the step scores) wins among the episodes with a parsed answer (among all when none has).
+- beam: see `search/beam_search.py`.
+- mcts: `search.mcts.MCTS` with `mcts` (an MCTSConfig: simulations, expand_k, wave_size, selection,
+  answer rule, ...), sampling at these settings' temperature and max_new_tokens; its evaluation must be
+  "prm" (a rollout's value is the env's reward, which inference may not read).
+"""
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import torch
+
+from search.beam_search import beam_search
+from search.evaluate import majority_answer
+from search.mcts import MCTS
+from search.settings import SCORED_METHODS, SearchSettings, engine_for
+from search.search_play import parsed_answer, play_out, result_of, step_scores
+from search.search_types import SearchResult, StepScorer
+from policies.base import Policy
+from policies.prm import aggregate_step_scores
+
+@torch.no_grad()
+def run_search(policy: Policy, env, starts: Sequence[dict], settings: SearchSettings,
+               scorer: StepScorer | None = None, generator: torch.Generator | None = None) -> list[SearchResult]:
+    """Search every problem of `starts` (env.reset kwargs, e.g. {"options": {"index": 3}}) with
+    `settings.method`, all problems together; one `SearchResult` per start, in order.
+
+    scorer: the step scorer best_of_n, beam and mcts need (a ProcessRewardModel, or any StepScorer).
+    generator: the sampling noise (None: torch's global generator)."""
+    if not isinstance(settings, SearchSettings):
+        raise TypeError(f"run_search: settings must be a SearchSettings, got {type(settings).__name__}")
+    if settings.method in SCORED_METHODS and scorer is None:
+        raise ValueError(f"run_search: method {settings.method!r} needs a step scorer (e.g. a ProcessRewardModel)")
+    if scorer is not None and not isinstance(scorer, StepScorer):
+        raise TypeError(f"run_search: scorer must have score_branches(branches) (a StepScorer), "
+                        f"got {type(scorer).__name__}")
+    starts = list(starts)
+    if not starts:
+        return []
+    if settings.method == "greedy":
+        return _greedy(policy, env, starts, settings, generator)
+    if settings.method == "maj":
+        return _majority(policy, env, starts, settings, generator)
+    if settings.method == "best_of_n":
+        return _best_of_n(policy, env, starts, settings, scorer, generator)
+    if settings.method == "mcts":
+        return MCTS(policy, env, scorer, settings.mcts_config()).search(starts, generator)
+
+    return beam_search(policy, env, starts, settings, scorer, generator)
+
+
+def _greedy(policy, env, starts, settings, generator) -> list[SearchResult]:
+    engine = engine_for(policy, env, settings, temperature=0.0)
+    branches, tokens = engine.start(starts, 1), [0] * len(starts)
+    play_out(engine, branches, tokens, generator)
+    return [result_of(b, tokens[i]) for i, b in enumerate(branches)]
+
+
+def _sampled_groups(policy, env, starts, settings, generator):
+    """`settings.n` finished episodes per problem (one list per problem) and each problem's tokens."""
+    engine = engine_for(policy, env, settings)
+    branches, tokens, n = engine.start(starts, settings.n), [0] * len(starts), settings.n
+    play_out(engine, branches, tokens, generator)
+    return [branches[i * n:(i + 1) * n] for i in range(len(starts))], tokens
+
+
+def _majority(policy, env, starts, settings, generator) -> list[SearchResult]:
+    groups, tokens = _sampled_groups(policy, env, starts, settings, generator)
+    results = []
+    for i, group in enumerate(groups):
+        answers = [parsed_answer(b) for b in group]
+        winner = majority_answer(answers)  # ties: the answer seen first
+        chosen = group[answers.index(winner)] if winner is not None else group[0]
+        results.append(result_of(chosen, tokens[i], {"votes": dict(Counter(a for a in answers if a is not None))}))
+    return results
+
+
+def _best_of_n(policy, env, starts, settings, scorer, generator) -> list[SearchResult]:
+    groups, tokens = _sampled_groups(policy, env, starts, settings, generator)
+    everything = [b for group in groups for b in group]
+    scores = [aggregate_step_scores(s, settings.aggregation) for s in step_scores(scorer, everything)]
+    results, n = [], settings.n
+    for i, group in enumerate(groups):
+        own = scores[i * n:(i + 1) * n]
+        answered = [j for j, b in enumerate(group) if parsed_answer(b) is not None] or list(range(n))
+        best = max(answered, key=lambda j: own[j])  # ties: the first
+        results.append(result_of(group[best], tokens[i], {"scores": own, "chosen": best}))
+    return results

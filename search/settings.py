@@ -1,0 +1,70 @@
+"""`SearchSettings`: one search method at inference and its budget (the config `run_search` takes), and
+the episode engine a method samples with."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from episodes.engine import EpisodeEngine, SamplingSettings
+from policies.base import Policy
+from policies.prm import AGGREGATIONS
+from search.mcts import MCTSConfig
+from training.config import ConfigError, coerce_field, setting, shown
+
+METHODS = ("greedy", "maj", "best_of_n", "beam", "mcts")
+SCORED_METHODS = ("best_of_n", "beam", "mcts")  # they need a step scorer
+
+
+@dataclass
+class SearchSettings:
+    """One search method and its budget. A bad value is a one-line ConfigError naming the field."""
+
+    method: str = setting("greedy", "greedy | maj | best_of_n | beam | mcts")
+    n: int = setting(8, "episodes sampled per problem (maj, best_of_n)")
+    beam_width: int = setting(4, "beams kept per problem, and solutions the beam search finishes (beam)")
+    beam_expand: int = setting(2, "candidate next steps sampled per beam per step (beam)")
+    temperature: float = setting(0.8, "sampling temperature of maj, best_of_n, beam and mcts (> 0); greedy uses 0")
+    max_new_tokens: int = setting(64, "tokens per action (one step in a stepwise env)")
+    aggregation: str = setting("min", "solution score from step scores: min | last | product | mean "
+                                      "(best_of_n's choice and beam's ranking)")
+    mcts: MCTSConfig = field(default_factory=MCTSConfig, metadata={
+        "help": "the tree search's settings (mcts); it samples at this temperature and max_new_tokens"})
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            if f.name != "mcts":
+                setattr(self, f.name, coerce_field(type(self), f.name, getattr(self, f.name)))
+        self.require("method", self.method in METHODS, " | ".join(METHODS))
+        for name in ("n", "beam_width", "beam_expand", "max_new_tokens"):
+            self.require(name, getattr(self, name) >= 1, "an integer >= 1")
+        self.require("temperature", self.temperature >= 0, ">= 0")
+        self.require("temperature", self.method == "greedy" or self.temperature > 0,
+                     f"> 0 for {self.method} (its candidates would all be the greedy one)")
+        self.require("aggregation", self.aggregation in AGGREGATIONS, " | ".join(AGGREGATIONS))
+        self.require("mcts", isinstance(self.mcts, MCTSConfig), "an MCTSConfig")
+        if self.method == "mcts" and self.mcts.evaluation != "prm":
+            raise ConfigError(f"SearchSettings.mcts.evaluation must be 'prm' at inference, got "
+                              f"{self.mcts.evaluation!r} (a rollout's value is the env's reward: training only)", "mcts")
+
+    def require(self, name: str, condition: bool, expectation: str) -> None:
+        """Raise `ConfigError("SearchSettings.<name> must be <expectation>, got <value>")` unless `condition`."""
+        if not condition:
+            raise ConfigError(f"{type(self).__name__}.{name} must be {expectation}, got {shown(getattr(self, name))}",
+                              name)
+
+    @property
+    def label(self) -> str:
+        """A short name with the budget: greedy, maj@8, best_of_8, beam_4x2, mcts_32."""
+        budgets = {"greedy": "greedy", "maj": f"maj@{self.n}", "best_of_n": f"best_of_{self.n}",
+                   "beam": f"beam_{self.beam_width}x{self.beam_expand}", "mcts": f"mcts_{self.mcts.simulations}"}
+        return budgets[self.method]
+
+    def mcts_config(self) -> MCTSConfig:
+        """`mcts` sampling at these settings' temperature and max_new_tokens."""
+        return dataclasses.replace(self.mcts, temperature=self.temperature, max_new_tokens=self.max_new_tokens)
+
+
+def engine_for(policy: Policy, env, settings: SearchSettings, temperature: float | None = None) -> EpisodeEngine:
+    """An engine sampling `settings.max_new_tokens` per action at `temperature` (default: the settings')."""
+    chosen = settings.temperature if temperature is None else temperature
+    return EpisodeEngine(env, policy, SamplingSettings(settings.max_new_tokens, chosen, 1.0))

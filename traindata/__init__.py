@@ -1,0 +1,16 @@
+"""Training data beyond env episodes: SFT examples, preference pairs (DPO), reflection pairs for the
+actor and critic roles, and step-level data for process reward models (`traindata.step_data`).
+
+Not named `datasets`: that would shadow Hugging Face's library."""
+from traindata.preference_data import PreferencePair, load_preference_pairs, save_preference_pairs
+from traindata.reflection_pairs import ReflectionTriple, load_triples, pairs_from_episodes, pairs_from_triples
+from traindata.sft_data import (
+    ChatExample, SFTExample, arithmetic_sft_examples, gsm8k_sft_examples, load_sft_examples, math_sft_examples,
+)
+
+__all__ = [
+    "PreferencePair", "load_preference_pairs", "save_preference_pairs",
+    "ReflectionTriple", "load_triples", "pairs_from_episodes", "pairs_from_triples",
+    "SFTExample", "ChatExample", "load_sft_examples", "gsm8k_sft_examples", "arithmetic_sft_examples",
+    "math_sft_examples",
+]

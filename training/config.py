@@ -1,0 +1,391 @@
+"""Configuration dataclasses and their loading.
+
+Every field is documented. `__post_init__` coerces each value to the field's declared type (YAML and
+flags give strings, ints for floats, quoted booleans) and checks its range; `load_config` layers
+defaults < a YAML file < overrides. Every bad value is a one-line ConfigError naming the field, the
+bad value and, when it came from a file, the file.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib.util
+import math
+import numbers
+import sys
+import types
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from training.wandb_auth import LOGIN_FIXES, online_login_problem
+
+WANDB_MODES = ("off", "offline", "online")
+DATA_PARALLEL_MODES = ("ddp", "fsdp", "allreduce")  # algorithms/data_parallel.py
+BOOL_WORDS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
+MAX_SEED = 2**32  # numpy's legacy seeding and many tools take 32-bit seeds
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid. The message is one line; `field` names the field when there is one."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(" ".join(str(message).split()))
+        self.field = field
+
+
+def module_available(name: str) -> bool:
+    """True when `import name` can work (a module already imported counts; `sys.modules[name] = None` does not)."""
+    if name in sys.modules:
+        return sys.modules[name] is not None
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def shown(value: Any, limit: int = 80) -> str:
+    """`repr(value)`, cut to about `limit` characters (a message stays one readable line)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit - 20]}... ({len(text)} characters)"
+
+
+class _Mismatch(Exception):
+    """A value does not fit a declared type; the argument says what was expected."""
+
+
+def _to_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, numbers.Integral) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in BOOL_WORDS:
+        return BOOL_WORDS[value.strip().lower()]
+    raise _Mismatch("true or false (or yes/no, on/off, 1/0)")
+
+
+def _to_float(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, str)):
+        raise _Mismatch("a number")
+    try:
+        number = float(value)
+    except (ValueError, OverflowError):
+        raise _Mismatch("a number") from None
+    if not math.isfinite(number):
+        raise _Mismatch("a finite number")
+    return number
+
+
+def _to_int(value: Any) -> int:
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            pass
+    try:
+        number = _to_float(value)  # 1e3 or 2.0: an integer written as a float
+    except _Mismatch:
+        raise _Mismatch("an integer") from None
+    if not number.is_integer():
+        raise _Mismatch("an integer")
+    return int(number)
+
+
+def _to_str(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):  # YAML reads unquoted yes/no/on/off/true/false as booleans
+        raise _Mismatch("a string (quote it: YAML reads unquoted yes/no/on/off as booleans)")
+    if isinstance(value, numbers.Real):
+        return str(value)
+    raise _Mismatch("a string")
+
+
+SCALARS = {bool: _to_bool, int: _to_int, float: _to_float, str: _to_str}
+
+
+def _coerce(kind: Any, value: Any) -> Any:
+    """`value` as the declared type `kind` (bool, int, float, str, tuple of those, `X | None`);
+    raises _Mismatch naming what was expected. Types it does not know pass the value through."""
+    if kind in SCALARS:
+        if value is None:
+            raise _Mismatch({bool: "true or false", int: "an integer", float: "a number", str: "a string"}[kind])
+        return SCALARS[kind](value)
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _coerce(inner[0], value) if len(inner) == 1 else value
+    if origin is tuple and args and Ellipsis not in args:
+        nouns = {bool: "booleans", int: "integers", float: "numbers", str: "strings"}
+        expected = f"a list of {len(args)} {nouns.get(args[0], 'values') if len(set(args)) == 1 else 'values'}"
+        if not isinstance(value, (list, tuple)) or len(value) != len(args):
+            raise _Mismatch(expected)
+        try:
+            return tuple(_coerce(a, v) for a, v in zip(args, value))
+        except _Mismatch as inner:
+            raise _Mismatch(f"{expected}, each {inner}") from None
+    return value
+
+
+@functools.lru_cache(maxsize=None)
+def field_types(cls: type) -> dict[str, Any]:
+    """Declared type of each dataclass field of `cls` (string annotations resolved)."""
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints.get(f.name, Any) for f in dataclasses.fields(cls)}
+
+
+def coerce_field(cls: type, name: str, value: Any) -> Any:
+    """`value` as field `name` of `cls` declares it; a ConfigError naming the field and value otherwise."""
+    try:
+        return _coerce(field_types(cls)[name], value)
+    except _Mismatch as expected:
+        raise ConfigError(f"{cls.__name__}.{name} expects {expected}, got {shown(value)}", name) from None
+
+
+def _blocking_file(path: Path) -> Path | None:
+    """The path itself or its nearest existing ancestor when that is not a folder (a run folder cannot go there)."""
+    for candidate in (path, *path.parents):
+        try:
+            if candidate.exists():
+                return None if candidate.is_dir() else candidate
+        except OSError:  # a name too long, a permission: left to the run to report
+            return None
+    return None
+
+
+def setting(default: Any, help: str) -> Any:
+    """A dataclass field with its one-line help text (shown by `--help` and in the README's reference table)."""
+    return dataclasses.field(default=default, metadata={"help": help})
+
+
+def field_help(cls: type, name: str) -> str:
+    """The help text of field `name`: its own, else that of the nearest base class declaring it."""
+    for klass in cls.__mro__:
+        f = getattr(klass, "__dataclass_fields__", {}).get(name)
+        if f is not None and f.metadata.get("help"):
+            return f.metadata["help"]
+    return ""
+
+
+class _AcceptsTRLNames(type):
+    """Metaclass of the configs: `GRPOConfig(num_generations=4, beta=0.04)` builds with TRL's names
+    translated (see algorithms/trl_names.py); a TRL name that means something else here is a ConfigError."""
+
+    def __call__(cls, *args: Any, **kwargs: Any):
+        from training.trl_names import check_step_counts, translate
+
+        values, step_counted = translate(cls, kwargs)
+        config = super().__call__(*args, **values)
+        check_step_counts(config, step_counted)
+        return config
+
+
+# old field names refused with one line saying what replaced them (like TRL's names in trl_names.DIFFERENT)
+REMOVED = {
+    "max_episode_steps": "is gone: an episode's step limit is the env's own (its max_steps, or a gymnasium "
+                         "TimeLimit wrapper); set it on the env",
+}
+
+
+@dataclass
+class TrainerConfig(metaclass=_AcceptsTRLNames):
+    """Settings of any `Trainer`: the loop, the optimizer, the run folder, checkpoints and logging.
+
+    `num_iterations` is not a field: TRL uses it for update epochs per batch, so it is refused with a
+    line naming ours.
+    """
+
+    # loop
+    train_iterations: int = setting(100, "training iterations (RL: collect -> update rounds; TRL's max_steps "
+                                         "when each is one optimizer step)")
+    seed: int = setting(0, "seeds torch, numpy and the env draws; in [0, 2**32)")
+    # optimisation
+    learning_rate: float = setting(1e-5, "AdamW step size, > 0 (constant after the warmup)")
+    weight_decay: float = setting(0.0, "AdamW decoupled weight decay, >= 0")
+    adam_betas: tuple[float, float] = setting((0.9, 0.99), "AdamW (beta1, beta2), each in [0, 1)")
+    warmup_iterations: int = setting(0, "linear learning-rate warmup, counted in optimizer steps")
+    max_grad_norm: float = setting(1.0, "gradient-norm clipping (0: off)")
+    micro_batch_size: int = setting(32, "items (RL: trajectories) per forward/backward (gradient accumulation "
+                                        "inside a step)")
+    bf16: bool = setting(True, "bf16 autocast on CUDA (ignored on CPU)")
+    torch_compile: bool | None = setting(None, "torch.compile the decoder layers for training and scoring "
+                                               "(None: on CUDA, not under FSDP)")
+    torch_compile_backend: str = setting("inductor", "torch.compile backend when torch_compile is on")
+    data_parallel: str = setting("ddp", "ddp | fsdp | allreduce: how processes average gradients (torch DDP, "
+                                        "FSDP2 layer sharding, one all-reduce)")
+    # evaluation, logging, checkpoints
+    eval_every: int = setting(0, "iterations between evaluations (0: only at the end)")
+    eval_at_start: bool = setting(True, "evaluate once before the first iteration")
+    save_every: int = setting(0, "iterations between checkpoints (0: only at the end)")
+    keep_checkpoints: int = setting(2, "complete checkpoints kept in <output_dir>/checkpoints (the newest)")
+    max_nonfinite_steps: int = setting(3, "stop after this many optimizer steps in a row skipped for NaN/inf")
+    output_dir: str = setting("runs/run", "run folder (created; must not be an existing file)")
+    wandb: str = setting("off", "off | offline | online: mirror the metrics to wandb (needs wandb installed)")
+    wandb_project: str = setting("rlgym", "wandb project name (when wandb is not off)")
+    progress: bool = setting(True, "tqdm progress bars")
+
+    def __post_init__(self) -> None:
+        for name in field_types(type(self)):
+            setattr(self, name, coerce_field(type(self), name, getattr(self, name)))
+        for name in ("train_iterations", "micro_batch_size", "keep_checkpoints", "max_nonfinite_steps"):
+            self.require(name, getattr(self, name) > 0, "a positive integer")
+        for name in ("warmup_iterations", "eval_every", "save_every"):
+            self.require(name, getattr(self, name) >= 0, "an integer >= 0")
+        self.require("seed", 0 <= self.seed < MAX_SEED, "in [0, 2**32)")
+        self.require("learning_rate", self.learning_rate > 0, "> 0")
+        self.require("weight_decay", self.weight_decay >= 0, ">= 0")
+        self.require("adam_betas", all(0 <= b < 1 for b in self.adam_betas), "two numbers in [0, 1)")
+        self.require("max_grad_norm", self.max_grad_norm >= 0, ">= 0")
+        self.require("wandb", self.wandb in WANDB_MODES, "off, offline or online")
+        self.require("data_parallel", self.data_parallel in DATA_PARALLEL_MODES, "ddp, fsdp or allreduce")
+        self.require("wandb_project", self.wandb_project.strip() != "", "a name")
+        if self.wandb != "off" and not module_available("wandb"):
+            raise ConfigError(f"{type(self).__name__}.wandb is {self.wandb!r}, but wandb is not installed: "
+                              f"pip install wandb (or set wandb to off)", "wandb")
+        if self.wandb == "online" and (problem := online_login_problem()) is not None:
+            raise ConfigError(f"{type(self).__name__}.wandb is 'online', but {problem}: {LOGIN_FIXES}", "wandb")
+        self.require("output_dir", self.output_dir.strip() != "" and "\0" not in self.output_dir, "a folder path")
+        blocker = _blocking_file(Path(self.output_dir))
+        self.require("output_dir", blocker is None, "a folder, not an existing file" if blocker == Path(self.output_dir)
+                     else f"a folder path, but {blocker} is a file")
+
+    def require(self, name: str, condition: bool, expectation: str) -> None:
+        """Raise `ConfigError("<Class>.<name> must be <expectation>, got <value>")` unless `condition`."""
+        if not condition:
+            raise ConfigError(f"{type(self).__name__}.{name} must be {expectation}, got {shown(getattr(self, name))}",
+                              name)
+
+    def optimizer_steps_per_iteration(self) -> int | None:
+        """Optimizer steps one iteration makes, when the config alone says (None: it depends on the trainer)."""
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a plain dict (what config.json holds)."""
+        return dataclasses.asdict(self)
+
+
+def checked_config(owner: str, config_class: type, config: Any) -> Any:
+    """`config` for `owner` (a trainer's name; None: `config_class()`), or a one-line TypeError naming
+    the config class expected (and, for a config of another trainer, fields it lacks)."""
+    config = config_class() if config is None else config
+    missing = [n for n in field_types(config_class) if not hasattr(config, n)]
+    if not isinstance(config, TrainerConfig) or missing:
+        lacks = f" (it has no {', '.join(missing[:3])})" if missing and isinstance(config, TrainerConfig) else ""
+        raise TypeError(f"{owner} takes a {config_class.__name__}, got a {type(config).__name__}{lacks}")
+    return config
+
+
+def read_config_file(cls: type, path: str | Path) -> dict[str, Any]:
+    """The fields a YAML file sets, each coerced to its declared type (no defaults filled, no range checks).
+
+    TRL's names for our fields are translated (algorithms/trl_names.py). A missing or unreadable file, a YAML syntax error (with its line and column), a top level that is
+    not a mapping, an unknown field or a value of the wrong type is a one-line ConfigError naming the file.
+    """
+    return _read_file(cls, path)[0]
+
+
+def _read_file(cls: type, path: str | Path) -> tuple[dict[str, Any], dict[str, str]]:
+    """read_config_file's values, and the step-counted TRL names among them (trl_names.translate)."""
+    import yaml
+
+    from training.trl_names import translate
+
+    if not str(path).strip():
+        raise ConfigError("config file path is empty")
+    file = Path(path)
+    if not file.exists():
+        raise ConfigError(f"config file not found: {path}")
+    if file.is_dir():
+        raise ConfigError(f"config file {path} is a directory, not a YAML file")
+    if not file.is_file():
+        raise ConfigError(f"config file {path} is not a regular file")
+    try:
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"config file {path} is not UTF-8 text") from None
+    except OSError as err:
+        raise ConfigError(f"cannot read config file {path}: {err.strerror or err}") from None
+    try:
+        loaded = yaml.load(text, Loader=_unique_key_loader())
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"{path}: invalid YAML{where}: {err.problem or err.context}") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: invalid YAML: {err}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid YAML: nested too deeply") from None
+    if loaded is None:
+        return {}, {}
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: expected a mapping of field: value at the top level, got a {type(loaded).__name__}")
+    loaded, step_counted = translate(cls, loaded, f"{path}: ")
+    _reject_unknown(cls, loaded, f"{path}: ")
+    values = {}
+    for name, value in loaded.items():
+        try:
+            values[name] = coerce_field(cls, name, value)
+        except ConfigError as err:
+            raise ConfigError(f"{path}: {err}", name) from None
+    return values, step_counted
+
+
+@functools.lru_cache(maxsize=None)
+def _unique_key_loader() -> type:
+    """yaml.SafeLoader that refuses a key given twice in one mapping (PyYAML silently keeps the last)."""
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            seen = set()
+            for key_node, _ in node.value:  # plain keys only: merge keys (<<) may be overridden on purpose
+                if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+                    key = self.construct_object(key_node)
+                    if key in seen:
+                        raise yaml.constructor.ConstructorError(None, None, f"{key!r} is given twice",
+                                                                key_node.start_mark)
+                    seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeyLoader
+
+
+def _reject_unknown(cls: type, values: dict, prefix: str = "") -> None:
+    unknown = sorted(str(k) for k in values if k not in field_types(cls))
+    if unknown:
+        raise ConfigError(f"{prefix}unknown {cls.__name__} field(s): {', '.join(unknown)}")
+
+
+def load_config(cls: type, path: str | Path | None = None, overrides: dict[str, Any] | None = None,
+                defaults: dict[str, Any] | None = None):
+    """Build `cls` from `defaults` < a YAML file (optional) < `overrides` (None values skipped).
+
+    Each layer may use TRL's names (algorithms/trl_names.py). Unknown keys and bad values are one-line
+    ConfigErrors; a bad value from the file names the file.
+    """
+    from training.trl_names import check_step_counts, translate
+
+    default_layer = translate(cls, defaults or {})
+    file_values, file_steps = _read_file(cls, path) if path is not None else ({}, {})
+    overrides, override_steps = translate(cls, {k: v for k, v in (overrides or {}).items() if v is not None})
+    values: dict[str, Any] = {}
+    step_counted: dict[str, str] = {}  # TRL's step-counted names whose value is the one kept
+    for layer, steps in (default_layer, (file_values, file_steps), (overrides, override_steps)):
+        for name in layer:
+            step_counted.pop(name, None)
+        values.update(layer)
+        step_counted.update(steps)
+    _reject_unknown(cls, values)
+    try:
+        config = cls(**values)
+        check_step_counts(config, step_counted)
+        return config
+    except ConfigError as err:
+        if err.field in file_values and err.field not in overrides:
+            raise ConfigError(f"{path}: {err}", err.field) from None
+        raise

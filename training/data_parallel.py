@@ -1,0 +1,85 @@
+"""How a multi-process run averages gradients: torch's DDP, FSDP2 sharding (algorithms/fsdp.py) or one all-reduce.
+
+`TrainerConfig.data_parallel` picks it. With "ddp" the policy's decoder backbone (the module every
+training forward pass runs through: `HFPolicy.data_parallel_module()`) is wrapped in DDP, and the
+policy routes its grad-enabled backbone passes through the wrapper, so DDP's bucketed all-reduce runs
+during the backward of a step's last micro-batch (the others run under `no_sync`). Trainable
+parameters outside the backbone (an untied lm-head, a value head) are averaged by
+`distributed.sync_gradients` after the backward. A policy without that seam falls back to "allreduce":
+every gradient averaged by `sync_gradients` after the step's last backward. In one process both are
+no-ops.
+
+DDP is built with `broadcast_buffers=False` (the backbone's buffers are constant rotary tables) so its
+forward holds no collective: ranks may run different numbers of micro-batches, and forward passes
+without gradients (sampling, the reference, rank 0's evaluation) never touch the wrapper.
+
+With "fsdp" the same backbone is sharded in place (algorithms/fsdp.py says what and why); its sharded
+gradients are reduce-scattered by FSDP in the step's last backward, the rest all-reduced in `finish`,
+and `clip_grad_norm` takes the norm over both.
+"""
+from __future__ import annotations
+
+from contextlib import nullcontext
+from typing import ContextManager, Sequence
+
+import torch
+
+from training import distributed as dist
+from training import fsdp
+from training.config import DATA_PARALLEL_MODES
+
+
+class GradientAverager:
+    """Averages a trainer's gradients over processes, by `mode` ("ddp", "fsdp" or "allreduce")."""
+
+    def __init__(self, policy, mode: str):
+        if mode not in DATA_PARALLEL_MODES:
+            raise ValueError(f"data_parallel must be one of {', '.join(DATA_PARALLEL_MODES)}, got {mode!r}")
+        self.ddp: torch.nn.parallel.DistributedDataParallel | None = None
+        self.sharded: list[torch.nn.Module] = []  # the FSDP2 modules (mode "fsdp")
+        self._wrapped: set[int] = set()  # ids of the parameters DDP or FSDP averages
+        several = dist.is_initialized() and dist.world_size() > 1
+        if mode == "ddp" and several and hasattr(policy, "data_parallel_module"):
+            self.ddp = wrap(policy.data_parallel_module())
+            policy.use_data_parallel(self.ddp)
+            self._wrapped = {id(p) for p in self.ddp.module.parameters() if p.requires_grad}
+        elif mode == "fsdp" and several:
+            if not hasattr(policy, "data_parallel_module"):
+                raise ValueError(f"data_parallel='fsdp' needs an HFPolicy-like policy, got {type(policy).__name__}")
+            self.sharded = fsdp.shard(policy.data_parallel_module())
+            policy.use_sampling_weights(lambda: fsdp.full_weights(self.sharded))
+            self._wrapped = {id(p) for p in policy.parameters() if fsdp.is_sharded(p)}
+
+    @property
+    def mode(self) -> str:
+        """What averages the gradients here: "ddp", "allreduce", or "none" (one process)."""
+        if self.ddp is not None or self.sharded:
+            return "ddp" if self.ddp is not None else "fsdp"
+        return "allreduce" if dist.world_size() > 1 else "none"
+
+    def micro_batch(self, last: bool) -> ContextManager:
+        """Wrap a micro-batch's forward AND backward: DDP's `no_sync` (FSDP: no reduce-scatter) unless it
+        is the step's last."""
+        if self.sharded:
+            return fsdp.gradient_sync(self.sharded, enabled=last)
+        return self.ddp.no_sync() if self.ddp is not None and not last else nullcontext()
+
+    def finish(self, parameters: Sequence[torch.Tensor]) -> None:
+        """After the last backward: average what DDP did not (every gradient without DDP)."""
+        dist.sync_gradients([p for p in parameters if id(p) not in self._wrapped])
+
+    def clip_grad_norm(self, parameters: Sequence[torch.Tensor], max_norm: float) -> float:
+        """The gradient norm (clipped to `max_norm` when > 0), over FSDP shards too."""
+        if self.sharded:
+            return fsdp.clip_grad_norm(parameters, max_norm)
+        grads = [p.grad for p in parameters if p.grad is not None]
+        if max_norm > 0:
+            return float(torch.nn.utils.clip_grad_norm_(parameters, max_norm))
+        return float(torch.nn.utils.get_total_norm(grads))
+
+
+def wrap(module: torch.nn.Module) -> torch.nn.parallel.DistributedDataParallel:
+    """`module` in DDP on this rank's device (its parameters and buffers start as rank 0's)."""
+    device = next(module.parameters()).device
+    return torch.nn.parallel.DistributedDataParallel(
+        module, device_ids=[device.index] if device.type == "cuda" else None, broadcast_buffers=False)

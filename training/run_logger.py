@@ -1,0 +1,102 @@
+"""Run folder: resolved config, metrics.jsonl (one line per iteration), PNG plots, optional wandb.
+
+metrics.jsonl is append-only and flushed to disk per line. A line cut short by a kill is ignored
+when reading and set aside on resume; rows logged after the checkpoint a run resumes from are moved
+to metrics.discarded.jsonl (never deleted), and the file is rewritten atomically.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from diskio.atomic_io import atomic_write_text
+from training.checkpoints import archive_history
+from diskio.faults import crash_point, torn_write
+
+DISCARDED = "metrics.discarded.jsonl"
+
+
+class RunLogger:
+    """Appends metrics to `<run>/metrics.jsonl` and mirrors them to wandb when enabled."""
+
+    def __init__(self, run_dir: str | Path, config: dict[str, Any], wandb_mode: str = "off",
+                 project: str = "rlgym", resume: bool = False):
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.metrics_path = self.run_dir / "metrics.jsonl"
+        atomic_write_text(self.run_dir / "config.json", json.dumps(config, indent=2, default=str), "config")
+        if not resume:  # a new run in a used folder: the earlier history is moved aside, not deleted
+            archive_history(self.run_dir, ("metrics.jsonl", DISCARDED))
+        self._wandb = None
+        if wandb_mode != "off":
+            try:
+                import wandb
+            except ImportError:
+                raise RuntimeError("wandb logging asked for but wandb is not installed: pip install wandb") from None
+            self._wandb = wandb.init(project=project, mode=wandb_mode, dir=str(self.run_dir), config=config,
+                                     name=self.run_dir.name, resume="allow" if resume else None)
+
+    def truncate_after(self, iteration: int) -> None:
+        """On resume, keep the rows up to `iteration` (the checkpoint's); later rows (produced again by
+        the resumed run) and a line cut short by a kill go to metrics.discarded.jsonl. Atomic."""
+        if not self.metrics_path.exists():
+            return
+        kept, dropped = [], []
+        for line, row in self._lines():
+            ok = row is not None and row.get("iteration", -1) <= iteration
+            (kept if ok else dropped).append(line)
+        content = self.metrics_path.read_bytes()
+        if not dropped and (not content or content.endswith(b"\n")):
+            return
+        with open(self.run_dir / DISCARDED, "a") as fh:  # a kill before the rewrite below may repeat these
+            fh.write("".join(line + "\n" for line in dropped))
+            fh.flush()
+            os.fsync(fh.fileno())
+        crash_point("truncate.side_file")
+        atomic_write_text(self.metrics_path, "".join(line + "\n" for line in kept), "truncate")
+
+    def log(self, metrics: dict[str, Any]) -> None:
+        with open(self.metrics_path, "a") as fh:
+            torn_write(fh, json.dumps(metrics, default=float) + "\n", "metrics.write")
+            fh.flush()
+            os.fsync(fh.fileno())
+        crash_point("metrics.written")
+        if self._wandb is not None:
+            self._wandb.log(metrics, step=int(metrics.get("iteration", 0)))
+
+    def read(self) -> list[dict[str, Any]]:
+        """The rows of metrics.jsonl; a line that does not parse (cut short by a kill) is left out."""
+        return [row for _, row in self._lines() if row is not None]
+
+    def _lines(self) -> list[tuple[str, dict[str, Any] | None]]:
+        """(raw line, parsed row or None) for each non-empty line."""
+        if not self.metrics_path.exists():
+            return []
+        out = []
+        for number, line in enumerate(self.metrics_path.read_text().splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                row = row if isinstance(row, dict) else None
+            except ValueError:
+                row = None
+            if row is None:
+                print(f"warning: {self.metrics_path}:{number}: unreadable line (cut short by a kill?) is ignored",
+                      file=sys.stderr)
+            out.append((line, row))
+        return out
+
+    def close(self) -> None:
+        """Finish the wandb run, with the run folder's plots (*.png) logged as images."""
+        if self._wandb is not None:
+            import wandb
+
+            images = {f"plots/{p.stem}": wandb.Image(str(p)) for p in sorted(self.run_dir.glob("*.png"))}
+            if images:
+                self._wandb.log(images)
+            self._wandb.finish()
+

@@ -1,0 +1,181 @@
+"""TRL's config names (GRPOConfig and the TrainingArguments it extends) next to ours.
+
+A TRL name that means the same as one of our fields is accepted for it, in Python
+(`GRPOConfig(num_generations=4, beta=0.04)`), in YAML files and as a flag (`--num_generations 4`).
+A TRL name that means something else here is refused with one line naming ours: above all
+`num_iterations` (TRL: update passes per generation batch, mu; this toolkit used it for the number of
+training rounds, now `train_iterations`) and `max_completion_length` (TRL: the generation cap, here
+`max_new_tokens`; this toolkit used it for the "constant" loss normaliser, now `loss_length_normalizer`).
+Neither old meaning is kept under the old name, so neither a TRL user nor an old config is silently
+read the other way. This toolkit's own removed fields (config.REMOVED, e.g. max_episode_steps) are
+refused the same way. The README's "Coming from TRL" table is generated from these tables.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from training.config import BOOL_WORDS, REMOVED, ConfigError, field_types, shown
+
+
+def _loss_type(value: Any) -> str:
+    known = {"dapo": "token_mean", "grpo": "sequence_mean", "dr_grpo": "constant"}
+    if value not in known:
+        raise ConfigError(f"loss_type {shown(value)} has no counterpart here: loss_aggregation is token_mean "
+                          f"(TRL's dapo), sequence_mean (grpo) or constant (dr_grpo)", "loss_aggregation")
+    return known[value]
+
+
+def _scale_rewards(value: Any) -> bool:
+    word = str(value).strip().lower()
+    if word in ("group", "true", "false", "none") or isinstance(value, bool):
+        return value if isinstance(value, bool) else word in ("group", "true")
+    raise ConfigError(f"scale_rewards {shown(value)} has no counterpart here: scale_by_std divides advantages by "
+                      f"the group std (TRL's 'group') or not at all ('none')", "scale_by_std")
+
+
+def _disable_tqdm(value: Any) -> bool:
+    word = str(value).strip().lower()
+    if isinstance(value, bool) or word in BOOL_WORDS:
+        return not (value if isinstance(value, bool) else BOOL_WORDS[word])
+    raise ConfigError(f"disable_tqdm expects true or false, got {shown(value)}", "progress")
+
+
+@dataclass(frozen=True)
+class Alias:
+    """A TRL name accepted for one of our fields."""
+
+    ours: str
+    note: str = ""                               # how the two compare, for the README table
+    convert: Callable[[Any], Any] | None = None  # TRL's value -> ours (None: the same value)
+    step_counted: bool = False                   # TRL counts optimizer steps, we count iterations
+
+
+# TRL name -> our field, same meaning
+SAME = {
+    "num_generations": Alias("samples_per_prompt"),
+    "beta": Alias("kl_coeff", "TRL's default is 0.0; GRPOConfig's here is 0.04"),
+    "epsilon": Alias("clip_low", "sets clip_high too unless epsilon_high / clip_high is given, as in TRL"),
+    "epsilon_high": Alias("clip_high"),
+    "loss_type": Alias("loss_aggregation", "dapo -> token_mean, grpo -> sequence_mean, dr_grpo -> constant; "
+                                           "others refused", _loss_type),
+    "scale_rewards": Alias("scale_by_std", "group/true -> true, none/false -> false; batch refused", _scale_rewards),
+    "max_steps": Alias("train_iterations", "accepted when an iteration is one optimizer step (update_epochs 1, "
+                                           "one minibatch); refused otherwise", step_counted=True),
+    "eval_steps": Alias("eval_every", "as max_steps", step_counted=True),
+    "save_steps": Alias("save_every", "as max_steps", step_counted=True),
+    "warmup_steps": Alias("warmup_iterations", "both count optimizer steps"),
+    "save_total_limit": Alias("keep_checkpoints", "must be >= 1 here (TRL: None keeps all)"),
+    "disable_tqdm": Alias("progress", "negated", _disable_tqdm),
+}
+
+# TRL names that are also ours, with the same meaning (listed in the README table only)
+SAME_NAME = {
+    "learning_rate": "constant after warmup here; TRL decays it linearly by default",
+    "temperature": "", "top_p": "", "seed": "", "bf16": "", "max_grad_norm": "", "weight_decay": "",
+    "output_dir": "",
+    "torch_compile": "regional here (each decoder layer); on by default on CUDA (TRL: off)",
+    "torch_compile_backend": "",
+}
+
+# TRL name -> why it is refused, naming ours (a different meaning, or none here)
+DIFFERENT = {
+    "num_iterations": "is ambiguous and not accepted: the number of collect -> update rounds is train_iterations "
+                      "(this toolkit's old num_iterations); TRL's num_iterations (mu, passes over each generation "
+                      "batch) is update_epochs",
+    "max_completion_length": "is ambiguous and not accepted: TRL's generation cap is max_new_tokens here (per "
+                             "action: the whole completion in single-turn envs); the 'constant' loss normaliser "
+                             "(this toolkit's old max_completion_length) is loss_length_normalizer",
+    "per_device_train_batch_size": "means something else here: a batch is prompts_per_iteration x "
+                                   "samples_per_prompt trajectories; micro_batch_size goes through one "
+                                   "forward/backward",
+    "gradient_accumulation_steps": "means something else here: an optimizer step takes minibatch_size "
+                                   "trajectories in micro-batches of micro_batch_size",
+    "generation_batch_size": "means something else here: each iteration generates prompts_per_iteration x "
+                             "samples_per_prompt completions",
+    "steps_per_generation": "means something else here: minibatch_size splits an iteration's batch into "
+                            "optimizer steps",
+    "num_train_epochs": "has no counterpart: envs draw prompts, there are no dataset epochs; set train_iterations",
+    "adam_beta1": "is not a field here: set adam_betas to [beta1, beta2]",
+    "adam_beta2": "is not a field here: set adam_betas to [beta1, beta2]",
+    "sync_ref_model": "means something else here: ref_sync_every copies the policy into the reference every N "
+                      "iterations (TRL mixes them with ref_model_mixup_alpha every ref_model_sync_steps steps)",
+    "ref_model_sync_steps": "means something else here: ref_sync_every copies the policy into the reference "
+                            "every N iterations (TRL mixes them every N optimizer steps)",
+    "report_to": "is not a field here: set wandb to off, offline or online",
+    "logging_steps": "has no counterpart: every iteration is logged to metrics.jsonl",
+    "lr_scheduler_type": "has no counterpart: the learning rate is constant after warmup_iterations",
+    "top_k": "has no counterpart: sampling takes temperature and top_p",
+    "min_p": "has no counterpart: sampling takes temperature and top_p",
+    "mask_truncated_completions": "has no counterpart here",
+    "importance_sampling_level": "has no counterpart: ratios are per token",
+}
+
+# TRL name in DIFFERENT -> our nearest field(s), for the README table
+NEAREST = {
+    "num_iterations": "train_iterations / update_epochs",
+    "max_completion_length": "max_new_tokens / loss_length_normalizer",
+    "per_device_train_batch_size": "micro_batch_size",
+    "gradient_accumulation_steps": "minibatch_size",
+    "generation_batch_size": "prompts_per_iteration",
+    "steps_per_generation": "minibatch_size",
+    "num_train_epochs": "train_iterations",
+    "adam_beta1": "adam_betas",
+    "adam_beta2": "adam_betas",
+    "sync_ref_model": "ref_sync_every",
+    "ref_model_sync_steps": "ref_sync_every",
+    "report_to": "wandb",
+    "logging_steps": "",
+    "lr_scheduler_type": "",
+    "top_k": "",
+    "min_p": "",
+    "mask_truncated_completions": "",
+    "importance_sampling_level": "",
+}
+
+
+def translate(cls: type, values: dict[str, Any], where: str = "") -> tuple[dict[str, Any], dict[str, str]]:
+    """`values` with TRL's names replaced by ours, and {our field: TRL name} for the step-counted ones.
+
+    A TRL name that means something else, names a field `cls` lacks, or comes with its own field too
+    is a one-line ConfigError (prefixed with `where`, e.g. a file name).
+    """
+    fields = field_types(cls)
+    # a name that is a field of `cls` is that field (DPOConfig.beta), whatever TRL's name means elsewhere
+    out = {k: v for k, v in values.items()
+           if not (isinstance(k, str) and k not in fields and (k in SAME or k in DIFFERENT))}
+    step_counted: dict[str, str] = {}
+    for name, value in values.items():
+        if not isinstance(name, str) or name in fields:
+            continue
+        if name in DIFFERENT or name in REMOVED:
+            raise ConfigError(f"{where}{cls.__name__}: {name} {DIFFERENT.get(name) or REMOVED[name]}", name)
+        alias = SAME.get(name)
+        if alias is None:
+            continue
+        if alias.ours not in fields:
+            raise ConfigError(f"{where}{cls.__name__} has no {alias.ours}, which TRL's {name} stands for", name)
+        if alias.ours in out:
+            raise ConfigError(f"{where}{name} and {alias.ours} are both given ({name} is TRL's name for "
+                              f"{alias.ours})", alias.ours)
+        try:
+            out[alias.ours] = alias.convert(value) if alias.convert else value
+        except ConfigError as err:
+            raise ConfigError(f"{where}{cls.__name__}: {err}", alias.ours) from None
+        if alias.step_counted:
+            step_counted[alias.ours] = name
+    if "epsilon" in values and "epsilon_high" not in values and "clip_high" not in values and "clip_high" in fields:
+        out["clip_high"] = out["clip_low"]  # TRL: epsilon_high defaults to epsilon
+    return out, step_counted
+
+
+def check_step_counts(config, step_counted: dict[str, str]) -> None:
+    """Refuse TRL's step-counted names (max_steps, ...) unless an iteration is exactly one optimizer step."""
+    if not step_counted:
+        return
+    steps = config.optimizer_steps_per_iteration()
+    if steps != 1:
+        ours, name = next(iter(step_counted.items()))
+        makes = f"makes {steps} (update_epochs x minibatches)" if steps else "may make several"
+        raise ConfigError(f"{type(config).__name__}: TRL's {name} counts optimizer steps, but here an iteration "
+                          f"{makes}; set {ours}, counted in iterations", ours)
