@@ -6,7 +6,8 @@ setup(
     version="0.1.0",
     description="A gym-style toolkit for training language models with reinforcement learning.",
     python_requires=">=3.10",
-    packages=["algorithms", "envs", "envs.grading", "episodes", "policies", "buffers", "retrieval", "serving", "statics"],
+    packages=["core", "envs", "envs.grading", "retrieval", "buffers", "policies", "episodes", "training", "search",
+              "traindata", "traindata.step_data", "algorithms", "serving", "statics"],
     package_data={"statics": ["prompts/*.txt", "prompts/*.json", "configs/*.yaml"]},
     install_requires=[
         "torch>=2.6",  # torch.nn.utils.get_total_norm (the non-finite step guard)

@@ -11,7 +11,7 @@ import sys
 import warnings
 
 MOVED = {
-    "atomic_io": "diskio.atomic_io",
+    "atomic_io": "core.atomic_io",
     "beam_search": "search.beam_search",
     "checkpoints": "training.checkpoints",
     "cli": "training.cli",

@@ -10,8 +10,8 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from buffers.trajectory import Trajectory
-from diskio.jsonl import loads, numbered_lines
-from diskio.messages import one_line
+from core.jsonl import loads, numbered_lines
+from core.messages import one_line
 
 MAX_CAPACITY = 10**8  # far more trajectories than fit in memory; a larger capacity in a file is not ours
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 
-from diskio.jsonl import parse_jsonl
+from core.jsonl import parse_jsonl
 
 
 def _check_text(owner: str, name: str, value) -> None:

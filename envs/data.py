@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from diskio.jsonl import DataFileNotFoundError, MalformedRowError, read_jsonl  # noqa: F401 (envs.data's names)
+from core.jsonl import DataFileNotFoundError, MalformedRowError, read_jsonl  # noqa: F401 (envs.data's names)
 
 
 def resolve_data_file(data_path: str | Path, split: str) -> Path:

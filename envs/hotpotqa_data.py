@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.data import DataFileNotFoundError, MalformedRowError, load_rows, read_jsonl
-from diskio.jsonl import read_json
+from core.jsonl import read_json
 from envs.math import check_subset
 
 HUB_ID, HUB_CONFIG = "hotpot_qa", "distractor"

@@ -1,9 +1,9 @@
-"""Moved to `diskio.jsonl` (0.2.0). This alias warns and goes in the next release."""
+"""Moved to `core.jsonl` (0.2.0). This alias warns and goes in the next release."""
 import sys
 import warnings
 
-import diskio.jsonl
+import core.jsonl
 
-warnings.warn("envs.jsonl moved to diskio.jsonl; import it from there (the old path goes in the next release)",
+warnings.warn("envs.jsonl moved to core.jsonl; import it from there (the old path goes in the next release)",
               FutureWarning, stacklevel=2)
-sys.modules[__name__] = diskio.jsonl
+sys.modules[__name__] = core.jsonl

@@ -52,7 +52,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from diskio import messages
+from core import messages
 from envs.checks import check_positive_int
 from envs.hotpotqa import HotpotQAProblems, format_paragraphs
 from envs.hotpotqa_data import HotpotQARecord

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from diskio.messages import error_line
+from core.messages import error_line
 
 __all__ = ["RewardTimeout", "call_reward", "cpu_time_limit"]
 

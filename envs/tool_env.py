@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 
 from envs.base import LanguageEnv
 from envs.checks import check_choice, check_positive_int, check_str
-from diskio.messages import error_line
+from core.messages import error_line
 from envs.tools import Tool
 
 ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"

@@ -20,9 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from diskio.atomic_io import refuse_symlink, remove_tree  # noqa: E402
+from core.atomic_io import refuse_symlink, remove_tree  # noqa: E402
 from training.cli import run_with_clear_errors  # noqa: E402
-from diskio.jsonl import read_json  # noqa: E402
+from core.jsonl import read_json  # noqa: E402
 from policies.models import ADAPTER_CONFIG, load_model_and_tokenizer  # noqa: E402
 
 DTYPES = ("float32", "bfloat16", "float16")

@@ -50,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from algorithms import DPOConfig, evaluate_reflection, reflection_episodes, reflection_metrics, SFT, SFTConfig  # noqa: E402
 from traindata import arithmetic_sft_examples, gsm8k_sft_examples, load_triples, pairs_from_episodes, pairs_from_triples, save_preference_pairs  # noqa: E402
-from diskio.atomic_io import atomic_write_text  # noqa: E402
+from core.atomic_io import atomic_write_text  # noqa: E402
 from training.cli import run_with_clear_errors  # noqa: E402
 from training.config import load_config  # noqa: E402
 from algorithms.dpo import VARIANTS  # noqa: E402
@@ -58,7 +58,7 @@ from traindata.preference_data import load_preference_pairs  # noqa: E402
 from traindata.reflection_pairs import ACTOR_CONTEXTS  # noqa: E402
 from traindata.sft_data import math_sft_examples  # noqa: E402
 from envs import make  # noqa: E402
-from diskio.jsonl import read_json  # noqa: E402
+from core.jsonl import read_json  # noqa: E402
 from policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
 
 ENVS = {"Reflection-Arithmetic-v0": None, "Reflection-GSM8K-v0": "train", "Reflection-MATH-v0": "test"}  # -> split

@@ -123,7 +123,7 @@ def build_once(out_dir: Path, build: Callable[[Path], None]) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             if not (out_dir / "config.json").is_file():  # another process may have built it meanwhile
-                from diskio.atomic_io import remove_tree  # here: algorithms imports policies
+                from core.atomic_io import remove_tree  # here: algorithms imports policies
 
                 tmp = out_dir.with_name(f"{out_dir.name}.tmp{os.getpid()}")
                 remove_tree(tmp)  # a leftover; a link there is unlinked, never built into
@@ -189,7 +189,7 @@ def _load_adapter(folder: Path, dtype: torch.dtype, device: str | torch.device
     """The base model named in `adapter_config.json` with the adapter of `folder` on top."""
     from peft import PeftModel
 
-    from diskio.jsonl import read_json
+    from core.jsonl import read_json
 
     try:
         base_name = read_json(folder / ADAPTER_CONFIG)["base_model_name_or_path"]  # too deep etc.: ValueError

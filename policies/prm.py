@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Protocol
 import torch
 from torch import nn
 
-from diskio.jsonl import read_json
-from diskio.messages import first_line
+from core.jsonl import read_json
+from core.messages import first_line
 from policies.attention_backends import variable_length_attention
 from policies.prompting import prompt_ids
 from policies.value import ValueHead

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Protocol
 
-from diskio.jsonl import MalformedRowError, read_jsonl
+from core.jsonl import MalformedRowError, read_jsonl
 
 
 class ContextRecord(Protocol):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from training import checkpoints as ckpt
-from diskio.atomic_io import SymlinkRefusedError, purge_trash, remove_tree
+from core.atomic_io import SymlinkRefusedError, purge_trash, remove_tree
 from training.cli import run_with_clear_errors
 from training.trainer_state import write_model_folder
 from tests.test_checkpoints import save_at, tiny_algo

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from diskio import faults
+from core import faults
 from training.run_logger import DISCARDED, RunLogger
 
 

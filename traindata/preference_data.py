@@ -12,8 +12,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from diskio.jsonl import parse_jsonl
-from diskio.messages import one_line
+from core.jsonl import parse_jsonl
+from core.messages import one_line
 
 FIELDS = ("prompt", "chosen", "rejected")
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from traindata.preference_data import PreferencePair
 from buffers import Trajectory
-from diskio.jsonl import parse_jsonl
+from core.jsonl import parse_jsonl
 from envs.answers import answers_equal
 from envs.extraction import extract_answer
 from envs.reflection import (

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
 
-from diskio.jsonl import parse_jsonl
+from core.jsonl import parse_jsonl
 
 ROLES = ("system", "user", "assistant", "tool")
 MODES = ("single", "stepwise")

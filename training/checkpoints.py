@@ -26,9 +26,9 @@ from typing import Any, Callable
 
 import torch
 
-from diskio.atomic_io import fsync_dir, fsync_file, move_aside, purge_trash, refuse_symlink, remove_tree
-from diskio.faults import crash_point
-from diskio.jsonl import read_json
+from core.atomic_io import fsync_dir, fsync_file, move_aside, purge_trash, refuse_symlink, remove_tree
+from core.faults import crash_point
+from core.jsonl import read_json
 
 CHECKPOINTS = "checkpoints"
 LEGACY = "checkpoint"

@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from diskio.atomic_io import atomic_write_text
-from diskio.jsonl import read_json
+from core.atomic_io import atomic_write_text
+from core.jsonl import read_json
 
 # (stage, the row's title): the rows in table order, each adding to the one before
 ROWS = (("base", "base CoT (greedy)"), ("sft", "SFT"), ("grpo", "+ GRPO"),

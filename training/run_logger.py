@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from diskio.atomic_io import atomic_write_text
+from core.atomic_io import atomic_write_text
 from training.checkpoints import archive_history
-from diskio.faults import crash_point, torn_write
+from core.faults import crash_point, torn_write
 
 DISCARDED = "metrics.discarded.jsonl"
 

@@ -19,7 +19,7 @@ import torch
 
 from training import checkpoints as ckpt
 from training import distributed as dist
-from diskio.messages import first_line
+from core.messages import first_line
 
 SHARDED = "sharded"  # the DCP folder inside a checkpoint
 

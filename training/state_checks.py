@@ -19,7 +19,7 @@ import torch
 from training.checkpoints import CorruptCheckpointError
 from training.config import shown
 from training.sharded_checkpoints import SHARDED
-from diskio.messages import first_line
+from core.messages import first_line
 
 REFERENCE_SOURCES = ("none", "adapter", "initial", "policy", "stored")
 BIT_GENERATORS = {"PCG64": np.random.PCG64, "PCG64DXSM": np.random.PCG64DXSM, "MT19937": np.random.MT19937,

@@ -18,10 +18,10 @@ from training import checkpoints as ckpt
 from training import distributed as dist
 from training import sharded_checkpoints as sharded
 from training import state_checks
-from diskio.atomic_io import refuse_symlink, remove_tree
+from core.atomic_io import refuse_symlink, remove_tree
 from training.guards import warn
 from training.run_logger import DISCARDED
-from diskio.messages import first_line
+from core.messages import first_line
 
 REQUIRED = ("iteration", "policy", "optimizer", "scheduler", "rng")  # what every state.pt holds
 REQUIRED_SHARDED = ("iteration", "scheduler", "rng", "rank_rng")  # ... under FSDP (weights in sharded/)

@@ -8,7 +8,7 @@ prompt, and nothing is stored.
 """
 from __future__ import annotations
 
-from diskio.messages import first_line
+from core.messages import first_line
 
 LOGIN_FIXES = "run `wandb login`, set WANDB_API_KEY, or use --wandb offline (and `wandb sync` later)"
 

@@ -19,7 +19,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from diskio.jsonl import parse_jsonl
+from core.jsonl import parse_jsonl
 from buffers.step_pairs import RatedSteps, StepPair
 from envs.data import DataFileNotFoundError
 from envs.math import MATH_INSTRUCTION

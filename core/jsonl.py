@@ -19,7 +19,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from diskio.messages import one_line
+from core.messages import one_line
 
 T = TypeVar("T")
 MAX_DEPTH = 100  # far deeper than any record of ours; far below what would exhaust Python's stack
@@ -125,7 +125,7 @@ class MalformedRowError(ValueError):
 def read_jsonl(path: str | Path, required_fields: Sequence[str] = (), what: str = "rows") -> list[dict]:
     """Read a JSONL file into a list of dicts, checking each row has ``required_fields``.
 
-    Blank lines are skipped. Read by `diskio.jsonl.parse_jsonl`: every problem is one
+    Blank lines are skipped. Read by `core.jsonl.parse_jsonl`: every problem is one
     MalformedRowError "<path>:<line>: <problem>", and a file without rows is "<path>: no <what>"
     (training or evaluating on nothing is never intended).
     """

@@ -6,7 +6,7 @@ import os
 import stat
 from pathlib import Path
 
-from diskio.faults import crash_point
+from core.faults import crash_point
 
 TRASH_PREFIX = ".trash-"
 
