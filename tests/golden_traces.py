@@ -1,0 +1,127 @@
+"""Golden CPU traces: a few iterations of each trainer on the tiny model, every logged number kept exactly.
+
+`python -m tests.golden_traces OUT.json` writes them; tests/test_golden_traces.py compares a fresh run with
+tests/golden/traces.json number for number, so a refactor that changes what any trainer computes fails.
+One torch thread: the thread count moves float sums, and the trace must not depend on the machine.
+Recorded with scripts/constraints.txt's library versions and torch 2.13.0 (CPU).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+SKIPPED = ("time", "tokens_per_second", "seconds")  # wall-clock numbers differ run to run
+
+
+def _policy():
+    from policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+
+    tok = build_tiny_tokenizer()
+    return HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu")
+
+
+def _kept(rows: list[dict]) -> list[dict]:
+    return [{k: v for k, v in row.items() if not any(s in k for s in SKIPPED)} for row in rows]
+
+
+def _digest(module: torch.nn.Module) -> str:
+    h = hashlib.sha256()
+    for name, p in sorted(module.state_dict().items()):
+        h.update(name.encode())
+        h.update(p.detach().float().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def _common(run: Path) -> dict:
+    return dict(output_dir=str(run), progress=False, seed=0, eval_at_start=False)
+
+
+def _letters(completion: str, gold: str, info: dict) -> float:
+    return sum(ch.isalpha() for ch in completion) / max(len(completion), 1)
+
+
+def _rl(name: str, run: Path) -> dict:
+    """ToyDigits-v0 (tests/toy_env.py) with a second reward component, so combination is traced too."""
+    from algorithms import GRPO, PPO, GRPOConfig, PPOConfig, ReinforceStable, ReinforceStableConfig
+    from envs import make
+    from tests.toy_env import digit_fraction
+
+    classes = {"grpo_std": (GRPO, GRPOConfig, {"kl_coeff": 0.05, "reward_combination": "std"}),
+               "grpo_pca": (GRPO, GRPOConfig, {"reward_combination": "pca"}),
+               "ppo": (PPO, PPOConfig, {"reward_combination": "uniform"}),
+               "reinforce": (ReinforceStable, ReinforceStableConfig, {"kl_coeff": 0.05, "reward_combination": "l2"})}
+    cls, config_cls, extra = classes[name]
+    config = config_cls(train_iterations=2, prompts_per_iteration=2, samples_per_prompt=4, max_new_tokens=8,
+                        eval_episodes=4, micro_batch_size=4, learning_rate=1e-3, **extra, **_common(run))
+    policy = _policy()
+    rewards = {"digits": digit_fraction, "letters": _letters}
+    algo = cls(policy, make("ToyDigits-v0", reward_fns=rewards), config,
+               eval_env=make("ToyDigits-v0", reward_fns=rewards))
+    rows = algo.train()
+    return {"rows": _kept(rows), "params": _digest(policy.model)}
+
+
+def _sft(run: Path) -> dict:
+    from algorithms import SFT, SFTConfig
+    try:
+        from traindata import arithmetic_sft_examples
+    except ImportError:  # before the package split (0.1.0): recorded there
+        from algorithms import arithmetic_sft_examples
+
+    policy = _policy()
+    config = SFTConfig(train_iterations=2, learning_rate=1e-3, **_common(run))
+    trainer = SFT(policy, arithmetic_sft_examples(level=1, n=8, seed=0), config)
+    return {"rows": _kept(trainer.train()), "params": _digest(policy.model)}
+
+
+def _dpo(run: Path) -> dict:
+    from algorithms import DPO, DPOConfig
+    try:
+        from traindata import PreferencePair
+    except ImportError:
+        from algorithms import PreferencePair
+
+    pairs = [PreferencePair(f"What is {a} + {a}?", f"{2 * a}", f"{2 * a + 1}") for a in range(1, 7)]
+    policy = _policy()
+    config = DPOConfig(train_iterations=2, pairs_per_iteration=4, learning_rate=1e-3, **_common(run))
+    trainer = DPO(policy, pairs, config)
+    return {"rows": _kept(trainer.train()), "params": _digest(policy.model)}
+
+
+def _prm(run: Path) -> dict:
+    from algorithms import PRMConfig, PRMTrainer
+    from policies import ProcessRewardModel
+    try:
+        from traindata.step_data import arithmetic_pairs
+    except ImportError:
+        from algorithms.step_data import arithmetic_pairs
+
+    prm = ProcessRewardModel.from_policy(_policy())
+    config = PRMConfig(train_iterations=2, pairs_per_iteration=4, learning_rate=1e-3, **_common(run))
+    trainer = PRMTrainer(prm, arithmetic_pairs([1], 3, seed=0), config)
+    return {"rows": _kept(trainer.train()), "params": _digest(prm)}
+
+
+def traces() -> dict:
+    """Every trainer's trace: its logged rows (wall-clock numbers left out) and a digest of its weights."""
+    torch.set_num_threads(1)
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in ("grpo_std", "grpo_pca", "ppo", "reinforce"):
+            out[name] = _rl(name, Path(tmp) / name)
+        out["sft"] = _sft(Path(tmp) / "sft")
+        out["dpo"] = _dpo(Path(tmp) / "dpo")
+        out["prm"] = _prm(Path(tmp) / "prm")
+    return json.loads(json.dumps(out, default=float))
+
+
+if __name__ == "__main__":
+    Path(sys.argv[1]).write_text(json.dumps(traces(), indent=1, sort_keys=True) + "\n")
