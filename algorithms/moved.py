@@ -76,4 +76,4 @@ class _MovedFinder(importlib.abc.MetaPathFinder):
 
 
 if not any(isinstance(finder, _MovedFinder) for finder in sys.meta_path):
-    sys.meta_path.append(_MovedFinder())
+    sys.meta_path.insert(0, _MovedFinder())  # first: else the path finder loads a moved package's submodule twice
