@@ -26,7 +26,7 @@ from algorithms.losses import completion_budget, token_weights
 from training.plots import PANELS
 from training.progress import counting_tokens
 from algorithms.prm_reward import check_prm, prm_description, weigh_rewards
-from algorithms.reward_components import combine_rewards
+from algorithms.reward_combination import combine_batch_rewards
 from training.trainer import Trainer
 from training.trainer_state import CheckpointFile
 from buffers import ADVANTAGES, REF_LOGPROBS, Batch, ReplayBuffer, TokenField, Trajectory, collate
@@ -246,7 +246,7 @@ class RLAlgorithm(Trainer):
         t1 = time.perf_counter()
         for t in trajectories:
             t.iteration = self.iteration  # what the buffer's recent() reads
-        combine_rewards(trajectories, self.config.reward_combination)  # over all ranks' batch, before any use
+        combine_batch_rewards(trajectories, self.config.reward_combination)  # over all ranks' batch, before any use
         for name, value in weigh_rewards(trajectories, self.prm, self.config).items():  # outcome_weight, prm_weight
             self.record(name, value)
         selected = self.select_for_update(trajectories)

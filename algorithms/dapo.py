@@ -14,7 +14,7 @@ from algorithms.advantages import informative_groups
 from training.config import setting
 from algorithms.grpo import GRPO, GRPOConfig
 from algorithms.losses import completion_budget
-from algorithms.reward_components import combine_rewards
+from algorithms.reward_combination import combine_batch_rewards
 
 
 def overlong_penalty(length: int, max_length: int, buffer: int, factor: float = 1.0) -> float:
@@ -66,7 +66,7 @@ class DAPO(GRPO):
         wanted, rounds = self.prompts_per_rank, 0  # this process's share of the batch
         while self.config.drop_zero_variance_groups and rounds < self.config.max_refill_rounds:
             # judge groups by the rewards training will use (this rank's batch; train_iteration combines all ranks')
-            combine_rewards(trajectories, self.config.reward_combination, across_ranks=False)
+            combine_batch_rewards(trajectories, self.config.reward_combination, across_ranks=False)
             found = len(informative_groups(trajectories))
             if found >= wanted:
                 break

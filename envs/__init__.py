@@ -18,7 +18,7 @@ from envs.rag import RAGHotpotQAEnv, SearchTool
 from envs.reflection import ReflectionEnv
 from envs.registry import NAMESPACE, UnknownEnvError, make, register, registered_ids
 from envs.reward_forms import per_sample_reward, reward_form, trl_reward
-from envs.rewards import combine_rewards, correctness_reward, format_reward
+from envs.rewards import correctness_reward, format_reward
 from envs.spaces import AnyText
 from envs.tool_arithmetic import ToolArithmeticEnv
 from envs.tool_env import ToolEnv
@@ -49,7 +49,6 @@ __all__ = [
     "ToolEnv",
     "UnknownEnvError",
     "answers_equal",
-    "combine_rewards",
     "correctness_reward",
     "extract_answer",
     "format_reward",

@@ -131,9 +131,10 @@ def test_public_names_are_exported():
     expected = {
         "make", "register", "registered_ids", "LanguageEnv", "AnyText", "EpisodeOverError", "UnknownEnvError",
         "DataFileNotFoundError", "MalformedRowError", "ArithmeticEnv", "GSM8KEnv", "MATHEnv",
-        "correctness_reward", "format_reward", "combine_rewards", "extract_answer", "answers_equal",
+        "correctness_reward", "format_reward", "extract_answer", "answers_equal",
     }
     assert expected <= set(envs.__all__) and all(hasattr(envs, name) for name in expected)
+    assert not hasattr(envs, "combine_rewards")  # one combiner: algorithms.reward_combination.combine
 
 
 @pytest.mark.parametrize("env_id", BUILT_IN_IDS)

@@ -1,4 +1,6 @@
-"""The reward-combination strategies (algorithms/reward_combination.py) on fixed matrices, against hand values."""
+"""The one reward combiner (algorithms/reward_combination.py) against hand values: every strategy (uniform,
+std, pca, l2 on fixed matrices; env on episodes), not-applicable (NaN) and constant components, and a
+reward followed through the whole pipeline its docstring describes."""
 from __future__ import annotations
 
 import math
@@ -6,7 +8,10 @@ import math
 import numpy as np
 import pytest
 
-from algorithms.reward_combination import COMBINATIONS, combine, std_weights
+from algorithms.reward_combination import (COMBINATIONS, REWARD_COMBINATIONS, combine, combine_batch_rewards,
+                                           std_weights)
+from buffers import Trajectory
+from tests.toy_env import DigitsEnv
 
 NAN = float("nan")
 # 4 episodes x 2 components. Column 0: mean 0.5, std 0.5. Column 1: mean 0.5, deviations -.3 -.1 .1 .3,
@@ -15,12 +20,18 @@ R = [[1.0, 0.2], [0.0, 0.4], [1.0, 0.6], [0.0, 0.8]]
 S1 = math.sqrt(0.05)
 
 
+# 4 episodes x 2 components (the matrix envs.combine_rewards was tested on). Column 0: std 0.5; column 1: std 2.
+COMPONENTS = [[1.0, 0.0], [0.0, 4.0], [1.0, 4.0], [0.0, 0.0]]
+
+
 def test_the_registry_holds_the_four_strategies_of_the_seed():
     assert list(COMBINATIONS) == ["uniform", "std", "pca", "l2"]
+    assert REWARD_COMBINATIONS == ("env", "uniform", "std", "pca", "l2")  # the reward_combination setting
 
 
 def test_uniform_is_the_mean_of_the_components():
     assert combine(R, "uniform") == pytest.approx([0.6, 0.2, 0.8, 0.4])
+    assert combine(COMPONENTS, "uniform") == pytest.approx([0.5, 2.0, 2.5, 0.0])
 
 
 def test_std_weights_each_component_by_its_share_of_the_summed_stds():
@@ -30,9 +41,20 @@ def test_std_weights_each_component_by_its_share_of_the_summed_stds():
     assert combine(R, "std") == pytest.approx([0.7527864, 0.1236068, 0.8763932, 0.2472136])
 
 
+def test_std_weighs_the_component_that_varies_more_more():
+    # weights 0.5 / 2.5 = 0.2 and 2 / 2.5 = 0.8 (envs.combine_rewards weighed by 1/std: 0.8 and 0.2, reversed)
+    assert combine(COMPONENTS, "std") == pytest.approx([0.2, 3.2, 3.4, 0.0])
+
+
+def test_std_gives_a_constant_component_weight_zero():
+    assert std_weights(np.array([[1.0, 5.0], [0.0, 5.0]])) == pytest.approx([1.0, 0.0])
+    assert combine([[1.0, 5.0], [0.0, 5.0]], "std") == pytest.approx([1.0, 0.0])
+
+
 def test_std_falls_back_to_uniform_weights_when_no_component_varies():
     constant = [[1.0, 0.5], [1.0, 0.5]]
     assert combine(constant, "std") == pytest.approx([0.75, 0.75])
+    assert combine([[2.0, 5.0], [2.0, 5.0]], "std") == pytest.approx([3.5, 3.5])  # envs.combine_rewards: 0, 0
 
 
 def test_pca_projects_standardised_components_on_the_first_axis_signed_so_more_is_better():
@@ -44,6 +66,27 @@ def test_pca_projects_standardised_components_on_the_first_axis_signed_so_more_i
     assert combine(matrix, "pca") == pytest.approx([-1.8973666, -0.6324555, 0.6324555, 1.8973666])
     flipped = [[-a, -b, c] for a, b, c in matrix]  # every component reversed: the reward reverses too
     assert combine(flipped, "pca") == pytest.approx(-math.sqrt(2) * z0)
+
+
+def test_pca_of_two_correlated_components_is_their_standardised_sum_over_root_2():
+    # standardised columns sqrt(3/2) * [-1, 0, 1] and sqrt(3/2) * [-1, 1, 0], correlation 0.5: the first axis is
+    # (1, 1) / sqrt(2), so the projection is sqrt(3) / 2 * [-2, 1, 1]
+    half_root3 = math.sqrt(3.0) / 2
+    correlated = [[1.0, 1.0], [2.0, 3.0], [3.0, 2.0]]
+    assert combine(correlated, "pca") == pytest.approx([-2 * half_root3, half_root3, half_root3])
+    rising = [[0.0, 0.0, 7.0], [1.0, 3.0, 7.0], [0.0, 0.0, 7.0], [1.0, 3.0, 7.0]]  # column 2 constant
+    root2 = math.sqrt(2.0)
+    assert combine(rising, "pca") == pytest.approx([-root2, root2, -root2, root2])
+    assert combine([[1.0, 3.0], [0.0, 0.0]], "pca") == pytest.approx([root2, -root2])
+
+
+def test_pca_sign_follows_the_loadings_not_the_raw_scale():
+    # a and b (0 or 1) rise together, c (0 or 10) falls: the axis (1, 1, -1) / sqrt(3) sums to > 0, so the
+    # episodes a and b favour score sqrt(3). envs.combine_rewards signed by the raw column sum, which c's
+    # scale dominates, and gave the opposite.
+    matrix = [[1.0, 1.0, 0.0], [0.0, 0.0, 10.0], [1.0, 1.0, 0.0], [0.0, 0.0, 10.0]]
+    root3 = math.sqrt(3.0)
+    assert combine(matrix, "pca") == pytest.approx([root3, -root3, root3, -root3])
 
 
 def test_pca_with_loadings_summing_to_zero_makes_its_largest_loading_positive():
@@ -68,6 +111,7 @@ def test_pca_of_constant_components_is_zero():
 
 def test_l2_is_the_euclidean_norm_and_refuses_a_negative_component():
     assert combine([[3.0, 4.0], [0.0, 0.0], [1.0, 0.0]], "l2") == pytest.approx([5.0, 0.0, 1.0])
+    assert combine(COMPONENTS, "l2") == pytest.approx([1.0, 4.0, math.sqrt(17.0), 0.0])
     with pytest.raises(ValueError, match=r"'l2' needs components >= 0 .*'format' is -0.5"):
         combine([[1.0, 0.0], [0.2, -0.5]], "l2", names=["mrr", "format"])
 
@@ -106,5 +150,64 @@ def test_bad_input_is_one_line():
         combine(R, "mean")
     with pytest.raises(ValueError, match="with >= 1 component"):
         combine(np.zeros((3, 0)), "uniform")
+    with pytest.raises(ValueError, match=r"^reward combination needs a matrix \[episodes, components\].*shape \(2,\)$"):
+        combine([1.0, 2.0], "uniform")
+    with pytest.raises(ValueError, match=r"^reward combination 'env' keeps each episode's own reward .*no matrix form"):
+        combine(R, "env")
     with pytest.raises(ValueError, match="'b' has an infinite value"):
         combine([[1.0, float("inf")]], "uniform", names=["a", "b"])
+
+
+def scored_episode(env: DigitsEnv, text: str) -> Trajectory:
+    """One finished single-step episode of `env`, its reward and info as the env gave them."""
+    env.reset(seed=0)
+    _, reward, _, _, info = env.step(text)
+    return Trajectory(prompt_ids=[1], completion_ids=[2, 3], logprobs=[-1.0, -2.0], completion_mask=[1, 1],
+                      reward=reward, info=info)
+
+
+def weighted_env() -> DigitsEnv:
+    """Components a = 1 and b = the digit fraction of the completion, weighted 2 and 1 by the env."""
+    return DigitsEnv(reward_fns={"a": lambda c, g, i: 1.0, "b": lambda c, g, i: sum(map(str.isdigit, c)) / len(c)},
+                     reward_weights={"a": 2.0, "b": 1.0})
+
+
+def test_env_keeps_the_envs_weighted_sum_and_the_others_read_the_raw_components():
+    env = weighted_env()
+    batch = [scored_episode(env, "12"), scored_episode(env, "1x")]  # b = 1 and 0.5
+    assert [t.info["reward_components"] for t in batch] == [{"a": 1.0, "b": 1.0}, {"a": 1.0, "b": 0.5}]
+    assert [t.env_reward for t in batch] == [3.0, 2.5]  # 2 * a + 1 * b
+    combine_batch_rewards(batch, "env")
+    assert [(t.env_reward, t.reward, t.step_rewards) for t in batch] == [(3.0, 3.0, [3.0]), (2.5, 2.5, [2.5])]
+    combine_batch_rewards(batch, "uniform")  # (a + b) / 2: the env's weights count only under env
+    assert [t.env_reward for t in batch] == pytest.approx([1.0, 0.75])
+    combine_batch_rewards(batch, "std")  # a is constant: weight 0, b takes it all
+    assert [t.env_reward for t in batch] == pytest.approx([1.0, 0.5])
+    combine_batch_rewards(batch, "env")  # env after another strategy changes nothing either
+    assert [t.env_reward for t in batch] == pytest.approx([1.0, 0.5])
+
+
+def test_a_reward_through_the_whole_pipeline_as_the_module_docstring_tells():
+    from algorithms import RLConfig
+    from algorithms.kl import pay_kl_in_reward
+    from algorithms.prm_reward import weigh_rewards
+    from buffers import REF_LOGPROBS, collate
+
+    class HalfScorer:  # a PRM that scores every step 0.5
+        def score_trajectories(self, trajectories):
+            return [[0.5] * len(t.step_ends) for t in trajectories]
+
+    env = DigitsEnv(reward_fns={"x": lambda c, g, i: float(c == "1x"), "y": lambda c, g, i: len(c) / 10})
+    batch = [scored_episode(env, "1x"), scored_episode(env, "abcd")]  # components (1, 0.2) and (0, 0.4)
+    assert [t.env_reward for t in batch] == pytest.approx([1.2, 0.4])                     # 1. the env's sum
+    combine_batch_rewards(batch, "uniform")
+    assert [t.env_reward for t in batch] == pytest.approx([0.6, 0.2])                     # 2. the batch's mean
+    weigh_rewards(batch, HalfScorer(), RLConfig(outcome_weight=0.5, prm_weight=0.2))
+    first = batch[0]  # 3. 0.6 * 0.5 + 0.2 * 0.5 = 0.4; env_reward stays 0.6
+    assert (first.env_reward, first.reward) == pytest.approx((0.6, 0.4))
+    assert first.shaping == pytest.approx({"outcome_scale": -0.3, "prm": 0.1})
+    REF_LOGPROBS.set(first, [-1.5, -1.0])  # k1 per token: 0.5 and -1.0; beta 0.1 -> kl_penalty +0.05
+    pay_kl_in_reward([first], 0.1, per_token=True)
+    assert (first.env_reward, first.reward) == pytest.approx((0.6, 0.45))               # 4. the KL in the reward
+    token_rewards = collate([first], pad_id=0).token_rewards[0]  # what GAE and REINFORCE's returns read
+    assert token_rewards.tolist() == pytest.approx([-0.05, 0.6 - 0.3 + 0.1 + 0.1])

@@ -15,7 +15,7 @@ from algorithms import DAPO, DAPOConfig, GRPO, GRPOConfig
 from algorithms.advantages import group_advantages
 from training.plots import distribution_panels, draw_metrics, progression_panels
 from training.reward_metrics import component_metrics
-from algorithms.reward_components import combine_rewards
+from algorithms.reward_combination import combine_batch_rewards
 from buffers import ADVANTAGES, Trajectory
 from tests.toy_env import DigitsEnv, digit_fraction
 
@@ -50,13 +50,13 @@ def test_combining_sets_env_reward_reward_and_last_step_reward_and_keeps_shaping
     a = episode({"x": 1.0, "y": 0.2}, 1.2)
     b = episode({"x": 0.0, "y": 0.4}, 0.4)
     a.add_shaping("overlong_penalty", -0.5)
-    combine_rewards([a, b], "uniform")
+    combine_batch_rewards([a, b], "uniform")
     assert (a.env_reward, a.reward, *a.step_rewards) == pytest.approx((0.6, 0.1, 0.1))
     assert (b.env_reward, b.reward, *b.step_rewards) == pytest.approx((0.2, 0.2, 0.2))
     assert a.shaping == {"overlong_penalty": -0.5}
     a.reset_run_data()  # dropping the shaping leaves the combined reward
     assert (a.reward, *a.step_rewards) == pytest.approx((0.6, 0.6))
-    combine_rewards([a, b], "uniform")  # a second combination of the same batch changes nothing
+    combine_batch_rewards([a, b], "uniform")  # a second combination of the same batch changes nothing
     assert (a.env_reward, b.env_reward) == pytest.approx((0.6, 0.2))
 
 
@@ -74,7 +74,7 @@ def combine_on_rank(rank: int, world: int, port: int, out_dir: str) -> None:
 
     join_gloo(rank, world, port)
     mine = component_batch()[:2] if rank == 0 else component_batch()[2:]
-    combine_rewards(mine, "pca")
+    combine_batch_rewards(mine, "pca")
     (Path(out_dir) / f"rank{rank}.json").write_text(json.dumps([t.env_reward for t in mine]))
     td.destroy_process_group()
 
@@ -88,22 +88,22 @@ def test_ranks_combine_over_the_whole_batch_exactly_as_one_process(tmp_path):
     mp.spawn(combine_on_rank, args=(2, port, str(tmp_path)), nprocs=2, join=True)
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     single = component_batch()
-    combine_rewards(single, "pca")
+    combine_batch_rewards(single, "pca")
     assert ranks[0] + ranks[1] == [t.env_reward for t in single]  # bit for bit
     alone = component_batch()[:2]
-    combine_rewards(alone, "pca", across_ranks=False)  # rank 0's share alone would be another combination
+    combine_batch_rewards(alone, "pca", across_ranks=False)  # rank 0's share alone would be another combination
     assert [t.env_reward for t in alone] != ranks[0]
 
 
 def test_env_leaves_rewards_alone_and_other_methods_need_components():
     a = episode({"x": 1.0}, 7.0)
-    combine_rewards([a], "env")
+    combine_batch_rewards([a], "env")
     assert a.reward == a.env_reward == 7.0
     plain = Trajectory(prompt_ids=[1], completion_ids=[2], logprobs=[0.0], completion_mask=[1], reward=1.0)
     with pytest.raises(ValueError, match=r"reward_combination='std' needs info\['reward_components'\]"):
-        combine_rewards([a, plain], "std")
+        combine_batch_rewards([a, plain], "std")
     with pytest.raises(ValueError, match="'x' must be a number or None"):
-        combine_rewards([episode({"x": "high"}, 0.0)], "uniform")
+        combine_batch_rewards([episode({"x": "high"}, 0.0)], "uniform")
 
 
 def test_std_combination_changes_grpo_advantages_as_its_weights_say(tiny_policy, tmp_path):
@@ -245,10 +245,10 @@ def test_rag_components_combine_as_documented():
         batch.append(episode(info["reward_components"], reward, group))
     assert batch[3].info["reward_components"]["format"] == pytest.approx(-1.5)
     env_rewards = [t.env_reward for t in batch]
-    combine_rewards(batch, "uniform")
+    combine_batch_rewards(batch, "uniform")
     assert [t.env_reward for t in batch] == pytest.approx(env_rewards)
-    combine_rewards(batch, "pca")
+    combine_batch_rewards(batch, "pca")
     pca = [t.env_reward for t in batch]
     assert pca[0] == max(pca) and pca[3] == min(pca) and sum(pca) == pytest.approx(0.0, abs=1e-9)
     with pytest.raises(ValueError, match="'format' is -1.5; use uniform, std or pca"):
-        combine_rewards(batch, "l2")
+        combine_batch_rewards(batch, "l2")

@@ -14,7 +14,8 @@ RESERVED = ("mean", "std", "failures")  # reward_<name> is already another metri
 
 
 def component_matrix(rows: Sequence[Mapping[str, float | None]]) -> tuple[list[str], np.ndarray]:
-    """(component names in order of first appearance, matrix [len(rows), K]); None or absent -> NaN."""
+    """(component names in order of first appearance, matrix [len(rows), K]); None or absent -> NaN.
+    The metrics below read it, and so does the batch reward combination (algorithms/reward_combination.py)."""
     names = list(dict.fromkeys(name for row in rows for name in row))
     matrix = np.full((len(rows), len(names)), np.nan)
     for i, row in enumerate(rows):
