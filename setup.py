@@ -21,6 +21,7 @@ setup(
         "tqdm>=4.66",
         "matplotlib>=3.8",
         "pyyaml>=6.0",
+        "typing_extensions>=4.7",  # policies/contract.py: get_protocol_members (typing has it from Python 3.13)
         "latex2sympy2_extended>=1.10,<2",  # LaTeX -> sympy parser (Math-Verify's); run only inside the grading worker
         "math-verify>=0.8,<1",  # the field's reference grader, offered as grader="math_verify" (off by default)
         "bm25s>=0.3",  # retrieval/bm25.py

@@ -31,6 +31,7 @@ from training.trainer import Trainer
 from training.trainer_state import CheckpointFile
 from buffers import ADVANTAGES, REF_LOGPROBS, Batch, ReplayBuffer, TokenField, Trajectory, collate
 from episodes.rollout import SamplingSettings, rollout
+from policies.base import TrainablePolicy
 from policies.generation import row_key
 
 
@@ -50,6 +51,7 @@ class RLAlgorithm(Trainer):
     """
 
     config_class = RLConfig
+    policy_contract = TrainablePolicy
     token_fields: tuple[TokenField, ...] = ()  # declared per-token fields collated into batch (PPO: old values)
     kl_reward_per_token = False         # KL-in-reward: per token (True) or summed at the last step (False)
     plot_panels = PANELS

@@ -26,6 +26,7 @@ from training.config import TrainerConfig, setting
 from training.epoch_draws import EpochDraws
 from algorithms.preference_encoding import EncodedPair, completion_logprobs, encode_pairs
 from training.trainer import Trainer
+from policies.base import TrainablePolicy
 
 LOSS_KINDS = ("sigmoid", "ipo")
 
@@ -96,6 +97,7 @@ class DPO(Trainer):
     """
 
     config_class = DPOConfig
+    policy_contract = TrainablePolicy
     loss_kind = "sigmoid"      # dpo_loss's kind
     length_normalized = False  # per-token mean log-probs instead of sums
     plot_panels = (("loss", ["loss", "eval_loss"], "loss"),

@@ -17,6 +17,7 @@ from training.config import setting
 from algorithms.config import RLConfig
 from algorithms.losses import clipped_policy_loss, clipped_value_loss, masked_mean
 from buffers import ADVANTAGES, OLD_VALUES, RETURNS
+from policies.base import BackbonePolicy
 from policies.value import build_value_model
 
 
@@ -65,12 +66,13 @@ class PPO(RLAlgorithm):
     """
 
     config_class = PPOConfig
+    policy_contract = BackbonePolicy  # the value model reads its backbone
     token_fields = (OLD_VALUES, RETURNS)
     kl_reward_per_token = True
 
     def __init__(self, policy, env, config: PPOConfig | None = None, ref_policy=None, buffer=None, eval_env=None,
                  value_model=None, prm=None):
-        config = self.checked_config(config)
+        config, policy = self.checked_config(config), self.checked_policy(policy)
         self.value_model = value_model or build_value_model(policy, config.value_model)
         super().__init__(policy, env, config, ref_policy, buffer, eval_env, prm)
 

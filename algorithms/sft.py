@@ -22,6 +22,7 @@ from training.guards import warn
 from traindata.sft_data import Example
 from algorithms.sft_tokens import EncodedExample, collate_rows, encode_example, pack, packed_token_logprobs
 from training.trainer import Trainer
+from policies.base import BackbonePolicy
 
 
 @dataclass
@@ -79,6 +80,7 @@ class SFT(Trainer):
     """
 
     config_class = SFTConfig
+    policy_contract = BackbonePolicy  # the packed pass runs its backbone
     plot_panels = (("loss (NLL per completion token)", ["loss", "eval_loss"], "loss"),)
     progress_metrics = {"loss": ("loss", ".4f"), "eval": ("eval_loss", ".4f")}
 

@@ -14,6 +14,7 @@ from typing import NamedTuple, Sequence
 import torch
 
 from traindata.sft_data import ChatExample, Example, SFTExample, check_messages
+from policies.base import BackbonePolicy
 from policies.logprobs import chunked_token_logprobs
 
 
@@ -156,13 +157,13 @@ def collate_rows(rows: Sequence[Sequence[EncodedExample]], pad_id: int, device: 
     return PackedBatch(as_tensor(ids, torch.long), as_tensor(positions, torch.long), as_tensor(weights, torch.float))
 
 
-def packed_token_logprobs(policy, input_ids: torch.Tensor, position_ids: torch.Tensor,
+def packed_token_logprobs(policy: BackbonePolicy, input_ids: torch.Tensor, position_ids: torch.Tensor,
                           select: torch.Tensor | None = None) -> torch.Tensor:
     """Log-probs of each token given the tokens before it in its own example: [B, L - 1] for tokens 1..L-1
     (meaningless where a new example or the padding starts), or with `select` [B, L] (bool) only those
     of the selected tokens, flat [N] (the lm-head then runs on those positions alone)."""
-    _, head = policy._backbone_and_head()
-    with policy.autocast():  # the training backbone: through the DDP wrapper when data-parallel (HFPolicy)
+    _, head = policy.backbone_and_head()
+    with policy.autocast():  # the training backbone: through the DDP wrapper when data-parallel
         hidden = policy.training_backbone()(input_ids=input_ids, position_ids=position_ids, attention_mask=None,
                                             use_cache=False).last_hidden_state[:, :-1]
     targets = input_ids[:, 1:]
@@ -170,5 +171,5 @@ def packed_token_logprobs(policy, input_ids: torch.Tensor, position_ids: torch.T
         keep = select[:, 1:]
         hidden, targets = hidden[keep].unsqueeze(0), targets[keep].unsqueeze(0)
     with policy.autocast():
-        logprobs, _ = chunked_token_logprobs(hidden, head.weight, targets, 1.0, getattr(policy, "logprob_chunk", 64))
+        logprobs, _ = chunked_token_logprobs(hidden, head.weight, targets, 1.0, policy.logprob_chunk)
     return logprobs[0] if select is not None else logprobs

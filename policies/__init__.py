@@ -1,6 +1,7 @@
 """Policies: Hugging Face causal LMs as RL policies, sampling, scoring, model loading, and the process reward model."""
 from policies.adapter_roles import AdapterRole, add_adapter
-from policies.base import Policy
+from policies.base import BackbonePolicy, DataParallelPolicy, Policy, TrainableModel, TrainablePolicy
+from policies.contract import check_contract
 from policies.generation import Generation
 from policies.hf import HFPolicy, LoraSettings
 from policies.few_shot import FewShotStepwisePolicy
@@ -16,7 +17,8 @@ from policies.models import (
 )
 
 __all__ = [
-    "Policy", "AdapterRole", "add_adapter", "Generation", "HFPolicy", "FewShotStepwisePolicy", "LoraSettings", "EMBEDDED_MODEL", "ModelNotFoundError",
+    "Policy", "TrainableModel", "TrainablePolicy", "DataParallelPolicy", "BackbonePolicy", "check_contract",
+    "AdapterRole", "add_adapter", "Generation", "HFPolicy", "FewShotStepwisePolicy", "LoraSettings", "EMBEDDED_MODEL", "ModelNotFoundError",
     "ModelLoadError", "build_tiny_model", "build_tiny_tokenizer", "load_model_and_tokenizer",
     "ProcessRewardModel", "aggregate_step_scores", "prompt_ids",
 ]

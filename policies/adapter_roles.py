@@ -44,19 +44,28 @@ class AdapterRole(Policy):
         self.policy, self.adapter = policy, adapter
         self.tokenizer = policy.tokenizer
         self.use_chat_template = policy.use_chat_template
+        self.system_prompt, self.name_or_path = policy.system_prompt, policy.name_or_path
         self.device = policy.device
+
+    @property
+    def on_tokens(self):
+        """The shared policy's progress hook (it does this role's sampling)."""
+        return self.policy.on_tokens
+
+    @on_tokens.setter
+    def on_tokens(self, hook) -> None:
+        self.policy.on_tokens = hook
 
     @contextmanager
     def active(self):
         """This role's adapter on, and the sampler that honours it (the plain decoder)."""
-        model, fast = self.policy.model, self.policy.fast_decoder
+        model = self.policy.model
         previous = model.active_adapter
         model.set_adapter(self.adapter)
-        self.policy.fast_decoder = None
         try:
-            yield
+            with self.policy.plain_decoding():
+                yield
         finally:
-            self.policy.fast_decoder = fast
             model.set_adapter(previous)
 
     def format_prompt(self, observation: str) -> list[int]:

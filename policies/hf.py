@@ -2,15 +2,15 @@
 from __future__ import annotations
 
 import copy
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, ContextManager
+from typing import Callable, ContextManager, Iterator
 
 import torch
 
 from policies.attention_backends import variable_length_attention
-from policies.base import Policy
+from policies.base import BackbonePolicy, DataParallelPolicy
 from policies.generation import RowKeys, decode, stop_lists
 from policies.logprobs import chunked_token_logprobs, completion_hidden_states, completion_targets
 from policies.models import EMBEDDED_ALIASES, EMBEDDED_MODEL, SYSTEM_PROMPT_FILE, load_model_and_tokenizer
@@ -47,8 +47,8 @@ def default_device() -> torch.device:
     return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if torch.cuda.is_available() else torch.device("cpu")
 
 
-class HFPolicy(Policy):
-    """Wraps an `AutoModelForCausalLM` and its tokenizer.
+class HFPolicy(BackbonePolicy, DataParallelPolicy):
+    """Wraps an `AutoModelForCausalLM` and its tokenizer; implements every protocol of policies/base.py.
 
     Args:
         model: a model name or path (str), or an already built model (then pass `tokenizer`). A folder
@@ -107,6 +107,7 @@ class HFPolicy(Policy):
         self.bf16 = True  # bf16 autocast on CUDA; the trainer sets it from its config
         self.on_tokens = None  # progress hook: called with the number of tokens sampled since its last call
         self._parallel_backbone: torch.nn.Module | None = None  # a DDP wrapper of the backbone (training passes)
+        self._sampling_weights: Callable[[], ContextManager] | None = None  # FSDP: the layers gathered to sample
         self.is_lora = lora is not None or hasattr(self.model, "peft_config")
         # the base an adapter saved from this policy names: a loaded adapter keeps the one it recorded
         self.base_name_or_path = (next(iter(self.model.peft_config.values())).base_model_name_or_path
@@ -147,7 +148,7 @@ class HFPolicy(Policy):
         self.model.eval()
         use_cache = getattr(self.model.config, "use_cache", True)
         self.model.config.use_cache = True
-        weights = getattr(self, "_sampling_weights", None)
+        weights = self._sampling_weights
         try:
             with self.autocast(), (weights() if weights is not None else nullcontext()):
                 if self.fast_decoder is not None:
@@ -179,7 +180,7 @@ class HFPolicy(Policy):
         one compilation, with symbolic batch and length, serves them all); the sampling
         path has its own (policies/fast_decode.py). Not with gradient checkpointing or a 4-bit base;
         returns whether it compiled."""
-        backbone = self._backbone_and_head()[0]
+        backbone = self.backbone_and_head()[0]
         layers = getattr(backbone, "layers", None)
         if layers is None or self.gradient_checkpointing or self.quantized:
             return False
@@ -187,14 +188,15 @@ class HFPolicy(Policy):
             layer.compile(backend=backend, dynamic=True)  # every micro-batch's length differs: symbolic from the start
         return True
 
-    def _backbone_and_head(self):
+    def backbone_and_head(self) -> tuple[torch.nn.Module, torch.nn.Module]:
+        """(decoder backbone, lm-head) of the model (under LoRA: of peft's wrapped base, adapters included)."""
         base = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
         return base.model, base.lm_head
 
     def data_parallel_module(self) -> torch.nn.Module:
         """The module every training forward pass runs through: the decoder backbone (LoRA layers included;
         the lm-head, used as a weight, outside unless tied to the input embeddings)."""
-        return self._backbone_and_head()[0]
+        return self.backbone_and_head()[0]
 
     def use_data_parallel(self, wrapper: torch.nn.Module | None) -> None:
         """Run grad-enabled backbone passes through `wrapper` (DDP around `data_parallel_module()`, so its
@@ -207,8 +209,8 @@ class HFPolicy(Policy):
 
     def training_backbone(self) -> torch.nn.Module:
         """The backbone to call for a forward pass: the data-parallel wrapper when set and gradients are on."""
-        wrapper = getattr(self, "_parallel_backbone", None)
-        return wrapper if wrapper is not None and torch.is_grad_enabled() else self._backbone_and_head()[0]
+        wrapper = self._parallel_backbone
+        return wrapper if wrapper is not None and torch.is_grad_enabled() else self.backbone_and_head()[0]
 
     def token_logprobs(self, input_ids, attention_mask, completion_start, temperature=1.0, entropy_grad=False):
         logprobs, entropy, _ = self.completion_outputs(input_ids, attention_mask, completion_start, temperature,
@@ -226,7 +228,7 @@ class HFPolicy(Policy):
 
     def completion_outputs(self, input_ids, attention_mask, completion_start, temperature=1.0, entropy_grad=False):
         """(log-probs, entropies, hidden states) of the completion tokens from one backbone pass."""
-        _, head = self._backbone_and_head()
+        _, head = self.backbone_and_head()
         h = self.completion_hidden(input_ids, attention_mask, completion_start)
         with self.autocast():
             targets = completion_targets(input_ids, completion_start)
@@ -238,21 +240,46 @@ class HFPolicy(Policy):
     def frozen_copy(self) -> "HFPolicy":
         """A frozen copy (the KL reference). For LoRA policies the reference shares the model: the base until
         a re-sync, then a reference adapter (policies/reference_adapter.py)."""
-        ref = copy.copy(self)
-        ref.fast_decoder = None  # the policy's decoder computes with the policy's weights, not the copy's
-        ref._parallel_backbone = None  # the reference never trains
-        ref._sampling_weights = None  # ... nor samples
         if self.is_lora:
-            ref.model = self.model  # callers use `reference_context()` to disable the adapters
-        else:
-            ref.model = copy.deepcopy(self.model)
-            ref.model.requires_grad_(False)
-            ref.model.eval()
-            if self.device.type == "cuda" and self.bf16:
-                cast_linear_weights(ref._backbone_and_head()[0], torch.bfloat16)  # the copy's own model
+            return self.with_model(self.model)  # callers use `reference_context()` to disable the adapters
+        model = copy.deepcopy(self.model)
+        model.requires_grad_(False)
+        model.eval()
+        ref = self.with_model(model)
+        if self.device.type == "cuda" and self.bf16:
+            cast_linear_weights(ref.backbone_and_head()[0], torch.bfloat16)  # the copy's own model
         return ref
 
-    def parameters(self):
+    def with_model(self, model: torch.nn.Module, device: str | torch.device | None = None) -> "HFPolicy":
+        """A shallow copy of this policy (tokenizer, prompting, settings) around `model` on `device` (default:
+        this policy's), without what computes with this policy's own model: its fast decoder, data-parallel
+        wrapper and sampling context."""
+        twin = copy.copy(self)
+        twin.model = model
+        twin.device = self.device if device is None else torch.device(device)
+        twin.fast_decoder = None
+        twin._parallel_backbone = None
+        twin._sampling_weights = None
+        return twin
+
+    def unsharded_copy(self, state_dict: dict[str, torch.Tensor]) -> "HFPolicy":
+        """A whole CPU copy holding `state_dict`, the gathered weights of this FSDP-sharded policy, to `save`
+        from (policies/unsharded.py)."""
+        from policies.unsharded import unsharded_copy
+
+        return unsharded_copy(self, state_dict)
+
+    @contextmanager
+    def plain_decoding(self) -> Iterator[None]:
+        """Sample with the plain decode loop inside (e.g. while another LoRA adapter is active: a CUDA graph
+        captured with one adapter would keep computing with it)."""
+        fast, self.fast_decoder = self.fast_decoder, None
+        try:
+            yield
+        finally:
+            self.fast_decoder = fast
+
+    def parameters(self) -> list[torch.Tensor]:
         return [p for p in self.model.parameters() if p.requires_grad]
 
     def save(self, directory: str | Path, generation: dict | None = None, merged: bool = False) -> None:
@@ -299,5 +326,5 @@ class HFPolicy(Policy):
     def state_dict(self) -> dict:
         return {k: v for k, v in self.model.state_dict().items()}
 
-    def load_state_dict(self, state: dict) -> None:
-        self.model.load_state_dict(state)
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.model.load_state_dict(state_dict)

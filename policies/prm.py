@@ -25,6 +25,7 @@ from torch import nn
 from core.jsonl import read_json
 from core.messages import first_line
 from policies.attention_backends import variable_length_attention
+from policies.base import BackbonePolicy
 from policies.prompting import prompt_ids
 from policies.value import ValueHead
 
@@ -90,13 +91,13 @@ class ProcessRewardModel(nn.Module):
 
     # ------------------------------------------------------------------ construction and persistence
     @classmethod
-    def from_policy(cls, policy, aggregation: str = "min") -> "ProcessRewardModel":
-        """A PRM on a copy of an `HFPolicy`'s backbone (LoRA adapters merged in), with its tokenizer, system
+    def from_policy(cls, policy: BackbonePolicy, aggregation: str = "min") -> "ProcessRewardModel":
+        """A PRM on a copy of a policy's backbone (LoRA adapters merged in), with its tokenizer, system
         prompt and chat-template setting; the head starts at zero (every step scores 0.5)."""
         if getattr(policy, "is_lora", False):
             backbone = copy.deepcopy(policy.model).merge_and_unload().base_model
         else:
-            backbone = copy.deepcopy(policy._backbone_and_head()[0])
+            backbone = copy.deepcopy(policy.backbone_and_head()[0])
         backbone.requires_grad_(True)
         return cls(backbone, policy.tokenizer, policy.system_prompt, policy.use_chat_template, aggregation,
                    name_or_path=policy.name_or_path).to(policy.device)

@@ -12,11 +12,12 @@ import copy
 
 import torch
 
+from policies.base import TrainablePolicy
 from policies.reference_adapter import REFERENCE_ADAPTER
 
 
-def unsharded_copy(policy, state: dict[str, torch.Tensor]):
-    """A shallow copy of `policy` whose model is a plain CPU rebuild of `policy.model` holding `state`
+def unsharded_copy(policy, state: dict[str, torch.Tensor]) -> TrainablePolicy:
+    """A copy of the HFPolicy `policy` (`HFPolicy.with_model`) around a plain CPU rebuild of `policy.model` holding `state`
     (the model's whole state dict). The KL reference adapter, if any, is left out (`save` never writes it)."""
     model = policy.model
     is_peft = hasattr(model, "peft_config")
@@ -37,7 +38,4 @@ def unsharded_copy(policy, state: dict[str, torch.Tensor]):
                          f"(missing {missing[:3]}, unexpected {unexpected[:3]})")
     rebuilt.load_state_dict({k: state[k] for k in wanted})
     rebuilt.eval()
-    whole = copy.copy(policy)
-    whole.model, whole.device = rebuilt, torch.device("cpu")
-    whole.fast_decoder, whole._parallel_backbone, whole._sampling_weights = None, None, None
-    return whole
+    return policy.with_model(rebuilt, "cpu")

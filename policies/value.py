@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from policies.attention_backends import variable_length_attention
+from policies.base import BackbonePolicy
 from policies.logprobs import completion_hidden_states
 
 
@@ -56,10 +57,10 @@ class CriticModel(nn.Module):
         return self.head(completion_hidden_states(hidden, completion_start))
 
 
-def build_value_model(policy, spec: str = "shared") -> nn.Module:
+def build_value_model(policy: BackbonePolicy, spec: str = "shared") -> nn.Module:
     """`spec`: "shared" (a head on the policy backbone), "copy" (a critic initialised from a copy of the
     policy's backbone), or a model name/path (a critic from that causal LM; same tokenizer required)."""
-    backbone, _ = policy._backbone_and_head()
+    backbone, _ = policy.backbone_and_head()
     if spec == "shared":
         return ValueHead(backbone.config.hidden_size).to(policy.device)
     if spec == "copy":

@@ -119,7 +119,7 @@ def test_values_come_from_the_same_backbone_pass(tiny_policy, tmp_path):
     trajs = fixed_batch(tiny_policy)
     algo.prepare(trajs)
     calls = []
-    backbone, _ = tiny_policy._backbone_and_head()
+    backbone, _ = tiny_policy.backbone_and_head()
     handle = backbone.register_forward_hook(lambda *args: calls.append(1))
     before = algo.value_model.linear.weight.detach().clone()
     algo.update_step(trajs)

@@ -27,6 +27,8 @@ import torch
 from training import distributed as dist
 from training import fsdp
 from training.config import DATA_PARALLEL_MODES
+from policies.base import DataParallelPolicy
+from policies.contract import check_contract
 
 
 class GradientAverager:
@@ -39,13 +41,12 @@ class GradientAverager:
         self.sharded: list[torch.nn.Module] = []  # the FSDP2 modules (mode "fsdp")
         self._wrapped: set[int] = set()  # ids of the parameters DDP or FSDP averages
         several = dist.is_initialized() and dist.world_size() > 1
-        if mode == "ddp" and several and hasattr(policy, "data_parallel_module"):
+        if mode == "ddp" and several and isinstance(policy, DataParallelPolicy):
             self.ddp = wrap(policy.data_parallel_module())
             policy.use_data_parallel(self.ddp)
             self._wrapped = {id(p) for p in self.ddp.module.parameters() if p.requires_grad}
         elif mode == "fsdp" and several:
-            if not hasattr(policy, "data_parallel_module"):
-                raise ValueError(f"data_parallel='fsdp' needs an HFPolicy-like policy, got {type(policy).__name__}")
+            check_contract(policy, DataParallelPolicy, "data_parallel='fsdp'")
             self.sharded = fsdp.shard(policy.data_parallel_module())
             policy.use_sampling_weights(lambda: fsdp.full_weights(self.sharded))
             self._wrapped = {id(p) for p in policy.parameters() if fsdp.is_sharded(p)}

@@ -31,6 +31,8 @@ from training.guards import NonFiniteTrainingError, warn
 from training.plots import plot_run
 from training.progress import phase_bar
 from training.run_logger import RunLogger
+from policies.base import TrainableModel
+from policies.contract import check_contract
 
 
 class Trainer(ABC):
@@ -45,12 +47,13 @@ class Trainer(ABC):
     """
 
     config_class = TrainerConfig
+    policy_contract: type = TrainableModel  # what it calls on its policy (policies/base.py); refused without it
     plot_panels: Sequence = (("loss", ["loss", "eval_loss"], "loss"),)   # metrics.png (see algorithms/plots.py)
     progress_metrics: dict[str, tuple[str, str]] = {"loss": ("loss", ".4f")}  # bar label -> (metric, format)
 
     def __init__(self, policy, config: TrainerConfig | None = None):
         self.config = self.checked_config(config)
-        self.policy = policy
+        self.policy = self.checked_policy(policy)
         dist.init_from_env()  # a torchrun launch: join the process group (no-op otherwise, or if joined)
         self.device = getattr(policy, "device", torch.device("cpu"))
         if hasattr(policy, "bf16"):
@@ -81,6 +84,12 @@ class Trainer(ABC):
     def checked_config(cls, config: TrainerConfig | None) -> TrainerConfig:
         """`config` (None: `config_class()`), or a one-line TypeError naming the config class expected."""
         return checked_config(cls.__name__, cls.config_class, config)
+
+    @classmethod
+    def checked_policy(cls, policy: Any) -> Any:
+        """`policy` when it has every member of `policy_contract`, each method callable as declared, else a
+        one-line TypeError naming what it lacks."""
+        return check_contract(policy, cls.policy_contract, cls.__name__)
 
     # ------------------------------------------------------------------ what a subclass supplies
     @abstractmethod

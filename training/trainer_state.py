@@ -223,10 +223,8 @@ def write_model_folder(policy, final: Path, generation: dict | None) -> Path:
 
 def write_sharded_model_folder(policy, final: Path, generation: dict | None) -> Path | None:
     """`write_model_folder` under FSDP, called on every rank: the shards are gathered on rank 0's CPU,
-    which writes the folder from an unsharded copy of the policy (policies/unsharded.py). Returns the
+    which writes the folder from the policy's `unsharded_copy` (policies/unsharded.py). Returns the
     folder (None off rank 0)."""
-    from policies.unsharded import unsharded_copy
-
     state = sharded.gathered_state(policy.model)
-    folder = dist.main_result(lambda: write_model_folder(unsharded_copy(policy, state), final, generation))
+    folder = dist.main_result(lambda: write_model_folder(policy.unsharded_copy(state), final, generation))
     return folder if dist.is_main() else None
