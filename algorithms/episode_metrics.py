@@ -17,7 +17,7 @@ def episode_metrics(trajectories: list[Trajectory], iteration: int, grouped: boo
     rewards = [t.env_reward for t in trajectories]
     metrics = {
         "reward_mean": float(np.mean(rewards)), "reward_std": float(np.std(rewards)),
-        "train_accuracy": float(np.mean([bool(t.info.get("correct", False)) for t in trajectories])),
+        "train_accuracy": float(np.mean([t.outcome.correct for t in trajectories])),
         "completion_length": sum(t.num_generated_tokens for t in trajectories) / max(len(trajectories), 1),
         "truncated_fraction": float(np.mean([t.truncated for t in trajectories])),
         "rewards": [round(r, 4) for r in rewards],

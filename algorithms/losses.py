@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from episodes.env_state import is_multi_step
 from episodes.limits import episode_step_limit
 
 
@@ -17,11 +18,11 @@ def completion_budget(config, env=None) -> int:
     """Most tokens one episode may generate: the "constant" loss normaliser and DAPO's overlong limit.
 
     `loss_length_normalizer` when set, else `max_new_tokens` per action times the env's step limit
-    (`episode_step_limit`) for multi-step envs (any `mode` but "single"). Without an env: one action's
+    (`episode_step_limit`) for multi-step envs (`is_multi_step`). Without an env: one action's
     budget, the smallest any env gives (what a config can check on its own).
     """
     steps = 1
-    if env is not None and getattr(getattr(env, "unwrapped", env), "mode", "single") != "single":
+    if env is not None and is_multi_step(env):
         steps = episode_step_limit(env)
     return config.loss_length_normalizer or config.max_new_tokens * steps
 

@@ -222,7 +222,7 @@ def sibling_pairs(tree: SearchTree, question: str, margin: float) -> list[StepPa
     higher one chosen; the pair's margin is the difference); source "mcts". A step without text (the
     policy's end-of-sequence token alone) is in no pair: a PRM has nothing to read there."""
     pairs = []
-    problem_id = str(tree.root.branch.info.get("problem_id", ""))
+    problem_id = tree.root.branch.outcome.problem_id
     for node in walk(tree.root):
         if len(node.children) < 2:
             continue

@@ -1,4 +1,4 @@
-"""Reflection metrics over finished episodes of a ``ReflectionEnv`` (per-turn answers in their info).
+"""Reflection metrics over finished episodes of a ``ReflectionEnv`` (per-turn answers in their outcome).
 
 - ``p1@t1``: the actor's first answer is correct;
 - ``m1@t{T}``: the most frequent parsed answer among the first T turns' (ties: the first seen; unparsed
@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from search.evaluate import episode_starts, majority_correct
-from buffers import Trajectory
+from buffers import EpisodeOutcome, Trajectory
 from episodes.rollout import SamplingSettings, rollout
 from policies.base import Policy
 
@@ -23,15 +23,12 @@ DEFAULT_TURNS = 5
 
 
 def turn_record(episode: Trajectory | Mapping[str, Any]) -> tuple[list[str | None], list[bool]]:
-    """(parsed answers, verdicts) of an episode's actor turns, from a Trajectory or its info mapping."""
-    info = episode.info if isinstance(episode, Trajectory) else episode
-    if not isinstance(info, Mapping) or not isinstance(info.get("turn_correct"), list) or not info["turn_correct"]:
+    """(parsed answers, verdicts) of an episode's actor turns, from a Trajectory's outcome or an info mapping."""
+    outcome = episode.outcome if isinstance(episode, Trajectory) else EpisodeOutcome.from_info(episode)
+    if not outcome.turn_correct:
         raise ValueError("reflection metrics need ReflectionEnv episodes: info['turn_correct'] is missing or empty")
-    correct = [bool(c) for c in info["turn_correct"]]
-    answers = list(info.get("turn_answers") or [None] * len(correct))
-    if len(answers) != len(correct):
-        raise ValueError(f"info['turn_answers'] has {len(answers)} entries but info['turn_correct'] {len(correct)}")
-    return answers, correct
+    correct = list(outcome.turn_correct)
+    return list(outcome.turn_answers or [None] * len(correct)), correct
 
 
 def reflection_metrics(episodes: Iterable[Trajectory | Mapping[str, Any]],

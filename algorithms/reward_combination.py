@@ -163,9 +163,10 @@ def combine(matrix: np.ndarray | Sequence[Sequence[float]], method: str,
 
 
 def components_of(t: Trajectory, method: str) -> Mapping[str, float | None]:
-    """The episode's `info["reward_components"]`, or a one-line ValueError when the env reports none."""
-    components = t.info.get("reward_components")
-    if not isinstance(components, Mapping) or not components:
+    """The episode's reward components (`outcome.reward_components`, as a dict: it may cross processes), or a
+    one-line ValueError when the env reports none."""
+    components = dict(t.outcome.reward_components)
+    if not components:
         raise ValueError(f"reward_combination={method!r} needs info['reward_components'] (name -> value) on every "
                          f"episode, as LanguageEnv reports it; episode of group {t.group_id} has none (use 'env')")
     return components

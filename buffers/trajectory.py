@@ -1,11 +1,13 @@
 """`Trajectory`: one episode as the trainer sees it, in exact token ids."""
 from __future__ import annotations
 
+import copy
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Sequence
 
 from buffers.fields import TOKEN_REWARD_SHAPING
+from buffers.outcome import EpisodeOutcome
 
 
 @dataclass
@@ -19,7 +21,9 @@ class Trajectory:
     episodes have one step ending at the last token. `reward` is the episode's total reward, shaping
     included; `env_reward` is the env's own (before any shaping, the sum of which is named in `shaping`).
     `iteration` is the training iteration that sampled it; `token_data` holds the declared per-token
-    fields (buffers.fields.TokenField) by name. `info` is what the env returned, nothing else.
+    fields (buffers.fields.TokenField) by name. `info` is what the env returned, nothing else; `outcome` is
+    the episode's facts the trainer reads (buffers.outcome.EpisodeOutcome: verdict, parsed answer, reward
+    components and errors, problem id, turn records), built from `info` when not given.
     roles[t] names who wrote token t in an episode of several roles (the acting role's name for sampled
     tokens, "env" or the injected turn's role for injected ones); empty for single-role episodes.
     """
@@ -40,8 +44,13 @@ class Trajectory:
     token_data: dict[str, list[float]] = field(default_factory=dict)
     shaping: dict[str, float] = field(default_factory=dict)
     roles: list[str] = field(default_factory=list)
+    outcome: EpisodeOutcome = None  # type: ignore[assignment]  # None: EpisodeOutcome.from_info(info)
 
     def __post_init__(self) -> None:
+        if self.outcome is None:
+            self.outcome = EpisodeOutcome.from_info(self.info)
+        elif not isinstance(self.outcome, EpisodeOutcome):
+            raise ValueError(f"Trajectory: outcome must be an EpisodeOutcome, got {type(self.outcome).__name__}")
         n = len(self.completion_ids)
         if len(self.logprobs) != n or len(self.completion_mask) != n:
             raise ValueError(
@@ -92,15 +101,21 @@ class Trajectory:
         self.shaping.clear()
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """Plain data (JSON-ready when the env's info is): every field, the outcome as its own dict."""
+        data = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self) if f.name != "outcome"}
+        return {**data, "outcome": self.outcome.to_dict()}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Trajectory":
         """Build from `to_dict` output, checking every field first (ValueError naming the field). Records
         written before `env_reward`, `iteration`, `token_data`, `shaping` and `roles` existed load with their
-        defaults."""
+        defaults; one written before `outcome` existed gets the outcome its saved info reports (the same
+        one, but for the engine's per-action records, which it never held)."""
         check_fields(data)
-        return cls(**data)
+        values = dict(data)
+        if values.get("outcome") is not None:
+            values["outcome"] = EpisodeOutcome.from_dict(values["outcome"])
+        return cls(**values)
 
 
 def _is_int(x) -> bool:
@@ -159,6 +174,8 @@ def check_fields(data: dict) -> None:
     for name, amount in data.get("shaping", {}).items():
         if not _is_finite(amount):
             raise ValueError(f"shaping[{name!r}] must be a finite number, got {amount!r}")
+    if data.get("outcome") is not None and not isinstance(data["outcome"], dict):
+        raise ValueError(f"outcome must be dict or null, got {type(data['outcome']).__name__}")
 
 
 def _check_token_data(token_data: dict, n: int) -> None:

@@ -14,6 +14,10 @@ Modes (a class lists the ones it supports in ``modes``):
 - any other mode (``"stepwise"``, ``"multi_turn"``): each action is one step; the episode ends when
   ``is_final_action(action)`` (terminated) or after ``max_steps`` steps (truncated).
 
+Code outside the env asks the capabilities, never the mode: ``is_multi_step`` (an episode may take several
+actions: any mode but ``"single"``) and ``is_stepwise`` (each action is one reasoning step ending at a line
+break: mode ``"stepwise"``). A subclass whose modes mean something else overrides them.
+
 Every observation is the full transcript so far, and each new observation is the previous one plus
 the action plus ``info["injected_text"]`` (what the env wrote after it; ``info["injected_role"]`` is
 None for raw text, or the chat role, "tool" or "user", of a turn holding it), so a trainer can rebuild
@@ -181,11 +185,23 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
         ``max_steps`` truncates it, unscored for correctness. Not called in single mode."""
         return False
 
+    @property
+    def is_multi_step(self) -> bool:
+        """Whether an episode may take several actions (any mode but "single"); False: one action, the whole
+        solution, ends it."""
+        return self.mode != "single"
+
+    @property
+    def is_stepwise(self) -> bool:
+        """Whether each action is one reasoning step ending at a line break (mode "stepwise"): the steps a
+        PRM scores and tree search expands."""
+        return self.mode == "stepwise"
+
     def respond(self, action: str, final: bool) -> tuple[str, str | None]:
         """(text the env writes after ``action``, its role: None for raw text, or "tool"/"user" for a chat
         turn). ``final``: the action ends the episode. Base: nothing in single mode; in multi-step modes a
         line break unless the action ends with one."""
-        if self.mode == "single":
+        if not self.is_multi_step:
             return "", None
         return ("" if action.endswith("\n") else "\n"), None
 
@@ -196,7 +212,7 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
         Single mode: None (the model stops at its end-of-sequence token or the length limit); other
         modes: at a line break.
         """
-        return None if self.mode == "single" else ["\n"]
+        return ["\n"] if self.is_multi_step else None
 
     @property
     def current_role(self) -> str:
@@ -222,7 +238,7 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
         self._problem_index = index
         self._problem = self.get_problem(index)
         prompt = self.build_prompt(self._problem)
-        needs_newline = self.mode == "stepwise" and not prompt.endswith("\n")
+        needs_newline = self.is_stepwise and not prompt.endswith("\n")
         self._context = prompt + "\n" if needs_newline else prompt
         self._started, self._done = True, False
         info = {
@@ -272,7 +288,7 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
         action_truncated = len(action) > self.max_action_chars
         if action_truncated:
             action = action[: self.max_action_chars]  # like a generation cut at its length limit
-        terminated = self.mode == "single" or bool(self.is_final_action(action))
+        terminated = not self.is_multi_step or bool(self.is_final_action(action))
         injected, role = self.respond(action, terminated)
         self._steps.append(action)
         self._injected.append(injected)

@@ -7,8 +7,11 @@ every live branch given, in one batched `Policy.sample` call per role, each row 
 strings, then steps the env from each branch's own state. Text the env writes after an action
 (`info["injected_text"]`) is appended as raw text tokens (`info["injected_role"]` None) or as a
 chat-template turn of that role ("tool", "user") followed by the next assistant turn's opening; it is
-masked out of the loss (mask 0, log-prob 0.0). Branches are plain dataclasses: `snapshot()` copies
-one, and a copy can be advanced later (tree search), alone or with others.
+masked out of the loss (mask 0, log-prob 0.0). Each action is recorded (`ActionRecord`: role, text, the
+env's injected text and role), and `Branch.outcome` is the episode's typed `EpisodeOutcome` (the env's
+info as `EpisodeOutcome.from_info` reads it, with those records): what search, metrics and trainers read.
+Branches are plain dataclasses: `snapshot()` copies one, and a copy can be advanced later (tree search),
+alone or with others.
 
 Sampling noise: with `sample_key`, a branch's action is drawn with the key (sample_key, group id,
 index in group, actions taken so far), so what it samples does not depend on which branches share its
@@ -23,7 +26,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from buffers import Trajectory
+from buffers import ActionRecord, EpisodeOutcome, Trajectory
 from episodes.env_state import DEFAULT_ROLE, get_branch_state, next_role, next_stop_strings, set_branch_state
 from episodes.limits import episode_step_limit
 from policies.base import Policy
@@ -47,7 +50,8 @@ class Branch:
 
     ids/logprobs/mask/roles are per completion token (model-sampled: mask 1 and its behaviour log-prob;
     env-injected: mask 0, log-prob 0.0). `role` and `stop` describe the next action, as the env in
-    `state` says. `snapshot()` is an independent copy that can be advanced later.
+    `state` says. `actions` records each action played (see `ActionRecord`). `snapshot()` is an independent
+    copy that can be advanced later.
     """
 
     group_id: int
@@ -66,11 +70,18 @@ class Branch:
     truncated: bool = False
     info: dict = field(default_factory=dict)  # the reset's info, updated by every step's
     text: str = ""
+    actions: list[ActionRecord] = field(default_factory=list)
 
     @property
     def steps(self) -> int:
         """Actions taken so far."""
         return len(self.step_ends)
+
+    @property
+    def outcome(self) -> EpisodeOutcome:
+        """The episode's facts so far: its env's latest info, typed (reward errors of every step), and its
+        actions."""
+        return EpisodeOutcome.from_info(self.info, self.actions)
 
     def snapshot(self) -> "Branch":
         """A deep copy: advancing either one leaves the other as it is."""
@@ -87,7 +98,7 @@ class Branch:
                           completion_mask=self.mask, reward=float(sum(self.step_rewards)),
                           step_rewards=self.step_rewards, step_ends=self.step_ends, group_id=self.group_id,
                           truncated=self.truncated or not self.done, text=self.text, info=info,
-                          roles=list(self.roles) if acted - {DEFAULT_ROLE} else [])
+                          roles=list(self.roles) if acted - {DEFAULT_ROLE} else [], outcome=self.outcome)
 
 
 class EpisodeEngine:
@@ -186,9 +197,11 @@ class EpisodeEngine:
             branch.info["reward_errors"] = {str(k): str(v) for k, v in errors.items()}
         branch.done = done
         branch.truncated = branch.truncated or bool(truncated) or generation.finish_reason == "length"
-        injected = info.get("injected_text", "")
-        if injected and not done:
-            _inject(branch, policy, injected, info.get("injected_role"))
+        injected = (info.get("injected_text") or "") if not done else ""  # nothing follows the final action
+        injected_role = info.get("injected_role") if injected else None
+        branch.actions.append(ActionRecord(acting, generation.text, injected, injected_role))
+        if injected:
+            _inject(branch, policy, injected, injected_role)
 
 
 def _inject(branch: Branch, policy: Policy, text: str, role: str | None) -> None:

@@ -2,7 +2,8 @@
 
 Wrapped envs (any ``gymnasium.Wrapper`` chain, e.g. ``TimeLimit(env)``) work: ``reset`` and ``step``
 go through the wrappers, so their logic applies; ``get_state``/``set_state``/``stop_strings``/
-``current_role`` are read from ``env.unwrapped``. Each wrapper's plain-data attributes (numbers,
+``current_role`` are read from ``env.unwrapped``; the capabilities ``is_multi_step`` and ``is_stepwise``
+through ``get_wrapper_attr`` (a wrapper may declare its own). Each wrapper's plain-data attributes (numbers,
 strings, None and lists, tuples, dicts of them, e.g. TimeLimit's step counter) are saved and restored
 with the episode state, so branches never see each other's steps; any other attribute is shared by all
 branches.
@@ -13,6 +14,7 @@ import copy
 from typing import Any
 
 DEFAULT_ROLE = "policy"  # the role that acts in an env that names none
+_UNSET = object()
 
 
 def get_branch_state(env) -> dict[str, Any]:
@@ -27,16 +29,24 @@ def set_branch_state(env, state: dict[str, Any]) -> None:
     base_env(env).set_state(state["env"])
 
 
+def is_multi_step(env) -> bool:
+    """Whether an episode of the (possibly wrapped) env may take several actions: its ``is_multi_step``
+    (``LanguageEnv``: any mode but "single"); False for a plain env that does not say."""
+    return _capability(env, "is_multi_step")
+
+
 def is_stepwise(env) -> bool:
-    """Whether the env takes one reasoning step per action (``mode == "stepwise"``)."""
-    return getattr(base_env(env), "mode", "single") == "stepwise"
+    """Whether each action of the (possibly wrapped) env is one reasoning step ending at a line break: its
+    ``is_stepwise`` (``LanguageEnv``: mode "stepwise"); False for a plain env that does not say."""
+    return _capability(env, "is_stepwise")
 
 
 def next_stop_strings(env) -> list[str] | None:
     """Stop strings for the env's next action in its current state: its ``stop_strings``, else ["\\n"]
     for stepwise envs and None (stop at EOS or the length limit) for others."""
-    default = ["\n"] if is_stepwise(env) else None
-    stop = getattr(base_env(env), "stop_strings", default)
+    stop = getattr(base_env(env), "stop_strings", _UNSET)
+    if stop is _UNSET:
+        stop = ["\n"] if is_stepwise(env) else None
     return list(stop) if stop is not None else None
 
 
@@ -46,6 +56,18 @@ def next_role(env) -> str:
     if not isinstance(role, str) or not role:
         raise ValueError(f"{type(base_env(env)).__name__}.current_role must be a non-empty str; got {role!r}")
     return role
+
+
+def _capability(env, name: str) -> bool:
+    """A declared capability: through gymnasium's ``get_wrapper_attr`` (the outermost wrapper that defines it,
+    else the env), or the attribute of a plain env; False when none defines it. A non-bool is a ValueError."""
+    try:
+        value = env.get_wrapper_attr(name) if hasattr(env, "get_wrapper_attr") else getattr(env, name)
+    except AttributeError:
+        return False
+    if not isinstance(value, bool):
+        raise ValueError(f"{type(base_env(env)).__name__}.{name} must be a bool; got {value!r}")
+    return value
 
 
 def base_env(env):

@@ -65,12 +65,12 @@ def evaluate(policy, env, episodes: int = 256, max_new_tokens: int = 64, k: int 
         episodes_done.extend(trajs)
         for g in range(len(chunk)):
             group = trajs[g * k:(g + 1) * k]
-            correct = [bool(t.info.get("correct", False)) for t in group]
+            correct = [t.outcome.correct for t in group]
             accuracy.extend(correct)
             lengths.extend(t.num_generated_tokens for t in group)
             if k > 1:
                 pass_k.append(pass_at_k(k, sum(correct), k))
-                maj_k.append(majority_correct([t.info.get("parsed_answer") for t in group], correct))
+                maj_k.append(majority_correct([t.outcome.parsed_answer for t in group], correct))
     bar.close()
     result = {"accuracy": sum(accuracy) / max(len(accuracy), 1), "episodes": float(len(starts)),
               "mean_length": sum(lengths) / max(len(lengths), 1), **component_means(episodes_done),

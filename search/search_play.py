@@ -44,15 +44,14 @@ def step_scores(scorer: StepScorer, branches: Sequence[Branch]) -> list[list[flo
 
 def parsed_answer(branch: Branch) -> str | None:
     """The answer the env parsed from the branch's finished solution (parsed without the gold), or None."""
-    answer = branch.info.get("parsed_answer")
-    return None if answer is None else str(answer)
+    return branch.outcome.parsed_answer
 
 
 def result_of(branch: Branch, tokens: int, details: dict[str, Any] | None = None) -> SearchResult:
     """The `SearchResult` choosing `branch`; its correctness is the env's verdict, read only to report."""
-    return SearchResult(trajectory=branch.to_trajectory(), answer=parsed_answer(branch),
-                        correct=bool(branch.info.get("correct", False)), tokens=int(tokens),
-                        details=dict(details or {}))
+    trajectory = branch.to_trajectory()
+    return SearchResult(trajectory=trajectory, answer=trajectory.outcome.parsed_answer,
+                        correct=trajectory.outcome.correct, tokens=int(tokens), details=dict(details or {}))
 
 
 def checked_scores(scores, branches: Sequence[Branch]) -> list[list[float]]:

@@ -15,7 +15,7 @@ class TurnEnv:
     it writes `injected[k]` = (text, role or None). It ends after len(stops) turns; its state records what
     each turn's actor was and wrote."""
 
-    mode = "multi_turn"
+    is_multi_step = True
 
     def __init__(self, stops, roles=None, injected=None):
         self.stops, self.roles = stops, roles or [DEFAULT_ROLE] * len(stops)
@@ -121,6 +121,10 @@ def test_a_chat_turn_injection_holds_the_templates_tokens_and_is_masked(tiny_pol
         assert traj.completion_mask[:first_end] == [1] * first_end
         assert len(traj.completion_ids) == traj.step_ends[1] + 1  # the second action follows the turn
         assert "<|im_start|>tool\n42" in traj.text
+        actions = traj.outcome.actions  # what the env wrote after each action, and as which role
+        assert [(a.role, a.injected_text, a.injected_role) for a in actions] == [("policy", "42", "tool"),
+                                                                                 ("policy", "", None)]
+        assert traj.text.startswith(actions[0].text) and traj.text.endswith(actions[1].text)
 
 
 def test_encode_turn_from_the_template_raw_without_one_and_a_clear_error_for_a_rejected_role(tiny_policy):

@@ -117,7 +117,7 @@ def test_reward_failures_are_counted_and_the_first_is_logged(tmp_path, capsys):
 class StepwiseFake:
     """Two-step episodes; the first step reports a reward failure, the second does not."""
 
-    mode = "stepwise"
+    is_multi_step = is_stepwise = True
     stop_strings = ["\n"]
 
     def reset(self, seed=None):
@@ -140,3 +140,4 @@ def test_rollout_keeps_a_reward_failure_of_an_earlier_step(tiny_policy):
     trajs = rollout(StepwiseFake(), tiny_policy, [{"seed": 0}], 2, SamplingSettings(max_new_tokens=3),
                     torch.Generator().manual_seed(0))
     assert [t.info["reward_errors"] for t in trajs] == [{"fmt": "TimeoutError: 1 s"}] * 2
+    assert [t.outcome.reward_errors for t in trajs] == [{"fmt": "TimeoutError: 1 s"}] * 2

@@ -94,6 +94,13 @@ def test_turns_alternate_and_each_role_sees_the_transcript_so_far(tiny_policy):
     assert traj.info["turn_answers"] == ["5", "2", "2"] and traj.info["turn_correct"] == [False, True, True]
     assert traj.info["steps"] == ["So #### 5", "Wrong sum.", "Redo: #### 2", "Fine.", "Sure #### 2"]
     assert (traj.info["parsed_answer"], traj.info["correct"], traj.reward) == ("2", True, 1.0)
+    outcome = traj.outcome  # the same facts, typed, with the engine's record of each action
+    assert (outcome.turn_answers, outcome.turn_correct) == (("5", "2", "2"), (False, True, True))
+    assert (outcome.parsed_answer, outcome.correct) == ("2", True)
+    assert [(a.role, a.text) for a in outcome.actions] == list(zip(["actor", "critic"] * 2 + ["actor"],
+                                                                   traj.info["steps"]))
+    assert [a.injected_text for a in outcome.actions] == [CRITIC_TEXT, REFINE_TEXT] * 2 + [""]
+    assert {a.injected_role for a in outcome.actions} == {None}
     assert not traj.truncated and traj.step_rewards == [0.0, 0.0, 0.0, 0.0, 1.0]
     assert env.transcript(prompt, traj.info["steps"]) == actor[2] + "Sure #### 2"
     acted = {r for r, m in zip(traj.roles, traj.completion_mask) if m}
@@ -122,6 +129,8 @@ def test_chat_mode_writes_the_requests_as_user_turns(tiny_policy):
     assert players["actor"].seen[1] == critic_view + f"Wrong.<|im_end|>\n<|im_start|>user\n{REFINE}<|im_end|>\n" \
                                                      f"<|im_start|>assistant\n"
     assert traj.info["turn_answers"] == ["5", "2"] and traj.info["turn_correct"] == [False, False]
+    assert [(a.injected_text, a.injected_role) for a in traj.outcome.actions] == [
+        (DEFAULT_CRITIC_REQUEST, "user"), (REFINE, "user"), ("", None)]
 
 
 def test_a_restored_state_restores_the_turn_records():

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from traindata.preference_data import PreferencePair
-from buffers import Trajectory
+from buffers import EpisodeOutcome, Trajectory
 from core.jsonl import parse_jsonl
 from envs.answers import answers_equal
 from envs.extraction import extract_answer
@@ -121,8 +121,11 @@ def pairs_from_episodes(episodes: Iterable[Trajectory | Mapping[str, Any]], env:
 def _episode_rounds(number: int, episode: Trajectory | Mapping[str, Any], critic_request: str,
                     refine_request: str) -> list[_Round]:
     info = episode.info if isinstance(episode, Trajectory) else episode
-    steps, correct, prompt = info.get("steps"), info.get("turn_correct"), info.get("prompt")
-    if not isinstance(steps, list) or not isinstance(correct, list) or not isinstance(prompt, str):
+    if not isinstance(info, Mapping):
+        raise ValueError(f"episode {number}: expected a Trajectory or its info; got {type(info).__name__}")
+    outcome = episode.outcome if isinstance(episode, Trajectory) else EpisodeOutcome.from_info(info)
+    steps, correct, prompt = info.get("steps"), list(outcome.turn_correct), info.get("prompt")
+    if not isinstance(steps, list) or not correct or not isinstance(prompt, str):
         raise ValueError(f"episode {number}: not a ReflectionEnv episode (info needs steps, turn_correct, prompt)")
     if len(steps) < 2 * len(correct) - 1:
         raise ValueError(f"episode {number}: {len(correct)} graded answers but only {len(steps)} actions")

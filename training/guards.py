@@ -20,9 +20,9 @@ def warn(message: str) -> None:
 
 
 def reward_failures(trajectories: list[Trajectory]) -> tuple[int, str | None]:
-    """How many trajectories had a reward function fail (`info["reward_errors"]` non-empty), and the
+    """How many trajectories had a reward function fail (`outcome.reward_errors` non-empty), and the
     first failure as "name: ExceptionType: message" (None when there was none)."""
-    failed = [t.info["reward_errors"] for t in trajectories if t.info.get("reward_errors")]
+    failed = [t.outcome.reward_errors for t in trajectories if t.outcome.reward_errors]
     if not failed:
         return 0, None
     name, message = next(iter(failed[0].items()))

@@ -1,5 +1,5 @@
 """Per-component reward metrics every iteration and evaluation logs: `reward_<name>` means and the
-`rewards_<name>` per-episode values the plots draw, from each episode's `info["reward_components"]`."""
+`rewards_<name>` per-episode values the plots draw, from each episode's `outcome.reward_components`."""
 from __future__ import annotations
 
 import math
@@ -52,7 +52,7 @@ def _means(columns: dict[str, np.ndarray]) -> dict[str, float]:
 
 def _columns(trajectories: list[Trajectory]) -> dict[str, np.ndarray]:
     """Component name -> its values over the episodes that report components (NaN: not applicable)."""
-    rows = [t.info["reward_components"] for t in trajectories if isinstance(t.info.get("reward_components"), Mapping)]
+    rows = [t.outcome.reward_components for t in trajectories if t.outcome.reward_components]
     names, matrix = component_matrix(rows)
     clash = [name for name in names if name in RESERVED]
     if clash:

@@ -103,7 +103,7 @@ def _play(engine: EpisodeEngine, played: list[_Played], generator, sample_key, a
 
 
 def _right(branch: Branch) -> bool:
-    return bool(branch.done and branch.info.get("correct"))
+    return branch.done and branch.outcome.correct
 
 
 def _question(env, branch: Branch) -> str:
@@ -147,7 +147,7 @@ def shepherd_data(policy: Policy, env, starts: Sequence[dict], config: ShepherdC
                   else float(_right(p.branch)) for j in range(len(p.steps))]
         kept = [(text, label) for text, label in zip(p.steps, labels) if text]
         rated.append(RatedSteps(questions[p.branch.group_id], tuple(t for t, _ in kept), tuple(l for _, l in kept),
-                                "shepherd", str(p.branch.info.get("problem_id", ""))))
+                                "shepherd", p.branch.outcome.problem_id))
         for j, (text, label) in enumerate(zip(p.steps, labels)):
             if not text:
                 continue
@@ -161,7 +161,7 @@ def shepherd_data(policy: Policy, env, starts: Sequence[dict], config: ShepherdC
         if first:
             results_at.setdefault(key, {}).setdefault(first, []).append(_right(rollout.branch))
 
-    problem_ids = {p.branch.group_id: str(p.branch.info.get("problem_id", "")) for p in solutions}
+    problem_ids = {p.branch.group_id: p.branch.outcome.problem_id for p in solutions}
     pairs = _label_pairs(labels_at, config.margin, questions, problem_ids)
     if config.policy_siblings:
         made = {(p.prefix, p.chosen, p.rejected) for p in pairs}
