@@ -9,7 +9,7 @@ recall@5 (fraction of a question's supporting titles in the top 2 / 5, averaged 
 (reciprocal rank of the first supporting title in the top 10), and queries per second, once with all
 questions in one `search_batch` call and once one `search` call at a time (as an agent's tool calls
 come). Index build time is measured for BM25 alone and for BM25 + embeddings; load time for the saved
-index. Writes benchmarks/results/<name>.json and <name>.md (the README's table).
+index. Writes benchmarks/results/<name>.json and <name>.md (the table in benchmarks/RESULTS.md).
 """
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def evaluate(store: DocumentStore, questions: list[str], relevant: list[tuple[st
 
 
 def markdown(report: dict) -> str:
-    """The results as the README's markdown table, with the build and load times under it."""
+    """The results as RESULTS.md's markdown table, with the build and load times under it."""
     lines = ["| method | recall@2 | recall@5 | MRR@10 | queries/s (batch) | queries/s (one at a time) |",
              "| --- | ---: | ---: | ---: | ---: | ---: |"]
     for row in report["results"]:

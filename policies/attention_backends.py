@@ -1,8 +1,8 @@
 """Which scaled-dot-product-attention kernels the variable-length passes may use.
 
-cuDNN's attention builds an execution plan for each new shape on the host: in W1's training and
-scoring passes, where every micro-batch has another length, that cost 2-3 ms of CPU per layer call
-(forward and backward; 0.47 s of a 0.8 s update on an H100, with the GPU idle meanwhile). Those passes
+cuDNN's attention builds an execution plan for each new shape on the host: in training and scoring
+passes, where every micro-batch has another length, that planning cost more host time per layer call than
+the GPU work it launched, with the GPU idle meanwhile (benchmarks/RESULTS.md has the profile). Those passes
 (the policy's, a separate critic's and a PRM's backbones, and the decoder's prefill) use FlashAttention or
 the memory-efficient kernel instead, which take any shape without planning; the fixed-shape decode step inside a CUDA graph, where planning happens once
 at capture, keeps PyTorch's choice.

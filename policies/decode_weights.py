@@ -1,7 +1,7 @@
 """The fast decoder's own copy of the projection weights: in the decode dtype, q/k/v and gate/up fused.
 
-Under bf16 autocast every decode step cast each fp32 projection weight to bf16 again (about 210 cast
-kernels and 0.8 GB of memory traffic a step for a 135M model, inside the CUDA graph). Here the weights
+Under bf16 autocast every decode step cast each fp32 projection weight to bf16 again (a cast kernel per
+weight and the memory traffic of a copy of the weights every step, inside the CUDA graph). Here the weights
 are cast once per `generate` call into fixed buffers (so captured graphs stay valid) and the three
 attention input projections, and the MLP's gate and up projections, become one matrix each: three
 matmuls become one, two become one. A LoRA layer contributes its base weight plus its active adapters'

@@ -96,8 +96,8 @@ class FastDecoder:
         fused_weights: decode with a decode-dtype copy of the projections, q/k/v and gate/up fused
         (policies/decode_weights.py; None: when the copy takes at most an eighth of the device's memory,
         or 1 GiB on the CPU); compile_layers: `torch.compile` the decode step's layer functions
-        (policies/decode_layers.py; with fused weights only; None: on CUDA, where it took W1's sampling
-        from 1.60 to 0.94 s a step on an H100 for about 8 s of compilation once per process)."""
+        (policies/decode_layers.py; with fused weights only; None: on CUDA, where it shortens sampling for
+        a one-time compilation per process; benchmarks/RESULTS.md has the figures)."""
         if not supports_fast_decode(model):
             raise ValueError(f"{type(_unwrap(model)).__name__} is not supported by the fast decoder")
         self.model = model

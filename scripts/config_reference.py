@@ -1,8 +1,8 @@
-"""The README's "Coming from TRL" and "Config reference" tables, generated from the config dataclasses and
-algorithms/trl_names.py so they cannot drift (tests/test_config_reference.py checks the README matches).
+"""The docs' TRL-names and config-reference tables (docs/config-reference.md), generated from the config
+dataclasses and training/trl_names.py so they cannot drift (tests/test_config_help.py checks the page matches).
 
-    python scripts/config_reference.py            # rewrite the tables in README.md
-    python scripts/config_reference.py --check    # exit 1 if README.md is out of date
+    python scripts/config_reference.py            # rewrite the tables in docs/config-reference.md
+    python scripts/config_reference.py --check    # exit 1 if docs/config-reference.md is out of date
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import typing
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+TARGET = ROOT / "docs" / "config-reference.md"
 sys.path.insert(0, str(ROOT))
 
 from algorithms import DAPOConfig, DPOConfig, DrGRPOConfig, GRPOConfig, MCTSSearchConfig, PPOConfig, PRMConfig, ReinforceStableConfig, RLConfig, RLOOConfig, SFTConfig  # noqa: E402
@@ -65,27 +66,26 @@ def config_tables() -> str:
     return "\n\n".join(parts)
 
 
-def render(readme: str) -> str:
-    """`readme` with the text between each pair of markers replaced by the generated table."""
+def render(page: str) -> str:
+    """`page` with the text between each pair of markers replaced by the generated table."""
     for key, table in (("trl", trl_table()), ("reference", config_tables())):
         start, end = MARKERS[key]
         pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
-        if not pattern.search(readme):
-            raise SystemExit(f"README.md lacks the markers {start} ... {end}")
-        readme = pattern.sub(lambda _: f"{start}\n{table}\n{end}", readme)
-    return readme
+        if not pattern.search(page):
+            raise SystemExit(f"{TARGET.relative_to(ROOT)} lacks the markers {start} ... {end}")
+        page = pattern.sub(lambda _: f"{start}\n{table}\n{end}", page)
+    return page
 
 
 def main(argv: list[str] | None = None) -> int:
-    path = ROOT / "README.md"
-    current = path.read_text(encoding="utf-8")
+    current = TARGET.read_text(encoding="utf-8")
     wanted = render(current)
     if "--check" in (argv if argv is not None else sys.argv[1:]):
         if wanted != current:
-            print("README.md's config tables are out of date: python scripts/config_reference.py", file=sys.stderr)
+            print(f"{TARGET.relative_to(ROOT)} is out of date: python scripts/config_reference.py", file=sys.stderr)
             return 1
         return 0
-    path.write_text(wanted, encoding="utf-8")
+    TARGET.write_text(wanted, encoding="utf-8")
     return 0
 
 

@@ -1,5 +1,5 @@
 """Every config field has one line of help, `--help` shows it with the default the script will use, and
-the README's tables are what scripts/config_reference.py generates from the dataclasses."""
+the docs' config-reference tables are what scripts/config_reference.py generates from the dataclasses."""
 from __future__ import annotations
 
 import argparse
@@ -84,21 +84,21 @@ def test_quickstart_help_shows_the_presets_values_not_the_dataclass_defaults(wid
     assert line("top_p").endswith("(default 1.0)")  # not in any preset: the dataclass default
 
 
-def test_the_readme_tables_are_generated_from_the_dataclasses():
+def test_the_reference_tables_are_generated_from_the_dataclasses():
     generator = load(ROOT / "scripts" / "config_reference.py")
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert generator.render(readme) == readme, "README.md is out of date: python scripts/config_reference.py"
+    page = generator.TARGET.read_text(encoding="utf-8")
+    assert generator.render(page) == page, "out of date: python scripts/config_reference.py"
     for cls in ALL_CONFIGS:
-        assert f"**{cls.__name__}**" in readme
+        assert f"**{cls.__name__}**" in page
     for f in dataclasses.fields(PPOConfig):
         if f.name in ("gamma", "value_model", "train_iterations"):
-            assert f"| `{f.name}` |" in readme and field_help(PPOConfig, f.name).replace("|", "\\|") in readme
-    assert "| `num_generations` | `samples_per_prompt` | same |" in readme
-    assert "| `num_iterations` | refused; nearest: `train_iterations` / `update_epochs` | different:" in readme
+            assert f"| `{f.name}` |" in page and field_help(PPOConfig, f.name).replace("|", "\\|") in page
+    assert "| `num_generations` | `samples_per_prompt` | same |" in page
+    assert "| `num_iterations` | refused; nearest: `train_iterations` / `update_epochs` | different:" in page
 
 
-def test_the_reference_check_notices_a_stale_readme():
+def test_the_reference_check_notices_a_stale_page():
     generator = load(ROOT / "scripts" / "config_reference.py")
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    stale = readme.replace("| `train_iterations` | int | `100` |", "| `train_iterations` | int | `99` |")
-    assert stale != readme and generator.render(stale) == readme
+    page = generator.TARGET.read_text(encoding="utf-8")
+    stale = page.replace("| `train_iterations` | int | `100` |", "| `train_iterations` | int | `99` |")
+    assert stale != page and generator.render(stale) == page

@@ -1,44 +1,58 @@
-"""The code the README shows works as shown."""
-import torch
+"""The README is a front door: short, its Python runs as shown, and its links and anchors resolve."""
+import json
+import re
 
-from algorithms import RLAlgorithm, RLConfig
-from envs import LanguageEnv, Problem, make, register
-from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
+import pytest
 
+from tests.doc_blocks import ROOT, python_blocks, reader, run_block  # noqa: F401  (reader: a fixture)
 
-class Capitals(LanguageEnv):
-    CAPITALS = [("What is the capital of France?", "Paris"), ("What is the capital of Peru?", "Lima")]
-    num_problems = len(CAPITALS)
-
-    def get_problem(self, i):
-        return Problem(*self.CAPITALS[i], problem_id=str(i))
+README = ROOT / "README.md"
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
 
-class Reinforce(RLAlgorithm):
-    config_class = RLConfig
-
-    def advantages(self, batch):
-        return (batch.rewards - batch.rewards.mean())[:, None] * batch.loss_mask
-
-    def loss(self, batch, logprobs, entropy):
-        return {"policy": -logprobs * batch.advantages}
+def github_slug(heading: str) -> str:
+    """The anchor GitHub gives a markdown heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
-def test_register_and_make_a_custom_env_in_three_lines():
-    register("Capitals-v0", Capitals)
-    env = make("Capitals-v0", instruction="", reward_fns={"exact": lambda text, gold, info: float(gold in text)})
-    obs, info = env.reset(options={"index": 1})
-    assert obs == "What is the capital of Peru?" and info["gold"] == "Lima"
-    _, reward, terminated, _, _ = env.step("It is Lima.")
-    assert reward == 1.0 and terminated
-    env.reset(options={"index": 0})
-    assert env.step("Lyon")[1] == 0.0
+def anchors(path) -> set[str]:
+    text = re.sub(r"```.*?```", "", path.read_text(encoding="utf-8"), flags=re.S)
+    return {github_slug(h) for h in re.findall(r"^#+ (.+)$", text, flags=re.M)}
 
 
-def test_readme_reinforce_subclass_trains(tiny_policy, tmp_path):
-    config = RLConfig(train_iterations=2, prompts_per_iteration=2, samples_per_prompt=4, max_new_tokens=6,
-                      output_dir=str(tmp_path / "run"), progress=False, eval_at_start=False, learning_rate=1e-3)
-    before = [p.detach().clone() for p in tiny_policy.parameters()]
-    rows = Reinforce(tiny_policy, make("ToyDigits-v0"), config).train()
-    assert len(rows) == 2
-    assert any(not torch.equal(a, b) for a, b in zip(before, tiny_policy.parameters()))
+def test_the_readme_is_at_most_250_lines():
+    assert len(README.read_text(encoding="utf-8").splitlines()) <= 250
+
+
+def test_every_readme_link_and_anchor_resolves():
+    links = [link for link in LINK.findall(README.read_text(encoding="utf-8")) if "://" not in link]
+    assert len(links) > 20
+    for link in links:
+        target, _, anchor = link.partition("#")
+        path = ROOT / target
+        assert path.exists(), link
+        if anchor:
+            assert anchor in anchors(path), link
+
+
+def test_github_slugs_match_githubs_rule():
+    assert github_slug("SFT against TRL's SFTTrainer (issue: SFT, DPO, reflection), one H100, 2026-11-26") == \
+        "sft-against-trls-sfttrainer-issue-sft-dpo-reflection-one-h100-2026-11-26"
+    assert github_slug("Register your own in three lines") == "register-your-own-in-three-lines"
+
+
+def test_the_readme_pieces_train_and_evaluate_as_shown(reader):
+    blocks = python_blocks(README, runnable_only=False)
+    assert len(blocks) == 1 and "GRPO(policy, env, config, eval_env=test_env).train()" in blocks[0].code
+    namespace = run_block(blocks[0])
+    rows = [json.loads(line) for line in (reader / "runs" / "demo" / "metrics.jsonl").read_text().splitlines()]
+    assert [row["iteration"] for row in rows] == [0, 1, 2, 3, 4]  # 0: the evaluation before training
+    assert (reader / "runs" / "demo" / "metrics.png").is_file() and list((reader / "runs" / "demo" / "checkpoints").iterdir())
+    assert 0.0 <= namespace["evaluate"](namespace["policy"], namespace["test_env"], episodes=4)["accuracy"] <= 1.0
+
+
+@pytest.mark.parametrize("name", ["Trainer", "evaluate", "PreferencePair"])
+def test_the_imports_the_moved_note_names_work(name):
+    note = README.read_text(encoding="utf-8").split("## Moved in 0.2.0")[1]
+    statement = re.search(rf"`(from \w+ import {name})`", note).group(1)
+    exec(statement, {})  # noqa: S102

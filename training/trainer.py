@@ -113,8 +113,8 @@ class Trainer(ABC):
             self.policy.compile_layers(self.config.torch_compile_backend)
 
     def wants_compile(self) -> bool:
-        """`torch_compile` (None: on CUDA, where it took W1's update from 0.52 to 0.36 s and its reference pass
-        from 0.20 to 0.13 s on an H100), except under FSDP (its hooks on compiled layers are not covered by
+        """`torch_compile` (None: on CUDA, where it shortens the update and the reference pass; see
+        benchmarks/RESULTS.md), except under FSDP (its hooks on compiled layers are not covered by
         this toolkit's tests), where the layers stay eager (with a warning if it was asked for)."""
         c = self.config
         sharded = c.data_parallel == "fsdp" and dist.world_size() > 1
