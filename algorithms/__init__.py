@@ -1,7 +1,7 @@
 """What learns: the `RLAlgorithm` family (REINFORCE-stable, GRPO and its variants, PPO, MCTS-search), SFT,
 DPO, the PRM trainer, and the pieces they share (losses, KL, advantages, reward combination, the
 reference model). Training infrastructure is in `training`, search at inference in `search`."""
-from algorithms import moved  # noqa: F401  (old import paths: algorithms.trainer etc. warn and still work)
+from algorithms.moved import moved_name  # old paths (algorithms.trainer, algorithms.evaluate) warn and work
 from algorithms.base import RLAlgorithm
 from algorithms.config import RLConfig
 from algorithms.dapo import DAPO, DAPOConfig
@@ -24,3 +24,8 @@ __all__ = [
     "DPO", "DPOConfig", "IPO", "LengthNormalizedDPO", "dpo_loss", "SFT", "SFTConfig",
     "evaluate_reflection", "reflection_episodes", "reflection_metrics",
 ]
+
+
+def __getattr__(name: str):
+    """Names that moved to another package in 0.2.0 (`from algorithms import evaluate`), with a warning."""
+    return moved_name(name)

@@ -1,6 +1,7 @@
-"""Old import paths of modules that left `algorithms/` (0.1.0 -> 0.2.0): `import algorithms.trainer` still
-works for this release, gives the module's new home (`training.trainer`), and warns once with the new
-path. The aliases go in the next release.
+"""Old import paths of modules and names that left `algorithms/` (0.1.0 -> 0.2.0): `import algorithms.trainer`
+still works for this release, gives the module's new home (`training.trainer`), and warns once with the new
+path; `from algorithms import evaluate` gives `search.evaluate`'s function the same way. The aliases go in
+the next release.
 """
 from __future__ import annotations
 
@@ -46,8 +47,32 @@ MOVED = {
 }
 
 
+# names `from algorithms import X` gave in 0.1.0 that now live in another package
+MOVED_NAMES = {
+    **{name: "training" for name in ("Trainer", "TrainerConfig", "ConfigError", "load_config")},
+    **{name: "search" for name in ("evaluate", "pass_at_k", "MCTS", "MCTSConfig", "SearchSettings", "run_search",
+                                   "evaluate_search", "SearchResult", "StepScorer")},
+    **{name: "traindata" for name in ("PreferencePair", "load_preference_pairs", "save_preference_pairs",
+                                      "SFTExample", "ChatExample", "load_sft_examples", "gsm8k_sft_examples",
+                                      "arithmetic_sft_examples", "ReflectionTriple", "pairs_from_episodes",
+                                      "pairs_from_triples", "load_triples")},
+    **{name: "episodes" for name in ("SamplingSettings", "rollout")},
+}
+
+
 class MovedModuleWarning(FutureWarning):
     """An import used a module path that moved; the message names the new one."""
+
+
+def moved_name(name: str):
+    """`algorithms.<name>` for a name that moved to another package: that package's object, with one warning
+    line naming where to import it from. Raises AttributeError for any other name."""
+    package = MOVED_NAMES.get(name)
+    if package is None:
+        raise AttributeError(f"module 'algorithms' has no attribute {name!r}")
+    warnings.warn(f"algorithms.{name} moved to {package}.{name}; import it with `from {package} import {name}` "
+                  f"(the old name goes in the next release)", MovedModuleWarning, stacklevel=3)
+    return getattr(importlib.import_module(package), name)
 
 
 class _Alias(importlib.abc.Loader):

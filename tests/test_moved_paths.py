@@ -41,3 +41,17 @@ def test_envs_modules_that_moved_to_core_warn(old, new):
 def test_a_path_that_never_existed_is_still_an_import_error():
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module("algorithms.no_such_module")
+
+
+def test_names_the_old_algorithms_package_exported_still_import_with_a_warning():
+    import algorithms
+    from algorithms.moved import MOVED_NAMES
+
+    for name, package in MOVED_NAMES.items():
+        if name in vars(algorithms):  # a submodule alias of the same name imported earlier in this process
+            continue
+        with pytest.warns(MovedModuleWarning, match=rf"^algorithms\.{name} moved to {package}\.{name}"):
+            value = getattr(algorithms, name)
+        assert value is getattr(importlib.import_module(package), name)
+    with pytest.raises(AttributeError, match="has no attribute 'NoSuchName'"):
+        algorithms.NoSuchName
