@@ -1,8 +1,12 @@
-"""The README's "Coming from TRL" and "Config reference" tables, generated from the config dataclasses and
-algorithms/trl_names.py so they cannot drift (tests/test_config_reference.py checks the README matches).
+"""The "Coming from TRL" and "Config reference" tables, generated from the config dataclasses and
+training/trl_names.py so they cannot drift (tests/test_config_help.py checks the tables are current).
 
-    python scripts/config_reference.py            # rewrite the tables in README.md
-    python scripts/config_reference.py --check    # exit 1 if README.md is out of date
+The tables go between their markers (<!-- trl-table:start --> ... and <!-- config-reference:start --> ...)
+in every file that has them: README.md and the Markdown pages under docs/. A nested config's fields are
+listed dotted, as they are set (`mcts.simulations`: YAML `mcts: {simulations: 24}`, flag `--mcts.simulations`).
+
+    python scripts/config_reference.py            # rewrite the tables
+    python scripts/config_reference.py --check    # exit 1 if a table is out of date
 """
 from __future__ import annotations
 
@@ -16,9 +20,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from algorithms import DAPOConfig, DPOConfig, DrGRPOConfig, GRPOConfig, MCTSSearchConfig, PPOConfig, PRMConfig, ReinforceStableConfig, RLConfig, RLOOConfig, SFTConfig  # noqa: E402
+from core.dotted_names import settings_of  # noqa: E402
 from training import TrainerConfig  # noqa: E402
 from training import trl_names  # noqa: E402
-from training.config import field_help, field_types  # noqa: E402
 
 CONFIGS = (TrainerConfig, RLConfig, GRPOConfig, DrGRPOConfig, DAPOConfig, RLOOConfig, PPOConfig, ReinforceStableConfig,
            MCTSSearchConfig, PRMConfig, SFTConfig, DPOConfig)
@@ -49,43 +53,55 @@ def trl_table() -> str:
 
 
 def config_tables() -> str:
-    """Markdown: every TrainerConfig field, then what RLConfig and each algorithm's config add or set differently."""
+    """Markdown: every TrainerConfig setting, then what RLConfig and each algorithm's config add or set
+    differently (a nested config's fields dotted)."""
     parts = []
     for cls in CONFIGS:
         base = next((b for b in cls.__mro__[1:] if dataclasses.is_dataclass(b)), None)
-        base_fields = {f.name: f.default for f in dataclasses.fields(base)} if base else {}
+        base_defaults = {s.name: s.default for s in settings_of(base).values()} if base else {}
         rows = []
-        for f in dataclasses.fields(cls):
-            if f.name in base_fields and base_fields[f.name] == f.default:
+        for s in settings_of(cls).values():
+            if s.name in base_defaults and base_defaults[s.name] == s.default:
                 continue
-            rows.append(f"| `{f.name}` | {type_name(field_types(cls)[f.name])} | `{f.default!r}` | "
-                        f"{cell(field_help(cls, f.name))} |")
+            rows.append(f"| `{s.name}` | {cell(type_name(s.kind))} | `{s.default!r}` | {cell(s.help)} |")
         heading = f"**{cls.__name__}**" + (f" ({'an' if base.__name__[0] in 'AEIOUR' else 'a'} {base.__name__}; fields it adds or sets differently)" if base else "")
         parts.append("\n".join([heading, "", "| field | type | default | what |", "| --- | --- | --- | --- |", *rows]))
     return "\n\n".join(parts)
 
 
-def render(readme: str) -> str:
-    """`readme` with the text between each pair of markers replaced by the generated table."""
+def render(text: str) -> str:
+    """`text` with the text between each pair of markers it holds replaced by the generated table."""
     for key, table in (("trl", trl_table()), ("reference", config_tables())):
         start, end = MARKERS[key]
         pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
-        if not pattern.search(readme):
-            raise SystemExit(f"README.md lacks the markers {start} ... {end}")
-        readme = pattern.sub(lambda _: f"{start}\n{table}\n{end}", readme)
-    return readme
+        text = pattern.sub(lambda _: f"{start}\n{table}\n{end}", text)
+    return text
+
+
+def table_files() -> list[Path]:
+    """README.md and the docs/ pages that hold a table's markers."""
+    candidates = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    starts = [start for start, _ in MARKERS.values()]
+    return [p for p in candidates if p.is_file() and any(m in p.read_text(encoding="utf-8") for m in starts)]
 
 
 def main(argv: list[str] | None = None) -> int:
-    path = ROOT / "README.md"
-    current = path.read_text(encoding="utf-8")
-    wanted = render(current)
-    if "--check" in (argv if argv is not None else sys.argv[1:]):
-        if wanted != current:
-            print("README.md's config tables are out of date: python scripts/config_reference.py", file=sys.stderr)
-            return 1
-        return 0
-    path.write_text(wanted, encoding="utf-8")
+    files = table_files()
+    if not files:
+        raise SystemExit(f"no file holds the table markers ({', '.join(s for s, _ in MARKERS.values())})")
+    stale = []
+    for path in files:
+        current = path.read_text(encoding="utf-8")
+        wanted = render(current)
+        if wanted == current:
+            continue
+        stale.append(path)
+        if "--check" not in (argv if argv is not None else sys.argv[1:]):
+            path.write_text(wanted, encoding="utf-8")
+    if stale and "--check" in (argv if argv is not None else sys.argv[1:]):
+        names = ", ".join(str(p.relative_to(ROOT)) for p in stale)
+        print(f"{names}: the config tables are out of date: python scripts/config_reference.py", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -1,5 +1,6 @@
-"""Every config field has one line of help, `--help` shows it with the default the script will use, and
-the README's tables are what scripts/config_reference.py generates from the dataclasses."""
+"""Every config field has one line of help, `--help` shows it with the default the script will use (a nested
+config's fields as dotted flags), and the config tables (README.md, docs/) are what
+scripts/config_reference.py generates from the dataclasses."""
 from __future__ import annotations
 
 import argparse
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from algorithms import DAPOConfig, DPOConfig, DrGRPOConfig, GRPOConfig, MCTSSearchConfig, PPOConfig, PRMConfig, ReinforceStableConfig, RLConfig, RLOOConfig, SFTConfig
+from core.dotted_names import settings_of
 from training.cli import add_config_arguments
 from training.config import field_help
 
@@ -32,7 +34,8 @@ def flat(text: str) -> str:
 
 def flag_help(text: str, flag: str) -> str:
     """The help of `--flag` in flattened --help output (up to the next flag)."""
-    match = re.search(rf"(?:^| )--{flag}(?:, --no-{flag})?(?: {flag.upper()})* (.*?)(?= --[a-z]| [a-zA-Z' ]+:$|$)", text)
+    name, metavar = re.escape(flag), re.escape(flag.upper())
+    match = re.search(rf"(?:^| )--{name}(?:, --no-{name})?(?: {metavar})* (.*?)(?= --[a-z]| [a-zA-Z' ]+:$|$)", text)
     assert match, flag
     return match.group(1)
 
@@ -54,9 +57,23 @@ def test_help_lists_every_field_with_its_text_and_default(cls, wide):
     parser = argparse.ArgumentParser()
     add_config_arguments(parser, cls, {"seed": 1234567})
     text = flat(parser.format_help())
-    for f in dataclasses.fields(cls):
-        default = 1234567 if f.name == "seed" else f.default
-        assert f"{flat(field_help(cls, f.name))} (default {default})" in flag_help(text, f.name), f.name
+    settings = settings_of(cls)  # the fields, a nested config's fields dotted in its place
+    assert {n.partition(".")[0] for n in settings} == {f.name for f in dataclasses.fields(cls)}
+    for name, setting in settings.items():
+        default = 1234567 if name == "seed" else setting.default
+        assert f"{flat(setting.help)} (default {default})" in flag_help(text, name), name
+
+
+def test_nested_fields_are_dotted_flags_with_the_nested_help_and_the_outer_default(wide):
+    from search.mcts import MCTSConfig
+
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser, MCTSSearchConfig, {"mcts": {"simulations": 77}})
+    text = flat(parser.format_help())
+    assert flag_help(text, "mcts.simulations").endswith(f"{field_help(MCTSConfig, 'simulations')} (default 77)")
+    assert flag_help(text, "mcts.evaluation").endswith("(default rollout)")  # MCTSSearchConfig's, not MCTSConfig's
+    assert "MCTSSearchConfig.mcts (MCTSConfig) fields:" in text
+    assert "--mcts " not in text and "--mcts_simulations" not in text  # no flag for the whole, old names hidden
 
 
 @pytest.mark.parametrize("script, cls", [("quickstart.py", GRPOConfig), ("grpo_gsm8k.py", GRPOConfig),
@@ -84,21 +101,27 @@ def test_quickstart_help_shows_the_presets_values_not_the_dataclass_defaults(wid
     assert line("top_p").endswith("(default 1.0)")  # not in any preset: the dataclass default
 
 
-def test_the_readme_tables_are_generated_from_the_dataclasses():
+def test_the_config_tables_are_generated_from_the_dataclasses():
     generator = load(ROOT / "scripts" / "config_reference.py")
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert generator.render(readme) == readme, "README.md is out of date: python scripts/config_reference.py"
+    files = generator.table_files()
+    assert files, "no file holds the config tables' markers"
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        assert generator.render(text) == text, f"{path} is out of date: python scripts/config_reference.py"
+    readme = "\n".join(path.read_text(encoding="utf-8") for path in files)
     for cls in ALL_CONFIGS:
         assert f"**{cls.__name__}**" in readme
     for f in dataclasses.fields(PPOConfig):
         if f.name in ("gamma", "value_model", "train_iterations"):
             assert f"| `{f.name}` |" in readme and field_help(PPOConfig, f.name).replace("|", "\\|") in readme
+    assert "| `mcts.simulations` | int | `32` |" in readme  # a nested config's fields, dotted
     assert "| `num_generations` | `samples_per_prompt` | same |" in readme
     assert "| `num_iterations` | refused; nearest: `train_iterations` / `update_epochs` | different:" in readme
 
 
-def test_the_reference_check_notices_a_stale_readme():
+def test_the_reference_check_notices_a_stale_table():
     generator = load(ROOT / "scripts" / "config_reference.py")
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = next(p for p in generator.table_files() if "config-reference:start" in p.read_text(encoding="utf-8"))
+    readme = readme.read_text(encoding="utf-8")
     stale = readme.replace("| `train_iterations` | int | `100` |", "| `train_iterations` | int | `99` |")
     assert stale != readme and generator.render(stale) == readme
