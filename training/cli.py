@@ -1,4 +1,5 @@
-"""Command-line flags generated from a config dataclass: `--config file.yaml`, then `--field value` overrides.
+"""Command-line flags generated from a config dataclass: `--config file.yaml`, then `--field value` overrides
+(a nested config's fields as dotted flags: `--mcts.simulations 24`).
 
 Why not `transformers.HfArgumentParser`: it reads the same `metadata["help"]` our fields carry, but it
 cannot parse `adam_betas` (a `tuple[float, float]`), reads a YAML file *instead of* the flags rather than
