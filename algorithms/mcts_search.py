@@ -1,6 +1,6 @@
 """MCTSSearch: collect by tree search, train on step-level advantages from the tree's Q-values.
 
-Each iteration grows one MCTS tree per problem (algorithms/mcts.py; all trees together), evaluated by
+Each iteration grows one MCTS tree per problem (search/mcts.py; all trees together), evaluated by
 rollouts to the end with the env's reward (default) or by a process reward model (`prm=`). The
 trajectories are root-to-finished-leaf paths (the most visited first, at most `samples_per_prompt` per
 problem; group id = the problem; a tree with no finished leaf gives its most-visited path); each step's
@@ -12,6 +12,7 @@ the PRM improve together.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 
@@ -31,28 +32,22 @@ from policies.generation import row_key
 
 STEP_ADVANTAGES = TokenField("step_advantages", "Q(node) - Q(parent) of the tree step each token belongs to "
                                                 "(0 after the last step)")
-MCTS_FIELDS = ("simulations", "expand_k", "wave_size", "selection", "exploration", "evaluation", "max_depth",
-               "max_tokens")  # MCTSConfig fields set here as mcts_<name>; temperature, max_new_tokens: RLConfig's
 
 
 @dataclass
 class MCTSSearchConfig(RLConfig):
-    """MCTSSearch settings: the tree search (mcts_*; see algorithms/mcts.py's MCTSConfig), the clipped loss
-    and the PRM's share. The search samples at `temperature` with `max_new_tokens` per step."""
+    """MCTSSearch settings: the tree search (`mcts`, an MCTSConfig: `mcts: {simulations: 24}` in YAML,
+    `--mcts.simulations 24` as a flag), the clipped loss and the PRM's share. The search samples at this
+    config's `temperature` with its `max_new_tokens` per step (`passed_down`)."""
+
+    passed_down = {"mcts": ("temperature", "max_new_tokens")}
 
     samples_per_prompt: int = setting(8, "most root-to-finished-leaf paths trained on per problem (the most "
                                          "visited first)")
     temperature: float = setting(0.8, "sampling temperature of the search's candidate steps and rollouts (> 0)")
-    mcts_simulations: int = setting(32, "leaf evaluations per problem and iteration")
-    mcts_expand_k: int = setting(4, "candidate next steps sampled per expanded leaf")
-    mcts_wave_size: int = setting(4, "leaves selected per tree per wave (one sampling call per wave)")
-    mcts_selection: str = setting("puct", "puct | ucb1")
-    mcts_exploration: float = setting(1.0, "c, the exploration weight of the selection rule")
-    mcts_evaluation: str = setting("rollout", "rollout (play on to the end; value = the env's reward) | prm (the "
-                                              "PRM's score of the new step; needs prm=)")
-    mcts_max_depth: int | None = setting(None, "most steps below the root (None: the env's step limit)")
-    mcts_max_tokens: int | None = setting(None, "sampled tokens per problem after which no wave starts (None: no "
-                                                "limit)")
+    mcts: MCTSConfig = setting(MCTSConfig(evaluation="rollout"), "the tree search (evaluation rollout by default: "
+                                                                 "prm needs prm=); it samples at temperature and "
+                                                                 "max_new_tokens")
     clip_low: float = setting(0.2, "ratio lower bound is 1 - clip_low")
     clip_high: float = setting(0.2, "ratio upper bound is 1 + clip_high")
     pair_margin: float = setting(0.25, "sibling steps whose Q differ by at least this become PRM pairs (> 0)")
@@ -70,17 +65,10 @@ class MCTSSearchConfig(RLConfig):
         self.require("prm_updates", self.prm_updates >= 0, "an integer >= 0")
         self.require("prm_pairs_per_update", self.prm_pairs_per_update > 0, "a positive integer")
         self.require("prm_learning_rate", self.prm_learning_rate > 0, "> 0")
-        self.mcts_config()
 
     def mcts_config(self) -> MCTSConfig:
-        """The search's MCTSConfig; a bad mcts_* value is a ConfigError naming this config's field."""
-        try:
-            return MCTSConfig(**{name: getattr(self, f"mcts_{name}") for name in MCTS_FIELDS},
-                              temperature=self.temperature, max_new_tokens=self.max_new_tokens)
-        except ConfigError as err:
-            ours = f"mcts_{err.field}" if err.field in MCTS_FIELDS else err.field
-            raise ConfigError(str(err).replace(f"MCTSConfig.{err.field}", f"{type(self).__name__}.{ours}"),
-                              ours) from None
+        """`mcts` sampling at this config's temperature and max_new_tokens: the MCTSConfig the search runs."""
+        return dataclasses.replace(self.mcts, temperature=self.temperature, max_new_tokens=self.max_new_tokens)
 
 
 class MCTSSearch(RLAlgorithm):
@@ -93,9 +81,9 @@ class MCTSSearch(RLAlgorithm):
     def __init__(self, policy, env, config: MCTSSearchConfig | None = None, ref_policy=None, buffer=None,
                  eval_env=None, prm=None):
         config = self.checked_config(config)
-        if prm is None and config.mcts_evaluation == "prm":
-            raise ConfigError("MCTSSearchConfig.mcts_evaluation is 'prm', but no PRM is given: pass prm= or use "
-                              "'rollout'", "mcts_evaluation")
+        if prm is None and config.mcts.evaluation == "prm":
+            raise ConfigError.of_field(type(config).__name__, "mcts.evaluation", "is 'prm', but no PRM is given: "
+                                       "pass prm= or use 'rollout'")
         if prm is None and config.prm_updates > 0:
             raise ConfigError(f"MCTSSearchConfig.prm_updates is {config.prm_updates}, but no PRM is given: pass prm= "
                               f"or set it to 0", "prm_updates")
@@ -115,7 +103,7 @@ class MCTSSearch(RLAlgorithm):
         share, total = self.prompts_per_rank, c.prompts_per_iteration
         seeds = self.rng.integers(0, 2**31 - 1, total)[dist.rank() * share:(dist.rank() + 1) * share]
         starts = [{"seed": int(s)} for s in seeds]
-        mcts = MCTS(self.policy, self.env, self.prm if c.mcts_evaluation == "prm" else None, c.mcts_config())
+        mcts = MCTS(self.policy, self.env, self.prm if c.mcts.evaluation == "prm" else None, c.mcts_config())
         clock = time.perf_counter()
         trees = mcts.grow(starts, sample_key=row_key(c.seed, self.iteration),
                           first_group_id=self.iteration * total + dist.rank() * share)

@@ -30,8 +30,8 @@ RUNS = {
     "GRPO_PRM": (GRPO, GRPOConfig, dict(prompts_per_iteration=16, samples_per_prompt=8, temperature=1.0,
                                         prm_weight=1.0)),
     "MCTSSearch": (MCTSSearch, MCTSSearchConfig, dict(prompts_per_iteration=16, samples_per_prompt=8,
-                                                      temperature=0.8, mcts_simulations=16, mcts_expand_k=4,
-                                                      mcts_wave_size=4, mcts_evaluation="rollout")),
+                                                      temperature=0.8, mcts=dict(simulations=16, expand_k=4,
+                                                                                 wave_size=4, evaluation="rollout"))),
 }
 
 
@@ -53,7 +53,7 @@ def run(name: str, args: argparse.Namespace, out: Path) -> dict:
                         **COMMON, **values)
     extra = {}
     if name != "GRPO":
-        needs_prm = name == "GRPO_PRM" or config.mcts_evaluation == "prm"
+        needs_prm = name == "GRPO_PRM" or config.mcts.evaluation == "prm"
         extra = {"prm": ProcessRewardModel.from_pretrained(args.prm) if needs_prm and args.prm else None}
         if needs_prm and extra["prm"] is None:
             raise SystemExit(f"{name} needs --prm (a folder written by examples/train_prm.py)")

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import torch
 
 from buffers import ActionRecord, EpisodeOutcome, Trajectory
+from core.checked_config import CheckedConfig
 from episodes.env_state import DEFAULT_ROLE, get_branch_state, next_role, next_stop_strings, set_branch_state
 from episodes.limits import episode_step_limit
 from policies.base import Policy
@@ -36,7 +37,7 @@ INJECTED_ROLE = "env"  # the role of raw text the env injects (a chat turn's tok
 
 
 @dataclass
-class SamplingSettings:
+class SamplingSettings(CheckedConfig):
     """How each action is sampled (the number of actions is the env's: `episode_step_limit(env)`)."""
 
     max_new_tokens: int = 64  # tokens per action

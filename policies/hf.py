@@ -9,6 +9,7 @@ from typing import Callable, ContextManager, Iterator
 
 import torch
 
+from core.checked_config import CheckedConfig
 from policies.attention_backends import variable_length_attention
 from policies.base import BackbonePolicy, DataParallelPolicy
 from policies.generation import RowKeys, decode, stop_lists
@@ -19,7 +20,7 @@ from policies.reference_adapter import REFERENCE_ADAPTER
 
 
 @dataclass
-class LoraSettings:
+class LoraSettings(CheckedConfig):
     """LoRA adapters through peft; `target_modules` default to the attention and MLP projections."""
 
     r: int = 16

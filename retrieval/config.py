@@ -1,22 +1,18 @@
 """`StoreConfig`: how a DocumentStore chunks, indexes and searches (saved in the index's manifest)."""
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import Any
+
+from core.checked_config import CheckedConfig, setting
 
 METHODS = ("bm25", "dense", "hybrid")
 FUSIONS = ("rrf", "weighted")
 
 
-def setting(default: Any, help: str) -> Any:
-    """A dataclass field with its one-line help text (the convention of algorithms/config.py)."""
-    return dataclasses.field(default=default, metadata={"help": help})
-
-
 @dataclass(frozen=True)
-class StoreConfig:
-    """Chunking, BM25 and dense indexing, and the default search. Bad values are one-line ValueErrors."""
+class StoreConfig(CheckedConfig):
+    """Chunking, BM25 and dense indexing, and the default search. Bad values are one-line ConfigErrors
+    (ValueErrors)."""
 
     chunk_words: int | None = setting(200, "split documents longer than this many words into chunks (None: never)")
     chunk_overlap: int = setting(40, "words shared by consecutive chunks, in [0, chunk_words)")
@@ -34,30 +30,22 @@ class StoreConfig:
     rrf_depth: int = setting(100, "RRF fuses each method's top rrf_depth documents, >= 1")
 
     def __post_init__(self) -> None:
-        def require(name: str, ok: bool, what: str) -> None:
-            if not ok:
-                raise ValueError(f"StoreConfig.{name} must be {what}, got {getattr(self, name)!r}")
-
-        def is_int(value: Any) -> bool:
-            return isinstance(value, int) and not isinstance(value, bool)
-
-        object.__setattr__(self, "weights", tuple(self.weights))
-        require("chunk_words", self.chunk_words is None or (is_int(self.chunk_words) and self.chunk_words >= 1),
-                "a positive integer or None")
-        require("chunk_overlap", is_int(self.chunk_overlap) and self.chunk_overlap >= 0
-                and (self.chunk_words is None or self.chunk_overlap < self.chunk_words), "an integer in [0, chunk_words)")
+        super().__post_init__()
+        require = self.require
+        require("chunk_words", self.chunk_words is None or self.chunk_words >= 1, "a positive integer or None")
+        below_chunk = self.chunk_words is None or self.chunk_overlap < self.chunk_words
+        require("chunk_overlap", self.chunk_overlap >= 0 and below_chunk, "an integer in [0, chunk_words)")
         require("stopwords", self.stopwords in ("en", None), "'en' or None")
-        require("bm25_k1", isinstance(self.bm25_k1, (int, float)) and self.bm25_k1 > 0, "> 0")
-        require("bm25_b", isinstance(self.bm25_b, (int, float)) and 0 <= self.bm25_b <= 1, "in [0, 1]")
+        require("bm25_k1", self.bm25_k1 > 0, "> 0")
+        require("bm25_b", 0 <= self.bm25_b <= 1, "in [0, 1]")
         require("bm25_method", self.bm25_method in ("lucene", "robertson", "atire", "bm25l", "bm25+"),
                 "lucene | robertson | atire | bm25l | bm25+")
         require("method", self.method is None or self.method in METHODS, "bm25 | dense | hybrid | None")
         require("method", self.dense or self.method in (None, "bm25"), "bm25 or None when dense is False")
         require("fusion", self.fusion in FUSIONS, "rrf | weighted")
-        require("weights", len(self.weights) == 2 and all(isinstance(w, (int, float)) and w >= 0 for w in self.weights)
-                and sum(self.weights) > 0, "two numbers >= 0, not both 0")
-        require("rrf_k", is_int(self.rrf_k) and self.rrf_k >= 0, "an integer >= 0")
-        require("rrf_depth", is_int(self.rrf_depth) and self.rrf_depth >= 1, "a positive integer")
+        require("weights", all(w >= 0 for w in self.weights) and sum(self.weights) > 0, "two numbers >= 0, not both 0")
+        require("rrf_k", self.rrf_k >= 0, "an integer >= 0")
+        require("rrf_depth", self.rrf_depth >= 1, "a positive integer")
 
     @property
     def default_method(self) -> str:

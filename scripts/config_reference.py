@@ -17,9 +17,9 @@ TARGET = ROOT / "docs" / "config-reference.md"
 sys.path.insert(0, str(ROOT))
 
 from algorithms import DAPOConfig, DPOConfig, DrGRPOConfig, GRPOConfig, MCTSSearchConfig, PPOConfig, PRMConfig, ReinforceStableConfig, RLConfig, RLOOConfig, SFTConfig  # noqa: E402
+from core.dotted_names import settings_of  # noqa: E402
 from training import TrainerConfig  # noqa: E402
 from training import trl_names  # noqa: E402
-from training.config import field_help, field_types  # noqa: E402
 
 CONFIGS = (TrainerConfig, RLConfig, GRPOConfig, DrGRPOConfig, DAPOConfig, RLOOConfig, PPOConfig, ReinforceStableConfig,
            MCTSSearchConfig, PRMConfig, SFTConfig, DPOConfig)
@@ -50,17 +50,17 @@ def trl_table() -> str:
 
 
 def config_tables() -> str:
-    """Markdown: every TrainerConfig field, then what RLConfig and each algorithm's config add or set differently."""
+    """Markdown: every TrainerConfig setting, then what RLConfig and each algorithm's config add or set
+    differently (a nested config's fields dotted)."""
     parts = []
     for cls in CONFIGS:
         base = next((b for b in cls.__mro__[1:] if dataclasses.is_dataclass(b)), None)
-        base_fields = {f.name: f.default for f in dataclasses.fields(base)} if base else {}
+        base_defaults = {s.name: s.default for s in settings_of(base).values()} if base else {}
         rows = []
-        for f in dataclasses.fields(cls):
-            if f.name in base_fields and base_fields[f.name] == f.default:
+        for s in settings_of(cls).values():
+            if s.name in base_defaults and base_defaults[s.name] == s.default:
                 continue
-            rows.append(f"| `{f.name}` | {type_name(field_types(cls)[f.name])} | `{f.default!r}` | "
-                        f"{cell(field_help(cls, f.name))} |")
+            rows.append(f"| `{s.name}` | {cell(type_name(s.kind))} | `{s.default!r}` | {cell(s.help)} |")
         heading = f"**{cls.__name__}**" + (f" ({'an' if base.__name__[0] in 'AEIOUR' else 'a'} {base.__name__}; fields it adds or sets differently)" if base else "")
         parts.append("\n".join([heading, "", "| field | type | default | what |", "| --- | --- | --- | --- |", *rows]))
     return "\n\n".join(parts)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from training.config import ConfigError, coerce_field, field_types, setting, shown
+from core.checked_config import CheckedConfig, setting
 from search.mcts_tree import SELECTIONS, Node, add_virtual_loss, backup, select_leaf, walk
 from search.search_play import parsed_answer, result_of, step_scores
 from search.search_types import SearchResult, StepScorer, sampled_tokens
@@ -31,7 +31,7 @@ ANSWERS = ("visits", "value", "vote")
 
 
 @dataclass
-class MCTSConfig:
+class MCTSConfig(CheckedConfig):
     """Settings of one tree search (per problem). Bad values are one-line ConfigErrors."""
 
     simulations: int = setting(32, "leaf evaluations per problem: each new child evaluated counts one, and so "
@@ -52,8 +52,7 @@ class MCTSConfig:
     max_new_tokens: int = setting(64, "generation cap per step")
 
     def __post_init__(self) -> None:
-        for name in field_types(type(self)):
-            setattr(self, name, coerce_field(type(self), name, getattr(self, name)))
+        super().__post_init__()
         for name in ("simulations", "expand_k", "wave_size", "max_new_tokens"):
             self.require(name, getattr(self, name) > 0, "a positive integer")
         for name in ("max_depth", "max_tokens"):
@@ -63,12 +62,6 @@ class MCTSConfig:
         self.require("answer", self.answer in ANSWERS, f"one of {', '.join(ANSWERS)}")
         self.require("exploration", self.exploration >= 0, ">= 0")
         self.require("temperature", self.temperature > 0, "> 0 (candidates must differ)")
-
-    def require(self, name: str, condition: bool, expectation: str) -> None:
-        """Raise `ConfigError("MCTSConfig.<name> must be <expectation>, got <value>")` unless `condition`."""
-        if not condition:
-            raise ConfigError(f"{type(self).__name__}.{name} must be {expectation}, got {shown(getattr(self, name))}",
-                              name)
 
 
 @dataclass(eq=False)

@@ -3,21 +3,24 @@ the episode engine a method samples with."""
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from core.checked_config import CheckedConfig, ConfigError, setting
 from episodes.engine import EpisodeEngine, SamplingSettings
 from policies.base import Policy
 from policies.prm import AGGREGATIONS
 from search.mcts import MCTSConfig
-from training.config import ConfigError, coerce_field, setting, shown
 
 METHODS = ("greedy", "maj", "best_of_n", "beam", "mcts")
 SCORED_METHODS = ("best_of_n", "beam", "mcts")  # they need a step scorer
 
 
 @dataclass
-class SearchSettings:
-    """One search method and its budget. A bad value is a one-line ConfigError naming the field."""
+class SearchSettings(CheckedConfig):
+    """One search method and its budget. A bad value is a one-line ConfigError naming the field. `mcts` samples
+    at these settings' temperature and max_new_tokens (`passed_down`; `mcts_config()` is what it runs)."""
+
+    passed_down = {"mcts": ("temperature", "max_new_tokens")}
 
     method: str = setting("greedy", "greedy | maj | best_of_n | beam | mcts")
     n: int = setting(8, "episodes sampled per problem (maj, best_of_n)")
@@ -27,13 +30,11 @@ class SearchSettings:
     max_new_tokens: int = setting(64, "tokens per action (one step in a stepwise env)")
     aggregation: str = setting("min", "solution score from step scores: min | last | product | mean "
                                       "(best_of_n's choice and beam's ranking)")
-    mcts: MCTSConfig = field(default_factory=MCTSConfig, metadata={
-        "help": "the tree search's settings (mcts); it samples at this temperature and max_new_tokens"})
+    mcts: MCTSConfig = setting(MCTSConfig(), "the tree search's settings (mcts); it samples at this temperature "
+                                             "and max_new_tokens")
 
     def __post_init__(self) -> None:
-        for f in dataclasses.fields(self):
-            if f.name != "mcts":
-                setattr(self, f.name, coerce_field(type(self), f.name, getattr(self, f.name)))
+        super().__post_init__()
         self.require("method", self.method in METHODS, " | ".join(METHODS))
         for name in ("n", "beam_width", "beam_expand", "max_new_tokens"):
             self.require(name, getattr(self, name) >= 1, "an integer >= 1")
@@ -41,16 +42,10 @@ class SearchSettings:
         self.require("temperature", self.method == "greedy" or self.temperature > 0,
                      f"> 0 for {self.method} (its candidates would all be the greedy one)")
         self.require("aggregation", self.aggregation in AGGREGATIONS, " | ".join(AGGREGATIONS))
-        self.require("mcts", isinstance(self.mcts, MCTSConfig), "an MCTSConfig")
         if self.method == "mcts" and self.mcts.evaluation != "prm":
-            raise ConfigError(f"SearchSettings.mcts.evaluation must be 'prm' at inference, got "
-                              f"{self.mcts.evaluation!r} (a rollout's value is the env's reward: training only)", "mcts")
-
-    def require(self, name: str, condition: bool, expectation: str) -> None:
-        """Raise `ConfigError("SearchSettings.<name> must be <expectation>, got <value>")` unless `condition`."""
-        if not condition:
-            raise ConfigError(f"{type(self).__name__}.{name} must be {expectation}, got {shown(getattr(self, name))}",
-                              name)
+            raise ConfigError.of_field(type(self).__name__, "mcts.evaluation",
+                                       f"must be 'prm' at inference, got {self.mcts.evaluation!r} (a rollout's "
+                                       f"value is the env's reward: training only)")
 
     @property
     def label(self) -> str:

@@ -11,11 +11,11 @@ import dataclasses
 import time
 from dataclasses import dataclass
 
-from training.config import ConfigError, coerce_field, setting, shown
+from core.checked_config import CheckedConfig, setting
 
 
 @dataclass
-class ServerLimits:
+class ServerLimits(CheckedConfig):
     """What one request may ask for. A bad value is a one-line ConfigError naming the field."""
 
     max_prompt_chars: int = setting(4000, "characters of a /generate prompt or a /solve question at most")
@@ -25,10 +25,9 @@ class ServerLimits:
     max_body_bytes: int = setting(1_000_000, "bytes of a request body at most (checked before the JSON is parsed)")
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         for f in dataclasses.fields(self):
-            setattr(self, f.name, coerce_field(type(self), f.name, getattr(self, f.name)))
-            if getattr(self, f.name) <= 0:
-                raise ConfigError(f"ServerLimits.{f.name} must be > 0, got {shown(getattr(self, f.name))}", f.name)
+            self.require(f.name, getattr(self, f.name) > 0, "> 0")
 
 
 class ComputeTimeout(Exception):

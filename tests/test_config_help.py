@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from algorithms import DAPOConfig, DPOConfig, DrGRPOConfig, GRPOConfig, MCTSSearchConfig, PPOConfig, PRMConfig, ReinforceStableConfig, RLConfig, RLOOConfig, SFTConfig
+from core.dotted_names import settings_of
 from training.cli import add_config_arguments
 from training.config import field_help
 
@@ -32,7 +33,8 @@ def flat(text: str) -> str:
 
 def flag_help(text: str, flag: str) -> str:
     """The help of `--flag` in flattened --help output (up to the next flag)."""
-    match = re.search(rf"(?:^| )--{flag}(?:, --no-{flag})?(?: {flag.upper()})* (.*?)(?= --[a-z]| [a-zA-Z' ]+:$|$)", text)
+    name, metavar = re.escape(flag), re.escape(flag.upper())
+    match = re.search(rf"(?:^| )--{name}(?:, --no-{name})?(?: {metavar})* (.*?)(?= --[a-z]| [a-zA-Z' ]+:$|$)", text)
     assert match, flag
     return match.group(1)
 
@@ -54,9 +56,23 @@ def test_help_lists_every_field_with_its_text_and_default(cls, wide):
     parser = argparse.ArgumentParser()
     add_config_arguments(parser, cls, {"seed": 1234567})
     text = flat(parser.format_help())
-    for f in dataclasses.fields(cls):
-        default = 1234567 if f.name == "seed" else f.default
-        assert f"{flat(field_help(cls, f.name))} (default {default})" in flag_help(text, f.name), f.name
+    settings = settings_of(cls)  # the fields, a nested config's fields dotted in its place
+    assert {n.partition(".")[0] for n in settings} == {f.name for f in dataclasses.fields(cls)}
+    for name, setting in settings.items():
+        default = 1234567 if name == "seed" else setting.default
+        assert f"{flat(setting.help)} (default {default})" in flag_help(text, name), name
+
+
+def test_nested_fields_are_dotted_flags_with_the_nested_help_and_the_outer_default(wide):
+    from search.mcts import MCTSConfig
+
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser, MCTSSearchConfig, {"mcts": {"simulations": 77}})
+    text = flat(parser.format_help())
+    assert flag_help(text, "mcts.simulations").endswith(f"{field_help(MCTSConfig, 'simulations')} (default 77)")
+    assert flag_help(text, "mcts.evaluation").endswith("(default rollout)")  # MCTSSearchConfig's, not MCTSConfig's
+    assert "MCTSSearchConfig.mcts (MCTSConfig) fields:" in text
+    assert "--mcts " not in text and "--mcts_simulations" not in text  # no flag for the whole, old names hidden
 
 
 @pytest.mark.parametrize("script, cls", [("quickstart.py", GRPOConfig), ("grpo_gsm8k.py", GRPOConfig),

@@ -1,10 +1,14 @@
 """MCTSSearch: step advantages are the tree's Q differences (a scripted tree), sibling steps become PRM
-pairs, training runs on the tiny model (rollouts; a PRM that learns from the pairs), config errors."""
+pairs, training runs on the tiny model (rollouts; a PRM that learns from the pairs), config errors; the
+tree search's settings nest (`mcts: {simulations: 24}`, `--mcts.simulations 24`), old flat names refused."""
+import argparse
+
 import pytest
 import torch
 
 from algorithms import MCTSSearch, MCTSSearchConfig
-from training import ConfigError
+from search.mcts import MCTSConfig
+from training import ConfigError, add_config_arguments, config_from_arguments, load_config
 from algorithms.mcts_search import STEP_ADVANTAGES
 from buffers import ADVANTAGES
 from buffers.step_pairs import StepPair
@@ -18,17 +22,18 @@ Q_FIRST = {"x = 1\n": (0.7 + 0.1 + 0.2 + 0.1) / 4, "y = 2\n": (0.5 + 0.95 + 0.3 
            "z = 3\n": (0.3 + 3 * 0.05) / 4}
 
 
-def config(tmp_path, **overrides):
+def config(tmp_path, mcts: dict | None = None, **overrides):
     values = dict(train_iterations=2, prompts_per_iteration=2, samples_per_prompt=4, max_new_tokens=4,
-                  mcts_simulations=6, mcts_expand_k=2, mcts_wave_size=2, output_dir=str(tmp_path / "run"),
-                  progress=False, micro_batch_size=8, learning_rate=1e-2, eval_at_start=False, eval_episodes=2)
+                  mcts={"simulations": 6, "expand_k": 2, "wave_size": 2, **(mcts or {})},
+                  output_dir=str(tmp_path / "run"), progress=False, micro_batch_size=8, learning_rate=1e-2,
+                  eval_at_start=False, eval_episodes=2)
     values.update(overrides)
     return MCTSSearchConfig(**values)
 
 
 def test_step_advantages_are_the_q_differences_of_a_scripted_tree(tmp_path):
-    c = config(tmp_path, prompts_per_iteration=1, samples_per_prompt=9, mcts_simulations=12, mcts_expand_k=3,
-               mcts_wave_size=3, mcts_evaluation="prm", pair_margin=0.3, max_new_tokens=8)
+    c = config(tmp_path, prompts_per_iteration=1, samples_per_prompt=9, pair_margin=0.3, max_new_tokens=8,
+               mcts=dict(simulations=12, expand_k=3, wave_size=3, evaluation="prm"))
     algo = MCTSSearch(ScriptedPolicy(), SevenEnv(), c, prm=TableScorer())
     trajectories = algo.collect()
     assert len(trajectories) == 9 and len({t.group_id for t in trajectories}) == 1
@@ -80,22 +85,107 @@ def test_the_prm_learns_from_the_trees_sibling_pairs(tiny_policy, tmp_path):
     assert row["prm_bt_loss"] > 0 and 0 <= row["prm_pair_accuracy"] <= 1
     assert any(not torch.equal(a, b) for a, b in zip(before, prm.parameters()))
     assert set(algo.extra_state()) == {"prm", "prm_optimizer"}
-    scored = MCTSSearch(tiny_policy, algo.env, config(tmp_path, mcts_evaluation="prm"), prm=prm)
+    scored = MCTSSearch(tiny_policy, algo.env, config(tmp_path, mcts=dict(evaluation="prm")), prm=prm)
     trajectories = scored.collect()  # the PRM, a StepScorer, evaluates the new steps
     assert trajectories and all(STEP_ADVANTAGES.has(t) for t in trajectories)
 
 
 def test_bad_settings_are_one_line_config_errors(tmp_path):
-    with pytest.raises(ConfigError, match=r"^MCTSSearchConfig.mcts_expand_k must be a positive integer, got 0$"):
-        config(tmp_path, mcts_expand_k=0)
-    with pytest.raises(ConfigError, match=r"^MCTSSearchConfig.mcts_selection must be one of puct, ucb1, got 'x'$"):
-        config(tmp_path, mcts_selection="x")
+    with pytest.raises(ConfigError, match=r"^MCTSSearchConfig.mcts.expand_k must be a positive integer, got 0$"):
+        config(tmp_path, mcts=dict(expand_k=0))
+    with pytest.raises(ConfigError, match=r"^MCTSSearchConfig.mcts.selection must be one of puct, ucb1, got 'x'$"):
+        config(tmp_path, mcts=dict(selection="x"))
     with pytest.raises(ConfigError, match=r"^MCTSSearchConfig.temperature must be > 0"):
         config(tmp_path, temperature=0)
     with pytest.raises(ConfigError, match=r"^MCTSSearchConfig.pair_margin must be > 0, got 0.0$"):
         config(tmp_path, pair_margin=0)
     env = SevenEnv()
-    with pytest.raises(ConfigError, match=r"^MCTSSearchConfig.mcts_evaluation is 'prm', but no PRM is given"):
-        MCTSSearch(ScriptedPolicy(), env, config(tmp_path, mcts_evaluation="prm"))
+    with pytest.raises(ConfigError, match=r"^MCTSSearchConfig.mcts.evaluation is 'prm', but no PRM is given"):
+        MCTSSearch(ScriptedPolicy(), env, config(tmp_path, mcts=dict(evaluation="prm")))
     with pytest.raises(ConfigError, match=r"^MCTSSearchConfig.prm_updates is 2, but no PRM is given"):
         MCTSSearch(ScriptedPolicy(), env, config(tmp_path, prm_updates=2))
+
+
+# --- the tree search's settings: one nested MCTSConfig, set by mapping, YAML, dotted flags --------------
+
+def flags(argv: list[str], defaults: dict | None = None) -> MCTSSearchConfig:
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser, MCTSSearchConfig, defaults)
+    return config_from_arguments(MCTSSearchConfig, parser.parse_args(argv), defaults)
+
+
+def test_the_search_settings_nest_and_a_mapping_changes_only_the_fields_it_names():
+    assert MCTSSearchConfig().mcts == MCTSConfig(evaluation="rollout")  # training's default evaluation
+    c = MCTSSearchConfig(mcts={"simulations": "24"}, temperature=0.5, max_new_tokens=12)
+    assert c.mcts == MCTSConfig(simulations=24, evaluation="rollout")  # coerced, the rest left as it was
+    assert c.mcts_config() == MCTSConfig(simulations=24, evaluation="rollout", temperature=0.5, max_new_tokens=12)
+    assert MCTSSearchConfig(**c.to_dict()) == c and "temperature" not in c.to_dict()["mcts"]
+
+
+def test_nested_yaml_and_dotted_flags_set_the_mcts_fields(tmp_path):
+    path = tmp_path / "mcts.yaml"
+    path.write_text("temperature: 0.7\nmcts:\n  simulations: 24\n  expand_k: 3\n  answer: vote\n")
+    c = load_config(MCTSSearchConfig, path, {"mcts.expand_k": 5})  # an override changes one nested field
+    assert (c.mcts.simulations, c.mcts.expand_k, c.mcts.answer, c.mcts.evaluation) == (24, 5, "vote", "rollout")
+    assert c.mcts_config().temperature == 0.7
+    c = flags(["--config", str(path), "--mcts.simulations", "40", "--mcts.selection", "ucb1"],
+              defaults={"mcts": {"wave_size": 2}})  # script defaults < file < flags
+    assert (c.mcts.simulations, c.mcts.expand_k, c.mcts.selection, c.mcts.wave_size) == (40, 3, "ucb1", 2)
+    assert flags(["--mcts.max_tokens", "900"]).mcts.max_tokens == 900
+
+
+def test_bad_nested_values_are_one_line_errors_naming_the_dotted_field_and_the_file(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("mcts:\n  simulations: 0\n")
+    assert one_line(load_config, MCTSSearchConfig, path) == (
+        f"{path}: MCTSSearchConfig.mcts.simulations must be a positive integer, got 0")
+    path.write_text("mcts:\n  simulations: many\n")
+    assert one_line(load_config, MCTSSearchConfig, path) == (
+        f"{path}: MCTSSearchConfig.mcts.simulations expects an integer, got 'many'")
+    path.write_text("mcts:\n  simulatons: 4\n")
+    assert one_line(load_config, MCTSSearchConfig, path) == (
+        f"{path}: unknown MCTSSearchConfig field(s): mcts.simulatons")
+    path.write_text("mcts: 4\n")
+    assert one_line(load_config, MCTSSearchConfig, path) == (
+        f"{path}: MCTSSearchConfig.mcts expects a mapping of MCTSConfig fields, got 4")
+    assert one_line(flags, ["--mcts.wave_size", "0"]) == (
+        "MCTSSearchConfig.mcts.wave_size must be a positive integer, got 0")
+    assert one_line(MCTSSearchConfig, mcts={"simulatons": 4}) == (
+        "MCTSSearchConfig.mcts: unknown MCTSConfig field(s): simulatons")
+
+
+def test_an_unknown_dotted_flag_is_one_argparse_line(capsys):
+    with pytest.raises(SystemExit):
+        flags(["--mcts.simulatons", "4"])
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith("unrecognized arguments: --mcts.simulatons 4")
+
+
+@pytest.mark.parametrize("name", ["simulations", "expand_k", "wave_size", "selection", "exploration", "evaluation",
+                                  "max_depth", "max_tokens"])
+def test_the_old_flat_names_are_refused_naming_the_dotted_spelling(name, tmp_path):
+    path = tmp_path / "old.yaml"
+    path.write_text(f"mcts_{name}: 4\n")
+    messages = [one_line(MCTSSearchConfig, **{f"mcts_{name}": 4}), one_line(load_config, MCTSSearchConfig, path),
+                one_line(flags, [f"--mcts_{name}", "4"])]
+    assert messages[1].startswith(f"{path}: ")
+    expected = f"MCTSSearchConfig: mcts_{name} is now mcts.{name} (YAML: `mcts: {{{name}: ...}}`; flag: --mcts.{name}"
+    assert all(expected in message for message in messages), messages
+
+
+def test_the_sampling_the_search_takes_from_the_outer_config_cannot_be_set_on_mcts(tmp_path):
+    path = tmp_path / "t.yaml"
+    path.write_text("mcts: {temperature: 0.3}\n")
+    expected = ("MCTSSearchConfig: mcts.temperature is not read: mcts takes this config's own temperature; "
+                "set temperature")
+    assert one_line(load_config, MCTSSearchConfig, path) == f"{path}: {expected}"
+    assert one_line(MCTSSearchConfig, mcts={"temperature": 0.3}) == expected
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser, MCTSSearchConfig)
+    assert "--mcts.temperature" not in parser.format_help() and "--mcts.max_new_tokens" not in parser.format_help()
+
+
+def one_line(call, *args, **kwargs) -> str:
+    with pytest.raises(ConfigError) as info:
+        call(*args, **kwargs)
+    assert "\n" not in str(info.value)
+    return str(info.value)

@@ -122,8 +122,9 @@ def test_bad_settings_and_missing_or_broken_scorers_are_one_line_errors():
         SearchSettings(aggregation="max")
     with pytest.raises(ConfigError, match=r"^SearchSettings.mcts.evaluation must be 'prm' at inference, got 'rollout'"):
         SearchSettings(method="mcts", mcts=MCTSConfig(evaluation="rollout"))
-    with pytest.raises(ConfigError, match=r"^SearchSettings.mcts must be an MCTSConfig, got \{'simulations': 4\}$"):
-        SearchSettings(mcts={"simulations": 4})
+    with pytest.raises(ConfigError, match=r"^SearchSettings.mcts expects a mapping of MCTSConfig fields, got 4$"):
+        SearchSettings(mcts=4)
+    assert SearchSettings(mcts={"simulations": 4}).mcts == MCTSConfig(simulations=4)  # a mapping of its fields
     policy, env = ScriptedPolicy({}), stepwise_env()
     for method in ("best_of_n", "beam", "mcts"):
         with pytest.raises(ValueError, match=rf"^run_search: method '{method}' needs a step scorer"):

@@ -1,5 +1,7 @@
-"""TRL's config names: accepted where they mean what ours mean (Python, YAML, flags), refused with one line
-naming ours where they do not; and each algorithm refuses another algorithm's config in one line."""
+"""TRL's config names: accepted where they mean what ours mean at the edges (`from_trl` in Python, YAML,
+flags), refused with one line naming ours where they do not; the constructor takes our names only and
+refuses TRL's in one line naming the `from_trl` spelling; and each algorithm refuses another algorithm's
+config in one line."""
 from __future__ import annotations
 
 import argparse
@@ -12,8 +14,6 @@ from training import trl_names
 from training.cli import add_config_arguments, config_from_arguments
 from training.config import read_config_file
 from tests.test_config_validation import one_line_error as one_line
-
-
 
 
 def flags(cls: type, argv: list[str], defaults: dict | None = None):
@@ -35,8 +35,23 @@ def test_every_same_meaning_alias_is_exercised():
 
 
 def test_trl_names_in_python(tmp_path):
-    config = GRPOConfig(output_dir=str(tmp_path), **TRL_VALUES)
+    config = GRPOConfig.from_trl(output_dir=str(tmp_path), **TRL_VALUES)
     assert config == GRPOConfig(output_dir=str(tmp_path), **OURS)
+    assert type(RLOOConfig.from_trl(num_generations=4)) is RLOOConfig  # each config builds its own class
+
+
+@pytest.mark.parametrize("name", sorted(TRL_VALUES))
+def test_a_trl_name_given_to_the_constructor_names_ours_and_from_trl(name):
+    ours = trl_names.SAME[name].ours
+    message = one_line(GRPOConfig, **{name: TRL_VALUES[name]})
+    assert message == (f"GRPOConfig: {name} is TRL's name for {ours}: pass {ours}=..., or build with "
+                       f"GRPOConfig.from_trl({name}=...)")
+    with pytest.raises(TypeError):  # as Python's own unexpected-keyword error would be
+        GRPOConfig(**{name: TRL_VALUES[name]})
+
+
+def test_an_unknown_keyword_is_one_line_naming_the_config():
+    assert one_line(PPOConfig, learning_rat=1e-5) == "unknown PPOConfig field(s): learning_rat"
 
 
 def test_trl_names_in_yaml(tmp_path):
@@ -52,9 +67,9 @@ def test_trl_names_as_flags():
 
 
 def test_epsilon_sets_both_bounds_unless_the_upper_one_is_given(tmp_path):
-    assert (GRPOConfig(epsilon=0.3).clip_low, GRPOConfig(epsilon=0.3).clip_high) == (0.3, 0.3)
-    assert GRPOConfig(epsilon=0.3, clip_high=0.28).clip_high == 0.28
-    assert DAPOConfig(epsilon=0.25, epsilon_high=0.3).clip_high == 0.3
+    assert (GRPOConfig.from_trl(epsilon=0.3).clip_low, GRPOConfig.from_trl(epsilon=0.3).clip_high) == (0.3, 0.3)
+    assert GRPOConfig.from_trl(epsilon=0.3, clip_high=0.28).clip_high == 0.28
+    assert DAPOConfig.from_trl(epsilon=0.25, epsilon_high=0.3).clip_high == 0.3
     path = tmp_path / "eps.yaml"
     path.write_text("epsilon: 0.3\n")
     assert flags(GRPOConfig, ["--config", str(path), "--clip_high", "0.28"]).clip_high == 0.28  # flags win
@@ -63,7 +78,7 @@ def test_epsilon_sets_both_bounds_unless_the_upper_one_is_given(tmp_path):
 @pytest.mark.parametrize("value, ours", [("group", True), (True, True), ("true", True), ("none", False),
                                          (False, False), ("false", False)])
 def test_scale_rewards_values(value, ours):
-    assert GRPOConfig(scale_rewards=value).scale_by_std is ours
+    assert GRPOConfig.from_trl(scale_rewards=value).scale_by_std is ours
 
 
 @pytest.mark.parametrize("name, value, fragment", [
@@ -72,7 +87,7 @@ def test_scale_rewards_values(value, ours):
     ("disable_tqdm", "maybe", "disable_tqdm expects true or false, got 'maybe'"),
 ])
 def test_values_without_a_counterpart_are_refused(name, value, fragment):
-    assert fragment in one_line(GRPOConfig, **{name: value})
+    assert fragment in one_line(GRPOConfig.from_trl, **{name: value})
 
 
 @pytest.mark.parametrize("name, ours", [
@@ -86,25 +101,27 @@ def test_values_without_a_counterpart_are_refused(name, value, fragment):
 def test_names_meaning_something_else_are_refused_naming_ours(name, ours, tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text(f"{name}: 2\n")
-    messages = [one_line(GRPOConfig, **{name: 2}), one_line(load_config, GRPOConfig, path),
-                one_line(flags, GRPOConfig, [f"--{name}", "2"])]
-    assert messages[1].startswith(f"{path}: GRPOConfig: {name} ")
+    messages = [one_line(GRPOConfig, **{name: 2}), one_line(GRPOConfig.from_trl, **{name: 2}),
+                one_line(load_config, GRPOConfig, path), one_line(flags, GRPOConfig, [f"--{name}", "2"])]
+    assert messages[2].startswith(f"{path}: GRPOConfig: {name} ")
     for message in messages:
         assert f"GRPOConfig: {name} " in message and all(field in message for field in ours), message
 
 
 def test_num_iterations_is_refused_even_where_it_used_to_be_ours():
     # the old field name of the training length: neither meaning is guessed
-    message = one_line(ReinforceStableConfig, num_iterations=10)
+    message = one_line(ReinforceStableConfig.from_trl, num_iterations=10)
+    assert message == one_line(ReinforceStableConfig, num_iterations=10)
     assert "train_iterations" in message and "update_epochs" in message and "ambiguous" in message
 
 
 def test_max_episode_steps_is_refused_the_env_holds_the_one_step_limit(tmp_path):
     path = tmp_path / "old.yaml"
     path.write_text("max_episode_steps: 4\n")
-    messages = [one_line(GRPOConfig, max_episode_steps=4), one_line(load_config, PPOConfig, path),
+    messages = [one_line(GRPOConfig, max_episode_steps=4), one_line(GRPOConfig.from_trl, max_episode_steps=4),
+                one_line(load_config, PPOConfig, path),
                 one_line(flags, ReinforceStableConfig, ["--max_episode_steps", "4"])]
-    assert messages[1].startswith(f"{path}: PPOConfig: max_episode_steps is gone")
+    assert messages[2].startswith(f"{path}: PPOConfig: max_episode_steps is gone")
     for message in messages:
         assert "max_episode_steps is gone" in message and "max_steps" in message and "TimeLimit" in message
 
@@ -112,12 +129,12 @@ def test_max_episode_steps_is_refused_the_env_holds_the_one_step_limit(tmp_path)
 def test_step_counted_names_are_refused_where_an_iteration_has_no_fixed_step_count():
     from training import TrainerConfig
 
-    assert "may make several; set train_iterations" in one_line(TrainerConfig, max_steps=5)
-    assert TrainerConfig(warmup_steps=3).warmup_iterations == 3  # an alias that counts steps on both sides
+    assert "may make several; set train_iterations" in one_line(TrainerConfig.from_trl, max_steps=5)
+    assert TrainerConfig.from_trl(warmup_steps=3).warmup_iterations == 3  # an alias that counts steps on both sides
 
 
 def test_an_alias_and_its_field_together_are_refused(tmp_path):
-    assert one_line(GRPOConfig, beta=0.1, kl_coeff=0.2) == (
+    assert one_line(GRPOConfig.from_trl, beta=0.1, kl_coeff=0.2) == (
         "beta and kl_coeff are both given (beta is TRL's name for kl_coeff)")
     path = tmp_path / "both.yaml"
     path.write_text("num_generations: 4\nsamples_per_prompt: 8\n")
@@ -126,16 +143,18 @@ def test_an_alias_and_its_field_together_are_refused(tmp_path):
 
 
 def test_an_alias_for_a_field_the_config_lacks_is_refused():
-    assert one_line(ReinforceStableConfig, epsilon=0.2) == (
-        "ReinforceStableConfig has no clip_low, which TRL's epsilon stands for")
+    for build in (ReinforceStableConfig.from_trl, ReinforceStableConfig):
+        message = one_line(build, epsilon=0.2)
+        assert message == "ReinforceStableConfig has no clip_low, which TRL's epsilon stands for"
 
 
 def test_step_counted_names_only_when_an_iteration_is_one_optimizer_step(tmp_path):
-    assert GRPOConfig(max_steps=5).train_iterations == 5  # defaults: one epoch, the whole batch per step
-    message = one_line(GRPOConfig, max_steps=5, update_epochs=2)
+    assert GRPOConfig.from_trl(max_steps=5).train_iterations == 5  # defaults: one epoch, the whole batch per step
+    message = one_line(GRPOConfig.from_trl, max_steps=5, update_epochs=2)
     assert message == ("GRPOConfig: TRL's max_steps counts optimizer steps, but here an iteration makes 2 "
                        "(update_epochs x minibatches); set train_iterations, counted in iterations")
-    assert "makes 16 (update_epochs x minibatches)" in one_line(PPOConfig, save_steps=5)  # 4 epochs x 4 minibatches
+    # PPOConfig's defaults: 4 epochs x 4 minibatches
+    assert "makes 16 (update_epochs x minibatches)" in one_line(PPOConfig.from_trl, save_steps=5)
     path = tmp_path / "steps.yaml"
     path.write_text("max_steps: 5\nminibatch_size: 32\n")  # 16 x 8 = 128 trajectories: 4 optimizer steps
     assert "makes 4" in one_line(load_config, GRPOConfig, path)

@@ -1,4 +1,5 @@
-"""Command-line flags generated from a config dataclass: `--config file.yaml`, then `--field value` overrides.
+"""Command-line flags generated from a config dataclass: `--config file.yaml`, then `--field value` overrides
+(a nested config's fields as dotted flags: `--mcts.simulations 24`).
 
 Why not `transformers.HfArgumentParser`: it reads the same `metadata["help"]` our fields carry, but it
 cannot parse `adam_betas` (a `tuple[float, float]`), reads a YAML file *instead of* the flags rather than
@@ -14,8 +15,9 @@ import dataclasses
 import typing
 from typing import Any, Callable
 
+from core.dotted_names import Setting, flatten, settings_of
 from training import trl_names
-from training.config import REMOVED, field_help, field_types, load_config
+from training.config import field_types, load_config, nested_fields
 
 FLAG_TYPES = {int: int, float: float, str: str}
 
@@ -30,41 +32,64 @@ def default_text(name: str, default: Any, presets: dict[str, dict[str, Any]] | N
     return f"default {default}"
 
 
+def _add_flag(group, setting: Setting, default: Any, presets: dict[str, dict[str, Any]] | None) -> None:
+    """`--<name>` parsing as the setting's declared type, its help text ending with the default."""
+    text = f"{setting.help} ({default_text(setting.name, default, presets)})".replace("%", "%%")
+    kind, flag = setting.kind, f"--{setting.name}"
+    if kind is bool:
+        group.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=text)
+    elif typing.get_origin(kind) is tuple:
+        args = typing.get_args(kind)
+        group.add_argument(flag, type=FLAG_TYPES.get(args[0], str), nargs=len(args), default=None, help=text)
+    else:
+        group.add_argument(flag, type=FLAG_TYPES.get(kind, str), default=None, help=text)
+
+
+def old_flat_names(config_class: type) -> list[str]:
+    """`mcts_simulations` for each nested field (`mcts.simulations`): flat spellings refused with the dotted one."""
+    fields = field_types(config_class)
+    return [f"{outer}_{name}" for outer, kind in nested_fields(config_class).items() for name in field_types(kind)
+            if f"{outer}_{name}" not in fields]
+
+
 def add_config_arguments(parser: argparse.ArgumentParser, config_class: type, defaults: dict[str, Any] | None = None,
                          presets: dict[str, dict[str, Any]] | None = None) -> None:
-    """One flag per dataclass field (`--learning_rate 1e-5`, `--bf16/--no-bf16`) with its help text and the
-    default the script will use (`defaults`, or per preset), TRL's names for fields, and `--config`.
-
-    Each flag parses as the field's declared type; ranges are checked when the config is built."""
+    """One flag per setting (`--learning_rate 1e-5`, `--bf16/--no-bf16`; a nested config's fields dotted:
+    `--mcts.simulations 24`) with its help text and the default the script will use (`defaults`, or per
+    preset; either may spell a nested config as a mapping or by dotted names), TRL's names for fields,
+    and `--config`. Each flag parses as the field's declared type; ranges are checked when the config is
+    built. Names that are refused (TRL's with another meaning, old flat `mcts_*` ones) are hidden flags
+    that reach `config_from_arguments`, so the refusal is one line naming what to write instead."""
     parser.add_argument("--config", default=None, help="YAML file of config fields (flags override it)")
-    group = parser.add_argument_group(f"{config_class.__name__} fields")
+    defaults = flatten(config_class, defaults or {})
+    presets = {preset: flatten(config_class, p) for preset, p in presets.items()} if presets else None
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    for setting in settings_of(config_class).values():
+        outer = setting.name.rpartition(".")[0]
+        if outer not in groups:
+            title = f"{config_class.__name__}.{outer} ({setting.owner.__name__})" if outer else config_class.__name__
+            groups[outer] = parser.add_argument_group(f"{title} fields")
+        default = setting.default if setting.default is not dataclasses.MISSING else None
+        _add_flag(groups[outer], setting, defaults.get(setting.name, default), presets)
     types = field_types(config_class)
-    for f in dataclasses.fields(config_class):
-        kind = types[f.name]
-        default = (defaults or {}).get(f.name, f.default if f.default is not dataclasses.MISSING else None)
-        text = f"{field_help(config_class, f.name)} ({default_text(f.name, default, presets)})".replace("%", "%%")
-        if kind is bool:
-            group.add_argument(f"--{f.name}", action=argparse.BooleanOptionalAction, default=None, help=text)
-        elif typing.get_origin(kind) is tuple:
-            args = typing.get_args(kind)
-            group.add_argument(f"--{f.name}", type=FLAG_TYPES.get(args[0], str), nargs=len(args), default=None,
-                               help=text)
-        else:
-            group.add_argument(f"--{f.name}", type=FLAG_TYPES.get(kind, str), default=None, help=text)
     trl = parser.add_argument_group("TRL's names (same meaning; see the README's \"Coming from TRL\")")
     for name, alias in trl_names.SAME.items():
         if alias.ours in types:
             kind = types[alias.ours] if alias.convert is None else str
             trl.add_argument(f"--{name}", type=FLAG_TYPES.get(kind, str), default=None,
                              help=f"TRL's name for --{alias.ours}" + (f": {alias.note}" if alias.note else ""))
-    for name in (*trl_names.DIFFERENT, *REMOVED):  # refused with a line naming ours (hidden from --help)
+    for name in _refused_names(config_class):  # refused with a line naming ours (hidden from --help)
         parser.add_argument(f"--{name}", nargs="?", const=True, default=None, help=argparse.SUPPRESS)
+
+
+def _refused_names(config_class: type) -> list[str]:
+    return [*trl_names.DIFFERENT, *trl_names.REMOVED, *old_flat_names(config_class)]
 
 
 def config_from_arguments(config_class: type, args: argparse.Namespace, defaults: dict[str, Any] | None = None):
     """Defaults of the script < the `--config` YAML file < command-line flags (those not None; TRL's
-    names translated, those meaning something else refused)."""
-    names = set(field_types(config_class)) | set(trl_names.SAME) | set(trl_names.DIFFERENT) | set(REMOVED)
+    names translated, those meaning something else refused, `--mcts.simulations` setting `mcts.simulations`)."""
+    names = set(settings_of(config_class)) | set(trl_names.SAME) | set(_refused_names(config_class))
     overrides = {k: v for k, v in vars(args).items() if k in names and v is not None}
     return load_config(config_class, getattr(args, "config", None), overrides, defaults)
 

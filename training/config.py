@@ -1,38 +1,36 @@
-"""Configuration dataclasses and their loading.
+"""`TrainerConfig` and the loading of configs from YAML files and overrides.
 
-Every field is documented. `__post_init__` coerces each value to the field's declared type (YAML and
-flags give strings, ints for floats, quoted booleans) and checks its range; `load_config` layers
-defaults < a YAML file < overrides. Every bad value is a one-line ConfigError naming the field, the
-bad value and, when it came from a file, the file.
+The checked-config base (coercion to the declared types, `require`, `to_dict`, field help) is
+`core.checked_config.CheckedConfig`, re-exported here with `ConfigError`, `setting` and the field helpers.
+`load_config` layers defaults < a YAML file < overrides; each layer may spell a nested config as a
+mapping (`mcts: {simulations: 24}`) or as dotted names (`mcts.simulations`), and may use TRL's names
+(training/trl_names.py; in Python: `GRPOConfig.from_trl(...)`). Every bad value is a one-line
+ConfigError naming the field, the bad value and, when it came from a file, the file.
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 import importlib.util
-import math
-import numbers
 import sys
-import types
-import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.checked_config import (CheckedConfig, ConfigError, UnknownFieldError, coerce_field, field_default,
+                                 field_help, field_types, nested_fields, setting)
+from core.coercion import BOOL_WORDS, shown
+from core.dotted_names import coerce_setting, flatten, settings_of, unflatten
+from training import trl_names
+from training.trl_names import REMOVED
 from training.wandb_auth import LOGIN_FIXES, online_login_problem
+
+__all__ = ["TrainerConfig", "ConfigError", "UnknownFieldError", "CheckedConfig", "setting", "field_help",
+           "field_types", "field_default", "nested_fields", "coerce_field", "shown", "BOOL_WORDS", "REMOVED",
+           "load_config", "read_config_file", "checked_config", "module_available"]
 
 WANDB_MODES = ("off", "offline", "online")
 DATA_PARALLEL_MODES = ("ddp", "fsdp", "allreduce")  # algorithms/data_parallel.py
-BOOL_WORDS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
 MAX_SEED = 2**32  # numpy's legacy seeding and many tools take 32-bit seeds
-
-
-class ConfigError(ValueError):
-    """A configuration value is invalid. The message is one line; `field` names the field when there is one."""
-
-    def __init__(self, message: str, field: str | None = None) -> None:
-        super().__init__(" ".join(str(message).split()))
-        self.field = field
 
 
 def module_available(name: str) -> bool:
@@ -43,108 +41,6 @@ def module_available(name: str) -> bool:
         return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):
         return False
-
-
-def shown(value: Any, limit: int = 80) -> str:
-    """`repr(value)`, cut to about `limit` characters (a message stays one readable line)."""
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[:limit - 20]}... ({len(text)} characters)"
-
-
-class _Mismatch(Exception):
-    """A value does not fit a declared type; the argument says what was expected."""
-
-
-def _to_bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, numbers.Integral) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str) and value.strip().lower() in BOOL_WORDS:
-        return BOOL_WORDS[value.strip().lower()]
-    raise _Mismatch("true or false (or yes/no, on/off, 1/0)")
-
-
-def _to_float(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (numbers.Real, str)):
-        raise _Mismatch("a number")
-    try:
-        number = float(value)
-    except (ValueError, OverflowError):
-        raise _Mismatch("a number") from None
-    if not math.isfinite(number):
-        raise _Mismatch("a finite number")
-    return number
-
-
-def _to_int(value: Any) -> int:
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-        return int(value)
-    if isinstance(value, str):
-        try:
-            return int(value.strip())
-        except ValueError:
-            pass
-    try:
-        number = _to_float(value)  # 1e3 or 2.0: an integer written as a float
-    except _Mismatch:
-        raise _Mismatch("an integer") from None
-    if not number.is_integer():
-        raise _Mismatch("an integer")
-    return int(number)
-
-
-def _to_str(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool):  # YAML reads unquoted yes/no/on/off/true/false as booleans
-        raise _Mismatch("a string (quote it: YAML reads unquoted yes/no/on/off as booleans)")
-    if isinstance(value, numbers.Real):
-        return str(value)
-    raise _Mismatch("a string")
-
-
-SCALARS = {bool: _to_bool, int: _to_int, float: _to_float, str: _to_str}
-
-
-def _coerce(kind: Any, value: Any) -> Any:
-    """`value` as the declared type `kind` (bool, int, float, str, tuple of those, `X | None`);
-    raises _Mismatch naming what was expected. Types it does not know pass the value through."""
-    if kind in SCALARS:
-        if value is None:
-            raise _Mismatch({bool: "true or false", int: "an integer", float: "a number", str: "a string"}[kind])
-        return SCALARS[kind](value)
-    origin, args = typing.get_origin(kind), typing.get_args(kind)
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        inner = [a for a in args if a is not type(None)]
-        return _coerce(inner[0], value) if len(inner) == 1 else value
-    if origin is tuple and args and Ellipsis not in args:
-        nouns = {bool: "booleans", int: "integers", float: "numbers", str: "strings"}
-        expected = f"a list of {len(args)} {nouns.get(args[0], 'values') if len(set(args)) == 1 else 'values'}"
-        if not isinstance(value, (list, tuple)) or len(value) != len(args):
-            raise _Mismatch(expected)
-        try:
-            return tuple(_coerce(a, v) for a, v in zip(args, value))
-        except _Mismatch as inner:
-            raise _Mismatch(f"{expected}, each {inner}") from None
-    return value
-
-
-@functools.lru_cache(maxsize=None)
-def field_types(cls: type) -> dict[str, Any]:
-    """Declared type of each dataclass field of `cls` (string annotations resolved)."""
-    hints = typing.get_type_hints(cls)
-    return {f.name: hints.get(f.name, Any) for f in dataclasses.fields(cls)}
-
-
-def coerce_field(cls: type, name: str, value: Any) -> Any:
-    """`value` as field `name` of `cls` declares it; a ConfigError naming the field and value otherwise."""
-    try:
-        return _coerce(field_types(cls)[name], value)
-    except _Mismatch as expected:
-        raise ConfigError(f"{cls.__name__}.{name} expects {expected}, got {shown(value)}", name) from None
 
 
 def _blocking_file(path: Path) -> Path | None:
@@ -158,46 +54,13 @@ def _blocking_file(path: Path) -> Path | None:
     return None
 
 
-def setting(default: Any, help: str) -> Any:
-    """A dataclass field with its one-line help text (shown by `--help` and in the README's reference table)."""
-    return dataclasses.field(default=default, metadata={"help": help})
-
-
-def field_help(cls: type, name: str) -> str:
-    """The help text of field `name`: its own, else that of the nearest base class declaring it."""
-    for klass in cls.__mro__:
-        f = getattr(klass, "__dataclass_fields__", {}).get(name)
-        if f is not None and f.metadata.get("help"):
-            return f.metadata["help"]
-    return ""
-
-
-class _AcceptsTRLNames(type):
-    """Metaclass of the configs: `GRPOConfig(num_generations=4, beta=0.04)` builds with TRL's names
-    translated (see algorithms/trl_names.py); a TRL name that means something else here is a ConfigError."""
-
-    def __call__(cls, *args: Any, **kwargs: Any):
-        from training.trl_names import check_step_counts, translate
-
-        values, step_counted = translate(cls, kwargs)
-        config = super().__call__(*args, **values)
-        check_step_counts(config, step_counted)
-        return config
-
-
-# old field names refused with one line saying what replaced them (like TRL's names in trl_names.DIFFERENT)
-REMOVED = {
-    "max_episode_steps": "is gone: an episode's step limit is the env's own (its max_steps, or a gymnasium "
-                         "TimeLimit wrapper); set it on the env",
-}
-
-
 @dataclass
-class TrainerConfig(metaclass=_AcceptsTRLNames):
+class TrainerConfig(CheckedConfig):
     """Settings of any `Trainer`: the loop, the optimizer, the run folder, checkpoints and logging.
 
     `num_iterations` is not a field: TRL uses it for update epochs per batch, so it is refused with a
-    line naming ours.
+    line naming ours. TRL's names for our fields are translated by `from_trl` (and by `load_config` and
+    the CLI); given to the constructor they are refused in one line naming both spellings.
     """
 
     # loop
@@ -230,8 +93,7 @@ class TrainerConfig(metaclass=_AcceptsTRLNames):
     progress: bool = setting(True, "tqdm progress bars")
 
     def __post_init__(self) -> None:
-        for name in field_types(type(self)):
-            setattr(self, name, coerce_field(type(self), name, getattr(self, name)))
+        super().__post_init__()
         for name in ("train_iterations", "micro_batch_size", "keep_checkpoints", "max_nonfinite_steps"):
             self.require(name, getattr(self, name) > 0, "a positive integer")
         for name in ("warmup_iterations", "eval_every", "save_every"):
@@ -254,19 +116,23 @@ class TrainerConfig(metaclass=_AcceptsTRLNames):
         self.require("output_dir", blocker is None, "a folder, not an existing file" if blocker == Path(self.output_dir)
                      else f"a folder path, but {blocker} is a file")
 
-    def require(self, name: str, condition: bool, expectation: str) -> None:
-        """Raise `ConfigError("<Class>.<name> must be <expectation>, got <value>")` unless `condition`."""
-        if not condition:
-            raise ConfigError(f"{type(self).__name__}.{name} must be {expectation}, got {shown(getattr(self, name))}",
-                              name)
+    @classmethod
+    def from_trl(cls, **values: Any):
+        """The config built from `values`, where TRL's names stand for ours (`GRPOConfig.from_trl(num_generations=4,
+        beta=0.04)`); a TRL name that means something else here is a one-line ConfigError naming ours."""
+        translated, step_counted = trl_names.translate(cls, values)
+        config = cls(**translated)
+        trl_names.check_step_counts(config, step_counted)
+        return config
+
+    @classmethod
+    def refusal(cls, name: Any) -> str | None:
+        """TRL's names (and old ones) given to the constructor are refused naming ours and `from_trl`."""
+        return (trl_names.refusal(cls, name) if isinstance(name, str) else None) or super().refusal(name)
 
     def optimizer_steps_per_iteration(self) -> int | None:
         """Optimizer steps one iteration makes, when the config alone says (None: it depends on the trainer)."""
         return None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The fields as a plain dict (what config.json holds)."""
-        return dataclasses.asdict(self)
 
 
 def checked_config(owner: str, config_class: type, config: Any) -> Any:
@@ -281,10 +147,12 @@ def checked_config(owner: str, config_class: type, config: Any) -> Any:
 
 
 def read_config_file(cls: type, path: str | Path) -> dict[str, Any]:
-    """The fields a YAML file sets, each coerced to its declared type (no defaults filled, no range checks).
+    """The fields a YAML file sets, each coerced to its declared type (no defaults filled, no range checks);
+    a nested config's fields dotted (`mcts: {simulations: 24}` -> {"mcts.simulations": 24}).
 
-    TRL's names for our fields are translated (algorithms/trl_names.py). A missing or unreadable file, a YAML syntax error (with its line and column), a top level that is
-    not a mapping, an unknown field or a value of the wrong type is a one-line ConfigError naming the file.
+    TRL's names for our fields are translated (training/trl_names.py). A missing or unreadable file, a YAML
+    syntax error (with its line and column), a top level that is not a mapping, an unknown field or a value
+    of the wrong type is a one-line ConfigError naming the file.
     """
     return _read_file(cls, path)[0]
 
@@ -292,8 +160,6 @@ def read_config_file(cls: type, path: str | Path) -> dict[str, Any]:
 def _read_file(cls: type, path: str | Path) -> tuple[dict[str, Any], dict[str, str]]:
     """read_config_file's values, and the step-counted TRL names among them (trl_names.translate)."""
     import yaml
-
-    from training.trl_names import translate
 
     if not str(path).strip():
         raise ConfigError("config file path is empty")
@@ -324,12 +190,12 @@ def _read_file(cls: type, path: str | Path) -> tuple[dict[str, Any], dict[str, s
         return {}, {}
     if not isinstance(loaded, dict):
         raise ConfigError(f"{path}: expected a mapping of field: value at the top level, got a {type(loaded).__name__}")
-    loaded, step_counted = translate(cls, loaded, f"{path}: ")
+    loaded, step_counted = _layer(cls, loaded, f"{path}: ")
     _reject_unknown(cls, loaded, f"{path}: ")
     values = {}
     for name, value in loaded.items():
         try:
-            values[name] = coerce_field(cls, name, value)
+            values[name] = coerce_setting(cls, name, value)
         except ConfigError as err:
             raise ConfigError(f"{path}: {err}", name) from None
     return values, step_counted
@@ -355,24 +221,34 @@ def _unique_key_loader() -> type:
     return UniqueKeyLoader
 
 
+def _layer(cls: type, values: dict, where: str = "") -> tuple[dict[str, Any], dict[str, str]]:
+    """One layer of settings spelled flat: nested configs as dotted names, TRL's names as ours (and the
+    step-counted TRL names among them, trl_names.translate)."""
+    return trl_names.translate(cls, flatten(cls, values), where)
+
+
 def _reject_unknown(cls: type, values: dict, prefix: str = "") -> None:
-    unknown = sorted(str(k) for k in values if k not in field_types(cls))
+    """A one-line ConfigError for the first name that is neither a field nor a dotted nested field of `cls`,
+    saying what to write instead where `cls.refusal` knows (`mcts_simulations` -> `mcts.simulations`)."""
+    unknown = [k for k in values if k not in field_types(cls) and k not in settings_of(cls)]
+    for name in unknown:
+        if advice := cls.refusal(name):
+            raise ConfigError(f"{prefix}{advice}", str(name))
     if unknown:
-        raise ConfigError(f"{prefix}unknown {cls.__name__} field(s): {', '.join(unknown)}")
+        raise ConfigError(f"{prefix}unknown {cls.__name__} field(s): {', '.join(sorted(map(str, unknown)))}")
 
 
 def load_config(cls: type, path: str | Path | None = None, overrides: dict[str, Any] | None = None,
                 defaults: dict[str, Any] | None = None):
     """Build `cls` from `defaults` < a YAML file (optional) < `overrides` (None values skipped).
 
-    Each layer may use TRL's names (algorithms/trl_names.py). Unknown keys and bad values are one-line
-    ConfigErrors; a bad value from the file names the file.
+    Each layer may use TRL's names (training/trl_names.py) and may set a nested config's fields as a
+    mapping or by dotted names (`{"mcts.simulations": 24}`); a layer changes only the fields it names.
+    Unknown keys and bad values are one-line ConfigErrors; a bad value from the file names the file.
     """
-    from training.trl_names import check_step_counts, translate
-
-    default_layer = translate(cls, defaults or {})
+    default_layer = _layer(cls, defaults or {})
     file_values, file_steps = _read_file(cls, path) if path is not None else ({}, {})
-    overrides, override_steps = translate(cls, {k: v for k, v in (overrides or {}).items() if v is not None})
+    overrides, override_steps = _layer(cls, {k: v for k, v in (overrides or {}).items() if v is not None})
     values: dict[str, Any] = {}
     step_counted: dict[str, str] = {}  # TRL's step-counted names whose value is the one kept
     for layer, steps in (default_layer, (file_values, file_steps), (overrides, override_steps)):
@@ -382,8 +258,8 @@ def load_config(cls: type, path: str | Path | None = None, overrides: dict[str, 
         step_counted.update(steps)
     _reject_unknown(cls, values)
     try:
-        config = cls(**values)
-        check_step_counts(config, step_counted)
+        config = cls(**unflatten(values))
+        trl_names.check_step_counts(config, step_counted)
         return config
     except ConfigError as err:
         if err.field in file_values and err.field not in overrides:

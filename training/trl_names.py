@@ -1,21 +1,26 @@
 """TRL's config names (GRPOConfig and the TrainingArguments it extends) next to ours.
 
-A TRL name that means the same as one of our fields is accepted for it, in Python
-(`GRPOConfig(num_generations=4, beta=0.04)`), in YAML files and as a flag (`--num_generations 4`).
+A TRL name that means the same as one of our fields is accepted for it at the edges: in Python through
+`GRPOConfig.from_trl(num_generations=4, beta=0.04)`, in YAML files (`load_config`) and as a flag
+(`--num_generations 4`). The constructor itself takes our names only: `GRPOConfig(num_generations=4)`
+is a one-line error naming `samples_per_prompt` and the `from_trl` spelling (`refusal`).
 A TRL name that means something else here is refused with one line naming ours: above all
 `num_iterations` (TRL: update passes per generation batch, mu; this toolkit used it for the number of
 training rounds, now `train_iterations`) and `max_completion_length` (TRL: the generation cap, here
 `max_new_tokens`; this toolkit used it for the "constant" loss normaliser, now `loss_length_normalizer`).
 Neither old meaning is kept under the old name, so neither a TRL user nor an old config is silently
-read the other way. This toolkit's own removed fields (config.REMOVED, e.g. max_episode_steps) are
-refused the same way. The README's "Coming from TRL" table is generated from these tables.
+read the other way. This toolkit's own removed fields (REMOVED, e.g. max_episode_steps) are refused the
+same way. The "Coming from TRL" table (scripts/config_reference.py) is generated from these tables.
+
+This module sits under training/config.py (which imports it), and imports only core.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from training.config import BOOL_WORDS, REMOVED, ConfigError, field_types, shown
+from core.checked_config import ConfigError, field_types
+from core.coercion import BOOL_WORDS, shown
 
 
 def _loss_type(value: Any) -> str:
@@ -50,6 +55,12 @@ class Alias:
     convert: Callable[[Any], Any] | None = None  # TRL's value -> ours (None: the same value)
     step_counted: bool = False                   # TRL counts optimizer steps, we count iterations
 
+
+# this toolkit's old field names, refused with one line saying what replaced them (like DIFFERENT)
+REMOVED = {
+    "max_episode_steps": "is gone: an episode's step limit is the env's own (its max_steps, or a gymnasium "
+                         "TimeLimit wrapper); set it on the env",
+}
 
 # TRL name -> our field, same meaning
 SAME = {
@@ -167,6 +178,19 @@ def translate(cls: type, values: dict[str, Any], where: str = "") -> tuple[dict[
     if "epsilon" in values and "epsilon_high" not in values and "clip_high" not in values and "clip_high" in fields:
         out["clip_high"] = out["clip_low"]  # TRL: epsilon_high defaults to epsilon
     return out, step_counted
+
+
+def refusal(cls: type, name: str) -> str | None:
+    """The line refusing TRL's (or an old) `name` given to `cls`'s constructor; None when it is neither."""
+    if name in DIFFERENT or name in REMOVED:
+        return f"{cls.__name__}: {name} {DIFFERENT.get(name) or REMOVED[name]}"
+    alias = SAME.get(name)
+    if alias is None:
+        return None
+    if alias.ours not in field_types(cls):
+        return f"{cls.__name__} has no {alias.ours}, which TRL's {name} stands for"
+    return (f"{cls.__name__}: {name} is TRL's name for {alias.ours}: pass {alias.ours}=..., or build with "
+            f"{cls.__name__}.from_trl({name}=...)")
 
 
 def check_step_counts(config, step_counted: dict[str, str]) -> None:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from training.config import ConfigError, setting
+from core.checked_config import CheckedConfig, setting
 from search.search_types import sampled_tokens
 from buffers.step_pairs import RatedSteps, StepPair
 from episodes.engine import Branch, EpisodeEngine, SamplingSettings
@@ -35,7 +35,7 @@ from policies.base import Policy
 
 
 @dataclass
-class ShepherdConfig:
+class ShepherdConfig(CheckedConfig):
     """How the policy's solutions are sampled and labelled."""
 
     solutions_per_problem: int = setting(4, "policy-sampled solutions per problem whose steps are labelled")
@@ -48,18 +48,11 @@ class ShepherdConfig:
     temperature: float = setting(0.8, "sampling temperature of solutions and rollouts, > 0")
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         for name in ("solutions_per_problem", "rollouts", "max_new_tokens"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"ShepherdConfig.{name} must be an int >= 1, got {value!r}", name)
-        if isinstance(self.margin, bool) or not isinstance(self.margin, (int, float)) or not 0 < self.margin <= 1:
-            raise ConfigError(f"ShepherdConfig.margin must be in (0, 1], got {self.margin!r}", "margin")
-        temperature = self.temperature
-        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
-            raise ConfigError(f"ShepherdConfig.temperature must be > 0, got {self.temperature!r}", "temperature")
-        if not isinstance(self.policy_siblings, bool):
-            raise ConfigError(f"ShepherdConfig.policy_siblings must be true or false, got {self.policy_siblings!r}",
-                              "policy_siblings")
+            self.require(name, getattr(self, name) >= 1, "an int >= 1")
+        self.require("margin", 0 < self.margin <= 1, "in (0, 1]")
+        self.require("temperature", self.temperature > 0, "> 0")
 
 
 @dataclass
