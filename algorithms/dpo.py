@@ -86,7 +86,7 @@ class DPO(Trainer):
 
     Args:
         policy: the policy trained (an HFPolicy; LoRA or full weights).
-        pairs: PreferencePairs to train on (algorithms/preference_data.py).
+        pairs: PreferencePairs to train on (traindata/preference_data.py).
         config: DPOConfig.
         ref_policy: the reference (None: `policy.frozen_copy()`, the policy as it is now).
         held_out: pairs `evaluate` scores: loss, rewards, reward_margin and reward_accuracy.

@@ -74,7 +74,7 @@ class SFT(Trainer):
     Args:
         policy: an HFPolicy (full weights or LoRA: only its trainable parameters are trained).
         train_examples: SFTExamples (prompt = an env observation, as `policy.format_prompt` takes it),
-            ChatExamples or message lists (algorithms/sft_data.py).
+            ChatExamples or message lists (traindata/sft_data.py).
         config: SFTConfig.
         held_out: examples `evaluate` scores: `loss` (logged `eval_loss`), the NLL per trained token.
     """

@@ -4,7 +4,7 @@
     python examples/train_prm.py --preset gpu --gsm8k_path ../shared/data/gsm8k/train.jsonl \\
         --prm800k_path ../shared/data/prm800k/prm800k_raw_sample.jsonl
 
-Data (each source by its flags; see algorithms/step_data):
+Data (each source by its flags; see traindata/step_data):
 - gold solutions with corrupted siblings (wrong number, wrong operation, dropped step): Arithmetic-v0
   train problems of --arithmetic_levels, and GSM8K train rows with --gsm8k_path (the last
   --gsm8k_holdout rows are never used: the other GSM8K examples evaluate on them);

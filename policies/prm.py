@@ -2,7 +2,7 @@
 
 A step's score is sigmoid(head(h)), h the last hidden state at the step's LAST token (it has read the
 question, the steps before and the whole step): the estimated chance that the solution so far leads
-to a correct answer. It implements the `StepScorer` protocol (algorithms/search_types.py) on episode
+to a correct answer. It implements the `StepScorer` protocol (search/search_types.py) on episode
 engine branches; the token ids it scores must come from its own tokenizer's vocabulary (a PRM made
 `from_policy` shares the policy's).
 
@@ -275,7 +275,7 @@ def _read_settings(path: Path) -> dict:
 
     try:
         settings = read_json(path)
-    except ValueError as err:  # "<path>:<line>: <problem>" (envs/jsonl.py)
+    except ValueError as err:  # "<path>:<line>: <problem>" (diskio/jsonl.py)
         raise ModelLoadError(str(err)[:300]) from None
     if not isinstance(settings, dict):
         raise ModelLoadError(f"{path}: expected a JSON object, got {type(settings).__name__}")

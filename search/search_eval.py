@@ -1,5 +1,5 @@
 """Search methods side by side: accuracy, tokens sampled per problem and throughput on the same problems,
-as rows and as a markdown table (`algorithms/evaluate.py` stays the plain greedy / pass@k evaluation)."""
+as rows and as a markdown table (`search/evaluate.py` stays the plain greedy / pass@k evaluation)."""
 from __future__ import annotations
 
 import json

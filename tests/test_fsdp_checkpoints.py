@@ -1,4 +1,4 @@
-"""Sharded checkpoints and the model folder under data_parallel="fsdp" (algorithms/sharded_checkpoints.py), on
+"""Sharded checkpoints and the model folder under data_parallel="fsdp" (training/sharded_checkpoints.py), on
 two CPU processes (gloo; tests/fsdp_checkpoint_worker.py): a run stopped after its first iteration and resumed
 ends with the parameters and per-rank RNG states of an uninterrupted run (full fine-tuning, LoRA, and a KL
 reference re-synced to the policy, which a sharded checkpoint restores from the loaded shards); the

@@ -72,7 +72,7 @@ def add_config_arguments(parser: argparse.ArgumentParser, config_class: type, de
         default = setting.default if setting.default is not dataclasses.MISSING else None
         _add_flag(groups[outer], setting, defaults.get(setting.name, default), presets)
     types = field_types(config_class)
-    trl = parser.add_argument_group("TRL's names (same meaning; see the README's \"Coming from TRL\")")
+    trl = parser.add_argument_group("TRL's names (same meaning; see docs/configuration.md, \"Coming from TRL\")")
     for name, alias in trl_names.SAME.items():
         if alias.ours in types:
             kind = types[alias.ours] if alias.convert is None else str

@@ -29,7 +29,7 @@ __all__ = ["TrainerConfig", "ConfigError", "UnknownFieldError", "CheckedConfig",
            "load_config", "read_config_file", "checked_config", "module_available"]
 
 WANDB_MODES = ("off", "offline", "online")
-DATA_PARALLEL_MODES = ("ddp", "fsdp", "allreduce")  # algorithms/data_parallel.py
+DATA_PARALLEL_MODES = ("ddp", "fsdp", "allreduce")  # training/data_parallel.py
 MAX_SEED = 2**32  # numpy's legacy seeding and many tools take 32-bit seeds
 
 

@@ -1,4 +1,4 @@
-"""How a multi-process run averages gradients: torch's DDP, FSDP2 sharding (algorithms/fsdp.py) or one all-reduce.
+"""How a multi-process run averages gradients: torch's DDP, FSDP2 sharding (training/fsdp.py) or one all-reduce.
 
 `TrainerConfig.data_parallel` picks it. With "ddp" the policy's decoder backbone (the module every
 training forward pass runs through: `HFPolicy.data_parallel_module()`) is wrapped in DDP, and the
@@ -13,7 +13,7 @@ DDP is built with `broadcast_buffers=False` (the backbone's buffers are constant
 forward holds no collective: ranks may run different numbers of micro-batches, and forward passes
 without gradients (sampling, the reference, rank 0's evaluation) never touch the wrapper.
 
-With "fsdp" the same backbone is sharded in place (algorithms/fsdp.py says what and why); its sharded
+With "fsdp" the same backbone is sharded in place (training/fsdp.py says what and why); its sharded
 gradients are reduce-scattered by FSDP in the step's last backward, the rest all-reduced in `finish`,
 and `clip_grad_norm` takes the norm over both.
 """

@@ -3,9 +3,9 @@
 `train()` runs `train_iteration()` (the one method a subclass must write) `train_iterations` times
 around the shared machinery: resume, evaluation (at start, every N, last), the run folder
 (config.json from `describe()`, metrics.jsonl, metrics.png and the reward plots, wandb), checkpoints
-(algorithms/trainer_state.py), progress bars. `optimizer_step(items, micro_loss)` is one AdamW step over
+(training/trainer_state.py), progress bars. `optimizer_step(items, micro_loss)` is one AdamW step over
 micro-batches: gradient accumulation, gradients averaged over processes (torch DDP or one all-reduce:
-algorithms/data_parallel.py), clipping, the non-finite guard. RL algorithms are `RLAlgorithm(Trainer)`
+training/data_parallel.py), clipping, the non-finite guard. RL algorithms are `RLAlgorithm(Trainer)`
 (algorithms/base.py); a supervised trainer takes a few dozen lines (tests/test_trainer.py).
 """
 from __future__ import annotations
@@ -48,7 +48,7 @@ class Trainer(ABC):
 
     config_class = TrainerConfig
     policy_contract: type = TrainableModel  # what it calls on its policy (policies/base.py); refused without it
-    plot_panels: Sequence = (("loss", ["loss", "eval_loss"], "loss"),)   # metrics.png (see algorithms/plots.py)
+    plot_panels: Sequence = (("loss", ["loss", "eval_loss"], "loss"),)   # metrics.png (see training/plots.py)
     progress_metrics: dict[str, tuple[str, str]] = {"loss": ("loss", ".4f")}  # bar label -> (metric, format)
 
     def __init__(self, policy, config: TrainerConfig | None = None):
@@ -319,7 +319,7 @@ class Trainer(ABC):
     # ------------------------------------------------------------------ checkpoints and the model folder
     def save(self, run_dir: str | Path | None = None) -> Path | None:
         """Checkpoint all it takes to continue exactly, as `<run_dir or output_dir>/checkpoints/iter-<N>`.
-        Under FSDP every rank must call it: each writes its shards (algorithms/sharded_checkpoints.py)."""
+        Under FSDP every rank must call it: each writes its shards (training/sharded_checkpoints.py)."""
         return trainer_state.save_checkpoint(self, run_dir)
 
     def load(self, directory: str | Path) -> None:

@@ -4,7 +4,7 @@ What a checkpoint holds comes from the trainer's hooks: `state_dict()` (state.pt
 below plus whatever a subclass adds, e.g. RLAlgorithm's reference) and `checkpoint_files()` (other
 files, e.g. RLAlgorithm's buffer.jsonl, each with its writer and reader). Reading verifies and reads
 everything before anything is applied (`load_state_dict`), so a bad checkpoint changes nothing it
-can detect early. The folder layout, manifests and safe loading are algorithms/checkpoints.py's.
+can detect early. The folder layout, manifests and safe loading are training/checkpoints.py's.
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ class CheckpointFile(NamedTuple):
 def core_state(trainer) -> dict[str, Any]:
     """What every trainer's state.pt holds: iteration, weights, optimizer, scheduler, RNG states, guards.
     Under FSDP the weights and optimizer go to the sharded folder instead, and every rank's RNG states
-    and the world size are added (algorithms/sharded_checkpoints.py; every rank must call it then)."""
+    and the world size are added (training/sharded_checkpoints.py; every rank must call it then)."""
     if sharded.is_sharded(trainer):
         rng = rng_state(trainer)
         return {"iteration": trainer.iteration, "scheduler": trainer.scheduler.state_dict(),
@@ -100,7 +100,7 @@ def save_checkpoint(trainer, run_dir: str | Path | None = None) -> Path | None:
 
 def read_checkpoint(trainer, directory: Path) -> dict[str, Any]:
     """Verify a checkpoint folder and read it (nothing applied yet): state.pt's entries (each field that
-    loading reads checked: algorithms/state_checks.py), plus each of the trainer's other files that is
+    loading reads checked: training/state_checks.py), plus each of the trainer's other files that is
     present, under its name."""
     ckpt.verify(directory)
     state = ckpt.load_state(directory / "state.pt")

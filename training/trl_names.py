@@ -51,7 +51,7 @@ class Alias:
     """A TRL name accepted for one of our fields."""
 
     ours: str
-    note: str = ""                               # how the two compare, for the README table
+    note: str = ""                               # how the two compare, for the docs table (docs/config-reference.md)
     convert: Callable[[Any], Any] | None = None  # TRL's value -> ours (None: the same value)
     step_counted: bool = False                   # TRL counts optimizer steps, we count iterations
 
@@ -80,7 +80,7 @@ SAME = {
     "disable_tqdm": Alias("progress", "negated", _disable_tqdm),
 }
 
-# TRL names that are also ours, with the same meaning (listed in the README table only)
+# TRL names that are also ours, with the same meaning (listed in the docs table only)
 SAME_NAME = {
     "learning_rate": "constant after warmup here; TRL decays it linearly by default",
     "temperature": "", "top_p": "", "seed": "", "bf16": "", "max_grad_norm": "", "weight_decay": "",
@@ -122,7 +122,7 @@ DIFFERENT = {
     "importance_sampling_level": "has no counterpart: ratios are per token",
 }
 
-# TRL name in DIFFERENT -> our nearest field(s), for the README table
+# TRL name in DIFFERENT -> our nearest field(s), for the docs table
 NEAREST = {
     "num_iterations": "train_iterations / update_epochs",
     "max_completion_length": "max_new_tokens / loss_length_normalizer",
