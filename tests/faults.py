@@ -20,7 +20,8 @@ armed as "<point>:<n>": its n-th arrival (1-based) dies.
     remove.file                                      a file or subfolder of that .trash- folder deleted
 
 Two ways in: the `crash_at` fixture (in this process; the kill raises `Killed`, which no library code
-catches) and `arm_sigkill` (in a forked child of tests/kill_harness.py: a real SIGKILL).
+catches; a test module imports `crash_at_fixture` to use it) and `arm_sigkill` (in a forked child of
+tests/kill_harness.py: a real SIGKILL).
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ import importlib
 import os
 import signal
 import sys
+import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +38,6 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-TRASH_PREFIX = ".trash-"
 REPLACED = {"config.json": "config", "metrics.jsonl": "truncate"}  # files atomic_write_text rewrites
 APPENDED_AFTER = {"metrics.jsonl": "metrics.written", "metrics.discarded.jsonl": "truncate.side_file"}
 
@@ -129,8 +130,9 @@ class FaultInjector:
         for owner, function in targets:
             original = getattr(owners[owner], function)
             wrapper = self._wrapper(original, [s for s in SEAMS if (s.owner, s.function) == (owner, function)])
-            holders = [(owners[owner], function)] + [(module, name) for module in ours if module is not owners[owner]
-                                                     for name, value in list(vars(module).items()) if value is original]
+            holders = [(owners[owner], function)] + [
+                (module, name) for module in ours if module is not owners[owner]
+                for name, value in list(vars(module).items()) if value is original or _wraps(value, original)]
             for holder, name in holders:
                 set_attribute(holder, name, wrapper)
 
@@ -151,8 +153,14 @@ class FaultInjector:
                     self.die()
             return result
 
-        counted.__wrapped__ = original  # type: ignore[attr-defined]
+        counted.fault_injection_of = original  # type: ignore[attr-defined]
         return counted
+
+
+def _wraps(value: Any, original: Callable) -> bool:
+    """Is `value` an injector's wrapper of `original` (left in a module first imported while an earlier
+    `crash_at` was installed)? Such a one is replaced too, so that this injector counts its calls."""
+    return isinstance(value, types.FunctionType) and value.__dict__.get("fault_injection_of") is original
 
 
 def _repository_modules() -> list[Any]:
@@ -189,8 +197,8 @@ def arm_sigkill(spec: str) -> FaultInjector:
     return injector
 
 
-@pytest.fixture
-def crash_at(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str | None], None]]:
+@pytest.fixture(name="crash_at")
+def crash_at_fixture(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str | None], None]]:
     """`crash_at("<point>:<n>")` arms a point in this process (counting from then on); reaching it raises
     Killed. `crash_at(None)` disarms. The patches are undone after the test, and the injector disarmed (a
     module first imported during the test keeps a wrapper, which then only passes calls through)."""

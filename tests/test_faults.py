@@ -2,11 +2,13 @@
 and the library itself holds no fault-injection hook."""
 import importlib.util
 import json
+import sys
+import types
 from pathlib import Path
 
 import pytest
 
-from tests.faults import Killed, crash_at  # noqa: F401  (crash_at: the fixture that arms a crash point)
+from tests.faults import FaultInjector, Killed, crash_at_fixture  # noqa: F401  (the crash_at fixture)
 from training.checkpoints import write_checkpoint
 from training.run_logger import RunLogger
 
@@ -95,6 +97,25 @@ def test_a_bad_crash_point_is_one_line(crash_at, spec, problem):
     with pytest.raises(ValueError, match=problem) as err:
         crash_at(spec)
     assert "\n" not in str(err.value)
+
+
+def test_a_module_imported_under_an_earlier_injector_is_counted_by_the_next(monkeypatch, tmp_path):
+    from core import atomic_io
+
+    def killed():
+        raise Killed()
+
+    holder = types.ModuleType("holder")
+    holder.__file__ = str(ROOT / "tests" / "holder.py")
+    monkeypatch.setitem(sys.modules, "holder", holder)
+    with pytest.MonkeyPatch.context() as earlier:
+        FaultInjector(killed).install(earlier.setattr)
+        holder.append_synced = atomic_io.append_synced  # `from core.atomic_io import append_synced` meanwhile
+    later = FaultInjector(killed)
+    later.install(monkeypatch.setattr)
+    later.arm("metrics.written:1")
+    with pytest.raises(Killed):
+        holder.append_synced(tmp_path / "metrics.jsonl", "{}\n")
 
 
 def test_the_library_holds_no_fault_injection_hook():

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from tests.faults import Killed, crash_at  # noqa: F401  (crash_at: the fixture that arms a crash point)
+from tests.faults import Killed, crash_at_fixture  # noqa: F401  (the crash_at fixture)
 from training.run_logger import DISCARDED, RunLogger
 
 
