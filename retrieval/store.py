@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from core.extras import MissingExtraError
 from retrieval.bm25 import BM25Index
 from retrieval.chunking import chunk_documents
 from retrieval.config import FUSIONS, METHODS, StoreConfig
@@ -165,6 +166,8 @@ class DocumentStore:
             documents = documents_from_jsonl(folder / DOCUMENTS)
             bm25 = BM25Index.load(folder / BM25_FOLDER, config.stopwords)
             embeddings = np.load(folder / EMBEDDINGS, allow_pickle=False) if config.dense else None
+        except MissingExtraError:
+            raise  # bm25s is not installed: the index may be fine
         except Exception as err:  # noqa: BLE001 - any failure to parse a checked file means the same: unreadable
             raise IndexLoadError(f"{folder}: cannot read the index ({type(err).__name__}: "
                                  f"{' '.join(str(err).split())[:200]}); rebuild the index") from None

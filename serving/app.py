@@ -20,9 +20,12 @@ import dataclasses
 import threading
 from pathlib import Path, PureWindowsPath
 
-from fastapi import FastAPI, HTTPException, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from core.extras import extra_imports
+
+with extra_imports("The HTTP server"):  # fastapi comes with the [serve] extra: one line naming it if missing
+    from fastapi import FastAPI, HTTPException, Request
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse
 
 from search import SearchSettings, run_search
 from search.settings import SCORED_METHODS

@@ -7,8 +7,11 @@ cap, so at most `max_bytes` are ever held. Either way the answer is a 413 whose 
 """
 from __future__ import annotations
 
-from starlette.responses import JSONResponse
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from core.extras import extra_imports
+
+with extra_imports("The HTTP server"):  # starlette comes with fastapi, in the [serve] extra
+    from starlette.responses import JSONResponse
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
 class BodyLimit:

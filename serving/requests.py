@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from core.extras import extra_imports
+
+with extra_imports("The HTTP server"):  # pydantic comes with fastapi, in the [serve] extra
+    from pydantic import BaseModel, ConfigDict, Field
 
 SOLVE_METHODS = ("greedy", "maj", "best_of_n", "beam", "mcts")
 DEFAULT_BUDGET = 8

@@ -2,8 +2,8 @@
 
 Each attempt is a child process forked from this (torch-importing, single-threaded) process, so a kill
 is a real SIGKILL of a real process, without paying the interpreter start-up per attempt. Kills come
-either from the fault-injection seam (`RLGYM_CRASH_AT`, algorithms/faults.py: an exact file-operation
-boundary) or from the parent after a random delay. The result is compared with an uninterrupted run:
+either from tests/faults.py (installed in the child only: it patches the library's file operations and
+kills the child at an exact file-operation boundary) or from the parent after a random delay. The result is compared with an uninterrupted run:
 final parameters, optimizer state and metrics.jsonl (timing columns aside) must be equal.
 
 Used by tests/test_kill_resume.py and benchmarks/kill_resume.py; as a script it prints a JSON summary:
@@ -34,6 +34,7 @@ from algorithms import GRPO, GRPOConfig  # noqa: E402  (imported once here; fork
 from training import checkpoints as ckpt  # noqa: E402
 from envs import make  # noqa: E402
 from policies import HFPolicy, build_tiny_model, build_tiny_tokenizer  # noqa: E402
+from tests import faults  # noqa: E402
 from tests.toy_env import DigitsEnv  # noqa: E402,F401  (registers ToyDigits-v0)
 
 ITERATIONS = 5  # the crash-point sequence below assumes 5; benchmarks/kill_resume.py may set more
@@ -67,7 +68,8 @@ class Attempt:
 
 
 def run_attempt(run_dir: Path, log: Path, crash_at: str | None = None, kill_after: float | None = None) -> Attempt:
-    """Fork one training attempt; kill it at `crash_at` (seam) or after `kill_after` seconds (parent)."""
+    """Fork one training attempt; kill it at the boundary `crash_at` ("<point>:<n>", tests/faults.py) or after
+    `kill_after` seconds (parent)."""
     start = time.perf_counter()
     pid = os.fork()
     if pid == 0:  # child
@@ -77,7 +79,7 @@ def run_attempt(run_dir: Path, log: Path, crash_at: str | None = None, kill_afte
             os.dup2(fd, 1)
             os.dup2(fd, 2)
             if crash_at:
-                os.environ["RLGYM_CRASH_AT"] = crash_at
+                faults.arm_sigkill(crash_at)
             train_child(run_dir)
             code = 0
         except BaseException:  # noqa: BLE001 - report and leave the child without running parent code
@@ -155,8 +157,8 @@ class Trial:
 
 
 def run_trial(run_dir: Path, crash_points: list[str] = (), delays: list[float] = (), max_attempts: int = 40) -> Trial:
-    """Attempts with the given seam kills, then the given timed kills (until the run completes), then plain
-    resumes until done."""
+    """Attempts with the given boundary kills, then the given timed kills (until the run completes), then
+    plain resumes until done."""
     run_dir.mkdir(parents=True, exist_ok=True)
     logs = run_dir.parent / f"{run_dir.name}-logs"
     logs.mkdir(exist_ok=True)
@@ -167,7 +169,7 @@ def run_trial(run_dir: Path, crash_points: list[str] = (), delays: list[float] =
         attempt = run_attempt(run_dir, logs / f"attempt-{len(trial.attempts):03d}.txt", crash_at, delay)
         trial.attempts.append(attempt)
         if attempt.outcome == "completed" and (not plan or delay is not None):
-            return trial  # a timed trial ends with the run; seam kills all get their attempt
+            return trial  # a timed trial ends with the run; boundary kills all get their attempt
         if len(trial.attempts) >= max_attempts:
             raise RuntimeError(f"{run_dir}: no completion after {max_attempts} attempts")
 
@@ -205,6 +207,7 @@ def differences(a: dict, b: dict) -> list[str]:
 CRASH_SEQUENCE = [
     "config.before_replace:1",    # before anything: nothing to resume
     "metrics.written:1",          # row 0 logged, no checkpoint: the next attempt starts over, row 0 moved aside
+    "archive.moved:1",            # ... and is killed once metrics.jsonl is moved aside (as metrics.1.jsonl.bak)
     "metrics.write:3",            # half of row 2 on disk, C=1
     "save.state.pt:1",            # row 2 logged, checkpoint 2 not written yet
     "truncate.side_file:1",       # inside truncate_after (row 2 set aside, file not yet rewritten)

@@ -12,7 +12,6 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_killed_and_resumed_runs_equal_an_uninterrupted_run(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("RLGYM_CRASH_AT", None)
     result = subprocess.run([sys.executable, str(ROOT / "tests" / "kill_harness.py"), "--points", "--trials", "3",
                              "--seed", "7", "--workdir", str(tmp_path)],
                             env=env, capture_output=True, text=True, timeout=600)

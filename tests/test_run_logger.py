@@ -3,36 +3,18 @@ import json
 
 import pytest
 
-from core import faults
+from tests.faults import Killed, crash_at_fixture  # noqa: F401  (the crash_at fixture)
 from training.run_logger import DISCARDED, RunLogger
-
-
-class Killed(BaseException):
-    """Stands in for SIGKILL inside this process (the file state at that moment is what a kill leaves)."""
-
-
-@pytest.fixture
-def inject(monkeypatch):
-    """inject("point:n") arms the fault-injection seam; reaching it raises Killed."""
-    def die():
-        raise Killed()
-
-    monkeypatch.setattr(faults, "_die", die)
-
-    def arm(spec):
-        monkeypatch.setattr(faults, "_seen", {})
-        monkeypatch.setenv(faults.ENV_VAR, spec)
-    return arm
 
 
 def rows(n):
     return "".join(json.dumps({"iteration": i, "reward_mean": i / 10}) + "\n" for i in range(1, n + 1))
 
 
-def test_a_line_torn_by_a_kill_is_ignored_then_set_aside_on_resume(tmp_path, inject, capsys):
+def test_a_line_torn_by_a_kill_is_ignored_then_set_aside_on_resume(tmp_path, crash_at, capsys):
     logger = RunLogger(tmp_path, {})
     logger.log({"iteration": 1, "reward_mean": 0.1})
-    inject("metrics.write:1")
+    crash_at("metrics.write:1")
     with pytest.raises(Killed):
         logger.log({"iteration": 2, "reward_mean": 0.2})
     text = (tmp_path / "metrics.jsonl").read_text()
@@ -48,15 +30,15 @@ def test_a_line_torn_by_a_kill_is_ignored_then_set_aside_on_resume(tmp_path, inj
 
 
 @pytest.mark.parametrize("point", ["truncate.side_file:1", "truncate.before_replace:1", "truncate.after_replace:1"])
-def test_a_kill_inside_truncate_after_never_loses_rows(tmp_path, inject, point):
+def test_a_kill_inside_truncate_after_never_loses_rows(tmp_path, crash_at, point):
     (tmp_path / "metrics.jsonl").write_text(rows(5))
     logger = RunLogger(tmp_path, {}, resume=True)
-    inject(point)
+    crash_at(point)
     with pytest.raises(Killed):
         logger.truncate_after(3)
     after_kill = (tmp_path / "metrics.jsonl").read_text()
     assert after_kill in (rows(5), rows(3))  # the old file or the new one, never a partial one
-    inject("none:1")
+    crash_at(None)
     RunLogger(tmp_path, {}, resume=True).truncate_after(3)  # the resume after the kill
     assert (tmp_path / "metrics.jsonl").read_text() == rows(3)
     kept = {json.loads(line)["iteration"] for line in (tmp_path / DISCARDED).read_text().splitlines()}
@@ -75,6 +57,20 @@ def test_a_new_run_moves_the_old_metrics_aside(tmp_path):
     RunLogger(tmp_path, {}).log({"iteration": 1})
     assert (tmp_path / "metrics.1.jsonl.bak").read_text() == rows(2)
     assert (tmp_path / "metrics.jsonl").read_text() == '{"iteration": 1}\n'
+
+
+def test_a_kill_while_moving_the_old_history_aside_loses_nothing(tmp_path, crash_at):
+    (tmp_path / "metrics.jsonl").write_text(rows(2))
+    (tmp_path / DISCARDED).write_text(rows(3))
+    crash_at("archive.moved:1")
+    with pytest.raises(Killed):
+        RunLogger(tmp_path, {})  # a new run: killed after moving metrics.jsonl, before the side file
+    assert (tmp_path / "metrics.1.jsonl.bak").read_text() == rows(2) and (tmp_path / DISCARDED).read_text() == rows(3)
+    crash_at(None)
+    RunLogger(tmp_path, {}).log({"iteration": 1})  # started again: the rest goes aside under the next free number
+    assert (tmp_path / "metrics.1.jsonl.bak").read_text() == rows(2)
+    assert (tmp_path / "metrics.2.discarded.jsonl.bak").read_text() == rows(3)
+    assert (tmp_path / "metrics.jsonl").read_text() == '{"iteration": 1}\n' and not (tmp_path / DISCARDED).exists()
 
 
 @pytest.fixture

@@ -26,8 +26,9 @@ from typing import Any, Callable
 
 import torch
 
-from core.atomic_io import fsync_dir, fsync_file, move_aside, purge_trash, refuse_symlink, remove_tree
-from core.faults import crash_point
+from core.atomic_io import (
+    fsync_dir, fsync_file, move_aside, purge_trash, refuse_symlink, remove_tree, write_synced,
+)
 from core.jsonl import read_json
 
 CHECKPOINTS = "checkpoints"
@@ -99,7 +100,6 @@ def write_files(tmp: Path, writers: dict[str, Callable[[Path], None]]) -> dict[s
     for name, write in writers.items():
         write(tmp / name)
         fsync_file(tmp / name)
-        crash_point(f"save.{name}")
         files[name] = file_entry(tmp / name)
     return files
 
@@ -112,21 +112,25 @@ def file_entry(path: Path) -> dict:
 def seal(run_dir: str | os.PathLike, tmp: Path, iteration: int, files: dict[str, dict], keep: int) -> Path:
     """Write the manifest of `files` (names relative to `tmp`) last, rename `tmp` to `iter-<iteration>`,
     and keep the newest `keep` complete checkpoints. Returns the new folder."""
-    root = Path(run_dir) / CHECKPOINTS
-    final = root / checkpoint_name(iteration)
-    manifest = {"format": FORMAT, "iteration": iteration, "files": files}
-    with open(tmp / MANIFEST, "w") as fh:
-        fh.write(json.dumps(manifest, indent=1))
-        fh.flush()
-        os.fsync(fh.fileno())
-    fsync_dir(tmp)
-    crash_point("save.manifest")
-    remove_tree(final)  # an earlier copy of this iteration (it failed to verify at resume), or a link: unlinked
-    os.rename(tmp, final)
-    fsync_dir(root)
-    crash_point("save.renamed")
+    final = Path(run_dir) / CHECKPOINTS / checkpoint_name(iteration)
+    write_manifest(tmp, {"format": FORMAT, "iteration": iteration, "files": files})
+    move_into_place(tmp, final)
     prune(Path(run_dir), final, iteration, keep)
     return final
+
+
+def write_manifest(tmp: Path, manifest: dict) -> None:
+    """`tmp/MANIFEST.json`, flushed to disk with the folder's entries: the checkpoint is complete."""
+    write_synced(tmp / MANIFEST, json.dumps(manifest, indent=1))
+    fsync_dir(tmp)
+
+
+def move_into_place(tmp: Path, final: Path) -> None:
+    """Rename the complete folder `tmp` to `final`, durably, replacing what is there (an earlier copy of
+    this iteration that failed to verify at resume, or a link, which is unlinked alone)."""
+    remove_tree(final)
+    os.rename(tmp, final)
+    fsync_dir(final.parent)
 
 
 def prune(run_dir: Path, newest: Path, iteration: int, keep: int) -> None:
@@ -143,7 +147,6 @@ def prune(run_dir: Path, newest: Path, iteration: int, keep: int) -> None:
     for path in doomed:
         if path != newest:
             remove_tree(path)
-            crash_point("save.pruned")
 
 
 def complete_checkpoints(run_dir: str | os.PathLike) -> list[Checkpoint]:
@@ -252,7 +255,6 @@ def archive_history(run_dir: str | os.PathLike, names: tuple[str, ...]) -> int |
         n += 1
     for name in present:
         move_aside(run_dir / name, run_dir / _archived(name, n))
-        crash_point("archive.moved")
     return n
 
 

@@ -15,6 +15,7 @@ import dataclasses
 import typing
 from typing import Any, Callable
 
+from core.extras import MissingExtraError
 from core.dotted_names import Setting, flatten, settings_of
 from training import trl_names
 from training.config import field_types, load_config, nested_fields
@@ -94,8 +95,10 @@ def config_from_arguments(config_class: type, args: argparse.Namespace, defaults
     return load_config(config_class, getattr(args, "config", None), overrides, defaults)
 
 
-# ConfigError (a ValueError), data/model/prompt files, unknown env ids, paths that are not what they should be
-USER_ERRORS = (ValueError, FileNotFoundError, KeyError, PermissionError, IsADirectoryError, NotADirectoryError)
+# ConfigError (a ValueError), data/model/prompt files, unknown env ids, paths that are not what they should be,
+# an optional library a feature needs (its extra's pip command)
+USER_ERRORS = (ValueError, FileNotFoundError, KeyError, PermissionError, IsADirectoryError, NotADirectoryError,
+               MissingExtraError)
 
 
 def run_with_clear_errors(run: Callable[..., Any], *args: Any) -> Any:

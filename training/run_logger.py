@@ -7,14 +7,12 @@ to metrics.discarded.jsonl (never deleted), and the file is rewritten atomically
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from core.atomic_io import atomic_write_text
+from core.atomic_io import append_synced, atomic_write_text
 from training.checkpoints import archive_history
-from core.faults import crash_point, torn_write
 
 DISCARDED = "metrics.discarded.jsonl"
 
@@ -27,7 +25,7 @@ class RunLogger:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.metrics_path = self.run_dir / "metrics.jsonl"
-        atomic_write_text(self.run_dir / "config.json", json.dumps(config, indent=2, default=str), "config")
+        atomic_write_text(self.run_dir / "config.json", json.dumps(config, indent=2, default=str))
         if not resume:  # a new run in a used folder: the earlier history is moved aside, not deleted
             archive_history(self.run_dir, ("metrics.jsonl", DISCARDED))
         self._wandb = None
@@ -51,19 +49,12 @@ class RunLogger:
         content = self.metrics_path.read_bytes()
         if not dropped and (not content or content.endswith(b"\n")):
             return
-        with open(self.run_dir / DISCARDED, "a") as fh:  # a kill before the rewrite below may repeat these
-            fh.write("".join(line + "\n" for line in dropped))
-            fh.flush()
-            os.fsync(fh.fileno())
-        crash_point("truncate.side_file")
-        atomic_write_text(self.metrics_path, "".join(line + "\n" for line in kept), "truncate")
+        # a kill before the rewrite below may repeat these rows in the side file: set aside twice, never lost
+        append_synced(self.run_dir / DISCARDED, "".join(line + "\n" for line in dropped))
+        atomic_write_text(self.metrics_path, "".join(line + "\n" for line in kept))
 
     def log(self, metrics: dict[str, Any]) -> None:
-        with open(self.metrics_path, "a") as fh:
-            torn_write(fh, json.dumps(metrics, default=float) + "\n", "metrics.write")
-            fh.flush()
-            os.fsync(fh.fileno())
-        crash_point("metrics.written")
+        append_synced(self.metrics_path, json.dumps(metrics, default=float) + "\n")
         if self._wandb is not None:
             self._wandb.log(metrics, step=int(metrics.get("iteration", 0)))
 

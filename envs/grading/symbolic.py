@@ -1,6 +1,6 @@
 """LaTeX answers -> sympy -> equivalence.  Runs ONLY inside the CPU-bounded worker (:mod:`.worker`).
 
-Parsing uses ``latex2sympy2_extended`` (Math-Verify's ANTLR LaTeX grammar, which builds sympy
+Parsing uses ``latex2sympy2_extended`` (Math-Verify's ANTLR LaTeX grammar, a core dependency, which builds sympy
 objects node by node; it only calls ``parse_expr`` for ``variable_values``, never passed here, and
 ``sympify`` on objects it built or on lexer number tokens).  Input is capped in size and bracket
 depth first (the ANTLR parser is exponential in brace depth), and the parsed tree is screened for
@@ -17,6 +17,7 @@ inequalities, relation vs interval, matrices elementwise) are followed.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import math
 import re
@@ -28,6 +29,7 @@ from sympy.core.function import AppliedUndef
 from sympy.core.relational import Equality, GreaterThan, LessThan, Relational, StrictGreaterThan, StrictLessThan
 from sympy.logic.boolalg import And
 
+from envs.grading.complex_marks import marks_complex
 from envs.safe_arith import max_nesting
 
 MAX_LATEX_CHARS = 500
@@ -60,7 +62,8 @@ def preload() -> None:
     from latex2sympy2_extended.latex2sympy2 import ConversionConfig
     from latex2sympy2_extended.math_normalization import NormalizationConfig
 
-    import math_verify  # noqa: F401 - for grader="math_verify"
+    if importlib.util.find_spec("math_verify") is not None:  # the [math-verify] extra, for grader="math_verify"
+        import math_verify  # noqa: F401
 
     logging.getLogger("math_verify").setLevel(logging.CRITICAL)
     logging.getLogger("latex2sympy2_extended").setLevel(logging.CRITICAL)
@@ -77,9 +80,7 @@ def preload() -> None:
 
 def is_complex(s: str) -> bool:
     """Does the answer use complex numbers (a standalone ``i``, ``\\mathbb{C}``, ...)?"""
-    from math_verify.grader import should_treat_as_complex
-
-    return bool(_IMAGINARY_RE.search(s)) or should_treat_as_complex(s)
+    return bool(_IMAGINARY_RE.search(s)) or marks_complex(s)
 
 
 def parse_latex(s: str, complex_: bool = False) -> Any:

