@@ -1,5 +1,5 @@
 """Optional libraries (setup.py's extras): imported where a feature uses them, never when a package is
-imported, so a core install (`pip install rlgym-llm`) imports and trains; a missing one is one line that
+imported, so a core install (`pip install -e .`) imports and trains; a missing one is one line that
 names the extra and its pip command."""
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def missing_extra(feature: str, module: str) -> MissingExtraError:
     """The error for `feature` used without `module`: "<feature> needs the [x] extra (...): pip install ..."."""
     extra = extra_of(module)
     return MissingExtraError(f"{feature} needs the [{extra}] extra ({module.partition('.')[0]} is not installed): "
-                             f"pip install '{DISTRIBUTION}[{extra}]'")
+                             f"pip install -e '.[{extra}]' in the toolkit's folder")
 
 
 def require_extra(module: str, feature: str) -> None:

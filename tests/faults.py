@@ -30,6 +30,7 @@ import os
 import signal
 import sys
 import types
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -160,7 +161,9 @@ class FaultInjector:
 def _wraps(value: Any, original: Callable) -> bool:
     """Is `value` an injector's wrapper of `original` (left in a module first imported while an earlier
     `crash_at` was installed)? Such a one is replaced too, so that this injector counts its calls."""
-    return isinstance(value, types.FunctionType) and value.__dict__.get("fault_injection_of") is original
+    with warnings.catch_warnings():  # isinstance reads __class__, which warns on deprecated torch objects
+        warnings.simplefilter("ignore")
+        return isinstance(value, types.FunctionType) and value.__dict__.get("fault_injection_of") is original
 
 
 def _repository_modules() -> list[Any]:

