@@ -136,18 +136,12 @@ def test_nested_yaml_and_dotted_flags_set_the_mcts_fields(tmp_path):
 
 def test_bad_nested_values_are_one_line_errors_naming_the_dotted_field_and_the_file(tmp_path):
     path = tmp_path / "bad.yaml"
-    path.write_text("mcts:\n  simulations: 0\n")
-    assert one_line(load_config, MCTSSearchConfig, path) == (
-        f"{path}: MCTSSearchConfig.mcts.simulations must be a positive integer, got 0")
-    path.write_text("mcts:\n  simulations: many\n")
-    assert one_line(load_config, MCTSSearchConfig, path) == (
-        f"{path}: MCTSSearchConfig.mcts.simulations expects an integer, got 'many'")
-    path.write_text("mcts:\n  simulatons: 4\n")
-    assert one_line(load_config, MCTSSearchConfig, path) == (
-        f"{path}: unknown MCTSSearchConfig field(s): mcts.simulatons")
-    path.write_text("mcts: 4\n")
-    assert one_line(load_config, MCTSSearchConfig, path) == (
-        f"{path}: MCTSSearchConfig.mcts expects a mapping of MCTSConfig fields, got 4")
+    for text, problem in [("mcts:\n  simulations: 0\n", "MCTSSearchConfig.mcts.simulations must be a positive integer, got 0"),
+                          ("mcts:\n  simulations: many\n", "MCTSSearchConfig.mcts.simulations expects an integer, got 'many'"),
+                          ("mcts:\n  simulatons: 4\n", "unknown MCTSSearchConfig field(s): mcts.simulatons"),
+                          ("mcts: 4\n", "MCTSSearchConfig.mcts expects a mapping of MCTSConfig fields, got 4")]:
+        path.write_text(text)
+        assert one_line(load_config, MCTSSearchConfig, path) == f"{path}: {problem}"
     assert one_line(flags, ["--mcts.wave_size", "0"]) == (
         "MCTSSearchConfig.mcts.wave_size must be a positive integer, got 0")
     assert one_line(MCTSSearchConfig, mcts={"simulatons": 4}) == (
