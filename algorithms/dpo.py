@@ -109,7 +109,7 @@ class DPO(Trainer):
     def __init__(self, policy, pairs: Sequence, config: DPOConfig | None = None, ref_policy=None,
                  held_out: Sequence = ()):
         self.given_reference = ref_policy is not None
-        self.ref_policy = ref_policy  # none given: a frozen copy (`before_data_parallel`)
+        self.ref_policy = self.checked_reference(ref_policy)  # none given: a frozen copy (`before_data_parallel`)
         super().__init__(policy, config)
         c = self.config
         if self.loss_kind == "ipo":

@@ -227,6 +227,20 @@ def test_a_trainer_refuses_a_policy_missing_members_in_one_line(tmp_path):
                               "it lacks frozen_copy, save")
 
 
+def test_a_given_reference_policy_is_checked_too(tmp_path, tiny_policy):
+    reference = minimal_policy(without(MinimalPolicy, "token_logprobs"))
+    with pytest.raises(TypeError) as err:
+        GRPO(tiny_policy, make("ToyDigits-v0"), small_config(GRPOConfig, tmp_path, kl_coeff=0.1), ref_policy=reference)
+    assert str(err.value) == ("GRPO's ref_policy: MinimalPolicyWithout is not a TrainablePolicy (policies.base): "
+                              "it lacks token_logprobs")
+    from algorithms import DPO, DPOConfig
+    from traindata import PreferencePair
+
+    with pytest.raises(TypeError, match="^DPO's ref_policy: MinimalPolicyWithout is not a TrainablePolicy"):
+        DPO(tiny_policy, [PreferencePair("q", "a", "b")], DPOConfig(output_dir=str(tmp_path / "dpo"), progress=False),
+            ref_policy=reference)
+
+
 def test_a_trainer_refuses_a_method_it_cannot_call_as_declared(tmp_path):
     class NoGenerator(MinimalPolicy):
         def sample(self, prompts, n=1, max_new_tokens=256, temperature=1.0, top_p=1.0, stop=None):

@@ -31,7 +31,7 @@ from training.guards import NonFiniteTrainingError, warn
 from training.plots import plot_run
 from training.progress import phase_bar
 from training.run_logger import RunLogger
-from policies.base import TrainableModel
+from policies.base import TrainableModel, TrainablePolicy
 from policies.contract import check_contract
 
 
@@ -90,6 +90,14 @@ class Trainer(ABC):
         """`policy` when it has every member of `policy_contract`, each method callable as declared, else a
         one-line TypeError naming what it lacks."""
         return check_contract(policy, cls.policy_contract, cls.__name__)
+
+    @classmethod
+    def checked_reference(cls, ref_policy: Any) -> Any:
+        """A given reference policy (None: none) when it has what a KL reference needs (`TrainablePolicy`: its
+        log-probs, and weights a re-sync can load), else a one-line TypeError naming what it lacks."""
+        if ref_policy is None:
+            return None
+        return check_contract(ref_policy, TrainablePolicy, f"{cls.__name__}'s ref_policy")
 
     # ------------------------------------------------------------------ what a subclass supplies
     @abstractmethod
