@@ -166,12 +166,18 @@ def _wraps(value: Any, original: Callable) -> bool:
         return isinstance(value, types.FunctionType) and value.__dict__.get("fault_injection_of") is original
 
 
+def _ours(path: Path) -> bool:
+    """A file of this repository's own code: under ROOT but not in an environment installed there (.venv's
+    site-packages hold thousands of modules, none of which holds the library's functions by name)."""
+    return path.is_relative_to(ROOT) and "site-packages" not in path.parts
+
+
 def _repository_modules() -> list[Any]:
     """The imported modules whose files lie in this repository (the library, the tests, the examples)."""
     found = []
     for module in list(sys.modules.values()):
         path = getattr(module, "__file__", None)
-        if path and Path(path).resolve().is_relative_to(ROOT):
+        if path and _ours(Path(path).resolve()):
             found.append(module)
     return found
 
