@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from types import ModuleType
 
@@ -47,10 +48,30 @@ def require_extra(module: str, feature: str) -> None:
         raise missing_extra(feature, module)
 
 
-def import_extra(module: str, feature: str) -> ModuleType:
-    """`importlib.import_module(module)`; MissingExtraError when it (or an extra's module it imports) is missing."""
-    with extra_imports(feature):
+def import_extra(module: str, feature: str, hide: Sequence[str] = ()) -> ModuleType:
+    """`importlib.import_module(module)`; MissingExtraError when it (or an extra's module it imports) is missing.
+    The packages in `hide` look uninstalled to that import (see `hidden_modules`); `module` is imported once,
+    so what it saw then is what it keeps."""
+    with extra_imports(feature), hidden_modules(hide):
         return importlib.import_module(module)
+
+
+@contextmanager
+def hidden_modules(packages: Sequence[str]) -> Iterator[None]:
+    """Inside the block `import p` (or any `p.sub`) of each of `packages` fails with ModuleNotFoundError, as if
+    it were not installed, even when it is, or is already imported; on leaving, sys.modules holds exactly the
+    entries of those packages it held before (an import elsewhere that already holds a reference keeps it)."""
+    def hidden(name: str) -> bool:
+        return any(name == p or name.startswith(p + ".") for p in packages)
+
+    saved = {name: module for name, module in sys.modules.items() if hidden(name)}
+    sys.modules.update(dict.fromkeys([*packages, *saved]))  # None: "import of p halted; None in sys.modules"
+    try:
+        yield
+    finally:
+        for name in [name for name in sys.modules if hidden(name)]:
+            del sys.modules[name]
+        sys.modules.update(saved)
 
 
 @contextmanager

@@ -4,6 +4,13 @@ bm25s's tokenizer lower-cases, keeps words of two or more characters and drops E
 no stemmer (PyStemmer would be one more compiled dependency). Scores come back for every document, as
 fusion needs them all; bm25s's `retrieve` only gives the top k. bm25s comes with the [rag] extra and is
 imported on first use, so `retrieval` imports without it.
+
+bm25s is imported with JAX hidden (`HIDDEN_FROM_BM25S`): when `import jax.lax` works, bm25s/selection.py runs
+`jax.lax.top_k` at import time to warm JAX up, whatever backend is chosen later, and JAX's GPU backend then
+takes 75% of the GPU's memory. Hidden, bm25s finds no JAX and selects with numpy (`retrieve`'s "auto"
+backend; the scores this module reads never go through it). A JAX the user's own code imported is left
+as it was, in sys.modules too; bm25s just does not see it. A bm25s imported before the toolkit's first use
+of it is the user's, taken as it is.
 """
 from __future__ import annotations
 
@@ -19,11 +26,12 @@ if TYPE_CHECKING:
     import bm25s
 
 FEATURE = "BM25 retrieval"
+HIDDEN_FROM_BM25S = ("jax", "jaxlib")  # bm25s warms JAX up on import when it can import it (see above)
 
 
 def _bm25s() -> Any:
     """The bm25s module; a one-line MissingExtraError naming the [rag] extra when it is not installed."""
-    return import_extra("bm25s", FEATURE)
+    return import_extra("bm25s", FEATURE, hide=HIDDEN_FROM_BM25S)
 
 
 def tokenize(texts: Sequence[str], stopwords: str | None, progress: bool = False) -> list[list[str]]:
