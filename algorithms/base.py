@@ -242,7 +242,7 @@ class RLAlgorithm(Trainer):
         Trajectories dropped by `select_for_update` are neither scored by the reference nor trained on,
         but count in the reward, accuracy and length metrics (they were sampled from the policy)."""
         t0 = time.perf_counter()
-        with self._phase("sample", None, "tok") as bar:
+        with self._phase("sample", None, "tok") as bar, self.memory.phase("sample"):
             with counting_tokens(self.policy, None if bar.disable else bar.update):
                 trajectories = self.collect()
         t1 = time.perf_counter()
@@ -257,7 +257,8 @@ class RLAlgorithm(Trainer):
         t2 = time.perf_counter()
         reused = replay.replayed(self.buffer, self.iteration, self.config.replay_iterations)
         replay.remember(self.buffer, trajectories, self.iteration, self.config.replay_iterations)
-        update_stats = self.update(selected + reused) if selected or reused else {}
+        with self.memory.phase("update"):
+            update_stats = self.update(selected + reused) if selected or reused else {}
         t3 = time.perf_counter()
         trained = int(dist.all_reduce_sum(float(len(selected))))
         trajectories = dist.gather_lists(trajectories)  # every rank's share, in group order

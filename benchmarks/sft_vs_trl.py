@@ -118,10 +118,13 @@ def main() -> None:
         torch.cuda.reset_peak_memory_stats()
     sync()
     start = time.perf_counter()
-    trainer.train()
+    rows = trainer.train()
     sync()
     seconds = time.perf_counter() - start
-    peak = torch.cuda.max_memory_allocated() / 1e9 if torch.cuda.is_available() else None
+    # train() resets torch's peak at each phase and logs the peaks of each (training/phase_memory.py)
+    peak = (max([torch.cuda.max_memory_allocated() / 1e9] + [v for r in rows for k, v in r.items()
+                                                             if k.startswith("memory_peak_gb")])
+            if torch.cuda.is_available() else None)
     trainer.save_model(out / "toolkit" / "model")
     table["toolkit SFT"] = {**measure(policy, trainer, env, args), "train_seconds": seconds, "peak_mem_gb": peak,
                             "optimizer_steps": iterations}

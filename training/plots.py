@@ -1,5 +1,6 @@
 """PNG plots of a run's metrics: one panel per (name, metric keys, title); RL runs draw reward, accuracy,
-KL, entropy, completion length and the reward distribution (`PANELS`), a `Trainer` its own `plot_panels`.
+KL, entropy, completion length and the reward distribution (`PANELS`), a `Trainer` its own `plot_panels`;
+a run on CUDA adds its peak GPU memory per phase.
 When the episodes report reward components, two more files show each component (seed 001's plots):
 reward_components.png (its batch and held-out means per iteration) and reward_distribution.png (its
 values per iteration).
@@ -25,13 +26,20 @@ def plot_run(rows: list[dict], run_dir: str | Path, title: str = "", panels=PANE
     """A run folder's plots: metrics.png (`panels`) and, when rows hold reward components
     (`rewards_<name>`), reward_components.png and reward_distribution.png. Returns the files written."""
     run_dir, names = Path(run_dir), component_names(rows)
-    written = [plot_metrics(rows, run_dir / "metrics.png", title, panels)]
+    written = [plot_metrics(rows, run_dir / "metrics.png", title, [*panels, *memory_panels(rows)])]
     if names:
         written += [plot_metrics(rows, run_dir / "reward_components.png", f"{title}: reward components",
                                  progression_panels(names)),
                     plot_metrics(rows, run_dir / "reward_distribution.png", f"{title}: reward distributions",
                                  distribution_panels(names))]
     return [path for path in written if path is not None]
+
+
+def memory_panels(rows: list[dict]) -> list[tuple[str, list[str], str]]:
+    """A panel of the peak GPU memory allocated in each phase and the iteration, when the rows hold it (runs on
+    CUDA: training/phase_memory.py); none otherwise."""
+    keys = list(dict.fromkeys(key for r in rows for key in r if key.startswith("memory_peak_gb")))
+    return [("memory", keys, "peak GPU memory allocated (GB)")] if keys else []
 
 
 def component_names(rows: list[dict]) -> list[str]:

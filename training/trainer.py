@@ -28,6 +28,7 @@ from training import trainer_state
 from training.config import TrainerConfig, checked_config
 from training.data_parallel import GradientAverager
 from training.guards import NonFiniteTrainingError, warn
+from training.phase_memory import PhaseMemory
 from training.plots import plot_run
 from training.progress import phase_bar
 from training.run_logger import RunLogger
@@ -76,6 +77,7 @@ class Trainer(ABC):
         self.logger: RunLogger | None = None
         self._step_metrics: dict[str, list[float | torch.Tensor]] = {}
         self._times: dict[str, float] = {}  # seconds per phase in the current iteration
+        self.memory = PhaseMemory(self.device)  # peak CUDA memory per phase (training/phase_memory.py)
         self._nonfinite_streak = 0  # optimizer steps in a row skipped for a NaN/inf loss or gradient norm
         self._skipped_steps = 0     # ... and skipped in the current iteration
         self._bar = phase_bar("", enabled=False)  # the current phase's progress bar
@@ -179,10 +181,12 @@ class Trainer(ABC):
 
     @contextmanager
     def timed(self, phase: str):
-        """Add the seconds spent inside to this iteration's `time_<phase>` metric."""
+        """Add the seconds spent inside to this iteration's `time_<phase>` metric; on CUDA its peak memory is
+        `memory_peak_gb_<phase>` (training/phase_memory.py)."""
         start = time.perf_counter()
         try:
-            yield
+            with self.memory.phase(phase):
+                yield
         finally:
             self._times[phase] = self._times.get(phase, 0.0) + time.perf_counter() - start
 
@@ -300,12 +304,14 @@ class Trainer(ABC):
         return dist.broadcast_object(rows)  # rank 0 wrote them; every rank returns the same rows
 
     def run_iteration(self) -> dict[str, Any]:
-        """`train_iteration()` with the metrics every iteration logs: timings, learning rate, skipped
-        steps and the means of `record`ed values (averaged over processes)."""
+        """`train_iteration()` with the metrics every iteration logs: timings, peak CUDA memory per phase
+        (none on a CPU), learning rate, skipped steps and the means of `record`ed values (averaged over processes)."""
         self._times, self._skipped_steps = {}, 0
         self.local_rng = self._local_rng()
-        metrics = self.train_iteration()
+        with self.memory.iteration():
+            metrics = self.train_iteration()
         metrics.update({f"time_{k}": v for k, v in self._times.items()})
+        metrics.update(self.memory.metrics())
         metrics["learning_rate"] = self.scheduler.get_last_lr()[0]
         metrics["skipped_nonfinite_steps"] = self._skipped_steps
         step_means = dist.all_reduce_dict({k: float(np.mean([float(x) for x in v]))
@@ -316,9 +322,13 @@ class Trainer(ABC):
 
     def _eval_metrics(self) -> dict[str, float]:
         """`evaluate()`, run once (by rank 0; under FSDP by every rank, since a sharded layer's forward is a
-        collective); every rank returns rank 0's result, prefixed `eval_`."""
-        result = self.evaluate() if dist.is_main() or self.gradients.mode == "fsdp" else {}
-        return {f"eval_{k}": v for k, v in dist.broadcast_object(result).items()}
+        collective); every rank returns rank 0's result, prefixed `eval_`, and on CUDA this process's
+        peak memory while evaluating, `memory_peak_gb_evaluate` (training/phase_memory.py)."""
+        with self.memory.phase("evaluate", top=True):
+            result = self.evaluate() if dist.is_main() or self.gradients.mode == "fsdp" else {}
+        peaks = self.memory.metrics()  # read even when unused, so that the next iteration starts afresh
+        out = {f"eval_{k}": v for k, v in dist.broadcast_object(result).items()}
+        return {**out, **peaks} if out else out  # no evaluation (no eval env): no measurement of it
 
     def _log(self, metrics: dict) -> None:
         if self.logger is not None:  # rank 0 only
