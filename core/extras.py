@@ -51,7 +51,10 @@ def require_extra(module: str, feature: str) -> None:
 def import_extra(module: str, feature: str, hide: Sequence[str] = ()) -> ModuleType:
     """`importlib.import_module(module)`; MissingExtraError when it (or an extra's module it imports) is missing.
     The packages in `hide` look uninstalled to that import (see `hidden_modules`); `module` is imported once,
-    so what it saw then is what it keeps."""
+    so what it saw then is what it keeps, and later calls return it at once."""
+    loaded = sys.modules.get(module)
+    if loaded is not None:  # (None: blocked, as if not installed; the import below says so)
+        return loaded
     with extra_imports(feature), hidden_modules(hide):
         return importlib.import_module(module)
 
