@@ -33,7 +33,7 @@ class PhaseMemory:
         self.device = device = torch.device(device)
         self.enabled = device.type == "cuda"
         self._open: list[list[int]] = []           # [allocated, reserved] peak bytes of each open phase
-        self._peaks: dict[str, tuple[int, int]] = {}  # closed phases of this iteration
+        self._peaks: dict[str, tuple[int, int]] = {}  # closed phases, until `metrics()` reads them
 
     def iteration(self) -> AbstractContextManager[None]:
         """One iteration: it and the phases inside are measured; `metrics()` reads them after it ends."""
