@@ -18,6 +18,7 @@ from algorithms import reference as ref
 from algorithms import replay
 from algorithms.config import RLConfig
 from training.env_info import env_id, env_kwargs
+from training.guards import warn
 from search.evaluate import evaluate as evaluate_episodes
 from training.tool_errors import ToolErrorCounter
 from algorithms.episode_metrics import episode_metrics
@@ -27,6 +28,7 @@ from training.plots import PANELS
 from training.progress import counting_tokens
 from algorithms.prm_reward import check_prm, prm_description, weigh_rewards
 from algorithms.reward_combination import combine_batch_rewards
+from training.token_batches import same_count_on_every_rank, token_micro_batches
 from training.trainer import Trainer
 from training.trainer_state import CheckpointFile
 from buffers import ADVANTAGES, REF_LOGPROBS, Batch, ReplayBuffer, TokenField, Trajectory, collate
@@ -38,6 +40,11 @@ from policies.generation import row_key
 def by_length(trajectories: list[Trajectory]) -> list[Trajectory]:
     """Trajectories sorted by total length, so micro-batches pad little (the loss does not depend on order)."""
     return sorted(trajectories, key=lambda t: len(t.prompt_ids) + len(t.completion_ids))
+
+
+def padded_length(t: Trajectory) -> int:
+    """The row a trajectory takes in a collated batch (`buffers.collate` pads every row to the longest)."""
+    return len(t.prompt_ids) + max(len(t.completion_ids), 1)
 
 
 class RLAlgorithm(Trainer):
@@ -69,6 +76,7 @@ class RLAlgorithm(Trainer):
         replay.check_capacity(self.buffer, c.batch_size, c.replay_iterations)
         self._ref_synced_at: int | None = None  # iteration of the last policy -> reference copy (None: never)
         self.tool_errors = ToolErrorCounter()  # failed tool calls: counted per iteration/evaluation, warned once
+        self._warned_long_trajectory = False  # a trajectory over max_tokens_per_microbatch was warned about
 
     def before_data_parallel(self) -> None:
         """The KL reference, when one is needed and none was given: a frozen copy of the policy, made before
@@ -145,11 +153,33 @@ class RLAlgorithm(Trainer):
                        self.generator, first_group_id=first_group_id, timings=self._times,
                        sample_key=row_key(self.config.seed, self.iteration))
 
+    # ------------------------------------------------------------------ micro-batches
+    def micro_batches(self, trajectories: list[Trajectory]) -> list[list[Trajectory]]:
+        """The forward passes of an update step or a scoring pass, similar lengths together: `micro_batch_size`
+        trajectories each (`by_length`), or with `max_tokens_per_microbatch` as many as fit that many padded
+        tokens (training/token_batches.py; under FSDP as many micro-batches on every rank). The step's loss
+        does not depend on the grouping."""
+        c = self.config
+        budget = c.max_tokens_per_microbatch
+        if not budget:
+            return super().micro_batches(by_length(trajectories))
+        lengths = [padded_length(t) for t in trajectories]
+        groups = token_micro_batches(lengths, budget)
+        if self.gradients.mode == "fsdp":  # every forward all-gathers: the ranks' counts must match
+            groups = same_count_on_every_rank(groups, lengths, "max_tokens_per_microbatch")
+        if not self._warned_long_trajectory and max(lengths, default=0) > budget:
+            self._warned_long_trajectory = True
+            warn(f"a trajectory of {max(lengths)} tokens is longer than max_tokens_per_microbatch={budget}: such "
+                 f"trajectories run alone in their micro-batch (warned once)")
+        return [[trajectories[i] for i in group] for group in groups]
+
     # ------------------------------------------------------------------ reference, KL in the reward, advantages
     def score_in_chunks(self, trajectories: list[Trajectory], token_field: TokenField, score) -> None:
-        """Store `score(micro_batch)` [B, C] (no grad) on each trajectory as its per-token `token_field`."""
-        ordered, size = by_length(trajectories), self.config.micro_batch_size
-        chunks = [ordered[start:start + size] for start in range(0, len(ordered), size)]
+        """Store `score(micro_batch)` [B, C] (no grad) on each trajectory as its per-token `token_field`,
+        in the micro-batches of `micro_batches`."""
+        chunks = self.micro_batches(trajectories)
+        if self._bar.total is None:
+            self._bar.reset(total=len(chunks))
         scores = []
         for chunk in chunks:  # every chunk queued before the first is read: the GPU never waits for the host
             with torch.no_grad():
@@ -164,8 +194,7 @@ class RLAlgorithm(Trainer):
         """Reference log-probs, KL-in-reward and advantages, stored on each trajectory."""
         c = self.config
         if self.ref_policy is not None and c.kl_coeff > 0:
-            chunks = -(-len(trajectories) // c.micro_batch_size)
-            with self.timed("reference"), self._phase("reference", chunks, "mb"):
+            with self.timed("reference"), self._phase("reference", None, "mb"):  # score_in_chunks sets the total
                 self.score_in_chunks(trajectories, REF_LOGPROBS,
                                      lambda batch: ref.reference_logprobs(self.ref_policy, batch, c.temperature))
             if c.kl_in_reward:
@@ -188,7 +217,8 @@ class RLAlgorithm(Trainer):
         minibatch = c.minibatch_size or len(trajectories)
         stats: dict[str, list[float]] = {}
         sizes = [min(minibatch, len(trajectories) - s) for s in range(0, len(trajectories), minibatch)]
-        with self._phase("update", c.update_epochs * sum(-(-n // c.micro_batch_size) for n in sizes), "mb"):
+        per_step = None if c.max_tokens_per_microbatch else sum(-(-n // c.micro_batch_size) for n in sizes)
+        with self._phase("update", per_step and c.update_epochs * per_step, "mb"):  # by tokens: counted as it goes
             for _ in range(c.update_epochs):
                 order = self.local_rng.permutation(len(trajectories))
                 for start in range(0, len(order), minibatch):
@@ -228,7 +258,7 @@ class RLAlgorithm(Trainer):
                     token_sums[name] = token_sums.get(name, 0.0) + (value.float() * mask).sum().double()
             return {name: (term * weights).sum() for name, term in terms.items()}
 
-        totals = self.optimizer_step(by_length(trajectories), micro_loss)  # similar lengths share a micro-batch
+        totals = self.optimizer_step(trajectories, micro_loss)  # in `micro_batches`: similar lengths together
         token_sums = dist.all_reduce_dict({name: float(value) for name, value in token_sums.items()})
         for name in ("kl", "entropy", "approx_kl"):
             if name in token_sums:

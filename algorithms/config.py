@@ -33,6 +33,8 @@ class RLConfig(TrainerConfig):
                                              "(0: the completion budget)")
     update_epochs: int = setting(1, "passes over each collected batch (TRL's num_iterations, mu)")
     minibatch_size: int = setting(0, "trajectories per optimizer step, over all processes (0: the whole batch, one step)")
+    max_tokens_per_microbatch: int = setting(0, "padded tokens (rows x longest row) per forward pass, trajectories "
+                                                "grouped by length (0: use micro_batch_size)")
     replay_iterations: int = setting(0, "also train on the previous N iterations' episodes, importance-weighted "
                                         "(0: on-policy)")
     # evaluation
@@ -58,7 +60,7 @@ class RLConfig(TrainerConfig):
                      "eval_episodes"):
             self.require(name, getattr(self, name) > 0, "a positive integer")
         for name in ("minibatch_size", "ref_sync_every", "loss_length_normalizer", "eval_max_new_tokens",
-                     "replay_iterations"):
+                     "replay_iterations", "max_tokens_per_microbatch"):
             self.require(name, getattr(self, name) >= 0, "an integer >= 0")
         self.require("temperature", self.temperature >= 0, ">= 0")
         self.require("top_p", 0 < self.top_p <= 1, "in (0, 1]")

@@ -73,8 +73,8 @@ class TrainerConfig(CheckedConfig):
     adam_betas: tuple[float, float] = setting((0.9, 0.99), "AdamW (beta1, beta2), each in [0, 1)")
     warmup_iterations: int = setting(0, "linear learning-rate warmup, counted in optimizer steps")
     max_grad_norm: float = setting(1.0, "gradient-norm clipping (0: off)")
-    micro_batch_size: int = setting(32, "items (RL: trajectories) per forward/backward (gradient accumulation "
-                                        "inside a step)")
+    micro_batch_size: int = setting(32, "items (RL: trajectories, unless max_tokens_per_microbatch) per "
+                                        "forward/backward (gradient accumulation inside a step)")
     bf16: bool = setting(True, "bf16 autocast on CUDA (ignored on CPU)")
     torch_compile: bool | None = setting(None, "torch.compile the decoder layers for training and scoring "
                                                "(None: on CUDA, not under FSDP)")

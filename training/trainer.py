@@ -208,9 +208,15 @@ class Trainer(ABC):
         return np.random.default_rng([self.config.seed, self.iteration, dist.rank()])
 
     # ------------------------------------------------------------------ one optimizer step
+    def micro_batches(self, items: Sequence) -> list[Sequence]:
+        """How `optimizer_step` splits `items` into forward/backward passes: consecutive runs of
+        `micro_batch_size` (RL algorithms may size them by tokens: `RLAlgorithm.micro_batches`)."""
+        size = self.config.micro_batch_size
+        return [items[start:start + size] for start in range(0, len(items), size)]
+
     def optimizer_step(self, items: Sequence, micro_loss: Callable[[Sequence], dict[str, torch.Tensor]]
                        ) -> dict[str, float]:
-        """One optimizer step over `items`, in micro-batches of `micro_batch_size` (gradient accumulation).
+        """One optimizer step over `items`, in the micro-batches of `micro_batches(items)` (gradient accumulation).
 
         `micro_loss(chunk)` returns named scalar loss terms: this micro-batch's share of the step's loss on
         this process, so that the terms of every micro-batch and process sum to the step's loss. Returns
@@ -220,10 +226,10 @@ class Trainer(ABC):
         c, world = self.config, dist.world_size()
         self.optimizer.zero_grad(set_to_none=True)
         totals: dict[str, float] = {}
-        starts = range(0, len(items), c.micro_batch_size)
-        for start in starts:
-            with self.gradients.micro_batch(last=start == starts[-1]):  # DDP syncs in the last backward only
-                terms = micro_loss(items[start:start + c.micro_batch_size])
+        chunks = self.micro_batches(items)
+        for k, chunk in enumerate(chunks):
+            with self.gradients.micro_batch(last=k == len(chunks) - 1):  # DDP syncs in the last backward only
+                terms = micro_loss(chunk)
                 # DDP and the all-reduce average the ranks' gradients: scale up by the world size
                 (sum(terms.values()) * world).backward()
             for name, term in terms.items():  # float64 sums on the device, read once after the last backward
