@@ -171,3 +171,27 @@ def test_token_budget_matches_small_micro_batches_with_sequence_mean():
     b = run_step("grpo", 64, loss_aggregation="sequence_mean")
     assert_same_step(a, b, (REF_LOGPROBS,))
     assert len(a[3][0]) == 3 and a[3][0] != b[3][0]  # two different groupings
+
+
+def test_benchmark_smoke(tmp_path):
+    """benchmarks/token_budget.py on the tiny model: the same first loss under every setting, less padding
+    and no micro-batch over the budget with one (the GPU figures come from its defaults)."""
+    import importlib.util
+    import json
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "token_budget.py"
+    spec = importlib.util.spec_from_file_location("token_budget", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = tmp_path / "out.json"
+    argv = ["token_budget.py", "--model", "tiny", "--lengths", "8:6,32:2", "--prompt-len", "8", "--group", "4",
+            "--micro-batch", "8", "--budget", "64", "--repeats", "1", "--out", str(out)]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sys, "argv", argv)
+        bench.main()
+    fixed, budgeted = json.loads(out.read_text())["rows"]
+    assert fixed["first_loss"] == pytest.approx(budgeted["first_loss"], rel=1e-5, abs=1e-7)
+    assert budgeted["padded_tokens"] == budgeted["real_tokens"] < fixed["padded_tokens"]
+    assert budgeted["largest_micro_batch_tokens"] <= 64 and budgeted["micro_batches"] > fixed["micro_batches"]
