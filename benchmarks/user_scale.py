@@ -1,7 +1,8 @@
 """Workloads W2 and W3 (user scale) through this toolkit, and TRL's GRPOTrainer beside it, on one GPU.
 
 W2: GRPO on a Qwen2.5-1.5B-shaped model (random weights, vocabulary 151,936, tied embeddings), 16 prompts x 8
-samples, 1,024 new tokens, beta = 0.04, learning rate 1e-6, full fine-tuning, bf16 weights.
+samples, 1,024 new tokens, beta = 0.04, learning rate 1e-6, full fine-tuning, bf16 weights and AdamW state on
+both sides (--param-dtype fp32: float32 weights and state under bf16 autocast, on both sides).
 W3: GRPO on a Llama-3.1-8B-shaped model (vocabulary 128,256), LoRA r = 16 (alpha 32) on every projection,
 8 prompts x 8 samples, 512 new tokens; with --load-in-4bit, QLoRA (a 4-bit NF4 base, needs bitsandbytes).
 The model folder is built in code (benchmarks/user_scale_models.py) when --model names a folder that does not
@@ -19,18 +20,21 @@ side keeps in float32). The toolkit's own run metrics whose names mention memory
 
 With --trl-script every side runs in its own fresh process, one after the other, so neither holds GPU memory
 while the other runs; without it the toolkit runs in this process. On the GPU machine, from the repository
-root (its torch/transformers/peft/accelerate are used; gymnasium, datasets and TRL come as wheels:
-`bash ../shared/tools/split-model.sh gymnasium trl==1.16.0 datasets==5.2.0 dill multiprocess xxhash
-pyarrow` here, then there):
+root: torch, transformers, peft, accelerate, pyarrow and xxhash are on its image; gymnasium, datasets and TRL
+travel as wheels (`bash ../shared/tools/split-model.sh gymnasium trl==1.16.0 datasets==5.2.0 dill
+multiprocess` here), and so do bitsandbytes for --load-in-4bit (0.50.2: a 43 MB manylinux_2_24 wheel with
+CUDA 13 libraries) and liger-kernel for --trl-liger. No embedded model is needed: carry the wheels and a copy
+of the GSM8K train file (GSM8K_TRAIN below; without --prompts-file the questions are synthetic), not the
+model parts (64 MiB a call). There:
 
     pip install --no-index --find-links .device/wheels gymnasium trl==1.16.0 datasets
     python benchmarks/user_scale_models.py w2 /tmp/w2_model          # about a minute; reused when present
     python benchmarks/user_scale.py --workload w2 --model /tmp/w2_model \\
-        --prompts-file .device/model-b/gsm8k_train.jsonl --steps 5 --warmup 2 \\
+        --prompts-file GSM8K_TRAIN --steps 5 --warmup 2 \\
         --trl-script benchmarks/trl_user_scale_baseline.py --trl-modes static \\
         --trl-gradient-checkpointing --out w2.json
     python benchmarks/user_scale.py --workload w3 --model /tmp/w3_model \\
-        --prompts-file .device/model-b/gsm8k_train.jsonl --steps 5 --warmup 2 \\
+        --prompts-file GSM8K_TRAIN --steps 5 --warmup 2 \\
         --trl-script benchmarks/trl_user_scale_baseline.py --trl-modes static --out w3.json
     python benchmarks/user_scale.py --workload w3 --model /tmp/w3_model --load-in-4bit ... --out w3_qlora.json
 
@@ -55,6 +59,7 @@ import argparse
 import dataclasses
 import inspect
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -210,11 +215,11 @@ def run_toolkit(args: argparse.Namespace) -> dict:
              "reference": module_tensors(ref.model) if own_reference else [],
              "decoder_weights": copies, "kv_cache_kept": kv_cache}
     update_peak = (summary["phase_peak_gb"] or {}).get("update")
-    memory_metrics = {k: max(r[k] for r in rows[args.warmup:]) for k in rows[-1]
-                      if "mem" in k.lower() and isinstance(rows[-1][k], (int, float))}
     steady = rows[args.warmup:]
+    memory_metrics = {k: max(r[k] for r in steady) for k in rows[-1]
+                      if "mem" in k.lower() and isinstance(rows[-1][k], (int, float))}
     return {"anchor": "toolkit.GRPO", "device": device_name(), **summary,
-            "run_phases_median_s": {k: sorted(r[k] for r in steady)[len(steady) // 2]
+            "run_phases_median_s": {k: statistics.median(r[k] for r in steady)
                                     for k in ("time_sample", "time_score", "time_prepare", "time_update")},
             "run_memory_metrics": memory_metrics,
             "memory": memory_breakdown(parts, update_peak),
