@@ -80,6 +80,20 @@ class PPO(RLAlgorithm):
         lr = self.config.value_learning_rate or self.config.learning_rate
         return super().param_groups() + [{"params": list(self.value_model.parameters()), "lr": lr}]
 
+    def checkpointed_models(self) -> list:
+        """The policy and, when it has its own backbone, the critic (`gradient_checkpointing`)."""
+        critic = [] if self.value_model.shares_policy_backbone else [self.value_model]
+        return super().checkpointed_models() + critic
+
+    def update(self, trajectories):
+        """RLAlgorithm's update with the critic in training mode too, as the policy is (its checkpointed layers
+        recompute in training mode only)."""
+        self.value_model.train()
+        try:
+            return super().update(trajectories)
+        finally:
+            self.value_model.eval()
+
     def values(self, batch, hidden=None):
         """V(s_t) [B, C]; `hidden`: the policy's completion hidden states when already computed."""
         if not self.value_model.shares_policy_backbone:

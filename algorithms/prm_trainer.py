@@ -176,8 +176,12 @@ class PRMTrainer(Trainer):
         rated_total = sum(len(x.labels) for x in drawn if isinstance(x, EncodedRated))
         shard = drawn[dist.rank()::dist.world_size()]  # the draw is shared; each process takes its slice
         wins = [0.0]
-        with self.timed("update"):
-            stats = self.optimizer_step(shard, lambda chunk: self.chunk_loss(chunk, pairs_total, rated_total, wins))
+        self.prm.train()  # training mode for the step, as the policy's in RL (checkpointed layers recompute only so)
+        try:
+            with self.timed("update"):
+                stats = self.optimizer_step(shard, lambda chunk: self.chunk_loss(chunk, pairs_total, rated_total, wins))
+        finally:
+            self.prm.eval()
         if pairs_total:
             stats["pairwise_accuracy"] = dist.all_reduce_sum(wins[0]) / pairs_total
         stats.update(pairs=pairs_total, rated_steps=rated_total)

@@ -12,6 +12,7 @@ import torch
 from core.checked_config import CheckedConfig
 from policies.attention_backends import variable_length_attention
 from policies.base import BackbonePolicy, DataParallelPolicy
+from policies.checkpointing import enable_activation_checkpointing
 from policies.generation import RowKeys, decode, stop_lists
 from policies.logprobs import chunked_token_logprobs, completion_hidden_states, completion_targets
 from policies.models import EMBEDDED_ALIASES, EMBEDDED_MODEL, SYSTEM_PROMPT_FILE, load_model_and_tokenizer
@@ -60,7 +61,8 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
         use_chat_template: False feeds observations as raw text (base models, few-shot prompts).
         lora: LoraSettings to train adapters only (with `load_in_4bit`, QLoRA: a 4-bit base, needs
             bitsandbytes); the reference model is then the adapter-free base, or a re-synced reference adapter.
-        gradient_checkpointing: trade compute for activation memory in the training pass.
+        gradient_checkpointing: recompute each decoder layer's activations in the backward pass instead of
+            keeping them (policies/checkpointing.py); `TrainerConfig.gradient_checkpointing` turns it on too.
         dtype: parameter dtype; default float32 (bf16 autocast is applied by the trainer on GPU).
         logprob_chunk: positions per chunk when scoring completions (0: no chunking).
         fast_decode: sample with the static-cache decoder (CUDA graphs on GPU); None = on CUDA when the
@@ -124,10 +126,9 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
             self.model = get_peft_model(self.model, LoraConfig(
                 r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
                 target_modules=lora.target_modules, task_type="CAUSAL_LM"))
-        self.quantized, self.gradient_checkpointing = quantization is not None, gradient_checkpointing
+        self.quantized, self.gradient_checkpointing = quantization is not None, False
         if gradient_checkpointing:
-            self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-            self.model.config.use_cache = False
+            self.enable_gradient_checkpointing()
         self.model.eval()  # dropout off: sampling and scoring must see the same function
         from policies.fast_decode import FastDecoder, supports_fast_decode
 
@@ -176,14 +177,20 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
             return torch.autocast("cuda", dtype=torch.bfloat16)
         return torch.autocast("cpu", enabled=False)
 
+    def enable_gradient_checkpointing(self) -> None:
+        """Checkpoint each decoder layer's activations in training passes (policies/checkpointing.py); the
+        trainer calls it for `TrainerConfig.gradient_checkpointing`. Passes without gradients are unchanged."""
+        enable_activation_checkpointing(self.model)
+        self.gradient_checkpointing = True
+
     def compile_layers(self, backend: str = "inductor") -> bool:
         """`torch.compile` each decoder layer in place (regional compilation: the layers share code, so
         one compilation, with symbolic batch and length, serves them all); the sampling
-        path has its own (policies/fast_decode.py). Not with gradient checkpointing or a 4-bit base;
-        returns whether it compiled."""
+        path has its own (policies/fast_decode.py). With gradient checkpointing the compiled layer holds
+        the checkpoint (policies/checkpointing.py). Not with a 4-bit base; returns whether it compiled."""
         backbone = self.backbone_and_head()[0]
         layers = getattr(backbone, "layers", None)
-        if layers is None or self.gradient_checkpointing or self.quantized:
+        if layers is None or self.quantized:
             return False
         for layer in layers:
             layer.compile(backend=backend, dynamic=True)  # every micro-batch's length differs: symbolic from the start

@@ -26,6 +26,7 @@ from core.jsonl import read_json
 from core.messages import first_line
 from policies.attention_backends import variable_length_attention
 from policies.base import BackbonePolicy
+from policies.checkpointing import enable_activation_checkpointing
 from policies.prompting import prompt_ids
 from policies.value import ValueHead
 
@@ -166,6 +167,11 @@ class ProcessRewardModel(nn.Module):
     @property
     def device(self) -> torch.device:
         return next(self.parameters()).device
+
+    def enable_gradient_checkpointing(self) -> None:
+        """Checkpoint the backbone's decoder layers in training passes (policies/checkpointing.py); the
+        Trainer calls it for `TrainerConfig.gradient_checkpointing`."""
+        enable_activation_checkpointing(self.backbone)
 
     def autocast(self):
         """bf16 autocast on CUDA (when `bf16`), a no-op elsewhere."""

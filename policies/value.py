@@ -12,6 +12,7 @@ from torch import nn
 
 from policies.attention_backends import variable_length_attention
 from policies.base import BackbonePolicy
+from policies.checkpointing import enable_activation_checkpointing
 from policies.logprobs import completion_hidden_states
 
 
@@ -55,6 +56,10 @@ class CriticModel(nn.Module):
             hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
                                    use_cache=False).last_hidden_state
         return self.head(completion_hidden_states(hidden, completion_start))
+
+    def enable_gradient_checkpointing(self) -> None:
+        """Checkpoint the backbone's decoder layers in training passes (policies/checkpointing.py)."""
+        enable_activation_checkpointing(self.backbone)
 
 
 def build_value_model(policy: BackbonePolicy, spec: str = "shared") -> nn.Module:

@@ -39,13 +39,6 @@ def test_compiled_layers_score_and_differentiate_as_the_eager_ones():
     assert set(grads_a) == set(grads_b) and all(torch.allclose(grads_a[n], grads_b[n], atol=1e-5) for n in grads_a)
 
 
-def test_no_compilation_with_gradient_checkpointing():
-    tok = build_tiny_tokenizer()
-    policy = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu", gradient_checkpointing=True)
-    assert not policy.compile_layers(BACKEND)
-    assert all(layer._compiled_call_impl is None for layer in policy.model.model.layers)
-
-
 def grpo_step(tmp_path, torch_compile):
     tok = build_tiny_tokenizer()
     policy = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu")

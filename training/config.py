@@ -76,6 +76,8 @@ class TrainerConfig(CheckedConfig):
     micro_batch_size: int = setting(32, "items (RL: trajectories, unless max_tokens_per_microbatch) per "
                                         "forward/backward (gradient accumulation inside a step)")
     bf16: bool = setting(True, "bf16 autocast on CUDA (ignored on CPU)")
+    gradient_checkpointing: bool = setting(False, "recompute decoder layers' activations in the backward pass: less "
+                                                  "memory, more compute (policy, own critic, PRM)")
     torch_compile: bool | None = setting(None, "torch.compile the decoder layers for training and scoring "
                                                "(None: on CUDA, not under FSDP)")
     torch_compile_backend: str = setting("inductor", "torch.compile backend when torch_compile is on")

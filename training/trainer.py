@@ -66,6 +66,7 @@ class Trainer(ABC):
         self.generator = torch.Generator(device=self.device).manual_seed(self.config.seed)
         dist.broadcast_parameters(policy.parameters())  # every rank starts from rank 0's weights
         self.before_data_parallel()  # copies of the policy, while it can still be copied
+        self.enable_gradient_checkpointing()  # after the copies (a reference needs none), before compiling and sharding
         self.compile_models()
         self.gradients = GradientAverager(policy, self.config.data_parallel)  # DDP, FSDP or the all-reduce (>1 process)
         c = self.config
@@ -116,6 +117,24 @@ class Trainer(ABC):
 
     def end_iteration(self, metrics: dict[str, Any]) -> None:
         """Hook after `self.iteration` counts the finished iteration, before evaluation, logging and saving."""
+
+    def checkpointed_models(self) -> list:
+        """What `gradient_checkpointing` applies to: the models trained with gradients (the policy; PPO adds a
+        critic of its own), never a frozen reference."""
+        return [self.policy]
+
+    def enable_gradient_checkpointing(self) -> None:
+        """`gradient_checkpointing`: each of `checkpointed_models()` checkpoints its decoder layers (their
+        `enable_gradient_checkpointing()`; one without it is a one-line TypeError). Off, a model built with it
+        on keeps it."""
+        if not self.config.gradient_checkpointing:
+            return
+        for model in self.checkpointed_models():
+            enable = getattr(model, "enable_gradient_checkpointing", None)
+            if not callable(enable):
+                raise TypeError(f"{type(self).__name__}: gradient_checkpointing is on, but its {type(model).__name__} "
+                                f"has no enable_gradient_checkpointing()")
+            enable()
 
     def compile_models(self) -> None:
         """`torch_compile`: compile the policy's decoder layers (subclasses add models of their own)."""

@@ -87,6 +87,8 @@ SAME_NAME = {
     "output_dir": "",
     "torch_compile": "regional here (each decoder layer); on by default on CUDA (TRL: off)",
     "torch_compile_backend": "",
+    "gradient_checkpointing": "non-reentrant, each decoder layer, with torch_compile, LoRA and FSDP; off by default "
+                              "here (TRL's configs: on)",
 }
 
 # TRL name -> why it is refused, naming ours (a different meaning, or none here)
@@ -120,6 +122,8 @@ DIFFERENT = {
     "min_p": "has no counterpart: sampling takes temperature and top_p",
     "mask_truncated_completions": "has no counterpart here",
     "importance_sampling_level": "has no counterpart: ratios are per token",
+    "gradient_checkpointing_kwargs": "has no counterpart: gradient_checkpointing here is always non-reentrant "
+                                     "(use_reentrant false), on every decoder layer",
 }
 
 # TRL name in DIFFERENT -> our nearest field(s), for the docs table
@@ -142,6 +146,7 @@ NEAREST = {
     "min_p": "",
     "mask_truncated_completions": "",
     "importance_sampling_level": "",
+    "gradient_checkpointing_kwargs": "gradient_checkpointing",
 }
 
 
