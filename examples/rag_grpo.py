@@ -92,7 +92,6 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"train every weight instead of LoRA adapters (learning rate default {FULL_FINETUNE_LR})")
     parser.add_argument("--lora_r", type=int, default=16, help="LoRA rank (default 16)")
     parser.add_argument("--lora_alpha", type=int, default=32, help="LoRA alpha (default 32)")
-    parser.add_argument("--gradient_checkpointing", action="store_true", help="trade compute for activation memory")
     parser.add_argument("--no_fast_decode", action="store_true",
                         help="sample with the plain KV-cache loop instead of the CUDA-graph decoder")
     parser.add_argument("--resume", action="store_true",
@@ -189,8 +188,7 @@ def run(args: argparse.Namespace) -> None:
     test_env = make("RAG-HotpotQA-v0", subset=test_range, **env_kwargs)
     lora = None if args.full_finetune else LoraSettings(r=args.lora_r, alpha=args.lora_alpha)
     policy = HFPolicy(args.model, system_prompt=read_system_prompt(args.system_prompt_path), lora=lora,
-                      gradient_checkpointing=args.gradient_checkpointing,
-                      fast_decode=False if args.no_fast_decode else None)
+                      fast_decode=False if args.no_fast_decode else None)  # --gradient_checkpointing: the config's
 
     training = "full fine-tuning" if lora is None else f"LoRA r={lora.r}"
     print(f"device={policy.device} preset={preset} model={args.model} {training} "
