@@ -65,7 +65,8 @@ class LoopState:
     def start(self, count: int, positions: torch.Tensor, column: int, max_new_tokens: int,
               generator: torch.Generator | RowKeys | None) -> None:
         """Begin a call: rows [0, count) sample for the prompts, the rest are finished padding; `positions`
-        and `column` are those of each row's last prompt token (`valid` is set by the prefill)."""
+        are those of each row's last prompt token and `column` the prompts' last KV column, shared by every row
+        (the first sampled token goes in the next one; `valid`, set by the prefill, masks each row's padding)."""
         self.positions.copy_(positions)
         self.column.fill_(column)
         self.step.zero_()

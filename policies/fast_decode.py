@@ -12,6 +12,9 @@ smaller batch bucket.
 Memory is bounded: a call with more than `max_batch` prompts is sampled in chunks of `max_batch`, and
 the buckets kept for reuse (KV buffers and graphs) hold at most `cache_bytes` of KV buffers, the least
 recently used dropped first (tree search and Math-Shepherd rollouts ask for many (batch, length) shapes).
+The prefill holds nothing that grows with the square of the prompts' length: they are right-padded, so one
+causal pass without a mask (FlashAttention on CUDA) fills the KV buffers, and the decode steps skip each
+row's padding columns through their [batch, 1, 1, length] mask.
 On the CPU the same code runs eagerly (no graphs): tests compare it with the plain path token by token.
 
 Each call first copies the projection weights into a decode-dtype copy with q/k/v and gate/up fused
@@ -47,7 +50,7 @@ from policies.generation import (
     StopLists,
     _eos_ids,
     assemble,
-    left_pad,
+    right_pad,
     stop_lists,
 )
 
@@ -153,10 +156,12 @@ class FastDecoder:
         return torch.autocast("cpu", enabled=False)
 
     def _forward(self, ids: torch.Tensor, positions: torch.Tensor, buf: _Buffers, start: int | torch.Tensor,
-                 mask: torch.Tensor) -> torch.Tensor:
+                 mask: torch.Tensor | None, last: torch.Tensor | None = None) -> torch.Tensor:
         """Run tokens ids [B, T] at `positions`, writing their keys/values at columns start..start+T-1.
 
-        mask: [B, 1, T, L] boolean, True where a query may attend a key column. Returns last-token logits.
+        mask: [B, 1, T, L] boolean, True where a query may attend a key column; None for the prefill (start 0,
+        rows right-padded: each query attends the columns up to its own, causally, with no mask). Returns the
+        logits of each row's token in column `last` [B] (None: the last column).
         """
         B, T = ids.shape
         h = self.inner.embed_tokens(ids)
@@ -164,7 +169,7 @@ class FastDecoder:
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
         columns = start if isinstance(start, torch.Tensor) else torch.arange(start, start + T, device=ids.device)
         if self.weights is not None:
-            return self._fused_forward(h, cos, sin, buf, columns, mask)
+            return self._fused_forward(h, cos, sin, buf, columns, mask, last)
         for i, layer in enumerate(self.layers):
             attn = layer.self_attn
             x = layer.input_layernorm(h)
@@ -177,30 +182,41 @@ class FastDecoder:
             k = k * cos + rotate_half(k) * sin
             buf.keys[i].index_copy_(2, columns, k.to(buf.keys[i].dtype))
             buf.values[i].index_copy_(2, columns, v.to(buf.values[i].dtype))
-            out = F.scaled_dot_product_attention(q.to(buf.keys[i].dtype), buf.keys[i], buf.values[i],
-                                                 attn_mask=mask, scale=self.scaling, enable_gqa=True)
+            out = self._attend(q.to(buf.keys[i].dtype), buf.keys[i], buf.values[i], mask)
             h = h + attn.o_proj(out.transpose(1, 2).reshape(B, T, -1).to(h.dtype))
             h = h + layer.mlp(layer.post_attention_layernorm(h))
-        h = self.inner.norm(h[:, -1])
+        h = self.inner.norm(_take(h, last))
         return self.lm_head(h).float()
 
-    def _fused_forward(self, h, cos, sin, buf: _Buffers, columns: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def _fused_forward(self, h, cos, sin, buf: _Buffers, columns: torch.Tensor, mask: torch.Tensor | None,
+                       last: torch.Tensor | None) -> torch.Tensor:
         """`_forward` with the fused decode copy of the weights (compiled layer functions for one-token steps)."""
         B, T, _ = h.shape
         w = self.weights
         attention_in, attention_out = (compiled_layer_functions() if self.compile_layers and T == 1
                                        else (attention_inputs, attention_output_and_mlp))
-        bias = torch.zeros(mask.shape, dtype=self.dtype, device=h.device).masked_fill_(~mask, float("-inf"))
+        bias = (None if mask is None
+                else torch.zeros(mask.shape, dtype=self.dtype, device=h.device).masked_fill_(~mask, float("-inf")))
         for i, layer_weights in enumerate(w.layers):
             q, k, v = attention_in(h, layer_weights, cos, sin, self.n_heads, self.kv_heads, self.head_dim,
                                    w.norm_eps, w.head_norm_eps)
             buf.keys[i].index_copy_(2, columns, k.to(buf.keys[i].dtype))
             buf.values[i].index_copy_(2, columns, v.to(buf.values[i].dtype))
-            out = F.scaled_dot_product_attention(q, buf.keys[i], buf.values[i], attn_mask=bias, scale=self.scaling,
-                                                 enable_gqa=True)
+            out = self._attend(q, buf.keys[i], buf.values[i], bias)
             h = attention_out(h, out.transpose(1, 2).reshape(B, T, -1), layer_weights, w.norm_eps)
-        h = self.inner.norm(h[:, -1])
+        h = self.inner.norm(_take(h, last))
         return F.linear(h.to(w.lm_head.dtype), w.lm_head).float()
+
+    def _attend(self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None
+                ) -> torch.Tensor:
+        """Attention of queries q [B, heads, T, D] over a layer's KV buffers: with `mask` (boolean or additive,
+        [B, 1, T, L]), or without one for the prefill, causally over the first T columns (no [B, T, L] mask and
+        no per-head scores: FlashAttention on CUDA)."""
+        if mask is None:
+            T = q.shape[2]
+            return F.scaled_dot_product_attention(q, keys[:, :, :T], values[:, :, :T], is_causal=True,
+                                                  scale=self.scaling, enable_gqa=True)
+        return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=self.scaling, enable_gqa=True)
 
     def _decode_step(self, buf: _Buffers) -> torch.Tensor:
         mask = buf.valid[:, None, None, :]
@@ -303,17 +319,18 @@ class FastDecoder:
         n, P = len(prompts), max(len(p) for p in prompts)
         length = int(math.ceil((P + max_new_tokens) / self.length_bucket) * self.length_bucket)
         buf = self._bucket(_round_batch(n), length)
-        # prefill: left-padded prompts in columns [0, P); padding rows (batch > n) hold one pad token
-        ids, valid = left_pad(list(prompts) + [[pad_id]] * (len(buf.rows) - n), pad_id, self.device)
+        # prefill: right-padded prompts in columns [0, P), so a causal pass needs no mask (a row's padding comes
+        # after its tokens; decode steps skip those columns through `valid`); padding rows (batch > n) hold one
+        # pad token
+        ids, valid = right_pad(list(prompts) + [[pad_id]] * (len(buf.rows) - n), pad_id, self.device)
         valid = valid.bool()
-        positions = (valid.long().cumsum(-1) - 1).clamp(min=0)
+        last = (valid.sum(-1) - 1).clamp(min=0)  # each row's last prompt token: its column and position
+        positions = torch.arange(P, device=self.device).expand(len(ids), P)
         buf.valid.zero_()
         buf.valid[:, :P] = valid
-        causal = torch.ones((P, length), dtype=torch.bool, device=self.device).tril()
-        mask = (causal[None] & buf.valid[:, None, :]) | torch.eye(P, length, dtype=torch.bool, device=self.device)[None]
         with self._autocast(), variable_length_attention(self.device):  # the prefill: another shape each call
-            logits = self._forward(ids, positions, buf, 0, mask[:, None])
-        buf.start(n, positions[:, -1], P - 1, max_new_tokens, generator)
+            logits = self._forward(ids, positions, buf, 0, None, last)
+        buf.start(n, last, P - 1, max_new_tokens, generator)
         sample_and_record(buf, logits, sampling)  # token 0; each later one by a whole decode step
         outputs = Outputs(n, max_new_tokens, pad_id, self.device)
         stopper = StopChecker(tokenizer, stop, n)
@@ -371,6 +388,11 @@ class FastDecoder:
             torch.index_select(src, 0, keep, out=dst)
         small.select(buf, keep, live_count, pad_id)
         return small
+
+
+def _take(h: torch.Tensor, last: torch.Tensor | None) -> torch.Tensor:
+    """Each row's hidden state [B, H] in column `last` [B] of h [B, T, H] (None: the last column)."""
+    return h[:, -1] if last is None else h[torch.arange(len(h), device=h.device), last]
 
 
 def _round_batch(n: int) -> int:

@@ -152,16 +152,48 @@ def sample_step(
     return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
 
 
-def left_pad(sequences: list[list[int]], pad_id: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Left-pad token lists into (input_ids, attention_mask)."""
+def _pad(sequences: list[list[int]], pad_id: int, device: torch.device, left: bool
+         ) -> tuple[torch.Tensor, torch.Tensor]:
     width = max(len(s) for s in sequences)
     ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(sequences), width), dtype=torch.long)
     for row, seq in enumerate(sequences):
         if seq:
-            ids[row, width - len(seq):] = torch.tensor(seq, dtype=torch.long)
-            mask[row, width - len(seq):] = 1
+            columns = slice(width - len(seq), width) if left else slice(0, len(seq))
+            ids[row, columns] = torch.tensor(seq, dtype=torch.long)
+            mask[row, columns] = 1
     return ids.to(device), mask.to(device)
+
+
+def left_pad(sequences: list[list[int]], pad_id: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Left-pad token lists into (input_ids, attention_mask)."""
+    return _pad(sequences, pad_id, device, left=True)
+
+
+def right_pad(sequences: list[list[int]], pad_id: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad token lists into (input_ids, attention_mask)."""
+    return _pad(sequences, pad_id, device, left=False)
+
+
+PREFILL_CHUNK = 1024  # prompt columns per prefill pass of padded prompts (on an H200, 32 prompts of 3-4k tokens
+# of a 135M model: 0.41 s and 7.1 GiB, against 0.51 s and 9.3 GiB in one pass, with the same logits)
+
+
+def prefill(model, input_ids: torch.Tensor, attention: torch.Tensor, positions: torch.Tensor, cache,
+            chunk: int) -> torch.Tensor:
+    """Run padded prompts [B, P] into the KV `cache` and return the logits [B, vocab] of their last column.
+
+    With padding, transformers masks attention with a [batch, 1, queries, keys] tensor, so the prompts go
+    through in chunks of `chunk` columns: that mask then grows with the prompts' length, not its square (and
+    so do the scores of a kernel that materialises them). Without padding no mask is built: one pass.
+    """
+    width = input_ids.shape[1]
+    step = width if chunk <= 0 or bool(attention.all()) else chunk
+    for start in range(0, width, step):
+        end = min(start + step, width)
+        out = model(input_ids=input_ids[:, start:end], attention_mask=attention[:, :end],
+                    position_ids=positions[:, start:end], past_key_values=cache, use_cache=True, logits_to_keep=1)
+    return out.logits[:, -1]
 
 
 StopLists = list[str] | list[list[str] | None] | None  # one list for all prompts, or one per prompt
@@ -213,10 +245,12 @@ def decode(
     generator: torch.Generator | RowKeys | None = None,
     prune_every: int = 8,
     on_tokens=None,
+    prefill_chunk: int = PREFILL_CHUNK,
 ) -> list[Generation]:
     """Sample one completion per prompt with a dynamic KV cache; returns Generations in prompt order.
 
     `stop`: None, one list of stop strings for every prompt, or one list (or None) per prompt.
+    `prefill_chunk`: prompt columns per prefill pass when prompts are padded (0: all at once; see `prefill`).
 
     `on_tokens(n)`, when given, is called after each decoding step with the tokens it added (progress)."""
     from transformers import DynamicCache
@@ -227,9 +261,7 @@ def decode(
     input_ids, attention = left_pad(prompts, pad_id, device)
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
     cache = DynamicCache()
-    out = model(input_ids=input_ids, attention_mask=attention, position_ids=positions,
-                past_key_values=cache, use_cache=True, logits_to_keep=1)
-    logits = out.logits[:, -1]
+    logits = prefill(model, input_ids, attention, positions, cache, prefill_chunk)
     next_pos = positions[:, -1] + 1
     rows = torch.arange(len(prompts), device=device)  # original index of each live row
     completions: list[list[int]] = [[] for _ in prompts]

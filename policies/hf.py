@@ -10,12 +10,12 @@ from typing import Callable, ContextManager, Iterator
 import torch
 
 from core.checked_config import CheckedConfig
-from policies.attention_backends import variable_length_attention
 from policies.base import BackbonePolicy, DataParallelPolicy
 from policies.checkpointing import enable_activation_checkpointing
 from policies.generation import RowKeys, decode, stop_lists
 from policies.logprobs import chunked_token_logprobs, completion_hidden_states, completion_targets
 from policies.models import EMBEDDED_ALIASES, EMBEDDED_MODEL, SYSTEM_PROMPT_FILE, load_model_and_tokenizer
+from policies.padded_passes import backbone_hidden
 from policies.prompting import prompt_ids
 from policies.reference_adapter import REFERENCE_ADAPTER
 
@@ -228,10 +228,8 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
     def completion_hidden(self, input_ids, attention_mask, completion_start):
         """Last hidden states [B, C, H] of the positions that predict each completion token (the state
         before token t is generated: a value head's input)."""
-        positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-        with self.autocast(), variable_length_attention(self.device):
-            hidden = self.training_backbone()(input_ids=input_ids, attention_mask=attention_mask,
-                                              position_ids=positions, use_cache=False).last_hidden_state
+        with self.autocast():  # padding without a [batch, query, key] mask (policies/padded_passes.py)
+            hidden = backbone_hidden(self.training_backbone(), input_ids, attention_mask)
         return completion_hidden_states(hidden, completion_start)
 
     def completion_outputs(self, input_ids, attention_mask, completion_start, temperature=1.0, entropy_grad=False):

@@ -24,9 +24,9 @@ from torch import nn
 
 from core.jsonl import read_json
 from core.messages import first_line
-from policies.attention_backends import variable_length_attention
 from policies.base import BackbonePolicy
 from policies.checkpointing import enable_activation_checkpointing
+from policies.padded_passes import backbone_hidden
 from policies.prompting import prompt_ids
 from policies.value import ValueHead
 
@@ -206,10 +206,8 @@ class ProcessRewardModel(nn.Module):
                     ) -> torch.Tensor:
         """Head logits [B, S] at `positions` [B, S] (each step's last token; -1 pads, giving 0.0) of right-padded
         rows `input_ids` [B, L]; with gradients when enabled. Float32."""
-        position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-        with self.autocast(), variable_length_attention(input_ids.device):
-            hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                                   use_cache=False).last_hidden_state
+        with self.autocast():  # padding without a [batch, query, key] mask
+            hidden = backbone_hidden(self.backbone, input_ids, attention_mask)
         index = positions.clamp(min=0).unsqueeze(-1).expand(-1, -1, hidden.shape[-1])
         logits = self.head(hidden.gather(1, index))
         return logits.masked_fill(positions < 0, 0.0)

@@ -10,10 +10,10 @@ import copy
 import torch
 from torch import nn
 
-from policies.attention_backends import variable_length_attention
 from policies.base import BackbonePolicy
 from policies.checkpointing import enable_activation_checkpointing
 from policies.logprobs import completion_hidden_states
+from policies.padded_passes import backbone_hidden
 
 
 class ValueHead(nn.Module):
@@ -51,10 +51,7 @@ class CriticModel(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, completion_start: int) -> torch.Tensor:
         """Values [B, C] of the states before each completion token."""
-        positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-        with variable_length_attention(input_ids.device):
-            hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
-                                   use_cache=False).last_hidden_state
+        hidden = backbone_hidden(self.backbone, input_ids, attention_mask)
         return self.head(completion_hidden_states(hidden, completion_start))
 
     def enable_gradient_checkpointing(self) -> None:
