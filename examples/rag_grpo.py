@@ -55,6 +55,7 @@ PRESETS = {
     "gpu": dict(train_iterations=100, prompts_per_iteration=16, samples_per_prompt=8, max_new_tokens=64,
                 temperature=0.8, learning_rate=2e-4, kl_coeff=0.04, eval_episodes=100, eval_every=25,
                 save_every=25, micro_batch_size=32, eval_at_start=True, reward_combination="uniform",
+                gradient_checkpointing=True, max_tokens_per_microbatch=16384,  # contexts grow every tool turn
                 output_dir="runs/rag_grpo-gpu"),
 }  # temperature 0.8: the embedded 135M model's samples at 1.0 are mostly noise, with no tag in them
 FULL_FINETUNE_LR = 1e-5  # the default learning rate with --full_finetune: LoRA's would move every weight too far

@@ -55,6 +55,10 @@ from policies.generation import (
 )
 
 _REQUIRED = ("q_proj", "k_proj", "v_proj", "o_proj")
+# Buckets kept between calls hold at most this share of the GPU: a quarter kept 35 GB of KV buffers alive through
+# a multi-turn RAG run's update on a 141 GB card (the floor of every phase); a sixteenth keeps the common
+# (batch, length) buckets and their graphs for reuse while leaving the rest to training.
+KEPT_CACHE_SHARE = 16
 
 
 def _unwrap(model):
@@ -95,7 +99,7 @@ class FastDecoder:
                  max_batch: int = 512, cache_bytes: int | None = None, fused_weights: bool | None = None,
                  compile_layers: bool | None = None):
         """max_batch: most prompts decoded at once (more are sampled in chunks); cache_bytes: most bytes of KV
-        buffers kept in reusable buckets (None: a quarter of the device's memory on CUDA, unbounded on CPU);
+        buffers kept in reusable buckets (None: 1/KEPT_CACHE_SHARE of the device's memory on CUDA, unbounded on CPU);
         fused_weights: decode with a decode-dtype copy of the projections, q/k/v and gate/up fused
         (policies/decode_weights.py; None: when the copy takes at most an eighth of the device's memory,
         or 1 GiB on the CPU); compile_layers: `torch.compile` the decode step's layer functions
@@ -117,7 +121,7 @@ class FastDecoder:
         self.length_bucket = length_bucket
         self.max_batch = max_batch
         if cache_bytes is None and self.device.type == "cuda":
-            cache_bytes = torch.cuda.get_device_properties(self.device).total_memory // 4
+            cache_bytes = torch.cuda.get_device_properties(self.device).total_memory // KEPT_CACHE_SHARE
         self.cache_bytes = cache_bytes
         self._buckets: OrderedDict[tuple[int, int], _Buffers] = OrderedDict()  # least recently used first
         self._captured_with: tuple = ()  # the weights' addresses (and the path) the captured graphs read
