@@ -3,7 +3,7 @@
     python benchmarks/compare_metrics.py runs/a/metrics.jsonl runs/b/metrics.jsonl
 
 Prints how many values the two files share (same iteration, same key; wall-clock columns such as
-``time_*`` and ``tokens_per_second`` left out), how many of them differ, and the first iteration where
+``time_*`` and ``tokens_per_second``, and the GPU ``memory_*`` peaks, left out), how many of them differ, and the first iteration where
 one does. Used to find what moves the CPU quickstart's numerics (statics/results/quickstart_cpu_numerics/).
 """
 from __future__ import annotations
@@ -12,7 +12,9 @@ import argparse
 import json
 from pathlib import Path
 
-WALL_CLOCK = ("time_", "tokens_per_second")
+# columns that measure the machine, not the run: wall clock, and GPU memory peaks (the caching allocator's
+# state, not the computation, sets them)
+WALL_CLOCK = ("time_", "tokens_per_second", "memory_")
 
 
 def read_rows(path: Path) -> list[dict]:

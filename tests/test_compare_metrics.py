@@ -40,3 +40,12 @@ def test_the_script_prints_identical_or_where_they_part(tmp_path):
                                       text=True, check=True).stdout
     assert run(a, a).strip().endswith("identical")
     assert "first at iteration 2: reward_mean" in run(a, b)
+
+
+def test_gpu_memory_peaks_are_machine_columns_too():
+    from benchmarks.compare_metrics import compare
+
+    a = [{"iteration": 1, "loss": 0.5, "memory_peak_gb_update": 4.0}]
+    b = [{"iteration": 1, "loss": 0.5, "memory_peak_gb_update": 4.5}]
+    shared, differing = compare(a, b)
+    assert (shared, differing) == (2, [])  # iteration and loss; the memory peak is left out
