@@ -38,13 +38,20 @@ def missing_extra(feature: str, module: str) -> MissingExtraError:
                              f"pip install -e '.[{extra}]' in the toolkit's folder")
 
 
+def module_available(name: str) -> bool:
+    """True when `import name` can work, checked without importing it (a module already imported counts;
+    `sys.modules[name] = None` does not)."""
+    if name in sys.modules:
+        return sys.modules[name] is not None
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a parent package missing, or one set to None in sys.modules
+        return False
+
+
 def require_extra(module: str, feature: str) -> None:
     """Raise MissingExtraError unless `module` can be imported (checked without importing it)."""
-    try:
-        found = importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):  # a parent package missing, or one set to None in sys.modules
-        found = False
-    if not found:
+    if not module_available(module):
         raise missing_extra(feature, module)
 
 

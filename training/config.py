@@ -10,8 +10,6 @@ ConfigError naming the field, the bad value and, when it came from a file, the f
 from __future__ import annotations
 
 import functools
-import importlib.util
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +17,7 @@ from typing import Any
 from core.checked_config import (CheckedConfig, ConfigError, UnknownFieldError, coerce_field, field_default,
                                  field_help, field_types, nested_fields, setting)
 from core.coercion import BOOL_WORDS, shown
+from core.extras import module_available
 from core.dotted_names import coerce_setting, flatten, settings_of, unflatten
 from training import trl_names
 from training.trl_names import REMOVED
@@ -31,16 +30,6 @@ __all__ = ["TrainerConfig", "ConfigError", "UnknownFieldError", "CheckedConfig",
 WANDB_MODES = ("off", "offline", "online")
 DATA_PARALLEL_MODES = ("ddp", "fsdp", "allreduce")  # training/data_parallel.py
 MAX_SEED = 2**32  # numpy's legacy seeding and many tools take 32-bit seeds
-
-
-def module_available(name: str) -> bool:
-    """True when `import name` can work (a module already imported counts; `sys.modules[name] = None` does not)."""
-    if name in sys.modules:
-        return sys.modules[name] is not None
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
 
 
 def _blocking_file(path: Path) -> Path | None:
