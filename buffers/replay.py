@@ -119,7 +119,7 @@ class ReplayBuffer:
                 continue
             try:
                 record = loads(line, path, number, parse_constant=_reject_constant)
-            except ValueError as err:  # "<path>:<line>: <problem>" (diskio/jsonl.py)
+            except ValueError as err:  # "<path>:<line>: <problem>" (core/jsonl.py)
                 raise ValueError(f"{err} (not a replay buffer file)") from None
             try:
                 buffer.add(Trajectory.from_dict(record))

@@ -80,7 +80,7 @@ def read_hotpotqa_file(path: str | Path) -> list[HotpotQARecord]:
     rows = read_json(path, MalformedRowError)
     if not isinstance(rows, list):
         raise MalformedRowError(f"{path}: expected a JSON array of records, got {type(rows).__name__}")
-    if not rows:  # the rule of every data file (diskio/jsonl.py): nothing to train or evaluate on is an error
+    if not rows:  # the rule of every data file (core/jsonl.py): nothing to train or evaluate on is an error
         raise MalformedRowError(f"{path}: no records")
     return [record_from_row(row, f"{path} record {i + 1}") for i, row in enumerate(rows)]
 

@@ -279,7 +279,7 @@ def _read_settings(path: Path) -> dict:
 
     try:
         settings = read_json(path)
-    except ValueError as err:  # "<path>:<line>: <problem>" (diskio/jsonl.py)
+    except ValueError as err:  # "<path>:<line>: <problem>" (core/jsonl.py)
         raise ModelLoadError(str(err)[:300]) from None
     if not isinstance(settings, dict):
         raise ModelLoadError(f"{path}: expected a JSON object, got {type(settings).__name__}")

@@ -1,4 +1,4 @@
-"""Every JSON/JSONL data reader keeps one contract (diskio/jsonl.py): each problem is one ValueError that reads
+"""Every JSON/JSONL data reader keeps one contract (core/jsonl.py): each problem is one ValueError that reads
 "<path>:<line>: <problem>", and an empty data file is "<path>: no <what>"."""
 import importlib.util
 import json
