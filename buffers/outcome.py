@@ -156,15 +156,19 @@ def _mapping(name: str, value: Any) -> Mapping:
     return value
 
 
+def checked_component(name: str, amount: Any) -> float | None:
+    """One reward component's value as a float (None: not applicable); a NaN, bool or non-number is a one-line
+    ValueError naming the component (the outcome and the reward metrics and combination all check this way)."""
+    if amount is None:
+        return None
+    if isinstance(amount, (bool, np.bool_)) or not isinstance(amount, numbers.Real) or math.isnan(amount):
+        raise ValueError(f"reward component {name!r} must be a number or None, got {amount!r}")
+    return float(amount)
+
+
 def _checked_components(value: Any) -> dict[str, float | None]:
-    """name -> float or None; a NaN, bool or non-number is refused (as the reward combination refuses it)."""
-    components: dict[str, float | None] = {}
-    for name, amount in _mapping("reward_components", value).items():
-        if amount is not None and (isinstance(amount, (bool, np.bool_)) or not isinstance(amount, numbers.Real)
-                                   or math.isnan(amount)):
-            raise ValueError(f"reward component {name!r} must be a number or None, got {amount!r}")
-        components[name] = None if amount is None else float(amount)
-    return components
+    """name -> float or None, each value checked by `checked_component`."""
+    return {name: checked_component(name, amount) for name, amount in _mapping("reward_components", value).items()}
 
 
 def _checked_errors(value: Any) -> dict[str, str]:

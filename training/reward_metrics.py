@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Mapping, Sequence
 
 import numpy as np
 
 from buffers import Trajectory
+from buffers.outcome import checked_component
 
 RESERVED = ("mean", "std", "failures")  # reward_<name> is already another metric for these
 
@@ -20,12 +20,9 @@ def component_matrix(rows: Sequence[Mapping[str, float | None]]) -> tuple[list[s
     matrix = np.full((len(rows), len(names)), np.nan)
     for i, row in enumerate(rows):
         for k, name in enumerate(names):
-            value = row.get(name)
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):
-                raise ValueError(f"reward component {name!r} must be a number or None, got {value!r}")
-            matrix[i, k] = float(value)
+            value = checked_component(name, row.get(name))
+            if value is not None:
+                matrix[i, k] = value
     return names, matrix
 
 
