@@ -67,7 +67,8 @@ class RLAlgorithm(Trainer):
     def __init__(self, policy, env, config: RLConfig | None = None, ref_policy=None,
                  buffer: ReplayBuffer | None = None, eval_env=None, prm=None):
         self.env, self.eval_env = env, eval_env
-        self.ref_policy = self.checked_reference(ref_policy)  # with kl_coeff > 0 and none given: a frozen copy (`before_data_parallel`)
+        # with kl_coeff > 0 and none given: a frozen copy (`before_data_parallel`)
+        self.ref_policy = self.checked_reference(ref_policy)
         super().__init__(policy, config)
         self.config.check_shards(dist.world_size())
         c = self.config
