@@ -51,7 +51,17 @@ poison the next):
     python benchmarks/user_scale.py --workload w2 --model /tmp/w2_model --find-largest length \\
         --find-sides toolkit trl --trl-script benchmarks/trl_user_scale_baseline.py --out w2_largest.json
 
-A CPU smoke run: `--workload tiny-w2 --model /tmp/tiny_w2 --steps 2 --warmup 1 --no-fast --out tiny.json`.
+On several GPUs (weak scaling, as W1's: every rank takes its own --prompts x --group a step, the questions
+offset by rank, one optimizer step over all of them), under torchrun, the toolkit alone (no TRL, no
+--find-largest), rank 0 printing and writing --out; `completion_tok_per_s` is then the sum over ranks of a
+step's completion tokens over rank 0's step time, and `per_rank` holds each rank's peaks. Build the folder
+first (user_scale_models.py), then compare against `torchrun --nproc_per_node 1` of the same command:
+
+    torchrun --standalone --nproc_per_node 2 benchmarks/user_scale.py --workload w2 --model /tmp/w2_model \
+        --data-parallel fsdp --steps 4 --warmup 1 --out w2_fsdp2.json
+
+A CPU smoke run: `--workload tiny-w2 --model /tmp/tiny_w2 --steps 2 --warmup 1 --no-fast --out tiny.json`
+(also under `torchrun --nproc_per_node 2`, gloo).
 """
 from __future__ import annotations
 
@@ -70,6 +80,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
+from training import distributed as dist  # noqa: E402
 from user_scale_models import (  # noqa: E402
     SYSTEM_PROMPT, WORKLOADS, PhaseMeter, build_model_folder, device_name, folder_shape, load_questions,
     memory_breakdown, module_tensors, optimizer_tensors, steady_summary, text_reward)
@@ -77,7 +88,7 @@ from user_scale_models import (  # noqa: E402
 COMPILE_CHOICES = {"auto": None, "on": True, "off": False}
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 OOM_MARKERS = ("out of memory", "OutOfMemoryError")
-PASSED_WHEN_GIVEN = ("gradient_checkpointing", "max_tokens_per_microbatch")
+PASSED_WHEN_GIVEN = ("gradient_checkpointing", "max_tokens_per_microbatch", "fsdp_reshard_after_forward")
 
 
 # ---------------------------------------------------------------- this toolkit's side
@@ -139,14 +150,17 @@ def build_toolkit(args: argparse.Namespace):
         def get_problem(self, index: int) -> Problem:
             return Problem(question=self.questions[index], gold="", problem_id=str(index))
 
+    world, rank = dist.world_size(), dist.rank()
+
     class MeteredGRPO(GRPO):
-        """GRPO over the questions in file order (as TRL takes them), each phase metered by `meter`."""
+        """GRPO over the questions in file order (as TRL takes them; under torchrun each rank takes the next
+        `prompts_per_rank` after the ranks before it), each phase metered by `meter`."""
 
         meter: PhaseMeter
 
         def collect(self):
             self.meter.switch("sample")
-            first = self.iteration * self.prompts_per_rank
+            first = (self.iteration * world + rank) * self.prompts_per_rank
             starts = [{"options": {"index": first + i}} for i in range(self.prompts_per_rank)]
             trajectories = rollout(self.env, self.policy, starts, self.config.samples_per_prompt,
                                    self.sampling_settings(), self.generator, first_group_id=first,
@@ -167,8 +181,9 @@ def build_toolkit(args: argparse.Namespace):
     config_kwargs, policy_kwargs = toolkit_kwargs(args)
     policy = HFPolicy(args.model, system_prompt=SYSTEM_PROMPT, fast_decode=False if args.no_fast else None,
                       dtype=DTYPES[args.param_dtype], **policy_kwargs)
-    env = QuestionsEnv(load_questions(args.prompts_file, args.prompts * (args.steps + 2)))
-    config = GRPOConfig(train_iterations=args.steps, prompts_per_iteration=args.prompts,
+    env = QuestionsEnv(load_questions(args.prompts_file, args.prompts * (args.steps + 2) * world))
+    config = GRPOConfig(train_iterations=args.steps, prompts_per_iteration=args.prompts * world,
+                        data_parallel=args.data_parallel,
                         samples_per_prompt=args.group, max_new_tokens=args.max_new, temperature=1.0,
                         kl_coeff=args.beta, learning_rate=args.lr, micro_batch_size=args.micro_batch,
                         eval_at_start=False, output_dir=args.output_dir, progress=False, save_every=10**9,
@@ -205,7 +220,7 @@ def run_toolkit(args: argparse.Namespace) -> dict:
         step_s.append(time.perf_counter() - t0)
         algo.iteration += 1
         rows.append(metrics)
-        tokens.append(algo.step_tokens)
+        tokens.append(dist.all_reduce_sum(algo.step_tokens))  # every rank's completion tokens
     summary = steady_summary(step_s, tokens, algo.meter, args.warmup)
     ref = algo.ref_policy
     own_reference = ref is not None and ref.model is not algo.policy.model
@@ -226,13 +241,17 @@ def run_toolkit(args: argparse.Namespace) -> dict:
             "mean_completion_len": [r["completion_length"] for r in rows],
             "reward": [r["reward_mean"] for r in rows],
             "settings": settings(args), "config_options": config_options, "policy_options": policy_options,
-            "fast_decode": algo.policy.fast_decoder is not None}
+            "fast_decode": algo.policy.fast_decoder is not None,
+            "world_size": dist.world_size(), "data_parallel": args.data_parallel if dist.world_size() > 1 else None,
+            "per_rank": dist.gather_lists([{"rank": dist.rank(), "peak_mem_gb": summary["peak_mem_gb"],
+                                            "phase_peak_gb": summary["phase_peak_gb"],
+                                            "median_step_s": summary["median_step_s"]}])}
 
 
 def settings(args: argparse.Namespace) -> dict:
     keys = ("workload", "prompts", "group", "max_new", "steps", "warmup", "micro_batch", "lora_r", "load_in_4bit",
             "param_dtype", "beta", "lr", "gradient_checkpointing", "max_tokens_per_microbatch", "torch_compile",
-            "prompts_file")
+            "prompts_file", "data_parallel", "fsdp_reshard_after_forward")
     return {k: getattr(args, k) for k in keys}
 
 
@@ -245,7 +264,7 @@ def toolkit_command(args: argparse.Namespace, **override) -> list[str]:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--out", "-"]
     for key in ("workload", "model", "prompts", "group", "max_new", "steps", "warmup", "micro_batch", "lora_r",
                 "param_dtype", "beta", "lr", "seed", "torch_compile", "output_dir", "prompts_file",
-                "max_tokens_per_microbatch"):
+                "max_tokens_per_microbatch", "data_parallel"):
         if a[key] is not None:
             cmd += [f"--{key.replace('_', '-')}", str(a[key])]
     cmd += [f"--{flag.replace('_', '-')}" for flag in ("gradient_checkpointing", "load_in_4bit", "no_fast") if a[flag]]
@@ -352,6 +371,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-tokens-per-microbatch", type=int, default=None)
     parser.add_argument("--torch-compile", choices=sorted(COMPILE_CHOICES), default="auto")
     parser.add_argument("--no-fast", action="store_true", help="the plain decode loop")
+    parser.add_argument("--data-parallel", choices=("ddp", "fsdp"), default="ddp",
+                        help="how torchrun ranks average gradients (TrainerConfig.data_parallel)")
+    parser.add_argument("--fsdp-keep-gathered", dest="fsdp_reshard_after_forward", action="store_const",
+                        const=False, default=None, help="fsdp_reshard_after_forward=False: one all-gather a step")
     parser.add_argument("--output-dir", default="/tmp/user_scale_toolkit")
     parser.add_argument("--skip-toolkit", action="store_true")
     parser.add_argument("--trl-script", default=None, help="benchmarks/trl_user_scale_baseline.py")
@@ -376,6 +399,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--steps must be greater than --warmup (>= 0)")
     if args.find_largest and "trl" in args.find_sides and not args.trl_script:
         parser.error("--find-sides trl needs --trl-script")
+    if dist.launched() and (args.trl_script or args.find_largest or args.skip_toolkit):
+        parser.error("under torchrun only the toolkit runs: drop --trl-script, --find-largest and --skip-toolkit")
     return args
 
 
@@ -385,8 +410,18 @@ def main(argv: list[str] | None = None) -> None:
     held = folder_shape(args.model)
     if held not in (None, shape):
         raise SystemExit(f"--model {args.model} holds shape {held!r}; workload {args.workload} needs {shape!r}")
-    if not (Path(args.model) / "config.json").is_file():
-        build_model_folder(shape, args.model, args.seed)
+    dist.init_from_env()
+    with dist.main_first():  # under torchrun rank 0 builds a missing folder, the others then find it
+        if not (Path(args.model) / "config.json").is_file():
+            build_model_folder(shape, args.model, args.seed)
+    if dist.launched():
+        result = run_toolkit(args)
+        if dist.is_main() and args.out != "-":
+            Path(args.out).write_text(json.dumps({"workload": args.workload, "date": time.strftime("%Y-%m-%d"),
+                                                  "gpu": device_name(), "model": args.model, "shape": shape,
+                                                  "toolkit": result}, indent=2))
+        print("TOOLKIT", json.dumps(result)[:3000], flush=True)  # rank 0's (init_from_env quiets the rest)
+        return
     if args.child:
         print("RESULT " + json.dumps(run_toolkit(args)), flush=True)
         return

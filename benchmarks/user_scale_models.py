@@ -341,9 +341,12 @@ class PhaseMeter:
 
 
 def tensor_bytes(tensors) -> dict[str, int]:
-    """Bytes by dtype of distinct tensors (a storage shared by two, as tied weights, counted once)."""
+    """Bytes by dtype of distinct tensors (a storage shared by two, as tied weights, counted once); of an FSDP
+    shard (a DTensor), the local shard this rank holds."""
     seen, out = set(), {}
     for t in tensors:
+        if t is not None and callable(getattr(t, "to_local", None)):
+            t = t.to_local()
         if t is None or t.device.type == "meta":
             continue
         key = (t.untyped_storage().data_ptr(), t.dtype, t.numel())

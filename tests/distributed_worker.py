@@ -55,17 +55,22 @@ def build_algorithm(output_dir: str, data_parallel: str = "allreduce", variant: 
                 if "lora_B" in name:
                     p.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(2)) * 0.1)
     settings.setdefault("kl_coeff", 0.5 if variant in ("kl", "lora_kl") else 0.0)
+    if variant == "keep":  # full fine-tuning, the layers kept gathered through the step's two micro-batches
+        settings.setdefault("fsdp_reshard_after_forward", False)
     config = GRPOConfig(learning_rate=1e-2, micro_batch_size=2, output_dir=output_dir, progress=False,
                         samples_per_prompt=4, prompts_per_iteration=2, data_parallel=data_parallel, **settings)
     return GRPO(policy, make("ToyDigits-v0"), config)
 
 
-def one_step(trajectories, output_dir: str, data_parallel: str = "allreduce", variant: str = "full", on_build=None):
+def one_step(trajectories, output_dir: str, data_parallel: str = "allreduce", variant: str = "full", on_build=None,
+             after_step=None):
     algo = build_algorithm(output_dir, data_parallel, variant)
     if on_build is not None:
         on_build(algo)
     algo.prepare(trajectories)
     algo.update_step(trajectories)
+    if after_step is not None:
+        after_step(algo)
     return {n: whole(p) for n, p in algo.policy.model.named_parameters() if p.requires_grad}
 
 
@@ -79,13 +84,27 @@ def whole(p: torch.Tensor) -> torch.Tensor:
 SAMPLE_PROMPTS = ["12+3=", "7*8="]
 
 
+def sharded_names(algo) -> list[str]:
+    from torch.distributed.tensor import DTensor
+
+    return [n for n, p in algo.policy.model.named_parameters() if isinstance(p, DTensor)]
+
+
 def record_sharding(algo, found: dict) -> None:
     """Which parameters FSDP sharded, and greedy samples from the sharded model (every rank samples)."""
     from torch.distributed.tensor import DTensor
 
     assert algo.gradients.mode == "fsdp", algo.gradients.mode
-    found["sharded"] = [n for n, p in algo.policy.model.named_parameters() if isinstance(p, DTensor)]
+    found["sharded"] = sharded_names(algo)
     found["samples"] = algo.policy.generate_text(SAMPLE_PROMPTS, max_new_tokens=6)
+    layer = algo.policy.data_parallel_module().layers[0]
+    found["sharded_at_training_forwards"] = forwards = []
+
+    def before_fsdp_gathers(module, args):  # prepended: runs before FSDP's own pre-forward all-gather
+        if torch.is_grad_enabled():
+            forwards.append(isinstance(next(module.parameters()), DTensor))
+
+    layer.register_forward_pre_hook(before_fsdp_gathers, prepend=True)
 
 
 def count_synced_backwards(algo, counts: list[int]) -> None:
@@ -111,7 +130,8 @@ def run(rank: int, world: int, port: int, out_dir: str, cases=CASES) -> None:
         found: dict = {}
         hook = {"ddp": lambda algo: count_synced_backwards(algo, counts),
                 "fsdp": lambda algo: record_sharding(algo, found)}.get(data_parallel)
-        params = one_step(mine, str(Path(out_dir) / name), data_parallel, variant, hook)
+        after = (lambda algo: found.update(sharded_after_step=sharded_names(algo))) if data_parallel == "fsdp" else None
+        params = one_step(mine, str(Path(out_dir) / name), data_parallel, variant, hook, after)
         prefix = "" if name == "allreduce" else f"{name}_"
         torch.save({"params": params, "synced_backwards": sum(counts), **found} if hook else params,
                    Path(out_dir) / f"{prefix}rank{rank}.pt")

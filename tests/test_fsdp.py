@@ -2,7 +2,8 @@
 GRPO step on half the groups each end with the parameters of one process on all of them (full fine-tuning
 with the tied head, LoRA, with a KL reference: a frozen copy made before sharding, and LoRA with the KL to
 the adapter-free model), the decoder layers are sharded while the tied embedding/head stays whole, and
-sampling on the sharded model equals sampling on the whole one."""
+sampling on the sharded model equals sampling on the whole one; with `fsdp_reshard_after_forward=False` the
+layers stay gathered between a step's micro-batches, with the same result."""
 import pytest
 import torch
 
@@ -12,7 +13,7 @@ from tests.distributed_worker import (
 from tests.test_distributed import free_port
 
 CASES = (("fsdp_full", "fsdp", "full"), ("fsdp_lora", "fsdp", "lora"), ("fsdp_kl", "fsdp", "kl"),
-         ("fsdp_lora_kl", "fsdp", "lora_kl"))
+         ("fsdp_lora_kl", "fsdp", "lora_kl"), ("fsdp_keep", "fsdp", "keep"))
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +39,11 @@ def test_fsdp_two_ranks_match_one_process(two_ranks, tmp_path, name, variant):
     assert not any("embed_tokens" in n for n in rank0["sharded"])  # ... the tied embedding/head is not
     whole_samples = start_policy.generate_text(SAMPLE_PROMPTS, max_new_tokens=6)
     assert rank0["samples"] == rank1["samples"] == whole_samples  # sampling on the sharded model: whole weights
+    # each rank's 4 trajectories in micro-batches of 2: the second forward finds the layer sharded again,
+    # unless fsdp_reshard_after_forward=False kept it gathered; after the step it is sharded either way
+    kept = variant == "keep"
+    assert rank0["sharded_at_training_forwards"] == [True, not kept], rank0["sharded_at_training_forwards"]
+    assert rank0["sharded_after_step"] == rank0["sharded"]
 
 
 def test_reinforce_stable_under_lora_resyncs_its_reference_adapter_under_fsdp(tmp_path):

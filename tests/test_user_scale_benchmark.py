@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -211,3 +212,36 @@ def test_a_folder_of_another_shape_is_refused_in_one_line(tmp_path):
     folder = models.build_model_folder("tiny-w3", tmp_path / "m", device="cpu")
     with pytest.raises(SystemExit, match="holds shape 'tiny-w3'; workload tiny-w2 needs 'tiny-w2'"):
         user_scale.main(["--workload", "tiny-w2", "--model", str(folder), "--out", "-"])
+
+
+def test_two_fsdp_ranks_take_their_own_prompts_and_sum_their_tokens(tmp_path):
+    """Under torchrun (2 gloo ranks, FSDP2) every rank samples its own prompts x group (weak scaling), the
+    report counts both ranks' tokens, shows each rank, and the memory breakdown counts this rank's shards."""
+    folder = tmp_path / "model"
+    models.build_model_folder("tiny-w2", folder)
+    common = ["--workload", "tiny-w2", "--model", str(folder), "--steps", "2", "--warmup", "1", "--no-fast",
+              "--output-dir", str(tmp_path / "run")]
+    user_scale.main([*common, "--out", str(tmp_path / "one.json")])
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
+    env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                           str(ROOT / "benchmarks" / "user_scale.py"), *common, "--data-parallel", "fsdp",
+                           "--output-dir", str(tmp_path / "run2"), "--out", str(tmp_path / "two.json")],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    one = json.loads((tmp_path / "one.json").read_text())["toolkit"]
+    two = json.loads((tmp_path / "two.json").read_text())["toolkit"]
+    spec = models.WORKLOADS["tiny-w2"]
+    assert one["completion_tokens"] == [spec.prompts * spec.group * spec.max_new] * 2  # random weights: full length
+    assert two["completion_tokens"] == [2 * t for t in one["completion_tokens"]]
+    assert (two["world_size"], two["data_parallel"]) == (2, "fsdp") and [r["rank"] for r in two["per_rank"]] == [0, 1]
+    assert two["memory"]["weights_gb"] < 0.8 * one["memory"]["weights_gb"]  # the layers are sharded
+
+
+def test_torchrun_runs_the_toolkit_alone(monkeypatch, capsys):
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    with pytest.raises(SystemExit):
+        user_scale.parse_args(["--workload", "tiny-w2", "--model", "m", "--trl-script", "x.py", "--out", "-"])
+    assert "under torchrun only the toolkit runs" in capsys.readouterr().err

@@ -72,6 +72,9 @@ class TrainerConfig(CheckedConfig):
     torch_compile_backend: str = setting("inductor", "torch.compile backend when torch_compile is on")
     data_parallel: str = setting("ddp", "ddp | fsdp | allreduce: how processes average gradients (torch DDP, "
                                         "FSDP2 layer sharding, one all-reduce)")
+    # False: training/fsdp.gradient_sync keeps the layers whole from a step's first forward to its last backward
+    fsdp_reshard_after_forward: bool = setting(True, "FSDP2: re-shard each layer after every forward (False: "
+                                                     "keep it gathered for the step: faster, more memory)")
     # evaluation, logging, checkpoints
     eval_every: int = setting(0, "iterations between evaluations (0: only at the end)")
     eval_at_start: bool = setting(True, "evaluate once before the first iteration")

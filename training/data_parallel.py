@@ -34,12 +34,13 @@ from policies.contract import check_contract
 class GradientAverager:
     """Averages a trainer's gradients over processes, by `mode` ("ddp", "fsdp" or "allreduce")."""
 
-    def __init__(self, policy, mode: str):
+    def __init__(self, policy, mode: str, keep_gathered: bool = False):
         if mode not in DATA_PARALLEL_MODES:
             raise ValueError(f"data_parallel must be one of {', '.join(DATA_PARALLEL_MODES)}, got {mode!r}")
         self.ddp: torch.nn.parallel.DistributedDataParallel | None = None
         self.sharded: list[torch.nn.Module] = []  # the FSDP2 modules (mode "fsdp")
         self._wrapped: set[int] = set()  # ids of the parameters DDP or FSDP averages
+        self.keep_gathered = keep_gathered  # FSDP: layers stay gathered through a step's micro-batches
         several = dist.is_initialized() and dist.world_size() > 1
         if mode == "ddp" and several and isinstance(policy, DataParallelPolicy):
             self.ddp = wrap(policy.data_parallel_module())
@@ -60,9 +61,9 @@ class GradientAverager:
 
     def micro_batch(self, last: bool) -> ContextManager:
         """Wrap a micro-batch's forward AND backward: DDP's `no_sync` (FSDP: no reduce-scatter) unless it
-        is the step's last."""
+        is the step's last; with `keep_gathered`, FSDP's layers stay whole until that backward."""
         if self.sharded:
-            return fsdp.gradient_sync(self.sharded, enabled=last)
+            return fsdp.gradient_sync(self.sharded, enabled=last, keep_gathered=self.keep_gathered)
         return self.ddp.no_sync() if self.ddp is not None and not last else nullcontext()
 
     def finish(self, parameters: Sequence[torch.Tensor]) -> None:

@@ -67,15 +67,26 @@ def whole_state_dict(module: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 
 @contextmanager
-def gradient_sync(modules: Sequence[torch.nn.Module], enabled: bool) -> Iterator[None]:
-    """Reduce-scatter in this backward only when `enabled` (FSDP2's counterpart of DDP's `no_sync`)."""
+def gradient_sync(modules: Sequence[torch.nn.Module], enabled: bool, keep_gathered: bool = False) -> Iterator[None]:
+    """Reduce-scatter in this backward only when `enabled` (FSDP2's counterpart of DDP's `no_sync`).
+
+    keep_gathered: each module stays whole after its forward, and after its backward unless `enabled` (the
+    step's last micro-batch), so a step all-gathers each layer once instead of twice per micro-batch
+    (`TrainerConfig.fsdp_reshard_after_forward = False`: for models whose gathered layers fit beside the rest,
+    where the gathers, not the memory, bound the update)."""
     for m in modules:
         m.set_requires_gradient_sync(enabled, recurse=False)
+        if keep_gathered:
+            m.set_reshard_after_forward(False, recurse=False)
+            m.set_reshard_after_backward(enabled, recurse=False)
     try:
         yield
     finally:
         for m in modules:
             m.set_requires_gradient_sync(True, recurse=False)
+            if keep_gathered:
+                m.set_reshard_after_forward(True, recurse=False)
+                m.set_reshard_after_backward(True, recurse=False)
 
 
 @contextmanager

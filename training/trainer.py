@@ -68,7 +68,9 @@ class Trainer(ABC):
         self.before_data_parallel()  # copies of the policy, while it can still be copied
         self.enable_gradient_checkpointing()  # after the copies (a reference needs none), before compiling and sharding
         self.compile_models()
-        self.gradients = GradientAverager(policy, self.config.data_parallel)  # DDP, FSDP or the all-reduce (>1 process)
+        # DDP, FSDP or the all-reduce (more than one process)
+        self.gradients = GradientAverager(policy, self.config.data_parallel,
+                                          keep_gathered=not self.config.fsdp_reshard_after_forward)
         c = self.config
         groups = [{**group, "params": list(group["params"])} for group in self.param_groups()]
         self.optimizer = torch.optim.AdamW(groups, lr=c.learning_rate, betas=c.adam_betas,
