@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
 
 from user_scale_models import (  # noqa: E402
-    SYSTEM_PROMPT, PhaseMeter, device_name, load_questions, memory_breakdown, module_tensors, optimizer_tensors,
+    SYSTEM_PROMPT, PhaseMeter, cap_memory, device_name, load_questions, memory_breakdown, module_tensors, optimizer_tensors,
     steady_summary, text_reward)
 
 MODES = ("static", "default", "paged")
@@ -74,6 +74,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--lr", type=float, default=1e-6)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output-dir", default="/tmp/user_scale_trl")
+    parser.add_argument("--memory-cap-gb", type=float, default=None, help="GiB this process may allocate on the GPU")
     args = parser.parse_args(argv)
     rows = args.prompts * args.group
     if args.warmup < 0 or args.steps <= args.warmup:
@@ -214,7 +215,9 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    print("RESULT " + json.dumps(run(parse_args(argv))), flush=True)
+    args = parse_args(argv)
+    cap_memory(args.memory_cap_gb)
+    print("RESULT " + json.dumps(run(args)), flush=True)
 
 
 if __name__ == "__main__":

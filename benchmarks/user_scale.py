@@ -82,7 +82,7 @@ import torch  # noqa: E402
 
 from training import distributed as dist  # noqa: E402
 from user_scale_models import (  # noqa: E402
-    SYSTEM_PROMPT, WORKLOADS, PhaseMeter, build_model_folder, device_name, folder_shape, load_questions,
+    SYSTEM_PROMPT, WORKLOADS, PhaseMeter, build_model_folder, cap_memory, device_name, folder_shape, load_questions,
     memory_breakdown, module_tensors, optimizer_tensors, steady_summary, text_reward)
 
 COMPILE_CHOICES = {"auto": None, "on": True, "off": False}
@@ -251,7 +251,7 @@ def run_toolkit(args: argparse.Namespace) -> dict:
 def settings(args: argparse.Namespace) -> dict:
     keys = ("workload", "prompts", "group", "max_new", "steps", "warmup", "micro_batch", "lora_r", "load_in_4bit",
             "param_dtype", "beta", "lr", "gradient_checkpointing", "max_tokens_per_microbatch", "torch_compile",
-            "prompts_file", "data_parallel", "fsdp_reshard_after_forward")
+            "prompts_file", "data_parallel", "fsdp_reshard_after_forward", "memory_cap_gb")
     return {k: getattr(args, k) for k in keys}
 
 
@@ -264,7 +264,7 @@ def toolkit_command(args: argparse.Namespace, **override) -> list[str]:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--out", "-"]
     for key in ("workload", "model", "prompts", "group", "max_new", "steps", "warmup", "micro_batch", "lora_r",
                 "param_dtype", "beta", "lr", "seed", "torch_compile", "output_dir", "prompts_file",
-                "max_tokens_per_microbatch", "data_parallel"):
+                "max_tokens_per_microbatch", "data_parallel", "memory_cap_gb"):
         if a[key] is not None:
             cmd += [f"--{key.replace('_', '-')}", str(a[key])]
     cmd += [f"--{flag.replace('_', '-')}" for flag in ("gradient_checkpointing", "load_in_4bit", "no_fast") if a[flag]]
@@ -277,7 +277,7 @@ def trl_command(args: argparse.Namespace, mode: str, **override) -> list[str]:
     micro = a["trl_micro_batch"] or a["micro_batch"]
     cmd = [sys.executable, a["trl_script"], "--mode", mode, "--micro-batch", str(micro)]
     for key in ("model", "prompts", "group", "max_new", "steps", "warmup", "lora_r", "param_dtype", "beta", "lr",
-                "seed", "prompts_file"):
+                "seed", "prompts_file", "memory_cap_gb"):
         if a[key] is not None:
             cmd += [f"--{key.replace('_', '-')}", str(a[key])]
     flags = {"trl_gradient_checkpointing": "--gradient-checkpointing", "trl_liger": "--liger",
@@ -386,6 +386,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--find-sides", nargs="*", choices=["toolkit", "trl"], default=["toolkit"])
     parser.add_argument("--max-tries", type=int, default=4, help="runs per side in --find-largest")
     parser.add_argument("--timeout", type=float, default=None, help="seconds a child process may take")
+    parser.add_argument("--memory-cap-gb", type=float, default=None,
+                        help="GiB each side may allocate on the GPU (e.g. 78: fits an 80 GB card)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", required=True, help="results JSON ('-': none)")
     args = parser.parse_args(argv)
@@ -411,6 +413,7 @@ def main(argv: list[str] | None = None) -> None:
     if held not in (None, shape):
         raise SystemExit(f"--model {args.model} holds shape {held!r}; workload {args.workload} needs {shape!r}")
     dist.init_from_env()
+    cap_memory(args.memory_cap_gb)
     with dist.main_first():  # under torchrun rank 0 builds a missing folder, the others then find it
         if not (Path(args.model) / "config.json").is_file():
             build_model_folder(shape, args.model, args.seed)

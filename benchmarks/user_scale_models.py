@@ -297,6 +297,18 @@ def text_reward(text: str) -> float:
 GB = 1e9
 
 
+def cap_memory(gb: float | None) -> None:
+    """Let this process allocate at most `gb` GiB on the GPU (`torch.cuda.set_per_process_memory_fraction`), so
+    "fits on an 80 GB card" can be checked on a larger one; None or no GPU: no cap. Beyond it torch raises its
+    out-of-memory error, as on a card of that size."""
+    if gb is None or not torch.cuda.is_available():
+        return
+    total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+    if gb * 2**30 > total:
+        raise SystemExit(f"--memory-cap-gb {gb}: this GPU has only {total / 2**30:.1f} GiB")
+    torch.cuda.set_per_process_memory_fraction(gb * 2**30 / total)
+
+
 def synchronize() -> None:
     if torch.cuda.is_available():
         torch.cuda.synchronize()

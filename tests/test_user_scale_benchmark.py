@@ -127,11 +127,11 @@ def test_options_go_where_the_toolkit_has_them_or_fail_in_one_line(tmp_path):
 def test_both_sides_get_the_same_settings(tmp_path):
     args = user_scale.parse_args(["--workload", "w3", "--model", str(tmp_path), "--prompts-file", "q.jsonl",
                                   "--max-new", "256", "--trl-script", "trl.py", "--trl-liger", "--load-in-4bit",
-                                  "--out", "-"])
+                                  "--memory-cap-gb", "78", "--out", "-"])
     toolkit = user_scale.parse_args(user_scale.toolkit_command(args)[2:])
     trl = trl_side.parse_args(user_scale.trl_command(args, "paged")[2:])
     shared = ("model", "prompts_file", "prompts", "group", "max_new", "steps", "warmup", "lora_r", "param_dtype",
-              "beta", "lr", "seed", "load_in_4bit", "micro_batch")
+              "beta", "lr", "seed", "load_in_4bit", "micro_batch", "memory_cap_gb")
     assert {k: getattr(toolkit, k) for k in shared} == {k: getattr(args, k) for k in shared}
     assert {k: getattr(trl, k) for k in shared} == {k: getattr(args, k) for k in shared}
     assert (args.lora_r, args.group, args.max_new, trl.mode, trl.liger, trl.gradient_checkpointing) == \
