@@ -131,6 +131,7 @@ def run_toolkit(gsm8k: str, steps: int, warmup: int, micro_batch: int, fast: boo
         "completion_tok_per_s": sum(tokens) / sum(r["step_s"] for r in steady),
         "phases_median_s": {k: statistics.median(r[k] for r in steady)
                             for k in ("time_sample", "time_prepare", "time_update")},
+        "phases_s": [{k: r[k] for k in ("time_sample", "time_prepare", "time_update")} for r in rows],
         "mean_completion_len": [r["completion_length"] for r in rows],
         "reward": [r["reward_mean"] for r in rows],
         "peak_mem_gb": peak_memory_gb(),
