@@ -15,6 +15,7 @@ from policies.checkpointing import enable_activation_checkpointing
 from policies.generation import RowKeys, decode, stop_lists
 from policies.logprobs import chunked_token_logprobs, completion_hidden_states, completion_targets
 from policies.models import EMBEDDED_ALIASES, EMBEDDED_MODEL, SYSTEM_PROMPT_FILE, load_model_and_tokenizer
+from policies.compile_options import inductor_options
 from policies.padded_passes import backbone_hidden
 from policies.prompting import prompt_ids
 from policies.reference_adapter import REFERENCE_ADAPTER
@@ -192,8 +193,9 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
         layers = getattr(backbone, "layers", None)
         if layers is None or self.quantized:
             return False
-        for layer in layers:
-            layer.compile(backend=backend, dynamic=True)  # every micro-batch's length differs: symbolic from the start
+        options = inductor_options() if backend == "inductor" else None
+        for layer in layers:  # every micro-batch's length differs: symbolic from the start
+            layer.compile(backend=backend, dynamic=True, options=options)
         return True
 
     def backbone_and_head(self) -> tuple[torch.nn.Module, torch.nn.Module]:
