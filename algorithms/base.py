@@ -90,7 +90,7 @@ class RLAlgorithm(Trainer):
     def compile_models(self) -> None:
         """The policy's layers and, when it has its own model, the KL reference's."""
         super().compile_models()
-        if self.wants_compile() and ref.has_own_weights(self.ref_policy) and hasattr(self.ref_policy, "compile_layers"):
+        if self.wants_frozen_compile() and ref.has_own_weights(self.ref_policy) and hasattr(self.ref_policy, "compile_layers"):
             self.ref_policy.compile_layers(self.config.torch_compile_backend)
 
     # ------------------------------------------------------------------ what a subclass supplies

@@ -57,6 +57,8 @@ def build_algorithm(output_dir: str, data_parallel: str = "allreduce", variant: 
     settings.setdefault("kl_coeff", 0.5 if variant in ("kl", "lora_kl") else 0.0)
     if variant == "keep":  # full fine-tuning, the layers kept gathered through the step's two micro-batches
         settings.setdefault("fsdp_reshard_after_forward", False)
+    if variant == "compiled":  # full fine-tuning with a KL reference, every layer compiled (before sharding)
+        settings.update(torch_compile=True, torch_compile_backend="aot_eager", kl_coeff=0.5)
     config = GRPOConfig(learning_rate=1e-2, micro_batch_size=2, output_dir=output_dir, progress=False,
                         samples_per_prompt=4, prompts_per_iteration=2, data_parallel=data_parallel, **settings)
     return GRPO(policy, make("ToyDigits-v0"), config)
@@ -98,6 +100,9 @@ def record_sharding(algo, found: dict) -> None:
     found["sharded"] = sharded_names(algo)
     found["samples"] = algo.policy.generate_text(SAMPLE_PROMPTS, max_new_tokens=6)
     layer = algo.policy.data_parallel_module().layers[0]
+    found["compiled"] = [getattr(m, "_compiled_call_impl", None) is not None
+                         for m in (layer, getattr(algo.ref_policy, "model", None)
+                                   and algo.ref_policy.backbone_and_head()[0].layers[0]) if m is not None]
     found["sharded_at_training_forwards"] = forwards = []
 
     def before_fsdp_gathers(module, args):  # prepended: runs before FSDP's own pre-forward all-gather

@@ -13,7 +13,7 @@ from tests.distributed_worker import (
 from tests.test_distributed import free_port
 
 CASES = (("fsdp_full", "fsdp", "full"), ("fsdp_lora", "fsdp", "lora"), ("fsdp_kl", "fsdp", "kl"),
-         ("fsdp_lora_kl", "fsdp", "lora_kl"), ("fsdp_keep", "fsdp", "keep"))
+         ("fsdp_lora_kl", "fsdp", "lora_kl"), ("fsdp_keep", "fsdp", "keep"), ("fsdp_compiled", "fsdp", "compiled"))
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +41,9 @@ def test_fsdp_two_ranks_match_one_process(two_ranks, tmp_path, name, variant):
     assert rank0["samples"] == rank1["samples"] == whole_samples  # sampling on the sharded model: whole weights
     # each rank's 4 trajectories in micro-batches of 2: the second forward finds the layer sharded again,
     # unless fsdp_reshard_after_forward=False kept it gathered; after the step it is sharded either way
+    # torch_compile=True: the sharded layers are compiled (before sharding) and so is the whole reference copy
+    assert rank0["compiled"][0] == (variant == "compiled")
+    assert variant != "compiled" or rank0["compiled"] == [True, True]
     kept = variant == "keep"
     assert rank0["sharded_at_training_forwards"] == [True, not kept], rank0["sharded_at_training_forwards"]
     assert rank0["sharded_after_step"] == rank0["sharded"]

@@ -68,7 +68,7 @@ class TrainerConfig(CheckedConfig):
     gradient_checkpointing: bool = setting(False, "recompute decoder layers' activations in the backward pass: less "
                                                   "memory, more compute (policy, own critic, PRM)")
     torch_compile: bool | None = setting(None, "torch.compile the decoder layers for training and scoring "
-                                               "(None: on CUDA, not under FSDP)")
+                                               "(None: on CUDA; FSDP's layers only if True)")
     torch_compile_backend: str = setting("inductor", "torch.compile backend when torch_compile is on")
     data_parallel: str = setting("ddp", "ddp | fsdp | allreduce: how processes average gradients (torch DDP, "
                                         "FSDP2 layer sharding, one all-reduce)")

@@ -144,16 +144,20 @@ class Trainer(ABC):
             self.policy.compile_layers(self.config.torch_compile_backend)
 
     def wants_compile(self) -> bool:
-        """`torch_compile` (None: on CUDA, where it shortens the update and the reference pass; see
-        benchmarks/RESULTS.md), except under FSDP (its hooks on compiled layers are not covered by
-        this toolkit's tests), where the layers stay eager (with a warning if it was asked for)."""
+        """Whether to compile the trained (under FSDP: sharded) layers: `torch_compile`, and when it is None, on
+        CUDA (where it shortens the update and the reference pass; see benchmarks/RESULTS.md) unless under
+        FSDP. There the layers are compiled before `fully_shard` (FSDP2's hooks stay outside the compiled code)
+        only when asked for: two CPU ranks check it (tests/test_fsdp.py), no GPU figure yet."""
         c = self.config
-        sharded = c.data_parallel == "fsdp" and dist.world_size() > 1
-        if c.torch_compile and sharded:
-            warn("torch_compile is ignored under FSDP: the sharded layers run eagerly")
         if c.torch_compile is not None:
-            return c.torch_compile and not sharded
-        return self.device.type == "cuda" and not sharded
+            return c.torch_compile
+        return self.device.type == "cuda" and not (c.data_parallel == "fsdp" and dist.world_size() > 1)
+
+    def wants_frozen_compile(self) -> bool:
+        """Whether to compile whole frozen copies (a KL reference): `torch_compile`, None meaning on CUDA, FSDP
+        or not (a copy is never sharded)."""
+        c = self.config
+        return c.torch_compile if c.torch_compile is not None else self.device.type == "cuda"
 
     def param_groups(self) -> list[dict]:
         """Optimizer parameter groups (called once, in __init__)."""
