@@ -119,10 +119,12 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
         if lora is not None and hasattr(self.model, "peft_config"):
             raise ValueError("HFPolicy: the model already has LoRA adapters (a saved adapter folder); drop `lora=`")
         if lora is not None:
-            from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+            from peft import LoraConfig, get_peft_model
 
-            if quantization is not None:  # norms and head in float32, input grads on; checkpointing is set below
-                self.model = prepare_model_for_kbit_training(self.model, use_gradient_checkpointing=False)
+            if quantization is not None:  # checkpointing, if any, is set below
+                from policies.quantization import prepare_for_adapters
+
+                self.model = prepare_for_adapters(self.model, dtype)
 
             self.model = get_peft_model(self.model, LoraConfig(
                 r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
