@@ -22,6 +22,10 @@ def _chunk_logprobs(hidden: torch.Tensor, head_weight: torch.Tensor, targets: to
     return token_logp, entropy
 
 
+# rows x positions of one chunk's logits at most: 2,048 x a 152k vocabulary in float32 is 1.2 GB
+MAX_CHUNK_TOKENS = 2048
+
+
 def chunked_token_logprobs(
     hidden: torch.Tensor,
     head_weight: torch.Tensor,
@@ -29,12 +33,17 @@ def chunked_token_logprobs(
     temperature: float = 1.0,
     chunk_size: int = 64,
     entropy_grad: bool = False,
+    max_chunk_tokens: int = MAX_CHUNK_TOKENS,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-probs and entropies of `targets` [B, T] under logits = hidden [B, T, H] @ head_weight.T.
 
-    `chunk_size` counts positions (times the batch); 0 computes everything at once. Entropies carry
-    gradients only with `entropy_grad` (an entropy bonus in the loss).
+    `chunk_size` counts positions (times the batch), at most `max_chunk_tokens` // B of them, so a chunk's
+    float32 logits never exceed max_chunk_tokens x vocabulary, however many rows a token-budget micro-batch
+    holds; 0 computes everything at once. Entropies carry gradients only with `entropy_grad` (an entropy
+    bonus in the loss).
     """
+    if chunk_size > 0:
+        chunk_size = max(1, min(chunk_size, max_chunk_tokens // max(hidden.shape[0], 1)))
     if chunk_size <= 0 or hidden.shape[1] <= chunk_size:
         return _chunk_logprobs(hidden, head_weight, targets, temperature, entropy_grad)
     parts_lp, parts_ent = [], []

@@ -168,3 +168,23 @@ def test_captured_graphs_are_dropped_when_a_weight_moves_and_kept_when_updated_i
     layer.weight.data = layer.weight.data.clone()  # same values at a new address, as an FSDP2 gather
     decoder.generate(tok, prompts, 4, temperature=0.0)
     assert buf.graph is None
+
+
+def test_a_chunk_of_logits_holds_at_most_max_chunk_tokens_rows_times_positions(monkeypatch):
+    """Many short rows (a token-budget micro-batch): the chunk shrinks to max_chunk_tokens // rows positions,
+    with the same log-probs; few rows keep chunk_size positions."""
+    import policies.logprobs as logprobs
+
+    shapes = []
+    real = logprobs._chunk_logprobs
+    monkeypatch.setattr(logprobs, "_chunk_logprobs", lambda h, *rest: shapes.append(tuple(h.shape[:2])) or real(h, *rest))
+    torch.manual_seed(0)
+    hidden, weight = torch.randn(40, 30, 16), torch.randn(50, 16)
+    targets = torch.randint(0, 50, (40, 30))
+    whole, _ = real(hidden, weight, targets, 1.0, False)
+    chunked, _ = logprobs.chunked_token_logprobs(hidden, weight, targets, chunk_size=64, max_chunk_tokens=200)
+    assert torch.allclose(whole, chunked, atol=1e-6)
+    assert max(rows * positions for rows, positions in shapes) <= 200 and shapes[0] == (40, 5)
+    shapes.clear()
+    logprobs.chunked_token_logprobs(hidden[:2], weight, targets[:2], chunk_size=8, max_chunk_tokens=200)
+    assert shapes[0] == (2, 8)
