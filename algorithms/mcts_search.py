@@ -94,6 +94,8 @@ class MCTSSearch(RLAlgorithm):
         self.step_pairs: list[StepPair] = []
         self.prm_optimizer = (torch.optim.AdamW(prm.parameters(), lr=config.prm_learning_rate)
                               if config.prm_updates > 0 else None)
+        if config.gradient_checkpointing and self.prm_optimizer is not None:
+            self.prm.enable_gradient_checkpointing()  # trained here too (the Trainer's set-up ran before self.prm)
 
     # ------------------------------------------------------------------ collection
     def collect(self) -> list[Trajectory]:

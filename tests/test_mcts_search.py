@@ -183,3 +183,17 @@ def one_line(call, *args, **kwargs) -> str:
         call(*args, **kwargs)
     assert "\n" not in str(info.value)
     return str(info.value)
+
+
+def test_gradient_checkpointing_reaches_a_prm_trained_online(tiny_policy, tmp_path):
+    from policies.checkpointing import checkpointed_layers
+    from policies.prm import ProcessRewardModel
+
+    env = make("ToyDigits-v0", mode="stepwise", max_steps=2)
+    prms = {updates: ProcessRewardModel.from_policy(tiny_policy) for updates in (2, 0)}  # before the policy is
+    assert checkpointed_layers(tiny_policy.model) == 0  # checkpointed: copies of its backbone start without it
+    for updates, expected in ((2, True), (0, False)):
+        prm = prms[updates]
+        c = config(tmp_path, train_iterations=1, prm_updates=updates, gradient_checkpointing=True)
+        MCTSSearch(tiny_policy, env, c, prm=prm)
+        assert (checkpointed_layers(prm.backbone) > 0) == expected
