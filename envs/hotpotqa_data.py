@@ -108,3 +108,16 @@ def load_hotpotqa(data_path: str | Path | None = None, split: str = "validation"
         start, stop = check_subset(subset, len(records))
         records = records[start:stop]
     return records
+
+
+def held_out_ranges(total: int, hold_out: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(training range, held-out range), each [start, stop), of `total` questions in load order: the last
+    `hold_out` are held out (never trained on, never in an SFT transcript), as examples/rag_grpo.py holds
+    back its last --holdout. Either range, when not empty, is a `subset` for `load_hotpotqa` or an env.
+    ValueError (one line) unless 0 <= hold_out < total."""
+    for name, value in (("total", total), ("hold_out", hold_out)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be an integer >= 0; got {value!r}")
+    if hold_out >= total:
+        raise ValueError(f"holding out {hold_out} of {total} question(s) leaves none to train on; hold out fewer")
+    return (0, total - hold_out), (total - hold_out, total)

@@ -1,5 +1,6 @@
 """Training data beyond env episodes: SFT examples, preference pairs (DPO), reflection pairs for the
-actor and critic roles, and step-level data for process reward models (`traindata.step_data`).
+actor and critic roles, tool-use transcripts of RAG-HotpotQA episodes (SFT warm starts), and step-level
+data for process reward models (`traindata.step_data`).
 
 Not named `datasets`: that would shadow Hugging Face's library."""
 from traindata.preference_data import PreferencePair, load_preference_pairs, save_preference_pairs
@@ -7,10 +8,11 @@ from traindata.reflection_pairs import ReflectionTriple, load_triples, pairs_fro
 from traindata.sft_data import (
     ChatExample, SFTExample, arithmetic_sft_examples, gsm8k_sft_examples, load_sft_examples, math_sft_examples,
 )
+from traindata.tool_transcripts import ToolTranscript, hop2_queries, tool_transcript, tool_transcripts
 
 __all__ = [
     "PreferencePair", "load_preference_pairs", "save_preference_pairs",
     "ReflectionTriple", "load_triples", "pairs_from_episodes", "pairs_from_triples",
     "SFTExample", "ChatExample", "load_sft_examples", "gsm8k_sft_examples", "arithmetic_sft_examples",
-    "math_sft_examples",
+    "math_sft_examples", "ToolTranscript", "hop2_queries", "tool_transcript", "tool_transcripts",
 ]
