@@ -30,9 +30,10 @@ Episode state (``get_state``/``set_state`` round-trip it): ToolEnv's ``tool_call
 ``title``, ``text``, ``score``) and ``format_violations``. Every step's info and the reward functions'
 info carry them with ``format_penalty`` and ``supporting_titles``.
 
-Rewards (``reward_fns``): by default ``em``, ``f1``, ``mrr``, ``format`` and, with an embedder (the
-``embedder`` argument, else the store's ``embedder`` attribute), ``answer_similarity``, all in
-``envs/rag_rewards.py``, with equal weights that sum to 1; each shows in ``info["reward_components"]``.
+Rewards (``reward_fns``): by default ``em``, ``f1``, ``mrr``, ``support_recall``, ``redundant_search``,
+``format``, ``strict_format`` and, with an embedder (the ``embedder`` argument, else the store's
+``embedder`` attribute), ``answer_similarity``, all in ``envs/rag_rewards.py``, with equal weights that
+sum to 1 (``examples/rag_grpo.py`` gives its own); each shows in ``info["reward_components"]``.
 
 The store is anything with ``search(query, k, **search_kwargs)`` returning hits with ``doc_id``,
 ``title``, ``text`` and ``score`` (``retrieval.DocumentStore``), or the folder of a saved index, opened
@@ -58,18 +59,22 @@ from envs.checks import check_positive_int
 from envs.hotpotqa import HotpotQAProblems, format_paragraphs
 from envs.hotpotqa_data import HotpotQARecord
 from envs.rag_rewards import (
+    SEARCH_CLOSE,
+    SEARCH_OPEN,
     Embedder,
     answer_similarity_reward,
     exact_match_reward,
     f1_reward,
     format_reward,
     mrr_reward,
+    redundant_search_reward,
+    strict_format_reward,
+    support_recall_reward,
 )
 from envs.rewards import RewardFn
 from envs.tool_env import ANSWER_CLOSE, ANSWER_OPEN, ToolEnv
 from envs.tools import TagTool, ToolCall
 
-SEARCH_OPEN, SEARCH_CLOSE = "<search>", "</search>"
 DEFAULT_MAX_QUERY_CHARS = 500
 DEFAULT_MAX_PASSAGE_CHARS = 1000
 DEFAULT_FORMAT_PENALTY = 0.5
@@ -202,8 +207,11 @@ def unclosed_tag(text: str) -> bool:
 
 
 def rag_reward_fns(embedder: Embedder | None) -> dict[str, RewardFn]:
-    """The default rewards: em, f1, mrr, format, and answer_similarity when there is an embedder."""
-    fns: dict[str, RewardFn] = {"em": exact_match_reward, "f1": f1_reward, "mrr": mrr_reward, "format": format_reward}
+    """The default rewards: em, f1, mrr, support_recall, redundant_search, format, strict_format, and
+    answer_similarity when there is an embedder (each in ``envs/rag_rewards.py``)."""
+    fns: dict[str, RewardFn] = {"em": exact_match_reward, "f1": f1_reward, "mrr": mrr_reward,
+                                "support_recall": support_recall_reward, "redundant_search": redundant_search_reward,
+                                "format": format_reward, "strict_format": strict_format_reward}
     if embedder is not None:
         fns["answer_similarity"] = answer_similarity_reward(embedder)
     return fns

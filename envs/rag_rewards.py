@@ -1,4 +1,5 @@
-"""Reward functions of the HotpotQA envs: exact match, F1, MRR of the retrieval, answer similarity, format.
+"""Reward functions of the HotpotQA envs: exact match, F1, MRR and recall of the retrieval, a cost for
+redundant searches, answer similarity, format (lenient and strict).
 
 Each is a per-sample reward ``fn(completion, gold, info) -> float`` reading what the env put in ``info``:
 
@@ -15,7 +16,25 @@ Each is a per-sample reward ``fn(completion, gold, info) -> float`` reading what
   (``retrieval``'s ``Embedder`` protocol), so tests pass a tiny deterministic one.
 - ``format_reward``: 1.0 for an episode that ends with a complete ``<answer>...</answer>``, 0.0 otherwise,
   minus ``info["format_penalty"]`` (the env's penalty per malformed call times the number of malformed
-  calls in the episode, see ``envs/rag.py``).
+  calls in the episode, see ``envs/rag.py``). It pays for any answer, however sloppy the episode around it.
+
+Rewards for searching, which pay for finding the supporting paragraphs without paying more than answering
+(the weights decide that: see ``examples/rag_grpo.py``), and for the structure only when it is right:
+
+- ``support_recall_reward``: the fraction of the question's distinct supporting titles that are among the
+  titles of every passage the episode retrieved; 0.0 with no search (and for a question naming none).
+- ``redundant_search_reward``: a small cost, ``-REDUNDANT_SEARCH_COST`` (0.1) per redundant search, at
+  most ``-MAX_REDUNDANT_COST`` (0.3) in all. A search is redundant when it retrieved passages and every
+  one of their titles was already retrieved by an earlier search of the episode. A search that retrieved
+  nothing (a store that failed, or found no passage) costs nothing here: a failed store is not the
+  model's doing (trainers count it as a tool error) and a malformed call already costs format.
+- ``strict_format_reward``: 1.0 only for a correct structure, else 0.0 (never negative): no malformed
+  call; every action but the last is one well-formed search the env ran (text before ``<search>`` allowed,
+  exactly one ``<search>`` and one ``</search>``, ending the action, no answer tag); the last action holds
+  exactly one ``<answer>...</answer>``, no search tag, nothing but white space after ``</answer>``, and
+  ended the episode with an answer. Zero searches then an answer is a correct structure: recall and MRR
+  pay for searching. It reads the model's own actions (``info["steps"]``), never the passages the env
+  injected (a passage may hold any text).
 """
 
 from __future__ import annotations
@@ -27,8 +46,17 @@ import numpy as np
 
 from envs.qa_metrics import exact_match, hotpot_f1
 from envs.rewards import RewardFn
+from envs.tool_env import ANSWER_CLOSE, ANSWER_OPEN
+
+SEARCH_OPEN, SEARCH_CLOSE = "<search>", "</search>"
+REDUNDANT_SEARCH_COST = 0.1  # per search that found no title the episode had not retrieved already
+MAX_REDUNDANT_COST = 0.3  # the cost of an episode's redundant searches is at most this
 
 __all__ = [
+    "MAX_REDUNDANT_COST",
+    "REDUNDANT_SEARCH_COST",
+    "SEARCH_CLOSE",
+    "SEARCH_OPEN",
     "Embedder",
     "answer_similarity_reward",
     "cosine_similarity",
@@ -37,6 +65,10 @@ __all__ = [
     "format_reward",
     "mrr_reward",
     "reciprocal_rank",
+    "redundant_search_reward",
+    "redundant_searches",
+    "strict_format_reward",
+    "support_recall_reward",
 ]
 
 
@@ -80,6 +112,64 @@ def format_reward(completion: str, gold: str, info: Mapping[str, Any]) -> float:
     """1.0 for a final ``<answer>...</answer>`` (0.0 without), minus the episode's format penalty."""
     answered = 1.0 if info.get("parsed_answer") is not None else 0.0
     return answered - float(info.get("format_penalty", 0.0))
+
+
+def support_recall_reward(completion: str, gold: str, info: Mapping[str, Any]) -> float:
+    """The fraction of the distinct supporting titles among the titles of everything the episode retrieved."""
+    supporting = set(info.get("supporting_titles", ()))
+    if not supporting:
+        return 0.0
+    retrieved = {passage["title"] for passage in info.get("retrieved", ())}
+    return len(supporting & retrieved) / len(supporting)
+
+
+def redundant_searches(retrieved: Sequence[Mapping[str, Any]]) -> int:
+    """How many searches retrieved passages whose titles had all been retrieved by earlier searches.
+
+    ``retrieved`` is the env's record: one entry per passage with its ``search`` number and ``title``."""
+    titles_by_search: dict[int, set[str]] = {}
+    for passage in retrieved:
+        titles_by_search.setdefault(int(passage["search"]), set()).add(passage["title"])
+    seen: set[str] = set()
+    count = 0
+    for number in sorted(titles_by_search):
+        titles = titles_by_search[number]
+        count += int(titles <= seen)
+        seen |= titles
+    return count
+
+
+def redundant_search_reward(completion: str, gold: str, info: Mapping[str, Any]) -> float:
+    """``-REDUNDANT_SEARCH_COST`` per redundant search (``redundant_searches``), at most
+    ``-MAX_REDUNDANT_COST`` in all; 0.0 when every search found a title not retrieved before."""
+    cost = min(REDUNDANT_SEARCH_COST * redundant_searches(info.get("retrieved", ())), MAX_REDUNDANT_COST)
+    return -cost if cost else 0.0  # not -0.0 in the logs
+
+
+def one_search(action: str) -> bool:
+    """An action that is exactly one search call: one ``<search>``, one ``</search>`` ending it (trailing
+    white space allowed), no answer tag."""
+    return (action.count(SEARCH_OPEN) == 1 and action.count(SEARCH_CLOSE) == 1
+            and action.rstrip().endswith(SEARCH_CLOSE) and ANSWER_OPEN not in action and ANSWER_CLOSE not in action)
+
+
+def one_answer(action: str) -> bool:
+    """An action that is exactly one final answer: one ``<answer>``, then one ``</answer>`` ending it
+    (trailing white space allowed), no search tag."""
+    return (action.count(ANSWER_OPEN) == 1 and action.count(ANSWER_CLOSE) == 1
+            and action.find(ANSWER_OPEN) < action.find(ANSWER_CLOSE) and action.rstrip().endswith(ANSWER_CLOSE)
+            and SEARCH_OPEN not in action and SEARCH_CLOSE not in action)
+
+
+def strict_format_reward(completion: str, gold: str, info: Mapping[str, Any]) -> float:
+    """1.0 for searches that were all well formed and run, then one final answer at the very end; else 0.0."""
+    steps = info.get("steps")
+    if (info.get("parsed_answer") is None or info.get("format_violations") or not isinstance(steps, list)
+            or not steps or not all(isinstance(step, str) for step in steps)):
+        return 0.0
+    *searches, last = steps
+    ran = int(info.get("tool_calls", {}).get("search", 0))
+    return float(ran == len(searches) and all(one_search(step) for step in searches) and one_answer(last))
 
 
 def cosine_similarity(a: np.ndarray, b: np.ndarray) -> float:

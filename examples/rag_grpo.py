@@ -15,11 +15,15 @@ corpus, indexed and saved there. --rebuild_index after changing --data_path or -
 --search_method the index cannot run (dense or hybrid on a BM25-only index) is refused before the model
 loads; a search that fails during the run is counted (tool_errors, tool_error_rate, and eval_ ones in
 metrics.jsonl) and warned about once.
-Rewards (each an info["reward_components"] entry): mrr (reciprocal rank of the first supporting paragraph
-among everything the episode retrieved), em, f1, format (1 for a final answer, minus a penalty per
-malformed call) and answer_similarity (embedding cosine; dense indexes only). --reward_combination
-combines them over each batch: uniform (this script's default, the seed's), std, pca, l2 (needs
-components >= 0: format can be negative), or env (the env's own weighted sum, here also their mean).
+Rewards (each an info["reward_components"] entry, envs/rag_rewards.py): em, f1, mrr (reciprocal rank of
+the first supporting paragraph among everything the episode retrieved), support_recall (the share of the
+supporting titles retrieved), redundant_search (a small cost per search that found no new title),
+format (1 for a final answer, minus a penalty per malformed call; logged, weight 0), strict_format (1 only
+for well-formed searches then one final answer) and answer_similarity (embedding cosine; dense indexes
+only). --reward_combination: env (this script's default: the env's sum with REWARD_WEIGHTS below, so
+that finding paragraphs pays less than answering), or uniform, std, pca, l2 (needs components >= 0:
+format and redundant_search can be negative), which combine the raw components over each batch and
+ignore the weights.
 Reported: the held-out MRR of the agent's own searches, EM and F1, before -> after (logged as
 eval_reward_mrr, eval_reward_em, eval_reward_f1); the run folder holds metrics.jsonl, metrics.png,
 reward_components.png and reward_distribution.png (each component per iteration), checkpoints/, and
@@ -43,6 +47,7 @@ from training.cli import (  # noqa: E402
 )
 from training.distributed import init_from_env, is_main, main_first  # noqa: E402
 from envs import make  # noqa: E402
+from envs.rag import open_store  # noqa: E402
 from policies import EMBEDDED_MODEL, HFPolicy, LoraSettings  # noqa: E402
 from policies.few_shot import PROMPTS_DIR, read_system_prompt  # noqa: E402
 
@@ -50,14 +55,26 @@ PRESETS = {
     # sized for 2 CPU cores: a couple of short iterations, to see the whole loop run
     "cpu": dict(train_iterations=2, prompts_per_iteration=2, samples_per_prompt=4, max_new_tokens=32,
                 temperature=0.8, learning_rate=2e-4, kl_coeff=0.04, eval_episodes=8, micro_batch_size=8,
-                eval_at_start=True, reward_combination="uniform", output_dir="runs/rag_grpo-cpu"),
+                eval_at_start=True, reward_combination="env", output_dir="runs/rag_grpo-cpu"),
     # one GPU with the embedded model: 16 questions x 8 searches-and-answers per iteration
     "gpu": dict(train_iterations=100, prompts_per_iteration=16, samples_per_prompt=8, max_new_tokens=64,
                 temperature=0.8, learning_rate=2e-4, kl_coeff=0.04, eval_episodes=100, eval_every=25,
-                save_every=25, micro_batch_size=32, eval_at_start=True, reward_combination="uniform",
+                save_every=25, micro_batch_size=32, eval_at_start=True, reward_combination="env",
                 gradient_checkpointing=True, max_tokens_per_microbatch=16384,  # contexts grow every tool turn
                 output_dir="runs/rag_grpo-gpu"),
 }  # temperature 0.8: the embedded 135M model's samples at 1.0 are mostly noise, with no tag in them
+# Both presets' reward weights (reward_combination "env"; the other combinations ignore them). Answering
+# pays most: em + f1 = 0.6 of the 1.0 a perfect episode earns. Finding the supporting paragraphs pays
+# less, mrr + support_recall = 0.25, each weight below em's and f1's: an episode that retrieves both
+# paragraphs but answers wrongly (F1 0) earns at most 0.4 (with strict_format 0.1 and similarity 0.05),
+# one that answers right having found nothing 0.75. So searching pays as a way to answer, never instead
+# of it, and a policy cannot do better by farming retrieval. strict_format (0.1) pays for the structure
+# only when every part of it is right; the lenient format (1 for any answer, what the first GPU run
+# learned to farm) is logged with weight 0. A redundant search costs 0.5 x 0.1 = 0.05 (at most 0.15 an
+# episode), a search that finds any new title nothing: a second hop is never discouraged, a repeat is.
+# answer_similarity (dense indexes only) is a small hint, 0.05, well below EM and F1.
+REWARD_WEIGHTS = {"em": 0.3, "f1": 0.3, "mrr": 0.1, "support_recall": 0.15, "redundant_search": 0.5,
+                  "format": 0.0, "strict_format": 0.1, "answer_similarity": 0.05}
 FULL_FINETUNE_LR = 1e-5  # the default learning rate with --full_finetune: LoRA's would move every weight too far
 REPORTED = (("MRR of its searches", "eval_reward_mrr"), ("EM", "eval_reward_em"), ("F1", "eval_reward_f1"))
 
@@ -155,6 +172,14 @@ def build_index(folder: Path, args: argparse.Namespace) -> None:
     print(f"index: built from {len(documents)} paragraphs ({len(store)} passages), saved to {folder}")
 
 
+def reward_weights(store: object) -> dict[str, float]:
+    """REWARD_WEIGHTS for the env's default rewards over `store` (answer_similarity only with an embedder)."""
+    from envs.rag import rag_reward_fns
+
+    names = rag_reward_fns(getattr(store, "embedder", None))
+    return {name: weight for name, weight in REWARD_WEIGHTS.items() if name in names}
+
+
 def torch_cuda() -> bool:
     import torch
 
@@ -183,8 +208,9 @@ def run(args: argparse.Namespace) -> None:
     check_search_flags(args)
     total, train_range, test_range = question_ranges(args.data_path, args.holdout)
     search = {key: value for key, value in (("method", args.search_method), ("fusion", args.fusion)) if value}
-    env_kwargs = dict(data_path=args.data_path, store=index_folder(args, config.output_dir), k=args.k,
-                      max_searches=args.max_searches, search_kwargs=search or None)
+    store = open_store(index_folder(args, config.output_dir))  # one store for both envs, loaded once
+    env_kwargs = dict(data_path=args.data_path, store=store, k=args.k, max_searches=args.max_searches,
+                      search_kwargs=search or None, reward_weights=reward_weights(store))
     train_env = make("RAG-HotpotQA-v0", subset=train_range, **env_kwargs)
     test_env = make("RAG-HotpotQA-v0", subset=test_range, **env_kwargs)
     lora = None if args.full_finetune else LoraSettings(r=args.lora_r, alpha=args.lora_alpha)

@@ -43,9 +43,10 @@ def test_an_episode_searches_twice_then_answers_and_every_reward_has_its_hand_va
     assert info["retrieved"][2] == {"search": 2, "query": "Gustave Eiffel born", "rank": 1, "doc_id": "doc1",
                                     "title": "Gustave Eiffel", "score": 3.0,
                                     "text": "Gustave Eiffel was a French civil engineer, born in Dijon."}
-    components = {"em": 0.0, "f1": 2 / 3, "mrr": 1 / 3, "format": 1.0, "answer_similarity": 6 / math.sqrt(65)}
+    components = {"em": 0.0, "f1": 2 / 3, "mrr": 1 / 3, "support_recall": 1.0, "redundant_search": 0.0,
+                  "format": 1.0, "strict_format": 1.0, "answer_similarity": 6 / math.sqrt(65)}
     assert info["reward_components"] == pytest.approx(components)  # mrr: the first supporting passage is 3rd
-    assert terminated and reward == pytest.approx(sum(components.values()) / 5)
+    assert terminated and reward == pytest.approx(sum(components.values()) / 8)
     assert (info["tool_calls"], info["format_violations"], info["format_penalty"]) == ({"search": 2}, [], 0.0)
     assert info["supporting_titles"] == ["Eiffel Tower", "Gustave Eiffel"]
 
@@ -128,8 +129,9 @@ def test_truncation_without_an_answer_scores_format_zero_and_no_answer_rewards()
     env = started(max_steps=1)
     _, reward, terminated, truncated, info = env.step("<search>Dijon</search>")
     assert (terminated, truncated, info["unparseable"]) == (False, True, True)
-    assert info["reward_components"] == {"em": 0.0, "f1": 0.0, "mrr": 1.0, "format": 0.0}  # Gustave Eiffel is 1st
-    assert reward == 0.25
+    assert info["reward_components"] == {"em": 0.0, "f1": 0.0, "mrr": 1.0, "support_recall": 1.0,  # Gustave Eiffel
+                                         "redundant_search": 0.0, "format": 0.0, "strict_format": 0.0}  # is 1st
+    assert reward == pytest.approx(2 / 7)
 
 
 def test_a_failing_store_is_an_error_output_not_a_crash():
@@ -189,10 +191,11 @@ def test_the_store_may_be_an_index_folder_opened_lazily_and_bad_stores_are_one_l
 
 def test_default_rewards_take_the_stores_embedder_and_weigh_the_components_equally():
     env = RAGHotpotQAEnv(records=RECORDS, store=ToyStore(embedder=LetterEmbedder()))
-    assert list(env.reward_fns) == ["em", "f1", "mrr", "format", "answer_similarity"]
-    assert set(env.reward_weights.values()) == {0.2}
+    names = ["em", "f1", "mrr", "support_recall", "redundant_search", "format", "strict_format"]
+    assert list(env.reward_fns) == names + ["answer_similarity"]
+    assert set(env.reward_weights.values()) == {1 / 8}
     env = RAGHotpotQAEnv(records=RECORDS, store=ToyStore())  # no embedder: no answer similarity
-    assert list(env.reward_fns) == ["em", "f1", "mrr", "format"] and set(env.reward_weights.values()) == {0.25}
+    assert list(env.reward_fns) == names and set(env.reward_weights.values()) == {1 / 7}
 
 
 @pytest.mark.parametrize("result_role", ["tool", None])

@@ -23,7 +23,7 @@ def test_help_documents_every_flag_with_each_presets_values(capsys):
     for flag in ("--full_finetune", "--index", "--rebuild_index", "--embedder", "--no_dense", "--search_method",
                  "--fusion", "--k ", "--max_searches", "--holdout", "--lora_r", "--reward_combination"):
         assert flag in text, flag
-    assert "combined over each batch (default uniform)" in text  # this script's default, the seed's
+    assert "combined over each batch (default env)" in text  # the env's sum with REWARD_WEIGHTS
     assert "default: cpu 2, gpu 100" in text  # train_iterations per preset
 
 
@@ -82,3 +82,29 @@ def test_a_search_method_the_index_cannot_run_is_refused_before_the_model_loads(
             f"error: search_kwargs {{'method': '{method}'}} do not fit the store: search method '{method}' needs "
             f"dense embeddings, and this store has none (built with dense=False): it can search with bm25 only; "
             f"use method='bm25' or rebuild the index with dense embeddings")
+
+
+def test_reward_weights_pay_answering_more_than_finding_paragraphs():
+    from envs import RAGHotpotQAEnv
+    from tests.rag_toys import RECORDS, LetterEmbedder, ToyStore
+
+    script = load_script()
+    weights = script.REWARD_WEIGHTS
+    assert max(weights["mrr"], weights["support_recall"]) < min(weights["em"], weights["f1"])
+    assert weights["format"] == 0.0 and script.PRESETS["cpu"]["reward_combination"] == "env"
+    assert "answer_similarity" not in script.reward_weights(ToyStore())  # BM25 only: no such component
+    store = ToyStore(embedder=LetterEmbedder())
+    assert script.reward_weights(store) == weights
+    env = RAGHotpotQAEnv(records=RECORDS, store=store, reward_weights=script.reward_weights(store))
+
+    def reward(actions):
+        env.reset(options={"index": 0})  # Dijon; supporting: Eiffel Tower, Gustave Eiffel
+        return [env.step(action)[1] for action in actions][-1]
+
+    found_but_wrong = reward(["<search>Gustave Eiffel born</search>", "<answer>Paris</answer>"])
+    right_without_search = reward(["<answer>Dijon</answer>"])
+    # mrr 1 x 0.1 + recall 1 x 0.15 + strict format 0.1 + similarity("Paris", "Dijon") = 1/5 x 0.05
+    assert found_but_wrong == pytest.approx(0.36)
+    assert right_without_search == pytest.approx(0.3 + 0.3 + 0.1 + 0.05) and right_without_search > found_but_wrong
+    found_and_right = reward(["<search>Gustave Eiffel born</search>", "<answer>Dijon</answer>"])
+    assert found_and_right == pytest.approx(1.0)  # every positive weight, nothing redundant

@@ -224,7 +224,7 @@ def test_an_unknown_combination_is_a_one_line_config_error():
 
 
 def test_rag_components_combine_as_documented():
-    """RAG-HotpotQA-v0's components (em, f1, mrr, format, answer_similarity) on scripted episodes: uniform
+    """RAG-HotpotQA-v0's default components (em, f1, mrr, format, ...) on scripted episodes: uniform
     is the env's own reward (equal weights summing to 1), pca ranks the full-marks episode first and the
     penalised one last, l2 refuses the negative format component."""
     from envs import RAGHotpotQAEnv
