@@ -11,6 +11,7 @@ from envs.arithmetic import ArithmeticEnv
 from envs.base import EpisodeOverError, LanguageEnv, Problem
 from envs.data import DataFileNotFoundError, MalformedRowError
 from envs.hotpotqa import HotpotQAEnv
+from envs.hotpotqa_retrieved import QuestionSearchHotpotQAEnv
 from envs.math import GSM8KEnv, MATHEnv
 from envs.math_env import MathEnv
 from envs.questions import QuestionsEnv
@@ -38,6 +39,7 @@ __all__ = [
     "NAMESPACE",
     "MalformedRowError",
     "Problem",
+    "QuestionSearchHotpotQAEnv",
     "QuestionsEnv",
     "RAGHotpotQAEnv",
     "ReflectionEnv",

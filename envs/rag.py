@@ -33,7 +33,8 @@ info carry them with ``format_penalty`` and ``supporting_titles``.
 Rewards (``reward_fns``): by default ``em``, ``f1``, ``mrr``, ``support_recall``, ``redundant_search``,
 ``format``, ``strict_format`` and, with an embedder (the ``embedder`` argument, else the store's
 ``embedder`` attribute), ``answer_similarity``, all in ``envs/rag_rewards.py``, with equal weights that
-sum to 1 (``examples/rag_grpo.py`` gives its own); each shows in ``info["reward_components"]``.
+sum to 1 (``rag_reward_weights`` gives ``DEFAULT_WEIGHTS``, which examples/rag_grpo.py and
+examples/rag_agent.py use); each shows in ``info["reward_components"]``.
 
 The store is anything with ``search(query, k, **search_kwargs)`` returning hits with ``doc_id``,
 ``title``, ``text`` and ``score`` (``retrieval.DocumentStore``), or the folder of a saved index, opened
@@ -59,6 +60,7 @@ from envs.checks import check_positive_int
 from envs.hotpotqa import HotpotQAProblems, format_paragraphs
 from envs.hotpotqa_data import HotpotQARecord
 from envs.rag_rewards import (
+    DEFAULT_WEIGHTS,
     SEARCH_CLOSE,
     SEARCH_OPEN,
     Embedder,
@@ -215,6 +217,13 @@ def rag_reward_fns(embedder: Embedder | None) -> dict[str, RewardFn]:
     if embedder is not None:
         fns["answer_similarity"] = answer_similarity_reward(embedder)
     return fns
+
+
+def rag_reward_weights(embedder: Embedder | None) -> dict[str, float]:
+    """``envs.rag_rewards.DEFAULT_WEIGHTS`` (answering pays more than finding paragraphs) for the default
+    rewards ``rag_reward_fns(embedder)`` (answer_similarity only with an embedder)."""
+    names = rag_reward_fns(embedder)
+    return {name: weight for name, weight in DEFAULT_WEIGHTS.items() if name in names}
 
 
 class RAGHotpotQAEnv(HotpotQAProblems, ToolEnv):

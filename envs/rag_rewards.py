@@ -19,7 +19,7 @@ Each is a per-sample reward ``fn(completion, gold, info) -> float`` reading what
   calls in the episode, see ``envs/rag.py``). It pays for any answer, however sloppy the episode around it.
 
 Rewards for searching, which pay for finding the supporting paragraphs without paying more than answering
-(the weights decide that: see ``examples/rag_grpo.py``), and for the structure only when it is right:
+(the weights decide that: ``DEFAULT_WEIGHTS``), and for the structure only when it is right:
 
 - ``support_recall_reward``: the fraction of the question's distinct supporting titles that are among the
   titles of every passage the episode retrieved; 0.0 with no search (and for a question naming none).
@@ -51,8 +51,22 @@ from envs.tool_env import ANSWER_CLOSE, ANSWER_OPEN
 SEARCH_OPEN, SEARCH_CLOSE = "<search>", "</search>"
 REDUNDANT_SEARCH_COST = 0.1  # per search that found no title the episode had not retrieved already
 MAX_REDUNDANT_COST = 0.3  # the cost of an episode's redundant searches is at most this
+# The weights of a searching agent's rewards (examples/rag_grpo.py and examples/rag_agent.py, reward
+# combination "env"; RAGHotpotQAEnv's own default is equal weights). Answering pays most: em + f1 = 0.6 of
+# the 1.0 a perfect episode earns. Finding the supporting paragraphs pays less, mrr + support_recall =
+# 0.25, each weight below em's and f1's: an episode that retrieves both paragraphs but answers wrongly
+# (F1 0) earns at most 0.4 (with strict_format 0.1 and similarity 0.05), one that answers right having
+# found nothing 0.75. So searching pays as a way to answer, never instead of it, and a policy cannot do
+# better by farming retrieval. strict_format (0.1) pays for the structure only when every part of it is
+# right; the lenient format (1 for any answer, what the first GPU run learned to farm) is logged with
+# weight 0. A redundant search costs 0.5 x 0.1 = 0.05 (at most 0.15 an episode), a search that finds any
+# new title nothing: a second hop is never discouraged, a repeat is. answer_similarity (dense indexes
+# only) is a small hint, 0.05, well below EM and F1.
+DEFAULT_WEIGHTS = {"em": 0.3, "f1": 0.3, "mrr": 0.1, "support_recall": 0.15, "redundant_search": 0.5,
+                   "format": 0.0, "strict_format": 0.1, "answer_similarity": 0.05}
 
 __all__ = [
+    "DEFAULT_WEIGHTS",
     "MAX_REDUNDANT_COST",
     "REDUNDANT_SEARCH_COST",
     "SEARCH_CLOSE",

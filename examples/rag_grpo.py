@@ -20,10 +20,10 @@ the first supporting paragraph among everything the episode retrieved), support_
 supporting titles retrieved), redundant_search (a small cost per search that found no new title),
 format (1 for a final answer, minus a penalty per malformed call; logged, weight 0), strict_format (1 only
 for well-formed searches then one final answer) and answer_similarity (embedding cosine; dense indexes
-only). --reward_combination: env (this script's default: the env's sum with REWARD_WEIGHTS below, so
-that finding paragraphs pays less than answering), or uniform, std, pca, l2 (needs components >= 0:
-format and redundant_search can be negative), which combine the raw components over each batch and
-ignore the weights.
+only). --reward_combination: env (this script's default: the env's sum with REWARD_WEIGHTS, which are
+envs/rag_rewards.py's DEFAULT_WEIGHTS, so that finding paragraphs pays less than answering), or uniform,
+std, pca, l2 (needs components >= 0: format and redundant_search can be negative), which combine the raw
+components over each batch and ignore the weights.
 Reported: the held-out MRR of the agent's own searches, EM and F1, before -> after (logged as
 eval_reward_mrr, eval_reward_em, eval_reward_f1); the run folder holds metrics.jsonl, metrics.png,
 reward_components.png and reward_distribution.png (each component per iteration), checkpoints/, and
@@ -47,7 +47,8 @@ from training.cli import (  # noqa: E402
 )
 from training.distributed import init_from_env, is_main, main_first  # noqa: E402
 from envs import make  # noqa: E402
-from envs.rag import open_store  # noqa: E402
+from envs.rag import open_store, rag_reward_weights  # noqa: E402
+from envs.rag_rewards import DEFAULT_WEIGHTS  # noqa: E402
 from policies import EMBEDDED_MODEL, HFPolicy, LoraSettings  # noqa: E402
 from policies.few_shot import PROMPTS_DIR, read_system_prompt  # noqa: E402
 
@@ -63,18 +64,9 @@ PRESETS = {
                 gradient_checkpointing=True, max_tokens_per_microbatch=16384,  # contexts grow every tool turn
                 output_dir="runs/rag_grpo-gpu"),
 }  # temperature 0.8: the embedded 135M model's samples at 1.0 are mostly noise, with no tag in them
-# Both presets' reward weights (reward_combination "env"; the other combinations ignore them). Answering
-# pays most: em + f1 = 0.6 of the 1.0 a perfect episode earns. Finding the supporting paragraphs pays
-# less, mrr + support_recall = 0.25, each weight below em's and f1's: an episode that retrieves both
-# paragraphs but answers wrongly (F1 0) earns at most 0.4 (with strict_format 0.1 and similarity 0.05),
-# one that answers right having found nothing 0.75. So searching pays as a way to answer, never instead
-# of it, and a policy cannot do better by farming retrieval. strict_format (0.1) pays for the structure
-# only when every part of it is right; the lenient format (1 for any answer, what the first GPU run
-# learned to farm) is logged with weight 0. A redundant search costs 0.5 x 0.1 = 0.05 (at most 0.15 an
-# episode), a search that finds any new title nothing: a second hop is never discouraged, a repeat is.
-# answer_similarity (dense indexes only) is a small hint, 0.05, well below EM and F1.
-REWARD_WEIGHTS = {"em": 0.3, "f1": 0.3, "mrr": 0.1, "support_recall": 0.15, "redundant_search": 0.5,
-                  "format": 0.0, "strict_format": 0.1, "answer_similarity": 0.05}
+# Both presets' reward weights (reward_combination "env"; the other combinations ignore them): answering
+# pays most, finding the supporting paragraphs less (envs/rag_rewards.py DEFAULT_WEIGHTS says why).
+REWARD_WEIGHTS = DEFAULT_WEIGHTS
 FULL_FINETUNE_LR = 1e-5  # the default learning rate with --full_finetune: LoRA's would move every weight too far
 REPORTED = (("MRR of its searches", "eval_reward_mrr"), ("EM", "eval_reward_em"), ("F1", "eval_reward_f1"))
 
@@ -174,10 +166,7 @@ def build_index(folder: Path, args: argparse.Namespace) -> None:
 
 def reward_weights(store: object) -> dict[str, float]:
     """REWARD_WEIGHTS for the env's default rewards over `store` (answer_similarity only with an embedder)."""
-    from envs.rag import rag_reward_fns
-
-    names = rag_reward_fns(getattr(store, "embedder", None))
-    return {name: weight for name, weight in REWARD_WEIGHTS.items() if name in names}
+    return rag_reward_weights(getattr(store, "embedder", None))
 
 
 def torch_cuda() -> bool:

@@ -1,0 +1,91 @@
+"""Greedy evaluation of HotpotQA episodes, an agent's (``RAG-HotpotQA-v0``) or a reader's given passages
+(``QuestionSearchHotpotQAEnv``, ``HotpotQAEnv``): what it retrieved and what it answered, per episode and
+averaged.
+
+Per episode (``episode_metrics``), from the env's final info:
+
+- ``mrr``: the reciprocal rank of the first supporting title among every passage the episode retrieved,
+  in order (``envs.rag_rewards.mrr_reward``; 0 when it retrieved none);
+- ``recall@3``: the share of the distinct supporting titles among the first ``RECALL_AT`` (3) passages it
+  retrieved (its first search's, at k = 3), so every episode is judged on the same number of passages;
+- ``recall``: that share among every passage it retrieved (``support_recall``, all searches);
+- ``em``, ``f1``: SQuAD exact match and HotpotQA's F1 of the parsed answer (0 without one);
+- ``searches``: the searches the store ran; ``tokens``: the tokens the model generated, all turns.
+
+``mrr`` and both recalls are None for an env that cannot search (no ``retrieved`` in its info: closed
+book, the gold paragraphs); their means leave such episodes out, and are None when no episode searched.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from buffers import Trajectory
+from envs.qa_metrics import exact_match, hotpot_f1
+from envs.rag_rewards import reciprocal_rank
+from episodes.rollout import SamplingSettings, rollout
+from search.evaluate import episode_starts
+
+RECALL_AT = 3
+METRICS = ("mrr", f"recall@{RECALL_AT}", "recall", "em", "f1", "searches", "tokens")
+
+
+def title_recall(titles: Sequence[str], supporting: Sequence[str]) -> float:
+    """The share of the distinct `supporting` titles among `titles` (0.0 when there are none)."""
+    wanted = set(supporting)
+    return len(wanted & set(titles)) / len(wanted) if wanted else 0.0
+
+
+def search_queries(info: Mapping[str, Any]) -> list[str]:
+    """The queries of the searches the store ran, in order (refused calls and failed searches left out)."""
+    return [str(entry["argument"]) for entry in info.get("tool_log", ())
+            if entry.get("tool") == "search" and not str(entry.get("output", "")).startswith("error")]
+
+
+def episode_metrics(trajectory: Trajectory) -> dict[str, Any]:
+    """The episode's metrics (see the module docstring) with its id, queries, retrieved titles and answer."""
+    info = trajectory.info
+    answer, gold = trajectory.outcome.parsed_answer, str(info.get("gold", ""))
+    supporting = list(info.get("supporting_titles", ()))
+    retrieved = info.get("retrieved")
+    titles = None if retrieved is None else [str(passage["title"]) for passage in retrieved]
+    return {"id": trajectory.outcome.problem_id, "answer": answer, "gold": gold, "queries": search_queries(info),
+            "retrieved_titles": titles, "supporting_titles": supporting,
+            "mrr": None if titles is None else reciprocal_rank(titles, supporting),
+            f"recall@{RECALL_AT}": None if titles is None else title_recall(titles[:RECALL_AT], supporting),
+            "recall": None if titles is None else title_recall(titles, supporting),
+            "em": exact_match(answer, gold) if answer is not None else 0.0,
+            "f1": hotpot_f1(answer, gold) if answer is not None else 0.0,
+            "searches": float(info.get("tool_calls", {}).get("search", 0)),
+            "tokens": float(trajectory.num_generated_tokens)}
+
+
+def mean_metrics(episodes: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
+    """Each of METRICS averaged over the episodes that have it (None: none has it)."""
+    means: dict[str, float | None] = {}
+    for name in METRICS:
+        values = [float(e[name]) for e in episodes if e.get(name) is not None]
+        means[name] = sum(values) / len(values) if values else None
+    return means
+
+
+@torch.no_grad()
+def evaluate_rag(policy, env, episodes: int | None = None, max_new_tokens: int = 64, batch_prompts: int = 64,
+                 seed: int = 0) -> tuple[dict[str, float | None], list[dict[str, Any]]]:
+    """(means, per-episode metrics) of greedy episodes on the env's first `episodes` questions (None: all),
+    each run until the env ends it or its step limit."""
+    total = getattr(getattr(env, "unwrapped", env), "num_problems")
+    starts = episode_starts(env, total if episodes is None else episodes)
+    if not starts or batch_prompts < 1:
+        raise ValueError(f"evaluate_rag: needs at least one episode and batch_prompts >= 1; got {len(starts)} "
+                         f"episode(s), batch_prompts {batch_prompts}")
+    generator = torch.Generator(device=getattr(policy, "device", "cpu")).manual_seed(seed)
+    settings = SamplingSettings(max_new_tokens, 0.0, 1.0)
+    rows: list[dict[str, Any]] = []
+    for first in range(0, len(starts), batch_prompts):
+        trajectories = rollout(env, policy, starts[first:first + batch_prompts], 1, settings, generator,
+                               first_group_id=first)
+        rows.extend(episode_metrics(t) for t in trajectories)
+    return mean_metrics(rows), rows
