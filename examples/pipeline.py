@@ -39,7 +39,6 @@ then the flags below.
 from __future__ import annotations
 
 import argparse
-import gc
 import sys
 from pathlib import Path
 
@@ -48,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from algorithms import GRPO, GRPOConfig, PRMConfig, PRMTrainer, SFT, SFTConfig  # noqa: E402
 from search import MCTSConfig  # noqa: E402
 from training import load_config  # noqa: E402
-from training.cli import run_with_clear_errors  # noqa: E402
+from training.cli import parse_stages, release_memory, run_with_clear_errors  # noqa: E402
 from training.pipeline_table import ROWS, load_row, markdown_table, save_pipeline, save_row  # noqa: E402
 from search import SearchSettings  # noqa: E402
 from search.search_eval import evaluate_search  # noqa: E402
@@ -136,7 +135,7 @@ class Plan:
         values = PRESETS[preset]
         self.run = {k: getattr(args, k) if getattr(args, k) is not None else v for k, v in values["run"].items()}
         self.out = Path(args.output_dir or f"runs/pipeline-{preset}")
-        self.stages = parse_stages(args.stages)
+        self.stages = parse_stages(args.stages, STAGES)
         for name in ("episodes", "max_new_tokens", "simulations", "prm_problems", "max_steps", "batch_problems",
                      "gsm8k_episodes"):
             value = self.run.get(name, getattr(args, name, None))
@@ -205,26 +204,6 @@ class Plan:
                 if need not in made and not Path(path).is_dir():
                     raise ValueError(f"stage {stage} needs {path}, which does not exist: add {need} to --stages")
             made.add(stage)
-
-
-def parse_stages(text: str) -> list[str]:
-    names = [s.strip() for s in text.split(",") if s.strip()]
-    if names == ["all"]:
-        return list(STAGES)
-    unknown = [s for s in names if s not in STAGES]
-    if unknown or not names:
-        raise ValueError(f"--stages: {', '.join(map(repr, unknown)) or 'none given'}; choose from {', '.join(STAGES)}"
-                         f" (or all)")
-    return names
-
-
-def free() -> None:
-    """Release the last stage's models before the next loads."""
-    import torch
-
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
 
 
 def resuming(plan: Plan, stage: str) -> bool:
@@ -353,7 +332,7 @@ def run_stage(plan: Plan, stage: str) -> None:
         else:
             TRAINERS[stage](plan)
             trained = True
-            free()
+            release_memory()
     if stage not in TITLES:
         return
     settings, folder = eval_settings(plan, stage), plan.out / stage
@@ -362,7 +341,7 @@ def run_stage(plan: Plan, stage: str) -> None:
         return
     row = evaluate_row(plan, stage)
     save_row(folder, row, settings)
-    free()
+    release_memory()
     print(f"{stage}: " + ", ".join(f"{name} {r['accuracy']:.1%} ({r['tokens_per_problem']:.1f} tokens/problem)"
                                    for name, r in row["results"].items()))
 

@@ -53,7 +53,6 @@ saved in <row>/eval.json and reused while its settings are unchanged. Per-stage 
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import math
 import sys
@@ -69,7 +68,7 @@ from policies import EMBEDDED_MODEL  # noqa: E402
 from policies.few_shot import PROMPTS_DIR, read_system_prompt  # noqa: E402
 from search.rag_evaluate import METRICS, evaluate_rag  # noqa: E402
 from training import load_config  # noqa: E402
-from training.cli import run_with_clear_errors  # noqa: E402
+from training.cli import parse_stages, release_memory, run_with_clear_errors  # noqa: E402
 from training.pipeline_table import load_row, save_row  # noqa: E402
 
 STAGES = ("sft", "grpo", "base", "question_search", "closed_book", "gold_context")
@@ -152,17 +151,6 @@ def main(argv: list[str] | None = None) -> None:
     run_with_clear_errors(lambda: run(build_parser().parse_args(argv)))
 
 
-def parse_stages(text: str) -> list[str]:
-    names = [s.strip() for s in text.split(",") if s.strip()]
-    if names == ["all"]:
-        return list(STAGES)
-    unknown = [s for s in names if s not in STAGES]
-    if unknown or not names:
-        raise ValueError(f"--stages: {', '.join(map(repr, unknown)) or 'none given'}; choose from "
-                         f"{', '.join(STAGES)} (or all)")
-    return names
-
-
 class Plan:
     """Every setting, folder, question split and config of a run, checked before any model loads."""
 
@@ -171,7 +159,7 @@ class Plan:
         self.run = {k: getattr(args, k) if getattr(args, k, None) is not None else v
                     for k, v in PRESETS[preset]["run"].items()}
         self.out = Path(args.output_dir or f"runs/rag_agent-{preset}")
-        self.stages = parse_stages(args.stages)
+        self.stages = parse_stages(args.stages, STAGES)
         for name in ("k", "max_searches", "lora_r", "lora_alpha", "seeds", "max_new_tokens", "eval_batch"):
             value = self.run.get(name, getattr(args, name, None))
             if value < 1:
@@ -228,15 +216,6 @@ class Plan:
         made = set(self.stages)
         if "grpo" in made and "sft" not in made and not Path(self.model("sft")).is_dir():
             raise ValueError(f"stage grpo needs {self.model('sft')}, which does not exist: add sft to --stages")
-
-
-def free() -> None:
-    """Release the last stage's models before the next loads."""
-    import torch
-
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
 
 
 def device_name() -> str:
@@ -426,7 +405,7 @@ def run_stage(stages: Stages, stage: str) -> None:
         else:
             train()
             trained.add(name)
-            free()
+            release_memory()
     rows = [name for name, _ in trainers[stage]] if stage in trainers else [stage]
     for row in rows:
         folder, settings = plan.out / row, stages.settings(row)
@@ -435,7 +414,7 @@ def run_stage(stages: Stages, stage: str) -> None:
             continue
         result = stages.evaluate(row)
         save_row(folder, result, settings)
-        free()
+        release_memory()
         shown = ", ".join(f"{key} {value:.3f}" for key, value in result["metrics"].items() if value is not None)
         print(f"{row}: {shown}")
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import typing
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from core.extras import MissingExtraError
 from core.dotted_names import Setting, flatten, settings_of
@@ -99,6 +99,31 @@ def config_from_arguments(config_class: type, args: argparse.Namespace, defaults
 # an optional library a feature needs (its extra's pip command)
 USER_ERRORS = (ValueError, FileNotFoundError, KeyError, PermissionError, IsADirectoryError, NotADirectoryError,
                MissingExtraError)
+
+
+def parse_stages(text: str, stages: Sequence[str]) -> list[str]:
+    """A multi-stage example's --stages: names from `stages`, comma-separated, or "all" (every stage, in order);
+    anything else is one ValueError line naming the choices."""
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    if names == ["all"]:
+        return list(stages)
+    unknown = [s for s in names if s not in stages]
+    if unknown or not names:
+        raise ValueError(f"--stages: {', '.join(map(repr, unknown)) or 'none given'}; choose from "
+                         f"{', '.join(stages)} (or all)")
+    return names
+
+
+def release_memory() -> None:
+    """Between a multi-stage example's stages: collect the last stage's models and return the GPU's cached
+    blocks, before the next stage loads its own."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def run_with_clear_errors(run: Callable[..., Any], *args: Any) -> Any:
