@@ -10,6 +10,7 @@ from envs.answers import answers_equal, extract_answer
 from envs.arithmetic import ArithmeticEnv
 from envs.base import EpisodeOverError, LanguageEnv, Problem
 from envs.data import DataFileNotFoundError, MalformedRowError
+from envs.dataset_env import DatasetEnv
 from envs.hotpotqa import HotpotQAEnv
 from envs.hotpotqa_retrieved import QuestionSearchHotpotQAEnv
 from envs.math import GSM8KEnv, MATHEnv
@@ -20,16 +21,18 @@ from envs.reflection import ReflectionEnv
 from envs.registry import NAMESPACE, UnknownEnvError, make, register, registered_ids
 from envs.reward_forms import per_sample_reward, reward_form, trl_reward
 from envs.rewards import correctness_reward, format_reward
-from envs.spaces import AnyText
+from envs.spaces import AnyPrompt, AnyText
 from envs.tool_arithmetic import ToolArithmeticEnv
 from envs.tool_env import ToolEnv
 from envs.tools import CalculatorTool, TagTool, Tool, ToolCall
 
 __all__ = [
+    "AnyPrompt",
     "AnyText",
     "ArithmeticEnv",
     "CalculatorTool",
     "DataFileNotFoundError",
+    "DatasetEnv",
     "EpisodeOverError",
     "GSM8KEnv",
     "HotpotQAEnv",

@@ -25,6 +25,10 @@ token sequences incrementally. In stepwise mode the reset observation is the pro
 newline, so the first step starts on a new line, and each step ends with a line break (the env adds
 one if the action has none).
 
+A problem's question may be a chat-format prompt, a list of {"role", "content"} messages: the reset
+observation is then those messages (the instruction after the last user turn's text), the policy renders
+them with its chat template, and a later observation adds one assistant message holding the solution.
+
 Actions longer than ``max_action_chars`` (default 20,000) are cut to their first ``max_action_chars``
 characters, as a generation cut at its length limit would be; the transcript and the scoring see the
 cut action and ``info["action_truncated"]`` says whether this step's action was cut. This bounds the
@@ -54,12 +58,13 @@ from __future__ import annotations
 
 import abc
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import gymnasium
 
+from core.chat import check_chat_prompt, messages_text
 from envs import episode_state
 from envs.checks import (
     check_choice,
@@ -87,11 +92,14 @@ class EpisodeOverError(RuntimeError):
 class Problem:
     """One task: the question shown to the model, its gold answer, a stable id and its data row.
 
+    ``question`` is text or a chat-format prompt: a list of {"role", "content"} messages (kept as messages;
+    the policy renders them with its chat template).
+
     ``fields`` holds the dataset row's columns where the env loads rows (GSM8K, MATH); reward
     functions receive them (TRL-style ones as keyword arguments).
     """
 
-    question: str
+    question: str | list[dict[str, str]]
     gold: str
     problem_id: str
     fields: dict[str, Any] = field(default_factory=dict, hash=False)
@@ -131,7 +139,7 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
         *,
         mode: str = "single",
         max_steps: int = 8,
-        reward_fns: Mapping[str, RewardFn] | None = None,
+        reward_fns: Mapping[str, RewardFn] | Sequence[RewardFn] | None = None,
         reward_weights: Mapping[str, float] | None = None,
         instruction: str = "",
         render_mode: str | None = None,
@@ -167,9 +175,18 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
     def get_problem(self, index: int) -> Problem:
         """Problem number ``index`` (0 <= index < num_problems), deterministically."""
 
-    def build_prompt(self, problem: Problem) -> str:
-        """The text shown to the model: by default the question followed by the instruction."""
-        return problem.question + self.instruction
+    def build_prompt(self, problem: Problem) -> str | list[dict[str, str]]:
+        """What the model is shown: by default the question followed by the instruction. A question given
+        as messages stays messages (checked; one-line ValueError), the instruction after the last user turn's text."""
+        if isinstance(problem.question, str):
+            return problem.question + self.instruction
+        messages = check_chat_prompt(problem.question)
+        if self.instruction:
+            last_user = max((k for k, m in enumerate(messages) if m["role"] == "user"), default=None)
+            if last_user is None:
+                raise ValueError("a chat-format question with an instruction needs a user message to hold it")
+            messages[last_user]["content"] += self.instruction
+        return messages
 
     def parse_answer(self, solution: str) -> str | None:
         """The final answer in ``solution``, or None if there is none. Base: the stripped solution, None if
@@ -230,15 +247,18 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
 
     # ---- gymnasium API ------------------------------------------------------------
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict]:
-        """Start an episode on a random problem (seeded), or on ``options={"index": i}``."""
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
+        """Start an episode on a random problem (seeded), or on ``options={"index": i}``. The observation is
+        text, or a list of messages where the problem's question is messages (see ``_observation``)."""
         super().reset(seed=seed)
         index = self._choose_index(options or {})
         vars(self).update(episode_state.start_values(type(self)))
         self._problem_index = index
         self._problem = self.get_problem(index)
         prompt = self.build_prompt(self._problem)
-        needs_newline = self.is_stepwise and not prompt.endswith("\n")
+        if not isinstance(prompt, str):
+            prompt = check_chat_prompt(prompt)
+        needs_newline = isinstance(prompt, str) and self.is_stepwise and not prompt.endswith("\n")
         self._context = prompt + "\n" if needs_newline else prompt
         self._started, self._done = True, False
         info = {
@@ -264,7 +284,10 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
 
     def render(self) -> str:
         """The transcript so far (prompt, actions and injected text); "" before the first reset."""
-        return self._observation() if self._started else ""
+        if not self._started:
+            return ""
+        observation = self._observation()
+        return observation if isinstance(observation, str) else messages_text(observation)
 
     # ---- branching ----------------------------------------------------------------
 
@@ -314,15 +337,21 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
             raise ValueError(f"reset option 'index' must be an int in [0, {count}); got {index!r}")
         return index
 
-    def _observation(self) -> str:
-        return self._context + self._solution()
+    def _observation(self) -> str | list[dict[str, str]]:
+        """The transcript: the prompt text plus the solution so far; for a chat prompt, a copy of its messages
+        followed, once there is a solution, by one assistant message holding it."""
+        if isinstance(self._context, str):
+            return self._context + self._solution()
+        solution = self._solution()
+        turns = [{"role": "assistant", "content": solution}] if solution else []
+        return [dict(m) for m in self._context] + turns
 
     def _solution(self) -> str:
         """The model's solution as scored: every step with the env's injected text."""
         return "".join(step + text for step, text in zip(self._steps, self._injected))
 
     def _injected_spans(self) -> list[tuple[int, int]]:
-        spans, position = [], len(self._context)
+        spans, position = [], len(self._context) if isinstance(self._context, str) else 0  # chat: in the reply
         for step, text in zip(self._steps, self._injected):
             position += len(step)
             if text:

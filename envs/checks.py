@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from envs.reward_forms import as_per_sample
@@ -43,15 +43,33 @@ def check_str(name: str, value: Any) -> None:
         raise ValueError(f"{name} must be a str; got {type(value).__name__}")
 
 
-def checked_reward_fns(reward_fns: Mapping[str, RewardFn] | None) -> dict[str, RewardFn]:
+def checked_reward_fns(reward_fns: Mapping[str, RewardFn] | Sequence[RewardFn] | None) -> dict[str, RewardFn]:
+    """name -> reward function (per-sample form); a list (TRL's ``reward_funcs``) is named by each function's
+    ``__name__`` (a repeated name gets ``_2``, ``_3``...); None: the correctness reward."""
     if reward_fns is None:
         return {"correctness": correctness_reward}
+    if isinstance(reward_fns, (list, tuple)):
+        reward_fns = _named(reward_fns)
     if not isinstance(reward_fns, Mapping) or not reward_fns:
-        raise ValueError("reward_fns must be a non-empty dict of name -> reward function")
+        raise ValueError("reward_fns must be a non-empty list of reward functions or dict of name -> reward function")
     for name, fn in reward_fns.items():
         if not callable(fn):
             raise ValueError(f"reward_fns[{name!r}] must be callable; got {type(fn).__name__}")
     return {name: as_per_sample(fn, str(name)) for name, fn in reward_fns.items()}
+
+
+def _named(fns: Sequence[Any]) -> dict[str, Any]:
+    named: dict[str, Any] = {}
+    for k, fn in enumerate(fns):
+        if not callable(fn):
+            raise ValueError(f"reward_fns[{k}] must be callable; got {type(fn).__name__}")
+        base = str(getattr(fn, "__name__", "") or getattr(getattr(fn, "fn", None), "__name__", "") or f"reward_{k}")
+        name, count = base, 1
+        while name in named:
+            count += 1
+            name = f"{base}_{count}"
+        named[name] = fn
+    return named
 
 
 def checked_reward_weights(

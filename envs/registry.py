@@ -18,6 +18,9 @@ in mode "multi_turn" with the calculator tool (``<calc>EXPRESSION</calc>``, answ
 ``RAG-HotpotQA-v0`` (multi-turn: ``<search>QUERY</search>`` over a document store given as ``store=``,
 then ``<answer>...</answer>``; ``envs/rag.py``) and ``Questions-v0``: stepwise math over the questions
 given as ``questions=[...]``, without gold answers (``envs/questions.py``; the server's /solve).
+``Dataset-v0``: single-turn episodes over a ``datasets.Dataset`` or list of dicts with a "prompt" column (text
+or chat messages), scored by TRL-style or per-sample reward functions:
+``make("Dataset-v0", dataset=rows, reward_fns=[fn])`` (``envs/dataset_env.py``).
 ``Reflection-MATH-v0``, ``Reflection-GSM8K-v0`` and ``Reflection-Arithmetic-v0`` (level 2): an actor answers,
 a critic reviews, the actor refines, up to ``max_turns`` answers (roles "actor" and "critic";
 ``envs/reflection.py``; task keyword arguments such as ``data_path`` pass through).
@@ -121,6 +124,7 @@ _register_built_in("ToolArithmetic-v0", "envs.tool_arithmetic:ToolArithmeticEnv"
 _register_built_in("HotpotQA-v0", "envs.hotpotqa:HotpotQAEnv", mode="single", context="closed_book")
 _register_built_in("RAG-HotpotQA-v0", "envs.rag:RAGHotpotQAEnv", mode="multi_turn")
 _register_built_in("Questions-v0", "envs.questions:QuestionsEnv", mode="stepwise")
+_register_built_in("Dataset-v0", "envs.dataset_env:DatasetEnv", mode="single")
 _register_built_in("Reflection-MATH-v0", "envs.reflection:ReflectionEnv", task="MATH-v0", mode="multi_turn")
 _register_built_in("Reflection-GSM8K-v0", "envs.reflection:ReflectionEnv", task="GSM8K-v0", mode="multi_turn")
 _register_built_in("Reflection-Arithmetic-v0", "envs.reflection:ReflectionEnv", task="Arithmetic-v0", level=2,

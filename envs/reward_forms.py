@@ -10,7 +10,8 @@
 Detection (``reward_form``): a function with a parameter named ``completions`` or ``prompts`` is
 TRL-style; otherwise one that accepts three positional arguments is per-sample; anything else is
 rejected with one line. ``trl_reward(fn)`` and ``per_sample_reward(fn)`` say the form explicitly
-(``trl_reward(fn, conversational=True)`` passes prompts and completions as chat message lists).
+(``trl_reward(fn, conversational=True)`` passes prompts and completions as chat message lists; where the
+prompt is itself a list of messages, a chat-format prompt, both are always passed that way, as TRL does).
 
 The fields (``reward_fields``): the dataset row's columns where the env has rows (GSM8K: question,
 answer; MATH: problem, solution, answer, subject, level, unique_id), ``answer`` (the gold when the
@@ -60,12 +61,15 @@ class TRLReward:
     conversational: bool = False
 
     def __call__(self, completion: str, gold: str, info: dict) -> Any:
-        prompt = str(info.get("prompt", ""))
-        if self.conversational:
-            prompt_arg: Any = [{"role": "user", "content": prompt}]
+        prompt = info.get("prompt", "")
+        if isinstance(prompt, list):  # a chat-format prompt: conversational, as TRL passes it
+            prompt_arg: Any = prompt
             completion_arg: Any = [{"role": "assistant", "content": completion}]
+        elif self.conversational:
+            prompt_arg = [{"role": "user", "content": str(prompt)}]
+            completion_arg = [{"role": "assistant", "content": completion}]
         else:
-            prompt_arg, completion_arg = prompt, completion
+            prompt_arg, completion_arg = str(prompt), completion
         fields = info.get("fields")
         kwargs = {name: [value] for name, value in (fields if isinstance(fields, Mapping) else {}).items()}
         kwargs.update(prompts=[prompt_arg], completions=[completion_arg])

@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 from gymnasium.spaces import Space
 
+from core.chat import check_messages, is_messages
+
 _SAMPLE_CHARS = string.ascii_letters + string.digits + string.punctuation + " \n"
 _DEFAULT_SAMPLE_LENGTH = 32
 
@@ -60,3 +62,30 @@ class AnyText(Space[str]):
 
     def __hash__(self) -> int:
         return hash((AnyText, self.max_length))
+
+
+class AnyPrompt(AnyText):
+    """An observation space for text or chat-format prompts: any ``str`` up to ``max_length``, or a list of
+    {"role", "content"} messages (roles and content as ``core.chat.check_messages`` accepts them) whose
+    contents add up to at most ``max_length`` characters. ``sample`` draws text."""
+
+    def contains(self, x: Any) -> bool:
+        """True for text as ``AnyText`` takes it, or a valid non-empty list of messages within the length."""
+        if isinstance(x, str):
+            return super().contains(x)
+        if not is_messages(x):
+            return False
+        try:
+            messages = check_messages(x)
+        except ValueError:
+            return False
+        return sum(len(m["content"]) for m in messages) <= self.max_length
+
+    def __repr__(self) -> str:
+        return f"AnyPrompt(max_length={self.max_length})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, AnyPrompt) and other.max_length == self.max_length
+
+    def __hash__(self) -> int:
+        return hash(("AnyPrompt", self.max_length))

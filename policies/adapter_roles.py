@@ -17,6 +17,7 @@ import torch
 
 from policies.base import Policy
 from policies.generation import Generation, StopLists
+from policies.prompting import Observation
 from policies.hf import HFPolicy, LoraSettings
 
 
@@ -68,7 +69,7 @@ class AdapterRole(Policy):
         finally:
             model.set_adapter(previous)
 
-    def format_prompt(self, observation: str) -> list[int]:
+    def format_prompt(self, observation: Observation) -> list[int]:
         return self.policy.format_prompt(observation)
 
     def sample(self, prompts: list[list[int]], n: int = 1, max_new_tokens: int = 256, temperature: float = 1.0,

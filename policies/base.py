@@ -30,6 +30,7 @@ import torch
 
 from policies.chat_turns import turn_ids
 from policies.generation import Generation, RowKeys, StopLists
+from policies.prompting import Observation
 
 
 @runtime_checkable
@@ -54,8 +55,9 @@ class Policy(Protocol):
     """Progress hook set by callers: `sample` calls it with the number of tokens added at each decoding step."""
 
     @abstractmethod
-    def format_prompt(self, observation: str) -> list[int]:
-        """Token ids of the full model input for an environment observation (chat template applied)."""
+    def format_prompt(self, observation: Observation) -> list[int]:
+        """Token ids of the full model input for an environment observation: text, or a list of chat messages
+        (chat template applied; see `policies.prompting.prompt_ids`)."""
 
     @abstractmethod
     def sample(

@@ -17,7 +17,7 @@ from policies.logprobs import chunked_token_logprobs, completion_hidden_states, 
 from policies.models import EMBEDDED_ALIASES, EMBEDDED_MODEL, SYSTEM_PROMPT_FILE, load_model_and_tokenizer
 from policies.compile_options import inductor_options
 from policies.padded_passes import backbone_hidden
-from policies.prompting import prompt_ids
+from policies.prompting import Observation, prompt_ids
 from policies.reference_adapter import REFERENCE_ADAPTER
 
 
@@ -140,7 +140,7 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
         self.fast_decoder = FastDecoder(self.model) if fast_decode else None
 
     # ------------------------------------------------------------------ prompting
-    def format_prompt(self, observation: str) -> list[int]:
+    def format_prompt(self, observation: Observation) -> list[int]:
         return prompt_ids(self.tokenizer, observation, self.system_prompt, self.use_chat_template)
 
     # ------------------------------------------------------------------ sampling
@@ -167,8 +167,8 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
             self.model.train(was_training)
         return [flat[i * n:(i + 1) * n] for i in range(len(prompts))]
 
-    def generate_text(self, observations: list[str], max_new_tokens: int = 256, **kwargs) -> list[str]:
-        """Convenience: greedy (default) completions for plain observations."""
+    def generate_text(self, observations: list[Observation], max_new_tokens: int = 256, **kwargs) -> list[str]:
+        """Convenience: greedy (default) completions for observations (text or chat messages)."""
         kwargs.setdefault("temperature", 0.0)
         prompts = [self.format_prompt(o) for o in observations]
         return [g[0].text for g in self.sample(prompts, 1, max_new_tokens, **kwargs)]

@@ -27,7 +27,7 @@ from core.messages import first_line
 from policies.base import BackbonePolicy
 from policies.checkpointing import enable_activation_checkpointing
 from policies.padded_passes import backbone_hidden
-from policies.prompting import prompt_ids
+from policies.prompting import Observation, prompt_ids
 from policies.value import ValueHead
 
 if TYPE_CHECKING:
@@ -180,7 +180,7 @@ class ProcessRewardModel(nn.Module):
         return torch.autocast("cpu", enabled=False)
 
     # ------------------------------------------------------------------ encoding
-    def format_prompt(self, observation: str) -> list[int]:
+    def format_prompt(self, observation: Observation) -> list[int]:
         """Prompt token ids of an observation, as the policy it came from builds them."""
         return prompt_ids(self.tokenizer, observation, self.system_prompt, self.use_chat_template)
 

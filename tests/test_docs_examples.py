@@ -34,6 +34,10 @@ def check_reward_forms(ns, folder):
     assert ns["reward"] == 1.0
 
 
+def check_dataset_env(ns, folder):
+    assert ns["messages"] == ns["rows"][0]["prompt"] and ns["reward"] == 1.0
+
+
 def check_subclass_trains(ns, folder):
     """The block trained as shown, and the class it defines learns: on a toy env where the tiny model earns
     rewards, a step moves the weights (the README's test before 0.2.0)."""
@@ -95,6 +99,7 @@ def check_episodes(ns, folder):
 CHECKS = {
     ("environments.md", 'register("Capitals-v0", Capitals)'): check_register_env,
     ("environments.md", "def has_marker(prompts, completions, **kwargs)"): check_reward_forms,
+    ("environments.md", 'make("Dataset-v0", dataset=rows, reward_fns=[exact])'): check_dataset_env,
     ("environments.md", 'gymnasium.make("envs:rlgym/Arithmetic-v0", level=1)'): lambda ns, folder: None,
     ("policies-episodes.md", "engine.advance(copies, sample_key=2)"): check_episodes,
     ("algorithms.md", "class Reinforce(RLAlgorithm):"): check_subclass_trains,

@@ -22,7 +22,7 @@ EXPECTED = {
     "MATH-v0": (False, False), "MATHStepwise-v0": (True, True),
     "ToolArithmetic-v0": (True, False), "HotpotQA-v0": (False, False), "RAG-HotpotQA-v0": (True, False),
     "Questions-v0": (True, True), "Reflection-MATH-v0": (True, False), "Reflection-GSM8K-v0": (True, False),
-    "Reflection-Arithmetic-v0": (True, False),
+    "Reflection-Arithmetic-v0": (True, False), "Dataset-v0": (False, False),
 }
 
 
@@ -46,6 +46,9 @@ def build(env_id: str):
         kwargs["store"] = ToyStore()
     if env_id.startswith("Questions"):
         kwargs["questions"] = ["What is 3 + 4?"]
+    if env_id.startswith("Dataset"):
+        kwargs.update(dataset=[{"prompt": [{"role": "user", "content": "What is 3 + 4?"}]}],
+                      reward_fns=[lambda completions, **kwargs: [0.0] * len(completions)])
     return make(env_id, **kwargs)
 
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
 
+from core.chat import check_messages as check_chat_messages
 from core.jsonl import parse_jsonl
 
-ROLES = ("system", "user", "assistant", "tool")
 MODES = ("single", "stepwise")
 
 
@@ -40,19 +40,11 @@ Example = Union[SFTExample, ChatExample]
 
 def check_messages(messages: Any, trained_from: int = 0) -> tuple[dict[str, str], ...]:
     """`messages` as a tuple of {"role", "content"} dicts; ValueError (one line) unless each is one, with a
-    known role and str content, and an assistant turn is trained on."""
-    if isinstance(messages, (str, bytes)) or not isinstance(messages, Iterable):
-        raise ValueError(f"messages must be a list of {{'role', 'content'}} objects, got {type(messages).__name__}")
-    checked = []
-    for k, message in enumerate(messages):
-        if not isinstance(message, Mapping) or not isinstance(message.get("content"), str):
-            raise ValueError(f"message {k} must be an object with a str 'content', got {str(message)[:80]!r}")
-        if message.get("role") not in ROLES:
-            raise ValueError(f"message {k} has role {message.get('role')!r}; expected one of {', '.join(ROLES)}")
-        checked.append({"role": message["role"], "content": message["content"]})
+    known role and str content (`core.chat.check_messages`), and an assistant turn is trained on."""
+    checked = check_chat_messages(messages)
     if not any(m["role"] == "assistant" for m in checked[trained_from:]):
         raise ValueError("the conversation has no assistant turn to train on")
-    return tuple(checked)
+    return checked
 
 
 def example_from_row(row: Any) -> Example:
