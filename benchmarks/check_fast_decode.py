@@ -9,12 +9,13 @@ trainer's recomputation (the quantity the importance ratio uses).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from training.cli import example_parser  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -24,7 +25,7 @@ from policies.generation import decode  # noqa: E402
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = example_parser()
     parser.add_argument("--prompts", type=int, default=64)
     parser.add_argument("--max-new", type=int, default=64)
     parser.add_argument("--gsm8k", default=None, help="use GSM8K questions (a JSONL path) instead of sums")

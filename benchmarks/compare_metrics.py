@@ -36,7 +36,9 @@ def compare(a: list[dict], b: list[dict]) -> tuple[int, list[tuple[int, str]]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    # toolkit-free script (no training.cli.example_parser): no prefix matching of flags at least
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     allow_abbrev=False)
     parser.add_argument("a", type=Path)
     parser.add_argument("b", type=Path)
     args = parser.parse_args()

@@ -6,18 +6,19 @@ metrics.jsonl). Prints trials run, kills delivered, resumes, iterations lost and
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from training.cli import example_parser  # noqa: E402
+
 import tests.kill_harness as harness  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = example_parser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=30)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--iterations", type=int, default=10, help="iterations of the run (one checkpoint each)")

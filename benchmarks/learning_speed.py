@@ -20,6 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from training.cli import example_parser  # noqa: E402
+
 from algorithms import GRPO, GRPOConfig, PPO, PPOConfig  # noqa: E402
 from search import evaluate  # noqa: E402
 from envs import make  # noqa: E402
@@ -83,7 +85,7 @@ def run(name: str, seconds: float, eval_every: int, target: float, out: Path, se
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = example_parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--algorithms", nargs="+", default=["GRPO", "PPO"], choices=["GRPO", "PPO"])
     parser.add_argument("--seconds", type=float, default=120.0, help="training seconds per algorithm")
     parser.add_argument("--eval-every", type=int, default=10, help="iterations between held-out evaluations")

@@ -17,6 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from training.cli import example_parser  # noqa: E402
+
 from algorithms import GRPO, GRPOConfig, PPO, PPOConfig  # noqa: E402
 from search import evaluate  # noqa: E402
 from envs import make  # noqa: E402
@@ -81,7 +83,7 @@ def plot(out: Path, names: list[str]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = example_parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--token-budget", type=int, default=300_000)
     parser.add_argument("--max-iterations", type=int, default=400)
     parser.add_argument("--algorithms", nargs="+", default=["GRPO", "PPO"], choices=sorted(SETTINGS))

@@ -13,13 +13,14 @@ mask), holding every head's scores.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from training.cli import example_parser  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -62,7 +63,7 @@ def _measure(name: str, run, tokens: int = 0) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = example_parser()
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--context", type=int, default=4096)
     parser.add_argument("--new-tokens", type=int, default=64)

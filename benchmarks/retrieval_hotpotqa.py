@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from training.cli import run_with_clear_errors  # noqa: E402
+from training.cli import example_parser, run_with_clear_errors  # noqa: E402
 from envs.hotpotqa_data import load_hotpotqa  # noqa: E402
 from retrieval import (  # noqa: E402
     EMBEDDED_EMBEDDER, DocumentStore, StoreConfig, documents_from_hotpotqa, embedder_from_name,
@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = example_parser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "hotpotqa"),
                         help="HotpotQA file or folder (default ../shared/data/hotpotqa: every file in it, pooled)")
     parser.add_argument("--embedder", default=EMBEDDED_EMBEDDER,

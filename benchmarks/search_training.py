@@ -18,6 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from training.cli import example_parser  # noqa: E402
+
 from algorithms import GRPO, GRPOConfig, MCTSSearch, MCTSSearchConfig  # noqa: E402
 from search import evaluate  # noqa: E402
 from envs import make  # noqa: E402
@@ -82,7 +84,7 @@ def run(name: str, args: argparse.Namespace, out: Path) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = example_parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", nargs="+", default=list(RUNS), choices=list(RUNS))
     parser.add_argument("--prm", default=None, help="PRM folder (GRPO_PRM; MCTSSearch with evaluation prm)")
     parser.add_argument("--prm-weight", type=float, default=1.0, help="GRPO_PRM's prm_weight")

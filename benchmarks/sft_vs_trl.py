@@ -28,6 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from training.cli import example_parser  # noqa: E402
+
 import torch  # noqa: E402
 
 from algorithms import SFT, SFTConfig  # noqa: E402
@@ -71,7 +73,7 @@ def run_trl(args, rows_path: Path, model_dir: str) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = example_parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--gsm8k", required=True, help="GSM8K train JSONL")
     parser.add_argument("--out", required=True, help="folder for the models, rows and the table")
     parser.add_argument("--trl-script", default=None, help="trl_sft_baseline.py (None: the toolkit alone)")

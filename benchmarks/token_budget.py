@@ -14,7 +14,6 @@ A smoke run on the CPU: `--model tiny --lengths 8:6,32:2 --prompt-len 8 --micro-
 """
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -22,6 +21,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from training.cli import example_parser  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -109,7 +110,7 @@ def measure(args, micro_batch: int, budget: int, trajectories: list[Trajectory])
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = example_parser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="embedded", help="embedded | tiny | a model folder")
     parser.add_argument("--lengths", default="256:40,1024:16,4096:8", help="completion length:count, ...")
     parser.add_argument("--prompt-len", type=int, default=128)

@@ -22,7 +22,9 @@ import torch
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    # toolkit-free script (no training.cli.example_parser): no prefix matching of flags at least
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     allow_abbrev=False)
     parser.add_argument("--data", required=True, help="JSONL of {input_ids, labels} rows")
     parser.add_argument("--model", required=True, help="a Hugging Face model folder")
     parser.add_argument("--out", required=True)

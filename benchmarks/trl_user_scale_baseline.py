@@ -55,7 +55,9 @@ DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    # toolkit-free script (no training.cli.example_parser): no prefix matching of flags at least
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     allow_abbrev=False)
     parser.add_argument("--model", required=True, help="a model folder (benchmarks/user_scale_models.py)")
     parser.add_argument("--prompts-file", default=None, help="GSM8K train JSONL (default: synthetic questions)")
     parser.add_argument("--prompts", type=int, default=16, help="prompts per step")

@@ -78,6 +78,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from training.cli import example_parser  # noqa: E402
+
 import torch  # noqa: E402
 
 from training import distributed as dist  # noqa: E402
@@ -349,7 +351,7 @@ def find_largest(args: argparse.Namespace) -> dict:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = example_parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workload", choices=sorted(WORKLOADS), required=True)
     parser.add_argument("--model", required=True, help="the model folder (built for the workload's shape if absent)")
     parser.add_argument("--prompts-file", default=None, help="GSM8K train JSONL (default: synthetic questions)")

@@ -411,7 +411,9 @@ def steady_summary(step_s: list[float], tokens: list[float], meter: PhaseMeter, 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    # toolkit-free script (no training.cli.example_parser): no prefix matching of flags at least
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     allow_abbrev=False)
     parser.add_argument("shape", choices=sorted(SHAPES))
     parser.add_argument("out", help="folder to write (reused when it holds this shape and seed)")
     parser.add_argument("--seed", type=int, default=0)

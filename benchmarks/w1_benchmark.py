@@ -52,6 +52,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from training.cli import example_parser  # noqa: E402
+
 import torch  # noqa: E402
 
 from algorithms import GRPO, GRPOConfig  # noqa: E402
@@ -211,7 +213,7 @@ def run_trl(script: str, mode: str, steps: int, gsm8k: str, gguf: str) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = example_parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--gsm8k", required=True, help="GSM8K train JSONL")
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--warmup", type=int, default=2)

@@ -22,6 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from training.cli import example_parser  # noqa: E402
+
 import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
@@ -116,7 +118,7 @@ def run_variant(name: str, args) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = example_parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--gsm8k", required=True)
     parser.add_argument("--variants", nargs="*", default=["fused+compile"], choices=list(VARIANTS))
     parser.add_argument("--warmup", type=int, default=2)

@@ -16,13 +16,14 @@ import copy
 import dataclasses
 import functools
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from core.coercion import Mismatch, coerce, shown
+from core.suggestions import did_you_mean
 
 __all__ = ["CheckedConfig", "ConfigError", "UnknownFieldError", "setting", "field_help", "field_types",
-           "field_default", "nested_fields", "coerce_field", "merged"]
+           "field_default", "nested_fields", "coerce_field", "merged", "unknown_fields_line"]
 
 
 class ConfigError(ValueError):
@@ -109,6 +110,13 @@ def coerce_field(cls: type, name: str, value: Any) -> Any:
         raise ConfigError.of_field(cls.__name__, name, f"expects {expected}, got {shown(value)}") from None
 
 
+def unknown_fields_line(owner: str, unknown: list[Any], known: Iterable[str]) -> str:
+    """The line refusing `unknown` names, each followed by the close `known` ones:
+    "unknown GRPOConfig field(s): 1, learning_rat (did you mean learning_rate?)"."""
+    names = ", ".join(str(name) + did_you_mean(str(name), known) for name in unknown)
+    return f"unknown {owner} field(s): {names}"
+
+
 def merged(config: CheckedConfig, changes: Mapping) -> CheckedConfig:
     """`config` with the fields `changes` names replaced (checked again); a mapping given for a nested config
     is merged into that config the same way."""
@@ -139,8 +147,7 @@ class CheckedConfig:
             unknown = [name for name in kwargs if name not in fields]
             if unknown:
                 advice = next((line for line in map(cls.refusal, unknown) if line), None)
-                raise UnknownFieldError(advice or f"unknown {cls.__name__} field(s): {', '.join(map(str, unknown))}",
-                                        str(unknown[0]))
+                raise UnknownFieldError(advice or unknown_fields_line(cls.__name__, unknown, fields), str(unknown[0]))
         return super().__new__(cls)
 
     def __post_init__(self) -> None:

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from training.cli import run_with_clear_errors  # noqa: E402
+from training.cli import example_parser, run_with_clear_errors  # noqa: E402
 from retrieval import (  # noqa: E402
     EMBEDDED_EMBEDDER, DocumentStore, StoreConfig, documents_from_hotpotqa, documents_from_jsonl,
     embedder_from_name,
@@ -41,7 +41,7 @@ def _flag_type(kind: Any) -> Callable[[str], Any]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    parser = example_parser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--jsonl", help="JSONL file of documents: text, optional title and doc_id per line")

@@ -19,7 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from algorithms import GRPO, GRPOConfig  # noqa: E402
 from training.cli import (  # noqa: E402
-    add_config_arguments, config_from_arguments, gsm8k_train_test, run_with_clear_errors, train_and_report,
+    add_config_arguments, config_from_arguments, example_parser, gsm8k_train_test, run_with_clear_errors,
+    train_and_report,
 )
 from training.distributed import init_from_env  # noqa: E402
 from envs import DataFileNotFoundError  # noqa: E402
@@ -32,7 +33,7 @@ DEFAULTS = dict(train_iterations=100, prompts_per_iteration=16, samples_per_prom
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = example_parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data_path", default=None,
                         help="GSM8K JSONL to train on (default: openai/gsm8k's train split from the hub)")
     parser.add_argument("--test_data_path", default=None,

@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from core.atomic_io import refuse_symlink, remove_tree  # noqa: E402
-from training.cli import run_with_clear_errors  # noqa: E402
+from training.cli import example_parser, run_with_clear_errors  # noqa: E402
 from core.jsonl import read_json  # noqa: E402
 from policies.models import ADAPTER_CONFIG, load_model_and_tokenizer  # noqa: E402
 
@@ -31,7 +31,7 @@ ADAPTER_FILES = (ADAPTER_CONFIG, "adapter_model.safetensors", "adapter_model.bin
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = example_parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("adapter", help="LoRA adapter folder (adapter_config.json + adapter weights)")
     parser.add_argument("output", help="the merged model folder to write")
     parser.add_argument("--base_model", default=None,

@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from algorithms import GRPO, GRPOConfig, PRMConfig, PRMTrainer, SFT, SFTConfig  # noqa: E402
 from search import MCTSConfig  # noqa: E402
 from training import load_config  # noqa: E402
-from training.cli import parse_stages, release_memory, run_with_clear_errors  # noqa: E402
+from training.cli import example_parser, parse_stages, release_memory, run_with_clear_errors  # noqa: E402
 from training.pipeline_table import ROWS, load_row, markdown_table, save_pipeline, save_row  # noqa: E402
 from search import SearchSettings  # noqa: E402
 from search.search_eval import evaluate_search  # noqa: E402
@@ -86,7 +86,7 @@ PRESETS = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = example_parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add = parser.add_argument
     add("--preset", choices=sorted(PRESETS), default=None, help="cpu or gpu (default: gpu when CUDA is available)")
     add("--model", default=EMBEDDED_MODEL, help="the base model: hub name, local path, or the embedded default")

@@ -22,7 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from algorithms import PPO, PPOConfig  # noqa: E402
 from training.cli import (  # noqa: E402
-    add_config_arguments, config_from_arguments, gsm8k_train_test, run_with_clear_errors, train_and_report,
+    add_config_arguments, config_from_arguments, example_parser, gsm8k_train_test, run_with_clear_errors,
+    train_and_report,
 )
 from training.distributed import init_from_env  # noqa: E402
 from policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
@@ -37,7 +38,7 @@ DEFAULTS = dict(train_iterations=100, prompts_per_iteration=64, samples_per_prom
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = example_parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data_path", default=None, help="GSM8K train JSONL (default: openai/gsm8k from the hub)")
     parser.add_argument("--test_data_path", default=None, help="GSM8K JSONL to evaluate on (default: held back)")
     parser.add_argument("--holdout", type=int, default=500, help="training rows held back without a test file")

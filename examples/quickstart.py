@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from algorithms import GRPO, GRPOConfig  # noqa: E402
 from training import ConfigError  # noqa: E402
 from training.cli import (  # noqa: E402
-    add_config_arguments, config_from_arguments, run_with_clear_errors, train_and_report,
+    add_config_arguments, config_from_arguments, example_parser, run_with_clear_errors, train_and_report,
 )
 from training.distributed import init_from_env  # noqa: E402
 from envs import make  # noqa: E402
@@ -46,7 +46,7 @@ PRESETS = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = example_parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", choices=sorted(PRESETS), default=None,
                         help="cpu or gpu (default: gpu when CUDA is available)")
     parser.add_argument("--model", default=EMBEDDED_MODEL, help="hub name, local path, or the embedded default")

@@ -68,7 +68,7 @@ from policies import EMBEDDED_MODEL  # noqa: E402
 from policies.few_shot import PROMPTS_DIR, read_system_prompt  # noqa: E402
 from search.rag_evaluate import METRICS, evaluate_rag  # noqa: E402
 from training import load_config  # noqa: E402
-from training.cli import parse_stages, release_memory, run_with_clear_errors  # noqa: E402
+from training.cli import example_parser, parse_stages, release_memory, run_with_clear_errors  # noqa: E402
 from training.pipeline_table import load_row, save_row  # noqa: E402
 
 STAGES = ("sft", "grpo", "base", "question_search", "closed_book", "gold_context")
@@ -107,7 +107,7 @@ RUN_HELP = {"hold_out": "last questions held out, evaluated in every row",
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = example_parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add = parser.add_argument
     add("--preset", choices=sorted(PRESETS), default=None, help="cpu or gpu (default: gpu when CUDA is available)")
     add("--data_path", required=True, help="HotpotQA file (either layout) or a folder of them")

@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from algorithms import GRPO, GRPOConfig  # noqa: E402
 from training.cli import (  # noqa: E402
-    add_config_arguments, config_from_arguments, run_with_clear_errors, train_and_report,
+    add_config_arguments, config_from_arguments, example_parser, run_with_clear_errors, train_and_report,
 )
 from training.distributed import init_from_env, is_main, main_first  # noqa: E402
 from envs import make  # noqa: E402
@@ -72,7 +72,7 @@ REPORTED = (("MRR of its searches", "eval_reward_mrr"), ("EM", "eval_reward_em")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = example_parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", choices=sorted(PRESETS), default=None,
                         help="cpu or gpu (default: gpu when CUDA is available)")
     parser.add_argument("--model", default=EMBEDDED_MODEL, help="hub name, local folder, or the embedded default")

@@ -30,13 +30,13 @@ from envs.hotpotqa_data import held_out_ranges, load_hotpotqa  # noqa: E402
 from envs.rag import RAGHotpotQAEnv  # noqa: E402
 from policies.few_shot import PROMPTS_DIR, read_system_prompt  # noqa: E402
 from traindata.tool_transcripts import tool_transcripts  # noqa: E402
-from training.cli import run_with_clear_errors  # noqa: E402
+from training.cli import example_parser, run_with_clear_errors  # noqa: E402
 
 DEFAULT_HOLD_OUT = 150
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    parser = example_parser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     parser.add_argument("--data_path", required=True, help="HotpotQA file (either layout) or a folder of them")
     parser.add_argument("--out", required=True, help="JSONL file of transcripts to write")

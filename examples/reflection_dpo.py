@@ -51,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from algorithms import DPOConfig, evaluate_reflection, reflection_episodes, reflection_metrics, SFT, SFTConfig  # noqa: E402
 from traindata import arithmetic_sft_examples, gsm8k_sft_examples, load_triples, pairs_from_episodes, pairs_from_triples, save_preference_pairs  # noqa: E402
 from core.atomic_io import atomic_write_text  # noqa: E402
-from training.cli import run_with_clear_errors  # noqa: E402
+from training.cli import example_parser, run_with_clear_errors  # noqa: E402
 from training.config import load_config  # noqa: E402
 from algorithms.dpo import VARIANTS  # noqa: E402
 from traindata.preference_data import load_preference_pairs  # noqa: E402
@@ -80,7 +80,7 @@ ROWS = (("base", "base"), ("SFT", "sft"), ("SFT+DPO", "dpo"))  # table row -> st
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = example_parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add = parser.add_argument
     add("--preset", choices=sorted(PRESETS), default=None, help="cpu or gpu (default: gpu when CUDA is available)")
     add("--model", default=EMBEDDED_MODEL, help="hub name, local path, or the embedded default")

@@ -52,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from algorithms import ReinforceStable, ReinforceStableConfig  # noqa: E402
 from training import ConfigError  # noqa: E402
 from training.cli import (  # noqa: E402
-    config_from_arguments, gsm8k_train_test, run_with_clear_errors, same_file, train_and_report,
+    config_from_arguments, example_parser, gsm8k_train_test, run_with_clear_errors, same_file, train_and_report,
 )
 from training.distributed import init_from_env  # noqa: E402
 from buffers import ReplayBuffer  # noqa: E402
@@ -143,7 +143,7 @@ class CachedBufferReinforceStable(ReinforceStable):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = example_parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default=None, help="YAML file of ReinforceStableConfig fields (flags override it)")
     data = parser.add_argument_group("data")
     data.add_argument("--train_data_file", default=None,

@@ -17,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from core.extras import import_extra  # noqa: E402
-from training.cli import run_with_clear_errors  # noqa: E402
+from training.cli import example_parser, run_with_clear_errors  # noqa: E402
 from search.mcts import MCTSConfig  # noqa: E402
 from policies.prm import AGGREGATIONS  # noqa: E402
 from search import SearchSettings  # noqa: E402
@@ -26,7 +26,7 @@ from serving.limits import ServerLimits  # noqa: E402
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = example_parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=EMBEDDED_MODEL,
                         help="policy: hub name, local folder, or the embedded default")
     parser.add_argument("--prm", default=None, help="a PRM folder (ProcessRewardModel.save) for best_of_n, beam and mcts")

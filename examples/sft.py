@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from algorithms import SFT, SFTConfig  # noqa: E402
 from search import evaluate  # noqa: E402
 from training.cli import (  # noqa: E402
-    add_config_arguments, config_from_arguments, gsm8k_train_test, run_with_clear_errors,
+    add_config_arguments, config_from_arguments, example_parser, gsm8k_train_test, run_with_clear_errors,
 )
 from traindata.sft_data import (  # noqa: E402
     arithmetic_sft_examples, gsm8k_sft_examples, load_sft_examples, split_examples,
@@ -47,7 +47,7 @@ PRESETS = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = example_parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", choices=sorted(PRESETS), default=None,
                         help="cpu or gpu (default: gpu when CUDA is available)")
     parser.add_argument("--model", default=EMBEDDED_MODEL, help="hub name, local path, or the embedded default")

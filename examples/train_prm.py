@@ -28,7 +28,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from algorithms import PRMConfig, PRMTrainer  # noqa: E402
-from training.cli import add_config_arguments, config_from_arguments, run_with_clear_errors  # noqa: E402
+from training.cli import (  # noqa: E402
+    add_config_arguments, config_from_arguments, example_parser, run_with_clear_errors,
+)
 from traindata.step_data import (  # noqa: E402
     ShepherdConfig, arithmetic_pairs, gsm8k_pairs, load_prm800k, shepherd_data,
 )
@@ -52,7 +54,7 @@ DATA_PRESETS = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = example_parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", choices=sorted(PRESETS), default=None,
                         help="cpu or gpu (default: gpu when CUDA is available)")
     parser.add_argument("--model", default=EMBEDDED_MODEL, help="the policy the PRM starts from (and that samples "

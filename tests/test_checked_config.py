@@ -92,7 +92,7 @@ def test_a_nested_error_is_named_from_the_outer_config():
     assert str(info.value) == "Outer.inner.depth must be a positive integer, got 0"
     assert info.value.field == "inner.depth"
     assert one_line(Outer, middle={"inner": {"rate": 2}}) == "Outer.middle.inner.rate must be in (0, 1], got 2.0"
-    assert one_line(Outer, inner={"deep": 1}) == "Outer.inner: unknown Inner field(s): deep"
+    assert one_line(Outer, inner={"deep": 1}) == "Outer.inner: unknown Inner field(s): deep (did you mean depth?)"
     assert one_line(Outer, inner=3) == "Outer.inner expects a mapping of Inner fields, got 3"
     assert one_line(Outer, inner={"rate": 0.3}) == (
         "Outer: inner.rate is not read: inner takes this config's own rate; set rate")

@@ -9,6 +9,7 @@ import torch
 from algorithms import MCTSSearch, MCTSSearchConfig
 from search.mcts import MCTSConfig
 from training import ConfigError, add_config_arguments, config_from_arguments, load_config
+from training.cli import example_parser
 from algorithms.mcts_search import STEP_ADVANTAGES
 from buffers import ADVANTAGES
 from buffers.step_pairs import StepPair
@@ -109,7 +110,7 @@ def test_bad_settings_are_one_line_config_errors(tmp_path):
 # --- the tree search's settings: one nested MCTSConfig, set by mapping, YAML, dotted flags --------------
 
 def flags(argv: list[str], defaults: dict | None = None) -> MCTSSearchConfig:
-    parser = argparse.ArgumentParser()
+    parser = example_parser(prog="search")
     add_config_arguments(parser, MCTSSearchConfig, defaults)
     return config_from_arguments(MCTSSearchConfig, parser.parse_args(argv), defaults)
 
@@ -138,20 +139,22 @@ def test_bad_nested_values_are_one_line_errors_naming_the_dotted_field_and_the_f
     path = tmp_path / "bad.yaml"
     for text, problem in [("mcts:\n  simulations: 0\n", "MCTSSearchConfig.mcts.simulations must be a positive integer, got 0"),
                           ("mcts:\n  simulations: many\n", "MCTSSearchConfig.mcts.simulations expects an integer, got 'many'"),
-                          ("mcts:\n  simulatons: 4\n", "unknown MCTSSearchConfig field(s): mcts.simulatons"),
+                          ("mcts:\n  simulatons: 4\n",
+                           "unknown MCTSSearchConfig field(s): mcts.simulatons (did you mean mcts.simulations?)"),
                           ("mcts: 4\n", "MCTSSearchConfig.mcts expects a mapping of MCTSConfig fields, got 4")]:
         path.write_text(text)
         assert one_line(load_config, MCTSSearchConfig, path) == f"{path}: {problem}"
     assert one_line(flags, ["--mcts.wave_size", "0"]) == (
         "MCTSSearchConfig.mcts.wave_size must be a positive integer, got 0")
     assert one_line(MCTSSearchConfig, mcts={"simulatons": 4}) == (
-        "MCTSSearchConfig.mcts: unknown MCTSConfig field(s): simulatons")
+        "MCTSSearchConfig.mcts: unknown MCTSConfig field(s): simulatons (did you mean simulations?)")
 
 
 def test_an_unknown_dotted_flag_is_one_argparse_line(capsys):
     with pytest.raises(SystemExit):
         flags(["--mcts.simulatons", "4"])
-    assert capsys.readouterr().err.strip().splitlines()[-1].endswith("unrecognized arguments: --mcts.simulatons 4")
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "search: error: unknown flag --mcts.simulatons (did you mean --mcts.simulations?)"]
 
 
 @pytest.mark.parametrize("name", ["simulations", "expand_k", "wave_size", "selection", "exploration", "evaluation",

@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence
 from core.extras import MissingExtraError
 from core.dotted_names import Setting, flatten, settings_of
 from training import trl_names
+from training.flag_parser import SuggestingParser, example_parser  # noqa: F401 (the examples' parser)
 from training.config import field_types, load_config, nested_fields
 
 FLAG_TYPES = {int: int, float: float, str: str}

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from core.checked_config import (CheckedConfig, ConfigError, UnknownFieldError, coerce_field, field_default,
-                                 field_help, field_types, nested_fields, setting)
+                                 field_help, field_types, nested_fields, setting, unknown_fields_line)
 from core.coercion import BOOL_WORDS, shown
 from core.extras import module_available
 from core.dotted_names import coerce_setting, flatten, settings_of, unflatten
@@ -222,14 +222,16 @@ def _layer(cls: type, values: dict, where: str = "") -> tuple[dict[str, Any], di
 
 
 def _reject_unknown(cls: type, values: dict, prefix: str = "") -> None:
-    """A one-line ConfigError for the first name that is neither a field nor a dotted nested field of `cls`,
-    saying what to write instead where `cls.refusal` knows (`mcts_simulations` -> `mcts.simulations`)."""
+    """A one-line ConfigError for the names that are neither fields nor dotted nested fields of `cls`: what to
+    write instead where `cls.refusal` knows (`mcts_simulations` -> `mcts.simulations`), else each unknown name
+    with the close known ones (`learning_rat (did you mean learning_rate?)`)."""
     unknown = [k for k in values if k not in field_types(cls) and k not in settings_of(cls)]
     for name in unknown:
         if advice := cls.refusal(name):
             raise ConfigError(f"{prefix}{advice}", str(name))
     if unknown:
-        raise ConfigError(f"{prefix}unknown {cls.__name__} field(s): {', '.join(sorted(map(str, unknown)))}")
+        known = [*field_types(cls), *settings_of(cls)]
+        raise ConfigError(prefix + unknown_fields_line(cls.__name__, sorted(unknown, key=str), known))
 
 
 def load_config(cls: type, path: str | Path | None = None, overrides: dict[str, Any] | None = None,
