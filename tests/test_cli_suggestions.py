@@ -1,7 +1,7 @@
 """The examples' flags: no prefix matching, and an unknown flag or config key is one line saying what was meant."""
 from __future__ import annotations
 
-import importlib.util
+import importlib
 from pathlib import Path
 
 import pytest
@@ -15,11 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def load_script(name: str):
-    path = ROOT / "examples" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module(f"examples.{name}")
 
 
 @pytest.fixture(scope="module")
