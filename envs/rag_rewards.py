@@ -83,6 +83,7 @@ __all__ = [
     "redundant_searches",
     "strict_format_reward",
     "support_recall_reward",
+    "title_recall",
 ]
 
 
@@ -128,13 +129,16 @@ def format_reward(completion: str, gold: str, info: Mapping[str, Any]) -> float:
     return answered - float(info.get("format_penalty", 0.0))
 
 
+def title_recall(titles: Sequence[str], supporting: Sequence[str]) -> float:
+    """The share of the distinct `supporting` titles among `titles` (0.0 when there are none)."""
+    wanted = set(supporting)
+    return len(wanted & set(titles)) / len(wanted) if wanted else 0.0
+
+
 def support_recall_reward(completion: str, gold: str, info: Mapping[str, Any]) -> float:
     """The fraction of the distinct supporting titles among the titles of everything the episode retrieved."""
-    supporting = set(info.get("supporting_titles", ()))
-    if not supporting:
-        return 0.0
-    retrieved = {passage["title"] for passage in info.get("retrieved", ())}
-    return len(supporting & retrieved) / len(supporting)
+    return title_recall([passage["title"] for passage in info.get("retrieved", ())],
+                        info.get("supporting_titles", ()))
 
 
 def redundant_searches(retrieved: Sequence[Mapping[str, Any]]) -> int:

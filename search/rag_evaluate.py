@@ -24,18 +24,12 @@ import torch
 
 from buffers import Trajectory
 from envs.qa_metrics import exact_match, hotpot_f1
-from envs.rag_rewards import reciprocal_rank
+from envs.rag_rewards import reciprocal_rank, title_recall
 from episodes.rollout import SamplingSettings, rollout
 from search.evaluate import episode_starts
 
 RECALL_AT = 3
 METRICS = ("mrr", f"recall@{RECALL_AT}", "recall", "em", "f1", "searches", "tokens")
-
-
-def title_recall(titles: Sequence[str], supporting: Sequence[str]) -> float:
-    """The share of the distinct `supporting` titles among `titles` (0.0 when there are none)."""
-    wanted = set(supporting)
-    return len(wanted & set(titles)) / len(wanted) if wanted else 0.0
 
 
 def search_queries(info: Mapping[str, Any]) -> list[str]:
