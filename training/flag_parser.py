@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, NoReturn, Sequence
 
-from core.suggestions import close_names
+from core.suggestions import did_you_mean
 from training import trl_names
 
 
@@ -67,8 +67,7 @@ class SuggestingParser(argparse.ArgumentParser):
             return (f"unknown flag {flag}: it is TRL's name for {ours}" +
                     (f"; write {ours}" if ours in known else f", which {self.prog} does not take"))
         by_name = {f.lstrip(self.prefix_chars): f for f in known}
-        matches = [by_name[m] for m in close_names(name, by_name)]
-        return f"unknown flag {flag}" + (f" (did you mean {' or '.join(matches)}?)" if matches else "")
+        return f"unknown flag {flag}" + did_you_mean(name, by_name, quote=by_name.__getitem__)
 
 
 def example_parser(**kwargs: Any) -> SuggestingParser:
