@@ -4,6 +4,8 @@ from policies.base import BackbonePolicy, DataParallelPolicy, Policy, TrainableM
 from policies.contract import check_contract
 from policies.generation import Generation
 from policies.hf import HFPolicy, LoraSettings
+from policies.hub import EMBEDDED_HUB_ID, push_folder
+from policies.model_card import TrainingDetails, build_model_card, write_model_card
 from policies.few_shot import FewShotStepwisePolicy
 from policies.prm import ProcessRewardModel, aggregate_step_scores
 from policies.prompting import prompt_ids
@@ -21,4 +23,5 @@ __all__ = [
     "AdapterRole", "add_adapter", "Generation", "HFPolicy", "FewShotStepwisePolicy", "LoraSettings", "EMBEDDED_MODEL", "ModelNotFoundError",
     "ModelLoadError", "build_tiny_model", "build_tiny_tokenizer", "load_model_and_tokenizer",
     "ProcessRewardModel", "aggregate_step_scores", "prompt_ids",
+    "EMBEDDED_HUB_ID", "push_folder", "TrainingDetails", "build_model_card", "write_model_card",
 ]

@@ -298,27 +298,54 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
         prompt (`system_prompt.txt`) and a generation config (`generation` overrides its fields).
 
         `AutoModelForCausalLM.from_pretrained`, `pipeline("text-generation")` and `HFPolicy(directory)`
-        load it. An adapter records this policy's model name (the hub name or the embedded model's
-        alias), never the local cache folder it was loaded from, as its base.
+        load it. An adapter records this policy's model name as its base (a hub id; the embedded model's
+        is `HuggingFaceTB/SmolLM2-135M-Instruct`; a local folder as given), never the local cache folder it
+        was loaded from. `README.md` is a model card (policies/model_card.py) naming the base model.
         """
+        from policies.hub import recorded_base
+        from policies.model_card import write_model_card
+
         directory = Path(directory)
         model = self.model
         if self.is_lora and merged:
             model = copy.deepcopy(self.model).merge_and_unload()
         elif self.is_lora:
             for peft_config in model.peft_config.values():
-                peft_config.base_model_name_or_path = self.base_name_or_path
+                peft_config.base_model_name_or_path = recorded_base(self.base_name_or_path)
         options = {}
         if self.is_lora and not merged:  # the KL reference's adapter is the trainer's, never the model's
             options = {"save_embedding_layers": False,
                        "selected_adapters": [n for n in model.peft_config if n != REFERENCE_ADAPTER]}
-        model.save_pretrained(str(directory), safe_serialization=True, **options)
+        try:
+            model.save_pretrained(str(directory), safe_serialization=True, **options)
+        finally:  # in memory the toolkit's own name stays (the embedded alias loads offline)
+            if self.is_lora and not merged:
+                for peft_config in model.peft_config.values():
+                    peft_config.base_model_name_or_path = self.base_name_or_path
+        write_model_card(directory, self.base_name_or_path, adapter=self.is_lora and not merged)
         self.tokenizer.save_pretrained(str(directory))
         if self.tokenizer.chat_template is not None and not (directory / "chat_template.jinja").is_file():
             (directory / "chat_template.jinja").write_text(self.tokenizer.chat_template, encoding="utf-8")
         if self.system_prompt:
             (directory / SYSTEM_PROMPT_FILE).write_text(self.system_prompt, encoding="utf-8")
         self.generation_config(**(generation or {})).save_pretrained(str(directory))
+
+    def push_to_hub(self, repo_id: str, *, hub_api=None, private: bool | None = None, token: str | None = None,
+                    merged: bool = False, generation: dict | None = None,
+                    commit_message: str = "Upload model trained with rlgym-llm"):
+        """`save` into a temporary folder and upload it as the hub model repo `repo_id` (created if missing)
+        through `huggingface_hub.HfApi` (`hub_api`: any object with its create_repo and upload_folder).
+        Returns what upload_folder returns."""
+        import tempfile
+
+        from policies.hub import check_repo_id, push_folder
+
+        check_repo_id(repo_id)
+        with tempfile.TemporaryDirectory(prefix="rlgym-push-") as tmp:
+            folder = Path(tmp) / repo_id.rpartition("/")[2]
+            self.save(folder, generation=generation, merged=merged)
+            return push_folder(folder, repo_id, hub_api=hub_api, private=private, token=token,
+                               commit_message=commit_message)
 
     def generation_config(self, **fields):
         """A `transformers.GenerationConfig` with this tokenizer's eos/pad ids and the given fields."""

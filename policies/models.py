@@ -198,13 +198,19 @@ def _load_adapter(folder: Path, dtype: torch.dtype, device: str | torch.device
                              f"(no base_model_name_or_path)") from None
     if not base_name:
         raise ModelLoadError(f"{folder / ADAPTER_CONFIG}: the adapter does not name its base model")
+    from policies.model_card import adapter_base_for_loading  # it imports this module
+
+    base_name = adapter_base_for_loading(folder, base_name)  # the embedded model's hub id: its offline copy
     base, tokenizer = load_model_and_tokenizer(base_name, dtype=dtype, device=device)
     if any(folder.glob("tokenizer*")):
         tokenizer = AutoTokenizer.from_pretrained(str(folder))
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
         tokenizer.padding_side = "left"
-    return PeftModel.from_pretrained(base, str(folder), is_trainable=True).to(device), tokenizer
+    model = PeftModel.from_pretrained(base, str(folder), is_trainable=True).to(device)
+    for peft_config in model.peft_config.values():  # the name it was loaded by, saved again as recorded
+        peft_config.base_model_name_or_path = base_name
+    return model, tokenizer
 
 
 # ---------------------------------------------------------------- tiny test model

@@ -1,0 +1,138 @@
+"""The model card (README.md with YAML metadata) of a saved model or adapter folder.
+
+Built with `huggingface_hub.ModelCard`/`ModelCardData` (the Hub's own reader and writer of that metadata),
+never by hand. `HFPolicy.save` writes a card naming the base model; a trainer's `save_model` rewrites it
+with `TrainingDetails` (algorithm, env, datasets, config, evaluation results; training/model_card.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from policies.hub import EMBEDDED_HUB_ID, is_hub_id, recorded_base
+from policies.models import EMBEDDED_ALIASES, EMBEDDED_MODEL
+
+CARD_FILE = "README.md"
+LIBRARY_TAG = "rlgym-llm"
+# An adapter trained over the embedded GGUF model records EMBEDDED_HUB_ID as its base (so that peft resolves
+# it); this metadata key says its weights were the embedded copy, which the toolkit loads offline.
+EMBEDDED_BASE_KEY = "rlgym_base_model"
+MAX_CARD_BYTES = 1 << 20  # a card read back for its metadata (a larger file is not ours: ignored)
+
+
+@dataclass
+class TrainingDetails:
+    """What a training run adds to the card: all optional."""
+
+    algorithm: str | None = None
+    env_id: str | None = None
+    tags: list[str] = field(default_factory=list)
+    datasets: list[str] = field(default_factory=list)
+    config: dict[str, Any] = field(default_factory=dict)
+    results: dict[str, float] = field(default_factory=dict)  # eval metric name -> value (the last evaluation)
+    results_iteration: int | None = None
+
+
+def card_metadata(folder: str | Path) -> dict[str, Any]:
+    """The YAML metadata of `folder`'s model card ({} without one, or an unreadable or oversized one)."""
+    from huggingface_hub import ModelCard
+
+    path = Path(folder) / CARD_FILE
+    try:
+        if not path.is_file() or path.stat().st_size > MAX_CARD_BYTES:
+            return {}
+        return ModelCard.load(path).data.to_dict()
+    except (OSError, ValueError):  # a card that does not parse names nothing
+        return {}
+
+
+def card_base_model(name_or_path: str | None) -> str | None:
+    """The hub id a card names as base model: the embedded model's, a hub id itself, or, for a local
+    folder, the base its own card names (a model trained from a trained model keeps the lineage)."""
+    if name_or_path in EMBEDDED_ALIASES:
+        return EMBEDDED_HUB_ID
+    if is_hub_id(name_or_path):
+        return name_or_path
+    if name_or_path and Path(name_or_path).is_dir():
+        base = card_metadata(name_or_path).get("base_model")
+        return base if isinstance(base, str) and is_hub_id(base) else None
+    return None
+
+
+def _results_table(details: TrainingDetails) -> str:
+    at = f" (iteration {details.results_iteration})" if details.results_iteration is not None else ""
+    rows = "\n".join(f"| {name} | {value:.4g} |" for name, value in details.results.items())
+    return f"## Evaluation{at}\n\n| metric | value |\n|---|---|\n{rows}\n"
+
+
+def _body(title: str, base: str | None, adapter: bool, details: TrainingDetails | None) -> str:
+    import yaml
+
+    how = f"{details.algorithm} on `{details.env_id}`" if details and details.algorithm and details.env_id else (
+        details.algorithm if details and details.algorithm else None)
+    parts = [f"# {title}\n",
+             ("A LoRA adapter" if adapter else "A causal language model") +
+             (f" fine-tuned from [{base}](https://huggingface.co/{base})" if base else "") +
+             (f" with {how}" if how else "") + f", saved by {LIBRARY_TAG}.\n"]
+    if adapter:
+        parts.append("```python\nfrom peft import AutoPeftModelForCausalLM\n\n"
+                     "model = AutoPeftModelForCausalLM.from_pretrained(\"path/or/repo\")\n```\n")
+    else:
+        parts.append("```python\nfrom transformers import pipeline\n\n"
+                     "generate = pipeline(\"text-generation\", model=\"path/or/repo\")\n```\n")
+    if details and details.results:
+        parts.append(_results_table(details))
+    if details and details.config:
+        config = yaml.safe_dump(details.config, sort_keys=False, default_flow_style=None)
+        parts.append(f"## Training configuration\n\n```yaml\n{config}```\n")
+    return "\n".join(parts)
+
+
+def build_model_card(name_or_path: str | None, *, adapter: bool, details: TrainingDetails | None = None,
+                     title: str = "Model") -> Any:
+    """The `huggingface_hub.ModelCard` of a saved folder whose model came from `name_or_path` (a hub id,
+    the embedded alias or a local folder): base_model as a hub id where one is known, library_name
+    (transformers, or peft for an adapter), tags, datasets, eval results as model-index, the config."""
+    from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
+    base = card_base_model(name_or_path)
+    algorithm_tag = details.algorithm.lower() if details and details.algorithm else None
+    tags = [LIBRARY_TAG, *([algorithm_tag] if algorithm_tag else []), *(details.tags if details else []),
+            *(["lora", "peft"] if adapter else [])]
+    extra: dict[str, Any] = {}
+    if adapter and name_or_path in EMBEDDED_ALIASES:
+        extra[EMBEDDED_BASE_KEY] = EMBEDDED_MODEL
+    eval_results = None
+    if details and details.results:
+        dataset = details.datasets[0] if details.datasets else (details.env_id or "unknown")
+        eval_results = [EvalResult(task_type="text-generation", dataset_type=dataset,
+                                   dataset_name=details.env_id or dataset, metric_type=name, metric_value=value)
+                        for name, value in details.results.items()]
+    data = ModelCardData(
+        base_model=base, library_name="peft" if adapter else "transformers", pipeline_tag="text-generation",
+        tags=list(dict.fromkeys(tags)), datasets=(details.datasets or None) if details else None,
+        model_name=title if eval_results else None, eval_results=eval_results, **extra)
+    return ModelCard(f"---\n{data.to_yaml()}\n---\n\n{_body(title, base, adapter, details)}")
+
+
+def write_model_card(folder: str | Path, name_or_path: str | None, *, adapter: bool,
+                     details: TrainingDetails | None = None) -> Path:
+    """Write (replacing peft's blank template, if any) the card of `build_model_card` as `folder/README.md`."""
+    folder = Path(folder)
+    card = build_model_card(name_or_path, adapter=adapter, details=details, title=folder.resolve().name)
+    path = folder / CARD_FILE
+    path.write_text(str(card), encoding="utf-8")
+    return path
+
+
+def adapter_base_for_loading(folder: str | Path, recorded: str) -> str:
+    """The name the toolkit loads an adapter folder's base by: the embedded alias when the adapter records
+    the embedded model's hub id and its card says it was trained over the embedded copy; `recorded` else."""
+    if recorded == EMBEDDED_HUB_ID and card_metadata(folder).get(EMBEDDED_BASE_KEY) in EMBEDDED_ALIASES:
+        return EMBEDDED_MODEL
+    return recorded
+
+
+__all__ = ["TrainingDetails", "build_model_card", "write_model_card", "card_metadata", "card_base_model",
+           "adapter_base_for_loading", "recorded_base", "CARD_FILE", "EMBEDDED_BASE_KEY"]
