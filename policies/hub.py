@@ -10,9 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
-from policies.models import EMBEDDED_ALIASES
-
-EMBEDDED_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
+from policies.models import EMBEDDED_ALIASES, EMBEDDED_HUB_ID
 
 
 class HubApi(Protocol):

@@ -10,15 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from policies.hub import EMBEDDED_HUB_ID, is_hub_id, recorded_base
-from policies.models import EMBEDDED_ALIASES, EMBEDDED_MODEL
+from policies.card_metadata import CARD_FILE, EMBEDDED_BASE_KEY, card_metadata
+from policies.hub import is_hub_id, recorded_base
+from policies.models import EMBEDDED_ALIASES, EMBEDDED_HUB_ID, EMBEDDED_MODEL
 
-CARD_FILE = "README.md"
 LIBRARY_TAG = "rlgym-llm"
-# An adapter trained over the embedded GGUF model records EMBEDDED_HUB_ID as its base (so that peft resolves
-# it); this metadata key says its weights were the embedded copy, which the toolkit loads offline.
-EMBEDDED_BASE_KEY = "rlgym_base_model"
-MAX_CARD_BYTES = 1 << 20  # a card read back for its metadata (a larger file is not ours: ignored)
 
 
 @dataclass
@@ -32,19 +28,6 @@ class TrainingDetails:
     config: dict[str, Any] = field(default_factory=dict)
     results: dict[str, float] = field(default_factory=dict)  # eval metric name -> value (the last evaluation)
     results_iteration: int | None = None
-
-
-def card_metadata(folder: str | Path) -> dict[str, Any]:
-    """The YAML metadata of `folder`'s model card ({} without one, or an unreadable or oversized one)."""
-    from huggingface_hub import ModelCard
-
-    path = Path(folder) / CARD_FILE
-    try:
-        if not path.is_file() or path.stat().st_size > MAX_CARD_BYTES:
-            return {}
-        return ModelCard.load(path).data.to_dict()
-    except (OSError, ValueError):  # a card that does not parse names nothing
-        return {}
 
 
 def card_base_model(name_or_path: str | None) -> str | None:
@@ -131,13 +114,5 @@ def write_model_card(folder: str | Path, name_or_path: str | None, *, adapter: b
     return path
 
 
-def adapter_base_for_loading(folder: str | Path, recorded: str) -> str:
-    """The name the toolkit loads an adapter folder's base by: the embedded alias when the adapter records
-    the embedded model's hub id and its card says it was trained over the embedded copy; `recorded` else."""
-    if recorded == EMBEDDED_HUB_ID and card_metadata(folder).get(EMBEDDED_BASE_KEY) in EMBEDDED_ALIASES:
-        return EMBEDDED_MODEL
-    return recorded
-
-
 __all__ = ["TrainingDetails", "build_model_card", "write_model_card", "card_metadata", "card_base_model",
-           "adapter_base_for_loading", "recorded_base", "CARD_FILE", "EMBEDDED_BASE_KEY"]
+           "recorded_base", "CARD_FILE", "EMBEDDED_BASE_KEY"]

