@@ -47,8 +47,7 @@ def _blocking_file(path: Path) -> Path | None:
 class TrainerConfig(CheckedConfig):
     """Settings of any `Trainer`: the loop, the optimizer, the run folder, checkpoints and logging.
 
-    `num_iterations` is not a field: TRL uses it for update epochs per batch, so it is refused with a
-    line naming ours. TRL's names for our fields are translated by `from_trl` (and by `load_config` and
+    TRL's names for our fields are translated by `from_trl` (and by `load_config` and
     the CLI); given to the constructor they are refused in one line naming both spellings.
     """
 
