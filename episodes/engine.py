@@ -33,7 +33,7 @@ import torch
 from buffers import ActionRecord, EpisodeOutcome, Trajectory
 from core.checked_config import CheckedConfig
 from envs.reward_batch import PENDING, batched_trl_rewards, settle
-from episodes.env_state import DEFAULT_ROLE, get_branch_state, next_role, next_stop_strings, set_branch_state
+from episodes.env_state import DEFAULT_ROLE, check_not_vector, get_branch_state, next_role, next_stop_strings, set_branch_state
 from episodes.limits import episode_step_limit
 from policies.base import Policy
 from policies.generation import Generation, RowKeys, row_key
@@ -115,6 +115,7 @@ class EpisodeEngine:
     """
 
     def __init__(self, env, policies: Policy | Mapping[str, Policy], settings: SamplingSettings | None = None):
+        check_not_vector(env, "EpisodeEngine")
         self.env = env
         self.policies = _checked_policies(policies)
         self.settings = settings if settings is not None else SamplingSettings()
