@@ -1,4 +1,5 @@
-"""Calling a reward function on one sample (or one batch: ``call_batch_reward``) without letting it crash or stall the episode.
+"""Calling a reward function on one sample (or one batch: ``call_batch_reward``) without letting it crash
+or stall the episode.
 
 ``call_reward`` passes a number through as a float and ``None`` ("not applicable")
 as is, and turns an exception, a non-number or non-finite value, or a run

@@ -33,7 +33,8 @@ import torch
 from buffers import ActionRecord, EpisodeOutcome, Trajectory
 from core.checked_config import CheckedConfig
 from envs.reward_batch import PENDING, batched_trl_rewards, settle
-from episodes.env_state import DEFAULT_ROLE, check_not_vector, get_branch_state, next_role, next_stop_strings, set_branch_state
+from episodes.env_state import (DEFAULT_ROLE, check_not_vector, get_branch_state, next_role, next_stop_strings,
+                                set_branch_state)
 from episodes.limits import episode_step_limit
 from policies.base import Policy
 from policies.generation import Generation, RowKeys, row_key

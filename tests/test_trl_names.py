@@ -201,3 +201,14 @@ def test_a_config_with_every_field_an_algorithm_reads_is_accepted(tiny_policy):
     # RLOOConfig and DrGRPOConfig only change GRPOConfig's defaults, so a GRPOConfig fits both
     assert DrGRPO(tiny_policy, make("ToyDigits-v0"), GRPOConfig(samples_per_prompt=2)).config.scale_by_std is True
     assert isinstance(RLOO(tiny_policy, make("ToyDigits-v0"), RLOOConfig(samples_per_prompt=2)).config, RLOOConfig)
+
+
+def test_gradient_accumulation_uses_the_micro_batch_size_another_layer_sets(tmp_path):
+    """The file says micro_batch_size, the flag says gradient_accumulation_steps: G x the kept micro-batch."""
+    path = tmp_path / "c.yaml"
+    path.write_text("per_device_train_batch_size: 2\n")
+    assert flags(GRPOConfig, ["--config", str(path), "--gradient_accumulation_steps", "4"]).minibatch_size == 8
+    assert flags(GRPOConfig, ["--gradient_accumulation_steps", "4"], {"micro_batch_size": 1}).minibatch_size == 4
+    path.write_text("gradient_accumulation_steps: 4\n")
+    assert flags(GRPOConfig, ["--config", str(path), "--micro_batch_size", "3"]).minibatch_size == 12
+    assert flags(GRPOConfig, ["--config", str(path), "--minibatch_size", "5"]).minibatch_size == 5  # ours wins

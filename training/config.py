@@ -114,7 +114,7 @@ class TrainerConfig(CheckedConfig):
         """The config built from `values`, where TRL's names stand for ours (`GRPOConfig.from_trl(num_generations=4,
         beta=0.04)`); a TRL name that means something else here is a one-line ConfigError naming ours."""
         translated, step_counted = trl_names.translate(cls, values)
-        config = cls(**translated)
+        config = cls(**trl_names.resolve_accumulation(cls, translated))
         trl_names.check_step_counts(config, step_counted)
         return config
 
@@ -147,7 +147,7 @@ def read_config_file(cls: type, path: str | Path) -> dict[str, Any]:
     syntax error (with its line and column), a top level that is not a mapping, an unknown field or a value
     of the wrong type is a one-line ConfigError naming the file.
     """
-    return _read_file(cls, path)[0]
+    return trl_names.resolve_accumulation(cls, _read_file(cls, path)[0])
 
 
 def _read_file(cls: type, path: str | Path) -> tuple[dict[str, Any], dict[str, str]]:
@@ -188,7 +188,7 @@ def _read_file(cls: type, path: str | Path) -> tuple[dict[str, Any], dict[str, s
     values = {}
     for name, value in loaded.items():
         try:
-            values[name] = coerce_setting(cls, name, value)
+            values[name] = value if isinstance(value, trl_names.Accumulation) else coerce_setting(cls, name, value)
         except ConfigError as err:
             raise ConfigError(f"{path}: {err}", name) from None
     return values, step_counted
@@ -251,6 +251,7 @@ def load_config(cls: type, path: str | Path | None = None, overrides: dict[str, 
             step_counted.pop(name, None)
         values.update(layer)
         step_counted.update(steps)
+    values = trl_names.resolve_accumulation(cls, values)  # gradient_accumulation_steps x the kept micro_batch_size
     _reject_unknown(cls, values)
     try:
         config = cls(**unflatten(values))

@@ -11,7 +11,8 @@ it), `num_iterations` (TRL's mu, passes over each generation batch) is `update_e
 `max_completion_length` is `max_new_tokens` (this toolkit once used those two names for the number of
 training rounds, now `train_iterations`, and the "constant" loss normaliser, now `loss_length_normalizer`;
 TRL's meaning is the one kept). A TRL name that means something else here is refused with one line naming
-ours. This toolkit's own removed fields (REMOVED, e.g. max_episode_steps) are refused the same way. The "Coming from TRL" table (scripts/config_reference.py) is generated from these tables.
+ours. This toolkit's own removed fields (REMOVED, e.g. max_episode_steps) are refused the same way.
+The "Coming from TRL" table (scripts/config_reference.py) is generated from these tables.
 
 This module sits under training/config.py (which imports it), and imports only core.
 """
@@ -180,22 +181,40 @@ def translate(cls: type, values: dict[str, Any], where: str = "") -> tuple[dict[
             step_counted[alias.ours] = name
     for name in SCALED_BY_MICRO_BATCH:
         if name in values and name not in fields and SAME[name].ours in fields:
-            out[SAME[name].ours] = _times_micro_batch(cls, name, values[name], out, where)
+            out[SAME[name].ours] = _accumulation(cls, name, values[name], where)
     if "epsilon" in values and "epsilon_high" not in values and "clip_high" not in values and "clip_high" in fields:
         out["clip_high"] = out["clip_low"]  # TRL: epsilon_high defaults to epsilon
     return out, step_counted
 
 
-def _times_micro_batch(cls: type, name: str, value: Any, out: dict[str, Any], where: str) -> int:
-    """TRL's micro-batch count `value` as trajectories per optimizer step over all processes."""
+@dataclass(frozen=True)
+class Accumulation:
+    """TRL's gradient_accumulation_steps, kept as given until the micro-batch size of the resolved config is
+    known (a later layer may set it): `resolve_accumulation` turns it into minibatch_size."""
+
+    steps: int
+    name: str = "gradient_accumulation_steps"
+
+
+def _accumulation(cls: type, name: str, value: Any, where: str) -> Accumulation:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError(f"{where}{cls.__name__}: {name} must be a positive integer; got {shown(value)}",
                           SAME[name].ours)
-    micro = out.get("micro_batch_size", getattr(cls, "micro_batch_size", None))
-    if isinstance(micro, bool) or not isinstance(micro, int):
-        raise ConfigError(f"{where}{cls.__name__}: {name} needs an integer micro_batch_size (TRL's "
-                          f"per_device_train_batch_size); got {shown(micro)}", "micro_batch_size")
-    return value * micro * world_size()
+    return Accumulation(value, name)
+
+
+def resolve_accumulation(cls: type, values: dict[str, Any]) -> dict[str, Any]:
+    """`values` with an `Accumulation` as minibatch_size (trajectories per optimizer step over all processes):
+    its steps x micro_batch_size (the values', else the class default) x processes."""
+    out = dict(values)
+    for key, value in values.items():
+        if isinstance(value, Accumulation):
+            micro = out.get("micro_batch_size", getattr(cls, "micro_batch_size", None))
+            if isinstance(micro, bool) or not isinstance(micro, int):
+                raise ConfigError(f"{cls.__name__}: {value.name} needs an integer micro_batch_size (TRL's "
+                                  f"per_device_train_batch_size); got {shown(micro)}", "micro_batch_size")
+            out[key] = value.steps * micro * world_size()
+    return out
 
 
 def world_size() -> int:
