@@ -32,6 +32,7 @@ from training.token_batches import same_count_on_every_rank, token_micro_batches
 from training.trainer import Trainer
 from training.trainer_state import CheckpointFile
 from buffers import ADVANTAGES, REF_LOGPROBS, Batch, ReplayBuffer, TokenField, Trajectory, collate
+from episodes.env_state import check_not_vector
 from episodes.rollout import SamplingSettings, rollout
 from policies.base import TrainablePolicy
 from policies.generation import row_key
@@ -66,6 +67,8 @@ class RLAlgorithm(Trainer):
 
     def __init__(self, policy, env, config: RLConfig | None = None, ref_policy=None,
                  buffer: ReplayBuffer | None = None, eval_env=None, prm=None):
+        for given in (env, eval_env):
+            check_not_vector(given, type(self).__name__)  # one line naming what to pass, before any set-up
         self.env, self.eval_env = env, eval_env
         # with kl_coeff > 0 and none given: a frozen copy (`before_data_parallel`)
         self.ref_policy = self.checked_reference(ref_policy)

@@ -42,7 +42,8 @@ function sees the solution (multi-step: the steps with their injected text) and 
 worth; an episode with no parsable answer (unparseable, or truncated at ``max_steps``) has
 ``info["parsed_answer"] = None`` and ``info["unparseable"] = True``, and the built-in correctness
 reward gives it 0.0. Reward functions may be per-sample ``fn(completion, gold, info)`` or TRL-style
-``fn(prompts, completions, **kwargs)`` (see ``envs/reward_forms.py``). A function may return None
+``fn(prompts, completions, **kwargs)`` (see ``envs/reward_forms.py``); rollouts call a TRL-style one once
+per batch of episodes (``envs/reward_batch.py``), ``step`` alone once per episode. A function may return None
 ("not applicable"): that component is left out of the weighted sum (weights default to 1.0), as TRL's
 nansum does; if every component is None the episode scores 0.0 and ``info["no_applicable_reward"]`` is
 True.
@@ -74,7 +75,8 @@ from envs.checks import (
     checked_reward_fns,
     checked_reward_weights,
 )
-from envs.reward_forms import reward_fields
+from envs.reward_batch import PENDING, PendingRewards, weighted_total
+from envs.reward_forms import TRLReward, reward_fields
 from envs.reward_guard import call_reward
 from envs.rewards import RewardFn
 from envs.spaces import AnyText
@@ -160,6 +162,7 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
         self.render_mode = render_mode
         self.reward_fns = checked_reward_fns(reward_fns)
         self.reward_weights = checked_reward_weights(reward_weights, self.reward_fns)
+        self.defer_batched_rewards = False  # set by envs.reward_batch.batched_trl_rewards (the episode engine)
         self.observation_space = AnyText()
         self.action_space = AnyText()
         vars(self).update(episode_state.start_values(type(self)))
@@ -369,6 +372,7 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
         extra = self.episode_info()
         components: dict[str, float | None] = dict.fromkeys(self.reward_fns, 0.0)
         errors: dict[str, str] = {}
+        deferred: list[str] = []
         if self._done:
             env_keys = {
                 "question": problem.question,
@@ -383,10 +387,14 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
             context = {**env_keys, "prompt": self.build_prompt(problem),
                        "fields": reward_fields(problem.fields, gold, env_keys)}
             for name, fn in self.reward_fns.items():
+                if isinstance(fn, TRLReward) and getattr(self, "defer_batched_rewards", False):
+                    deferred.append(name)  # scored with its batch (envs/reward_batch.py)
+                    components[name] = None
+                    continue
                 components[name], error = call_reward(fn, solution, gold, copy.deepcopy(context), self.reward_timeout)
                 if error is not None:
                     errors[name] = error
-        scored = [self.reward_weights[name] * value for name, value in components.items() if value is not None]
+        total, any_scored = weighted_total(components, self.reward_weights)
         info = {
             "gold": gold,
             "problem_id": problem.problem_id,
@@ -395,9 +403,11 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
             "unparseable": self._done and parsed is None,
             "reward_components": components,
             "reward_errors": errors,
-            "no_applicable_reward": not scored,
+            "no_applicable_reward": not any_scored,
             "injected_spans": self._injected_spans(),
             "steps": list(self._steps),
             **extra,
         }
-        return float(sum(scored)), info
+        if deferred:
+            info[PENDING] = PendingRewards(tuple(deferred), solution, copy.deepcopy(context))
+        return total, info

@@ -8,7 +8,13 @@ The built-in ids also answer to ``rlgym/<id>`` (e.g. ``rlgym/Arithmetic-v0``), i
 ``gymnasium.make``. gymnasium >= 1.0 loads no plugins by itself (its ``gymnasium.envs`` entry-point
 plugin system was removed in 1.0), so a process that has not imported ``envs`` names the module in
 the id, as gymnasium 1.x does for every third-party package:
-``gymnasium.make("envs:rlgym/Arithmetic-v0")`` imports ``envs`` and builds the env.
+``gymnasium.make("envs:rlgym/Arithmetic-v0")`` imports ``envs`` and builds the env. As with ale_py,
+``import envs; gymnasium.register_envs(envs)`` (a no-op that keeps the import from looking unused) then
+``gymnasium.make("rlgym/GSM8K-v0")`` works too: importing ``envs`` registers every id.
+
+A gymnasium vector env (``SyncVectorEnv``/``AsyncVectorEnv``) is for running N copies of an env in step;
+the trainers refuse one in one line and take the env itself: they run many episodes of one env at once by
+branching its saved state (``episodes.check_not_vector``).
 
 Built-in ids: ``Arithmetic-v0`` / ``ArithmeticStepwise-v0`` (level 1), ``GSM8K-v0`` /
 ``GSM8KStepwise-v0``, ``MATH-v0`` / ``MATHStepwise-v0``, and ``ToolArithmetic-v0``: level-2 arithmetic

@@ -4,8 +4,10 @@
   per finished episode with the solution text, the gold answer and ``info``: the env's keys (below),
   ``prompt`` and ``fields`` (everything a TRL-style function gets as keywords).
 - **TRL-style** (``trl.GRPOTrainer``'s): ``fn(prompts, completions, **kwargs) -> list[float | None]``,
-  called by keyword with one-element lists: ``prompts=[prompt]``, ``completions=[solution]`` and
-  every other field as ``name=[value]``.
+  called by keyword with lists, one element per completion: ``prompts``, ``completions``,
+  ``completion_ids`` and every other field as ``name=[...]``. Rollouts (every trainer, evaluation) call
+  it once per batch of finished episodes (``envs/reward_batch.py``); ``env.step`` alone calls it with
+  one-element lists and no ``completion_ids``.
 
 Detection (``reward_form``): a function with a parameter named ``completions`` or ``prompts`` is
 TRL-style; otherwise one that accepts three positional arguments is per-sample; anything else is
@@ -18,7 +20,10 @@ answer; MATH: problem, solution, answer, subject, level, unique_id), ``answer`` 
 row has no ``answer`` column; GSM8K's holds the whole worked solution, as TRL would pass it), then
 the env's own keys, which win over a row column of the same name: ``question``, ``gold``,
 ``problem_id``, ``mode``, ``steps``, ``parsed_answer`` (None when the answer could not be parsed)
-and ``correct``. TRL's ``completion_ids`` and ``trainer_state`` are not passed: the env scores text.
+and ``correct``. ``completion_ids`` are each completion's token ids as sampled (in multi-turn envs,
+with the env's injected tokens, matching ``completions``); a function that requires them cannot be
+scored by ``env.step`` alone (a one-line reward error). TRL's ``trainer_state`` is not passed (there is
+no transformers TrainerState here); a function must give it a default.
 A TRL-style function without ``**kwargs`` gets only the arguments it names.
 
 ``None`` means "not applicable": that component is left out of the episode's weighted sum.
@@ -39,8 +44,8 @@ __all__ = ["PerSampleReward", "TRLReward", "as_per_sample", "per_sample_reward",
 PER_SAMPLE, TRL = "per_sample", "trl"
 _TRL_NAMES = ("completions", "prompts")
 _FORMS_HELP = "per-sample fn(completion, gold, info) or TRL-style fn(prompts, completions, **kwargs)"
-_NOT_PASSED = ("completion_ids", "trainer_state")  # TRL passes them; an env scoring text cannot
-_RESERVED = ("prompt", "completion", "prompts", "completions", *_NOT_PASSED)  # row columns TRL does not pass on
+_NOT_PASSED = ("trainer_state",)  # TRL passes it; this toolkit has no transformers TrainerState
+_RESERVED = ("prompt", "completion", "prompts", "completions", "completion_ids", *_NOT_PASSED)  # not passed on
 
 
 @dataclass(frozen=True)
@@ -55,28 +60,43 @@ class PerSampleReward:
 
 @dataclass(frozen=True)
 class TRLReward:
-    """A TRL-style reward function ``fn(prompts, completions, **kwargs)`` called on one sample."""
+    """A TRL-style reward function ``fn(prompts, completions, **kwargs)``: ``batch`` scores many samples in one
+    call (the episode engine's way); calling it scores one sample with one-element lists (``env.step`` alone)."""
 
     fn: Callable[..., Any]
     conversational: bool = False
 
     def __call__(self, completion: str, gold: str, info: dict) -> Any:
-        prompt = info.get("prompt", "")
-        if isinstance(prompt, list):  # a chat-format prompt: conversational, as TRL passes it
-            prompt_arg: Any = prompt
-            completion_arg: Any = [{"role": "assistant", "content": completion}]
-        elif self.conversational:
-            prompt_arg = [{"role": "user", "content": str(prompt)}]
-            completion_arg = [{"role": "assistant", "content": completion}]
-        else:
-            prompt_arg, completion_arg = str(prompt), completion
-        fields = info.get("fields")
-        kwargs = {name: [value] for name, value in (fields if isinstance(fields, Mapping) else {}).items()}
-        kwargs.update(prompts=[prompt_arg], completions=[completion_arg])
+        return _single_value(self.batch([(completion, info)]))
+
+    def batch(self, samples: Sequence[tuple[str, Mapping[str, Any]]],
+              completion_ids: Sequence[list[int]] | None = None) -> list[Any]:
+        """The rewards of ``samples`` ((completion, info) each) from one call of ``fn`` with TRL's keyword lists;
+        ``completion_ids``: each completion's token ids (None where no tokens exist: ``env.step`` alone)."""
+        columns: dict[str, list[Any]] = {}
+        for k, (_, info) in enumerate(samples):
+            fields = info.get("fields")
+            for name, value in (fields if isinstance(fields, Mapping) else {}).items():
+                columns.setdefault(name, [None] * len(samples))[k] = value
+        pairs = [self._prompt_and_completion(completion, info) for completion, info in samples]
+        kwargs: dict[str, Any] = {**columns, "prompts": [p for p, _ in pairs], "completions": [c for _, c in pairs]}
         accepted = _keyword_names(self.fn)
+        if completion_ids is not None:
+            kwargs["completion_ids"] = [list(ids) for ids in completion_ids]
+        elif "completion_ids" in _required_names(self.fn):
+            raise ValueError("completion_ids are passed only when the episode engine scores a batch (rollout, the "
+                             "trainers); env.step alone has no token ids")
         if accepted is not None:
             kwargs = {name: value for name, value in kwargs.items() if name in accepted}
-        return _single_value(self.fn(**kwargs))
+        return _checked_list(self.fn(**kwargs), len(samples))
+
+    def _prompt_and_completion(self, completion: str, info: Mapping[str, Any]) -> tuple[Any, Any]:
+        prompt = info.get("prompt", "")
+        if isinstance(prompt, list):  # a chat-format prompt: conversational, as TRL passes it
+            return prompt, [{"role": "assistant", "content": completion}]
+        if self.conversational:
+            return [{"role": "user", "content": str(prompt)}], [{"role": "assistant", "content": completion}]
+        return str(prompt), completion
 
 
 def trl_reward(fn: Callable[..., Any], *, conversational: bool = False) -> TRLReward:
@@ -134,19 +154,22 @@ def reward_fields(row: Mapping[str, Any], gold: str, env_keys: Mapping[str, Any]
 
 
 def _check_passable(fn: Callable[..., Any], name: str) -> None:
-    """One-line ValueError if ``fn`` requires an argument no env can pass (token ids, trainer state)."""
+    """One-line ValueError if ``fn`` requires an argument this toolkit never passes (``trainer_state``)."""
+    for param_name in sorted(_required_names(fn) & set(_NOT_PASSED)):
+        raise ValueError(
+            f"reward function {name!r} requires {param_name!r}, which this toolkit does not pass (it has no "
+            f"transformers TrainerState); give it a default, e.g. {param_name}=None"
+        )
+
+
+def _required_names(fn: Callable[..., Any]) -> set[str]:
+    """The parameters of ``fn`` that have no default (positional-or-keyword and keyword-only)."""
     try:
         parameters = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
-        return
-    for param in parameters:
-        required = param.default is inspect.Parameter.empty and param.kind in (
-            inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-        if required and param.name in _NOT_PASSED:
-            raise ValueError(
-                f"reward function {name!r} requires {param.name!r}, which envs cannot pass (they score text); "
-                f"give it a default, e.g. {param.name}=None"
-            )
+        return set()
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return {p.name for p in parameters if p.kind in kinds and p.default is inspect.Parameter.empty}
 
 
 def _keyword_names(fn: Callable[..., Any]) -> set[str] | None:
@@ -161,14 +184,20 @@ def _keyword_names(fn: Callable[..., Any]) -> set[str] | None:
     return {param.name for param in parameters if param.kind in keyword_kinds}
 
 
-def _single_value(values: Any) -> Any:
-    """The one reward in a TRL-style function's output (a list, tuple or 1-D array of length 1)."""
+def _checked_list(values: Any, size: int) -> list[Any]:
+    """A TRL-style function's output as a list of ``size`` rewards (a list, tuple or 1-D array); else an error."""
     if isinstance(values, np.ndarray):
         values = values.tolist()
     if not isinstance(values, Sequence) or isinstance(values, (str, bytes)):
         raise TypeError(f"a TRL-style reward function must return a list of rewards; got {type(values).__name__}")
-    if len(values) != 1:
-        raise ValueError(f"a TRL-style reward function must return one reward per completion (1); got {len(values)}")
+    if len(values) != size:
+        raise ValueError(f"a TRL-style reward function must return one reward per completion ({size}); "
+                         f"got {len(values)}")
+    return list(values)
+
+
+def _single_value(values: list[Any]) -> Any:
+    """The one reward of a one-sample call: a real number or None."""
     value = values[0]
     if value is None or isinstance(value, numbers.Real):
         return value

@@ -1,4 +1,5 @@
-"""Calling a reward function on one sample without letting it crash or stall the episode.
+"""Calling a reward function on one sample (or one batch: ``call_batch_reward``) without letting it crash
+or stall the episode.
 
 ``call_reward`` passes a number through as a float and ``None`` ("not applicable")
 as is, and turns an exception, a non-number or non-finite value, or a run
@@ -27,7 +28,7 @@ from typing import Any
 
 from core.messages import error_line
 
-__all__ = ["RewardTimeout", "call_reward", "cpu_time_limit"]
+__all__ = ["RewardTimeout", "call_batch_reward", "call_reward", "cpu_time_limit"]
 
 MAX_ERROR_CHARS = 200
 _REPEAT_S = 0.05  # the timer fires again every 50 ms if a reward function swallows the first exception
@@ -105,3 +106,23 @@ def call_reward(
         return _as_reward(value), None
     except (Exception, RewardTimeout) as error:  # noqa: BLE001 - contained per sample, reported in info
         return 0.0, error_line(error, MAX_ERROR_CHARS)
+
+
+def call_batch_reward(
+    fn: Callable[[], Any], size: int, timeout: float | None
+) -> list[tuple[float | None, str | None]]:
+    """``call_reward`` for one call scoring ``size`` samples at once (``fn()`` returns their list of rewards):
+    the CPU-time bound is ``timeout`` per sample; a call that fails scores every sample 0.0 with its error,
+    a bad value only its own sample."""
+    try:
+        with cpu_time_limit(None if timeout is None else timeout * size):
+            values = fn()
+    except (Exception, RewardTimeout) as error:  # noqa: BLE001 - contained per batch, reported in info
+        return [(0.0, error_line(error, MAX_ERROR_CHARS))] * size
+    results: list[tuple[float | None, str | None]] = []
+    for value in values:
+        try:
+            results.append((_as_reward(value), None))
+        except (TypeError, ValueError) as error:
+            results.append((0.0, error_line(error, MAX_ERROR_CHARS)))
+    return results

@@ -13,6 +13,10 @@ info as `EpisodeOutcome.from_info` reads it, with those records): what search, m
 Branches are plain dataclasses: `snapshot()` copies one, and a copy can be advanced later (tree search),
 alone or with others.
 
+TRL-style reward functions are called once per batch: an episode `advance` ends leaves them pending
+(`info["pending_rewards"]`) and `score_pending` (by default at the end of that `advance`; a rollout, at the
+end of the whole batch) calls each once with every such episode's completion and token ids.
+
 Sampling noise: with `sample_key`, a branch's action is drawn with the key (sample_key, group id,
 index in group, actions taken so far), so what it samples does not depend on which branches share its
 batch or process; with a `torch.Generator`, the noise comes from the generator's stream.
@@ -28,7 +32,9 @@ import torch
 
 from buffers import ActionRecord, EpisodeOutcome, Trajectory
 from core.checked_config import CheckedConfig
-from episodes.env_state import DEFAULT_ROLE, get_branch_state, next_role, next_stop_strings, set_branch_state
+from envs.reward_batch import PENDING, batched_trl_rewards, settle
+from episodes.env_state import (DEFAULT_ROLE, check_not_vector, get_branch_state, next_role, next_stop_strings,
+                                set_branch_state)
 from episodes.limits import episode_step_limit
 from policies.base import Policy
 from policies.generation import Generation, RowKeys, row_key
@@ -110,6 +116,7 @@ class EpisodeEngine:
     """
 
     def __init__(self, env, policies: Policy | Mapping[str, Policy], settings: SamplingSettings | None = None):
+        check_not_vector(env, "EpisodeEngine")
         self.env = env
         self.policies = _checked_policies(policies)
         self.settings = settings if settings is not None else SamplingSettings()
@@ -150,12 +157,13 @@ class EpisodeEngine:
         return [b for b in branches if self.is_live(b)]
 
     def advance(self, branches: Sequence[Branch], generator: torch.Generator | None = None,
-                sample_key: int | None = None) -> list[Branch]:
+                sample_key: int | None = None, score: bool = True) -> list[Branch]:
         """One action for each live branch among `branches` (changed in place): sampled in one batched call
         per role, then stepped in the env from the branch's own state. Returns the branches advanced.
 
         sample_key: keys each branch's noise by (sample_key, group id, member, steps) instead of drawing
-        it from `generator`."""
+        it from `generator`. score: settle the TRL-style rewards of the episodes this call ended, in one call
+        per function (False: leave them pending for a later `score_pending`, e.g. a rollout's whole batch)."""
         live = self.live(branches)
         if len({id(b) for b in live}) != len(live):
             raise ValueError("EpisodeEngine.advance: a branch is given twice; snapshot() it to branch off")
@@ -169,7 +177,23 @@ class EpisodeEngine:
                 actions[id(branch)] = (generation, policy)
         for branch in live:
             self._step(branch, *actions[id(branch)])
+        if score:
+            self.score_pending(live)
         return live
+
+    def score_pending(self, branches: Sequence[Branch]) -> None:
+        """Score the TRL-style rewards that `branches`' finished episodes left pending: each function once over
+        all of them, with their completions and completion token ids (see envs/reward_batch.py)."""
+        pending = [b for b in branches if PENDING in b.info]
+        if not pending:
+            return
+        clock = time.perf_counter()
+        settled = settle(self.env, [(b.info, b.ids) for b in pending])
+        for branch, (reward, update) in zip(pending, settled):
+            del branch.info[PENDING]
+            branch.info.update(update)
+            branch.step_rewards[-1] = reward
+        self.env_seconds += time.perf_counter() - clock
 
     def _sample(self, policy: Policy, group: list[Branch], generator, sample_key) -> list[Generation]:
         s = self.settings
@@ -183,7 +207,8 @@ class EpisodeEngine:
         """Play `generation` as the branch's action; record its tokens, reward and the env's injected text."""
         clock = time.perf_counter()
         set_branch_state(self.env, branch.state)
-        _, reward, terminated, truncated, info = self.env.step(generation.text)
+        with batched_trl_rewards(self.env):  # an unwrapped env leaves TRL-style rewards to score_pending
+            _, reward, terminated, truncated, info = self.env.step(generation.text)
         branch.state = get_branch_state(self.env)
         done, acting = bool(terminated or truncated), branch.role
         if not done:  # what the new state says about the next action

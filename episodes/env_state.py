@@ -6,15 +6,28 @@ go through the wrappers, so their logic applies; ``get_state``/``set_state``/``s
 through ``get_wrapper_attr`` (a wrapper may declare its own). Each wrapper's plain-data attributes (numbers,
 strings, None and lists, tuples, dicts of them, e.g. TimeLimit's step counter) are saved and restored
 with the episode state, so branches never see each other's steps; any other attribute is shared by all
-branches.
+branches. A gymnasium vector env is refused in one line (``check_not_vector``): branching one env's
+state is how many episodes run at once here.
 """
 from __future__ import annotations
 
 import copy
 from typing import Any
 
+import gymnasium
+
 DEFAULT_ROLE = "policy"  # the role that acts in an env that names none
 _UNSET = object()
+
+
+def check_not_vector(env, owner: str) -> None:
+    """One-line ValueError if ``env`` is a gymnasium vector env (``SyncVectorEnv``/``AsyncVectorEnv``/a vector
+    wrapper): episodes branch one env's saved states, so N copies of it add nothing; the line names what to pass."""
+    if isinstance(env, gymnasium.vector.VectorEnv):
+        raise ValueError(
+            f"{owner}: got a gymnasium {type(env).__name__} of {env.num_envs} envs; pass the env itself (e.g. "
+            f"envs.make('Arithmetic-v0')): the trainer batches prompts_per_iteration x samples_per_prompt episodes "
+            f"of one env in each sampling call, branching its saved state")
 
 
 def get_branch_state(env) -> dict[str, Any]:

@@ -29,15 +29,17 @@ def rollout(env, policy: Policy | Mapping[str, Policy], starts: list[dict], grou
     """Play `group_size` episodes from each reset in `starts` (kwargs for env.reset, e.g. {"seed": 3}).
 
     `policy`: one Policy, or a mapping role -> Policy (the env's `current_role` picks). Episodes of one
-    start share a group id and the same initial env state. When `timings` is given, the seconds spent in
-    the env (resets, steps: reward scoring) are added to timings["score"]. With `sample_key` (instead of
+    start share a group id and the same initial env state. TRL-style reward functions are called once each
+    for the whole batch. When `timings` is given, the seconds spent in the env (resets, steps: reward
+    scoring) are added to timings["score"]. With `sample_key` (instead of
     `generator`), each episode's sampling noise depends only on (sample_key, group id, index in group,
     step), so splitting `starts` over processes samples the same.
     """
     engine = EpisodeEngine(env, policy, settings)
     branches = engine.start(starts, group_size, first_group_id)
     while live := engine.live(branches):
-        engine.advance(live, generator, sample_key)
+        engine.advance(live, generator, sample_key, score=False)
+    engine.score_pending(branches)  # TRL-style rewards: once per function over the whole batch
     if timings is not None:
         timings["score"] = timings.get("score", 0.0) + engine.env_seconds
     return [branch.to_trajectory() for branch in branches]

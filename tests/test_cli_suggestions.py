@@ -72,8 +72,8 @@ def test_a_trl_name_says_its_equivalent(capsys):
     parser.add_argument("--kl_coeff", type=float)
     assert refusal(parser, ["--beta", "0.1"], capsys) == (
         "tool: error: unknown flag --beta: it is TRL's name for --kl_coeff; write --kl_coeff")
-    assert refusal(parser, ["--max_completion_length", "64"], capsys).startswith(
-        "tool: error: --max_completion_length is ambiguous and not accepted: TRL's generation cap is max_new_tokens")
+    assert refusal(parser, ["--generation_batch_size", "64"], capsys).startswith(
+        "tool: error: --generation_batch_size means something else here: each iteration generates")
 
 
 def test_other_errors_are_one_line_too_and_trl_names_with_a_flag_still_work(grpo_parser, capsys):

@@ -110,7 +110,8 @@ def test_the_reference_tables_are_generated_from_the_dataclasses():
         if f.name in ("gamma", "value_model", "train_iterations"):
             assert f"| `{f.name}` |" in page and field_help(PPOConfig, f.name).replace("|", "\\|") in page
     assert "| `num_generations` | `samples_per_prompt` | same |" in page
-    assert "| `num_iterations` | refused; nearest: `train_iterations` / `update_epochs` | different:" in page
+    assert "| `num_iterations` | `update_epochs` | same: TRL's mu" in page
+    assert "| `generation_batch_size` | refused; nearest: `prompts_per_iteration` | different:" in page
 
 
 def test_the_reference_check_notices_a_stale_page():

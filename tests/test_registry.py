@@ -165,3 +165,22 @@ def test_gymnasium_make_in_a_fresh_process_that_imports_only_gymnasium(tmp_path)
                             env={**os.environ, "PYTHONPATH": str(root)})
     assert result.returncode == 0, result.stderr
     assert result.stdout.split("\n")[:2] == ["ArithmeticEnv rlgym/Arithmetic-v0 2 True", "GSM8KEnv 3"]
+
+
+def test_gymnasium_register_envs_takes_the_package_as_with_ale_py(tmp_path):
+    """gymnasium.register_envs(envs) is a no-op taking the module; importing it registers the rlgym/ ids."""
+    code = (
+        "import gymnasium, envs\n"
+        "gymnasium.register_envs(envs)\n"
+        "env = gymnasium.make('rlgym/Arithmetic-v0', level=2)\n"
+        "print(type(env.unwrapped).__name__, env.spec.id, env.reset(seed=0)[0].startswith('What is'))\n"
+        f"gsm = gymnasium.make('rlgym/GSM8K-v0', data_path={str(DATA_FILES['GSM8K'])!r}, subset=(0, 3))\n"
+        "print(type(gsm.unwrapped).__name__, gsm.unwrapped.num_problems)\n"
+    )
+    if not DATA_FILES["GSM8K"].is_file():
+        pytest.skip(f"shared data file not found: {DATA_FILES['GSM8K']}")
+    root = Path(envs.__file__).resolve().parents[1]
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, check=False,
+                            env={**os.environ, "PYTHONPATH": str(root)})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[:2] == ["ArithmeticEnv rlgym/Arithmetic-v0 True", "GSM8KEnv 3"]

@@ -43,12 +43,15 @@ def test_a_signature_of_neither_form_is_one_clear_line():
     assert "\n" not in str(error.value) and "trl_reward" in str(error.value)
 
 
-def test_a_trl_function_that_needs_token_ids_is_rejected_up_front():
+def test_a_trl_function_that_needs_token_ids_is_accepted_but_env_step_alone_cannot_score_it():
+    """completion_ids come from the episode engine (tests/test_batched_rewards.py); env.step has no tokens."""
     def by_tokens(completions, completion_ids, **kwargs):
         return [len(ids) for ids in completion_ids]
 
-    with pytest.raises(ValueError, match="requires 'completion_ids', which envs cannot pass"):
-        ArithmeticEnv(reward_fns={"tokens": by_tokens})
+    env = ArithmeticEnv(reward_fns={"tokens": by_tokens})
+    env.reset(seed=0)
+    _, reward, _, _, info = env.step("3")
+    assert reward == 0.0 and info["reward_errors"]["tokens"].startswith("ValueError: completion_ids are passed only")
 
 
 # ---- what a TRL-style function receives -------------------------------------------------------
@@ -78,7 +81,7 @@ def test_a_trl_function_gets_prompts_completions_and_the_dataset_columns(gsm8k_f
     assert seen["answer"] == ["10 - 2 = 8\n#### 8"]  # the row's own column, as TRL passes it
     assert seen["question"] == [info["question"]] and seen["gold"] == ["8"]
     assert seen["problem_id"] == ["gsm8k/train/1"] and seen["parsed_answer"] == ["8"] and seen["correct"] == [True]
-    assert "completion_ids" not in seen and "trainer_state" not in seen
+    assert "completion_ids" not in seen and "trainer_state" not in seen  # env.step alone: no token ids
 
 
 def test_answer_is_the_gold_without_a_row_and_a_function_without_kwargs_gets_only_what_it_names():

@@ -24,10 +24,12 @@ def flags(cls: type, argv: list[str], defaults: dict | None = None):
 
 TRL_VALUES = {"num_generations": 4, "beta": 0.1, "epsilon": 0.3, "epsilon_high": 0.28, "loss_type": "dr_grpo",
               "scale_rewards": "none", "max_steps": 7, "eval_steps": 2, "save_steps": 3, "warmup_steps": 5,
-              "save_total_limit": 4, "disable_tqdm": True}
+              "save_total_limit": 4, "disable_tqdm": True, "num_iterations": 1, "max_completion_length": 48,
+              "per_device_train_batch_size": 8, "gradient_accumulation_steps": 8}
 OURS = {"samples_per_prompt": 4, "kl_coeff": 0.1, "clip_low": 0.3, "clip_high": 0.28, "loss_aggregation": "constant",
         "scale_by_std": False, "train_iterations": 7, "eval_every": 2, "save_every": 3, "warmup_iterations": 5,
-        "keep_checkpoints": 4, "progress": False}
+        "keep_checkpoints": 4, "progress": False, "update_epochs": 1, "max_new_tokens": 48, "micro_batch_size": 8,
+        "minibatch_size": 64}  # 8 x 8 on one process: the whole batch, one optimizer step
 
 
 def test_every_same_meaning_alias_is_exercised():
@@ -91,10 +93,6 @@ def test_values_without_a_counterpart_are_refused(name, value, fragment):
 
 
 @pytest.mark.parametrize("name, ours", [
-    ("num_iterations", ["train_iterations", "update_epochs"]),
-    ("max_completion_length", ["max_new_tokens", "loss_length_normalizer"]),
-    ("per_device_train_batch_size", ["prompts_per_iteration", "micro_batch_size"]),
-    ("gradient_accumulation_steps", ["minibatch_size", "micro_batch_size"]),
     ("adam_beta1", ["adam_betas"]),
     ("report_to", ["wandb"]),
 ])
@@ -108,11 +106,35 @@ def test_names_meaning_something_else_are_refused_naming_ours(name, ours, tmp_pa
         assert f"GRPOConfig: {name} " in message and all(field in message for field in ours), message
 
 
-def test_num_iterations_is_refused_even_where_it_used_to_be_ours():
-    # the old field name of the training length: neither meaning is guessed
-    message = one_line(ReinforceStableConfig.from_trl, num_iterations=10)
-    assert message == one_line(ReinforceStableConfig, num_iterations=10)
-    assert "train_iterations" in message and "update_epochs" in message and "ambiguous" in message
+def test_trls_batch_names_map_to_their_exact_equivalents(tmp_path, monkeypatch):
+    """per_device_train_batch_size, gradient_accumulation_steps, num_iterations, max_completion_length:
+    TRL's meaning, in Python, YAML and flags."""
+    trl = {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 2, "num_iterations": 3,
+           "max_completion_length": 96}
+    ours = {"micro_batch_size": 4, "minibatch_size": 8, "update_epochs": 3, "max_new_tokens": 96}
+    path = tmp_path / "trl.yaml"
+    path.write_text("".join(f"{k}: {v}\n" for k, v in trl.items()))
+    assert GRPOConfig.from_trl(**trl) == load_config(GRPOConfig, path) == GRPOConfig(**ours)
+    assert flags(GRPOConfig, [part for k, v in trl.items() for part in (f"--{k}", str(v))]) == GRPOConfig(**ours)
+    # minibatch_size counts trajectories over all processes: G micro-batches on each of WORLD_SIZE processes
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert GRPOConfig.from_trl(gradient_accumulation_steps=2, micro_batch_size=4).minibatch_size == 16
+    assert GRPOConfig.from_trl(gradient_accumulation_steps=2).minibatch_size == 2 * 32 * 2  # the default micro-batch
+
+
+def test_num_iterations_has_trls_meaning_where_it_used_to_be_ours():
+    # this toolkit's old num_iterations was the training length; TRL's (passes per batch, mu) is the one kept
+    assert ReinforceStableConfig.from_trl(num_iterations=2).update_epochs == 2
+    assert "num_iterations is TRL's name for update_epochs" in one_line(ReinforceStableConfig, num_iterations=2)
+
+
+@pytest.mark.parametrize("values, fragment", [
+    ({"gradient_accumulation_steps": 0}, "gradient_accumulation_steps must be a positive integer; got 0"),
+    ({"gradient_accumulation_steps": 2, "minibatch_size": 8}, "gradient_accumulation_steps and minibatch_size are "
+                                                              "both given"),
+])
+def test_bad_gradient_accumulation_is_one_line(values, fragment):
+    assert fragment in one_line(GRPOConfig.from_trl, **values)
 
 
 def test_max_episode_steps_is_refused_the_env_holds_the_one_step_limit(tmp_path):
@@ -179,3 +201,14 @@ def test_a_config_with_every_field_an_algorithm_reads_is_accepted(tiny_policy):
     # RLOOConfig and DrGRPOConfig only change GRPOConfig's defaults, so a GRPOConfig fits both
     assert DrGRPO(tiny_policy, make("ToyDigits-v0"), GRPOConfig(samples_per_prompt=2)).config.scale_by_std is True
     assert isinstance(RLOO(tiny_policy, make("ToyDigits-v0"), RLOOConfig(samples_per_prompt=2)).config, RLOOConfig)
+
+
+def test_gradient_accumulation_uses_the_micro_batch_size_another_layer_sets(tmp_path):
+    """The file says micro_batch_size, the flag says gradient_accumulation_steps: G x the kept micro-batch."""
+    path = tmp_path / "c.yaml"
+    path.write_text("per_device_train_batch_size: 2\n")
+    assert flags(GRPOConfig, ["--config", str(path), "--gradient_accumulation_steps", "4"]).minibatch_size == 8
+    assert flags(GRPOConfig, ["--gradient_accumulation_steps", "4"], {"micro_batch_size": 1}).minibatch_size == 4
+    path.write_text("gradient_accumulation_steps: 4\n")
+    assert flags(GRPOConfig, ["--config", str(path), "--micro_batch_size", "3"]).minibatch_size == 12
+    assert flags(GRPOConfig, ["--config", str(path), "--minibatch_size", "5"]).minibatch_size == 5  # ours wins

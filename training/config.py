@@ -47,8 +47,7 @@ def _blocking_file(path: Path) -> Path | None:
 class TrainerConfig(CheckedConfig):
     """Settings of any `Trainer`: the loop, the optimizer, the run folder, checkpoints and logging.
 
-    `num_iterations` is not a field: TRL uses it for update epochs per batch, so it is refused with a
-    line naming ours. TRL's names for our fields are translated by `from_trl` (and by `load_config` and
+    TRL's names for our fields are translated by `from_trl` (and by `load_config` and
     the CLI); given to the constructor they are refused in one line naming both spellings.
     """
 
@@ -123,7 +122,7 @@ class TrainerConfig(CheckedConfig):
         """The config built from `values`, where TRL's names stand for ours (`GRPOConfig.from_trl(num_generations=4,
         beta=0.04)`); a TRL name that means something else here is a one-line ConfigError naming ours."""
         translated, step_counted = trl_names.translate(cls, values)
-        config = cls(**translated)
+        config = cls(**trl_names.resolve_accumulation(cls, translated))
         trl_names.check_step_counts(config, step_counted)
         return config
 
@@ -156,7 +155,7 @@ def read_config_file(cls: type, path: str | Path) -> dict[str, Any]:
     syntax error (with its line and column), a top level that is not a mapping, an unknown field or a value
     of the wrong type is a one-line ConfigError naming the file.
     """
-    return _read_file(cls, path)[0]
+    return trl_names.resolve_accumulation(cls, _read_file(cls, path)[0])
 
 
 def _read_file(cls: type, path: str | Path) -> tuple[dict[str, Any], dict[str, str]]:
@@ -197,7 +196,7 @@ def _read_file(cls: type, path: str | Path) -> tuple[dict[str, Any], dict[str, s
     values = {}
     for name, value in loaded.items():
         try:
-            values[name] = coerce_setting(cls, name, value)
+            values[name] = value if isinstance(value, trl_names.Accumulation) else coerce_setting(cls, name, value)
         except ConfigError as err:
             raise ConfigError(f"{path}: {err}", name) from None
     return values, step_counted
@@ -260,6 +259,7 @@ def load_config(cls: type, path: str | Path | None = None, overrides: dict[str, 
             step_counted.pop(name, None)
         values.update(layer)
         step_counted.update(steps)
+    values = trl_names.resolve_accumulation(cls, values)  # gradient_accumulation_steps x the kept micro_batch_size
     _reject_unknown(cls, values)
     try:
         config = cls(**unflatten(values))

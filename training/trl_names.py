@@ -4,18 +4,21 @@ A TRL name that means the same as one of our fields is accepted for it at the ed
 `GRPOConfig.from_trl(num_generations=4, beta=0.04)`, in YAML files (`load_config`) and as a flag
 (`--num_generations 4`). The constructor itself takes our names only: `GRPOConfig(num_generations=4)`
 is a one-line error naming `samples_per_prompt` and the `from_trl` spelling (`refusal`).
-A TRL name that means something else here is refused with one line naming ours: above all
-`num_iterations` (TRL: update passes per generation batch, mu; this toolkit used it for the number of
-training rounds, now `train_iterations`) and `max_completion_length` (TRL: the generation cap, here
-`max_new_tokens`; this toolkit used it for the "constant" loss normaliser, now `loss_length_normalizer`).
-Neither old meaning is kept under the old name, so neither a TRL user nor an old config is silently
-read the other way. This toolkit's own removed fields (REMOVED, e.g. max_episode_steps) are refused the
-same way. The "Coming from TRL" table (scripts/config_reference.py) is generated from these tables.
+TRL's batch names map exactly: `per_device_train_batch_size` is `micro_batch_size` (trajectories per
+forward/backward on each process), `gradient_accumulation_steps` G sets `minibatch_size` (trajectories per
+optimizer step over all processes) to G x micro_batch_size x processes (`WORLD_SIZE`, as torchrun sets
+it), `num_iterations` (TRL's mu, passes over each generation batch) is `update_epochs` and
+`max_completion_length` is `max_new_tokens` (this toolkit once used those two names for the number of
+training rounds, now `train_iterations`, and the "constant" loss normaliser, now `loss_length_normalizer`;
+TRL's meaning is the one kept). A TRL name that means something else here is refused with one line naming
+ours. This toolkit's own removed fields (REMOVED, e.g. max_episode_steps) are refused the same way.
+The "Coming from TRL" table (scripts/config_reference.py) is generated from these tables.
 
 This module sits under training/config.py (which imports it), and imports only core.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -78,7 +81,18 @@ SAME = {
     "warmup_steps": Alias("warmup_iterations", "both count optimizer steps"),
     "save_total_limit": Alias("keep_checkpoints", "must be >= 1 here (TRL: None keeps all)"),
     "disable_tqdm": Alias("progress", "negated", _disable_tqdm),
+    "num_iterations": Alias("update_epochs", "TRL's mu, passes over each generation batch (the number of "
+                                             "collect -> update rounds is train_iterations)"),
+    "max_completion_length": Alias("max_new_tokens", "per action: the whole completion in single-turn envs; with "
+                                                     "loss_length_normalizer 0 also dr_grpo's divisor, as in TRL"),
+    "per_device_train_batch_size": Alias("micro_batch_size", "trajectories per forward/backward on each process "
+                                                             "(RL: unless max_tokens_per_microbatch)"),
+    "gradient_accumulation_steps": Alias("minibatch_size", "minibatch_size = gradient_accumulation_steps x "
+                                                           "micro_batch_size x processes (WORLD_SIZE): "
+                                                           "trajectories per optimizer step"),
 }
+# TRL names whose value is scaled into ours: minibatch_size counts trajectories, not micro-batches
+SCALED_BY_MICRO_BATCH = ("gradient_accumulation_steps",)
 
 # TRL names that are also ours, with the same meaning (listed in the docs table only)
 SAME_NAME = {
@@ -93,17 +107,6 @@ SAME_NAME = {
 
 # TRL name -> why it is refused, naming ours (a different meaning, or none here)
 DIFFERENT = {
-    "num_iterations": "is ambiguous and not accepted: the number of collect -> update rounds is train_iterations "
-                      "(this toolkit's old num_iterations); TRL's num_iterations (mu, passes over each generation "
-                      "batch) is update_epochs",
-    "max_completion_length": "is ambiguous and not accepted: TRL's generation cap is max_new_tokens here (per "
-                             "action: the whole completion in single-turn envs); the 'constant' loss normaliser "
-                             "(this toolkit's old max_completion_length) is loss_length_normalizer",
-    "per_device_train_batch_size": "means something else here: a batch is prompts_per_iteration x "
-                                   "samples_per_prompt trajectories; micro_batch_size goes through one "
-                                   "forward/backward",
-    "gradient_accumulation_steps": "means something else here: an optimizer step takes minibatch_size "
-                                   "trajectories in micro-batches of micro_batch_size",
     "generation_batch_size": "means something else here: each iteration generates prompts_per_iteration x "
                              "samples_per_prompt completions",
     "steps_per_generation": "means something else here: minibatch_size splits an iteration's batch into "
@@ -128,10 +131,6 @@ DIFFERENT = {
 
 # TRL name in DIFFERENT -> our nearest field(s), for the docs table
 NEAREST = {
-    "num_iterations": "train_iterations / update_epochs",
-    "max_completion_length": "max_new_tokens / loss_length_normalizer",
-    "per_device_train_batch_size": "micro_batch_size",
-    "gradient_accumulation_steps": "minibatch_size",
     "generation_batch_size": "prompts_per_iteration",
     "steps_per_generation": "minibatch_size",
     "num_train_epochs": "train_iterations",
@@ -180,9 +179,50 @@ def translate(cls: type, values: dict[str, Any], where: str = "") -> tuple[dict[
             raise ConfigError(f"{where}{cls.__name__}: {err}", alias.ours) from None
         if alias.step_counted:
             step_counted[alias.ours] = name
+    for name in SCALED_BY_MICRO_BATCH:
+        if name in values and name not in fields and SAME[name].ours in fields:
+            out[SAME[name].ours] = _accumulation(cls, name, values[name], where)
     if "epsilon" in values and "epsilon_high" not in values and "clip_high" not in values and "clip_high" in fields:
         out["clip_high"] = out["clip_low"]  # TRL: epsilon_high defaults to epsilon
     return out, step_counted
+
+
+@dataclass(frozen=True)
+class Accumulation:
+    """TRL's gradient_accumulation_steps, kept as given until the micro-batch size of the resolved config is
+    known (a later layer may set it): `resolve_accumulation` turns it into minibatch_size."""
+
+    steps: int
+    name: str = "gradient_accumulation_steps"
+
+
+def _accumulation(cls: type, name: str, value: Any, where: str) -> Accumulation:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{where}{cls.__name__}: {name} must be a positive integer; got {shown(value)}",
+                          SAME[name].ours)
+    return Accumulation(value, name)
+
+
+def resolve_accumulation(cls: type, values: dict[str, Any]) -> dict[str, Any]:
+    """`values` with an `Accumulation` as minibatch_size (trajectories per optimizer step over all processes):
+    its steps x micro_batch_size (the values', else the class default) x processes."""
+    out = dict(values)
+    for key, value in values.items():
+        if isinstance(value, Accumulation):
+            micro = out.get("micro_batch_size", getattr(cls, "micro_batch_size", None))
+            if isinstance(micro, bool) or not isinstance(micro, int):
+                raise ConfigError(f"{cls.__name__}: {value.name} needs an integer micro_batch_size (TRL's "
+                                  f"per_device_train_batch_size); got {shown(micro)}", "micro_batch_size")
+            out[key] = value.steps * micro * world_size()
+    return out
+
+
+def world_size() -> int:
+    """The number of processes torchrun launched (WORLD_SIZE), 1 without it."""
+    try:
+        return max(1, int(os.environ.get("WORLD_SIZE", "1")))
+    except ValueError:
+        return 1
 
 
 def refusal(cls: type, name: str) -> str | None:
