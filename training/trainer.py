@@ -28,6 +28,7 @@ from training import trainer_state
 from training.config import TrainerConfig, checked_config
 from training.data_parallel import GradientAverager
 from training.guards import NonFiniteTrainingError, warn
+from training.interrupts import StopRequests, TrainingInterrupted, interrupted_line
 from training.phase_memory import PhaseMemory
 from training.plots import plot_run
 from training.progress import phase_bar
@@ -313,26 +314,49 @@ class Trainer(ABC):
                    desc=type(self).__name__)
         if self.iteration == 0 and c.eval_at_start:
             self._log({"iteration": 0, **self._eval_metrics()})
-        while self.iteration < c.train_iterations:
-            metrics = self.run_iteration()
-            self.iteration += 1
-            metrics["iteration"] = self.iteration
-            self.end_iteration(metrics)
-            last = self.iteration == c.train_iterations
-            if (c.eval_every and self.iteration % c.eval_every == 0) or last:
-                metrics.update(self._eval_metrics())
-            self._log(metrics)
-            if (c.save_every and self.iteration % c.save_every == 0) or last:
-                self.save(run_dir)
-            bar.update(1)
-            bar.set_postfix({label: format(metrics[key], spec) for label, (key, spec) in self.progress_metrics.items()
-                             if key in metrics})
+        with StopRequests() as stop:  # Ctrl-C: finish this iteration, checkpoint it, stop (training/interrupts.py)
+            while self.iteration < c.train_iterations:
+                started = self.iteration
+                try:
+                    stopping = self._train_step(run_dir, bar, stop)
+                except TrainingInterrupted:
+                    raise
+                except KeyboardInterrupt:  # a second Ctrl-C: at once, from the newest complete checkpoint
+                    self._stop(bar, interrupted_line(started, run_dir, saved=False))
+                if stopping:
+                    self._stop(bar, interrupted_line(self.iteration, run_dir, saved=True))
         bar.close()
         rows = self.logger.read() if self.logger else []
         if self.logger:
             plot_run(rows, run_dir, title=self.title(), panels=self.plot_panels)  # metrics.png (+ reward components)
             self.logger.close()
         return dist.broadcast_object(rows)  # rank 0 wrote them; every rank returns the same rows
+
+    def _train_step(self, run_dir: Path, bar, stop: StopRequests) -> bool:
+        """One iteration of `train`'s loop: train, evaluate, log, checkpoint. Returns whether to stop now (Ctrl-C
+        before the last iteration: its checkpoint is written)."""
+        c = self.config
+        metrics = self.run_iteration()
+        self.iteration += 1
+        metrics["iteration"] = self.iteration
+        self.end_iteration(metrics)
+        last, stopping = self.iteration == c.train_iterations, stop.requested()
+        if (c.eval_every and self.iteration % c.eval_every == 0) or last:
+            metrics.update(self._eval_metrics())
+        self._log(metrics)
+        if (c.save_every and self.iteration % c.save_every == 0) or last or stopping:
+            self.save(run_dir)
+        bar.update(1)
+        bar.set_postfix({label: format(metrics[key], spec) for label, (key, spec) in self.progress_metrics.items()
+                         if key in metrics})
+        return stopping and not last
+
+    def _stop(self, bar, line: str) -> None:
+        """End the run on Ctrl-C: close the progress bar and the run's log (wandb too), raise TrainingInterrupted."""
+        bar.close()
+        if self.logger is not None:
+            self.logger.close(plots=False)
+        raise TrainingInterrupted(line) from None
 
     def run_iteration(self) -> dict[str, Any]:
         """`train_iteration()` with the metrics every iteration logs: timings, peak CUDA memory per phase
