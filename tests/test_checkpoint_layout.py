@@ -129,3 +129,22 @@ def test_a_field_is_named_with_the_file_that_holds_it(tmp_path):
     with pytest.raises(ckpt.CorruptCheckpointError) as info:
         algorithm(tmp_path).load(folder)
     assert str(info.value).startswith(f"{folder / 'rng_state.pth'}: field rng['torch'] must be a 1-d uint8 tensor")
+
+
+def test_every_kind_of_entry_comes_back_exactly(tmp_path):
+    """Weights in extra (an MCTS PRM) beside an entry that is neither weights nor JSON (its optimizer)."""
+    prm = {"score.weight": torch.randn(2, 3)}
+    state = {"iteration": 4, "policy": {"w": torch.randn(3)}, "optimizer": {"state": {}, "param_groups": []},
+             "scheduler": {"last_epoch": 4}, "rng": {"python": (3, (1, 2), None)}, "reference": None,
+             "extra": {"prm": prm, "prm_optimizer": {"state": {0: {"step": torch.tensor(2.0)}}}},
+             "rank_rng": [{"torch": torch.zeros(2, dtype=torch.uint8)}], "sharded": {"world_size": 1}}
+    for name, write in layout.state_files(state).items():
+        write(tmp_path / name)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "extra_state.pt", "model.safetensors", "optimizer.pt", "prm.safetensors", "rng_state.pth", "scheduler.pt",
+        "trainer_state.json"]
+    back = layout.read_state(tmp_path)
+    assert set(back) == set(state) and back["rng"] == state["rng"] and back["sharded"] == {"world_size": 1}
+    assert torch.equal(back["extra"]["prm"]["score.weight"], prm["score.weight"])
+    assert torch.equal(back["extra"]["prm_optimizer"]["state"][0]["step"], torch.tensor(2.0))
+    assert torch.equal(back["rank_rng"][0]["torch"], state["rank_rng"][0]["torch"])

@@ -103,12 +103,12 @@ def read_state(directory: Path) -> dict[str, Any]:
         assert saved.get("format") == FORMAT and isinstance(layout, dict)
     except (ValueError, KeyError, TypeError, AssertionError, AttributeError, OSError):
         raise CorruptCheckpointError(f"{path}: unreadable (not a format-{FORMAT} trainer state)") from None
-    for name, where in layout.items():
+    for name, where in sorted(layout.items(), key=lambda item: len(item[1]) if isinstance(item[1], list) else 0):
         if not (isinstance(name, str) and _FILE_NAME.match(name) and isinstance(where, list) and len(where) <= 2
                 and all(isinstance(k, str) for k in where)):
             raise CorruptCheckpointError(f"{path}: layout entry {str(name)[:80]!r} is malformed")
         value = load_tensors(directory / name) if name.endswith(".safetensors") else load_state(directory / name)
-        _place(path, state, where, value)
+        _place(path, state, where, value)  # extra_state.pt first: a module's weights may go into its "extra"
     return state
 
 

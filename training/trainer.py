@@ -43,7 +43,7 @@ class Trainer(ABC):
     A subclass writes `train_iteration()` (one iteration's work, returning its metrics), usually with
     `optimizer_step`. Optional hooks: `param_groups` (what AdamW trains), `evaluate` (held-out
     metrics, logged as `eval_*`), `end_iteration` (after the counter moves, before evaluation and the
-    checkpoint), `state_dict`/`load_state_dict` (state.pt entries of its own), `checkpoint_files`
+    checkpoint), `state_dict`/`load_state_dict` (checkpoint state entries of its own), `checkpoint_files`
     (other checkpoint files), `extra_state`/`load_extra_state` (modules besides the policy, stored
     under "extra"), `describe` (config.json), `generation_settings` (the saved model's generation config).
     """
@@ -175,7 +175,8 @@ class Trainer(ABC):
         """Counterpart of `extra_state`."""
 
     def state_dict(self) -> dict[str, Any]:
-        """What a checkpoint's state.pt holds; a subclass adds entries to `super().state_dict()`."""
+        """What a checkpoint's state holds (training/checkpoint_layout.py splits it into files); a subclass adds
+        entries to `super().state_dict()`."""
         return trainer_state.core_state(self)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -183,7 +184,7 @@ class Trainer(ABC):
         trainer_state.load_core_state(self, state)
 
     def checkpoint_files(self) -> dict[str, trainer_state.CheckpointFile]:
-        """Files a checkpoint holds besides state.pt: name -> CheckpointFile(write, read)."""
+        """Files a checkpoint holds besides the trainer's state: name -> CheckpointFile(write, read)."""
         return {}
 
     def describe(self) -> dict[str, Any]:
