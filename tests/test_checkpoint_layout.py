@@ -148,3 +148,23 @@ def test_every_kind_of_entry_comes_back_exactly(tmp_path):
     assert torch.equal(back["extra"]["prm"]["score.weight"], prm["score.weight"])
     assert torch.equal(back["extra"]["prm_optimizer"]["state"][0]["step"], torch.tensor(2.0))
     assert torch.equal(back["rank_rng"][0]["torch"], state["rank_rng"][0]["torch"])
+
+
+def test_an_mcts_run_with_a_prm_checkpoints_it_in_safetensors_and_loads_it_back(tmp_path, tiny_policy):
+    from algorithms import MCTSSearch
+    from policies.prm import ProcessRewardModel
+    from tests.test_mcts_search import config
+
+    def build(prm):
+        c = config(tmp_path, train_iterations=1, prm_updates=2, pair_margin=1e-6, prm_learning_rate=1e-2)
+        return MCTSSearch(tiny_policy, make("ToyDigits-v0", mode="stepwise", max_steps=2), c, prm=prm)
+
+    algo = build(ProcessRewardModel.from_policy(tiny_policy))
+    algo.train()
+    folder = tmp_path / "run" / "checkpoints" / "iter-000001"
+    assert load_file(str(folder / "prm.safetensors"))  # the PRM's weights; its optimizer in extra_state.pt
+    assert "prm_optimizer" in torch.load(folder / "extra_state.pt", weights_only=True)["extra"]
+    fresh = build(ProcessRewardModel.from_policy(tiny_policy))
+    fresh.load(folder)
+    for (name, a), b in zip(algo.prm.state_dict().items(), fresh.prm.state_dict().values()):
+        assert torch.equal(a, b), name
