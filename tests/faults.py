@@ -11,7 +11,7 @@ armed as "<point>:<n>": its n-th arrival (1-based) dies.
     atomic_write.before_replace, ...after_replace    any other file atomic_write_text rewrites
     metrics.write                                    a torn metrics line: its first half on disk, then the kill
     metrics.written                                  a metrics line appended and flushed
-    save.<file>                                      a checkpoint file written and flushed (save.state.pt)
+    save.<file>                                      a checkpoint file written and flushed (save.model.safetensors)
     save.manifest                                    MANIFEST.json written in the checkpoint's temporary folder
     save.renamed                                     the checkpoint folder renamed into place
     save.pruned                                      an old checkpoint (or a leftover) removed while pruning
@@ -87,7 +87,7 @@ SEAMS = (
 POINTS = ("config.before_replace", "config.after_replace", "truncate.side_file", "truncate.before_replace",
           "truncate.after_replace", "atomic_write.before_replace", "atomic_write.after_replace", "metrics.write",
           "metrics.written", "save.manifest", "save.renamed", "save.pruned", "archive.moved", "remove.renamed",
-          "remove.file")  # and save.<file name>.<extension> (save.state.pt)
+          "remove.file")  # and save.<file name>.<extension> (save.model.safetensors)
 
 
 def parse_spec(spec: str) -> tuple[str, int]:

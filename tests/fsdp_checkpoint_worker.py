@@ -10,7 +10,6 @@ restored rank 0's states everywhere would be caught. Writes `<variant>_rank<r>.p
 parameters of both runs, each rank's RNG states at the end of both, and every parameter the model folder
 was written from (gathered); `wrong_world_rank<r>.txt`: the error each rank raised."""
 import gc
-import json
 import shutil
 import sys
 from pathlib import Path
@@ -46,16 +45,11 @@ def rng_states(algo) -> dict[str, torch.Tensor]:
 
 
 def relabelled(source: Path, target: Path, world: int) -> None:
-    """A copy of checkpoint folder `source` at `target` whose state.pt (and manifest) claim `world` ranks."""
-    from training.checkpoints import MANIFEST, file_entry
+    """A copy of checkpoint folder `source` at `target` whose state (and manifest) claim `world` ranks."""
+    from tests import checkpoint_state
 
     shutil.copytree(source, target)
-    state = torch.load(target / "state.pt", weights_only=True)
-    state["sharded"]["world_size"] = world
-    torch.save(state, target / "state.pt")
-    manifest = json.loads((target / MANIFEST).read_text())
-    manifest["files"]["state.pt"] = file_entry(target / "state.pt")
-    (target / MANIFEST).write_text(json.dumps(manifest))
+    checkpoint_state.rewrite(target, lambda state: state["sharded"].update(world_size=world))
 
 
 def wrong_world_error(out: Path) -> str:

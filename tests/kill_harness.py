@@ -34,7 +34,7 @@ from algorithms import GRPO, GRPOConfig  # noqa: E402  (imported once here; fork
 from training import checkpoints as ckpt  # noqa: E402
 from envs import make  # noqa: E402
 from policies import HFPolicy, build_tiny_model, build_tiny_tokenizer  # noqa: E402
-from tests import faults  # noqa: E402
+from tests import checkpoint_state, faults  # noqa: E402
 from tests.toy_env import DigitsEnv  # noqa: E402,F401  (registers ToyDigits-v0)
 
 ITERATIONS = 5  # the crash-point sequence below assumes 5; benchmarks/kill_resume.py may set more
@@ -177,7 +177,7 @@ def run_trial(run_dir: Path, crash_points: list[str] = (), delays: list[float] =
 def fingerprint(run_dir: Path) -> dict:
     """Final parameters and optimizer state (from the last checkpoint) and the metrics rows."""
     final = newest_checkpoint(run_dir)
-    state = torch.load(run_dir / "checkpoints" / f"iter-{final:06d}" / "state.pt", weights_only=True)
+    state = checkpoint_state.read(run_dir / "checkpoints" / f"iter-{final:06d}")
     rows = [{k: v for k, v in json.loads(line).items() if not TIMING.match(k)}
             for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     return {"iteration": final, "policy": state["policy"], "optimizer": state["optimizer"]["state"],
@@ -209,7 +209,9 @@ CRASH_SEQUENCE = [
     "metrics.written:1",          # row 0 logged, no checkpoint: the next attempt starts over, row 0 moved aside
     "archive.moved:1",            # ... and is killed once metrics.jsonl is moved aside (as metrics.1.jsonl.bak)
     "metrics.write:3",            # half of row 2 on disk, C=1
-    "save.state.pt:1",            # row 2 logged, checkpoint 2 not written yet
+    "save.model.safetensors:1",   # row 2 logged, checkpoint 2 not written yet
+    "save.rng_state.pth:1",       # ... and again with its weights, optimizer and scheduler files written
+    "save.trainer_state.json:1",  # ... and again with all its state files written, no buffer or manifest
     "truncate.side_file:1",       # inside truncate_after (row 2 set aside, file not yet rewritten)
     "truncate.before_replace:1",  # inside truncate_after (new file written, not yet renamed)
     "truncate.after_replace:1",   # inside truncate_after (renamed)

@@ -8,7 +8,9 @@ import torch
 
 from algorithms import GRPO, GRPOConfig
 from training import checkpoints as ckpt
+from training import checkpoint_layout as layout
 from training.cli import run_with_clear_errors
+from tests import checkpoint_state
 from envs import make
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
@@ -41,8 +43,9 @@ def test_each_save_is_a_complete_folder_and_the_newest_k_are_kept(tmp_path):
         assert folder == run / "checkpoints" / f"iter-{it:06d}"
     assert names(run / "checkpoints") == ["iter-000002", "iter-000003"]
     manifest = json.loads((run / "checkpoints" / "iter-000003" / "MANIFEST.json").read_text())
-    assert manifest["iteration"] == 3 and set(manifest["files"]) == {"state.pt", "buffer.jsonl"}
-    assert manifest["files"]["state.pt"]["bytes"] == (folder / "state.pt").stat().st_size
+    assert manifest["iteration"] == 3 and set(manifest["files"]) == {
+        "model.safetensors", "optimizer.pt", "scheduler.pt", "rng_state.pth", "trainer_state.json", "buffer.jsonl"}
+    assert manifest["files"]["model.safetensors"]["bytes"] == (folder / "model.safetensors").stat().st_size
     ckpt.verify(folder)
 
 
@@ -51,7 +54,7 @@ def test_resume_takes_the_newest_that_verifies_and_says_which(tmp_path, capsys):
     run = tmp_path / "run"
     for it in (1, 2, 3):
         save_at(algo, it)
-    state = run / "checkpoints" / "iter-000003" / "state.pt"
+    state = run / "checkpoints" / "iter-000003" / "model.safetensors"
     state.write_bytes(state.read_bytes()[:-10])                      # truncated
     buffer = run / "checkpoints" / "iter-000002" / "buffer.jsonl"
     buffer.write_text(buffer.read_text().replace("capacity", "capacitx"))  # altered, same size
@@ -63,7 +66,7 @@ def test_resume_takes_the_newest_that_verifies_and_says_which(tmp_path, capsys):
     assert out.strip() == f"resuming from {run / 'checkpoints' / 'iter-000001'} (iteration 1)"
     warnings = err.strip().splitlines()
     assert len(warnings) == 2 and all(w.startswith("warning: skipping a checkpoint") for w in warnings)
-    assert "iter-000003/state.pt: " in warnings[0] and "truncated" in warnings[0]
+    assert "iter-000003/model.safetensors: " in warnings[0] and "truncated" in warnings[0]
     assert "iter-000002/buffer.jsonl: sha256 differs" in warnings[1]
     assert names(run / "checkpoints") == [".tmp-iter-000004", "corrupt-iter-000002", "corrupt-iter-000003",
                                           "iter-000001"]
@@ -79,10 +82,22 @@ def test_the_old_checkpoint_layout_is_still_resumed(tmp_path, capsys):
     legacy = run / "checkpoint"
     shutil.copytree(folder, legacy)
     (legacy / "MANIFEST.json").unlink()
+    checkpoint_state.write_legacy(legacy, algo.state_dict())  # one state.pt, as earlier versions wrote
     shutil.rmtree(run / "checkpoints")
     fresh = tiny_algo(tmp_path)
     assert fresh.resume_from(run) == legacy and fresh.iteration == 5
     assert capsys.readouterr().out.strip() == f"resuming from {legacy} (iteration 5)"
+    for a, b in zip(algo.policy.parameters(), fresh.policy.parameters()):
+        assert torch.equal(a, b)
+
+
+def test_a_state_pt_checkpoint_of_earlier_versions_still_resumes(tmp_path, capsys):
+    algo = tiny_algo(tmp_path)
+    folder = save_at(algo, 4)
+    checkpoint_state.write_legacy(folder, algo.state_dict())
+    assert sorted(json.loads((folder / "MANIFEST.json").read_text())["files"]) == ["buffer.jsonl", "state.pt"]
+    fresh = tiny_algo(tmp_path)
+    assert fresh.resume_from(tmp_path / "run") == folder and fresh.iteration == 4
     for a, b in zip(algo.policy.parameters(), fresh.policy.parameters()):
         assert torch.equal(a, b)
 
@@ -115,32 +130,33 @@ class Payload:
         return (open, (self.path, "w"))
 
 
-def _plant_payload(folder, marker):
-    state_path = folder / "state.pt"
+def _plant_payload(folder, marker, name="scheduler.pt"):
+    state_path = folder / name
     state = torch.load(state_path, weights_only=True)
-    state["extra"] = {"x": Payload(marker)}
+    state["x"] = Payload(marker)
     torch.save(state, state_path)
     manifest = json.loads((folder / "MANIFEST.json").read_text())  # a consistent manifest: hashes prove nothing
-    manifest["files"]["state.pt"] = {"bytes": state_path.stat().st_size, "sha256": ckpt._sha256(state_path)}
+    manifest["files"][name] = {"bytes": state_path.stat().st_size, "sha256": ckpt._sha256(state_path)}
     (folder / "MANIFEST.json").write_text(json.dumps(manifest))
 
 
-def test_a_checkpoint_that_would_run_code_is_refused_in_one_line(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("name", ["scheduler.pt", "rng_state.pth", "optimizer.pt"])
+def test_a_checkpoint_that_would_run_code_is_refused_in_one_line(tmp_path, monkeypatch, capsys, name):
     algo = tiny_algo(tmp_path, train_iterations=2)
     folder = save_at(algo, 1)
     marker = tmp_path / "pwned"
-    _plant_payload(folder, marker)
+    _plant_payload(folder, marker, name)
     with pytest.raises(ckpt.UnsafeCheckpointError) as info:
         tiny_algo(tmp_path).load(folder)
     message = str(info.value)
-    assert message.startswith(f"{folder / 'state.pt'}: refused") and "GLOBAL" in message and "\n" not in message
+    assert message.startswith(f"{folder / name}: refused") and "GLOBAL" in message and "\n" not in message
     # through --resume and the examples' error handler: one line, nothing executed, nothing deleted
     monkeypatch.delenv("RLGYM_TRACEBACK", raising=False)
     with pytest.raises(SystemExit) as exit_info:
         run_with_clear_errors(tiny_algo(tmp_path, train_iterations=2).train, True)
     assert str(exit_info.value.code).startswith("error: ") and "\n" not in str(exit_info.value.code)
     assert not marker.exists()
-    assert (folder / "state.pt").is_file()
+    assert (folder / name).is_file()
 
 
 def test_a_truncated_state_file_is_a_one_line_error(tmp_path):
@@ -149,8 +165,9 @@ def test_a_truncated_state_file_is_a_one_line_error(tmp_path):
     legacy = tmp_path / "legacy"
     shutil.copytree(folder, legacy)
     (legacy / "MANIFEST.json").unlink()
+    checkpoint_state.write_legacy(legacy, algo.state_dict())
     for where in (folder, legacy):
-        state = where / "state.pt"
+        state = where / ("rng_state.pth" if where == folder else "state.pt")
         state.write_bytes(state.read_bytes()[: state.stat().st_size // 2])
         with pytest.raises(ckpt.CorruptCheckpointError) as info:
             tiny_algo(tmp_path).load(where)
@@ -160,9 +177,8 @@ def test_a_truncated_state_file_is_a_one_line_error(tmp_path):
 
 def test_a_checkpoint_of_another_model_is_a_one_line_error(tmp_path):
     folder = save_at(tiny_algo(tmp_path), 1)
-    state = torch.load(folder / "state.pt", weights_only=True)
-    state["policy"] = {k: v[..., :1] for k, v in state["policy"].items()}
-    torch.save(state, folder / "state.pt")
+    checkpoint_state.rewrite(folder, lambda state: state.update(
+        policy={k: v[..., :1].contiguous() for k, v in state["policy"].items()}))
     (folder / "MANIFEST.json").unlink()
     shutil.move(folder, tmp_path / "other")
     with pytest.raises(ckpt.CheckpointError, match="does not fit this model and algorithm") as info:
@@ -196,20 +212,14 @@ def test_state_files_hold_plain_data_only(tmp_path):
     algo = PPO(policy, make("ToyDigits-v0"), PPOConfig(output_dir=str(tmp_path / "ppo"), progress=False,
                                                        kl_coeff=0.1, value_model="copy"))
     folder = save_at(algo, 1)
-    state = torch.load(folder / "state.pt", weights_only=True)
+    state = checkpoint_state.read(folder)
     assert state["iteration"] == 1 and "value_model" in state["extra"]
-    assert os.path.getsize(folder / "state.pt") > 0
+    assert os.path.getsize(folder / "value_model.safetensors") > 0
+    for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth"):
+        assert isinstance(torch.load(folder / name, weights_only=True), dict)
 
 
-def rewrite_state(folder, change):
-    """Edit a checkpoint's state.pt with `change(state)` and update its manifest to match (as a hand edit
-    that also fixes the manifest would): only the checks of the state's fields can catch it."""
-    state = torch.load(folder / "state.pt", weights_only=True)
-    change(state)
-    torch.save(state, folder / "state.pt")
-    manifest = json.loads((folder / "MANIFEST.json").read_text())
-    manifest["files"]["state.pt"] = ckpt.file_entry(folder / "state.pt")
-    (folder / "MANIFEST.json").write_text(json.dumps(manifest))
+rewrite_state = checkpoint_state.rewrite
 
 
 EDITS = {
@@ -234,6 +244,13 @@ EDITS = {
 }
 
 
+# the file a bad field is found in (an edit that leaves a field's usual type moves it to another file)
+FIELD_FILES = {field: "trainer_state.json" for field in EDITS}
+FIELD_FILES.update({"optimizer['param_groups']": "optimizer.pt", "policy['lm_head.weight']": layout.OTHERS,
+                    "rng['python']": "rng_state.pth", "rng['torch']": "rng_state.pth",
+                    "rng['generator']": "rng_state.pth", "rng['numpy_algorithm']": "rng_state.pth"})
+
+
 @pytest.mark.parametrize("field", list(EDITS))
 def test_every_field_of_an_edited_state_is_checked_and_named_with_the_file(tmp_path, field):
     change, problem = EDITS[field]
@@ -244,7 +261,7 @@ def test_every_field_of_an_edited_state_is_checked_and_named_with_the_file(tmp_p
     with pytest.raises(ckpt.CorruptCheckpointError) as info:
         fresh.load(folder)
     message = str(info.value)
-    assert message.startswith(f"{folder / 'state.pt'}: field {field.strip()} {problem}") and "\n" not in message
+    assert message.startswith(f"{folder / FIELD_FILES[field]}: field {field.strip()} {problem}") and "\n" not in message
     assert fresh.iteration == 0 and all(torch.equal(v, before[k]) for k, v in fresh.policy.state_dict().items())
 
 
@@ -257,5 +274,5 @@ def test_resume_skips_a_checkpoint_edited_to_a_negative_iteration_naming_file_an
     assert fresh.resume_from(run) == run / "checkpoints" / "iter-000001" and fresh.iteration == 1
     warning = capsys.readouterr().err.strip()
     assert warning == (f"warning: skipping a checkpoint that does not verify: "
-                       f"{run / 'checkpoints' / 'iter-000002' / 'state.pt'}: field iteration must be a whole "
+                       f"{run / 'checkpoints' / 'iter-000002' / 'trainer_state.json'}: field iteration must be a whole "
                        f"number >= 0, got -5")

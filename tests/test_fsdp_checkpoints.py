@@ -14,6 +14,7 @@ from safetensors.torch import load_file
 
 from training.checkpoints import CheckpointError, CorruptCheckpointError
 from training.trainer_state import write_model_folder
+from tests import checkpoint_state
 from tests.distributed_worker import build_algorithm
 from tests.fsdp_checkpoint_worker import SETTINGS, VARIANTS, run
 from tests.test_distributed import free_port
@@ -55,11 +56,13 @@ def test_a_sharded_checkpoint_holds_every_ranks_shards_in_its_manifest(two_ranks
     folder = two_ranks / "full_resumed" / CHECKPOINT
     files = json.loads((folder / "MANIFEST.json").read_text())["files"]
     shards = {"sharded/.metadata", "sharded/__0_0.distcp", "sharded/__1_0.distcp"}  # both ranks' and DCP's index
-    assert {"state.pt", "buffer.jsonl"} | shards <= set(files)
-    state = torch.load(folder / "state.pt", weights_only=True)
+    assert {"trainer_state.json", "scheduler.pt", "rng_state.pth", "extra_state.pt", "buffer.jsonl"} | shards \
+        <= set(files)
+    assert not {"model.safetensors", "optimizer.pt"} & set(files)
+    state = checkpoint_state.read(folder)
     assert state["sharded"] == {"world_size": 2} and len(state["rank_rng"]) == 2
     assert "policy" not in state and "optimizer" not in state  # the weights are in sharded/, never rank 0's shard
-    kl = torch.load(two_ranks / "kl_resumed" / CHECKPOINT / "state.pt", weights_only=True)
+    kl = checkpoint_state.read(two_ranks / "kl_resumed" / CHECKPOINT)
     assert kl["reference_source"] == "policy" and kl["reference"] is None  # restored from the loaded shards
 
 

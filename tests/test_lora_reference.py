@@ -9,6 +9,7 @@ from buffers import collate
 from envs import make
 from policies import HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
 from policies.reference_adapter import REFERENCE_ADAPTER, has_reference_adapter
+from tests import checkpoint_state
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 
@@ -57,7 +58,7 @@ def test_a_resume_restores_the_reference_adapter_and_a_saved_model_leaves_it_out
     a.train()
     sample = a.collect()
     folders = tmp_path / "run" / "checkpoints"
-    state = torch.load(folders / "iter-000003" / "state.pt", weights_only=True)
+    state = checkpoint_state.read(folders / "iter-000003")
     assert state["reference_source"] == "adapter" and state["reference"] is None
     fresh = algo(tmp_path / "fresh")
     fresh.load(folders / "iter-000003")

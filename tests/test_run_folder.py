@@ -17,6 +17,7 @@ import torch
 from algorithms import GRPO, GRPOConfig
 from envs import make
 from policies import HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
+from tests import checkpoint_state
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 from tests.wandb_history import history
 
@@ -60,7 +61,7 @@ def test_the_quickstart_model_folder_loads_with_plain_transformers(quickstart_ru
     folder = quickstart_run / "model"
     assert (folder / "model.safetensors").is_file() and not list(folder.glob("*.bin"))
     model = AutoModelForCausalLM.from_pretrained(folder)
-    state = torch.load(quickstart_run / "checkpoints" / "iter-000002" / "state.pt", weights_only=True)
+    state = checkpoint_state.read(quickstart_run / "checkpoints" / "iter-000002")
     for name, value in model.state_dict().items():  # the weights of the last checkpoint (the trained policy)
         assert torch.equal(value, state["policy"][name]), name
     tokenizer = AutoTokenizer.from_pretrained(folder)
@@ -85,7 +86,7 @@ def test_the_before_evaluation_is_iteration_0_and_no_checkpoint_stores_the_initi
     rows = metrics(quickstart_run)
     assert [r["iteration"] for r in rows] == [0, 1, 2]
     assert "eval_accuracy" in rows[0] and "reward_mean" not in rows[0] and "eval_accuracy" in rows[2]
-    state = torch.load(quickstart_run / "checkpoints" / "iter-000002" / "state.pt", weights_only=True)
+    state = checkpoint_state.read(quickstart_run / "checkpoints" / "iter-000002")
     assert state["reference"] is None and state["reference_source"] == "initial"  # kl_coeff 0.04, never synced
     assert (quickstart_run / "metrics.png").is_file()
 
@@ -122,7 +123,7 @@ def test_checkpoints_store_the_reference_only_when_it_is_nowhere_else(tmp_path):
     algo = tiny_algo(tmp_path)
     algo.train()
     folders = tmp_path / "run" / "checkpoints"
-    states = {i: torch.load(folders / f"iter-{i:06d}" / "state.pt", weights_only=True) for i in (1, 2, 3)}
+    states = {i: checkpoint_state.read(folders / f"iter-{i:06d}") for i in (1, 2, 3)}
     assert [states[i]["reference_source"] for i in (1, 2, 3)] == ["initial", "policy", "stored"]
     assert states[1]["reference"] is None and states[2]["reference"] is None
     assert all(torch.equal(v, states[2]["policy"][k]) for k, v in states[3]["reference"].items())

@@ -96,7 +96,7 @@ def test_planted_checkpoint_links_are_unlinked_and_a_linked_checkpoint_is_never_
     assert fresh.resume_from(run) == root / "iter-000003"
     save_at(fresh, 4)
     assert not os.path.lexists(root / "iter-000009")
-    assert (elsewhere / "MANIFEST.json").is_file() and (elsewhere / "state.pt").is_file()
+    assert (elsewhere / "MANIFEST.json").is_file() and (elsewhere / "trainer_state.json").is_file()
 
 
 def test_a_symlinked_checkpoints_folder_is_refused_in_one_line(tmp_path, outside):

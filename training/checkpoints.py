@@ -1,7 +1,10 @@
 """Checkpoint folders that survive a kill at any moment.
 
-Layout: `<run>/checkpoints/iter-000012/` holds `state.pt` (tensors and plain data only, loaded with
+Layout: `<run>/checkpoints/iter-000012/` holds the trainer's state in the HF Trainer's files
+(`model.safetensors`, `optimizer.pt`, `scheduler.pt`, `rng_state.pth`, `trainer_state.json`:
+training/checkpoint_layout.py; torch files hold tensors and plain data only, loaded with
 `weights_only=True`), `buffer.jsonl` and `MANIFEST.json` (written last: every file's size and sha256).
+Earlier versions wrote one `state.pt` instead; such checkpoints are still read.
 A checkpoint is written in a temporary folder, flushed to disk and renamed into place, so a folder
 named `iter-*` is always complete; older ones are removed only afterwards, keeping the newest
 `keep`. Resuming takes the newest checkpoint that verifies; the old single `<run>/checkpoint/`
@@ -183,7 +186,7 @@ def verify(directory: str | os.PathLike) -> None:
     try:
         manifest = read_json(manifest_path)  # too deep, not UTF-8, huge numbers: all ValueError
         files = manifest["files"]
-        assert isinstance(files, dict) and "state.pt" in files
+        assert isinstance(files, dict) and ("trainer_state.json" in files or "state.pt" in files)
     except (ValueError, KeyError, TypeError, AssertionError):
         raise CorruptCheckpointError(f"{manifest_path}: unreadable manifest") from None
     for name, expected in files.items():

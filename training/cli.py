@@ -20,6 +20,7 @@ from core.dotted_names import Setting, flatten, settings_of
 from training import trl_names
 from training.flag_parser import SuggestingParser, example_parser  # noqa: F401 (the examples' parser)
 from training.config import field_types, load_config, nested_fields
+from training.interrupts import EXIT_STATUS
 
 FLAG_TYPES = {int: int, float: float, str: str}
 
@@ -129,7 +130,9 @@ def release_memory() -> None:
 
 def run_with_clear_errors(run: Callable[..., Any], *args: Any) -> Any:
     """Call `run(*args)`; a bad input (config value, missing file or model, unknown env id, malformed row)
-    exits with one line `error: ...` instead of a traceback (set RLGYM_TRACEBACK=1 to see it).
+    exits with one line `error: ...` instead of a traceback (set RLGYM_TRACEBACK=1 to see it). Ctrl-C exits
+    with status 130 and one line: training's "interrupted at iteration N; resume with --resume ..."
+    (training/interrupts.py), or "interrupted" elsewhere.
 
     Parse the flags inside `run` (`run_with_clear_errors(lambda: run(parser.parse_args(argv)))`) so that
     errors raised while parsing get the same treatment; argparse's own usage errors exit as usual."""
@@ -142,6 +145,11 @@ def run_with_clear_errors(run: Callable[..., Any], *args: Any) -> Any:
         if os.environ.get("RLGYM_TRACEBACK"):
             raise
         sys.exit("error: " + " ".join(str(err).split()))
+    except KeyboardInterrupt as err:
+        if os.environ.get("RLGYM_TRACEBACK"):
+            raise
+        print(" ".join(str(err).split()) or "interrupted", file=sys.stderr, flush=True)
+        sys.exit(EXIT_STATUS)
 
 
 def same_file(a: str | None, b: str | None) -> bool:

@@ -9,9 +9,12 @@ parameters outside the backbone (an untied lm-head, a value head) are averaged b
 every gradient averaged by `sync_gradients` after the step's last backward. In one process both are
 no-ops.
 
-DDP is built with `broadcast_buffers=False` (the backbone's buffers are constant rotary tables) so its
+DDP does not sync buffers in its forward (the backbone's buffers are constant rotary tables), so its
 forward holds no collective: ranks may run different numbers of micro-batches, and forward passes
-without gradients (sampling, the reference, rank 0's evaluation) never touch the wrapper.
+without gradients (sampling, the reference, rank 0's evaluation) never touch the wrapper. torch 2.13
+deprecates `broadcast_buffers` (a FutureWarning) for `forward_sync_buffers`, which still broadcasts the
+buffers once at construction (harmless: every rank computed the same tables); older torch has only
+`broadcast_buffers=False`, used there.
 
 With "fsdp" the same backbone is sharded in place (training/fsdp.py says what and why); its sharded
 gradients are reduce-scattered by FSDP in the step's last backward, the rest all-reduced in `finish`,
@@ -19,6 +22,7 @@ and `clip_grad_norm` takes the norm over both.
 """
 from __future__ import annotations
 
+import inspect
 from contextlib import nullcontext
 from typing import ContextManager, Sequence
 
@@ -84,4 +88,11 @@ def wrap(module: torch.nn.Module) -> torch.nn.parallel.DistributedDataParallel:
     """`module` in DDP on this rank's device (its parameters and buffers start as rank 0's)."""
     device = next(module.parameters()).device
     return torch.nn.parallel.DistributedDataParallel(
-        module, device_ids=[device.index] if device.type == "cuda" else None, broadcast_buffers=False)
+        module, device_ids=[device.index] if device.type == "cuda" else None, **_no_forward_buffer_sync())
+
+
+def _no_forward_buffer_sync() -> dict[str, bool]:
+    """DDP's keyword for "no buffer broadcast in forward": `forward_sync_buffers` where torch has it (2.13+,
+    where `broadcast_buffers` warns as deprecated), else `broadcast_buffers`."""
+    parameters = inspect.signature(torch.nn.parallel.DistributedDataParallel.__init__).parameters
+    return {"forward_sync_buffers": False} if "forward_sync_buffers" in parameters else {"broadcast_buffers": False}

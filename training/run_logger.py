@@ -1,5 +1,8 @@
 """Run folder: resolved config, metrics.jsonl (one line per iteration), PNG plots, optional wandb.
 
+With wandb on, the run's id is kept in `wandb_run.json`; a resumed run (`--resume` that found a
+checkpoint) passes it back to `wandb.init(id=..., resume="allow")` and so continues the same W&B run.
+
 metrics.jsonl is append-only and flushed to disk per line. A line cut short by a kill is ignored
 when reading and set aside on resume; rows logged after the checkpoint a run resumes from are moved
 to metrics.discarded.jsonl (never deleted), and the file is rewritten atomically.
@@ -7,14 +10,34 @@ to metrics.discarded.jsonl (never deleted), and the file is rewritten atomically
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
 from core.atomic_io import append_synced, atomic_write_text
+from core.jsonl import read_json
 from training.checkpoints import archive_history
 
 DISCARDED = "metrics.discarded.jsonl"
+WANDB_ID = "wandb_run.json"  # the W&B run's id, so that --resume continues that run (wandb.init(id=..., resume=))
+_WANDB_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+
+
+def read_wandb_id(run_dir: Path) -> str | None:
+    """The W&B run id stored in `run_dir` by an earlier start, or None (none stored, or not a plain id: a
+    new W&B run is then started, with a warning when the file was there but unusable)."""
+    path = run_dir / WANDB_ID
+    if not path.is_file():
+        return None
+    try:
+        run_id = read_json(path).get("id")
+    except (ValueError, AttributeError, OSError):
+        run_id = None
+    if not isinstance(run_id, str) or not _WANDB_ID.match(run_id):
+        print(f"warning: {path}: no usable W&B run id; --resume starts a new W&B run", file=sys.stderr)
+        return None
+    return run_id
 
 
 class RunLogger:
@@ -34,8 +57,10 @@ class RunLogger:
                 import wandb
             except ImportError:
                 raise RuntimeError("wandb logging asked for but wandb is not installed: pip install wandb") from None
+            run_id = read_wandb_id(self.run_dir) if resume else None  # --resume: the same W&B run, continued
             self._wandb = wandb.init(project=project, mode=wandb_mode, dir=str(self.run_dir), config=config,
-                                     name=self.run_dir.name, resume="allow" if resume else None)
+                                     name=self.run_dir.name, id=run_id, resume="allow" if resume else None)
+            atomic_write_text(self.run_dir / WANDB_ID, json.dumps({"id": self._wandb.id, "project": project}))
 
     def truncate_after(self, iteration: int) -> None:
         """On resume, keep the rows up to `iteration` (the checkpoint's); later rows (produced again by
@@ -81,13 +106,14 @@ class RunLogger:
             out.append((line, row))
         return out
 
-    def close(self) -> None:
-        """Finish the wandb run, with the run folder's plots (*.png) logged as images."""
+    def close(self, plots: bool = True) -> None:
+        """Finish the wandb run, with the run folder's plots (*.png) logged as images (`plots`)."""
         if self._wandb is not None:
             import wandb
 
-            images = {f"plots/{p.stem}": wandb.Image(str(p)) for p in sorted(self.run_dir.glob("*.png"))}
+            images = {f"plots/{p.stem}": wandb.Image(str(p)) for p in sorted(self.run_dir.glob("*.png"))} if plots else {}
             if images:
                 self._wandb.log(images)
             self._wandb.finish()
+            self._wandb = None
 

@@ -1,8 +1,9 @@
 """Checkpoints and the model folder under `data_parallel="fsdp"`, where each rank holds only its shards.
 
 `save` runs on every rank: each writes its shards of the policy and of the optimizer state through
-`torch.distributed.checkpoint` (DCP) into `<checkpoint>/sharded/`; rank 0 writes state.pt (the trainer's
-state without weights or optimizer, plus the world size and every rank's RNG states) and the trainer's
+`torch.distributed.checkpoint` (DCP) into `<checkpoint>/sharded/`; rank 0 writes the trainer's state
+without weights or optimizer, plus the world size and every rank's RNG states (scheduler.pt,
+rng_state.pth, extra_state.pt, trainer_state.json: training/checkpoint_layout.py) and the trainer's
 other files. Only after every rank has written does rank 0 write the manifest (which lists the shard
 files with their hashes, so `checkpoints.verify` checks them too) and rename the folder into place: a
 folder named `iter-*` is complete, as on one process. The shards are laid out for the world size that
@@ -17,6 +18,7 @@ from typing import Any
 
 import torch
 
+from training import checkpoint_layout as layout
 from training import checkpoints as ckpt
 from training import distributed as dist
 from core.messages import first_line
@@ -46,7 +48,7 @@ def _trained(trainer) -> _Trained:
 
 
 def state_entries(rng: dict[str, Any]) -> dict[str, Any]:
-    """What state.pt holds under FSDP besides the trainer's state: the world size, and every rank's RNG
+    """What the trainer's state holds under FSDP besides the trainer's state: the world size, and every rank's RNG
     states (`rng`: this rank's), gathered on every rank (a collective)."""
     return {SHARDED: {"world_size": dist.world_size()}, "rank_rng": dist.gather_lists([rng])}
 
@@ -113,7 +115,7 @@ def save(trainer, run_dir: str | Path) -> Path:
     save_shards(trainer, tmp / SHARDED)
 
     def write_rest() -> dict[str, dict]:
-        writers = {"state.pt": lambda path: torch.save(state, path)}
+        writers = layout.state_files(state)
         writers.update({name: file.write for name, file in trainer.checkpoint_files().items()})
         return ckpt.write_files(tmp, writers)
 

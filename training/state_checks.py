@@ -1,6 +1,6 @@
-"""Checks of a checkpoint's state.pt before any of it is applied: every field that resuming reads has the
+"""Checks of a checkpoint's state (training/checkpoint_layout.py) before any of it is applied: every field that resuming reads has the
 type and range it was written with. A wrong one is one CorruptCheckpointError line naming the file and
-the field (e.g. `.../iter-000003/state.pt: field iteration must be a whole number >= 0, got -5`).
+the field (e.g. `.../iter-000003/trainer_state.json: field iteration must be a whole number >= 0, got -5`).
 
 The RNG states are tried on throwaway generators of the same kind (numpy's, Python's, torch's), so a
 state that the trainer's own generators would refuse is caught here, with the file named, and nothing
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -26,9 +26,11 @@ BIT_GENERATORS = {"PCG64": np.random.PCG64, "PCG64DXSM": np.random.PCG64DXSM, "M
                   "Philox": np.random.Philox, "SFC64": np.random.SFC64}
 
 
-def check_state(path: Path, state: dict[str, Any], folder_iteration: int | None = None) -> None:
-    """Raise CorruptCheckpointError (naming `path` and the field) unless every field of `state` that resuming
-    reads is well formed. folder_iteration: the N of an `iter-N` folder (the state must say the same)."""
+def check_state(path: Path | Callable[[str], Path], state: dict[str, Any], folder_iteration: int | None = None
+                ) -> None:
+    """Raise CorruptCheckpointError (naming the file and the field) unless every field of `state` that resuming
+    reads is well formed. path: the state's file, or a function giving the file that holds a field
+    (checkpoint_layout.locator). folder_iteration: the N of an `iter-N` folder (the state must say the same)."""
     iteration = _count(path, "iteration", state["iteration"])
     if folder_iteration is not None and iteration != folder_iteration:
         _fail(path, "iteration", f"says {iteration}, but the folder is iteration {folder_iteration}")
@@ -130,5 +132,5 @@ def _try(path: Path, field: str, apply) -> None:
         _fail(path, field, f"is not a valid RNG state ({first[:160]})")
 
 
-def _fail(path: Path, field: str, problem: str) -> None:
-    raise CorruptCheckpointError(f"{path}: field {field} {problem}")
+def _fail(path: Path | Callable[[str], Path], field: str, problem: str) -> None:
+    raise CorruptCheckpointError(f"{path(field) if callable(path) else path}: field {field} {problem}")

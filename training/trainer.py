@@ -28,6 +28,7 @@ from training import trainer_state
 from training.config import TrainerConfig, checked_config
 from training.data_parallel import GradientAverager
 from training.guards import NonFiniteTrainingError, warn
+from training.interrupts import StopRequests, TrainingInterrupted, interrupted_line
 from training.phase_memory import PhaseMemory
 from training.plots import plot_run
 from training.progress import phase_bar
@@ -42,7 +43,7 @@ class Trainer(ABC):
     A subclass writes `train_iteration()` (one iteration's work, returning its metrics), usually with
     `optimizer_step`. Optional hooks: `param_groups` (what AdamW trains), `evaluate` (held-out
     metrics, logged as `eval_*`), `end_iteration` (after the counter moves, before evaluation and the
-    checkpoint), `state_dict`/`load_state_dict` (state.pt entries of its own), `checkpoint_files`
+    checkpoint), `state_dict`/`load_state_dict` (checkpoint state entries of its own), `checkpoint_files`
     (other checkpoint files), `extra_state`/`load_extra_state` (modules besides the policy, stored
     under "extra"), `describe` (config.json), `generation_settings` (the saved model's generation config).
     """
@@ -174,7 +175,8 @@ class Trainer(ABC):
         """Counterpart of `extra_state`."""
 
     def state_dict(self) -> dict[str, Any]:
-        """What a checkpoint's state.pt holds; a subclass adds entries to `super().state_dict()`."""
+        """What a checkpoint's state holds (training/checkpoint_layout.py splits it into files); a subclass adds
+        entries to `super().state_dict()`."""
         return trainer_state.core_state(self)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -182,7 +184,7 @@ class Trainer(ABC):
         trainer_state.load_core_state(self, state)
 
     def checkpoint_files(self) -> dict[str, trainer_state.CheckpointFile]:
-        """Files a checkpoint holds besides state.pt: name -> CheckpointFile(write, read)."""
+        """Files a checkpoint holds besides the trainer's state: name -> CheckpointFile(write, read)."""
         return {}
 
     def describe(self) -> dict[str, Any]:
@@ -313,26 +315,49 @@ class Trainer(ABC):
                    desc=type(self).__name__)
         if self.iteration == 0 and c.eval_at_start:
             self._log({"iteration": 0, **self._eval_metrics()})
-        while self.iteration < c.train_iterations:
-            metrics = self.run_iteration()
-            self.iteration += 1
-            metrics["iteration"] = self.iteration
-            self.end_iteration(metrics)
-            last = self.iteration == c.train_iterations
-            if (c.eval_every and self.iteration % c.eval_every == 0) or last:
-                metrics.update(self._eval_metrics())
-            self._log(metrics)
-            if (c.save_every and self.iteration % c.save_every == 0) or last:
-                self.save(run_dir)
-            bar.update(1)
-            bar.set_postfix({label: format(metrics[key], spec) for label, (key, spec) in self.progress_metrics.items()
-                             if key in metrics})
+        with StopRequests() as stop:  # Ctrl-C: finish this iteration, checkpoint it, stop (training/interrupts.py)
+            while self.iteration < c.train_iterations:
+                started = self.iteration
+                try:
+                    stopping = self._train_step(run_dir, bar, stop)
+                except TrainingInterrupted:
+                    raise
+                except KeyboardInterrupt:  # a second Ctrl-C: at once, from the newest complete checkpoint
+                    self._stop(bar, interrupted_line(started, run_dir, saved=False))
+                if stopping:
+                    self._stop(bar, interrupted_line(self.iteration, run_dir, saved=True))
         bar.close()
         rows = self.logger.read() if self.logger else []
         if self.logger:
             plot_run(rows, run_dir, title=self.title(), panels=self.plot_panels)  # metrics.png (+ reward components)
             self.logger.close()
         return dist.broadcast_object(rows)  # rank 0 wrote them; every rank returns the same rows
+
+    def _train_step(self, run_dir: Path, bar, stop: StopRequests) -> bool:
+        """One iteration of `train`'s loop: train, evaluate, log, checkpoint. Returns whether to stop now (Ctrl-C
+        before the last iteration: its checkpoint is written)."""
+        c = self.config
+        metrics = self.run_iteration()
+        self.iteration += 1
+        metrics["iteration"] = self.iteration
+        self.end_iteration(metrics)
+        last, stopping = self.iteration == c.train_iterations, stop.requested()
+        if (c.eval_every and self.iteration % c.eval_every == 0) or last:
+            metrics.update(self._eval_metrics())
+        self._log(metrics)
+        if (c.save_every and self.iteration % c.save_every == 0) or last or stopping:
+            self.save(run_dir)
+        bar.update(1)
+        bar.set_postfix({label: format(metrics[key], spec) for label, (key, spec) in self.progress_metrics.items()
+                         if key in metrics})
+        return stopping and not last
+
+    def _stop(self, bar, line: str) -> None:
+        """End the run on Ctrl-C: close the progress bar and the run's log (wandb too), raise TrainingInterrupted."""
+        bar.close()
+        if self.logger is not None:
+            self.logger.close(plots=False)
+        raise TrainingInterrupted(line) from None
 
     def run_iteration(self) -> dict[str, Any]:
         """`train_iteration()` with the metrics every iteration logs: timings, peak CUDA memory per phase

@@ -1,8 +1,9 @@
 """A `Trainer`'s checkpoints: save, load, resume, start over; and the final model folder.
 
-What a checkpoint holds comes from the trainer's hooks: `state_dict()` (state.pt: the core state
-below plus whatever a subclass adds, e.g. RLAlgorithm's reference) and `checkpoint_files()` (other
-files, e.g. RLAlgorithm's buffer.jsonl, each with its writer and reader). Reading verifies and reads
+What a checkpoint holds comes from the trainer's hooks: `state_dict()` (the core state below plus
+whatever a subclass adds, e.g. RLAlgorithm's reference; written as the HF Trainer's files, weights in
+safetensors: training/checkpoint_layout.py) and `checkpoint_files()` (other files, e.g. RLAlgorithm's
+buffer.jsonl, each with its writer and reader). Reading verifies and reads
 everything before anything is applied (`load_state_dict`), so a bad checkpoint changes nothing it
 can detect early. The folder layout, manifests and safe loading are training/checkpoints.py's.
 """
@@ -14,21 +15,22 @@ from typing import Any, Callable, NamedTuple
 
 import torch
 
+from training import checkpoint_layout as layout
 from training import checkpoints as ckpt
 from training import distributed as dist
 from training import sharded_checkpoints as sharded
 from training import state_checks
 from core.atomic_io import refuse_symlink, remove_tree
 from training.guards import warn
-from training.run_logger import DISCARDED
+from training.run_logger import DISCARDED, WANDB_ID
 from core.messages import first_line
 
-REQUIRED = ("iteration", "policy", "optimizer", "scheduler", "rng")  # what every state.pt holds
+REQUIRED = ("iteration", "policy", "optimizer", "scheduler", "rng")  # what every checkpoint's state holds
 REQUIRED_SHARDED = ("iteration", "scheduler", "rng", "rank_rng")  # ... under FSDP (weights in sharded/)
 
 
 class CheckpointFile(NamedTuple):
-    """A file of a checkpoint besides state.pt: `write(path)`, and `read(path)` giving what
+    """A file of a checkpoint besides the trainer's state: `write(path)`, and `read(path)` giving what
     `load_state_dict` finds under the file's name (a ValueError marks the file corrupt)."""
 
     write: Callable[[Path], None]
@@ -36,7 +38,7 @@ class CheckpointFile(NamedTuple):
 
 
 def core_state(trainer) -> dict[str, Any]:
-    """What every trainer's state.pt holds: iteration, weights, optimizer, scheduler, RNG states, guards.
+    """What every trainer's checkpoint state holds: iteration, weights, optimizer, scheduler, RNG states, guards.
     Under FSDP the weights and optimizer go to the sharded folder instead, and every rank's RNG states
     and the world size are added (training/sharded_checkpoints.py; every rank must call it then)."""
     if sharded.is_sharded(trainer):
@@ -84,33 +86,33 @@ def load_core_state(trainer, state: dict[str, Any]) -> None:
 
 
 def save_checkpoint(trainer, run_dir: str | Path | None = None) -> Path | None:
-    """Write `<run_dir>/checkpoints/iter-<N>` (state.pt and the trainer's other files), keeping the
+    """Write `<run_dir>/checkpoints/iter-<N>` (the state's files and the trainer's other files), keeping the
     newest `keep_checkpoints`. Returns the folder (None on non-main processes). Under FSDP every rank
     must call it, every rank writes its shards, and every rank gets the folder."""
     if sharded.is_sharded(trainer):
         return sharded.save(trainer, run_dir if run_dir is not None else trainer.config.output_dir)
     if not dist.is_main():
         return None
-    state = trainer.state_dict()
-    writers = {"state.pt": lambda path: torch.save(state, path)}
+    writers = layout.state_files(trainer.state_dict())
     writers.update({name: file.write for name, file in trainer.checkpoint_files().items()})
     return ckpt.write_checkpoint(run_dir if run_dir is not None else trainer.config.output_dir, trainer.iteration,
                                  writers, trainer.config.keep_checkpoints)
 
 
 def read_checkpoint(trainer, directory: Path) -> dict[str, Any]:
-    """Verify a checkpoint folder and read it (nothing applied yet): state.pt's entries (each field that
+    """Verify a checkpoint folder and read it (nothing applied yet): the state's entries (each field that
     loading reads checked: training/state_checks.py), plus each of the trainer's other files that is
     present, under its name."""
     ckpt.verify(directory)
-    state = ckpt.load_state(directory / "state.pt")
+    state = layout.read_state(directory)
+    where = layout.state_path(directory)
     if sharded.SHARDED in state or sharded.is_sharded(trainer):  # shards fit only an FSDP run of their size
         sharded.check_fits(directory, state, sharded.is_sharded(trainer))
         state[sharded.SHARDED] = {**state[sharded.SHARDED], "path": str(directory / sharded.SHARDED)}
     missing = [k for k in (REQUIRED_SHARDED if sharded.SHARDED in state else REQUIRED) if k not in state]
     if missing:
-        raise ckpt.CorruptCheckpointError(f"{directory / 'state.pt'}: not a checkpoint (no {', '.join(missing)})")
-    state_checks.check_state(directory / "state.pt", state, ckpt.iteration_of(directory))
+        raise ckpt.CorruptCheckpointError(f"{where}: not a checkpoint (no {', '.join(missing)})")
+    state_checks.check_state(layout.locator(directory), state, ckpt.iteration_of(directory))
     for name, file in trainer.checkpoint_files().items():
         if (directory / name).is_file():
             try:
@@ -134,8 +136,8 @@ def apply_checkpoint(trainer, directory: Path, state: dict[str, Any]) -> None:
 def load_checkpoint(trainer, directory: str | Path) -> None:
     """Restore one checkpoint folder written by `save_checkpoint` (or the old `checkpoint/` layout)."""
     directory = Path(directory)
-    if not (directory / "state.pt").is_file():
-        raise FileNotFoundError(f"no checkpoint at {directory} (expected {directory / 'state.pt'})")
+    if not layout.is_state_folder(directory):
+        raise FileNotFoundError(f"no checkpoint at {directory} (expected {directory / layout.STATE_JSON})")
     apply_checkpoint(trainer, directory, read_checkpoint(trainer, directory))
 
 
@@ -188,7 +190,7 @@ def _resume_sharded(trainer, run_dir: str | Path) -> Path | None:
 # (or prune, or replace) files outside the run folder, and replacing the link would silently move the
 # output away from where it points. Symlink the run folder itself to put a run on another disk.
 WRITTEN_ENTRIES = (ckpt.CHECKPOINTS, ckpt.LEGACY, "model", "metrics.jsonl", DISCARDED, "metrics.png",
-                   "reward_components.png", "reward_distribution.png")
+                   "reward_components.png", "reward_distribution.png", WANDB_ID)
 
 
 def refuse_symlinked_entries(run_dir: Path) -> None:

@@ -1,0 +1,54 @@
+"""Tests' access to a checkpoint's trainer state, whichever files hold it (training/checkpoint_layout.py)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from training import checkpoint_layout as layout
+from training import checkpoints as ckpt
+
+
+def read(folder: Path) -> dict[str, Any]:
+    """The state `Trainer.state_dict()` saved in `folder`, put back together."""
+    return layout.read_state(Path(folder))
+
+
+def write(folder: Path, state: dict[str, Any]) -> None:
+    """Replace the state files of `folder` by those of `state`, the manifest updated to match (as a hand
+    edit that also fixes the manifest would): only the checks of the state's fields can catch it."""
+    folder = Path(folder)
+    old = json.loads((folder / layout.STATE_JSON).read_text())["layout"]
+    for name in old:
+        (folder / name).unlink()
+    manifest = json.loads((folder / ckpt.MANIFEST).read_text())
+    for name in old:
+        manifest["files"].pop(name, None)
+    for name, writer in layout.state_files(state).items():
+        writer(folder / name)
+        manifest["files"][name] = ckpt.file_entry(folder / name)
+    (folder / ckpt.MANIFEST).write_text(json.dumps(manifest))
+
+
+def rewrite(folder: Path, change: Callable[[dict[str, Any]], None]) -> None:
+    """`write` the state of `folder` edited by `change(state)`."""
+    state = read(folder)
+    change(state)
+    write(folder, state)
+
+
+def write_legacy(folder: Path, state: dict[str, Any]) -> None:
+    """Turn checkpoint `folder` into what earlier versions wrote: the whole state in one `state.pt` (plus the
+    trainer's other files), its manifest updated to match when it has one."""
+    folder = Path(folder)
+    old = json.loads((folder / layout.STATE_JSON).read_text())["layout"]
+    for name in [*old, layout.STATE_JSON]:
+        (folder / name).unlink()
+    torch.save(state, folder / layout.LEGACY_STATE)
+    if (folder / ckpt.MANIFEST).is_file():
+        manifest = json.loads((folder / ckpt.MANIFEST).read_text())
+        manifest["files"] = {k: v for k, v in manifest["files"].items() if k not in old and k != layout.STATE_JSON}
+        manifest["files"][layout.LEGACY_STATE] = ckpt.file_entry(folder / layout.LEGACY_STATE)
+        (folder / ckpt.MANIFEST).write_text(json.dumps(manifest))

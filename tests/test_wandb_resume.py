@@ -1,0 +1,42 @@
+"""--resume with --wandb continues the same W&B run (offline here): the id is kept in the run folder."""
+import json
+
+import pytest
+
+from training.run_logger import WANDB_ID, RunLogger
+from tests.test_checkpoint_layout import algorithm
+
+
+@pytest.fixture
+def offline_wandb(tmp_path, monkeypatch):
+    for name, value in {"WANDB_MODE": "offline", "WANDB_SILENT": "true", "WANDB_DIR": tmp_path / "wandb-dir",
+                        "WANDB_CACHE_DIR": tmp_path / "wandb-cache", "WANDB_CONFIG_DIR": tmp_path / "wandb-config"
+                        }.items():
+        monkeypatch.setenv(name, str(value))
+
+
+def offline_ids(run):
+    return sorted(p.name.rpartition("-")[2] for p in (run / "wandb").glob("offline-run-*"))
+
+
+def test_a_resumed_run_logs_to_the_same_wandb_run(tmp_path, offline_wandb):
+    run = tmp_path / "run"
+    algorithm(tmp_path, train_iterations=1, wandb="offline").train()
+    stored = json.loads((run / WANDB_ID).read_text())["id"]
+    algorithm(tmp_path, train_iterations=2, wandb="offline").train(resume=True)
+    assert offline_ids(run) == [stored, stored]  # two sessions of one W&B run (`wandb sync` joins them)
+    assert json.loads((run / WANDB_ID).read_text())["id"] == stored
+    algorithm(tmp_path, train_iterations=1, wandb="offline").train()  # a new run, not resumed: a new W&B run
+    new = json.loads((run / WANDB_ID).read_text())["id"]
+    assert new != stored and offline_ids(run) == sorted([stored, stored, new])
+
+
+def test_an_unusable_stored_id_starts_a_new_wandb_run_with_a_warning(tmp_path, offline_wandb, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / WANDB_ID).write_text('{"id": "../../x"}')
+    logger = RunLogger(run, {}, "offline", resume=True)
+    run_id = logger._wandb.id
+    logger.close()
+    assert run_id != "../../x" and json.loads((run / WANDB_ID).read_text())["id"] == run_id
+    assert f"warning: {run / WANDB_ID}: no usable W&B run id; --resume starts a new W&B run" in capsys.readouterr().err
