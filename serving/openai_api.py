@@ -2,9 +2,10 @@
 
 Requests and responses have OpenAI's shapes (id, object, created, model, choices, usage), so the `openai`
 client and any tool built on it work unchanged; `stream: true` answers with server-sent events ("data: {...}"
-chunks, then "data: [DONE]"). Parameters: n, temperature (default 1), top_p, max_tokens (default 16 for
-completions, the server's max_new_tokens for chat; max_completion_tokens is its newer name), stop (at most
-4 strings, dropped from the text), seed (the same seed gives the same choices, whatever shares the batch).
+chunks, then "data: [DONE]"). Parameters: n, temperature (default 1), top_p, max_tokens (completions: 16 or
+the server's max_new_tokens when smaller; chat: the server's max_new_tokens; max_completion_tokens is its
+newer name), stop (at most 4 strings, dropped from the text), seed (the same seed gives the same choices,
+whatever shares the batch).
 
 `"search": {"method": "best_of_n", "n": 8}` (extra_body in the openai client) answers with a search method
 of search/ instead: greedy, maj, best_of_n, beam or mcts, n its budget; best_of_n, beam and mcts need the
@@ -209,7 +210,8 @@ def add_openai_routes(app: FastAPI, policy, scorer, limits: ServerLimits, search
         for text in texts:
             server.check_chars("prompt", len(text))
         prompts = [policy.tokenizer(text)["input_ids"] for text in texts]  # raw text: no chat template
-        max_tokens = body.max_tokens if body.max_tokens is not None else COMPLETION_DEFAULT_TOKENS
+        max_tokens = body.max_tokens if body.max_tokens is not None else min(COMPLETION_DEFAULT_TOKENS,
+                                                                           limits.max_new_tokens)
         choices, details = await server.answer(body, prompts, texts, max_tokens)
         usage = usage_of(prompts, body, choices)
         reply = Reply("cmpl", "text_completion", model, choices, details, usage, chat=False)
