@@ -90,7 +90,8 @@ def main() -> None:
     many = phase(client, model, questions, args.clients, args.max_tokens, batcher)
     same = sum(a == b for a, b in zip(one["answers"], many["answers"]))
     result = {
-        "model": model, "device": "cpu", "torch_threads": args.threads, "cpu": platform.processor() or platform.machine(),
+        "model": model, "device": "cpu", "torch_threads": args.threads,
+        "cpu": platform.processor() or platform.machine(),
         "cpu_count": os.cpu_count(), "prompts": args.prompts, "max_tokens": args.max_tokens, "temperature": 0,
         "window_ms": args.window_ms, "one_client": {k: v for k, v in one.items() if k != "answers"},
         "concurrent": {k: v for k, v in many.items() if k != "answers"},
