@@ -1,11 +1,14 @@
-"""Serve a policy (and a PRM) over HTTP: /generate, /solve with search, /health.
+"""Serve a policy (and a PRM) over HTTP: OpenAI-compatible /v1 routes, /generate, /solve with search, /health.
 
     python examples/serve.py --model runs/quickstart-gpu/model --prm runs/prm/prm --port 8000
     curl -s localhost:8000/solve -H 'content-type: application/json' \\
         -d '{"question": "What is 12 + 7 * 3?", "method": "best_of_n", "budget": 8}'
+    curl -s localhost:8000/v1/chat/completions -H 'content-type: application/json' \
+        -d '{"model": "embedded:SmolLM2-135M-Instruct", "messages": [{"role": "user", "content": "What is 2 + 3?"}]}'
 
 Without --prm the server offers greedy and maj; best_of_n, beam and mcts answer 400. Each request is bounded
-(--max_prompt_chars, --max_new_tokens, --max_budget, --timeout_seconds, --max_body_bytes) and one computes at a time.
+(--max_prompt_chars, --max_new_tokens, --max_budget, --timeout_seconds, --max_body_bytes); /v1 requests arriving
+within --batch_window_ms share one batched generation call (--max_queue waiting at most, then 503).
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from search.mcts import MCTSConfig  # noqa: E402
 from policies.prm import AGGREGATIONS  # noqa: E402
 from search import SearchSettings  # noqa: E402
 from policies import EMBEDDED_MODEL  # noqa: E402
+from serving.batcher import BatchSettings  # noqa: E402
 from serving.limits import ServerLimits  # noqa: E402
 
 
@@ -41,6 +45,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="compute time per request")
     parser.add_argument("--max_body_bytes", type=int, default=limits.max_body_bytes,
                         help="largest request body (checked before it is parsed)")
+    batching = BatchSettings()
+    parser.add_argument("--batch_window_ms", type=float, default=batching.window_ms,
+                        help="/v1: milliseconds the queue collects requests into one generation call")
+    parser.add_argument("--max_queue", type=int, default=batching.max_queue, help="/v1: requests waiting at most")
+    parser.add_argument("--max_batch_rows", type=int, default=batching.max_batch_rows,
+                        help="/v1: sequences in one generation call at most")
     parser.add_argument("--temperature", type=float, default=0.8,
                         help="/solve's sampling temperature (maj, best_of_n, beam, mcts)")
     parser.add_argument("--step_tokens", type=int, default=64, help="/solve's tokens per step")
@@ -58,6 +68,7 @@ def build_app(args: argparse.Namespace):
 
     limits = ServerLimits(args.max_prompt_chars, args.max_new_tokens, args.max_budget, args.timeout_seconds,
                           args.max_body_bytes)
+    batching = BatchSettings(args.batch_window_ms, args.max_queue, args.max_batch_rows)
     search = SearchSettings(temperature=args.temperature, max_new_tokens=args.step_tokens,
                             aggregation=args.aggregation or "min", mcts=MCTSConfig(expand_k=args.expand_k))
     policy = HFPolicy(args.model)
@@ -68,7 +79,7 @@ def build_app(args: argparse.Namespace):
         scorer = ProcessRewardModel.from_pretrained(args.prm, device=policy.device)
         if args.aggregation is None:
             search = dataclasses.replace(search, aggregation=scorer.aggregation)
-    return create_app(policy, scorer, limits, search, max_steps=args.max_steps)
+    return create_app(policy, scorer, limits, search, max_steps=args.max_steps, batching=batching)
 
 
 def run(args: argparse.Namespace) -> None:

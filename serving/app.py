@@ -1,5 +1,8 @@
 """The FastAPI app: `create_app(policy, scorer=None, limits=ServerLimits())`.
 
+- OpenAI-compatible `GET /v1/models`, `POST /v1/completions`, `POST /v1/chat/completions` (serving/openai_api.py;
+  concurrent requests batched through serving/batcher.py, errors in OpenAI's shape)
+
 - `POST /generate` {prompt, max_new_tokens, temperature} -> {text, tokens}
 - `POST /solve` {question, method: greedy|maj|best_of_n|beam|mcts, budget (samples, beams or simulations;
   greedy ignores it)}
@@ -8,7 +11,8 @@
 - `GET /health` -> {status, model, prm, methods}; model is a hub id as given, a local folder by its base name
   only (no response shows a path of the server's disk)
 
-One request computes at a time (one lock around the model). Bad requests get a 4xx whose body is
+/generate and /solve compute one request at a time (one lock around the model, which the /v1 queue's
+batches also take). Bad requests get a 4xx whose body is
 {"detail": "<one line>"}: 422 for a field of the wrong type or range (a non-finite number, or over a
 limit), 413 for a body over `max_body_bytes` (refused before it is parsed) or a prompt or question longer
 than `max_prompt_chars`, 400 for a method that needs a PRM the server lacks; 503
@@ -16,7 +20,6 @@ when the model stays busy past the request's timeout, 504 when its compute runs 
 """
 from __future__ import annotations
 
-import dataclasses
 import threading
 from pathlib import Path, PureWindowsPath
 
@@ -34,17 +37,22 @@ from envs.arithmetic import ARITHMETIC_INSTRUCTION
 from envs.questions import QuestionsEnv
 from serving.body_limit import BodyLimit
 from serving.limits import ComputeTimeout, Deadline, ServerLimits, TimedPolicy, TimedScorer
+from serving.batcher import BatchSettings
+from serving.openai_api import add_openai_routes
+from serving.openai_api import validation_error as openai_validation_error
+from serving.openai_engine import settings_for
 from serving.requests import (DEFAULT_BUDGET, SOLVE_METHODS, GenerateRequest, GenerateResponse, SolveRequest,
                               SolveResponse)
 
 
 def create_app(policy, scorer: StepScorer | None = None, limits: ServerLimits | None = None,
                search: SearchSettings | None = None, instruction: str = ARITHMETIC_INSTRUCTION,
-               max_steps: int = 8) -> FastAPI:
+               max_steps: int = 8, batching: BatchSettings | None = None) -> FastAPI:
     """The app serving `policy` (and `scorer`, a PRM, for best_of_n, beam and mcts).
 
     search: what /solve samples with besides the method and budget (temperature, tokens per step,
-    beam_expand, aggregation, the MCTSConfig; default SearchSettings()). instruction, max_steps: the QuestionsEnv's."""
+    beam_expand, aggregation, the MCTSConfig; default SearchSettings()). instruction, max_steps: the QuestionsEnv's.
+    batching: how the OpenAI routes' queue collects requests (serving/openai_api.py; default BatchSettings())."""
     limits = limits if limits is not None else ServerLimits()
     search = search if search is not None else SearchSettings()
     if not isinstance(limits, ServerLimits) or not isinstance(search, SearchSettings):
@@ -57,9 +65,13 @@ def create_app(policy, scorer: StepScorer | None = None, limits: ServerLimits | 
     app, lock = FastAPI(title="rlgym search server"), threading.Lock()
     app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
     model = model_name(getattr(policy, "name_or_path", None), type(policy).__name__)
+    app.state.batcher = add_openai_routes(app, policy, scorer, limits, search, batching, lock, model, instruction,
+                                          max_steps)
 
     @app.exception_handler(RequestValidationError)
     async def one_line_validation_error(request: Request, error: RequestValidationError) -> JSONResponse:
+        if request.url.path.startswith("/v1/"):
+            return openai_validation_error(error)
         return JSONResponse(status_code=422, content={"detail": validation_message(error)})
 
     def computing(work):
@@ -133,18 +145,6 @@ def model_name(name_or_path: str | None, fallback: str) -> str:
     if path.is_absolute() or text.startswith((".", "~")) or path.exists():
         return path.resolve().name or fallback
     return text
-
-
-def settings_for(search: SearchSettings, method: str, budget: int) -> SearchSettings:
-    """`search` with the request's method and budget (samples for maj/best_of_n, beams for beam, simulations
-    for mcts)."""
-    if method in ("maj", "best_of_n"):
-        return dataclasses.replace(search, method=method, n=budget)
-    if method == "beam":
-        return dataclasses.replace(search, method=method, beam_width=budget)
-    if method == "mcts":
-        return dataclasses.replace(search, method=method, mcts=dataclasses.replace(search.mcts, simulations=budget))
-    return dataclasses.replace(search, method=method)
 
 
 def check_length(name: str, text: str, limits: ServerLimits) -> None:
