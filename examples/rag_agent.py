@@ -40,8 +40,9 @@ The references are answered by --reference_model (default --model, the base mode
 they tell what retrieval, no retrieval and the gold paragraphs give an untrained reader.
 Columns (`search.rag_evaluate`): MRR of the episode's own searches (the first supporting title's reciprocal
 rank among everything it retrieved), recall@3 (the share of the supporting titles among the first 3
-passages it retrieved: its first search's), recall over every passage it retrieved, EM, F1, searches and
-generated tokens per episode. Retrieval columns are "-" for rows that do not search. Written to
+passages it retrieved: its first search's), recall over every passage it retrieved, EM, F1, the same two with
+an untagged reply's first line read as its answer (what an untrained reader knew, apart from the format),
+searches and generated tokens per episode. Retrieval columns are "-" for rows that do not search. Written to
 <output_dir>/rag_agent.md and rag_agent.json (every number; each row's episodes in <row>/episodes.jsonl).
 
 Resuming (each command may be cut short): --stages runs some of sft, grpo, base, question_search,
@@ -379,7 +380,8 @@ def mean_row(rows: list[dict], plan: Plan) -> dict:
 
 
 COLUMNS = (("MRR", "mrr", "{:.3f}"), ("recall@3", "recall@3", "{:.3f}"), ("recall, all searches", "recall", "{:.3f}"),
-           ("EM", "em", "{:.1%}"), ("F1", "f1", "{:.1%}"), ("searches/episode", "searches", "{:.2f}"),
+           ("EM", "em", "{:.1%}"), ("F1", "f1", "{:.1%}"), ("EM, untagged replies read", "em_reply", "{:.1%}"),
+           ("F1, untagged replies read", "f1_reply", "{:.1%}"), ("searches/episode", "searches", "{:.2f}"),
            ("tokens/episode", "tokens", "{:.1f}"))
 
 

@@ -10,6 +10,9 @@ Per episode (``episode_metrics``), from the env's final info:
   retrieved (its first search's, at k = 3), so every episode is judged on the same number of passages;
 - ``recall``: that share among every passage it retrieved (``support_recall``, all searches);
 - ``em``, ``f1``: SQuAD exact match and HotpotQA's F1 of the parsed answer (0 without one);
+- ``em_reply``, ``f1_reply``: the same, but an episode with no tagged answer is read leniently: the first
+  non-empty line of what the model wrote (at most ``REPLY_CHARS`` characters) counts as its answer. An
+  untrained reader rarely writes ``<answer>`` tags; these columns tell what it knew apart from the format;
 - ``searches``: the searches the store ran; ``tokens``: the tokens the model generated, all turns.
 
 ``mrr`` and both recalls are None for an env that cannot search (no ``retrieved`` in its info: closed
@@ -29,7 +32,16 @@ from episodes.rollout import SamplingSettings, rollout
 from search.evaluate import episode_starts
 
 RECALL_AT = 3
-METRICS = ("mrr", f"recall@{RECALL_AT}", "recall", "em", "f1", "searches", "tokens")
+REPLY_CHARS = 300  # an untagged reply read as an answer: its first line, cut to this length
+METRICS = ("mrr", f"recall@{RECALL_AT}", "recall", "em", "f1", "em_reply", "f1_reply", "searches", "tokens")
+
+
+def reply_answer(parsed: str | None, text: str) -> str:
+    """The tagged answer when there is one, else the first non-empty line of the model's text (bounded)."""
+    if parsed is not None:
+        return parsed
+    line = next((line.strip() for line in text[:4 * REPLY_CHARS].splitlines() if line.strip()), "")
+    return line[:REPLY_CHARS]
 
 
 def search_queries(info: Mapping[str, Any]) -> list[str]:
@@ -45,13 +57,17 @@ def episode_metrics(trajectory: Trajectory) -> dict[str, Any]:
     supporting = list(info.get("supporting_titles", ()))
     retrieved = info.get("retrieved")
     titles = None if retrieved is None else [str(passage["title"]) for passage in retrieved]
-    return {"id": trajectory.outcome.problem_id, "answer": answer, "gold": gold, "queries": search_queries(info),
+    read = reply_answer(answer, trajectory.text)
+    return {"id": trajectory.outcome.problem_id, "answer": answer, "reply_answer": read, "gold": gold,
+            "queries": search_queries(info),
             "retrieved_titles": titles, "supporting_titles": supporting,
             "mrr": None if titles is None else reciprocal_rank(titles, supporting),
             f"recall@{RECALL_AT}": None if titles is None else title_recall(titles[:RECALL_AT], supporting),
             "recall": None if titles is None else title_recall(titles, supporting),
             "em": exact_match(answer, gold) if answer is not None else 0.0,
             "f1": hotpot_f1(answer, gold) if answer is not None else 0.0,
+            "em_reply": exact_match(read, gold) if read else 0.0,
+            "f1_reply": hotpot_f1(read, gold) if read else 0.0,
             "searches": float(info.get("tool_calls", {}).get("search", 0)),
             "tokens": float(trajectory.num_generated_tokens)}
 

@@ -15,7 +15,8 @@ from tests.tiny_models import save_tiny_model_dir
 
 SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "rag_agent.py"
 ROWS = ["base", "sft", "grpo_seed0", "grpo_seed1", "grpo_mean", "question_search", "closed_book", "gold_context"]
-COLUMNS = ["MRR", "recall@3", "recall, all searches", "EM", "F1", "searches/episode", "tokens/episode"]
+COLUMNS = ["MRR", "recall@3", "recall, all searches", "EM", "F1", "EM, untagged replies read",
+           "F1, untagged replies read", "searches/episode", "tokens/episode"]
 QUESTIONS = [  # id, question, answer, type, supporting titles; the last two are held out
     ("dijon", "Where was the engineer whose company designed the Eiffel Tower born?", "Dijon", "bridge",
      ("Eiffel Tower", "Gustave Eiffel")),

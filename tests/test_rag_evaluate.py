@@ -7,13 +7,13 @@ import pytest
 from envs.hotpotqa_retrieved import QuestionSearchHotpotQAEnv
 from envs.rag import RAGHotpotQAEnv, rag_reward_weights
 from envs.rag_rewards import DEFAULT_WEIGHTS
-from search.rag_evaluate import episode_metrics, evaluate_rag, mean_metrics, search_queries
+from search.rag_evaluate import REPLY_CHARS, episode_metrics, evaluate_rag, mean_metrics, reply_answer, search_queries
 from tests.rag_toys import RECORDS, LetterEmbedder, ToyStore
 
 
-def episode(info: dict, answer: str | None, tokens: int = 5) -> SimpleNamespace:
+def episode(info: dict, answer: str | None, tokens: int = 5, text: str = "") -> SimpleNamespace:
     """What episode_metrics reads of a Trajectory."""
-    return SimpleNamespace(info=info, num_generated_tokens=tokens,
+    return SimpleNamespace(info=info, num_generated_tokens=tokens, text=text,
                            outcome=SimpleNamespace(parsed_answer=answer, problem_id="dijon"))
 
 
@@ -38,6 +38,19 @@ def test_episode_metrics_have_their_hand_values():
     assert metrics["queries"] == ["q1", "q2"] == search_queries(info)  # the refused call is not a search
     unanswered = episode_metrics(episode({**info, "retrieved": retrieved(["Gustave Eiffel", "Eiffel Tower"])}, None))
     assert (unanswered["mrr"], unanswered["recall@3"], unanswered["em"], unanswered["f1"]) == (1.0, 1.0, 0.0, 0.0)
+
+
+def test_an_untagged_reply_is_read_leniently_in_its_own_columns_only():
+    info = {"gold": "Dijon", "supporting_titles": ["Eiffel Tower"]}
+    untagged = episode_metrics(episode(info, None, text="\n  Dijon.\nIt is in Burgundy, France."))
+    assert (untagged["em"], untagged["f1"]) == (0.0, 0.0)  # the strict columns need the tags
+    assert untagged["reply_answer"] == "Dijon." and (untagged["em_reply"], untagged["f1_reply"]) == (1.0, 1.0)
+    partly = episode_metrics(episode(info, None, text="It is the city of Dijon"))
+    assert partly["em_reply"] == 0.0 and partly["f1_reply"] == pytest.approx(2 * (1 / 5) / (1 / 5 + 1))  # "it is city of dijon"
+    tagged = episode_metrics(episode(info, "Paris", text="Dijon <answer>Paris</answer>"))
+    assert (tagged["em_reply"], tagged["f1_reply"]) == (tagged["em"], tagged["f1"]) == (0.0, 0.0)  # tags win
+    assert episode_metrics(episode(info, None, text=" \n "))["f1_reply"] == 0.0
+    assert len(reply_answer(None, "x" * 10 * REPLY_CHARS)) == REPLY_CHARS  # bounded
 
 
 def test_rows_that_cannot_search_have_no_retrieval_numbers_and_means_skip_them():
