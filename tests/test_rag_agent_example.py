@@ -96,7 +96,8 @@ def test_every_stage_runs_and_the_table_has_every_row_and_column(tiny_model_dir,
     rows = {row["row"]: row for row in data["rows"]}
     assert list(rows) == ROWS
     assert all(row["questions"] == 2 and set(row["metrics"]) == {"mrr", "recall@3", "recall", "em", "f1",
-                                                                 "searches", "tokens"} for row in rows.values())
+                                                                 "em_reply", "f1_reply", "searches", "tokens"}
+               for row in rows.values())
     for name in ROWS[:6]:  # the agents and the scripted search retrieve: MRR and recall are numbers
         assert all(rows[name]["metrics"][key] is not None for key in ("mrr", "recall@3", "recall")), name
     for name in ("closed_book", "gold_context"):  # no search: no retrieval numbers
