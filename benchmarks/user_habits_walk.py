@@ -37,12 +37,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # idle OpenMP threads sleep: a shared 2-core machine
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-os.environ.setdefault("WANDB_MODE", "disabled")
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 DEFAULT_OUT = ROOT / "statics" / "results" / "user_habits_walk" / "results.json"
@@ -305,6 +299,15 @@ class Walk:
         return {"policy": policy, "run": run, "model": folder, "adapter": folder / "adapter", "hub": hub}
 
     @functools.cached_property
+    def embedded_adapter(self) -> Path:
+        """A LoRA policy over the embedded SmolLM2 (its cached folder), saved as an adapter folder."""
+        from policies import HFPolicy, LoraSettings
+
+        folder = self.tmp / "embedded-adapter"
+        HFPolicy(lora=LoraSettings(r=4, alpha=8), device="cpu").save(folder)
+        return folder
+
+    @functools.cached_property
     def server(self) -> dict[str, Any]:
         """examples/serve.py's app (--model the tiny folder) under uvicorn on a free port, and an openai client."""
         import openai
@@ -351,6 +354,7 @@ def load_example(name: str):
     """examples/<name>.py as a module (the examples are scripts, not a package)."""
     spec = importlib.util.spec_from_file_location(f"walk_example_{name}", ROOT / "examples" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses defined in it look their module up
     spec.loader.exec_module(module)
     return module
 
@@ -981,27 +985,37 @@ def model_folder_transformers(walk: Walk) -> Verdict:
     return works(f"from_pretrained and pipeline load {folder.name}/ and generate ({sorted(p.name for p in folder.iterdir())[:4]}...)")
 
 
-@expectation("export", "model/ and model/adapter/ carry model cards (README.md) with YAML metadata")
+@expectation("export", "model/ and model/adapter/ carry model cards (README.md) with YAML metadata, base as a hub id")
 def model_card(walk: Walk) -> Verdict:
     from huggingface_hub import ModelCard
 
-    problems, summary = [], []
-    for folder, library in ((walk.cli_runs["straight"] / "model", "transformers"),
-                            (walk.lora_run["adapter"], "peft")):
+    from policies import EMBEDDED_HUB_ID
+
+    def metadata(folder: Path) -> dict:
         path = folder / "README.md"
         if not path.is_file():
-            problems.append(f"{folder.name}: no README.md")
-            continue
-        data = ModelCard.load(path).data.to_dict()
-        if data.get("library_name") != library or "rlgym-llm" not in (data.get("tags") or []):
-            problems.append(f"{folder.name}: library_name {data.get('library_name')}, tags {data.get('tags')}")
-        if library == "peft" and not data.get("base_model"):
-            problems.append("adapter card without base_model")
-        summary.append(f"{folder.name}: library_name={data.get('library_name')} tags={data.get('tags')} "
-                       f"base_model={data.get('base_model')}")
+            raise FileNotFoundError(f"{folder.name}: no README.md")
+        return ModelCard.load(path).data.to_dict()
+
+    run_card = metadata(walk.cli_runs["straight"] / "model")
+    adapter_card = metadata(walk.lora_run["adapter"])
+    embedded_card = metadata(walk.embedded_adapter)
+    problems = []
+    if run_card.get("library_name") != "transformers" or not {"rlgym-llm", "grpo"} <= set(run_card.get("tags") or []):
+        problems.append(f"model/: library_name {run_card.get('library_name')}, tags {run_card.get('tags')}")
+    if "model-index" not in run_card:
+        problems.append("model/: no model-index (evaluation results)")
+    if adapter_card.get("library_name") != "peft":
+        problems.append(f"adapter/: library_name {adapter_card.get('library_name')}")
+    if adapter_card.get("base_model") and Path(str(adapter_card["base_model"])).exists():
+        problems.append(f"adapter/: base_model is a local path {adapter_card['base_model']}")
+    if embedded_card.get("base_model") != EMBEDDED_HUB_ID:
+        problems.append(f"adapter over the embedded model: base_model {embedded_card.get('base_model')}")
     if problems:
         return fails("; ".join(problems))
-    return works("; ".join(summary))
+    return works(f"model/: library_name transformers, tags {run_card.get('tags')}, model-index; adapter/: "
+                 f"library_name peft; an embedded-base adapter's card: base_model {EMBEDDED_HUB_ID} (a local base is "
+                 "left out of base_model, as the Hub requires)")
 
 
 @expectation("export", "`policy.push_to_hub(repo)` and the `--push_to_hub` setting upload the model folder")
@@ -1026,7 +1040,7 @@ def adapter_autopeft(walk: Walk) -> Verdict:
     import torch
     from peft import AutoPeftModelForCausalLM
 
-    from policies import EMBEDDED_HUB_ID, HFPolicy, LoraSettings
+    from policies import EMBEDDED_HUB_ID
 
     adapter = walk.lora_run["adapter"]
     model = AutoPeftModelForCausalLM.from_pretrained(adapter)
@@ -1036,9 +1050,7 @@ def adapter_autopeft(walk: Walk) -> Verdict:
         same = torch.allclose(model(input_ids=ids).logits, trained(input_ids=ids).logits, atol=1e-5)
     if not same:
         return fails("AutoPeftModelForCausalLM loads the adapter, but its outputs differ from the trained policy's")
-    embedded = HFPolicy(lora=LoraSettings(r=4, alpha=8), device="cpu")  # the embedded SmolLM2 (cached folder)
-    folder = walk.tmp / "embedded-adapter"
-    embedded.save(folder)
+    folder = walk.embedded_adapter  # a LoRA policy over the embedded SmolLM2, saved
     base = json.loads((folder / "adapter_config.json").read_text()).get("base_model_name_or_path")
     if base != EMBEDDED_HUB_ID:
         return partly(f"local-base adapter loads, but an adapter over the embedded model records {base!r}")
@@ -1180,6 +1192,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", default=str(DEFAULT_OUT), help="results JSON (default: %(default)s)")
     parser.add_argument("--timeout", type=int, default=300, help="seconds any one subprocess may take")
     args = parser.parse_args(argv)
+    # before torch and the Hugging Face libraries load: idle OpenMP threads sleep (a shared 2-core machine), offline
+    for name, value in (("OMP_WAIT_POLICY", "PASSIVE"), ("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_VERBOSITY", "error"),
+                        ("HF_HUB_DISABLE_PROGRESS_BARS", "1"), ("WANDB_MODE", "disabled")):
+        os.environ.setdefault(name, value)
     if args.list:
         for item in EXPECTATIONS:
             print(f"{item.name:32s} {item.expects}")
