@@ -13,6 +13,7 @@ from policies import build_tiny_tokenizer
 from policies.base import Policy
 from policies.generation import Generation
 from training.config import ConfigError
+from traindata.step_data.policy_labels import LABEL_PRESETS
 from traindata.step_data import (
     LabelledSample, PolicyLabelConfig, PolicyLabels, load_policy_labels, outcome_items, policy_labels,
     save_policy_labels, step_items,
@@ -135,6 +136,11 @@ def test_jsonl_round_trip_and_bad_lines(tmp_path):
         load_policy_labels(path)
     with pytest.raises(FileNotFoundError, match="no policy labels file"):
         load_policy_labels(tmp_path / "missing.jsonl")
+
+
+def test_the_presets_are_valid_configs():
+    assert PolicyLabelConfig(**LABEL_PRESETS["gpu"]).samples_per_problem == 8
+    assert PolicyLabelConfig(**LABEL_PRESETS["cpu"]).rollouts == 2
 
 
 @pytest.mark.parametrize("field, value, expected_line", [

@@ -17,7 +17,7 @@ from traindata.step_data import (
 
 Q = "What is 1 + 2? Give the final answer after ####.\n"
 SAMPLES = [LabelledSample(Q, "p", ("Add.\n", "#### 3\n"), True, "3", (0.75, 1.0), (1.0, 1.0)),
-           LabelledSample(Q, "p", ("Subtract.\n", "#### 0\n"), False, "0", (0.25, 0.0), (1.0, 0.0))]
+           LabelledSample(Q, "p", ("Subtract.\n", "#### 0\n"), False, "0", (0.5, 0.0), (1.0, 0.0))]
 
 
 def config(run_dir, **fields) -> PRMConfig:
@@ -42,13 +42,14 @@ def test_orm_and_soft_prm_losses_against_hand_values(tiny_policy, tmp_path):
     assert [(item.positions, item.labels) for item in orm.items] == [([len(item.ids) - 1], [y]) for item, y in
                                                                      zip(orm.items, (1.0, 0.0))]
     terms = orm.chunk_loss(orm.items, 0, 2, [0.0])
-    assert float(terms["pointwise"].detach()) == pytest.approx((softplus(-1.0) + softplus(1.0)) / 2, abs=1e-6)  # 0.813262
+    by_hand = (softplus(-1.0) + softplus(1.0)) / 2  # 0.813262
+    assert float(terms["pointwise"].detach()) == pytest.approx(by_hand, abs=1e-6)
 
     prm = verifier_trainer(constant_prm(tiny_policy, 1.0), SAMPLES, "prm_soft", config(tmp_path / "prm"))
-    assert [item.labels for item in prm.items] == [[0.75, 1.0], [0.25, 0.0]]
+    assert [item.labels for item in prm.items] == [[0.75, 1.0], [0.5, 0.0]]
     terms = prm.chunk_loss(prm.items, 0, 4, [0.0])
-    # mean over the 4 steps of softplus(1) - y: log(1 + e) - (0.75 + 1 + 0.25 + 0) / 4
-    assert float(terms["pointwise"].detach()) == pytest.approx(softplus(1.0) - 0.5, abs=1e-6)  # 0.813262
+    # mean over the 4 steps of softplus(1) - y: log(1 + e) - (0.75 + 1 + 0.5 + 0) / 4
+    assert float(terms["pointwise"].detach()) == pytest.approx(softplus(1.0) - 0.5625, abs=1e-6)  # 0.750762
     hard = verifier_trainer(constant_prm(tiny_policy, 1.0), SAMPLES, "prm_hard", config(tmp_path / "hard"),
                             held_out=SAMPLES)
     assert [item.labels for item in hard.items] == [[1.0, 1.0], [1.0, 0.0]]
@@ -67,9 +68,9 @@ def test_the_report_scores_solutions_and_steps(tiny_policy):
     report = evaluate_verifier(prm, SAMPLES + [LabelledSample(Q, "q", (), False)])
     assert score_samples(prm, SAMPLES[:1]) == [[0.5, 0.5]]
     assert (report.solution.count, report.solution.accuracy, report.solution.auc) == (3, pytest.approx(2 / 3), 0.75)
-    # steps: hard labels 1, 1, 1, 0 at 0.5 each -> accuracy 1/4, ECE |0.5 - 0.75|; soft mean 0.5 -> 0
+    # steps: hard labels 1, 1, 1, 0 at 0.5 each -> accuracy 1/4, ECE |0.5 - 0.75|; soft mean 0.5625 -> 0.0625
     assert (report.step.count, report.step.accuracy, report.step.auc) == (4, 0.25, 0.5)
-    assert report.step.ece == pytest.approx(0.25) and report.step_soft_ece == pytest.approx(0.0)
+    assert report.step.ece == pytest.approx(0.25) and report.step_soft_ece == pytest.approx(0.0625)
     # problem "p": the first of equal scores (right) is chosen; "q": its one sample (no steps, wrong)
     assert (report.best_of_n_accuracy, report.sample_accuracy, report.pass_at_n) == (0.5, pytest.approx(1 / 3), 0.5)
     assert {"solution_auc", "step_ece", "step_soft_ece", "best_of_n_accuracy"} <= set(report.as_dict())

@@ -56,6 +56,14 @@ class PolicyLabelConfig(CheckedConfig):
         self.require("temperature", self.temperature > 0, "> 0")
 
 
+# cpu: a smoke run of the tiny pipeline; gpu: the scale per Arithmetic-v0 level (2,000 problems of
+# levels 2-4 -> about 667 a level) x 8 samples x k = 4 rollouts per step, 64 problems (512 solutions) a batch
+LABEL_PRESETS: dict[str, dict] = {
+    "cpu": dict(problems=8, samples_per_problem=4, rollouts=2, max_new_tokens=32, temperature=0.8, batch_size=8),
+    "gpu": dict(problems=667, samples_per_problem=8, rollouts=4, max_new_tokens=64, temperature=0.8, batch_size=64),
+}
+
+
 @dataclass
 class _Totals:
     solution_tokens: int = 0
