@@ -46,7 +46,7 @@ def test_every_method_stops_at_the_same_token_count_and_the_rows_are_right(tmp_p
     # 1 + 2 + 3 rounds of 28; beam 24, 56, 56; mcts 12 + the greedy finish 8 (cut), 12 + 16 + 16, 44
     assert policy.sampled == 3 * (28 + 56 + 84) + (24 + 56 + 56) + (20 + 44 + 44)
     markdown, data, png = save_curves(rows, tmp_path / "curves", {"level": 1})
-    assert markdown.read_text().splitlines()[3] == "| maj | 60 | 100.0% | 60.0 | 1 |"
+    assert markdown.read_text().splitlines()[4] == "| maj | 60 | 100.0% | 60.0 | 1 |"
     assert json.loads(data.read_text())["rows"][0]["budget"] == 10
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
