@@ -96,3 +96,12 @@ def test_a_cap_below_one_episode_leaves_the_problem_unanswered():
         results = run_search(policy, stepwise_env(), STARTS, SearchSettings(method=method, n=2, max_tokens=5),
                              ScriptedScorer({}))
         assert [(r.answer, r.correct, r.tokens, r.trajectory) for r in results] == [(None, False, 5, None)] * 2
+
+
+def test_a_hard_mcts_cap_needs_prm_evaluation():
+    from search.mcts import MCTSConfig
+
+    with pytest.raises(ConfigError, match=r"^MCTSConfig.token_cap must be soft with evaluation 'rollout'"):
+        MCTSConfig(evaluation="rollout", max_tokens=10, token_cap="hard")
+    capped = SearchSettings(method="mcts", max_tokens=50).mcts_config()
+    assert (capped.max_tokens, capped.token_cap) == (50, "hard")
