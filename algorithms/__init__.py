@@ -1,5 +1,5 @@
 """What learns: the `RLAlgorithm` family (REINFORCE-stable, GRPO and its variants, PPO, MCTS-search), SFT,
-DPO, the PRM trainer, and the pieces they share (losses, KL, advantages, reward combination, the
+DPO, the PRM trainer and verifiers trained on the policy's own samples, and the pieces they share (losses, KL, advantages, reward combination, the
 reference model). Training infrastructure is in `training`, search at inference in `search`."""
 from algorithms.moved import moved_name  # old paths (algorithms.trainer, algorithms.evaluate) warn and work
 from algorithms.base import RLAlgorithm
@@ -16,6 +16,9 @@ from algorithms.reflection_metrics import evaluate_reflection, reflection_episod
 from algorithms.reinforce import ReinforceStable, ReinforceStableConfig
 from algorithms.rloo import RLOO, RLOOConfig
 from algorithms.sft import SFT, SFTConfig
+from algorithms.verifier_eval import VerifierReport, evaluate_verifier, score_samples
+from algorithms.verifier_metrics import VerifierMetrics, expected_calibration_error, roc_auc, verifier_metrics
+from algorithms.verifier_training import VERIFIER_KINDS, verifier_items, verifier_trainer
 
 __all__ = [
     "RLAlgorithm", "RLConfig", "GRPO", "GRPOConfig", "ReinforceStable", "ReinforceStableConfig",
@@ -23,6 +26,8 @@ __all__ = [
     "MCTSSearch", "MCTSSearchConfig", "PRMConfig", "PRMTrainer", "bradley_terry_loss", "pointwise_loss",
     "DPO", "DPOConfig", "IPO", "LengthNormalizedDPO", "dpo_loss", "SFT", "SFTConfig",
     "evaluate_reflection", "reflection_episodes", "reflection_metrics",
+    "VERIFIER_KINDS", "VerifierMetrics", "VerifierReport", "evaluate_verifier", "expected_calibration_error",
+    "roc_auc", "score_samples", "verifier_items", "verifier_metrics", "verifier_trainer",
 ]
 
 

@@ -17,6 +17,7 @@ from training import distributed as dist
 from training.config import TrainerConfig, setting
 from training.epoch_draws import EpochDraws
 from algorithms.prm_losses import bradley_terry_loss, pointwise_loss
+from algorithms.verifier_metrics import expected_calibration_error, roc_auc
 from training.trainer import Trainer
 from buffers.step_pairs import RatedSteps, StepPair
 
@@ -103,8 +104,8 @@ class PRMTrainer(Trainer):
 
     config_class = PRMConfig
     plot_panels = (("loss", ["loss", "bradley_terry", "pointwise", "eval_bt_loss"], "loss"),
-                   ("pairwise accuracy", ["pairwise_accuracy", "eval_pairwise_accuracy", "eval_rated_accuracy"],
-                    "accuracy"))
+                   ("pairwise accuracy", ["pairwise_accuracy", "eval_pairwise_accuracy", "eval_rated_accuracy",
+                                          "eval_rated_auc"], "accuracy"))
     progress_metrics = {"loss": ("loss", ".4f"), "acc": ("eval_pairwise_accuracy", ".3f")}
 
     def __init__(self, prm, train_items: Sequence[StepPair | RatedSteps], config: PRMConfig | None = None,
@@ -192,7 +193,8 @@ class PRMTrainer(Trainer):
     def evaluate(self) -> dict[str, float]:
         """On the held-out items: pairwise_accuracy (chosen scored above rejected; a tie counts half) and
         bt_loss over pairs; rated_accuracy (score > 0.5 exactly where the label is > 0.5, labels of 0.5
-        left out) and pointwise_loss over rated steps. Nothing without held-out items."""
+        left out), pointwise_loss, rated_ece (10 bins; soft labels as rates) and rated_auc (over the 0/1
+        labels, when both occur) over rated steps. Nothing without held-out items."""
         metrics: dict[str, float] = {}
         batch = self.config.score_batch_size
         pairs = [x for x in self.held_out if isinstance(x, EncodedPair)]
@@ -213,6 +215,12 @@ class PRMTrainer(Trainer):
             decided = labels != 0.5
             if bool(decided.any()):
                 metrics["rated_accuracy"] = float(((logits > 0) == (labels > 0.5))[decided].float().mean())
+            scores = torch.sigmoid(logits).tolist()
+            metrics["rated_ece"] = expected_calibration_error(scores, labels.tolist())
+            binary = [(p, y) for p, y in zip(scores, labels.tolist()) if y in (0.0, 1.0)]
+            auc = roc_auc([p for p, _ in binary], [y for _, y in binary]) if binary else None
+            if auc is not None:
+                metrics["rated_auc"] = auc
         return metrics
 
     def describe(self) -> dict[str, Any]:

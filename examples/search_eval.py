@@ -6,8 +6,14 @@ tokens it sampled.
     python examples/search_eval.py --env GSM8KStepwise-v0 --data_path train.jsonl --split train \\
         --offset 7273 --episodes 200 --prm runs/prm/prm
 
-Methods default to greedy and maj, plus best_of_n, beam and mcts when a PRM folder is given (--prm, as
-`ProcessRewardModel.save` writes it). The budget is stated by --n (maj, best_of_n), --beam_width x
+Equal-budget curves (accuracy against tokens per problem; every method at every budget, each run capped
+hard at the budget's tokens per problem, see search/curves.py), written as <output>.md/.json/.png:
+
+    python examples/search_eval.py --preset gpu --model runs/quickstart-gpu/model --prm runs/verifier/prm
+    python examples/search_eval.py --prm runs/prm/prm --level 2 --budgets 96,192,384,768 --episodes 256
+
+Methods default to greedy and maj (curves: maj only), plus weighted_maj, best_of_n, beam and mcts when a
+verifier folder is given (--prm, as `ProcessRewardModel.save` writes it; any StepScorer fits the search). The budget is stated by --n (maj, best_of_n), --beam_width x
 --beam_expand (beam) and --simulations (mcts; --max_tokens caps its tokens per problem); every row reports
 the tokens it really sampled per problem, discarded candidates included. The table is printed and written
 as <output>.md and <output>.json.
@@ -25,11 +31,28 @@ from search.mcts import MCTSConfig  # noqa: E402
 from policies.prm import AGGREGATIONS  # noqa: E402
 from search.settings import METHODS, SCORED_METHODS, SearchSettings  # noqa: E402
 from search.search_eval import evaluate_search, markdown_table, save_table  # noqa: E402
+from search.curves import curves_table, evaluate_curves, save_curves  # noqa: E402
 from policies import EMBEDDED_MODEL  # noqa: E402
+
+
+# --preset: flag defaults for the curves (explicit flags still win); gpu: L2 test problems, budgets around
+# maj@8's 366 tokens per problem there (benchmarks/RESULTS.md)
+PRESETS = {
+    "cpu": dict(level=1, episodes=8, budgets="32,64,128,256", max_new_tokens=16, batch_problems=8, simulations=8,
+                expand_k=2, wave_size=2, beam_width=2, output="runs/search_curves-cpu/curves"),
+    "gpu": dict(level=2, episodes=256, budgets="96,192,384,768,1536", max_new_tokens=64, batch_problems=64,
+                mcts_answer="vote", output="runs/search_curves-gpu/curves"),
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = example_parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", choices=sorted(PRESETS), default=None,
+                        help="curve defaults: cpu (tiny) or gpu (L2, 256 problems, budgets 96..1536); "
+                             "explicit flags override it")
+    parser.add_argument("--budgets", default=None,
+                        help="comma-separated tokens per problem: draw accuracy-vs-tokens curves, every method "
+                             "capped at each budget (greedy has no budget)")
     parser.add_argument("--model", default=EMBEDDED_MODEL,
                         help="policy: hub name, local folder, or the embedded default")
     parser.add_argument("--prm", default=None,
@@ -65,14 +88,40 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
-    run_with_clear_errors(lambda: run(build_parser().parse_args(argv)))
+    run_with_clear_errors(lambda: run(parse(argv)))
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """The flags, with the --preset's defaults under the explicit ones."""
+    parser = build_parser()
+    preset = parser.parse_args(argv).preset
+    if preset is not None:
+        parser.set_defaults(**PRESETS[preset])
+    return parser.parse_args(argv)
+
+
+def budgets_of(args: argparse.Namespace) -> list[int] | None:
+    """--budgets as integers (None: no curves); a bad list is one ValueError."""
+    if args.budgets is None:
+        return None
+    try:
+        budgets = [int(b) for b in args.budgets.split(",") if b.strip()]
+    except ValueError:
+        raise ValueError(f"--budgets must be comma-separated integers (tokens per problem), got {args.budgets!r}") \
+            from None
+    if not budgets or min(budgets) < 1:
+        raise ValueError(f"--budgets must be integers >= 1, got {args.budgets!r}")
+    return budgets
 
 
 def chosen_methods(args: argparse.Namespace) -> list[str]:
     """The methods asked for (checked before any model loads)."""
+    curves = args.budgets is not None
     if args.methods is None:
-        return ["greedy", "maj"] + (list(SCORED_METHODS) if args.prm else [])
+        return (["maj"] if curves else ["greedy", "maj"]) + (list(SCORED_METHODS) if args.prm else [])
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    if curves and "greedy" in methods:
+        raise ValueError("--methods greedy has no token budget; leave it out with --budgets")
     unknown = [m for m in methods if m not in METHODS]
     if unknown or not methods:
         raise ValueError(f"--methods: {', '.join(map(repr, unknown)) or 'none given'}; choose from {', '.join(METHODS)}")
@@ -86,7 +135,7 @@ def run(args: argparse.Namespace) -> None:
     from envs import make
     from policies import HFPolicy
 
-    methods = chosen_methods(args)
+    methods, budgets = chosen_methods(args), budgets_of(args)
     tree = MCTSConfig(simulations=args.simulations, expand_k=args.expand_k, wave_size=args.wave_size,
                       selection=args.selection, exploration=args.exploration, answer=args.mcts_answer,
                       max_tokens=args.max_tokens)
@@ -110,10 +159,17 @@ def run(args: argparse.Namespace) -> None:
     settings = [SearchSettings(method=m, **common, aggregation=aggregation) for m in methods]
     print(f"device={policy.device} model={args.model} prm={args.prm} env={args.env} {env_kwargs} "
           f"problems {args.offset}..{args.offset + args.episodes - 1} aggregation={aggregation}")
+    about = {**vars(args), "methods": methods, "aggregation": aggregation, "device": str(policy.device)}
+    if budgets is not None:
+        rows = evaluate_curves(policy, env, settings, budgets, scorer, episodes=args.episodes, offset=args.offset,
+                               batch_problems=args.batch_problems, seed=args.seed, progress=True)
+        print(curves_table(rows), end="")
+        markdown, data, png = save_curves(rows, args.output, about)
+        print(f"curves: {markdown}, {data} and {png}")
+        return
     rows = evaluate_search(policy, env, settings, scorer, episodes=args.episodes, offset=args.offset,
                            batch_problems=args.batch_problems, seed=args.seed, progress=True)
     print(markdown_table(rows), end="")
-    about = {**vars(args), "methods": methods, "aggregation": aggregation, "device": str(policy.device)}
     markdown, data = save_table(rows, args.output, about)
     print(f"table: {markdown} and {data}")
 

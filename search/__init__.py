@@ -1,15 +1,18 @@
 """Search and evaluation at inference: greedy accuracy, pass@k and maj@k (`evaluate`), and at equal token
-budgets maj@n, best-of-n with a verifier, beam search and MCTS over reasoning steps (`run_search`,
-`evaluate_search`); HotpotQA episodes' retrieval and answers (`evaluate_rag`)."""
+budgets maj@n, weighted majority and best-of-n with a verifier, beam search and MCTS over reasoning steps (`run_search`,
+`evaluate_search`), accuracy-vs-tokens curves under hard token caps (`evaluate_curves`); HotpotQA episodes' retrieval and answers (`evaluate_rag`)."""
 from search.beam_search import beam_search
 from search.evaluate import evaluate, majority_answer, pass_at_k
 from search.mcts import MCTS, MCTSConfig
 from search.rag_evaluate import evaluate_rag
 from search.search import SearchSettings, run_search
 from search.search_eval import evaluate_search
+from search.curves import evaluate_curves, plot_curves, save_curves
+from search.weighted_vote import weighted_majority
 from search.search_types import SearchResult, StepScorer
 
 __all__ = [
     "evaluate", "pass_at_k", "majority_answer", "MCTS", "MCTSConfig", "SearchSettings", "run_search",
-    "beam_search", "evaluate_search", "SearchResult", "StepScorer", "evaluate_rag",
+    "beam_search", "evaluate_search", "SearchResult", "StepScorer", "evaluate_rag", "evaluate_curves",
+    "plot_curves", "save_curves", "weighted_majority",
 ]

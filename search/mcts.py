@@ -46,6 +46,10 @@ class MCTSConfig(CheckedConfig):
     max_depth: int | None = setting(None, "most steps below the root (None: the env's step limit)")
     max_tokens: int | None = setting(None, "sampled tokens per problem after which no wave starts (the wave under "
                                            "way finishes; None: no limit)")
+    token_cap: str = setting("soft", "soft (max_tokens stops new waves) | hard (tokens are charged in the wave's "
+                                     "order and the child that crosses max_tokens is cut there: its tokens up to "
+                                     "the cap count, it and later children of the wave are dropped; the visits "
+                                     "answer's greedy finishing is capped too; evaluation prm only)")
     answer: str = setting("visits", "visits (most-visited path, finished greedily) | value (best finished leaf) | "
                                     "vote (visit-weighted majority of finished leaves' answers)")
     temperature: float = setting(0.8, "sampling temperature of the candidate steps and rollouts (> 0)")
@@ -61,6 +65,9 @@ class MCTSConfig(CheckedConfig):
         self.require("evaluation", self.evaluation in EVALUATIONS, f"one of {', '.join(EVALUATIONS)}")
         self.require("answer", self.answer in ANSWERS, f"one of {', '.join(ANSWERS)}")
         self.require("exploration", self.exploration >= 0, ">= 0")
+        self.require("token_cap", self.token_cap in ("soft", "hard"), "soft | hard")
+        self.require("token_cap", self.token_cap == "soft" or self.evaluation == "prm",
+                     "soft with evaluation 'rollout' (a rollout cannot be cut mid-way and still give a value)")
         self.require("temperature", self.temperature > 0, "> 0 (candidates must differ)")
 
 
@@ -168,14 +175,24 @@ class MCTS:
         """Advance every job's children one step in one engine call, evaluate them all, back up."""
         children = [child for job in jobs for child in job.children]
         self.engine.advance([child.branch for child in children], generator, sample_key)
+        hard = self.config.token_cap == "hard" and self.config.max_tokens is not None
         for job in jobs:
+            kept = []
             for child in job.children:
-                job.leaf.add_child(child)
                 child.tokens = sampled_tokens(child.branch) - sampled_tokens(job.leaf.branch)
+                if hard and job.tree.tokens + child.tokens > self.config.max_tokens:
+                    job.tree.tokens = self.config.max_tokens  # cut at the cap: neither added nor evaluated
+                    break
+                if hard and job.tree.tokens >= self.config.max_tokens:
+                    break  # sampled after the cap: not counted, not used
+                job.leaf.add_child(child)
                 job.tree.tokens += child.tokens
                 child.terminal = not self.engine.is_live(child.branch) or (
                     self.config.max_depth is not None and child.depth >= self.config.max_depth)
-            _set_priors(job.leaf)
+                kept.append(child)
+            job.children = kept
+            if kept:
+                _set_priors(job.leaf)
         values = self._evaluate([(job.tree, child) for job in jobs for child in job.children], generator, sample_key)
         position = 0
         for job in jobs:
@@ -209,14 +226,23 @@ class MCTS:
         while live := self.greedy.live(unfinished):
             self.greedy.advance(live)
         results = []
+        hard = self.config.token_cap == "hard" and self.config.max_tokens is not None
         for tree, node, branch in zip(trees, chosen, branches):
             extra = sampled_tokens(branch) - sampled_tokens(node.branch)
+            cut = hard and tree.tokens + extra > self.config.max_tokens
+            if cut:  # the finishing crossed the cap: stopped there, unanswered
+                extra = self.config.max_tokens - tree.tokens
             tree.tokens += extra
             tree.finish_tokens += extra
             nodes = tree.nodes()
-            results.append(result_of(branch, tree.tokens, {
-                "simulations": tree.simulations, "nodes": len(nodes), "finished_leaves": len(tree.finished_leaves()),
-                "depth": max(n.depth for n in nodes), "finish_tokens": extra, "chosen_depth": node.depth}))
+            details = {"simulations": tree.simulations, "nodes": len(nodes),
+                       "finished_leaves": len(tree.finished_leaves()), "depth": max(n.depth for n in nodes),
+                       "finish_tokens": extra, "chosen_depth": node.depth}
+            if cut:
+                results.append(SearchResult(node.branch.to_trajectory(), None, False, tree.tokens,
+                                            {**details, "cut": True}))
+            else:
+                results.append(result_of(branch, tree.tokens, details))
         return results
 
     def _choose(self, tree: SearchTree) -> Node:

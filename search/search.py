@@ -9,12 +9,19 @@ only; the env's verdict is recorded for reporting.
 - greedy: one episode at temperature 0.
 - maj: `n` episodes at `temperature`; the most frequent parsed answer wins (ties: first seen), and its
   first episode is the solution.
+- weighted_maj: `n` episodes, scored like best_of_n's; each parsed answer's vote is the sum of its
+  episodes' solution scores (probabilities, `search/weighted_vote.py`), the largest sum wins (ties: first
+  seen), and its best-scored episode is the solution.
 - best_of_n: `n` episodes; the step scorer scores all of them in one call and the highest solution score
   (`aggregation` of the step scores) wins among the episodes with a parsed answer (among all when none has).
 - beam: see `search/beam_search.py`.
 - mcts: `search.mcts.MCTS` with `mcts` (an MCTSConfig: simulations, expand_k, wave_size, selection,
   answer rule, ...), sampling at these settings' temperature and max_new_tokens; its evaluation must be
   "prm" (a rollout's value is the env's reward, which inference may not read).
+
+With `max_tokens` (a hard cap per problem, `search/token_budget.py`), maj, weighted_maj and best_of_n
+sample rounds of `n` episodes until the cap and choose among the episodes that finished within it (a
+problem with none is unanswered); beam and mcts stop at the cap.
 """
 from __future__ import annotations
 
@@ -29,6 +36,8 @@ from search.mcts import MCTS
 from search.settings import SCORED_METHODS, SearchSettings, engine_for
 from search.search_play import parsed_answer, play_out, result_of, step_scores
 from search.search_types import SearchResult, StepScorer
+from search.token_budget import sampled_within_budget
+from search.weighted_vote import weighted_majority, weighted_votes
 from policies.base import Policy
 from policies.prm import aggregate_step_scores
 
@@ -56,6 +65,8 @@ def run_search(policy: Policy, env, starts: Sequence[dict], settings: SearchSett
         return _majority(policy, env, starts, settings, generator)
     if settings.method == "best_of_n":
         return _best_of_n(policy, env, starts, settings, scorer, generator)
+    if settings.method == "weighted_maj":
+        return _weighted_majority(policy, env, starts, settings, scorer, generator)
     if settings.method == "mcts":
         return MCTS(policy, env, scorer, settings.mcts_config()).search(starts, generator)
 
@@ -70,7 +81,10 @@ def _greedy(policy, env, starts, settings, generator) -> list[SearchResult]:
 
 
 def _sampled_groups(policy, env, starts, settings, generator):
-    """`settings.n` finished episodes per problem (one list per problem) and each problem's tokens."""
+    """`settings.n` finished episodes per problem (one list per problem) and each problem's tokens; with
+    `max_tokens`, the episodes that fit the cap (`sampled_within_budget`), possibly none."""
+    if settings.max_tokens is not None:
+        return sampled_within_budget(policy, env, starts, settings, generator)
     engine = engine_for(policy, env, settings)
     branches, tokens, n = engine.start(starts, settings.n), [0] * len(starts), settings.n
     play_out(engine, branches, tokens, generator)
@@ -81,6 +95,9 @@ def _majority(policy, env, starts, settings, generator) -> list[SearchResult]:
     groups, tokens = _sampled_groups(policy, env, starts, settings, generator)
     results = []
     for i, group in enumerate(groups):
+        if not group:
+            results.append(_unanswered(tokens[i]))
+            continue
         answers = [parsed_answer(b) for b in group]
         winner = majority_answer(answers)  # ties: the answer seen first
         chosen = group[answers.index(winner)] if winner is not None else group[0]
@@ -90,12 +107,44 @@ def _majority(policy, env, starts, settings, generator) -> list[SearchResult]:
 
 def _best_of_n(policy, env, starts, settings, scorer, generator) -> list[SearchResult]:
     groups, tokens = _sampled_groups(policy, env, starts, settings, generator)
-    everything = [b for group in groups for b in group]
-    scores = [aggregate_step_scores(s, settings.aggregation) for s in step_scores(scorer, everything)]
-    results, n = [], settings.n
-    for i, group in enumerate(groups):
-        own = scores[i * n:(i + 1) * n]
-        answered = [j for j, b in enumerate(group) if parsed_answer(b) is not None] or list(range(n))
+    results = []
+    for i, (group, own) in enumerate(zip(groups, _solution_scores(groups, settings, scorer))):
+        if not group:
+            results.append(_unanswered(tokens[i]))
+            continue
+        answered = [j for j, b in enumerate(group) if parsed_answer(b) is not None] or list(range(len(group)))
         best = max(answered, key=lambda j: own[j])  # ties: the first
         results.append(result_of(group[best], tokens[i], {"scores": own, "chosen": best}))
     return results
+
+
+def _weighted_majority(policy, env, starts, settings, scorer, generator) -> list[SearchResult]:
+    groups, tokens = _sampled_groups(policy, env, starts, settings, generator)
+    results = []
+    for i, (group, own) in enumerate(zip(groups, _solution_scores(groups, settings, scorer))):
+        if not group:
+            results.append(_unanswered(tokens[i]))
+            continue
+        answers = [parsed_answer(b) for b in group]
+        winner = weighted_majority(answers, own)
+        voters = [j for j, a in enumerate(answers) if a == winner] if winner is not None else [0]
+        chosen = max(voters, key=lambda j: own[j])  # ties: the first
+        results.append(result_of(group[chosen], tokens[i], {"votes": weighted_votes(answers, own), "scores": own,
+                                                            "chosen": chosen}))
+    return results
+
+
+def _solution_scores(groups, settings, scorer) -> list[list[float]]:
+    """Every episode's solution score (`aggregation` of its step scores), all scored in one call; per group."""
+    everything = [b for group in groups for b in group]
+    flat = [aggregate_step_scores(s, settings.aggregation) for s in step_scores(scorer, everything)]
+    out, first = [], 0
+    for group in groups:
+        out.append(flat[first:first + len(group)])
+        first += len(group)
+    return out
+
+
+def _unanswered(tokens: int) -> SearchResult:
+    """A problem whose token cap ran out before any episode finished."""
+    return SearchResult(trajectory=None, answer=None, correct=False, tokens=int(tokens), details={"finished": 0})

@@ -111,7 +111,7 @@ def test_the_real_tiny_policy_runs_every_method_and_tokens_are_its_sampled_token
 
 
 def test_bad_settings_and_missing_or_broken_scorers_are_one_line_errors():
-    methods = r"greedy \| maj \| best_of_n \| beam \| mcts"
+    methods = r"greedy \| maj \| weighted_maj \| best_of_n \| beam \| mcts"
     with pytest.raises(ConfigError, match=rf"^SearchSettings.method must be {methods}, got 'dfs'$"):
         SearchSettings(method="dfs")
     with pytest.raises(ConfigError, match=r"^SearchSettings.temperature must be > 0 for maj"):

@@ -88,9 +88,23 @@ def test_the_script_runs_every_method_with_a_prm_folder(model_and_prm, tmp_path)
                               "--beam_width", "2", "--simulations", "4", "--expand_k", "2", "--wave_size", "2",
                               "--max_new_tokens", "3", "--max_steps", "2", "--output", str(tmp_path / "table")])
     saved = json.loads((tmp_path / "table.json").read_text())
-    assert [r["method"] for r in saved["rows"]] == ["greedy", "maj@2", "best_of_2", "beam_2x2", "mcts_4"]
+    assert [r["method"] for r in saved["rows"]] == ["greedy", "maj@2", "weighted_maj@2", "best_of_2", "beam_2x2",
+                                                    "mcts_4"]
     assert saved["about"]["aggregation"] == "last"  # the PRM's own
     assert all(r["problems"] == 2 and r["tokens_per_problem"] > 0 for r in saved["rows"])
+
+
+def test_the_script_draws_curves_at_its_budgets_with_a_verifier_folder(model_and_prm, tmp_path):
+    model, prm = model_and_prm
+    load_script(SCRIPT).main(["--preset", "cpu", "--model", model, "--prm", prm, "--episodes", "2",
+                              "--budgets", "6,12,24,48", "--max_new_tokens", "3", "--max_steps", "2",
+                              "--methods", "maj,weighted_maj,best_of_n", "--output", str(tmp_path / "curves")])
+    saved = json.loads((tmp_path / "curves.json").read_text())
+    assert [(r["method"], r["budget"]) for r in saved["rows"]] == [
+        (m, b) for m in ("maj", "weighted_maj", "best_of_n") for b in (6, 12, 24, 48)]
+    assert all(r["tokens_per_problem"] == r["budget"] for r in saved["rows"])  # anytime methods spend the cap
+    assert saved["about"]["level"] == 1 and saved["about"]["batch_problems"] == 8  # the cpu preset's
+    assert (tmp_path / "curves.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_the_script_says_in_one_line_what_is_wrong():
@@ -99,3 +113,5 @@ def test_the_script_says_in_one_line_what_is_wrong():
     assert "'dfs'; choose from greedy" in error_line(script, ["--methods", "dfs"])
     assert "SearchSettings.temperature must be > 0 for maj" in error_line(script, ["--temperature", "0"])
     assert "MCTSConfig.selection must be one of" in error_line(script, ["--selection", "best"])
+    assert "--budgets must be comma-separated integers" in error_line(script, ["--budgets", "10,x"])
+    assert "--methods greedy has no token budget" in error_line(script, ["--budgets", "10", "--methods", "greedy"])

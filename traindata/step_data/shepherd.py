@@ -22,16 +22,16 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
 from core.checked_config import CheckedConfig, setting
 from search.search_types import sampled_tokens
 from buffers.step_pairs import RatedSteps, StepPair
-from episodes.engine import Branch, EpisodeEngine, SamplingSettings
-from episodes.env_state import set_branch_state
+from episodes.engine import EpisodeEngine, SamplingSettings
 from policies.base import Policy
+from traindata.step_data.branch_play import PlayedBranch, ended_right, play_to_end, reset_question
 
 
 @dataclass
@@ -68,58 +68,21 @@ class ShepherdData:
         return [*self.pairs, *self.rated]
 
 
-@dataclass
-class _Played:
-    """A branch and the text of each of its steps (the action and what the env wrote after it)."""
-
-    branch: Branch
-    steps: list[str] = field(default_factory=list)
-
-    def copy(self, member: int) -> "_Played":
-        branch = self.branch.snapshot()
-        branch.member = member  # its own sampling key
-        return _Played(branch, list(self.steps))
-
-
-def _play(engine: EpisodeEngine, played: list[_Played], generator, sample_key, after_step=None) -> None:
-    """Advance every live branch to its end, one batched advance per step, recording each step's text."""
-    while True:
-        before = {id(p.branch): len(p.branch.text) for p in played}
-        advanced = {id(b) for b in engine.advance([p.branch for p in played], generator, sample_key)}
-        if not advanced:
-            return
-        for p in played:
-            if id(p.branch) in advanced:
-                p.steps.append(p.branch.text[before[id(p.branch)]:])
-                if after_step is not None:
-                    after_step(p)
-
-
-def _right(branch: Branch) -> bool:
-    return branch.done and branch.outcome.correct
-
-
-def _question(env, branch: Branch) -> str:
-    """The reset observation of a fresh branch, verbatim."""
-    set_branch_state(env, branch.state)
-    return str(env.unwrapped.render())
-
-
 def shepherd_data(policy: Policy, env, starts: Sequence[dict], config: ShepherdConfig | None = None,
                   generator: torch.Generator | None = None, sample_key: int | None = None) -> ShepherdData:
     """Label the steps of the policy's solutions to the problems of `starts` (env.reset kwargs, e.g.
     {"options": {"index": 3}}) by rollouts, and build the pairs (see the module docstring)."""
     config = config if config is not None else ShepherdConfig()
     engine = EpisodeEngine(env, policy, SamplingSettings(config.max_new_tokens, config.temperature))
-    solutions = [_Played(b) for b in engine.start(starts, config.solutions_per_problem)]
-    questions = {p.branch.group_id: _question(env, p.branch) for p in solutions}
-    prefixes: list[tuple[int, int, _Played]] = []  # (solution, step index, the branch right after that step)
+    solutions = [PlayedBranch(b) for b in engine.start(starts, config.solutions_per_problem)]
+    questions = {p.branch.group_id: reset_question(env, p.branch) for p in solutions}
+    prefixes: list[tuple[int, int, PlayedBranch]] = []  # (solution, step index, the branch right after that step)
     owner = {id(p): index for index, p in enumerate(solutions)}
-    _play(engine, solutions, generator, sample_key,
+    play_to_end(engine, solutions, generator, sample_key,
           lambda p: prefixes.append((owner[id(p)], len(p.steps) - 1, p.copy(p.branch.member))))
 
     next_member = {group: config.solutions_per_problem for group in questions}
-    rollouts: list[tuple[int, int, _Played]] = []
+    rollouts: list[tuple[int, int, PlayedBranch]] = []
     tokens = sum(sampled_tokens(p.branch) for p in solutions)
     for solution, step, prefix in prefixes:
         if engine.is_live(prefix.branch):
@@ -128,16 +91,16 @@ def shepherd_data(policy: Policy, env, starts: Sequence[dict], config: ShepherdC
                 group = prefix.branch.group_id
                 rollouts.append((solution, step, prefix.copy(next_member[group])))
                 next_member[group] += 1
-    _play(engine, [r for _, _, r in rollouts], generator, sample_key)
+    play_to_end(engine, [r for _, _, r in rollouts], generator, sample_key)
     tokens += sum(sampled_tokens(r.branch) for _, _, r in rollouts)
 
     outcomes: dict[tuple[int, int], list[bool]] = {}
     for solution, step, rollout in rollouts:
-        outcomes.setdefault((solution, step), []).append(_right(rollout.branch))
+        outcomes.setdefault((solution, step), []).append(ended_right(rollout.branch))
     rated, labels_at, results_at = [], {}, {}
     for index, p in enumerate(solutions):
         labels = [sum(outcomes[(index, j)]) / len(outcomes[(index, j)]) if (index, j) in outcomes
-                  else float(_right(p.branch)) for j in range(len(p.steps))]
+                  else float(ended_right(p.branch)) for j in range(len(p.steps))]
         kept = [(text, label) for text, label in zip(p.steps, labels) if text]
         rated.append(RatedSteps(questions[p.branch.group_id], tuple(t for t, _ in kept), tuple(l for _, l in kept),
                                 "shepherd", p.branch.outcome.problem_id))
@@ -146,13 +109,13 @@ def shepherd_data(policy: Policy, env, starts: Sequence[dict], config: ShepherdC
                 continue
             key = (p.branch.group_id, tuple(p.steps[:j]))
             labels_at.setdefault(key, {}).setdefault(text, []).append(label)
-            results_at.setdefault(key, {}).setdefault(text, []).append(_right(p.branch))
+            results_at.setdefault(key, {}).setdefault(text, []).append(ended_right(p.branch))
     for solution, step, rollout in rollouts:
         prefix_steps = solutions[solution].steps[:step + 1]
         key = (rollout.branch.group_id, tuple(prefix_steps))
         first = rollout.steps[len(prefix_steps)] if len(rollout.steps) > len(prefix_steps) else ""
         if first:
-            results_at.setdefault(key, {}).setdefault(first, []).append(_right(rollout.branch))
+            results_at.setdefault(key, {}).setdefault(first, []).append(ended_right(rollout.branch))
 
     problem_ids = {p.branch.group_id: p.branch.outcome.problem_id for p in solutions}
     pairs = _label_pairs(labels_at, config.margin, questions, problem_ids)

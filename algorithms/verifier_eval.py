@@ -1,0 +1,71 @@
+"""Held-out evaluation of a verifier (a `ProcessRewardModel`, ORM or PRM) on the policy's labelled samples.
+
+Solution level: each sample's score (its step scores combined by the verifier's aggregation: an ORM's is
+"last") against the env's verdict, as accuracy at 0.5, ROC AUC, ECE and the reliability table
+(algorithms.verifier_metrics); with the best-of-N accuracy this score gives per problem beside the samples'
+own accuracy and pass@N. Step level (samples with MC labels): each step's score against its hard label
+(some completion from that prefix ended correct), and the ECE against the soft label (the fraction that did).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from algorithms.verifier_metrics import VerifierMetrics, expected_calibration_error, verifier_metrics
+from policies.prm import ProcessRewardModel
+from traindata.step_data.labelled_samples import LabelledSample
+
+
+@dataclass(frozen=True)
+class VerifierReport:
+    """What `evaluate_verifier` measured (step metrics None without step-labelled samples)."""
+
+    solution: VerifierMetrics
+    step: VerifierMetrics | None
+    step_soft_ece: float | None
+    best_of_n_accuracy: float
+    sample_accuracy: float
+    pass_at_n: float
+
+    def as_dict(self, prefix: str = "") -> dict[str, float]:
+        """Flat scalar metrics for logging and result files."""
+        values = {**self.solution.as_dict("solution_"), "best_of_n_accuracy": self.best_of_n_accuracy,
+                  "sample_accuracy": self.sample_accuracy, "pass_at_n": self.pass_at_n}
+        if self.step is not None:
+            values.update(self.step.as_dict("step_"))
+            values["step_soft_ece"] = float(self.step_soft_ece)
+        return {f"{prefix}{k}": v for k, v in values.items()}
+
+
+def score_samples(prm: ProcessRewardModel, samples: Sequence[LabelledSample], batch_size: int = 16
+                  ) -> list[list[float]]:
+    """Each sample's step scores (empty for a sample without steps), `batch_size` sequences per pass."""
+    encoded = [prm.encode_steps(s.question, s.steps) for s in samples if s.steps]
+    scores = iter(prm.score_sequences([ids for ids, _ in encoded], [p for _, p in encoded], batch_size))
+    return [next(scores) if s.steps else [] for s in samples]
+
+
+def evaluate_verifier(prm: ProcessRewardModel, samples: Sequence[LabelledSample], threshold: float = 0.5,
+                      bins: int = 10, batch_size: int = 16) -> VerifierReport:
+    """The verifier's held-out metrics on `samples` (see the module docstring). A sample without steps scores
+    0.0 (no text: never chosen over one with text)."""
+    if not samples:
+        raise ValueError("evaluate_verifier: no samples")
+    step_scores = score_samples(prm, samples, batch_size)
+    solution = [prm.solution_score(scores) for scores in step_scores]
+    labelled = [(scores, s) for scores, s in zip(step_scores, samples) if s.has_step_labels]
+    step, soft_ece = None, None
+    if labelled:
+        scores = [x for sc, _ in labelled for x in sc]
+        step = verifier_metrics(scores, [h for _, s in labelled for h in s.hard], threshold, bins)
+        soft_ece = expected_calibration_error(scores, [v for _, s in labelled for v in s.soft], bins)
+    best: dict[str, tuple[float, bool]] = {}
+    passed: dict[str, bool] = {}
+    for score, s in zip(solution, samples):
+        key = s.problem_id or s.question
+        if key not in best or score > best[key][0]:  # first of equal scores kept
+            best[key] = (score, s.correct)
+        passed[key] = passed.get(key, False) or s.correct
+    return VerifierReport(verifier_metrics(solution, [s.correct for s in samples], threshold, bins), step, soft_ece,
+                          sum(c for _, c in best.values()) / len(best), sum(s.correct for s in samples) / len(samples),
+                          sum(passed.values()) / len(passed))

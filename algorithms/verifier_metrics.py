@@ -1,0 +1,117 @@
+"""How well a verifier's scores in [0, 1] predict binary labels (a solution's correctness, a step's label):
+accuracy at a threshold, ROC AUC, and calibration (expected calibration error over equal-width bins, with
+the reliability table it comes from).
+
+AUC is the Mann-Whitney statistic: the chance that a random positive scores above a random negative, ties
+counting half (scikit-learn's roc_auc_score gives the same; it is an optional dependency here, so the few
+lines of rank arithmetic live in this file). It is None when the labels hold one class only.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ReliabilityBin:
+    """One bin of the reliability table: scores in [lower, upper) ([lower, 1] for the last), how many, their
+    mean score and the fraction of them labelled positive."""
+
+    lower: float
+    upper: float
+    count: int
+    mean_score: float
+    positive_rate: float
+
+
+@dataclass(frozen=True)
+class VerifierMetrics:
+    """Accuracy at `threshold`, ROC AUC (None: one class only), ECE, and the reliability table (empty bins
+    left out), over `count` items of which `positives` are labelled 1."""
+
+    count: int
+    positives: int
+    accuracy: float
+    auc: float | None
+    ece: float
+    reliability: tuple[ReliabilityBin, ...]
+    threshold: float = 0.5
+
+    def as_dict(self, prefix: str = "") -> dict[str, float]:
+        """The scalar metrics for logging, names prefixed (AUC left out when None)."""
+        values = {"count": self.count, "positive_rate": self.positives / self.count, "accuracy": self.accuracy,
+                  "ece": self.ece}
+        if self.auc is not None:
+            values["auc"] = self.auc
+        return {f"{prefix}{k}": float(v) for k, v in values.items()}
+
+
+def _checked(scores: Sequence[float], labels: Sequence[float | bool], binary: bool = True
+             ) -> tuple[np.ndarray, np.ndarray]:
+    s, y = np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=np.float64)
+    if s.ndim != 1 or s.shape != y.shape:
+        raise ValueError(f"verifier metrics: {s.size} scores but {y.size} labels (two flat lists of one length)")
+    if s.size == 0:
+        raise ValueError("verifier metrics: no scores")
+    if not np.all(np.isfinite(s)) or np.any((s < 0) | (s > 1)):
+        raise ValueError("verifier metrics: scores must be finite numbers in [0, 1]")
+    if binary and not np.all((y == 0) | (y == 1)):
+        raise ValueError("verifier metrics: labels must be 0 or 1 (binarise soft labels first)")
+    if not np.all((y >= 0) & (y <= 1)):
+        raise ValueError("verifier metrics: labels must be numbers in [0, 1]")
+    return s, y
+
+
+def roc_auc(scores: Sequence[float], labels: Sequence[float | bool]) -> float | None:
+    """ROC AUC of `scores` against 0/1 `labels` (ties count half); None when only one class is present."""
+    s, y = _checked(scores, labels)
+    positives, negatives = int(y.sum()), int(y.size - y.sum())
+    if positives == 0 or negatives == 0:
+        return None
+    order = np.argsort(s, kind="mergesort")
+    ranks = np.empty(s.size)
+    sorted_scores = s[order]
+    starts = np.flatnonzero(np.r_[True, sorted_scores[1:] != sorted_scores[:-1]])
+    ends = np.r_[starts[1:], s.size]
+    for start, end in zip(starts, ends):  # tied scores share their mean rank (1-based)
+        ranks[order[start:end]] = (start + end + 1) / 2
+    return float((ranks[y == 1].sum() - positives * (positives + 1) / 2) / (positives * negatives))
+
+
+def reliability_table(scores: Sequence[float], labels: Sequence[float | bool], bins: int = 10
+                      ) -> tuple[ReliabilityBin, ...]:
+    """The non-empty bins of `bins` equal-width bins over [0, 1] (a score of 1.0 goes to the last). Labels
+    may be soft (in [0, 1]: a bin's positive rate is then its mean label, e.g. a step's MC success rate)."""
+    if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
+        raise ValueError(f"verifier metrics: bins must be an int >= 1, got {bins!r}")
+    s, y = _checked(scores, labels, binary=False)
+    index = np.minimum((s * bins).astype(int), bins - 1)
+    table = []
+    for b in range(bins):
+        chosen = index == b
+        if chosen.any():
+            table.append(ReliabilityBin(b / bins, (b + 1) / bins, int(chosen.sum()), float(s[chosen].mean()),
+                                        float(y[chosen].mean())))
+    return tuple(table)
+
+
+def expected_calibration_error(scores: Sequence[float], labels: Sequence[float | bool], bins: int = 10) -> float:
+    """ECE: the count-weighted mean over bins of |mean score - positive rate| (soft labels allowed)."""
+    table = reliability_table(scores, labels, bins)
+    total = sum(b.count for b in table)
+    return float(sum(b.count * abs(b.mean_score - b.positive_rate) for b in table) / total)
+
+
+def verifier_metrics(scores: Sequence[float], labels: Sequence[float | bool], threshold: float = 0.5,
+                     bins: int = 10) -> VerifierMetrics:
+    """Accuracy (score > threshold predicts 1), ROC AUC, ECE and the reliability table of `scores` against
+    0/1 `labels`."""
+    if not 0 <= threshold <= 1:
+        raise ValueError(f"verifier metrics: threshold must be in [0, 1], got {threshold!r}")
+    s, y = _checked(scores, labels)
+    table = reliability_table(s, y, bins)
+    ece = float(sum(b.count * abs(b.mean_score - b.positive_rate) for b in table) / s.size)
+    return VerifierMetrics(int(s.size), int(y.sum()), float(((s > threshold) == (y == 1)).mean()), roc_auc(s, y),
+                           ece, table, threshold)

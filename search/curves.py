@@ -1,0 +1,118 @@
+"""Accuracy against tokens per problem at equal budgets: every method run at every budget, each run capped
+hard at the budget's sampled tokens per problem (`SearchSettings.max_tokens`, `search/token_budget.py`:
+every sampled token counts, discarded candidates and verifier-rejected expansions included).
+
+maj, weighted_maj and best_of_n sample rounds of `n` episodes until the cap, so they spend it exactly;
+beam keeps its width and stops at the cap or when its beams have finished (then it spends less: the row
+says so); mcts runs with simulations raised to the budget (every new node costs at least one token), so
+the cap, not the simulation count, ends each tree. Rows: (method, budget, accuracy, tokens/problem); the
+plot draws one line per method.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from search.search_eval import evaluate_search
+from search.search_types import StepScorer
+from search.settings import SearchSettings
+
+COLUMNS = (("method", "method"), ("budget", "budget (tokens/problem)"), ("accuracy", "accuracy"),
+           ("tokens_per_problem", "tokens/problem"), ("problems", "problems"))
+
+
+def curve_name(settings: SearchSettings) -> str:
+    """A method's name on the curve: its label without the budget (maj, weighted_maj, best_of_n, beam_4x2, mcts)."""
+    return dataclasses.replace(settings, max_tokens=1).label.rsplit("@", 1)[0]
+
+
+def capped(settings: SearchSettings, budget: int) -> SearchSettings:
+    """`settings` capped at `budget` sampled tokens per problem (mcts: simulations raised to the budget)."""
+    changes: dict = {"max_tokens": budget}
+    if settings.method == "mcts":
+        changes["mcts"] = dataclasses.replace(settings.mcts, simulations=max(settings.mcts.simulations, budget))
+    return dataclasses.replace(settings, **changes)
+
+
+def evaluate_curves(policy, env, methods: Sequence[SearchSettings], budgets: Sequence[int],
+                    scorer: StepScorer | None = None, episodes: int = 256, offset: int = 0,
+                    batch_problems: int = 64, seed: int = 0, progress: bool = False) -> list[dict]:
+    """Run every method at every budget on the same problems (as `evaluate_search` picks and seeds them).
+
+    Returns one row per (method, budget), methods in the given order, budgets ascending: {method (its curve
+    name), budget, accuracy, tokens_per_problem (mean tokens really sampled: the budget, or less where a
+    method finished first), problems, seconds, tokens_per_second}."""
+    methods, budgets = list(methods), _checked_budgets(budgets)
+    if not methods:
+        raise ValueError("evaluate_curves: methods is empty; give at least one SearchSettings")
+    names = []
+    for settings in methods:
+        if not isinstance(settings, SearchSettings):
+            raise TypeError(f"evaluate_curves: methods must be SearchSettings, got {type(settings).__name__}")
+        if settings.method == "greedy":
+            raise ValueError("evaluate_curves: greedy has one cost, not a budget; leave it out (evaluate_search "
+                             "gives its row)")
+        names.append(curve_name(settings))
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"evaluate_curves: two methods share the curve name {twice[0]!r}; give each its own shape")
+    runs = [capped(settings, budget) for settings in methods for budget in budgets]
+    rows = evaluate_search(policy, env, runs, scorer, episodes=episodes, offset=offset,
+                           batch_problems=batch_problems, seed=seed, progress=progress)
+    return [{**row, "method": curve_name(run), "budget": run.max_tokens} for run, row in zip(runs, rows)]
+
+
+def _checked_budgets(budgets: Sequence[int]) -> list[int]:
+    budgets = list(budgets)
+    if len(budgets) == 0:
+        raise ValueError("evaluate_curves: budgets is empty; give tokens per problem, e.g. [100, 200, 400, 800]")
+    for b in budgets:
+        if isinstance(b, bool) or not isinstance(b, int) or b < 1:
+            raise ValueError(f"evaluate_curves: budgets must be integers >= 1 (tokens per problem), got {b!r}")
+    if len(set(budgets)) != len(budgets):
+        raise ValueError(f"evaluate_curves: budgets repeat a value: {budgets}")
+    return sorted(budgets)
+
+
+def curves_table(rows: Sequence[dict]) -> str:
+    """The rows of `evaluate_curves` as a markdown table (accuracy in %, one decimal)."""
+    lines = ["| " + " | ".join(title for _, title in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    for row in rows:
+        cells = [str(row["method"]), str(row["budget"]), f"{100 * row['accuracy']:.1f}%",
+                 f"{row['tokens_per_problem']:.1f}", str(row["problems"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_curves(rows: Sequence[dict], path: str | Path, title: str = "") -> Path:
+    """Accuracy (%) against tokens per problem really sampled, one line per method, saved as a PNG."""
+    from matplotlib.figure import Figure
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig = Figure(figsize=(6.4, 4.4))
+    ax = fig.add_subplot()
+    for name in dict.fromkeys(row["method"] for row in rows):
+        own = sorted((r for r in rows if r["method"] == name), key=lambda r: r["budget"])
+        ax.plot([r["tokens_per_problem"] for r in own], [100 * r["accuracy"] for r in own], marker="o", label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("tokens sampled per problem")
+    ax.set_ylabel("accuracy (%)")
+    ax.set_title(title or "accuracy at equal token budgets")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    return path
+
+
+def save_curves(rows: Sequence[dict], stem: str | Path, about: dict | None = None) -> tuple[Path, Path, Path]:
+    """Write `<stem>.md` (table), `<stem>.json` (rows and `about`) and `<stem>.png` (the plot); returns them."""
+    stem = Path(stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    markdown, data = stem.with_suffix(".md"), stem.with_suffix(".json")
+    markdown.write_text(curves_table(rows))
+    data.write_text(json.dumps({"about": dict(about or {}), "rows": list(rows)}, indent=2) + "\n")
+    return markdown, data, plot_curves(rows, stem.with_suffix(".png"))

@@ -1,0 +1,154 @@
+"""Labels from the policy's own samples: outcome labels and Monte-Carlo step labels from a scripted policy
+whose completions per prefix are known, the token count, the budget, and the JSONL round trip."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from buffers.step_pairs import RatedSteps
+from envs import make
+from policies import build_tiny_tokenizer
+from policies.base import Policy
+from policies.generation import Generation
+from training.config import ConfigError
+from traindata.step_data.policy_labels import LABEL_PRESETS
+from traindata.step_data import (
+    LabelledSample, PolicyLabelConfig, PolicyLabels, load_policy_labels, outcome_items, policy_labels,
+    save_policy_labels, step_items,
+)
+
+# per solution so far, the options handed out in turn (cycling, counted per problem); {gold} is the problem's answer
+SCRIPT = {"": ["Add.\n", "Subtract.\n", "Guess.\n"],
+          "Add.\n": ["#### {gold}\n", "#### {gold}\n", "#### 0\n"],
+          "Subtract.\n": ["#### 0\n", "#### 0\n", "#### {gold}\n", "#### 0\n"],
+          "Guess.\n": ["#### 0\n"]}
+
+
+class PatternPolicy(Policy):
+    """Answers a prompt (question line + solution so far) with the next option of SCRIPT[solution so far],
+    counted per (question, solution); counts sample calls and the prompts of each."""
+
+    def __init__(self, golds: dict[str, int]):
+        self.tokenizer = build_tiny_tokenizer()
+        self.golds, self.used, self.calls = golds, Counter(), []
+
+    def format_prompt(self, observation: str) -> list[int]:
+        return self.encode_text(observation)
+
+    def sample(self, prompts, n=1, max_new_tokens=256, temperature=1.0, top_p=1.0, stop=None, generator=None):
+        self.calls.append(len(prompts))
+        out = []
+        for ids in prompts:
+            question, solution = self.tokenizer.decode(ids).split("\n", 1)
+            options = SCRIPT[solution]
+            text = options[self.used[(question, solution)] % len(options)].format(gold=self.golds[question])
+            self.used[(question, solution)] += 1
+            completion = self.encode_text(text)
+            out.append([Generation(list(ids), completion, [0.0] * len(completion), text, "stop")])
+        return out
+
+    def token_logprobs(self, input_ids, attention_mask, completion_start, temperature=1.0):
+        raise AssertionError("labelling never scores tokens")
+
+
+def setup(problems: int = 2):
+    env = make("Arithmetic-v0", level=1, split="test", mode="stepwise")
+    golds = {env.reset(options={"index": i})[0].split("\n")[0]: env.get_problem(i).gold for i in range(problems)}
+    return env, PatternPolicy(golds)
+
+
+def expected(env, index: int) -> list[LabelledSample]:
+    question, gold = env.reset(options={"index": index})[0], env.get_problem(index).gold
+    pid = env.get_problem(index).problem_id
+    right = f"#### {gold}\n"
+    # sample 0 takes "Add." then option 0 (right); its 4 rollouts after "Add." take options 1, 2, 0, 1:
+    # right, wrong, right, right -> 3/4, any -> 1. Sample 1: "Subtract." then option 0 (wrong); rollouts take
+    # options 1, 2, 3, 0: wrong, right, wrong, wrong -> 1/4, any -> 1. Sample 2: "Guess." then wrong; rollouts
+    # all wrong -> 0/4, any -> 0. A final step is labelled by its own verdict.
+    return [LabelledSample(question, pid, ("Add.\n", right), True, str(gold), (0.75, 1.0), (1.0, 1.0), 13),
+            LabelledSample(question, pid, ("Subtract.\n", "#### 0\n"), False, "0", (0.25, 0.0), (1.0, 0.0), 17),
+            LabelledSample(question, pid, ("Guess.\n", "#### 0\n"), False, "0", (0.0, 0.0), (0.0, 0.0), 14)]
+
+
+def test_mc_step_labels_match_hand_computed_fractions_in_batched_rounds():
+    env, policy = setup()
+    config = PolicyLabelConfig(problems=2, samples_per_problem=3, rollouts=4, batch_size=2)
+    labels = policy_labels(policy, env, config)
+    assert labels.samples == expected(env, 0) + expected(env, 1)
+    # round 1: the first step of 2 x 3 solutions; round 2: their final step; round 3: the 4 rollouts of each of
+    # the 6 live prefixes, all in one call
+    assert policy.calls == [6, 6, 24]
+    solution_tokens = 2 * sum(s.tokens for s in expected(env, 0))
+    rollout_tokens = 2 * (3 * len("#### 21\n") + 1 * len("#### 0\n")  # after "Add." (golds 21, 28: 2 digits)
+                          + 1 * len("#### 21\n") + 3 * len("#### 0\n") + 4 * len("#### 0\n"))
+    stats = labels.stats
+    assert (stats["problems"], stats["samples"], stats["rollouts"], stats["engine_rounds"]) == (2, 6, 24, 3)
+    assert (stats["solution_tokens"], stats["rollout_tokens"]) == (solution_tokens, rollout_tokens)
+    assert stats["sampled_tokens"] == solution_tokens + rollout_tokens == 88 + 176
+    assert stats["sample_accuracy"] == pytest.approx(2 / 6) and stats["pass_at_n"] == 1.0
+    assert stats["tokens_per_second"] >= 0 and stats["stopped_by_budget"] is False
+
+
+def test_batches_the_budget_and_outcome_only_labels():
+    env, policy = setup()
+    config = PolicyLabelConfig(problems=2, samples_per_problem=3, rollouts=4, batch_size=1, token_budget=1)
+    labels = policy_labels(policy, env, config)
+    assert labels.samples == expected(env, 0)  # the budget is reached after the first batch
+    assert policy.calls == [3, 3, 12]
+    assert labels.stats["problems"] == 1 and labels.stats["stopped_by_budget"] is True
+
+    env, policy = setup(1)
+    labels = policy_labels(policy, env, PolicyLabelConfig(samples_per_problem=3, rollouts=0),
+                           starts=[{"options": {"index": 0}}])
+    assert [(s.steps, s.correct, s.soft, s.hard) for s in labels.samples] == [
+        (s.steps, s.correct, (), ()) for s in expected(env, 0)]
+    assert policy.calls == [3, 3] and labels.stats["rollout_tokens"] == 0
+
+
+def test_items_for_the_orm_and_the_prm():
+    env, _ = setup()
+    samples = expected(env, 0)
+    question, pid = samples[0].question, samples[0].problem_id
+    assert outcome_items(samples)[:2] == [RatedSteps(question, samples[0].steps, (None, 1.0), "outcome", pid),
+                                          RatedSteps(question, samples[1].steps, (None, 0.0), "outcome", pid)]
+    assert [i.labels for i in step_items(samples)] == [(0.75, 1.0), (0.25, 0.0), (0.0, 0.0)]
+    assert [i.labels for i in step_items(samples, "hard")] == [(1.0, 1.0), (1.0, 0.0), (0.0, 0.0)]
+    unlabelled = LabelledSample(question, pid, ("Add.\n",), False)
+    assert step_items([unlabelled]) == [] and outcome_items([LabelledSample(question, pid, (), False)]) == []
+    with pytest.raises(ValueError, match="target must be one of soft, hard, got 'mean'"):
+        step_items(samples, "mean")
+
+
+def test_jsonl_round_trip_and_bad_lines(tmp_path):
+    env, _ = setup()
+    labels = PolicyLabels(expected(env, 0), {"sampled_tokens": 276, "seconds": 1.5, "stopped_by_budget": False})
+    path = tmp_path / "labels" / "train.jsonl"
+    save_policy_labels(path, labels)
+    assert load_policy_labels(path) == labels
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([lines[0], json.dumps({**json.loads(lines[1]), "soft": [0.5]})]) + "\n")
+    with pytest.raises(ValueError, match=rf"^{path}:2: LabelledSample: 2 steps but 1 soft labels$"):
+        load_policy_labels(path)
+    path.write_text(lines[0] + "\n")
+    with pytest.raises(ValueError, match=rf"^{path}: no labelled samples$"):
+        load_policy_labels(path)
+    with pytest.raises(FileNotFoundError, match="no policy labels file"):
+        load_policy_labels(tmp_path / "missing.jsonl")
+
+
+def test_the_presets_are_valid_configs():
+    assert PolicyLabelConfig(**LABEL_PRESETS["gpu"]).samples_per_problem == 8
+    assert PolicyLabelConfig(**LABEL_PRESETS["cpu"]).rollouts == 2
+
+
+@pytest.mark.parametrize("field, value, expected_line", [
+    ("samples_per_problem", 0, "PolicyLabelConfig.samples_per_problem must be an int >= 1, got 0"),
+    ("rollouts", -1, "PolicyLabelConfig.rollouts must be an int >= 0, got -1"),
+    ("temperature", 0.0, "PolicyLabelConfig.temperature must be > 0, got 0.0"),
+])
+def test_config_errors_are_one_line(field, value, expected_line):
+    with pytest.raises(ConfigError) as error:
+        PolicyLabelConfig(**{field: value})
+    assert str(error.value) == expected_line

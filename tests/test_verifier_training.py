@@ -1,0 +1,99 @@
+"""Verifiers on the policy's own samples: the ORM and soft-PRM losses against hand values, and a tiny
+end-to-end run (label 4 problems with the tiny model, train each verifier 2 steps, evaluate held out)."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from algorithms import PRMConfig, evaluate_verifier, score_samples, verifier_trainer
+from buffers.step_pairs import split_by_problem
+from envs import make
+from policies.prm import ProcessRewardModel
+from traindata.step_data import (
+    LabelledSample, PolicyLabelConfig, load_policy_labels, policy_labels, save_policy_labels,
+)
+
+Q = "What is 1 + 2? Give the final answer after ####.\n"
+SAMPLES = [LabelledSample(Q, "p", ("Add.\n", "#### 3\n"), True, "3", (0.75, 1.0), (1.0, 1.0)),
+           LabelledSample(Q, "p", ("Subtract.\n", "#### 0\n"), False, "0", (0.5, 0.0), (1.0, 0.0))]
+
+
+def config(run_dir, **fields) -> PRMConfig:
+    values = dict(train_iterations=2, pairs_per_iteration=4, micro_batch_size=4, learning_rate=1e-3,
+                  pointwise_weight=1.0, progress=False, eval_at_start=False, output_dir=str(run_dir))
+    return PRMConfig(**{**values, **fields})
+
+
+def constant_prm(tiny_policy, logit: float) -> ProcessRewardModel:
+    """A PRM whose head gives `logit` at every position (zero weight, that bias)."""
+    prm = ProcessRewardModel.from_policy(tiny_policy)
+    with torch.no_grad():
+        prm.head.linear.bias.fill_(logit)
+    return prm
+
+
+def test_orm_and_soft_prm_losses_against_hand_values(tiny_policy, tmp_path):
+    softplus = lambda x: math.log1p(math.exp(x))  # BCE with logits: softplus(x) - y * x
+    orm = verifier_trainer(constant_prm(tiny_policy, 1.0), SAMPLES, "orm", config(tmp_path / "orm"))
+    assert orm.prm.aggregation == "last"
+    # one rated position per solution: its last token, labelled by the outcome
+    assert [(item.positions, item.labels) for item in orm.items] == [([len(item.ids) - 1], [y]) for item, y in
+                                                                     zip(orm.items, (1.0, 0.0))]
+    terms = orm.chunk_loss(orm.items, 0, 2, [0.0])
+    by_hand = (softplus(-1.0) + softplus(1.0)) / 2  # 0.813262
+    assert float(terms["pointwise"].detach()) == pytest.approx(by_hand, abs=1e-6)
+
+    prm = verifier_trainer(constant_prm(tiny_policy, 1.0), SAMPLES, "prm_soft", config(tmp_path / "prm"))
+    assert [item.labels for item in prm.items] == [[0.75, 1.0], [0.5, 0.0]]
+    terms = prm.chunk_loss(prm.items, 0, 4, [0.0])
+    # mean over the 4 steps of softplus(1) - y: log(1 + e) - (0.75 + 1 + 0.5 + 0) / 4
+    assert float(terms["pointwise"].detach()) == pytest.approx(softplus(1.0) - 0.5625, abs=1e-6)  # 0.750762
+    hard = verifier_trainer(constant_prm(tiny_policy, 1.0), SAMPLES, "prm_hard", config(tmp_path / "hard"),
+                            held_out=SAMPLES)
+    assert [item.labels for item in hard.items] == [[1.0, 1.0], [1.0, 0.0]]
+    # held out: every step scores sigmoid(1) against hard labels 1, 1, 1, 0: all tied (AUC 1/2), one bin
+    metrics = hard.evaluate()
+    assert metrics["rated_auc"] == 0.5
+    assert metrics["rated_ece"] == pytest.approx(abs(1 / (1 + math.exp(-1)) - 0.75))  # 0.018941
+    with pytest.raises(ValueError, match="pointwise_weight must be > 0"):
+        verifier_trainer(constant_prm(tiny_policy, 1.0), SAMPLES, "orm", config(tmp_path / "x", pointwise_weight=0))
+    with pytest.raises(ValueError, match="verifier kind must be one of orm, prm_soft, prm_hard, got 'bt'"):
+        verifier_trainer(constant_prm(tiny_policy, 1.0), SAMPLES, "bt", config(tmp_path / "y"))
+
+
+def test_the_report_scores_solutions_and_steps(tiny_policy):
+    prm = constant_prm(tiny_policy, 0.0)  # every step scores 0.5: nothing predicted positive, AUC a coin
+    report = evaluate_verifier(prm, SAMPLES + [LabelledSample(Q, "q", (), False)])
+    assert score_samples(prm, SAMPLES[:1]) == [[0.5, 0.5]]
+    assert (report.solution.count, report.solution.accuracy, report.solution.auc) == (3, pytest.approx(2 / 3), 0.75)
+    # steps: hard labels 1, 1, 1, 0 at 0.5 each -> accuracy 1/4, ECE |0.5 - 0.75|; soft mean 0.5625 -> 0.0625
+    assert (report.step.count, report.step.accuracy, report.step.auc) == (4, 0.25, 0.5)
+    assert report.step.ece == pytest.approx(0.25) and report.step_soft_ece == pytest.approx(0.0625)
+    # problem "p": the first of equal scores (right) is chosen; "q": its one sample (no steps, wrong)
+    assert (report.best_of_n_accuracy, report.sample_accuracy, report.pass_at_n) == (0.5, pytest.approx(1 / 3), 0.5)
+    assert {"solution_auc", "step_ece", "step_soft_ece", "best_of_n_accuracy"} <= set(report.as_dict())
+
+
+def test_label_four_problems_train_two_steps_and_evaluate(tiny_policy, tmp_path):
+    env = make("Arithmetic-v0", level=1, split="train", mode="stepwise", max_steps=3)
+    labels = policy_labels(tiny_policy, env, PolicyLabelConfig(problems=4, samples_per_problem=2, rollouts=2,
+                                                               max_new_tokens=6, temperature=1.0, batch_size=2),
+                           sample_key=0)
+    assert labels.stats["problems"] == 4 and len(labels.samples) == 8
+    assert labels.stats["sampled_tokens"] == labels.stats["solution_tokens"] + labels.stats["rollout_tokens"] > 0
+    path = tmp_path / "labels.jsonl"
+    save_policy_labels(path, labels)
+    samples = load_policy_labels(path).samples
+    assert samples == labels.samples
+    train, held_out = split_by_problem(samples, 0.25, seed=0)
+    assert {s.problem_id for s in train}.isdisjoint({s.problem_id for s in held_out}) and held_out
+    for kind in ("orm", "prm_soft"):
+        trainer = verifier_trainer(ProcessRewardModel.from_policy(tiny_policy), train, kind,
+                                   config(tmp_path / kind), held_out)
+        trainer.train()
+        assert trainer.iteration == 2
+        report = evaluate_verifier(trainer.prm, held_out)
+        assert report.solution.count == len(held_out) and 0 <= report.solution.ece <= 1
+        assert (report.step is None) == (not any(s.has_step_labels for s in held_out))
