@@ -32,6 +32,7 @@ to <output_dir>/verifier_loop.md and verifier_loop.json at the end of every run.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -304,14 +305,16 @@ class Loop:
                 continue
             if scorer is None:
                 scorer = ProcessRewardModel.from_pretrained(plan.verifier(better), device=self.policy.device)
+            # solutions scored as the verifier was trained: the ORM by its last step, the PRM by --aggregation
+            methods = [dataclasses.replace(s, aggregation=scorer.aggregation) for s in plan.methods]
             env, size = arithmetic(level, "test", plan.size["max_steps"]), plan.size
             run = dict(episodes=size["curve_problems"], offset=0, batch_problems=size["batch_problems"],
                        seed=plan.args.seed, progress=plan.args.progress)
             about = {"level": level, "split": "test", "problems": [0, size["curve_problems"]], "verifier": better,
-                     "model": plan.args.model}
-            rows = evaluate_curves(self.policy, env, plan.methods, plan.budgets, scorer, **run)
+                     "aggregation": scorer.aggregation, "model": plan.args.model}
+            rows = evaluate_curves(self.policy, env, methods, plan.budgets, scorer, **run)
             save_curves(rows, stem, about)
-            sampled = [s for s in plan.methods if s.method in ("maj", "weighted_maj", "best_of_n")]
+            sampled = [s for s in methods if s.method in ("maj", "weighted_maj", "best_of_n")]
             save_table(evaluate_search(self.policy, env, sampled, scorer, **run), at_maj, about)
             print(f"curves L{level} -> {stem}.md/.json/.png and {at_maj}.md/.json")
 

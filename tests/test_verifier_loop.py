@@ -116,6 +116,7 @@ def test_the_loop_runs_every_stage_then_reuses_them(tiny_model_dir, tmp_path, ca
     for level in (2, 4):
         curves = json.loads((out / "curves" / f"L{level}.json").read_text())
         assert curves["about"]["verifier"] == saved["better"] and curves["about"]["problems"] == [0, 2]
+        assert curves["about"]["aggregation"] == {"orm": "last", "prm_soft": "min"}[saved["better"]]
         rows = curves["rows"]
         assert [(r["method"], r["budget"]) for r in rows] == [(m, b) for m in METHODS for b in BUDGETS]
         assert all(r["problems"] == 2 and r["tokens_per_problem"] <= r["budget"] for r in rows)
