@@ -2,7 +2,7 @@
 model (ORM) and a soft-label process reward model (PRM) are trained on them, and search uses the verifier,
 every number on held-out problems never labelled for training or trained on.
 
-    python examples/verifier_loop.py --preset cpu          # tiny sizes, the embedded model, a few minutes
+    python examples/verifier_loop.py --preset cpu          # tiny sizes, the embedded model, on the CPU
     python examples/verifier_loop.py --preset gpu          # one GPU: 2,000 train problems of levels 2-4
 
 Problems (Arithmetic-v0, stepwise): labels for training come from the first --label_problems problems of
@@ -52,24 +52,23 @@ from training.cli import example_parser, parse_stages, release_memory, run_with_
 STAGES = ("label", "train", "evaluate", "curves")
 VERIFIERS = ("orm", "prm_soft")
 CURVE_METHODS = ("maj", "weighted_maj", "best_of_n", "beam", "mcts")
-SIZES = {  # flag: (help, cpu, gpu); labelling sizes as LABEL_PRESETS (cpu: fewer problems, to run in minutes)
-    "label_problems": ("train problems labelled per train level", 4, LABEL_PRESETS["gpu"]["problems"]),
+SIZES = {  # flag: (help, cpu, gpu); gpu labelling as LABEL_PRESETS["gpu"]; cpu smaller than LABEL_PRESETS["cpu"]:
+    # on 2 shared CPU cores the embedded model had not labelled 4 problems (4 samples, k = 2, 32-token steps) in 4 min
+    "label_problems": ("train problems labelled per train level", 2, LABEL_PRESETS["gpu"]["problems"]),
     "samples": ("N: solutions sampled per problem (labels, and the N of maj@N / best-of-N)",
                 LABEL_PRESETS["cpu"]["samples_per_problem"], LABEL_PRESETS["gpu"]["samples_per_problem"]),
-    "rollouts": ("k: completions from each step prefix (MC step labels)", LABEL_PRESETS["cpu"]["rollouts"],
-                 LABEL_PRESETS["gpu"]["rollouts"]),
-    "max_new_tokens": ("tokens per step", LABEL_PRESETS["cpu"]["max_new_tokens"],
-                       LABEL_PRESETS["gpu"]["max_new_tokens"]),
-    "max_steps": ("steps per episode at most", 4, 8),
+    "rollouts": ("k: completions from each step prefix (MC step labels)", 1, LABEL_PRESETS["gpu"]["rollouts"]),
+    "max_new_tokens": ("tokens per step", 24, LABEL_PRESETS["gpu"]["max_new_tokens"]),
+    "max_steps": ("steps per episode at most", 3, 8),
     "label_batch": ("problems labelled together", LABEL_PRESETS["cpu"]["batch_size"],
                     LABEL_PRESETS["gpu"]["batch_size"]),
-    "eval_problems": ("held-out test problems per test level the verifiers are evaluated on", 4, 256),
-    "curve_problems": ("held-out test problems per test level the curves run on", 4, 256),
-    "budgets": ("comma-separated token caps per problem of the curves", "32,64,128,256", "96,192,384,768,1536"),
+    "eval_problems": ("held-out test problems per test level the verifiers are evaluated on", 2, 256),
+    "curve_problems": ("held-out test problems per test level the curves run on", 2, 256),
+    "budgets": ("comma-separated token caps per problem of the curves", "16,32,64,128", "96,192,384,768,1536"),
     "batch_problems": ("problems searched together", 8, 64),
     "beam_width": ("beams kept per problem", 2, 4),
     "beam_expand": ("candidates per beam per step", 2, 2),
-    "simulations": ("MCTS leaf evaluations per problem (raised to the budget under a cap)", 8, 32),
+    "simulations": ("MCTS leaf evaluations per problem (raised to the budget under a cap)", 4, 32),
     "expand_k": ("MCTS candidate steps per expanded leaf", 2, 4),
     "wave_size": ("MCTS leaves expanded per tree per wave", 2, 4),
 }
