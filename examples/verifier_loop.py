@@ -92,7 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--test_levels", default="2,4", help="levels whose test split is held out (default 2,4)")
     add("--seed", type=int, default=0, help="sampling and training seed (default 0)")
     add("--temperature", type=float, default=0.8, help="sampling temperature of labels and search (default 0.8)")
-    add("--aggregation", choices=AGGREGATIONS, default="min", help="the PRM's solution score from step scores (the ORM's is its last)")
+    add("--aggregation", choices=AGGREGATIONS, default="min",
+        help="the PRM's solution score from its step scores (default min; the ORM's is its last step's)")
     add("--prm_config", default=None, help="YAML file of PRMConfig fields for both verifiers")
     for name in ("train_iterations", "pairs_per_iteration", "micro_batch_size"):
         add(f"--{name}", type=int, default=None, help=f"PRMConfig {name} (default: the preset's)")
@@ -138,6 +139,7 @@ class Plan:
         self.train_levels = int_list("train_levels", args.train_levels, range(0, 5))
         self.test_levels = int_list("test_levels", args.test_levels, range(0, 5))
         self.budgets = int_list("budgets", self.size["budgets"])
+        self.check_problem_counts()
         common = dict(samples_per_problem=self.size["samples"], max_new_tokens=self.size["max_new_tokens"],
                       temperature=args.temperature, batch_size=self.size["label_batch"])
         self.train_labels = PolicyLabelConfig(problems=self.size["label_problems"], rollouts=self.size["rollouts"],
@@ -147,6 +149,20 @@ class Plan:
                                              first_problem=self.size["curve_problems"], **common)
         self.prm_configs = {kind: self.prm_config(kind) for kind in VERIFIERS}
         self.methods = self.search_methods()
+
+    def check_problem_counts(self) -> None:
+        """The problems asked for fit their splits: --label_problems each train split, --curve_problems +
+        --eval_problems each test split."""
+        from envs.arithmetic import split_indices
+
+        wanted = [("train", level, self.size["label_problems"], "--label_problems") for level in self.train_levels]
+        wanted += [("test", level, self.size["curve_problems"] + self.size["eval_problems"],
+                    "--curve_problems + --eval_problems") for level in self.test_levels]
+        for split, level, count, flags in wanted:
+            have = len(split_indices(level, split))
+            if count > have:
+                raise ValueError(f"{flags} is {count}, but the {split} split of Arithmetic-v0 level {level} has "
+                                 f"{have} problems")
 
     def prm_config(self, kind: str) -> PRMConfig:
         flags = {"output_dir": str(self.out / "verifiers" / kind), "seed": self.args.seed,

@@ -155,6 +155,9 @@ def test_bad_flags_are_one_line_before_any_model_loads(tmp_path):
     assert error_line(script, common + ["--test_levels", "2,7"]) == (
         "error: --test_levels must be distinct integers in 0..4, got '2,7'")
     assert error_line(script, common + ["--samples", "0"]) == "error: --samples must be >= 1, got 0"
+    # level 0's test split has 14 problems (the one-digit sums whose key hashes to test)
+    assert error_line(script, common + ["--test_levels", "0", "--curve_problems", "10", "--eval_problems", "5"]) == (
+        "error: --curve_problems + --eval_problems is 15, but the test split of Arithmetic-v0 level 0 has 14 problems")
     assert error_line(script, common + ["--learning_rate", "-1"]).startswith("error: PRMConfig.learning_rate")
     assert error_line(script, common + ["--stages", "curves"]) == (
         f"error: stage curves needs {out / 'verifier_eval.json'}, which does not exist: add evaluate to --stages")
