@@ -53,7 +53,8 @@ STAGES = ("label", "train", "evaluate", "curves")
 VERIFIERS = ("orm", "prm_soft")
 CURVE_METHODS = ("maj", "weighted_maj", "best_of_n", "beam", "mcts")
 SIZES = {  # flag: (help, cpu, gpu); gpu labelling as LABEL_PRESETS["gpu"]; cpu smaller than LABEL_PRESETS["cpu"]:
-    # on 2 shared CPU cores the embedded model had not labelled 4 problems (4 samples, k = 2, 32-token steps) in 4 min
+    # on 2 shared (loaded) CPU cores the embedded model labelled at 1-3 tokens/s, about 40 s an engine round: the
+    # cpu preset shows every stage run rather than measuring anything
     "label_problems": ("train problems labelled per train level", 2, LABEL_PRESETS["gpu"]["problems"]),
     "samples": ("N: solutions sampled per problem (labels, and the N of maj@N / best-of-N)",
                 LABEL_PRESETS["cpu"]["samples_per_problem"], LABEL_PRESETS["gpu"]["samples_per_problem"]),
