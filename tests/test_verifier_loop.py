@@ -1,0 +1,166 @@
+"""examples/verifier_loop.py end to end on the tiny model (the cpu preset at its smallest): every stage's
+files, held-out problems kept apart from the labels trained on, a rerun reusing every stage, one-line
+errors; and the library pieces it prints with (verifier tables, the at-maj@N line) on hand values."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from algorithms.verifier_tables import better_verifier, reliability_markdown, verifier_table
+from search.budget_compare import versus_line
+from tests.test_examples import error_line, load_script
+from tests.tiny_models import save_tiny_model_dir
+
+SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "verifier_loop.py"
+METHODS = ["maj", "weighted_maj", "best_of_n", "beam_2x2", "mcts"]
+BUDGETS = [8, 16, 24, 32]
+
+
+def test_verifier_table_reliability_and_the_better_verifier_by_hand():
+    orm = {"solution_count": 8.0, "solution_positive_rate": 0.25, "solution_accuracy": 0.75, "solution_auc": 0.8,
+           "solution_ece": 0.125, "best_of_n_accuracy": 0.5, "sample_accuracy": 0.25, "pass_at_n": 0.5,
+           "reliability": [{"lower": 0.2, "upper": 0.3, "count": 6, "mean_score": 0.25, "positive_rate": 1 / 6},
+                           {"lower": 0.9, "upper": 1.0, "count": 2, "mean_score": 0.95, "positive_rate": 0.5}]}
+    one_class = {**orm, "solution_auc": None}
+    assert verifier_table({"orm, L2": orm, "prm, L2": one_class}) == (
+        "| verifier | samples | correct | accuracy | AUC | ECE | best-of-N | sample accuracy | pass@N |\n"
+        "|---|---|---|---|---|---|---|---|---|\n"
+        "| orm, L2 | 8 | 25.0% | 75.0% | 0.800 | 0.125 | 50.0% | 25.0% | 50.0% |\n"
+        "| prm, L2 | 8 | 25.0% | 75.0% | - | 0.125 | 50.0% | 25.0% | 50.0% |\n")
+    assert reliability_markdown(orm) == ("| score bin | solutions | mean score | correct |\n|---|---|---|---|\n"
+                                         "| [0.2, 0.3) | 6 | 0.250 | 16.7% |\n| [0.9, 1.0) | 2 | 0.950 | 50.0% |\n")
+    # mean AUC: orm (0.8 + 0.6) / 2 = 0.7; prm (no AUC -> 0.5, 0.9) / 2 = 0.7: a tie goes to the first named
+    assert better_verifier({"orm": [orm, {"solution_auc": 0.6}], "prm": [one_class, {"solution_auc": 0.9}]}) == "orm"
+    assert better_verifier({"orm": [{"solution_auc": 0.6}], "prm": [{"solution_auc": 0.61}]}) == "prm"
+    with pytest.raises(ValueError, match="no verifiers to compare"):
+        better_verifier({})
+
+
+def test_versus_line_against_maj_by_hand():
+    rows = [{"method": "maj@8", "accuracy": 0.133, "tokens_per_problem": 366.0},
+            {"method": "weighted_maj@8", "accuracy": 0.2, "tokens_per_problem": 366.0},
+            {"method": "best_of_8", "accuracy": 0.082, "tokens_per_problem": 366.0}]
+    assert versus_line(rows, "maj@8", ["weighted_maj@8", "best_of_8"]) == (
+        "at maj@8's budget (366.0 tokens/problem): weighted_maj@8 20.0% (+6.7 points, 366.0 tokens/problem), "
+        "best_of_8 8.2% (-5.1 points, 366.0 tokens/problem) vs maj@8 13.3%")
+    with pytest.raises(ValueError, match="no row for 'beam'"):
+        versus_line(rows, "maj@8", ["beam"])
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory) -> str:
+    from policies import build_tiny_model
+
+    return save_tiny_model_dir(tmp_path_factory, build_tiny_model)
+
+
+def tiny_argv(model: str, out: Path) -> list[str]:
+    """The cpu preset at its smallest: 2 problems a level, 2 samples, 1 rollout, 4-token steps, 2 training
+    iterations per verifier, 4 budgets."""
+    return ["--preset", "cpu", "--model", model, "--output_dir", str(out), "--label_problems", "2", "--samples", "2",
+            "--rollouts", "1", "--max_new_tokens", "4", "--max_steps", "2", "--eval_problems", "2",
+            "--curve_problems", "2", "--budgets", ",".join(map(str, BUDGETS)), "--train_iterations", "2",
+            "--pairs_per_iteration", "4", "--micro_batch_size", "4", "--simulations", "2", "--batch_problems", "2",
+            "--no-progress"]
+
+
+def test_the_loop_runs_every_stage_then_reuses_them(tiny_model_dir, tmp_path, capsys):
+    from algorithms import evaluate_verifier
+    from envs import make
+    from policies.prm import ProcessRewardModel
+    from traindata.step_data import load_policy_labels
+
+    script, out = load_script(SCRIPT), tmp_path / "run"
+    argv = tiny_argv(tiny_model_dir, out)
+    script.main(argv)
+    printed = capsys.readouterr().out
+
+    # 1. labels: train split of L2-L4 (problems 0, 1), with MC step labels; test split of L2 and L4 problems
+    # 2, 3 (after the curves' 0, 1), outcome labels only; tokens and tokens/s printed and saved
+    stats = json.loads((out / "labels" / "stats.json").read_text())
+    assert list(stats) == ["train_L2", "train_L3", "train_L4", "test_L2", "test_L4"]
+    for name, s in stats.items():
+        split, level = name.split("_L")
+        env = make("Arithmetic-v0", level=int(level), split=split, mode="stepwise")
+        first = 0 if split == "train" else 2
+        samples = load_policy_labels(out / "labels" / f"{name}.jsonl").samples
+        assert [x.problem_id for x in samples] == [env.get_problem(first + i // 2).problem_id for i in range(4)]
+        assert all(x.has_step_labels == (split == "train") for x in samples if x.steps)
+        assert s["sampled_tokens"] > 0 and s["tokens_per_second"] > 0 and (s["rollouts"] > 0) == (split == "train")
+        assert f"labels {split} L{level}: 4 samples of 2 problems, {s['sampled_tokens']} tokens sampled" in printed
+    test_ids = {x.problem_id for level in (2, 4) for x in load_policy_labels(out / f"labels/test_L{level}.jsonl").samples}
+    train_ids = {x.problem_id for level in (2, 3, 4) for x in load_policy_labels(out / f"labels/train_L{level}.jsonl").samples}
+    assert test_ids.isdisjoint(train_ids)
+
+    # 2. verifiers: each a PRM folder; the ORM reads its last step
+    verifiers = {kind: ProcessRewardModel.from_pretrained(out / "verifiers" / kind / "model", device="cpu")
+                 for kind in ("orm", "prm_soft")}
+    assert verifiers["orm"].aggregation == "last" and verifiers["prm_soft"].aggregation == "min"
+    assert all(json.loads((out / "verifiers" / k / "metrics.jsonl").read_text().splitlines()[-1])["iteration"] == 2
+               for k in verifiers)
+
+    # 3. held-out evaluation: what evaluate_verifier gives on the saved verifier and the test labels
+    saved = json.loads((out / "verifier_eval.json").read_text())
+    assert set(saved["verifiers"]) == {"orm", "prm_soft"} and saved["better"] in ("orm", "prm_soft")
+    for kind, prm in verifiers.items():
+        for level in (2, 4):
+            report = evaluate_verifier(prm, load_policy_labels(out / f"labels/test_L{level}.jsonl").samples)
+            record = saved["verifiers"][kind][f"L{level}"]
+            assert record["solution_count"] == 4 and record["solution_accuracy"] == pytest.approx(report.solution.accuracy)
+            assert record["solution_ece"] == pytest.approx(report.solution.ece)
+            assert sum(b["count"] for b in record["reliability"]) == 4
+
+    # 4. curves: every method at every budget, each within its cap; maj@2 / weighted / best-of-2 on the same samples
+    for level in (2, 4):
+        curves = json.loads((out / "curves" / f"L{level}.json").read_text())
+        assert curves["about"]["verifier"] == saved["better"] and curves["about"]["problems"] == [0, 2]
+        assert curves["about"]["aggregation"] == {"orm": "last", "prm_soft": "min"}[saved["better"]]
+        rows = curves["rows"]
+        assert [(r["method"], r["budget"]) for r in rows] == [(m, b) for m in METHODS for b in BUDGETS]
+        assert all(r["problems"] == 2 and r["tokens_per_problem"] <= r["budget"] for r in rows)
+        assert (out / "curves" / f"L{level}.png").stat().st_size > 0
+        at_maj = json.loads((out / "curves" / f"L{level}_at_maj.json").read_text())["rows"]
+        assert [r["method"] for r in at_maj] == ["maj@2", "weighted_maj@2", "best_of_2"]
+        assert len({r["tokens_per_problem"] for r in at_maj}) == 1  # the same 2 samples a problem each
+
+    # 5. the summary
+    summary = (out / "verifier_loop.md").read_text()
+    data = json.loads((out / "verifier_loop.json").read_text())
+    for level in (2, 4):
+        line = data[f"L{level}"]["at_maj_line"]
+        assert line.startswith("at maj@2's budget (") and line in summary
+    assert "| orm, L2 | 4 |" in summary and "| prm_soft, L4 | 4 |" in summary and "![L4](curves/L4.png)" in summary
+    assert "| mcts | 32 |" in summary and data["verifier_eval"] == saved
+
+    # a second run reuses every stage: no model is loaded, nothing sampled or trained, the same summary
+    script.main(argv)
+    again = capsys.readouterr().out
+    assert "policy " not in again
+    for what in ("labels train L2", "labels test L4", "verifier orm", "verifier prm_soft", "verifier evaluation",
+                 "curves L2", "curves L4"):
+        assert f"{what}: " in again and "exists, skipped (--restart redoes it)" in again.split(f"{what}: ")[1].split("\n")[0]
+    assert (out / "verifier_loop.md").read_text() == summary
+
+
+def test_bad_flags_are_one_line_before_any_model_loads(tmp_path):
+    script, out = load_script(SCRIPT), tmp_path / "run"
+    common = ["--preset", "cpu", "--model", str(tmp_path / "no-model"), "--output_dir", str(out)]
+    assert error_line(script, common + ["--stages", "label,rl"]) == (
+        "error: --stages: 'rl'; choose from label, train, evaluate, curves (or all)")
+    assert error_line(script, common + ["--budgets", "64,x"]) == (
+        "error: --budgets must be comma-separated integers, got '64,x'")
+    assert error_line(script, common + ["--budgets", "64,64"]) == "error: --budgets must be distinct integers >= 1, got '64,64'"
+    assert error_line(script, common + ["--test_levels", "2,7"]) == (
+        "error: --test_levels must be distinct integers in 0..4, got '2,7'")
+    assert error_line(script, common + ["--samples", "0"]) == "error: --samples must be >= 1, got 0"
+    # level 0's test split has 14 problems (the one-digit sums whose key hashes to test)
+    assert error_line(script, common + ["--test_levels", "0", "--curve_problems", "10", "--eval_problems", "5"]) == (
+        "error: --curve_problems + --eval_problems is 15, but the test split of Arithmetic-v0 level 0 has 14 problems")
+    assert error_line(script, common + ["--learning_rate", "-1"]).startswith("error: PRMConfig.learning_rate")
+    assert error_line(script, common + ["--stages", "curves"]) == (
+        f"error: stage curves needs {out / 'verifier_eval.json'}, which does not exist: add evaluate to --stages")
+    assert error_line(script, common + ["--stages", "train"]) == (
+        f"error: stage train needs {out / 'labels' / 'train_L2.jsonl'}, which does not exist: add label to --stages")
+    assert not out.exists()  # nothing written
