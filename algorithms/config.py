@@ -53,8 +53,8 @@ class RLConfig(TrainerConfig):
     outcome_weight: float = setting(1.0, "weight of the env's own reward, >= 0 (0 trains on the PRM alone)")
     prm_weight: float = setting(0.0, "weight of the PRM's per-step score as a dense reward beside the env's, >= 0 "
                                      "(needs prm=; 0: off)")
-    prm_credit: str = setting("score", "what each step earns from the PRM: score (its score) | progress (its score "
-                                       "minus the one before: algorithms/step_credit.py)")
+    prm_credit: str = setting("score", "what a step earns from the PRM: score (its score) | progress (its score minus "
+                                       "the one before)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
