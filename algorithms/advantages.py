@@ -26,18 +26,11 @@ def group_advantages(rewards: torch.Tensor, group_ids: torch.Tensor, scale_by_st
     return adv
 
 
-def process_advantages(step_rewards: torch.Tensor, step_mask: torch.Tensor, group_ids: torch.Tensor,
-                       outcome_rewards: torch.Tensor | None = None, scale_by_std: bool = True,
-                       eps: float = 1e-4) -> torch.Tensor:
-    """GRPO's process supervision (DeepSeekMath, section 4.1.3), per token [B, C].
-
-    `step_rewards` [B, C] holds each step's reward at its last token, where `step_mask` is 1. Each step
-    reward is normalised over all steps of all members of its group ((r - mean) / (std + eps), unbiased
-    std; centred only without `scale_by_std`; 0 when the group's step rewards are all equal); a token's
-    advantage is the sum of the normalised rewards of its own step and every later one. With
-    `outcome_rewards` [B], the group-normalised outcome (`group_advantages`) is added to every token.
-    Positions after the last step end get the outcome part only; the caller masks what is not trained on.
-    """
+def group_step_normalised(step_rewards: torch.Tensor, step_mask: torch.Tensor, group_ids: torch.Tensor,
+                          scale_by_std: bool = True, eps: float = 1e-4) -> torch.Tensor:
+    """Each step reward [B, C] (where `step_mask` is 1) normalised over all steps of all members of its group
+    (DeepSeekMath 4.1.3): (r - mean) / (std + eps), unbiased std; centred only without `scale_by_std`; 0 when
+    the group's step rewards are all equal. 0 off the step ends."""
     mask = step_mask > 0
     normalised = torch.zeros_like(step_rewards, dtype=torch.float)
     for gid in torch.unique(group_ids):
@@ -50,6 +43,22 @@ def process_advantages(step_rewards: torch.Tensor, step_mask: torch.Tensor, grou
             std = r.std(unbiased=True) if r.numel() > 1 else torch.tensor(0.0)
             centred = centred / (std + eps) if std > 1e-8 else torch.zeros_like(centred)
         normalised[rows] = centred
+    return normalised
+
+
+def process_advantages(step_rewards: torch.Tensor, step_mask: torch.Tensor, group_ids: torch.Tensor,
+                       outcome_rewards: torch.Tensor | None = None, scale_by_std: bool = True,
+                       eps: float = 1e-4) -> torch.Tensor:
+    """GRPO's process supervision (DeepSeekMath, section 4.1.3), per token [B, C].
+
+    `step_rewards` [B, C] holds each step's reward at its last token, where `step_mask` is 1. Each step
+    reward is normalised over all steps of all members of its group ((r - mean) / (std + eps), unbiased
+    std; centred only without `scale_by_std`; 0 when the group's step rewards are all equal); a token's
+    advantage is the sum of the normalised rewards of its own step and every later one. With
+    `outcome_rewards` [B], the group-normalised outcome (`group_advantages`) is added to every token.
+    Positions after the last step end get the outcome part only; the caller masks what is not trained on.
+    """
+    normalised = group_step_normalised(step_rewards, step_mask, group_ids, scale_by_std, eps)
     adv = normalised.flip(1).cumsum(1).flip(1)  # the sum over this token's step and every later one
     if outcome_rewards is not None:
         adv = adv + group_advantages(outcome_rewards, group_ids, scale_by_std, eps)[:, None]

@@ -157,6 +157,11 @@ class RLAlgorithm(Trainer):
                        self.generator, first_group_id=first_group_id, timings=self._times,
                        sample_key=row_key(self.config.seed, self.iteration))
 
+    def after_rewards(self, trajectories: list[Trajectory]) -> dict[str, float]:
+        """Hook: this process's episodes once their rewards are weighed (the PRM has scored them), before selection;
+        returns metrics to record. Nothing here; GRPO refreshes its verifier (algorithms/verifier_refresh.py)."""
+        return {}
+
     # ------------------------------------------------------------------ micro-batches
     def micro_batches(self, trajectories: list[Trajectory]) -> list[list[Trajectory]]:
         """The forward passes of an update step or a scoring pass, similar lengths together: `micro_batch_size`
@@ -284,6 +289,8 @@ class RLAlgorithm(Trainer):
             t.iteration = self.iteration  # what the buffer's recent() reads
         combine_batch_rewards(trajectories, self.config.reward_combination)  # over all ranks' batch, before any use
         for name, value in weigh_rewards(trajectories, self.prm, self.config).items():  # outcome_weight, prm_weight
+            self.record(name, value)
+        for name, value in self.after_rewards(trajectories).items():
             self.record(name, value)
         selected = self.select_for_update(trajectories)
         if selected:

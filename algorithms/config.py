@@ -53,6 +53,8 @@ class RLConfig(TrainerConfig):
     outcome_weight: float = setting(1.0, "weight of the env's own reward, >= 0 (0 trains on the PRM alone)")
     prm_weight: float = setting(0.0, "weight of the PRM's per-step score as a dense reward beside the env's, >= 0 "
                                      "(needs prm=; 0: off)")
+    prm_credit: str = setting("score", "what a step earns from the PRM: score (its score) | progress (its score minus "
+                                       "the one before)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -72,6 +74,7 @@ class RLConfig(TrainerConfig):
         self.require("reward_combination", self.reward_combination in combinations, f"one of {', '.join(combinations)}")
         self.require("outcome_weight", self.outcome_weight >= 0, ">= 0")
         self.require("prm_weight", self.prm_weight >= 0, ">= 0")
+        self.require("prm_credit", self.prm_credit in ("score", "progress"), "one of score, progress")
         self.require("outcome_weight", self.outcome_weight > 0 or self.prm_weight > 0,
                      "> 0 when prm_weight is 0 (else every reward is 0)")
 

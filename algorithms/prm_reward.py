@@ -8,6 +8,10 @@ the env's own (so the reward and accuracy metrics and DAPO's dynamic sampling ar
 `Trajectory.reset_run_data` takes them off again. GRPO reads the per-step scores from the declared
 fields PRM_REWARDS and STEP_ENDS (algorithms.advantages.process_advantages).
 
+With `prm_credit="progress"` a step is paid its score minus the score before it (algorithms/step_credit.py:
+Setlur et al.'s process advantage; the episode's PRM rewards telescope, so longer solutions earn no more), and
+GRPO gives each step's tokens the step's own normalised credit beside the outcome advantage.
+
 How each algorithm uses it: GRPO, DAPO and Dr. GRPO (GRPO's `advantages`) take DeepSeekMath's
 process-supervised advantages (Dr. GRPO centring without the std, as its outcome advantages; DAPO's
 dynamic sampling still judges groups by the env's reward); PPO's GAE and REINFORCE-stable's
@@ -24,9 +28,13 @@ from typing import Protocol, Sequence
 
 from training.config import ConfigError
 from algorithms.config import RLConfig
+from algorithms.step_credit import score_progress
 from buffers import TOKEN_REWARD_SHAPING, TokenField, Trajectory
 
-PRM_REWARDS = TokenField("prm_rewards", "prm_weight times the PRM's score of each step, at the step's last token "
+PRM_CREDITS = ("score", "progress")  # what a step is paid: its score, or its score minus the one before
+
+PRM_REWARDS = TokenField("prm_rewards", "prm_weight times the PRM's credit of each step (its score, or with "
+                                        "prm_credit 'progress' its score difference), at the step's last token "
                                         "(0 elsewhere)")
 STEP_ENDS = TokenField("step_end_mask", "1 at the last token of each step the PRM scored, 0 elsewhere")
 
@@ -102,11 +110,17 @@ def checked_scores(scores, trajectories: list[Trajectory]) -> list[list[float]]:
     return scores
 
 
-def add_prm_rewards(trajectories: list[Trajectory], prm: TrajectoryScorer, weight: float) -> dict[str, float]:
+def add_prm_rewards(trajectories: list[Trajectory], prm: TrajectoryScorer, weight: float,
+                    credit: str = "score") -> dict[str, float]:
     """Score every trajectory's steps with `prm` (one batched `score_trajectories` call) and pay `weight`
-    times each step's score at its last token (shaping "prm"; fields PRM_REWARDS and STEP_ENDS set).
-    Returns `prm_score`, the mean step score, and `prm_solution_score`, the mean over trajectories of their
-    lowest step score. Trajectories without completion tokens get empty fields and no score."""
+    times each step's credit at its last token (shaping "prm"; fields PRM_REWARDS and STEP_ENDS set): with
+    `credit` "score" the step's score, with "progress" its score minus the one before (algorithms/step_credit.py;
+    the first step against its group's mean first-step score). Returns `prm_score`, the mean step score, and
+    `prm_solution_score`, the mean over trajectories of their lowest step score (with "progress" also
+    `prm_progress`, the mean absolute step credit). Trajectories without completion tokens get empty fields
+    and no score."""
+    if credit not in PRM_CREDITS:
+        raise ValueError(f"prm credit must be one of {', '.join(PRM_CREDITS)}, got {credit!r}")
     scored = [t for t in trajectories if t.completion_ids]
     for t in trajectories:
         if not t.completion_ids:
@@ -115,7 +129,8 @@ def add_prm_rewards(trajectories: list[Trajectory], prm: TrajectoryScorer, weigh
     if not scored:
         return {}
     scores = checked_scores(prm.score_trajectories(scored), scored)
-    for t, row in zip(scored, scores):
+    credits = scores if credit == "score" else score_progress(scores, [t.group_id for t in scored])
+    for t, row in zip(scored, credits):
         per_token = [0.0] * len(t.completion_ids)
         for end, score in zip(t.step_ends, row):
             per_token[end] += weight * score
@@ -123,7 +138,10 @@ def add_prm_rewards(trajectories: list[Trajectory], prm: TrajectoryScorer, weigh
         PRM_REWARDS.set(t, per_token)
         STEP_ENDS.set(t, step_indicator(t))
     steps = [s for row in scores for s in row]  # every trajectory has at least one step
-    return {"prm_score": sum(steps) / len(steps), "prm_solution_score": sum(map(min, scores)) / len(scores)}
+    metrics = {"prm_score": sum(steps) / len(steps), "prm_solution_score": sum(map(min, scores)) / len(scores)}
+    if credit == "progress":
+        metrics["prm_progress"] = sum(abs(c) for row in credits for c in row) / len(steps)
+    return metrics
 
 
 def prm_description(prm) -> dict[str, str]:
@@ -136,5 +154,5 @@ def weigh_rewards(trajectories: list[Trajectory], prm: TrajectoryScorer | None, 
     Returns the PRM metrics (empty when it is off). With the defaults (1, 0) nothing changes."""
     scale_outcome(trajectories, config.outcome_weight)
     if config.prm_weight > 0:
-        return add_prm_rewards(trajectories, prm, config.prm_weight)
+        return add_prm_rewards(trajectories, prm, config.prm_weight, config.prm_credit)
     return {}

@@ -61,9 +61,12 @@ class EncodedRated(NamedTuple):
     labels: list[float]
 
 
-def encode_item(prm, item: StepPair | RatedSteps) -> EncodedPair | EncodedRated:
+def encode_item(prm, item: StepPair | RatedSteps | EncodedPair | EncodedRated) -> EncodedPair | EncodedRated:
     """Token ids of an item as `prm.encode_steps` builds them (unrated steps are left out of the scoring,
-    though their text stays in the sequence)."""
+    though their text stays in the sequence). An item already in token ids (EncodedPair, EncodedRated: e.g. a
+    policy's sampled ids, never re-tokenised) is taken as it is."""
+    if isinstance(item, (EncodedPair, EncodedRated)):
+        return item
     if isinstance(item, StepPair):
         chosen, _ = prm.encode_steps(item.question, item.prefix + (item.chosen,))
         rejected, _ = prm.encode_steps(item.question, item.prefix + (item.rejected,))
@@ -112,7 +115,13 @@ class PRMTrainer(Trainer):
                  held_out: Sequence[StepPair | RatedSteps] = ()):
         super().__init__(prm, config)
         self.prm = prm
-        items = encode_items(prm, list(train_items), "train_items")
+        self.set_items(train_items)
+        self.held_out = encode_items(prm, list(held_out), "held_out")
+
+    def set_items(self, train_items: Sequence) -> None:
+        """Train on `train_items` from now on (drawn in fresh seeded epochs from the current iteration on; an
+        online verifier refresh swaps them, the optimizer's moments kept). ValueError when none is trainable."""
+        items = encode_items(self.prm, list(train_items), "train_items")
         if self.config.pointwise_weight == 0:
             items = [x for x in items if isinstance(x, EncodedPair)]
         self.items = [x for x in items if isinstance(x, EncodedPair) or x.labels]
@@ -120,7 +129,6 @@ class PRMTrainer(Trainer):
             what = "step pairs or rated steps" if self.config.pointwise_weight > 0 else \
                 "step pairs (rated steps need pointwise_weight > 0)"
             raise ValueError(f"PRMTrainer: no training items: train_items holds no {what}")
-        self.held_out = encode_items(prm, list(held_out), "held_out")
         self.draws = EpochDraws(len(self.items), self.config.seed)
 
     def param_groups(self) -> list[dict]:

@@ -15,6 +15,7 @@ import dataclasses
 import typing
 from typing import Any, Callable, Sequence
 
+from core.checked_config import field_help
 from core.extras import MissingExtraError
 from core.dotted_names import Setting, flatten, settings_of
 from training import trl_names
@@ -71,7 +72,8 @@ def add_config_arguments(parser: argparse.ArgumentParser, config_class: type, de
         outer = setting.name.rpartition(".")[0]
         if outer not in groups:
             title = f"{config_class.__name__}.{outer} ({setting.owner.__name__})" if outer else config_class.__name__
-            groups[outer] = parser.add_argument_group(f"{title} fields")
+            about = field_help(config_class, outer) if outer and "." not in outer else None  # the nested field's own
+            groups[outer] = parser.add_argument_group(f"{title} fields", description=about)
         default = setting.default if setting.default is not dataclasses.MISSING else None
         _add_flag(groups[outer], setting, defaults.get(setting.name, default), presets)
     types = field_types(config_class)

@@ -1,0 +1,152 @@
+"""Dense-reward GRPO (verifier step credit, refreshed verifier) against outcome-only GRPO at one sampled-token budget.
+
+    python benchmarks/dense_vs_outcome.py --preset gpu --verifier runs/verifier_loop/verifier --out runs/dense_vs_outcome
+    python benchmarks/dense_vs_outcome.py --preset cpu --out runs/dense_vs_outcome_cpu     # tiny model, smoke run
+
+Both methods start from the same model on `Arithmetic-v0` (stepwise, one line per action) and train until the
+tokens the policy SAMPLED reach `--token-budget` (the verifier's refresh samples nothing: its labels are the env's
+verdicts on the episodes already sampled). "dense" is GRPO with `prm_credit="progress"` (algorithms/step_credit.py)
+and the verifier refreshed every `--refresh-every` iterations (algorithms/verifier_refresh.py); "outcome" is plain
+GRPO. Each runs with `--seeds` seeds; held-out greedy accuracy on the level's test split (never trained on) is
+measured before and after. The verifier is a folder (examples/verifier_loop.py writes one) or, without
+`--verifier`, a PRM made from the policy with a zero head, trained only by the online refresh (PRIME's design).
+Writes results.json (every run and the per-method mean and spread) and results.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from algorithms import GRPO, GRPOConfig  # noqa: E402
+from envs import make  # noqa: E402
+from policies import EMBEDDED_MODEL, HFPolicy, ProcessRewardModel  # noqa: E402
+from search import evaluate  # noqa: E402
+from training.cli import example_parser  # noqa: E402
+
+# gpu: one GPU, the embedded model; cpu: the tiny model built in code, seconds per run
+PRESETS: dict[str, dict] = {
+    "gpu": dict(model=EMBEDDED_MODEL, level=3, token_budget=300_000, eval_episodes=256, max_new_tokens=48,
+                prompts_per_iteration=16, samples_per_prompt=8, micro_batch_size=64, learning_rate=5e-5,
+                refresh_steps=4, refresh_samples=64, max_iterations=400),
+    "cpu": dict(model="tiny", level=2, token_budget=200, eval_episodes=4, max_new_tokens=4,
+                prompts_per_iteration=2, samples_per_prompt=2, micro_batch_size=4, learning_rate=1e-3,
+                refresh_steps=1, refresh_samples=4, max_iterations=20),
+}
+METHODS = ("outcome", "dense")
+
+
+def load_policy(model: str):
+    if model == "tiny":
+        from policies import build_tiny_model, build_tiny_tokenizer
+
+        tokenizer = build_tiny_tokenizer()
+        return HFPolicy(build_tiny_model(tokenizer, seed=0), tokenizer, device="cpu")
+    return HFPolicy(model)
+
+
+def config_for(method: str, seed: int, args: argparse.Namespace, out: Path) -> GRPOConfig:
+    values = dict(train_iterations=args.max_iterations, seed=seed, output_dir=str(out / f"{method}-seed{seed}"),
+                  prompts_per_iteration=args.prompts_per_iteration, samples_per_prompt=args.samples_per_prompt,
+                  max_new_tokens=args.max_new_tokens, micro_batch_size=args.micro_batch_size,
+                  learning_rate=args.learning_rate, kl_coeff=0.04, temperature=1.0, eval_at_start=False,
+                  progress=False)
+    if method == "dense":
+        values.update(prm_weight=args.prm_weight, prm_credit="progress",
+                      refresh=dict(every=args.refresh_every, steps=args.refresh_steps, labels=args.refresh_labels,
+                                   samples_per_step=args.refresh_samples))
+    return GRPOConfig(**values)
+
+
+def run(method: str, seed: int, args: argparse.Namespace, out: Path) -> dict:
+    """One training run to the token budget; its accuracy before and after, tokens and time."""
+    policy = load_policy(args.model)
+    env = make("Arithmetic-v0", level=args.level, split="train", mode="stepwise", max_steps=args.max_steps)
+    test_env = make("Arithmetic-v0", level=args.level, split="test", mode="stepwise", max_steps=args.max_steps)
+    prm = None
+    if method == "dense":
+        prm = ProcessRewardModel.from_pretrained(args.verifier, device=policy.device) if args.verifier \
+            else ProcessRewardModel.from_policy(policy)
+    config = config_for(method, seed, args, out)
+    before = evaluate(policy, test_env, args.eval_episodes, args.max_new_tokens)["accuracy"]
+    algo = GRPO(policy, env, config, prm=prm)
+    sampled, start = 0, time.perf_counter()
+    while sampled < args.token_budget and algo.iteration < args.max_iterations:
+        metrics = algo.run_iteration()
+        algo.iteration += 1
+        sampled += int(round(metrics["completion_length"] * config.batch_size))  # every sampled token
+    seconds = time.perf_counter() - start
+    after = evaluate(policy, test_env, args.eval_episodes, args.max_new_tokens)["accuracy"]
+    result = {"method": method, "seed": seed, "accuracy_before": before, "accuracy_after": after,
+              "iterations": algo.iteration, "sampled_tokens": sampled, "train_seconds": round(seconds, 2)}
+    print("RESULT " + json.dumps(result), flush=True)
+    return result
+
+
+def summarise(results: list[dict]) -> dict[str, dict]:
+    """Per method: held-out accuracy after training, mean, sample std (spread) and min/max over seeds."""
+    out = {}
+    for method in METHODS:
+        accs = [r["accuracy_after"] for r in results if r["method"] == method]
+        if accs:
+            out[method] = {"seeds": len(accs), "mean": statistics.fmean(accs),
+                           "std": statistics.stdev(accs) if len(accs) > 1 else 0.0, "min": min(accs),
+                           "max": max(accs), "sampled_tokens": statistics.fmean(
+                               r["sampled_tokens"] for r in results if r["method"] == method)}
+    return out
+
+
+def markdown(summary: dict[str, dict], results: list[dict], args: argparse.Namespace) -> str:
+    lines = [f"Arithmetic-v0 L{args.level} test ({args.eval_episodes} problems), budget {args.token_budget} sampled "
+             f"tokens per run, model {args.model}", "",
+             "| method | seeds | accuracy mean | std | min | max | tokens/run |", "|---|---|---|---|---|---|---|"]
+    for method, s in summary.items():
+        lines.append(f"| {method} | {s['seeds']} | {s['mean']:.1%} | {s['std']:.1%} | {s['min']:.1%} | "
+                     f"{s['max']:.1%} | {s['sampled_tokens']:.0f} |")
+    lines += ["", "| method | seed | before | after | iterations | tokens | seconds |", "|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['method']} | {r['seed']} | {r['accuracy_before']:.1%} | {r['accuracy_after']:.1%} | "
+              f"{r['iterations']} | {r['sampled_tokens']} | {r['train_seconds']} |" for r in results]
+    return "\n".join(lines) + "\n"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = example_parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="gpu")
+    parser.add_argument("--verifier", default=None, help="PRM folder (examples/verifier_loop.py); none: made from "
+                                                         "the policy, trained by the refresh alone")
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--prm-weight", type=float, default=0.3, help="the step credit's weight (<= 1)")
+    parser.add_argument("--refresh-every", type=int, default=2, help="refresh the verifier every N iterations")
+    parser.add_argument("--refresh-labels", default="outcome_steps", choices=("outcome", "outcome_steps"))
+    parser.add_argument("--max-steps", type=int, default=6, help="actions per episode")
+    for name in PRESETS["gpu"]:
+        parser.add_argument(f"--{name.replace('_', '-')}", type=type(PRESETS["gpu"][name]), default=None,
+                            help=f"(preset gpu {PRESETS['gpu'][name]}, cpu {PRESETS['cpu'][name]})")
+    parser.add_argument("--out", default="runs/dense_vs_outcome")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = build_parser().parse_args(argv)
+    for name, value in PRESETS[args.preset].items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    results = [run(method, seed, args, out) for seed in range(args.seeds) for method in args.methods]
+    summary = summarise(results)
+    report = {"settings": {k: v for k, v in vars(args).items()}, "summary": summary, "runs": results}
+    (out / "results.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out / "results.md").write_text(markdown(summary, results, args))
+    print(markdown(summary, results, args))
+    return report
+
+
+if __name__ == "__main__":
+    main()

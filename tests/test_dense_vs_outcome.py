@@ -1,0 +1,33 @@
+"""benchmarks/dense_vs_outcome.py: the two methods' configs and the mean/spread summary, by hand (no training)."""
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load():
+    spec = importlib.util.spec_from_file_location("dense_vs_outcome", ROOT / "benchmarks" / "dense_vs_outcome.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_methods_differ_only_in_the_dense_credit_and_refresh(tmp_path):
+    bench = load()
+    args = bench.build_parser().parse_args(["--preset", "cpu"])
+    for name, value in bench.PRESETS["cpu"].items():
+        setattr(args, name, getattr(args, name) if getattr(args, name) is not None else value)
+    outcome, dense = (bench.config_for(m, 1, args, tmp_path) for m in ("outcome", "dense"))
+    assert outcome.prm_weight == 0 and outcome.refresh.every == 0
+    assert dense.prm_weight == 0.3 and dense.prm_credit == "progress" and dense.refresh.every == 2
+    assert (outcome.batch_size, outcome.seed, outcome.learning_rate) == (dense.batch_size, 1, dense.learning_rate)
+
+
+def test_summary_is_the_mean_and_sample_std_over_seeds():
+    runs = [{"method": "dense", "accuracy_after": a, "sampled_tokens": 100} for a in (0.2, 0.4, 0.6)]
+    runs.append({"method": "outcome", "accuracy_after": 0.3, "sampled_tokens": 90})
+    summary = load().summarise(runs)
+    assert summary["dense"]["mean"] == pytest.approx(0.4) and summary["dense"]["std"] == pytest.approx(0.2)
+    assert summary["outcome"] == {"seeds": 1, "mean": 0.3, "std": 0.0, "min": 0.3, "max": 0.3, "sampled_tokens": 90}
