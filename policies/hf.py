@@ -17,7 +17,7 @@ from policies.logprobs import chunked_token_logprobs, completion_hidden_states, 
 from policies.models import EMBEDDED_ALIASES, EMBEDDED_MODEL, SYSTEM_PROMPT_FILE, load_model_and_tokenizer
 from policies.compile_options import inductor_options
 from policies.padded_passes import backbone_hidden
-from policies.prompting import Observation, prompt_ids
+from policies.prompting import Observation, is_observation, prompt_ids
 from policies.reference_adapter import REFERENCE_ADAPTER
 
 
@@ -145,6 +145,10 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
 
     # ------------------------------------------------------------------ sampling
     def sample(self, prompts, n=1, max_new_tokens=256, temperature=1.0, top_p=1.0, stop=None, generator=None):
+        """`Policy.sample`; `prompts` are token ids (`format_prompt`'s) or, all of them, observations (text
+        or chat messages), which are formatted with `format_prompt` first (the first prompt decides)."""
+        if prompts and is_observation(prompts[0]):
+            prompts = [self.format_prompt(p) for p in prompts]
         expanded = [p for p in prompts for _ in range(n)]
         stop = [s for s in stop_lists(stop, len(prompts)) for _ in range(n)]  # one list per sampled row
         if isinstance(generator, RowKeys) and n > 1:
