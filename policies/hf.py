@@ -339,6 +339,14 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
             return push_folder(folder, repo_id, hub_api=hub_api, private=private, token=token,
                                commit_message=commit_message)
 
+    def pretrained_files(self) -> dict[str, Callable[[Path], None]]:
+        """Writers of the files that make a training checkpoint of this policy load the Hugging Face way
+        (config.json and generation_config.json; under LoRA the adapter as peft saves it):
+        policies/pretrained_files.py."""
+        from policies.pretrained_files import pretrained_files
+
+        return pretrained_files(self)
+
     def generation_config(self, **fields):
         """A `transformers.GenerationConfig` with this tokenizer's eos/pad ids and the given fields."""
         from transformers import GenerationConfig
