@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -19,20 +20,21 @@ from policies.base import Policy
 from policies.generation import Generation, StopLists
 from policies.prompting import Observation
 from policies.hf import HFPolicy, LoraSettings
+from policies.lora_config import peft_lora_config
+
+if TYPE_CHECKING:
+    from peft import LoraConfig
 
 
-def add_adapter(policy: HFPolicy, name: str, lora: LoraSettings | None = None) -> None:
+def add_adapter(policy: HFPolicy, name: str, lora: LoraSettings | LoraConfig | None = None) -> None:
     """Give a LoRA policy another adapter `name` (peft's `add_adapter`), initialised as peft does (B = 0: the
-    new adapter starts as the base model). The active adapter is unchanged."""
+    new adapter starts as the base model), from `lora`: LoraSettings or a peft LoraConfig. The active adapter
+    is unchanged."""
     if not policy.is_lora:
         raise ValueError("add_adapter: the policy has no LoRA adapters; build it with HFPolicy(..., lora=LoraSettings())")
     if name in policy.model.peft_config:
         raise ValueError(f"add_adapter: the policy already has an adapter named {name!r}")
-    from peft import LoraConfig
-
-    lora = lora or LoraSettings()
-    policy.model.add_adapter(name, LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
-                                              target_modules=lora.target_modules, task_type="CAUSAL_LM"))
+    policy.model.add_adapter(name, peft_lora_config(lora or LoraSettings(), "add_adapter"))
 
 
 class AdapterRole(Policy):

@@ -3,35 +3,24 @@ from __future__ import annotations
 
 import copy
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, ContextManager, Iterator
+from typing import TYPE_CHECKING, Callable, ContextManager, Iterator
 
 import torch
 
-from core.checked_config import CheckedConfig
 from policies.base import BackbonePolicy, DataParallelPolicy
 from policies.checkpointing import enable_activation_checkpointing
 from policies.generation import RowKeys, decode, stop_lists
+from policies.lora_config import LoraSettings, peft_lora_config, wants_4bit
 from policies.logprobs import chunked_token_logprobs, completion_hidden_states, completion_targets
 from policies.models import EMBEDDED_ALIASES, EMBEDDED_MODEL, SYSTEM_PROMPT_FILE, load_model_and_tokenizer
 from policies.compile_options import inductor_options
 from policies.padded_passes import backbone_hidden
-from policies.prompting import Observation, prompt_ids
+from policies.prompting import Observation, is_observation, prompt_ids
 from policies.reference_adapter import REFERENCE_ADAPTER
 
-
-@dataclass
-class LoraSettings(CheckedConfig):
-    """LoRA adapters through peft; `target_modules` default to the attention and MLP projections."""
-
-    r: int = 16
-    alpha: int = 32
-    dropout: float = 0.0
-    target_modules: list[str] = field(
-        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-    )
-    load_in_4bit: bool = False  # QLoRA: the frozen base loaded in 4-bit (NF4) through bitsandbytes (CUDA)
+if TYPE_CHECKING:
+    from peft import LoraConfig
 
 
 def cast_linear_weights(module: torch.nn.Module, dtype: torch.dtype) -> None:
@@ -60,8 +49,8 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
         system_prompt: system message for the chat template (None: the one saved in the model folder by
             `save`, if any, else the template's default).
         use_chat_template: False feeds observations as raw text (base models, few-shot prompts).
-        lora: LoraSettings to train adapters only (with `load_in_4bit`, QLoRA: a 4-bit base, needs
-            bitsandbytes); the reference model is then the adapter-free base, or a re-synced reference adapter.
+        lora: LoraSettings, or a `peft.LoraConfig` used as given, to train adapters only (LoraSettings with
+            `load_in_4bit`: QLoRA, a 4-bit base, needs bitsandbytes); the reference model is then the adapter-free base, or a re-synced reference adapter.
         gradient_checkpointing: recompute each decoder layer's activations in the backward pass instead of
             keeping them (policies/checkpointing.py); `TrainerConfig.gradient_checkpointing` turns it on too.
         dtype: parameter dtype; default float32 (bf16 autocast is applied by the trainer on GPU).
@@ -76,7 +65,7 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
         tokenizer=None,
         system_prompt: str | None = None,
         use_chat_template: bool = True,
-        lora: LoraSettings | None = None,
+        lora: LoraSettings | LoraConfig | None = None,
         gradient_checkpointing: bool = False,
         dtype: torch.dtype = torch.float32,
         device: str | torch.device | None = None,
@@ -85,7 +74,8 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
     ):
         self.device = torch.device(device) if device is not None else default_device()
         quantization = None
-        if lora is not None and lora.load_in_4bit:
+        peft_config = peft_lora_config(lora) if lora is not None else None  # a wrong type: one line, first
+        if wants_4bit(lora):
             from policies.quantization import four_bit_config
 
             if not isinstance(model, str):
@@ -119,16 +109,14 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
         if lora is not None and hasattr(self.model, "peft_config"):
             raise ValueError("HFPolicy: the model already has LoRA adapters (a saved adapter folder); drop `lora=`")
         if lora is not None:
-            from peft import LoraConfig, get_peft_model
+            from peft import get_peft_model
 
             if quantization is not None:  # checkpointing, if any, is set below
                 from policies.quantization import prepare_for_adapters
 
                 self.model = prepare_for_adapters(self.model, dtype)
 
-            self.model = get_peft_model(self.model, LoraConfig(
-                r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
-                target_modules=lora.target_modules, task_type="CAUSAL_LM"))
+            self.model = get_peft_model(self.model, peft_config)
         self.quantized, self.gradient_checkpointing = quantization is not None, False
         if gradient_checkpointing:
             self.enable_gradient_checkpointing()
@@ -145,6 +133,10 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
 
     # ------------------------------------------------------------------ sampling
     def sample(self, prompts, n=1, max_new_tokens=256, temperature=1.0, top_p=1.0, stop=None, generator=None):
+        """`Policy.sample`; `prompts` are token ids (`format_prompt`'s) or, all of them, observations (text
+        or chat messages), which are formatted with `format_prompt` first (the first prompt decides)."""
+        if prompts and is_observation(prompts[0]):
+            prompts = [self.format_prompt(p) for p in prompts]
         expanded = [p for p in prompts for _ in range(n)]
         stop = [s for s in stop_lists(stop, len(prompts)) for _ in range(n)]  # one list per sampled row
         if isinstance(generator, RowKeys) and n > 1:
@@ -346,6 +338,14 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
             self.save(folder, generation=generation, merged=merged)
             return push_folder(folder, repo_id, hub_api=hub_api, private=private, token=token,
                                commit_message=commit_message)
+
+    def pretrained_files(self) -> dict[str, Callable[[Path], None]]:
+        """Writers of the files that make a training checkpoint of this policy load the Hugging Face way
+        (config.json and generation_config.json; under LoRA the adapter as peft saves it):
+        policies/pretrained_files.py."""
+        from policies.pretrained_files import pretrained_files
+
+        return pretrained_files(self)
 
     def generation_config(self, **fields):
         """A `transformers.GenerationConfig` with this tokenizer's eos/pad ids and the given fields."""

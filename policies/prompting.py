@@ -38,3 +38,10 @@ def prompt_ids(tokenizer, observation: Observation, system_prompt: str | None, u
     text = tokenizer.apply_chat_template(messages, add_generation_prompt=not continues,
                                          continue_final_message=continues, tokenize=False)
     return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def is_observation(prompt: object) -> bool:
+    """Whether a prompt given to `sample` is an observation (text or chat messages) rather than token ids.
+    One isinstance check (and, for a list, one on its first item): cheap enough for the sampling path."""
+    return isinstance(prompt, str) or (isinstance(prompt, (list, tuple)) and len(prompt) > 0
+                                       and isinstance(prompt[0], Mapping))

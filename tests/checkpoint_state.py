@@ -39,11 +39,15 @@ def rewrite(folder: Path, change: Callable[[dict[str, Any]], None]) -> None:
     write(folder, state)
 
 
+PRETRAINED_FILES = ("config.json", "generation_config.json", "adapter_config.json", "adapter_model.safetensors")
+
+
 def write_legacy(folder: Path, state: dict[str, Any]) -> None:
     """Turn checkpoint `folder` into what earlier versions wrote: the whole state in one `state.pt` (plus the
     trainer's other files), its manifest updated to match when it has one."""
     folder = Path(folder)
-    old = json.loads((folder / layout.STATE_JSON).read_text())["layout"]
+    old = [*json.loads((folder / layout.STATE_JSON).read_text())["layout"]]
+    old += [name for name in PRETRAINED_FILES if (folder / name).is_file()]  # not written by earlier versions
     for name in [*old, layout.STATE_JSON]:
         (folder / name).unlink()
     torch.save(state, folder / layout.LEGACY_STATE)

@@ -56,8 +56,10 @@ def test_the_files_are_safetensors_and_weights_only_torch_files(tmp_path, kind, 
     assert torch.equal(rng["generator"], algo.generator.get_state())
     state = json.loads((folder / "trainer_state.json").read_text())
     assert state["format"] == 2 and state["state"]["iteration"] == 1
+    loadable = {"adapter_config.json", "adapter_model.safetensors"} if lora else {"config.json",
+                                                                                  "generation_config.json"}
     assert set(json.loads((folder / "MANIFEST.json").read_text())["files"]) == {*state["layout"], "trainer_state.json",
-                                                                               "buffer.jsonl"}
+                                                                               "buffer.jsonl", *loadable}
     assert not (folder / "state.pt").exists()
 
 

@@ -44,7 +44,8 @@ def test_each_save_is_a_complete_folder_and_the_newest_k_are_kept(tmp_path):
     assert names(run / "checkpoints") == ["iter-000002", "iter-000003"]
     manifest = json.loads((run / "checkpoints" / "iter-000003" / "MANIFEST.json").read_text())
     assert manifest["iteration"] == 3 and set(manifest["files"]) == {
-        "model.safetensors", "optimizer.pt", "scheduler.pt", "rng_state.pth", "trainer_state.json", "buffer.jsonl"}
+        "model.safetensors", "optimizer.pt", "scheduler.pt", "rng_state.pth", "trainer_state.json", "buffer.jsonl",
+        "config.json", "generation_config.json"}
     assert manifest["files"]["model.safetensors"]["bytes"] == (folder / "model.safetensors").stat().st_size
     ckpt.verify(folder)
 

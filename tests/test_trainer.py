@@ -78,7 +78,8 @@ def test_a_supervised_trainer_resumed_at_2_equals_an_uninterrupted_run_to_4(tmp_
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["iter-000003", "iter-000004"]
     manifest = json.loads((run / "checkpoints" / "iter-000004" / "MANIFEST.json").read_text())
     assert set(manifest["files"]) == {"model.safetensors", "optimizer.pt", "scheduler.pt", "rng_state.pth",
-                                      "trainer_state.json"}  # no RL buffer: only the Trainer's state
+                                      "trainer_state.json", "config.json",
+                                      "generation_config.json"}  # no RL buffer: only the Trainer's state
     assert not list(run.glob("*.bak"))  # continued, not started over
 
 

@@ -95,6 +95,8 @@ def save_checkpoint(trainer, run_dir: str | Path | None = None) -> Path | None:
         return None
     writers = layout.state_files(trainer.state_dict())
     writers.update({name: file.write for name, file in trainer.checkpoint_files().items()})
+    if "model.safetensors" in writers and hasattr(trainer.policy, "pretrained_files"):  # from_pretrained loads it
+        writers.update({n: w for n, w in trainer.policy.pretrained_files().items() if n not in writers})
     return ckpt.write_checkpoint(run_dir if run_dir is not None else trainer.config.output_dir, trainer.iteration,
                                  writers, trainer.config.keep_checkpoints)
 
