@@ -91,47 +91,46 @@ def _sampled_groups(policy, env, starts, settings, generator):
     return [branches[i * n:(i + 1) * n] for i in range(len(starts))], tokens
 
 
-def _majority(policy, env, starts, settings, generator) -> list[SearchResult]:
+def _per_problem(policy, env, starts, settings, generator, pick, scorer=None, scored=False) -> list[SearchResult]:
+    """Sample each problem's group (`_sampled_groups`), then keep the episode `pick(group, scores)` names:
+    (its index, details). `scores` are the solution scores when `scored`, else None."""
     groups, tokens = _sampled_groups(policy, env, starts, settings, generator)
+    scores = _solution_scores(groups, settings, scorer) if scored else [None] * len(groups)
     results = []
-    for i, group in enumerate(groups):
+    for group, own, spent in zip(groups, scores, tokens):
         if not group:
-            results.append(_unanswered(tokens[i]))
+            results.append(_unanswered(spent))
             continue
+        chosen, details = pick(group, own)
+        results.append(result_of(group[chosen], spent, details))
+    return results
+
+
+def _majority(policy, env, starts, settings, generator) -> list[SearchResult]:
+    def pick(group, _):
         answers = [parsed_answer(b) for b in group]
         winner = majority_answer(answers)  # ties: the answer seen first
-        chosen = group[answers.index(winner)] if winner is not None else group[0]
-        results.append(result_of(chosen, tokens[i], {"votes": dict(Counter(a for a in answers if a is not None))}))
-    return results
+        return (answers.index(winner) if winner is not None else 0,
+                {"votes": dict(Counter(a for a in answers if a is not None))})
+    return _per_problem(policy, env, starts, settings, generator, pick)
 
 
 def _best_of_n(policy, env, starts, settings, scorer, generator) -> list[SearchResult]:
-    groups, tokens = _sampled_groups(policy, env, starts, settings, generator)
-    results = []
-    for i, (group, own) in enumerate(zip(groups, _solution_scores(groups, settings, scorer))):
-        if not group:
-            results.append(_unanswered(tokens[i]))
-            continue
+    def pick(group, own):
         answered = [j for j, b in enumerate(group) if parsed_answer(b) is not None] or list(range(len(group)))
         best = max(answered, key=lambda j: own[j])  # ties: the first
-        results.append(result_of(group[best], tokens[i], {"scores": own, "chosen": best}))
-    return results
+        return best, {"scores": own, "chosen": best}
+    return _per_problem(policy, env, starts, settings, generator, pick, scorer, scored=True)
 
 
 def _weighted_majority(policy, env, starts, settings, scorer, generator) -> list[SearchResult]:
-    groups, tokens = _sampled_groups(policy, env, starts, settings, generator)
-    results = []
-    for i, (group, own) in enumerate(zip(groups, _solution_scores(groups, settings, scorer))):
-        if not group:
-            results.append(_unanswered(tokens[i]))
-            continue
+    def pick(group, own):
         answers = [parsed_answer(b) for b in group]
         winner = weighted_majority(answers, own)
         voters = [j for j, a in enumerate(answers) if a == winner] if winner is not None else [0]
         chosen = max(voters, key=lambda j: own[j])  # ties: the first
-        results.append(result_of(group[chosen], tokens[i], {"votes": weighted_votes(answers, own), "scores": own,
-                                                            "chosen": chosen}))
-    return results
+        return chosen, {"votes": weighted_votes(answers, own), "scores": own, "chosen": chosen}
+    return _per_problem(policy, env, starts, settings, generator, pick, scorer, scored=True)
 
 
 def _solution_scores(groups, settings, scorer) -> list[list[float]]:

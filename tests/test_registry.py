@@ -148,6 +148,18 @@ def test_built_in_ids_answer_to_the_rlgym_namespace_in_make_and_gymnasium_make(e
         make("rlgym/Nope-v0")
 
 
+def fresh_process_lines(code: str, tmp_path) -> list[str]:
+    """The first two stdout lines of `code` run in a fresh Python process (the repository on its path; skipped
+    without the shared GSM8K file)."""
+    if not DATA_FILES["GSM8K"].is_file():
+        pytest.skip(f"shared data file not found: {DATA_FILES['GSM8K']}")
+    root = Path(envs.__file__).resolve().parents[1]
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, check=False,
+                            env={**os.environ, "PYTHONPATH": str(root)})
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split("\n")[:2]
+
+
 def test_gymnasium_make_in_a_fresh_process_that_imports_only_gymnasium(tmp_path):
     code = (
         "import sys, gymnasium\n"
@@ -158,13 +170,7 @@ def test_gymnasium_make_in_a_fresh_process_that_imports_only_gymnasium(tmp_path)
         f"gsm = gymnasium.make('rlgym/GSM8K-v0', data_path={str(DATA_FILES['GSM8K'])!r}, subset=(0, 3))\n"
         "print(type(gsm.unwrapped).__name__, gsm.unwrapped.num_problems)\n"
     )
-    if not DATA_FILES["GSM8K"].is_file():
-        pytest.skip(f"shared data file not found: {DATA_FILES['GSM8K']}")
-    root = Path(envs.__file__).resolve().parents[1]
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, check=False,
-                            env={**os.environ, "PYTHONPATH": str(root)})
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split("\n")[:2] == ["ArithmeticEnv rlgym/Arithmetic-v0 2 True", "GSM8KEnv 3"]
+    assert fresh_process_lines(code, tmp_path) == ["ArithmeticEnv rlgym/Arithmetic-v0 2 True", "GSM8KEnv 3"]
 
 
 def test_gymnasium_register_envs_takes_the_package_as_with_ale_py(tmp_path):
@@ -177,10 +183,4 @@ def test_gymnasium_register_envs_takes_the_package_as_with_ale_py(tmp_path):
         f"gsm = gymnasium.make('rlgym/GSM8K-v0', data_path={str(DATA_FILES['GSM8K'])!r}, subset=(0, 3))\n"
         "print(type(gsm.unwrapped).__name__, gsm.unwrapped.num_problems)\n"
     )
-    if not DATA_FILES["GSM8K"].is_file():
-        pytest.skip(f"shared data file not found: {DATA_FILES['GSM8K']}")
-    root = Path(envs.__file__).resolve().parents[1]
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, check=False,
-                            env={**os.environ, "PYTHONPATH": str(root)})
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split("\n")[:2] == ["ArithmeticEnv rlgym/Arithmetic-v0 True", "GSM8KEnv 3"]
+    assert fresh_process_lines(code, tmp_path) == ["ArithmeticEnv rlgym/Arithmetic-v0 True", "GSM8KEnv 3"]
