@@ -114,6 +114,11 @@ class RLAlgorithm(Trainer):
                                                        batch.completion_positions, self.config.temperature)
         return {"logprobs": logprobs.float(), "entropy": entropy.float()}
 
+    def lr_schedule_steps_per_iteration(self) -> None:
+        """None: the trajectories selected (`select_for_update`) and replayed set an iteration's optimizer steps,
+        so a named lr_scheduler_type steps once per iteration (over train_iterations)."""
+        return None
+
     def select_for_update(self, trajectories: list[Trajectory]) -> list[Trajectory]:
         """Hook: which trajectories to train on (e.g. DAPO drops zero-variance groups)."""
         return trajectories

@@ -43,9 +43,10 @@ def test_an_abbreviation_is_refused_not_taken_as_the_flag_it_starts(grpo_parser,
         "grpo_gsm8k.py: error: unknown flag --learn (did you mean --learning_rate?)")
 
 
-def test_lr_is_refused_suggesting_learning_rate_not_lr_scheduler_type(grpo_parser, capsys):
+def test_lr_is_refused_not_taken_as_lr_scheduler_type(grpo_parser, capsys):
+    # both are flags now (lr_scheduler_type is TRL's schedule name): --lr is taken as neither, and both are offered
     line = refusal(grpo_parser, ["--lr", "1e-5"], capsys)
-    assert line == "grpo_gsm8k.py: error: unknown flag --lr (did you mean --learning_rate?)"
+    assert line == "grpo_gsm8k.py: error: unknown flag --lr (did you mean --lr_scheduler_type or --learning_rate?)"
 
 
 @pytest.mark.parametrize("typed, meant", [("--learning_rat", "--learning_rate"), ("--sead", "--seed"),

@@ -20,6 +20,7 @@ from core.coercion import BOOL_WORDS, shown
 from core.extras import module_available
 from core.dotted_names import coerce_setting, flatten, settings_of, unflatten
 from training import trl_names
+from training.lr_schedules import schedule_problem
 from training.trl_names import REMOVED
 from training.wandb_auth import LOGIN_FIXES, online_login_problem
 
@@ -56,10 +57,13 @@ class TrainerConfig(CheckedConfig):
                                          "when each is one optimizer step)")
     seed: int = setting(0, "seeds torch, numpy and the env draws; in [0, 2**32)")
     # optimisation
-    learning_rate: float = setting(1e-5, "AdamW step size, > 0 (constant after the warmup)")
+    learning_rate: float = setting(1e-5, "AdamW step size, > 0 (peak; lr_scheduler_type shapes it)")
     weight_decay: float = setting(0.0, "AdamW decoupled weight decay, >= 0")
     adam_betas: tuple[float, float] = setting((0.9, 0.99), "AdamW (beta1, beta2), each in [0, 1)")
-    warmup_iterations: int = setting(0, "linear learning-rate warmup, counted in optimizer steps")
+    warmup_iterations: int = setting(0, "linear learning-rate warmup, counted in optimizer steps (a named "
+                                        "schedule in RL: in iterations)")
+    lr_scheduler_type: str | None = setting(None, "None: constant after the warmup; else transformers' "
+                                                  "get_scheduler name (linear, cosine, ...: training/lr_schedules.py)")
     max_grad_norm: float = setting(1.0, "gradient-norm clipping (0: off)")
     micro_batch_size: int = setting(32, "items (RL: trajectories, unless max_tokens_per_microbatch) per "
                                         "forward/backward (gradient accumulation inside a step)")
@@ -94,6 +98,8 @@ class TrainerConfig(CheckedConfig):
             self.require(name, getattr(self, name) >= 0, "an integer >= 0")
         self.require("seed", 0 <= self.seed < MAX_SEED, "in [0, 2**32)")
         self.require("learning_rate", self.learning_rate > 0, "> 0")
+        if (problem := schedule_problem(self.lr_scheduler_type)) is not None:
+            raise ConfigError(f"{type(self).__name__}.lr_scheduler_type {problem}", "lr_scheduler_type")
         self.require("weight_decay", self.weight_decay >= 0, ">= 0")
         self.require("adam_betas", all(0 <= b < 1 for b in self.adam_betas), "two numbers in [0, 1)")
         self.require("max_grad_norm", self.max_grad_norm >= 0, ">= 0")

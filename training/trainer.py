@@ -29,6 +29,7 @@ from training.config import TrainerConfig, checked_config
 from training.data_parallel import GradientAverager
 from training.guards import NonFiniteTrainingError, warn
 from training.interrupts import StopRequests, TrainingInterrupted, interrupted_line
+from training.lr_schedules import build_scheduler
 from training.phase_memory import PhaseMemory
 from training.plots import plot_run
 from training.progress import phase_bar
@@ -76,8 +77,11 @@ class Trainer(ABC):
         groups = [{**group, "params": list(group["params"])} for group in self.param_groups()]
         self.optimizer = torch.optim.AdamW(groups, lr=c.learning_rate, betas=c.adam_betas,
                                            weight_decay=c.weight_decay, foreach=fsdp.optimizer_foreach(groups))
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lambda step: min(1.0, (step + 1) / c.warmup_iterations) if c.warmup_iterations else 1.0)
+        # None: today's schedule, stepped per optimizer step; a name: per step when their count is known up front
+        steps = self.lr_schedule_steps_per_iteration()
+        self._schedule_per_iteration = c.lr_scheduler_type is not None and steps is None
+        self.scheduler = build_scheduler(self.optimizer, c.lr_scheduler_type, c.warmup_iterations,
+                                         c.train_iterations * (steps or 1))
         self.logger: RunLogger | None = None
         self._step_metrics: dict[str, list[float | torch.Tensor]] = {}
         self._times: dict[str, float] = {}  # seconds per phase in the current iteration
@@ -109,6 +113,11 @@ class Trainer(ABC):
     @abstractmethod
     def train_iteration(self) -> dict[str, Any]:
         """One iteration's work; returns its metrics (the loop adds learning_rate, timings, `record`ed means)."""
+
+    def lr_schedule_steps_per_iteration(self) -> int | None:
+        """Optimizer steps each iteration makes when fixed up front: a named lr_scheduler_type then steps with
+        each of them; None (the count varies): it steps once per iteration (training/lr_schedules.py)."""
+        return self.config.optimizer_steps_per_iteration()
 
     def evaluate(self) -> dict[str, float]:
         """Held-out metrics (logged with an `eval_` prefix); run by rank 0 alone; nothing by default."""
@@ -271,7 +280,8 @@ class Trainer(ABC):
         totals["loss"] = sum(v for k, v in totals.items() if k != "grad_norm")
         if self._finite_step(totals["loss"], grad_norm):
             self.optimizer.step()
-            self.scheduler.step()
+            if not self._schedule_per_iteration:
+                self.scheduler.step()
         return totals
 
     def _finite_step(self, loss: float, grad_norm: float) -> bool:
@@ -366,6 +376,8 @@ class Trainer(ABC):
         self.local_rng = self._local_rng()
         with self.memory.iteration():
             metrics = self.train_iteration()
+        if self._schedule_per_iteration:
+            self.scheduler.step()
         metrics.update({f"time_{k}": v for k, v in self._times.items()})
         metrics.update(self.memory.metrics())
         metrics["learning_rate"] = self.scheduler.get_last_lr()[0]

@@ -78,7 +78,8 @@ SAME = {
                                            "one minibatch); refused otherwise", step_counted=True),
     "eval_steps": Alias("eval_every", "as max_steps", step_counted=True),
     "save_steps": Alias("save_every", "as max_steps", step_counted=True),
-    "warmup_steps": Alias("warmup_iterations", "both count optimizer steps"),
+    "warmup_steps": Alias("warmup_iterations", "both count optimizer steps (a named lr_scheduler_type in an RL "
+                                               "trainer: iterations)"),
     "save_total_limit": Alias("keep_checkpoints", "must be >= 1 here (TRL: None keeps all)"),
     "disable_tqdm": Alias("progress", "negated", _disable_tqdm),
     "num_iterations": Alias("update_epochs", "TRL's mu, passes over each generation batch (the number of "
@@ -96,7 +97,9 @@ SCALED_BY_MICRO_BATCH = ("gradient_accumulation_steps",)
 
 # TRL names that are also ours, with the same meaning (listed in the docs table only)
 SAME_NAME = {
-    "learning_rate": "constant after warmup here; TRL decays it linearly by default",
+    "learning_rate": "constant after warmup here by default; TRL decays it linearly by default",
+    "lr_scheduler_type": "transformers.get_scheduler's names needing no other argument; None (the default here): "
+                         "constant after warmup, TRL's default is linear",
     "temperature": "", "top_p": "", "seed": "", "bf16": "", "max_grad_norm": "", "weight_decay": "",
     "output_dir": "",
     "torch_compile": "regional here (each decoder layer); on by default on CUDA (TRL: off)",
@@ -120,7 +123,7 @@ DIFFERENT = {
                             "every N iterations (TRL mixes them every N optimizer steps)",
     "report_to": "is not a field here: set wandb to off, offline or online",
     "logging_steps": "has no counterpart: every iteration is logged to metrics.jsonl",
-    "lr_scheduler_type": "has no counterpart: the learning rate is constant after warmup_iterations",
+    "warmup_ratio": "is not a field here: set warmup_iterations to warmup_ratio x the run's optimizer steps",
     "top_k": "has no counterpart: sampling takes temperature and top_p",
     "min_p": "has no counterpart: sampling takes temperature and top_p",
     "mask_truncated_completions": "has no counterpart here",
@@ -140,7 +143,7 @@ NEAREST = {
     "ref_model_sync_steps": "ref_sync_every",
     "report_to": "wandb",
     "logging_steps": "",
-    "lr_scheduler_type": "",
+    "warmup_ratio": "warmup_iterations",
     "top_k": "",
     "min_p": "",
     "mask_truncated_completions": "",
