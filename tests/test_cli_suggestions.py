@@ -104,7 +104,9 @@ def test_an_unknown_yaml_key_suggests_the_close_field(tmp_path):
 
 
 def test_an_unknown_keyword_to_a_config_suggests_the_close_field():
-    with pytest.raises(TypeError, match=r"^unknown PPOConfig field\(s\): lr \(did you mean learning_rate\?\)$"):
+    # lr_scheduler_type is a field too (TRL's schedule name): both are offered
+    with pytest.raises(TypeError, match=r"^unknown PPOConfig field\(s\): lr \(did you mean lr_scheduler_type or "
+                                        r"learning_rate\?\)$"):
         PPOConfig(lr=1e-5)
 
 
