@@ -22,7 +22,6 @@ Degenerate pairs are dropped and counted by reason (first reason that applies):
 """
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
