@@ -13,6 +13,8 @@ from algorithms.ppo import PPO, PPOConfig
 from algorithms.prm_losses import bradley_terry_loss, pointwise_loss
 from algorithms.prm_trainer import PRMConfig, PRMTrainer
 from algorithms.reflection_metrics import evaluate_reflection, reflection_episodes, reflection_metrics
+from algorithms.reflection_metrics import turn_accuracy_curve, turn_metrics
+from algorithms.reflection_plots import plot_turn_accuracy
 from algorithms.reinforce import ReinforceStable, ReinforceStableConfig
 from algorithms.rloo import RLOO, RLOOConfig
 from algorithms.sft import SFT, SFTConfig
@@ -26,6 +28,7 @@ __all__ = [
     "MCTSSearch", "MCTSSearchConfig", "PRMConfig", "PRMTrainer", "bradley_terry_loss", "pointwise_loss",
     "DPO", "DPOConfig", "IPO", "LengthNormalizedDPO", "dpo_loss", "SFT", "SFTConfig",
     "evaluate_reflection", "reflection_episodes", "reflection_metrics",
+    "turn_metrics", "turn_accuracy_curve", "plot_turn_accuracy",
     "VERIFIER_KINDS", "VerifierMetrics", "VerifierReport", "evaluate_verifier", "expected_calibration_error",
     "roc_auc", "score_samples", "verifier_items", "verifier_metrics", "verifier_trainer",
 ]

@@ -6,6 +6,17 @@
 - ``p1@t{T}``: some answer among the first T turns' is correct.
 
 T defaults to 5, as in "Reinforce LLM Reasoning through Multi-Agent Reflection".
+
+Per turn (``turn_metrics``), for k = 1..T:
+
+- ``acc@t{k}``: the answer at turn k is correct, over the episodes that have a turn k;
+- ``w2r@t{k}`` (k >= 2): wrong at turn k - 1 and right at turn k, out of the episodes that were wrong at turn
+  k - 1 and have a turn k (the denominator is the previous turn's wrong answers, so 1.0 means every wrong
+  answer was fixed);
+- ``r2w@t{k}`` (k >= 2): right at turn k - 1 and wrong at turn k, out of the episodes right at turn k - 1 and
+  with a turn k (1.0: every right answer was broken by the refinement).
+
+A rate whose denominator is empty (no episode wrong, or right, at turn k - 1) is None, not 0.
 """
 from __future__ import annotations
 
@@ -35,8 +46,7 @@ def reflection_metrics(episodes: Iterable[Trajectory | Mapping[str, Any]],
                        turns: int = DEFAULT_TURNS) -> dict[str, float]:
     """p1@t1, m1@t{turns}, p1@t{turns} and the final answer's accuracy (``final_accuracy``), averaged over
     ``episodes``. An episode with fewer than ``turns`` actor turns counts the turns it has."""
-    if not isinstance(turns, int) or isinstance(turns, bool) or turns < 1:
-        raise ValueError(f"turns must be an int >= 1; got {turns!r}")
+    _check_turns(turns)
     first, majority, any_correct, final = [], [], [], []
     for episode in episodes:
         answers, correct = turn_record(episode)
@@ -48,6 +58,38 @@ def reflection_metrics(episodes: Iterable[Trajectory | Mapping[str, Any]],
         raise ValueError("reflection_metrics: no episodes")
     return {"p1@t1": _mean(first), f"m1@t{turns}": _mean(majority), f"p1@t{turns}": _mean(any_correct),
             "final_accuracy": _mean(final), "episodes": float(len(first))}
+
+
+def turn_metrics(episodes: Iterable[Trajectory | Mapping[str, Any]],
+                 turns: int = DEFAULT_TURNS) -> dict[str, float | None]:
+    """``acc@t{k}`` for k = 1..turns and ``w2r@t{k}``, ``r2w@t{k}`` for k = 2..turns (see the module
+    docstring for the denominators; None where it is empty). A turn no episode reached is None too."""
+    _check_turns(turns)
+    verdicts = [turn_record(episode)[1] for episode in episodes]
+    if not verdicts:
+        raise ValueError("turn_metrics: no episodes")
+    out: dict[str, float | None] = {}
+    for k in range(1, turns + 1):
+        reached = [v for v in verdicts if len(v) >= k]
+        out[f"acc@t{k}"] = _mean([v[k - 1] for v in reached]) if reached else None
+        if k == 1:
+            continue
+        wrong_before = [v[k - 1] for v in reached if not v[k - 2]]
+        right_before = [not v[k - 1] for v in reached if v[k - 2]]
+        out[f"w2r@t{k}"] = _mean(wrong_before) if wrong_before else None
+        out[f"r2w@t{k}"] = _mean(right_before) if right_before else None
+    return out
+
+
+def turn_accuracy_curve(metrics: Mapping[str, Any]) -> list[float | None]:
+    """[acc@t1, acc@t2, ...] from a ``turn_metrics`` (or ``evaluate_reflection``) result, in turn order."""
+    curve, k = [], 1
+    while f"acc@t{k}" in metrics:
+        curve.append(metrics[f"acc@t{k}"])
+        k += 1
+    if not curve:
+        raise ValueError("turn_accuracy_curve: no acc@t1 in the metrics (run turn_metrics first)")
+    return curve
 
 
 @torch.no_grad()
@@ -74,8 +116,8 @@ def reflection_episodes(policies: Policy | Mapping[str, Policy], env, episodes: 
 def evaluate_reflection(policies: Policy | Mapping[str, Policy], env, episodes: int = 64, max_new_tokens: int = 256,
                         temperature: float = 0.0, turns: int = DEFAULT_TURNS, batch_prompts: int = 16,
                         seed: int = 0) -> dict[str, float]:
-    """``reflection_metrics`` of ``reflection_episodes`` (greedy by default), with ``mean_length``: sampled
-    tokens per episode, both roles'. The env must run at least ``turns`` actor turns."""
+    """``reflection_metrics`` and ``turn_metrics`` of ``reflection_episodes`` (greedy by default), with
+    ``mean_length``: sampled tokens per episode, both roles'. The env must run at least ``turns`` actor turns."""
     max_turns = getattr(getattr(env, "unwrapped", env), "max_turns", None)
     if not isinstance(max_turns, int):
         raise ValueError(f"evaluate_reflection needs a ReflectionEnv; got {type(env).__name__}")
@@ -83,7 +125,13 @@ def evaluate_reflection(policies: Policy | Mapping[str, Policy], env, episodes: 
         raise ValueError(f"evaluate_reflection: turns={turns} but the env runs max_turns={max_turns} actor turns")
     played = reflection_episodes(policies, env, episodes, max_new_tokens, temperature, batch_prompts, seed)
     lengths = [t.num_generated_tokens for t in played]
-    return {**reflection_metrics(played, turns), "mean_length": sum(lengths) / max(len(lengths), 1)}
+    return {**reflection_metrics(played, turns), **turn_metrics(played, turns),
+            "mean_length": sum(lengths) / max(len(lengths), 1)}
+
+
+def _check_turns(turns: int) -> None:
+    if not isinstance(turns, int) or isinstance(turns, bool) or turns < 1:
+        raise ValueError(f"turns must be an int >= 1; got {turns!r}")
 
 
 def _mean(values: list[bool]) -> float:

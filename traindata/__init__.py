@@ -5,6 +5,8 @@ data for process reward models (`traindata.step_data`).
 Not named `datasets`: that would shadow Hugging Face's library."""
 from traindata.preference_data import PreferencePair, load_preference_pairs, save_preference_pairs
 from traindata.reflection_pairs import ReflectionTriple, load_triples, pairs_from_episodes, pairs_from_triples
+from traindata.reflection_branching import branched_reflection_episodes
+from traindata.reflection_context_pairs import ContextPairs, context_pairs
 from traindata.sft_data import (
     ChatExample, SFTExample, arithmetic_sft_examples, gsm8k_sft_examples, load_sft_examples, math_sft_examples,
 )
@@ -13,6 +15,7 @@ from traindata.tool_transcripts import ToolTranscript, hop2_queries, tool_transc
 __all__ = [
     "PreferencePair", "load_preference_pairs", "save_preference_pairs",
     "ReflectionTriple", "load_triples", "pairs_from_episodes", "pairs_from_triples",
+    "ContextPairs", "context_pairs", "branched_reflection_episodes",
     "SFTExample", "ChatExample", "load_sft_examples", "gsm8k_sft_examples", "arithmetic_sft_examples",
     "math_sft_examples", "ToolTranscript", "hop2_queries", "tool_transcript", "tool_transcripts",
 ]

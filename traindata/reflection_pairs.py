@@ -49,8 +49,9 @@ class ReflectionTriple:
 
 
 @dataclass(frozen=True)
-class _Round:
-    """One refinement round, graded: ``before`` is the transcript the initial answer followed."""
+class Round:
+    """One refinement round, graded: ``before`` is the transcript the initial answer followed; the parsed
+    answers are the env's (None: unparsed, or not recorded, as in triples)."""
 
     question: str
     before: str
@@ -59,6 +60,8 @@ class _Round:
     refined: str
     initial_correct: bool
     refined_correct: bool
+    initial_answer: str | None = None
+    refined_answer: str | None = None
 
 
 def math_grade(solution: str, gold: str) -> bool:
@@ -102,7 +105,7 @@ def pairs_from_triples(triples: Iterable[ReflectionTriple], *, actor_context: st
         for name in ("question", "initial", "refined", "gold", "feedback"):
             if not isinstance(getattr(triple, name), str):
                 raise ValueError(f"triple {number}: {name} must be a str; got {type(getattr(triple, name)).__name__}")
-        rounds.append(_Round(triple.question, triple.question, triple.initial, triple.feedback, triple.refined,
+        rounds.append(Round(triple.question, triple.question, triple.initial, triple.feedback, triple.refined,
                              bool(grade(triple.initial, triple.gold)), bool(grade(triple.refined, triple.gold))))
     return _pairs(rounds, actor_context, *_requests(env))
 
@@ -114,17 +117,20 @@ def pairs_from_episodes(episodes: Iterable[Trajectory | Mapping[str, Any]], env:
     if not isinstance(getattr(env, "unwrapped", env), ReflectionEnv):
         raise ValueError(f"pairs_from_episodes needs the ReflectionEnv that played them; got {type(env).__name__}")
     requests = _requests(getattr(env, "unwrapped", env))
-    rounds = [r for number, episode in enumerate(episodes) for r in _episode_rounds(number, episode, *requests)]
+    rounds = [r for number, episode in enumerate(episodes) for r in episode_rounds(number, episode, *requests)]
     return _pairs(rounds, actor_context, *requests)
 
 
-def _episode_rounds(number: int, episode: Trajectory | Mapping[str, Any], critic_request: str,
-                    refine_request: str) -> list[_Round]:
+def episode_rounds(number: int, episode: Trajectory | Mapping[str, Any], critic_request: str,
+                   refine_request: str) -> list[Round]:
+    """The refinement rounds of episode number ``number`` (a Trajectory or its info), graded as the env graded
+    them; a record that is not a ReflectionEnv episode is a one-line ValueError naming ``number``."""
     info = episode.info if isinstance(episode, Trajectory) else episode
     if not isinstance(info, Mapping):
         raise ValueError(f"episode {number}: expected a Trajectory or its info; got {type(info).__name__}")
     outcome = episode.outcome if isinstance(episode, Trajectory) else EpisodeOutcome.from_info(info)
     steps, correct, prompt = info.get("steps"), list(outcome.turn_correct), info.get("prompt")
+    answers = list(outcome.turn_answers or [None] * len(correct))
     if not isinstance(steps, list) or not correct or not isinstance(prompt, str):
         raise ValueError(f"episode {number}: not a ReflectionEnv episode (info needs steps, turn_correct, prompt)")
     if len(steps) < 2 * len(correct) - 1:
@@ -132,12 +138,12 @@ def _episode_rounds(number: int, episode: Trajectory | Mapping[str, Any], critic
     rounds = []
     for k in range(len(correct) - 1):  # round k: answer 2k, feedback 2k + 1, refined answer 2k + 2
         before = reflection_transcript(prompt, steps[:2 * k], critic_request, refine_request)
-        rounds.append(_Round(prompt, before, steps[2 * k], steps[2 * k + 1], steps[2 * k + 2],
-                             bool(correct[k]), bool(correct[k + 1])))
+        rounds.append(Round(prompt, before, steps[2 * k], steps[2 * k + 1], steps[2 * k + 2],
+                            bool(correct[k]), bool(correct[k + 1]), answers[k], answers[k + 1]))
     return rounds
 
 
-def _pairs(rounds: Sequence[_Round], actor_context: str, critic_request: str,
+def _pairs(rounds: Sequence[Round], actor_context: str, critic_request: str,
            refine_request: str) -> dict[str, list[PreferencePair]]:
     if actor_context not in ACTOR_CONTEXTS:
         raise ValueError(f"actor_context must be one of {ACTOR_CONTEXTS}; got {actor_context!r}")
