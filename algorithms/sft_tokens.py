@@ -13,6 +13,7 @@ from typing import NamedTuple, Sequence
 
 import torch
 
+from traindata.reflection_sft import ReflectionTurnExample, turn_tokens
 from traindata.sft_data import ChatExample, Example, SFTExample, check_messages
 from policies.base import BackbonePolicy
 from policies.logprobs import chunked_token_logprobs
@@ -107,7 +108,7 @@ def prompt_completion_tokens(policy, example: SFTExample, completion_only: bool 
 
 def encode_example(policy, example: Example, completion_only: bool = True, max_length: int | None = None
                    ) -> EncodedExample:
-    """An SFTExample or ChatExample (or a message list) as an EncodedExample, cut to `max_length` tokens;
+    """An SFTExample, ChatExample or ReflectionTurnExample (or a message list) as an EncodedExample, cut to `max_length` tokens;
     ValueError (one line) for anything else."""
     if isinstance(example, (list, tuple)) and not isinstance(example, SFTExample):
         example = ChatExample(tuple(example))
@@ -117,6 +118,9 @@ def encode_example(policy, example: Example, completion_only: bool = True, max_l
         ids, weights = prompt_completion_tokens(policy, example, completion_only)
     elif isinstance(example, ChatExample):
         ids, weights = chat_tokens(policy, example, completion_only)
+    elif isinstance(example, ReflectionTurnExample):  # one role's turn, laid out as the episode engine does
+        ids, weights = turn_tokens(policy, example)
+        weights = weights if completion_only else [1] * len(ids)
     else:
         raise ValueError(f"expected an SFTExample, a ChatExample or a list of messages, got {type(example).__name__}")
     if weights:

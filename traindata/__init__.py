@@ -4,6 +4,10 @@ data for process reward models (`traindata.step_data`).
 
 Not named `datasets`: that would shadow Hugging Face's library."""
 from traindata.preference_data import PreferencePair, load_preference_pairs, save_preference_pairs
+from traindata.oracle_feedback import Feedback, GoldSolution, gold_solution, oracle_feedback
+from traindata.reflection_sft import (
+    AnswerRow, ReflectionTurnExample, actor_refinement_sft_examples, answer_rows, critic_sft_examples,
+)
 from traindata.reflection_pairs import ReflectionTriple, load_triples, pairs_from_episodes, pairs_from_triples
 from traindata.reflection_branching import branched_reflection_episodes
 from traindata.reflection_context_pairs import ContextPairs, context_pairs
@@ -13,6 +17,8 @@ from traindata.sft_data import (
 from traindata.tool_transcripts import ToolTranscript, hop2_queries, tool_transcript, tool_transcripts
 
 __all__ = [
+    "Feedback", "GoldSolution", "gold_solution", "oracle_feedback", "AnswerRow", "ReflectionTurnExample",
+    "actor_refinement_sft_examples", "answer_rows", "critic_sft_examples",
     "PreferencePair", "load_preference_pairs", "save_preference_pairs",
     "ReflectionTriple", "load_triples", "pairs_from_episodes", "pairs_from_triples",
     "ContextPairs", "context_pairs", "branched_reflection_episodes",
