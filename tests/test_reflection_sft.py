@@ -110,3 +110,23 @@ def test_rows_from_episodes_and_bad_input(tiny_policy):
         critic_sft_examples(ArithmeticEnv(3, "test"), [])
     with pytest.raises(ValueError, match="row 0: expected an AnswerRow; got tuple"):
         critic_sft_examples(env, [(p, "#### 1")])
+
+
+def test_math_rows_get_verdict_feedback_and_the_worked_solution(tmp_path):
+    import json
+
+    from envs import make
+    from traindata.oracle_feedback import CORRECT_PHRASES, GENERIC_PHRASES
+    from traindata.reflection_sft import gold_text
+
+    row = {"problem": "What is $2+3$?", "solution": "We add: $2+3=5$, so $\\boxed{5}$.", "answer": "5"}
+    (tmp_path / "test.jsonl").write_text(json.dumps(row) + "\n")
+    env = make("Reflection-MATH-v0", data_path=tmp_path, split="test", max_turns=2)
+    p = env.get_problem(0)
+    assert gold_text(p) == row["solution"] and gold_text(problem()) == RIGHT
+    wrong, right = critic_sft_examples(env, [AnswerRow(p, "\\boxed{6}", False), AnswerRow(p, "\\boxed{5}", True)])
+    assert wrong.target in GENERIC_PHRASES and right.target in CORRECT_PHRASES
+    (refine,) = actor_refinement_sft_examples(env, [AnswerRow(p, "\\boxed{6}", False)])
+    assert refine.actions == ("\\boxed{6}", wrong.target) and refine.target == row["solution"]
+    with pytest.raises(ValueError, match=r"row 0: math/.* has no gold steps; the row needs its verdict"):
+        critic_sft_examples(env, [AnswerRow(p, "\\boxed{6}")])

@@ -21,6 +21,9 @@ Feedback (`oracle_feedback`):
   gold answer;
 - no step at all: generic feedback ("the final answer is wrong; recompute step by step").
 
+Problems without gold steps (MATH: its solutions are free text, no step values to compare against):
+`verdict_feedback` says only what the final-answer verdict says: "correct, keep it" or the generic feedback.
+
 Each kind has several phrasings; the one used is chosen by an RNG seeded with a hash of (question,
 answer), so the same pair always gets the same text.
 """
@@ -193,6 +196,15 @@ def oracle_feedback(question: str, answer: str, gold: GoldSolution, correct: boo
     text = rng.choice(STEP_PHRASES).format(step=wrong.number, quote=quote, got=format_number(wrong.value),
                                            expected=format_number(expected))
     return Feedback(text, STEP, wrong, expected)
+
+
+def verdict_feedback(question: str, answer: str, correct: bool) -> Feedback:
+    """Feedback from the final-answer verdict alone (for problems with no gold steps, e.g. MATH): a CORRECT
+    or a GENERIC phrase, chosen as ``oracle_feedback`` chooses (seeded by question and answer)."""
+    if not isinstance(question, str) or not isinstance(answer, str) or not isinstance(correct, bool):
+        raise ValueError("verdict_feedback: question and answer must be str and correct a bool")
+    rng = random.Random(hashlib.sha256(f"{question}\0{answer}".encode()).digest())
+    return Feedback(rng.choice(CORRECT_PHRASES), CORRECT) if correct else Feedback(rng.choice(GENERIC_PHRASES), GENERIC)
 
 
 def expected_value(step: AnswerStep, gold: GoldSolution) -> Fraction:

@@ -3,6 +3,10 @@
 - critic: (question, the actor's answer) -> the oracle's feedback on it;
 - actor refinement: (question, answer, feedback) -> the gold solution.
 
+A problem without gold steps but with a worked "solution" text (MATH) gets feedback from the final-answer
+verdict alone (`verdict_feedback`: "correct, keep it" or "wrong, redo it step by step"; the row needs the
+env's verdict) and that solution as the refinement target.
+
 A `ReflectionTurnExample` is one role's turn inside a `ReflectionEnv` episode: the task prompt, the actions
 before it (actor and critic alternating), the env's requests and the target text. `turn_tokens` lays it out
 exactly as the episode engine does for the role at that turn: `policy.format_prompt(prompt)`, then each
@@ -19,7 +23,7 @@ from typing import Any
 from buffers import Trajectory
 from envs.base import Problem
 from envs.reflection import ACTOR, ReflectionEnv, raw_request, role_of_action
-from traindata.oracle_feedback import gold_solution, oracle_feedback
+from traindata.oracle_feedback import gold_solution, oracle_feedback, verdict_feedback
 
 
 @dataclass(frozen=True)
@@ -112,9 +116,30 @@ def _oracle(env: ReflectionEnv, row: AnswerRow, number: int) -> tuple[str, str, 
     prompt = env.build_prompt(row.problem)
     if not isinstance(prompt, str):
         raise ValueError(f"row {number}: reflection SFT needs a text prompt; {row.problem.problem_id} has messages")
+    solution = _worked_solution(row.problem)
+    if solution is not None:
+        if row.correct is None:
+            raise ValueError(f"row {number}: {row.problem.problem_id} has no gold steps; the row needs its verdict")
+        return prompt, verdict_feedback(str(row.problem.question), row.answer, row.correct).text, solution
     gold = gold_solution(row.problem)
     feedback = oracle_feedback(str(row.problem.question), row.answer, gold, row.correct)
     return prompt, feedback.text, gold.text
+
+
+def gold_text(problem: Problem) -> str:
+    """The solution the actor should write for ``problem``: the oracle's gold solution (Arithmetic-v0, GSM8K),
+    else the row's worked "solution" text (MATH); ValueError (one line) when it has neither."""
+    solution = _worked_solution(problem)
+    return solution if solution is not None else gold_solution(problem).text
+
+
+def _worked_solution(problem: Problem) -> str | None:
+    """A row's free-text "solution" (MATH) when it has no gold steps (no GSM8K "####" answer); else None."""
+    fields = problem.fields or {}
+    answer, solution = fields.get("answer"), fields.get("solution")
+    if isinstance(answer, str) and "####" in answer:
+        return None
+    return solution.strip() if isinstance(solution, str) and solution.strip() else None
 
 
 def _example(env: ReflectionEnv, prompt: str, actions: tuple[str, ...], target: str) -> ReflectionTurnExample:
