@@ -1,5 +1,7 @@
-"""examples/reflection_dpo.py end to end on the tiny model (minimal sizes): every stage, the table's three
-rows, finished stages skipped on a rerun, --restart, and one-line errors."""
+"""examples/reflection_dpo.py end to end on the tiny model (minimal sizes): every stage (first-answer SFT,
+the model's own answers, critic + refinement SFT, branched pairs, DPO), the table's three rows and per-turn
+columns, the SFT and pair counts and samples, finished stages skipped on a rerun, --restart, and one-line
+errors. (What the examples and pairs contain is checked on scripted policies in the library tests.)"""
 from __future__ import annotations
 
 import json
@@ -11,7 +13,7 @@ from tests.test_examples import error_line, load_script, metrics
 from tests.tiny_models import save_tiny_model_dir
 
 SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "reflection_dpo.py"
-STAGES = ("base", "sft", "sft eval", "pairs", "dpo", "dpo eval")
+STAGES = ("base", "sft first", "sft answers", "sft", "sft eval", "pairs", "dpo", "dpo eval")
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +36,9 @@ def triples_file(path: Path) -> Path:
 
 def argv(model: str, out: Path, triples: Path, *extra: str) -> list[str]:
     return ["--preset", "cpu", "--model", model, "--level", "2", "--turns", "2", "--eval_episodes", "2",
-            "--max_new_tokens", "4", "--sft_examples", "4", "--pair_problems", "2", "--pair_samples", "2",
-            "--sft_iterations", "1", "--dpo_iterations", "1", "--triples", str(triples), "--batch_prompts", "4",
+            "--max_new_tokens", "4", "--sft_examples", "4", "--reflect_problems", "3", "--pair_problems", "2",
+            "--pair_feedbacks", "2", "--pair_refinements", "1", "--sft_iterations", "1",
+            "--reflect_sft_iterations", "1", "--dpo_iterations", "1", "--triples", str(triples), "--batch_prompts", "4",
             "--no-progress", "--output_dir", str(out), *extra]
 
 
@@ -49,13 +52,34 @@ def test_the_pipeline_writes_the_table_and_skips_finished_stages(tiny_model_dir,
     report = json.loads((out / "reflection.json").read_text())
     assert [r["stage"] for r in report["rows"]] == ["base", "SFT", "SFT+DPO"]
     for row in report["rows"]:
-        assert set(row) == {"stage", "p1@t1", "m1@t2", "p1@t2", "tokens"}
+        assert set(row) == {"stage", "p1@t1", "m1@t2", "p1@t2", "tokens", "acc@t1", "acc@t2", "w2r@t2", "r2w@t2"}
         assert 0.0 <= row["p1@t1"] <= row["p1@t2"] <= 1.0 and row["tokens"] > 0
-    assert report["pairs"]["actor_from_triples"] == 1 and report["pairs"]["critic_from_triples"] == 1
+        assert row["acc@t1"] == row["p1@t1"]  # the first turn's accuracy is p1@t1
+        assert (row["w2r@t2"] is None) == (row["p1@t1"] == 1.0) and (row["r2w@t2"] is None) == (row["p1@t1"] == 0.0)
+    pairs = report["pairs"]
+    assert pairs["actor_from_triples"] == 1 and pairs["critic_from_triples"] == 1
+    assert pairs["episodes"] == 2 * 2 * 1 and pairs["problems"] == 2  # problems x feedbacks x refinements
+    for role in ("actor", "critic"):  # every context is counted: a pair, a tie or a dropped pair
+        assert {f"{role}_pairs", f"{role}_ties", f"{role}_dropped_empty", f"{role}_dropped_identical",
+                f"{role}_dropped_unparseable"} <= set(pairs)
+    assert pairs["critic_pairs"] + pairs["critic_ties"] + sum(
+        v for k, v in pairs.items() if k.startswith("critic_dropped")) >= 1
+    pairs_md = (out / "pairs" / "pairs.md").read_text()
+    assert pairs_md.startswith("# Reflection pairs") and f"- actor_ties: {pairs['actor_ties']}" in pairs_md
+    sft = report["sft"]  # (b): the first-answer model's 3 answers, each a critic and a refinement example
+    assert sft["answers"] == 3 and sft["right"] + sft["wrong"] == 3 and sft["first_answer_examples"] == 4
+    assert sft["critic_examples"] == sft["refinement_examples"] == 3
+    answers = [json.loads(line) for line in (out / "sft" / "answers" / "answers.jsonl").read_text().splitlines()]
+    assert len(answers) == 3 and all(set(a) == {"index", "answer", "correct"} for a in answers)
+    samples = (out / "sft" / "answers" / "samples.md").read_text()
+    assert "## critic example (answer" in samples and "## refinement example (answer" in samples
+    assert "target (trained on):" in samples
     table = (out / "reflection.md").read_text()
     assert "| stage | p1@t1 | m1@t2 | p1@t2 | tokens |" in table and table in first
-    assert all(f"| {label} |" in table for label in ("base", "SFT", "SFT+DPO"))
-    for stage in ("sft", "dpo"):
+    assert "| stage | acc@t1 | acc@t2 | w2r@t2 | r2w@t2 |" in table
+    assert all(table.count(f"| {label} |") == 2 for label in ("base", "SFT", "SFT+DPO"))
+    assert (out / "turn_accuracy.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for stage in ("sft_first", "sft", "dpo"):
         assert (out / stage / "model" / "config.json").is_file()
         assert [r["iteration"] for r in metrics(out / stage) if r["iteration"] > 0] == [1]
     dpo_config = json.loads((out / "dpo" / "config.json").read_text())
@@ -74,6 +98,12 @@ def test_the_pipeline_writes_the_table_and_skips_finished_stages(tiny_model_dir,
     third = capsys.readouterr().out
     assert "[dpo eval] running" in third and "[dpo] finished earlier" in third and "[sft] finished earlier" in third
 
+    (out / "sft" / "answers" / "summary.json").unlink()  # a rebuilt stage reruns the stages after it
+    script.main(args)
+    fourth = capsys.readouterr().out
+    assert "[sft first] finished earlier" in fourth and "[base] finished earlier" in fourth
+    assert all(f"[{stage}] running" in fourth for stage in STAGES[2:]), fourth
+
     script.main([*args, "--restart"])
     restarted = capsys.readouterr().out
     assert all(f"[{stage}] running" in restarted for stage in STAGES), restarted
@@ -88,6 +118,14 @@ def test_bad_flags_and_changed_settings_are_one_line(tiny_model_dir, tmp_path):
         "error: --data_path and --subset are for Reflection-GSM8K-v0 / Reflection-MATH-v0, not "
         "Reflection-Arithmetic-v0")
     assert "SFTConfig.learning_rate" in error_line(script, [*base, "--sft_learning_rate", "-1"])
+    assert error_line(script, [*base, "--turns", "1"]) == (
+        "error: --turns must be >= 2 (a refinement is the second answer), got 1")
+    assert error_line(script, [*base, "--pair_feedbacks", "0"]) == "error: --pair_feedbacks must be >= 1, got 0"
+    assert error_line(script, [*base, "--sft_examples", "-1"]) == "error: --sft_examples must be >= 0 (0: all), got -1"
+    assert error_line(script, [*base, "--answer_temperature", "-0.5"]) == (
+        "error: --answer_temperature must be >= 0, got -0.5")
+    assert error_line(script, [*base, "--reflect_problems", "21970"]) == (  # level 2 has 21,970 train problems
+        "error: 21970 train problems, but --reflect_problems, --pair_problems and --sft_examples need 21976")
     (out).mkdir()
     (out / "settings.json").write_text(json.dumps({"level": 3}))
     assert error_line(script, base).startswith(f"error: {out} was run with other settings (")
