@@ -47,7 +47,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from algorithms import GRPO, GRPOConfig, PRMConfig, PRMTrainer, SFT, SFTConfig  # noqa: E402
 from search import MCTSConfig  # noqa: E402
 from training import load_config  # noqa: E402
-from training.cli import example_parser, parse_stages, release_memory, run_with_clear_errors  # noqa: E402
+from training.cli import (add_preset_sizes, example_parser, parse_stages, preset_sizes,  # noqa: E402
+                          release_memory, run_with_clear_errors)
 from training.pipeline_table import ROWS, load_row, markdown_table, save_pipeline, save_row  # noqa: E402
 from search import SearchSettings  # noqa: E402
 from search.search_eval import evaluate_search  # noqa: E402
@@ -110,16 +111,14 @@ def build_parser() -> argparse.ArgumentParser:
                                                     + (" (and grpo_prm)" if stage == "grpo" else ""))
         add(f"--{stage}_iterations", type=int, default=None, help=f"{stage}'s train_iterations (default: the preset's)")
     sizes = parser.add_argument_group("sizes (default: the preset's; --help shows them)")
-    for name, what in (("episodes", "Arithmetic-v0 test problems evaluated per row"),
-                       ("max_new_tokens", "tokens per step, in GRPO and evaluation"),
-                       ("prm_weight", "weight of the PRM's step scores in row 4's reward (> 0)"),
-                       ("simulations", "MCTS leaf evaluations per problem (row 5)"),
-                       ("sft_examples", "Arithmetic-v0 train problems drawn for SFT (0: all)"),
-                       ("prm_problems", "Arithmetic-v0 train problems giving PRM pairs"),
-                       ("gsm8k_rows", "GSM8K rows (before the offset) for SFT and PRM data (0: all)")):
-        kind = float if name == "prm_weight" else int
-        shown = ", ".join(f"{p} {PRESETS[p]['run'][name]}" for p in PRESETS)
-        sizes.add_argument(f"--{name}", type=kind, default=None, help=f"{what} (default: {shown})")
+    add_preset_sizes(sizes, PRESETS, {
+        "episodes": "Arithmetic-v0 test problems evaluated per row",
+        "max_new_tokens": "tokens per step, in GRPO and evaluation",
+        "prm_weight": "weight of the PRM's step scores in row 4's reward (> 0)",
+        "simulations": "MCTS leaf evaluations per problem (row 5)",
+        "sft_examples": "Arithmetic-v0 train problems drawn for SFT (0: all)",
+        "prm_problems": "Arithmetic-v0 train problems giving PRM pairs",
+        "gsm8k_rows": "GSM8K rows (before the offset) for SFT and PRM data (0: all)"}, floats=("prm_weight",))
     return parser
 
 
@@ -133,7 +132,7 @@ class Plan:
     def __init__(self, args: argparse.Namespace, preset: str):
         self.args, self.preset = args, preset
         values = PRESETS[preset]
-        self.run = {k: getattr(args, k) if getattr(args, k) is not None else v for k, v in values["run"].items()}
+        self.run = preset_sizes(args, values["run"])
         self.out = Path(args.output_dir or f"runs/pipeline-{preset}")
         self.stages = parse_stages(args.stages, STAGES)
         for name in ("episodes", "max_new_tokens", "simulations", "prm_problems", "max_steps", "batch_problems",

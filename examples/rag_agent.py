@@ -69,7 +69,8 @@ from policies import EMBEDDED_MODEL  # noqa: E402
 from policies.few_shot import PROMPTS_DIR, read_system_prompt  # noqa: E402
 from search.rag_evaluate import METRICS, evaluate_rag  # noqa: E402
 from training import load_config  # noqa: E402
-from training.cli import example_parser, parse_stages, release_memory, run_with_clear_errors  # noqa: E402
+from training.cli import (add_preset_sizes, example_parser, parse_stages, preset_sizes,  # noqa: E402
+                          release_memory, run_with_clear_errors)
 from training.pipeline_table import load_row, save_row  # noqa: E402
 
 STAGES = ("sft", "grpo", "base", "question_search", "closed_book", "gold_context")
@@ -141,10 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                                f"{p} {PRESETS[p]['grpo']['train_iterations']}"
                                                                for p in PRESETS) + ")"))
     sizes = parser.add_argument_group("sizes (default: the preset's)")
-    for name, what in RUN_HELP.items():
-        shown = ", ".join(f"{p} {PRESETS[p]['run'][name]}" for p in PRESETS)
-        sizes.add_argument(f"--{name}", type=float if name == "sft_epochs" else int, default=None,
-                           help=f"{what} (default: {shown})")
+    add_preset_sizes(sizes, PRESETS, RUN_HELP, floats=("sft_epochs",))
     return parser
 
 
@@ -157,8 +155,7 @@ class Plan:
 
     def __init__(self, args: argparse.Namespace, preset: str):
         self.args, self.preset = args, preset
-        self.run = {k: getattr(args, k) if getattr(args, k, None) is not None else v
-                    for k, v in PRESETS[preset]["run"].items()}
+        self.run = preset_sizes(args, PRESETS[preset]["run"])
         self.out = Path(args.output_dir or f"runs/rag_agent-{preset}")
         self.stages = parse_stages(args.stages, STAGES)
         for name in ("k", "max_searches", "lora_r", "lora_alpha", "seeds", "max_new_tokens", "eval_batch"):

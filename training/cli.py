@@ -49,6 +49,22 @@ def _add_flag(group, setting: Setting, default: Any, presets: dict[str, dict[str
         group.add_argument(flag, type=FLAG_TYPES.get(kind, str), default=None, help=text)
 
 
+def add_preset_sizes(group, presets: dict[str, dict[str, Any]], helps: dict[str, str],
+                     floats: Sequence[str] = ()) -> None:
+    """`--<name>` for each of a script's preset sizes (`presets[p]["run"][name]`), default None (the preset's
+    value), its help naming every preset's value; the names in `floats` parse as float, the others as int."""
+    for name, what in helps.items():
+        shown = ", ".join(f"{p} {values['run'][name]}" for p, values in presets.items())
+        group.add_argument(f"--{name}", type=float if name in floats else int, default=None,
+                           help=f"{what} (default: {shown})")
+
+
+def preset_sizes(args: argparse.Namespace, sizes: dict[str, Any]) -> dict[str, Any]:
+    """Each of a preset's sizes: its flag where given, else the preset's value."""
+    return {name: value if getattr(args, name, None) is None else getattr(args, name)
+            for name, value in sizes.items()}
+
+
 def old_flat_names(config_class: type) -> list[str]:
     """`mcts_simulations` for each nested field (`mcts.simulations`): flat spellings refused with the dotted one."""
     fields = field_types(config_class)
