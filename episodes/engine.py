@@ -175,8 +175,9 @@ class EpisodeEngine:
             policy = self.policy_for(role)
             for branch, generation in zip(group, self._sample(policy, group, generator, sample_key)):
                 actions[id(branch)] = (generation, policy)
-        for branch in live:
-            self._step(branch, *actions[id(branch)])
+        with batched_trl_rewards(self.env):  # an unwrapped env leaves TRL-style rewards to score_pending
+            for branch in live:
+                self._step(branch, *actions[id(branch)])
         if score:
             self.score_pending(live)
         return live
@@ -207,8 +208,7 @@ class EpisodeEngine:
         """Play `generation` as the branch's action; record its tokens, reward and the env's injected text."""
         clock = time.perf_counter()
         set_branch_state(self.env, branch.state)
-        with batched_trl_rewards(self.env):  # an unwrapped env leaves TRL-style rewards to score_pending
-            _, reward, terminated, truncated, info = self.env.step(generation.text)
+        _, reward, terminated, truncated, info = self.env.step(generation.text)
         branch.state = get_branch_state(self.env)
         done, acting = bool(terminated or truncated), branch.role
         if not done:  # what the new state says about the next action
