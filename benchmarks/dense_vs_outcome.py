@@ -10,7 +10,9 @@ and the verifier refreshed every `--refresh-every` iterations (algorithms/verifi
 GRPO. Each runs with `--seeds` seeds; held-out greedy accuracy on the level's test split (never trained on) is
 measured before and after. The verifier is a folder (examples/verifier_loop.py writes one) or, without
 `--verifier`, a PRM made from the policy with a zero head, trained only by the online refresh (PRIME's design).
-Writes results.json (every run and the per-method mean and spread) and results.md.
+Writes results.json (every run and the per-method mean and spread) and results.md; each run's own result goes to
+<out>/<method>-seed<k>/result.json, and a saved run is read rather than trained again, so seeds can run in
+parallel processes (`--methods dense --seeds 1 --first-seed 2`) and a last plain invocation summarises them.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from algorithms import GRPO, GRPOConfig  # noqa: E402
+from core.atomic_io import atomic_write_text  # noqa: E402
 from envs import make  # noqa: E402
 from policies import EMBEDDED_MODEL, HFPolicy, ProcessRewardModel  # noqa: E402
 from search import evaluate  # noqa: E402
@@ -120,7 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--verifier", default=None, help="PRM folder (examples/verifier_loop.py); none: made from "
                                                          "the policy, trained by the refresh alone")
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
-    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--seeds", type=int, default=3, help="runs per method, seeds --first-seed onwards")
+    parser.add_argument("--first-seed", type=int, default=0, help="the first seed (default 0)")
     parser.add_argument("--prm-weight", type=float, default=0.3, help="the step credit's weight (<= 1)")
     parser.add_argument("--refresh-every", type=int, default=2, help="refresh the verifier every N iterations")
     parser.add_argument("--refresh-labels", default="outcome_steps", choices=("outcome", "outcome_steps"))
@@ -132,6 +136,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def result_file(out: Path, method: str, seed: int) -> Path:
+    """Where one run's result is saved; a saved run is not trained again (runs can go in parallel processes
+    into one --out, e.g. one seed each, and a last invocation summarises them all)."""
+    return out / f"{method}-seed{seed}" / "result.json"
+
+
 def main(argv: list[str] | None = None) -> dict:
     args = build_parser().parse_args(argv)
     for name, value in PRESETS[args.preset].items():
@@ -139,11 +149,22 @@ def main(argv: list[str] | None = None) -> dict:
             setattr(args, name, value)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    results = [run(method, seed, args, out) for seed in range(args.seeds) for method in args.methods]
+    results = []
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
+        for method in args.methods:
+            path = result_file(out, method, seed)
+            if path.is_file():
+                print(f"{method} seed {seed}: saved in {path}, not trained again")
+                results.append(json.loads(path.read_text()))
+                continue
+            result = run(method, seed, args, out)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(path, json.dumps(result) + "\n")
+            results.append(result)
     summary = summarise(results)
     report = {"settings": {k: v for k, v in vars(args).items()}, "summary": summary, "runs": results}
-    (out / "results.json").write_text(json.dumps(report, indent=2) + "\n")
-    (out / "results.md").write_text(markdown(summary, results, args))
+    atomic_write_text(out / "results.json", json.dumps(report, indent=2) + "\n")
+    atomic_write_text(out / "results.md", markdown(summary, results, args))
     print(markdown(summary, results, args))
     return report
 

@@ -1,6 +1,8 @@
 """Plain GRPO against GRPO with the PRM as a dense reward and against MCTSSearch, at one sampled-token budget.
 
     python benchmarks/search_training.py --prm runs/prm/model --level 2 --token-budget 300000 --out runs/search_training
+    python benchmarks/search_training.py --runs MCTSSearch --mcts-evaluation prm \
+        --prm runs/verifier_loop-gpu/verifiers/prm_soft/model --level 3 --seed 1 --out runs/search_training/seed1
 
 Every run starts from the same model and trains on `Arithmetic-v0` (stepwise, one line per action) until
 the tokens it SAMPLED reach the budget: for GRPO the episodes' tokens, for MCTSSearch every token of
@@ -51,6 +53,8 @@ def run(name: str, args: argparse.Namespace, out: Path) -> dict:
     test_env = make("Arithmetic-v0", level=args.level, split="test", mode="stepwise", max_steps=args.max_steps)
     if name == "GRPO_PRM":
         values = {**values, "prm_weight": args.prm_weight}
+    if name == "MCTSSearch":  # the tree's leaf values: rollouts to the end, or the verifier's step scores
+        values = {**values, "mcts": {**values["mcts"], "evaluation": args.mcts_evaluation}}
     config = config_cls(train_iterations=args.max_iterations, output_dir=str(out / name), seed=args.seed,
                         **COMMON, **values)
     extra = {}
@@ -58,7 +62,7 @@ def run(name: str, args: argparse.Namespace, out: Path) -> dict:
         needs_prm = name == "GRPO_PRM" or config.mcts.evaluation == "prm"
         extra = {"prm": ProcessRewardModel.from_pretrained(args.prm) if needs_prm and args.prm else None}
         if needs_prm and extra["prm"] is None:
-            raise SystemExit(f"{name} needs --prm (a folder written by examples/train_prm.py)")
+            raise SystemExit(f"{name} needs --prm (a verifier folder: examples/verifier_loop.py or examples/train_prm.py)")
     before = evaluate(policy, test_env, args.eval_episodes, COMMON["max_new_tokens"])["accuracy"]
     algo = algo_cls(policy, env, config, **extra)
     rows, sampled, start = [], 0, time.perf_counter()
@@ -94,6 +98,9 @@ def main() -> None:
     parser.add_argument("--max-iterations", type=int, default=400)
     parser.add_argument("--time-limit", type=float, default=1e9, help="seconds of training per run, at most")
     parser.add_argument("--eval-episodes", type=int, default=256)
+    parser.add_argument("--mcts-evaluation", choices=("rollout", "prm"), default="rollout",
+                        help="MCTSSearch's leaf values: rollouts, or --prm's scores (examples/verifier_loop.py "
+                             "writes a verifier trained on the policy's own samples)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--model", default=EMBEDDED_MODEL)
     parser.add_argument("--out", default="runs/search_training")

@@ -247,7 +247,10 @@ class Loop:
             if skipped(plan, path, f"labels {split} L{level}"):
                 continue
             env = arithmetic(level, split, plan.size["max_steps"])
-            labels = policy_labels(self.policy, env, config, sample_key=plan.args.seed)
+            labels = policy_labels(self.policy, env, config, sample_key=plan.args.seed,
+                                   on_batch=lambda done, total, tokens, seconds, name=f"{split} L{level}": print(
+                                       f"labels {name}: {done}/{total} problems, {tokens} tokens, "
+                                       f"{tokens / max(seconds, 1e-9):.0f} tokens/s", flush=True))
             save_policy_labels(path, labels)
             s = labels.stats
             print(f"labels {split} L{level}: {s['samples']} samples of {s['problems']} problems, "
@@ -317,7 +320,7 @@ class Loop:
         scorer = None
         for level in plan.test_levels:
             stem, at_maj = plan.curves(level), plan.curves(level, at_maj=True)
-            if skipped(plan, at_maj.with_suffix(".json"), f"curves L{level}"):
+            if skipped(plan, stem.with_suffix(".json"), f"curves L{level}"):
                 continue
             if scorer is None:
                 scorer = ProcessRewardModel.from_pretrained(plan.verifier(better), device=self.policy.device)
@@ -328,10 +331,13 @@ class Loop:
                        seed=plan.args.seed, progress=plan.args.progress)
             about = {"level": level, "split": "test", "problems": [0, size["curve_problems"]], "verifier": better,
                      "aggregation": scorer.aggregation, "model": plan.args.model}
+            # the uncapped N-sample table first (the headline comparison, minutes), then the capped curves
+            if plan.args.restart or not at_maj.with_suffix(".json").exists():
+                sampled = [s for s in methods if s.method in ("maj", "weighted_maj", "best_of_n")]
+                save_table(evaluate_search(self.policy, env, sampled, scorer, **run), at_maj, about)
+                print(f"curves L{level}: {at_maj}.md/.json", flush=True)
             rows = evaluate_curves(self.policy, env, methods, plan.budgets, scorer, **run)
             save_curves(rows, stem, about)
-            sampled = [s for s in methods if s.method in ("maj", "weighted_maj", "best_of_n")]
-            save_table(evaluate_search(self.policy, env, sampled, scorer, **run), at_maj, about)
             print(f"curves L{level} -> {stem}.md/.json/.png and {at_maj}.md/.json")
 
 
@@ -364,14 +370,16 @@ def summary(plan: Plan) -> tuple[str, dict]:
                      f"{saved['better']}\n\nReliability (solution score bins):\n{tables}")
     for level in plan.test_levels:
         stem, at_maj = plan.curves(level), plan.curves(level, at_maj=True)
-        if not (stem.with_suffix(".json").is_file() and at_maj.with_suffix(".json").is_file()):
+        if not at_maj.with_suffix(".json").is_file():
             continue
-        rows = json.loads(stem.with_suffix(".json").read_text())["rows"]
         sampled = json.loads(at_maj.with_suffix(".json").read_text())["rows"]
         line = versus_line(sampled, f"maj@{n}", [f"weighted_maj@{n}", f"best_of_{n}"])
-        data[f"L{level}"] = {"curves": rows, "at_maj": sampled, "at_maj_line": line}
-        parts.append(f"## Held-out L{level}: accuracy against tokens per problem\n\n{curves_table(rows)}\n"
-                     f"![L{level}](curves/L{level}.png)\n\n{markdown_table(sampled)}\n{line}\n")
+        data[f"L{level}"] = {"at_maj": sampled, "at_maj_line": line}
+        part = f"## Held-out L{level}\n\n{markdown_table(sampled)}\n{line}\n"
+        if stem.with_suffix(".json").is_file():  # the capped curves come after the N-sample table
+            data[f"L{level}"]["curves"] = rows = json.loads(stem.with_suffix(".json").read_text())["rows"]
+            part += f"\nAccuracy against tokens per problem:\n\n{curves_table(rows)}\n![L{level}](curves/L{level}.png)\n"
+        parts.append(part)
     return "\n".join(parts), data
 
 

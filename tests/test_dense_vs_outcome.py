@@ -31,3 +31,22 @@ def test_summary_is_the_mean_and_sample_std_over_seeds():
     summary = load().summarise(runs)
     assert summary["dense"]["mean"] == pytest.approx(0.4) and summary["dense"]["std"] == pytest.approx(0.2)
     assert summary["outcome"] == {"seeds": 1, "mean": 0.3, "std": 0.0, "min": 0.3, "max": 0.3, "sampled_tokens": 90}
+
+
+def test_saved_runs_are_read_not_retrained_and_summarised_together(tmp_path, monkeypatch):
+    bench = load()
+    trained = []
+
+    def fake_run(method, seed, args, out):
+        trained.append((method, seed))
+        return {"method": method, "seed": seed, "accuracy_before": 0.0, "accuracy_after": 0.1 * seed, "iterations": 1,
+                "sampled_tokens": 10, "train_seconds": 1.0}
+
+    monkeypatch.setattr(bench, "run", fake_run)
+    common = ["--preset", "cpu", "--out", str(tmp_path), "--methods", "dense"]
+    bench.main(common + ["--seeds", "1", "--first-seed", "2"])  # one seed, as a parallel process would
+    assert trained == [("dense", 2)] and (tmp_path / "dense-seed2" / "result.json").is_file()
+    report = bench.main(common + ["--seeds", "3"])  # seeds 0-2: only 0 and 1 are new
+    assert trained == [("dense", 2), ("dense", 0), ("dense", 1)]
+    assert [r["seed"] for r in report["runs"]] == [0, 1, 2]
+    assert report["summary"]["dense"]["mean"] == pytest.approx(0.1) and report["summary"]["dense"]["seeds"] == 3

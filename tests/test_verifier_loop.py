@@ -143,6 +143,16 @@ def test_the_loop_runs_every_stage_then_reuses_them(tiny_model_dir, tmp_path, ca
         assert f"{what}: " in again and "exists, skipped (--restart redoes it)" in again.split(f"{what}: ")[1].split("\n")[0]
     assert (out / "verifier_loop.md").read_text() == summary
 
+    # a run cut during L4's capped curves: the N-sample table (saved first) is in the summary, and the rerun
+    # redoes only the curves
+    (out / "curves" / "L4.json").unlink()
+    at_maj_saved = (out / "curves" / "L4_at_maj.json").read_text()
+    script.main(argv + ["--stages", "evaluate"])  # saved: only the summary is written again
+    partial = (out / "verifier_loop.md").read_text()
+    assert "weighted_maj@2" in partial.split("## Held-out L4")[1] and "![L4](curves/L4.png)" not in partial
+    script.main(argv)
+    assert (out / "curves" / "L4.json").is_file() and (out / "curves" / "L4_at_maj.json").read_text() == at_maj_saved
+
 
 def test_bad_flags_are_one_line_before_any_model_loads(tmp_path):
     script, out = load_script(SCRIPT), tmp_path / "run"

@@ -19,7 +19,7 @@ purpose: this is training data, and the gold is known.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -77,10 +77,12 @@ class _Totals:
 
 
 def policy_labels(policy: Policy, env, config: PolicyLabelConfig | None = None, starts: Sequence[dict] | None = None,
-                  generator: torch.Generator | None = None, sample_key: int | None = None) -> PolicyLabels:
+                  generator: torch.Generator | None = None, sample_key: int | None = None,
+                  on_batch: Callable[[int, int, int, float], None] | None = None) -> PolicyLabels:
     """Sample and label solutions to the problems of `starts` (env.reset kwargs, e.g. {"options": {"index": 3}};
     None: `config.problems` problems from index `config.first_problem`). Noise as in EpisodeEngine.advance:
-    keyed by `sample_key`, else drawn from `generator`."""
+    keyed by `sample_key`, else drawn from `generator`. `on_batch(problems done, problems in all, tokens
+    sampled, seconds)` is called after every batch (progress of a long labelling)."""
     config = config if config is not None else PolicyLabelConfig()
     if starts is None:
         starts = [{"options": {"index": config.first_problem + i}} for i in range(config.problems)]
@@ -97,6 +99,8 @@ def policy_labels(policy: Policy, env, config: PolicyLabelConfig | None = None, 
         batch = starts[first:first + config.batch_size]
         samples += _label_batch(engine, env, batch, first, config, totals, generator, sample_key)
         labelled += len(batch)
+        if on_batch is not None:
+            on_batch(labelled, len(starts), totals.tokens, time.perf_counter() - clock)
     seconds = time.perf_counter() - clock
     return PolicyLabels(samples, _stats(samples, labelled, totals, seconds, engine.env_seconds, stopped))
 
