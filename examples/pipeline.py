@@ -2,25 +2,35 @@
 inference, each row adding to the last, every row measured on the same held-back problems.
 
     python examples/pipeline.py                       # CPU-sized (2 cores: tens of minutes)
-    python examples/pipeline.py --preset gpu          # about 8 minutes on one H100 (7.8 measured)
+    python examples/pipeline.py --preset gpu          # one H100: 7.8 minutes measured before the prm stage
+                                                      # labelled the policy's own samples (not yet re-timed)
     python examples/pipeline.py --preset gpu --gsm8k_path ../shared/data/gsm8k/train.jsonl   # + GSM8K column
 
 Stages (each in <output_dir>/<stage>/; a Trainer run folder with its model in model/):
 1. base: the starting model (--model), greedy chain of thought.
 2. sft: algorithms.SFT on gold step-by-step solutions of Arithmetic-v0 --level train problems
    (--sft_data arithmetic), or GSM8K train solutions (gsm8k; both), in the stepwise env's format.
-   prm (no row): a ProcessRewardModel from the SFT model's weights, trained with PRMTrainer on
-   gold-vs-corrupted step pairs (step_data.arithmetic_pairs; gsm8k_pairs with --gsm8k_path), saved in
-   prm/prm; or a PRM folder given with --prm (it must share the model's tokenizer).
+   prm (no row): a verifier trained on the SFT model's own samples (issue 25, as examples/verifier_loop.py):
+   step_data.policy_labels samples --prm_samples solutions to each of the first --prm_problems problems of
+   Arithmetic-v0 --level's train split (stepwise, --max_steps) and labels each step by the fraction of
+   --prm_rollouts completions from it that end right -> prm/labels.jsonl (reused unless --restart); then
+   algorithms.verifier_trainer kind prm_soft (Math-Shepherd's BCE on those soft labels; a few problems held
+   back for its evaluation) trains a ProcessRewardModel from the SFT model's weights -> prm/prm. Or a PRM
+   folder given with --prm (it must share the model's tokenizer). The labels are Arithmetic-only, with or
+   without --gsm8k_path: they need the env's gold verdict on every sample, and GSM8K rows go to SFT and the
+   evaluation column only.
 3. grpo: algorithms.GRPO from the SFT model on the stepwise train env (one line per step), env reward only.
-4. grpo_prm: GRPO continued from row 3's model with the PRM's step scores as a dense reward
-   (prm_weight > 0 beside the env's reward). It continues from row 3, not from row 2, because the table's
-   rows each add to the one before (SFT, + GRPO, + PRM): row 4 is row 3's model with the PRM reward
-   added, so it has had more RL iterations than row 3 as well; retraining from row 2 would isolate the
-   PRM's effect but break the chain the table reports.
-5. mcts: row 4's model searched with MCTS (algorithms.run_search method "mcts", the PRM scoring steps).
-The PRM is trained from the SFT model rather than the base model because the steps it must judge are
-the SFT and RL models' steps, which SFT puts in the gold solutions' format (the seed trains it from SFT).
+4. grpo_prm: GRPO continued from row 3's model with the PRM as a dense reward beside the env's (prm_weight
+   > 0): each step earns its PRM score difference (prm_credit "progress", algorithms/step_credit.py), and
+   the PRM is refreshed on the policy's own samples every 2 iterations (refresh, algorithms/
+   verifier_refresh.py; the refreshed weights are kept in grpo_prm's checkpoints only, row 5 loads prm/prm).
+   It continues from row 3, not from row 2, because the table's rows each add to the one before (SFT,
+   + GRPO, + PRM): row 4 is row 3's model with the PRM reward added, so it has had more RL iterations than
+   row 3 as well; retraining from row 2 would isolate the PRM's effect but break the chain the table reports.
+5. mcts: row 4's model searched with MCTS (algorithms.run_search method "mcts", the prm stage's PRM scoring
+   steps).
+The PRM starts from the SFT model's weights and learns from its samples because the steps it must judge are
+the SFT and RL models' own, which a verifier trained on gold-vs-corrupted steps scored almost flat (issue 25).
 
 Every row is evaluated with algorithms.evaluate_search (greedy for rows 1-4, mcts for row 5) on the first
 --episodes problems of Arithmetic-v0 --level's test split (never trained on) and, with --gsm8k_path, on
@@ -33,8 +43,8 @@ A training stage whose model folder exists is skipped, and one interrupted mid-r
 newest checkpoint; a row's evaluation is saved in <stage>/eval.json and reused while its settings are
 unchanged. --restart retrains and re-evaluates the stages named (later stages are not redone unless
 named). The table shows every row evaluated under the current settings. Per-stage settings: the preset,
-then --sft_config / --prm_config / --grpo_config YAML files (SFTConfig, PRMConfig, GRPOConfig fields),
-then the flags below.
+then --sft_config / --prm_config / --grpo_config YAML files (SFTConfig, PRMConfig, GRPOConfig fields; the
+grpo file is read for rows 3 and 4, row 4's preset adds prm_credit and refresh), then the flags below.
 """
 from __future__ import annotations
 
@@ -44,7 +54,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from algorithms import GRPO, GRPOConfig, PRMConfig, PRMTrainer, SFT, SFTConfig  # noqa: E402
+from algorithms import GRPO, GRPOConfig, PRMConfig, SFT, SFTConfig, verifier_trainer  # noqa: E402
 from search import MCTSConfig  # noqa: E402
 from training import load_config  # noqa: E402
 from training.cli import (add_preset_sizes, example_parser, parse_stages, preset_sizes,  # noqa: E402
@@ -53,7 +63,9 @@ from training.pipeline_table import ROWS, load_row, markdown_table, save_pipelin
 from search import SearchSettings  # noqa: E402
 from search.search_eval import evaluate_search  # noqa: E402
 from traindata.sft_data import arithmetic_sft_examples, gsm8k_sft_examples  # noqa: E402
-from traindata.step_data import arithmetic_pairs, gsm8k_pairs  # noqa: E402
+from traindata.step_data import (LabelledSample, load_policy_labels, policy_labels,  # noqa: E402
+                                 save_policy_labels)
+from traindata.step_data.policy_labels import PolicyLabelConfig  # noqa: E402
 from buffers.step_pairs import split_by_problem  # noqa: E402
 from policies import EMBEDDED_MODEL  # noqa: E402
 
@@ -64,24 +76,30 @@ PRESETS = {
         "sft": dict(train_iterations=20, examples_per_iteration=16, max_length=256, micro_batch_size=8,
                     learning_rate=5e-5, eval_at_start=True),
         "prm": dict(train_iterations=20, pairs_per_iteration=16, micro_batch_size=8, learning_rate=2e-5,
-                    eval_at_start=True),
+                    eval_at_start=True, pointwise_weight=1.0),
         "grpo": dict(train_iterations=8, prompts_per_iteration=8, samples_per_prompt=6, learning_rate=5e-5,
                      kl_coeff=0.04, micro_batch_size=16, eval_at_start=False),
-        "run": dict(episodes=64, max_new_tokens=32, prm_weight=0.5, simulations=8, sft_examples=400,
-                    prm_problems=200, gsm8k_rows=200),
+        # row 4 only, over "grpo": step credit from PRM score differences, the PRM refreshed every 2 iterations
+        "grpo_prm": dict(prm_credit="progress", refresh=dict(every=2, steps=1, labels="outcome_steps",
+                                                             samples_per_step=8, micro_batch_size=8)),
+        "run": dict(episodes=64, max_new_tokens=32, prm_weight=0.3, simulations=8, sft_examples=400,
+                    prm_problems=2, prm_samples=2, prm_rollouts=1, gsm8k_rows=200),
     },
     "gpu": {  # sized for one H100 with the embedded 135M model (7.8 minutes measured, see benchmarks/RESULTS.md)
         "sft": dict(train_iterations=60, examples_per_iteration=64, max_length=512, micro_batch_size=64,
                     learning_rate=5e-5, eval_at_start=True),
         "prm": dict(train_iterations=200, pairs_per_iteration=64, micro_batch_size=64, learning_rate=1e-5,
-                    eval_at_start=True),
+                    eval_at_start=True, pointwise_weight=1.0),
         # GRPO starts from the SFT model, whose distribution is sharp (entropy ~0.06 nats a token): at the
         # quickstart's 5e-5 (tuned from the base model) it collapsed on an H100 (KL 0.17 after 4 updates,
         # train reward 0.51 -> 0.27, greedy 90.2% -> 57.4%); 2e-6 is the usual range for RL after SFT.
         "grpo": dict(train_iterations=40, prompts_per_iteration=16, samples_per_prompt=8, learning_rate=2e-6,
                      kl_coeff=0.04, micro_batch_size=128, eval_at_start=False),
-        "run": dict(episodes=256, max_new_tokens=64, prm_weight=0.5, simulations=24, sft_examples=4000,
-                    prm_problems=1000, gsm8k_rows=0),
+        # as benchmarks/dense_vs_outcome.py's dense runs (config_for): progress credit, refresh every 2 iterations
+        "grpo_prm": dict(prm_credit="progress", refresh=dict(every=2, steps=4, labels="outcome_steps",
+                                                             samples_per_step=64)),
+        "run": dict(episodes=256, max_new_tokens=64, prm_weight=0.3, simulations=24, sft_examples=4000,
+                    prm_problems=512, prm_samples=8, prm_rollouts=4, gsm8k_rows=0),
     },
 }
 
@@ -99,12 +117,13 @@ def build_parser() -> argparse.ArgumentParser:
     add("--max_steps", type=int, default=8, help="steps per episode at most, in training and evaluation (default 8)")
     add("--sft_data", choices=("arithmetic", "gsm8k", "both"), default="arithmetic",
         help="SFT's gold solutions: Arithmetic-v0 --level train problems, GSM8K train rows, or both")
-    add("--gsm8k_path", default=None, help="GSM8K train.jsonl: SFT (gsm8k, both) and PRM data from its rows before "
+    add("--gsm8k_path", default=None, help="GSM8K train.jsonl: SFT data (gsm8k, both) from its rows before "
                                            "--gsm8k_offset, and a GSM8K column evaluated on the rows from it")
     add("--gsm8k_offset", type=int, default=None, help="first held-back GSM8K row (default: the last --gsm8k_episodes)")
     add("--gsm8k_episodes", type=int, default=200, help="held-back GSM8K rows evaluated (default 200)")
     add("--seed", type=int, default=0, help="seeds every stage's training and the evaluation's sampling")
-    add("--batch_problems", type=int, default=64, help="problems searched together in evaluation (default 64)")
+    add("--batch_problems", type=int, default=64,
+        help="problems sampled together in the prm stage's labelling and searched together in evaluation (default 64)")
     add("--progress", action=argparse.BooleanOptionalAction, default=True, help="progress bars (default on)")
     for stage, cls in (("sft", SFTConfig), ("prm", PRMConfig), ("grpo", GRPOConfig)):
         add(f"--{stage}_config", default=None, help=f"YAML file of {cls.__name__} fields for the {stage} stage"
@@ -114,11 +133,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_preset_sizes(sizes, PRESETS, {
         "episodes": "Arithmetic-v0 test problems evaluated per row",
         "max_new_tokens": "tokens per step, in GRPO and evaluation",
-        "prm_weight": "weight of the PRM's step scores in row 4's reward (> 0)",
+        "prm_weight": "weight of the PRM's step credit in row 4's reward (> 0; <= 1 with prm_credit progress)",
         "simulations": "MCTS leaf evaluations per problem (row 5)",
         "sft_examples": "Arithmetic-v0 train problems drawn for SFT (0: all)",
-        "prm_problems": "Arithmetic-v0 train problems giving PRM pairs",
-        "gsm8k_rows": "GSM8K rows (before the offset) for SFT and PRM data (0: all)"}, floats=("prm_weight",))
+        "prm_problems": "Arithmetic-v0 train problems whose policy samples label the PRM",
+        "prm_samples": "solutions the SFT model samples per PRM problem",
+        "prm_rollouts": "completions from each step of a sample: its soft Monte-Carlo label",
+        "gsm8k_rows": "GSM8K rows (before the offset) for SFT data (0: all)"}, floats=("prm_weight",))
     return parser
 
 
@@ -135,8 +156,8 @@ class Plan:
         self.run = preset_sizes(args, values["run"])
         self.out = Path(args.output_dir or f"runs/pipeline-{preset}")
         self.stages = parse_stages(args.stages, STAGES)
-        for name in ("episodes", "max_new_tokens", "simulations", "prm_problems", "max_steps", "batch_problems",
-                     "gsm8k_episodes"):
+        for name in ("episodes", "max_new_tokens", "simulations", "prm_problems", "prm_samples", "prm_rollouts",
+                     "max_steps", "batch_problems", "gsm8k_episodes"):
             value = self.run.get(name, getattr(args, name, None))
             if value < 1:
                 raise ValueError(f"--{name} must be >= 1, got {value}")
@@ -151,6 +172,10 @@ class Plan:
         self.configs = {stage: self.config(stage, cls) for stage, cls in
                         (("sft", SFTConfig), ("prm", PRMConfig), ("grpo", GRPOConfig), ("grpo_prm", GRPOConfig))}
         self.prm_path = Path(args.prm) if args.prm else self.out / "prm" / "prm"
+        self.labels_path = self.out / "prm" / "labels.jsonl"
+        self.labels = PolicyLabelConfig(problems=self.run["prm_problems"], samples_per_problem=self.run["prm_samples"],
+                                        rollouts=self.run["prm_rollouts"], max_new_tokens=self.run["max_new_tokens"],
+                                        batch_size=args.batch_problems)
 
     def problems(self) -> dict[str, str]:
         """Each evaluation suite's name and the held-back problems it holds."""
@@ -178,6 +203,8 @@ class Plan:
         overrides = {"output_dir": str(self.out / stage), "seed": self.args.seed, "progress": self.args.progress,
                      "train_iterations": getattr(self.args, f"{family}_iterations")}
         defaults = dict(PRESETS[self.preset][family])
+        if stage == "grpo_prm":
+            defaults.update(PRESETS[self.preset]["grpo_prm"])
         if family == "grpo":
             defaults["max_new_tokens"] = self.run["max_new_tokens"]
             if self.args.max_new_tokens is not None:
@@ -233,23 +260,44 @@ def train_sft(plan: Plan) -> None:
     print(f"sft: {len(train)} examples; held-out loss " + " -> ".join(f"{x:.4f}" for x in losses[:1] + losses[-1:]))
 
 
+def prm_labels(plan: Plan, policy) -> list[LabelledSample]:
+    """The SFT model's own samples of the first --prm_problems Arithmetic-v0 train problems, with soft step
+    labels, saved in prm/labels.jsonl (reused when present, unless --restart)."""
+    from envs import make
+
+    path = plan.labels_path
+    if path.is_file() and not plan.args.restart:
+        labels = load_policy_labels(path)
+        print(f"prm: labels {path} exist, reused ({len(labels.samples)} samples; --restart labels again)")
+        return labels.samples
+    env = make("Arithmetic-v0", level=plan.args.level, split="train", mode="stepwise", max_steps=plan.args.max_steps)
+    labels = policy_labels(policy, env, plan.labels, sample_key=plan.args.seed)
+    save_policy_labels(path, labels)
+    s = labels.stats
+    print(f"prm: labels of {s['samples']} samples of {s['problems']} problems, {s['sampled_tokens']} tokens sampled "
+          f"({s['rollout_tokens']} in {s['rollouts']} rollouts) at {s['tokens_per_second']:.0f} tokens/s; sample "
+          f"accuracy {s['sample_accuracy']:.1%} -> {path}")
+    return labels.samples
+
+
 def train_prm(plan: Plan) -> None:
     from policies import HFPolicy
     from policies.prm import ProcessRewardModel
 
-    args, seed = plan.args, plan.args.seed
-    items = arithmetic_pairs([args.level], plan.run["prm_problems"], "train", seed)
-    if plan.gsm8k:
-        offset = plan.gsm8k[0]
-        items += gsm8k_pairs(args.gsm8k_path, "train", (0, min(plan.run["gsm8k_rows"] or offset, offset)), seed)
-    train, held = split_by_problem(items, 0.1, seed)
-    prm = ProcessRewardModel.from_policy(HFPolicy(str(plan.model("sft"))))
-    trainer = PRMTrainer(prm, train, plan.configs["prm"], held_out=held)
+    policy = HFPolicy(str(plan.model("sft")))
+    samples = prm_labels(plan, policy)
+    # a few training problems held back for the trainer's own evaluation (the test split stays untouched)
+    train, held = split_by_problem(samples, 0.1, plan.args.seed)
+    prm = ProcessRewardModel.from_policy(policy)
+    del policy
+    trainer = verifier_trainer(prm, train, "prm_soft", plan.configs["prm"], held_out=held)
     rows = trainer.train(resume=resuming(plan, "prm"))
     trainer.save_model(plan.prm_path)
-    accuracy = [r["eval_pairwise_accuracy"] for r in rows if "eval_pairwise_accuracy" in r]
-    print(f"prm: {len(train)} step pairs; held-out pairwise accuracy "
-          + " -> ".join(f"{x:.3f}" for x in accuracy[:1] + accuracy[-1:]))
+    held_out = [(name, [r[f"eval_{name}"] for r in rows if f"eval_{name}" in r])
+                for name in ("rated_accuracy", "rated_auc")]
+    print(f"prm: prm_soft verifier on {len(train)} samples ({len(held)} held back) -> {plan.prm_path}"
+          + "".join(f"; held-out step {name.removeprefix('rated_')} " + " -> ".join(f"{x:.3f}" for x in v[:1] + v[-1:])
+                    for name, v in held_out if v))
 
 
 def train_grpo(plan: Plan, stage: str) -> None:

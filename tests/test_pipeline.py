@@ -1,5 +1,6 @@
 """examples/pipeline.py end to end on the tiny model (every stage, one iteration each): the five-row table,
-a rerun that skips every finished stage, and one-line errors before any model loads."""
+a rerun that skips every finished stage, the PRM trained on the SFT model's own labelled samples, row 4's
+dense reward settings, and one-line errors before any model loads."""
 from __future__ import annotations
 
 import json
@@ -36,7 +37,8 @@ def tiny_argv(model: str, tmp_path: Path) -> list[str]:
 
 
 def test_pipeline_writes_the_five_rows_and_a_rerun_skips_finished_stages(tiny_model_dir, tmp_path, capsys):
-    script, argv, out = load_script(PIPELINE), tiny_argv(tiny_model_dir, tmp_path), tmp_path / "pipe"
+    script, out = load_script(PIPELINE), tmp_path / "pipe"
+    argv = [*tiny_argv(tiny_model_dir, tmp_path), "--grpo_iterations", "2"]  # row 4 refreshes its PRM once
     script.main(argv)
     first = capsys.readouterr().out
     data = json.loads((out / "pipeline.json").read_text())
@@ -53,8 +55,17 @@ def test_pipeline_writes_the_five_rows_and_a_rerun_skips_finished_stages(tiny_mo
     for folder in ("sft/model", "prm/prm", "grpo/model", "grpo_prm/model"):
         assert (out / folder / "config.json").is_file(), folder
     grpo_prm = json.loads((out / "grpo_prm" / "config.json").read_text())
-    assert grpo_prm["prm_weight"] == 0.5 and grpo_prm["model"] == str(out / "grpo" / "model")
-    assert json.loads((out / "grpo" / "config.json").read_text())["model"] == str(out / "sft" / "model")
+    assert grpo_prm["prm_weight"] == 0.3 and grpo_prm["model"] == str(out / "grpo" / "model")
+    # row 4: step credit from PRM score differences, the PRM refreshed on the policy's samples (cpu preset)
+    assert grpo_prm["prm_credit"] == "progress"
+    assert grpo_prm["refresh"] == {"every": 2, "steps": 1, "labels": "outcome_steps", "samples_per_step": 8,
+                                   "learning_rate": 1e-5, "micro_batch_size": 8}
+    grpo = json.loads((out / "grpo" / "config.json").read_text())
+    assert grpo["model"] == str(out / "sft" / "model")
+    assert grpo["prm_weight"] == 0.0 and grpo["prm_credit"] == "score" and grpo["refresh"]["every"] == 0
+    metrics = [json.loads(line) for line in (out / "grpo_prm" / "metrics.jsonl").read_text().splitlines()]
+    assert [m["iteration"] for m in metrics if "verifier_loss" in m] == [2]  # metrics rows count from 1
+    assert_policy_labelled_prm(out, first)
     saved = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file() and p.name != "pipeline.md"
              and p.name != "pipeline.json"}
 
@@ -71,6 +82,56 @@ def test_pipeline_writes_the_five_rows_and_a_rerun_skips_finished_stages(tiny_mo
     third = capsys.readouterr().out
     assert [r["stage"] for r in json.loads((out / "pipeline.json").read_text())["rows"]] == ["base"]
     assert "rows not evaluated under these settings: sft, grpo, grpo_prm, mcts" in third
+
+
+def assert_policy_labelled_prm(out: Path, printed: str) -> None:
+    """prm/labels.jsonl holds the SFT model's own samples of the first 4 Arithmetic-v0 L1 train problems
+    (--prm_problems 4; the cpu preset's 2 samples and 1 rollout each), and prm/prm is a prm_soft verifier
+    trained on them."""
+    from policies.prm import ProcessRewardModel
+    from traindata.step_data import load_policy_labels
+
+    labels = load_policy_labels(out / "prm" / "labels.jsonl")
+    samples = labels.samples
+    assert labels.stats["problems"] == 4 and len(samples) == 4 * 2
+    # the train split of level 1 starts at indices 0, 2, 3, 4 (index 1 is a test problem)
+    assert sorted({s.problem_id for s in samples}) == [f"arithmetic/L1/{i}" for i in (0, 2, 3, 4)]
+    for s in samples:
+        assert s.steps and len(s.soft) == len(s.steps) == len(s.hard)
+        # one rollout a step: each soft label is that rollout's verdict, 0 or 1, and equals the hard label;
+        # the last step is labelled by the sample's own verdict
+        assert set(s.soft) <= {0.0, 1.0} and s.soft == s.hard
+        assert s.soft[-1] == float(s.correct)
+    assert "prm: labels of 8 samples of 4 problems" in printed
+    run = json.loads((out / "prm" / "config.json").read_text())
+    # prm_soft is trained by the pointwise BCE; one problem's 2 samples are held back (round(0.1 x 4) -> 1)
+    assert run["pointwise_weight"] == 1.0 and run["train_items"] == 6 and run["held_out_items"] == 2
+    assert run["model"] == str(out / "sft" / "model")
+    prm = ProcessRewardModel.from_pretrained(out / "prm" / "prm", device="cpu")
+    assert prm.aggregation == "min"
+
+
+def test_pipeline_prm_labels_are_reused_and_a_given_prm_skips_the_stage(tiny_model_dir, tmp_path, capsys):
+    import shutil
+
+    script, argv, out = load_script(PIPELINE), tiny_argv(tiny_model_dir, tmp_path), tmp_path / "pipe"
+    script.main([*argv, "--stages", "sft,prm"])
+    assert_policy_labelled_prm(out, capsys.readouterr().out)
+    labels = out / "prm" / "labels.jsonl"
+    stamp = labels.stat().st_mtime_ns
+    shutil.rmtree(out / "prm" / "prm")
+    shutil.rmtree(out / "prm" / "checkpoints")
+    script.main([*argv, "--stages", "prm"])  # the verifier is gone, its labels are not: they are reused
+    printed = capsys.readouterr().out
+    assert f"prm: labels {labels} exist, reused (8 samples; --restart labels again)" in printed
+    assert labels.stat().st_mtime_ns == stamp and (out / "prm" / "prm" / "prm_head.safetensors").is_file()
+
+    given = tmp_path / "given"
+    shutil.copytree(out / "prm" / "prm", given)
+    other = tmp_path / "other"
+    script.main([*argv, "--stages", "prm", "--prm", str(given), "--output_dir", str(other)])
+    assert f"prm: using {given} (--prm)" in capsys.readouterr().out
+    assert not (other / "prm").exists()
 
 
 def test_pipeline_gsm8k_column_is_held_back_from_sft(tiny_model_dir, gsm8k_train, tmp_path):
