@@ -173,9 +173,20 @@ class Plan:
                         (("sft", SFTConfig), ("prm", PRMConfig), ("grpo", GRPOConfig), ("grpo_prm", GRPOConfig))}
         self.prm_path = Path(args.prm) if args.prm else self.out / "prm" / "prm"
         self.labels_path = self.out / "prm" / "labels.jsonl"
+        if "prm" in self.stages and not args.prm:
+            self.check_prm_problems()
         self.labels = PolicyLabelConfig(problems=self.run["prm_problems"], samples_per_problem=self.run["prm_samples"],
                                         rollouts=self.run["prm_rollouts"], max_new_tokens=self.run["max_new_tokens"],
                                         batch_size=args.batch_problems)
+
+    def check_prm_problems(self) -> None:
+        """--prm_problems fits the train split of Arithmetic-v0 --level (the labels' problems)."""
+        from envs.arithmetic import split_indices
+
+        have = len(split_indices(self.args.level, "train"))
+        if self.run["prm_problems"] > have:
+            raise ValueError(f"--prm_problems is {self.run['prm_problems']}, but the train split of Arithmetic-v0 "
+                             f"level {self.args.level} has {have} problems")
 
     def problems(self) -> dict[str, str]:
         """Each evaluation suite's name and the held-back problems it holds."""

@@ -160,6 +160,8 @@ def test_pipeline_bad_flags_are_one_line_before_any_model(tmp_path):
     assert error_line(script, [*out, "--prm_weight", "0"]) == (
         "error: --prm_weight must be > 0 (row 4 adds the PRM's reward), got 0.0")
     assert error_line(script, [*out, "--sft_data", "gsm8k"]) == "error: --sft_data gsm8k needs --gsm8k_path"
+    assert error_line(script, [*out, "--level", "0", "--prm_problems", "87"]) == (  # level 0: 86 train problems
+        "error: --prm_problems is 87, but the train split of Arithmetic-v0 level 0 has 86 problems")
     assert "GRPOConfig.learning_rate" in error_line(script, [*out, "--grpo_config", str(_yaml(tmp_path))])
 
 
