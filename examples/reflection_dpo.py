@@ -101,14 +101,10 @@ PRESETS = {
                 reflect_sft_iterations=100, pair_problems=512, pair_feedbacks=4, pair_refinements=2, sft=_SFT_GPU,
                 dpo=_DPO_GPU),
     # "room to reflect" (issue 26: the first answer right about 30-60%). Chosen from RESULTS.md's figures for
-    # the embedded model, not measured here (no GPU in this session; the GPU run is to confirm it, and
-    # sft/answers/summary.json's sampled first-answer accuracy is the early readout): greedy base accuracy
-    # is 0.8% at level 4 and 10.5% at level 2 (too low to reflect on), and SFT on gold solutions reaches
-    # 93.8% at level 4 after 9,600 example draws over 64,830 problems (96.5% at level 3; 90.2% at level 3
-    # after 3,840 in the seed-000 pipeline): at the ceiling. Level 4 is the hardest measured level; a budget
-    # of 128 distinct problems seen 6 times (24 x 32 draws) is 2-3% of those draws, to land the first answer
-    # between the base model's floor and the ceiling. If the GPU run lands outside 30-60%, move
-    # --sft_examples / --sft_iterations.
+    # the embedded model (greedy base accuracy 0.8% at level 4; SFT on every train problem 93.8%): level 4,
+    # 128 distinct problems seen 6 times (24 x 32 draws). Measured on an H200 on 2026-11-27 (RESULTS.md,
+    # "Reflection with a trained critic"): sampled first answers 46% right, greedy p1@t1 49.2% after both
+    # SFT stages. 512 problems (48 iterations) gave 60% / 77.7%, and level 3 with 128 gave 25% / 74.6%.
     "gpu_room": dict(level=4, eval_episodes=256, max_new_tokens=64, sft_examples=128, reflect_problems=1024,
                      reflect_sft_iterations=60, pair_problems=512, pair_feedbacks=4, pair_refinements=2,
                      sft={**_SFT_GPU, "train_iterations": 24, "examples_per_iteration": 32, "eval_every": 8},
