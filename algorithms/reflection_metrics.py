@@ -29,6 +29,7 @@ from search.evaluate import episode_starts, majority_correct
 from buffers import EpisodeOutcome, Trajectory
 from episodes.rollout import SamplingSettings, rollout
 from policies.base import Policy
+from algorithms.reflection_critic_metrics import critic_metrics
 
 DEFAULT_TURNS = 5
 
@@ -116,8 +117,8 @@ def reflection_episodes(policies: Policy | Mapping[str, Policy], env, episodes: 
 def evaluate_reflection(policies: Policy | Mapping[str, Policy], env, episodes: int = 64, max_new_tokens: int = 256,
                         temperature: float = 0.0, turns: int = DEFAULT_TURNS, batch_prompts: int = 16,
                         seed: int = 0) -> dict[str, float]:
-    """``reflection_metrics`` and ``turn_metrics`` of ``reflection_episodes`` (greedy by default), with
-    ``mean_length``: sampled tokens per episode, both roles'. The env must run at least ``turns`` actor turns."""
+    """``reflection_metrics``, ``turn_metrics`` and (turns >= 2) ``critic_metrics`` of ``reflection_episodes``
+    (greedy by default), with ``mean_length``: sampled tokens per episode, both roles'. The env must run at least ``turns`` actor turns."""
     max_turns = getattr(getattr(env, "unwrapped", env), "max_turns", None)
     if not isinstance(max_turns, int):
         raise ValueError(f"evaluate_reflection needs a ReflectionEnv; got {type(env).__name__}")
@@ -125,7 +126,8 @@ def evaluate_reflection(policies: Policy | Mapping[str, Policy], env, episodes: 
         raise ValueError(f"evaluate_reflection: turns={turns} but the env runs max_turns={max_turns} actor turns")
     played = reflection_episodes(policies, env, episodes, max_new_tokens, temperature, batch_prompts, seed)
     lengths = [t.num_generated_tokens for t in played]
-    return {**reflection_metrics(played, turns), **turn_metrics(played, turns),
+    critic = critic_metrics(played) if turns >= 2 else {}
+    return {**reflection_metrics(played, turns), **turn_metrics(played, turns), **critic,
             "mean_length": sum(lengths) / max(len(lengths), 1)}
 
 

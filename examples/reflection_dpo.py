@@ -66,6 +66,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from algorithms import DPOConfig, evaluate_reflection, reflection_episodes, SFT, SFTConfig  # noqa: E402
 from algorithms.dpo import VARIANTS  # noqa: E402
+from algorithms.reflection_critic_metrics import CRITIC_METRICS  # noqa: E402
 from algorithms.reflection_plots import plot_turn_accuracy  # noqa: E402
 from core.atomic_io import atomic_write_text  # noqa: E402
 from core.jsonl import read_json  # noqa: E402
@@ -429,6 +430,7 @@ class Pipeline:
         for label, stage in ROWS:
             results[label] = json.loads((self.out / stage / "eval.json").read_text())
             rows.append({"stage": label, **{c: results[label][c] for c in (*columns, *turn_columns)},
+                         **{c: results[label].get(c) for c in CRITIC_METRICS},  # absent from older eval.json
                          "tokens": results[label]["mean_length"]})
         where = (f"{a.env} level {a.level}, test split" if ENVS[a.env] is None
                  else f"{a.env} {a.data_path or '(hub)'} rows {self.held[0]}-{self.held[1]}")
@@ -444,7 +446,12 @@ class Pipeline:
                                  [[r["stage"], *(percent(r[c]) for c in columns), f"{r['tokens']:.0f}"]
                                   for r in rows]), "",
                  *markdown_table(["stage", *turn_columns], [[r["stage"], *(percent(r[c]) for c in turn_columns)]
-                                                            for r in rows])]
+                                                            for r in rows]), "",
+                 ("What the critic said and what the actor did next, pooled over the critic turns "
+                  "(algorithms/reflection_critic_metrics.py): false alarm = rejected a right answer; miss = approved "
+                  "a wrong one; then the actor's next answer after each kind of verdict."), "",
+                 *markdown_table(["stage", *CRITIC_METRICS], [[r["stage"], *(percent(r[c]) for c in CRITIC_METRICS)]
+                                                             for r in rows])]
         table = "\n".join(lines) + "\n"
         write_json(self.out / "reflection.json", report)
         atomic_write_text(self.out / "reflection.md", table)

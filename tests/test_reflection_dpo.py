@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from algorithms.reflection_critic_metrics import CRITIC_METRICS
 from tests.test_examples import error_line, load_script, metrics
 from tests.tiny_models import save_tiny_model_dir
 
@@ -52,7 +53,9 @@ def test_the_pipeline_writes_the_table_and_skips_finished_stages(tiny_model_dir,
     report = json.loads((out / "reflection.json").read_text())
     assert [r["stage"] for r in report["rows"]] == ["base", "SFT", "SFT+DPO"]
     for row in report["rows"]:
-        assert set(row) == {"stage", "p1@t1", "m1@t2", "p1@t2", "tokens", "acc@t1", "acc@t2", "w2r@t2", "r2w@t2"}
+        assert set(row) == {"stage", "p1@t1", "m1@t2", "p1@t2", "tokens", "acc@t1", "acc@t2", "w2r@t2", "r2w@t2",
+                            *CRITIC_METRICS}
+        assert row["critic_unclear"] is not None  # every stage played one critic turn per episode
         assert 0.0 <= row["p1@t1"] <= row["p1@t2"] <= 1.0 and row["tokens"] > 0
         assert row["acc@t1"] == row["p1@t1"]  # the first turn's accuracy is p1@t1
         assert (row["w2r@t2"] is None) == (row["p1@t1"] == 1.0) and (row["r2w@t2"] is None) == (row["p1@t1"] == 0.0)
@@ -76,8 +79,9 @@ def test_the_pipeline_writes_the_table_and_skips_finished_stages(tiny_model_dir,
     assert "target (trained on):" in samples
     table = (out / "reflection.md").read_text()
     assert "| stage | p1@t1 | m1@t2 | p1@t2 | tokens |" in table and table in first
+    assert "| stage | " + " | ".join(CRITIC_METRICS) + " |" in table
     assert "| stage | acc@t1 | acc@t2 | w2r@t2 | r2w@t2 |" in table
-    assert all(table.count(f"| {label} |") == 2 for label in ("base", "SFT", "SFT+DPO"))
+    assert all(table.count(f"| {label} |") == 3 for label in ("base", "SFT", "SFT+DPO"))
     assert (out / "turn_accuracy.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     for stage in ("sft_first", "sft", "dpo"):
         assert (out / stage / "model" / "config.json").is_file()

@@ -74,6 +74,23 @@ GENERIC_PHRASES = (
 )
 
 
+APPROVE, REJECT, UNCLEAR = "approve", "reject", "unclear"
+# words that mark feedback as asking for a change; every STEP and GENERIC phrase has one, no CORRECT phrase does
+_REJECT_MARKERS = re.compile(r"\b(wrong|mistake|should|not correct|incorrect|redo|recompute|again)\b", re.I)
+_APPROVE_MARKERS = re.compile(r"\b(correct|right|keep)\b", re.I)
+_MAX_FEEDBACK_CHARS = 4000  # model output is untrusted: only the first 4,000 characters are read
+
+
+def feedback_verdict(text: str) -> str:
+    """What a critic's feedback (in the oracle's language) asks for: REJECT when it marks a mistake or asks
+    for a redo, else APPROVE when it says correct / right / keep, else UNCLEAR. A critic trained on the oracle
+    writes one of its phrases, so this reads its verdict back; free text that mixes both counts as REJECT."""
+    head = text[:_MAX_FEEDBACK_CHARS]
+    if _REJECT_MARKERS.search(head):
+        return REJECT
+    return APPROVE if _APPROVE_MARKERS.search(head) else UNCLEAR
+
+
 @dataclass(frozen=True)
 class GoldStep:
     """One gold intermediate result and the operands it was computed from."""
