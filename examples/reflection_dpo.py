@@ -23,8 +23,9 @@ a stage whose input was just rebuilt runs again too):
    answers used, examples per kind) and samples.md (a few critic and refinement examples).
 4. sft/: (c) a second SFT stage, from the first-answer model: critic SFT on (question, answer) -> the
    programmatic oracle's feedback, actor refinement SFT on (question, answer, feedback) -> the gold
-   solution, over those answers, mixed with (a)'s first-answer examples so the first answer is kept; the
-   model in sft/model (--reflect_sft_iterations; the rest of SFTConfig as stage 2's).
+   solution, over those answers, mixed with (a)'s first-answer examples so the first answer is kept
+   (--critic_style checked: the feedback redoes each step of the answer before its verdict,
+   traindata/checked_feedback.py); the model in sft/model (--reflect_sft_iterations; the rest of SFTConfig as stage 2's).
    Why two stages rather than one run: (b) needs a model that answers like the actor will, and the critic
    should learn on that model's own mistakes; continuing from it reuses its training instead of redoing it.
 5. pairs/: the SFT model plays branched episodes on --pair_problems further TRAIN problems (one answer,
@@ -78,7 +79,8 @@ from traindata.preference_data import load_preference_pairs  # noqa: E402
 from traindata.reflection_branching import branched_reflection_episodes  # noqa: E402
 from traindata.reflection_context_pairs import context_pairs  # noqa: E402
 from traindata.reflection_sft import (  # noqa: E402
-    AnswerRow, ReflectionTurnExample, actor_refinement_sft_examples, answer_rows, critic_sft_examples, gold_text,
+    FEEDBACK_STYLES, AnswerRow, ReflectionTurnExample, actor_refinement_sft_examples, answer_rows, critic_sft_examples,
+    gold_text,
 )
 from training.cli import example_parser, run_with_clear_errors  # noqa: E402
 from training.config import load_config  # noqa: E402
@@ -133,6 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="(a) the first-answer SFT budget: train problems whose gold solution it trains on (0: all; preset)")
     add("--reflect_problems", type=int, default=None,
         help="(b) train problems the first-answer model answers for critic and refinement SFT (preset)")
+    add("--critic_style", choices=FEEDBACK_STYLES, default="oracle",
+        help="(c) the critic's target: oracle (the verdict alone) or checked (each step redone first, then the "
+             "verdict; traindata/checked_feedback.py); default oracle")
     add("--answer_temperature", type=float, default=1.0, help="(b)'s sampling temperature, >= 0 (default 1)")
     add("--reflect_sft_iterations", type=int, default=None, help="(c) the second SFT stage's train_iterations "
                                                                  "(preset)")
@@ -217,6 +222,7 @@ def check_settings(args: argparse.Namespace) -> None:
         before = read_json(path)  # one-line ValueError for an unreadable file
         if not isinstance(before, dict):
             raise ValueError(f"{path}: expected a JSON object of settings, got {type(before).__name__}")
+        before.setdefault("critic_style", "oracle")  # folders from before the flag existed ran the oracle style
         changed = sorted(k for k in set(before) | set(settings) if before.get(k) != settings.get(k))
         if changed:
             raise ValueError(f"{args.output_dir} was run with other settings ({', '.join(changed)}); pass --restart "
@@ -364,7 +370,9 @@ class Pipeline:
               f"{len(critic)} critic and {len(refine)} refinement examples")
 
     def reflection_examples(self, rows: list[AnswerRow]) -> tuple[list, list]:
-        return critic_sft_examples(self.train_env, rows), actor_refinement_sft_examples(self.train_env, rows)
+        style = self.args.critic_style
+        return (critic_sft_examples(self.train_env, rows, style),
+                actor_refinement_sft_examples(self.train_env, rows, style))
 
     def sft(self, resume: bool) -> None:
         """(c): critic + refinement SFT with (a)'s examples, from the first-answer model -> sft/model."""

@@ -156,3 +156,19 @@ def test_math_gold_solutions_complete_the_math_envs_prompts(shared_data):
     env = make("Reflection-MATH-v0", data_path=shared_data / "math500", subset=(0, 2))
     assert [e.prompt for e in examples] == [env.reset(options={"index": i})[0] for i in range(2)]
     assert all("\\boxed{" in e.completion for e in examples)
+
+
+def test_the_checked_critic_style_reaches_the_sft_examples(tiny_model_dir, tmp_path):
+    script, out = load_script(SCRIPT), tmp_path / "run"
+    script.main(argv(tiny_model_dir, out, triples_file(tmp_path / "triples.jsonl"), "--critic_style", "checked"))
+    samples = (out / "sft" / "answers" / "samples.md").read_text()
+    critic_targets = samples.split("## critic example")[1:]
+    # the tiny model's answers state no step, so the oracle gives its generic feedback in either style; the
+    # style is recorded, and a folder run in the oracle style (its settings.json has no critic_style) differs
+    assert critic_targets and json.loads((out / "settings.json").read_text())["critic_style"] == "checked"
+    settings = json.loads((out / "settings.json").read_text())
+    del settings["critic_style"]
+    (out / "settings.json").write_text(json.dumps(settings))
+    assert error_line(script, argv(tiny_model_dir, out, tmp_path / "triples.jsonl", "--critic_style", "checked")) == (
+        f"error: {out} was run with other settings (critic_style); pass --restart to run every stage again there, "
+        f"or another --output_dir")

@@ -7,6 +7,10 @@ A problem without gold steps but with a worked "solution" text (MATH) gets feedb
 verdict alone (`verdict_feedback`: "correct, keep it" or "wrong, redo it step by step"; the row needs the
 env's verdict) and that solution as the refinement target.
 
+Feedback style (`FEEDBACK_STYLES`): "oracle", the oracle's verdict text alone; "checked", each step of the
+answer redone before the verdict (`traindata.checked_feedback`), so the critic computes before it judges. The
+actor's refinement examples use the same style, as the critic it will read writes it.
+
 A `ReflectionTurnExample` is one role's turn inside a `ReflectionEnv` episode: the task prompt, the actions
 before it (actor and critic alternating), the env's requests and the target text. `turn_tokens` lays it out
 exactly as the episode engine does for the role at that turn: `policy.format_prompt(prompt)`, then each
@@ -23,7 +27,12 @@ from typing import Any
 from buffers import Trajectory
 from envs.base import Problem
 from envs.reflection import ACTOR, ReflectionEnv, raw_request, role_of_action
+from traindata.checked_feedback import checked_feedback
 from traindata.oracle_feedback import gold_solution, oracle_feedback, verdict_feedback
+
+# the critic's target text: the oracle's verdict alone, or each step redone first (traindata/checked_feedback.py);
+# MATH rows (no gold steps) get the verdict-only feedback in either style
+FEEDBACK_STYLES = ("oracle", "checked")
 
 
 @dataclass(frozen=True)
@@ -69,22 +78,26 @@ def turn_tokens(policy: Any, example: ReflectionTurnExample) -> tuple[list[int],
     return ids + target, [0] * len(ids) + [1] * len(target)
 
 
-def critic_sft_examples(env: ReflectionEnv, rows: Iterable[AnswerRow]) -> list[ReflectionTurnExample]:
-    """Critic examples: after each row's answer (the episode's first), the oracle's feedback on it."""
+def critic_sft_examples(env: ReflectionEnv, rows: Iterable[AnswerRow],
+                        style: str = "oracle") -> list[ReflectionTurnExample]:
+    """Critic examples: after each row's answer (the episode's first), the oracle's feedback on it, in
+    `style` (FEEDBACK_STYLES: "oracle", the verdict alone; "checked", each step redone first)."""
     env = _reflection_env(env)
     examples = []
     for number, row in enumerate(rows):
-        prompt, feedback, _ = _oracle(env, row, number)
+        prompt, feedback, _ = _oracle(env, row, number, style)
         examples.append(_example(env, prompt, (row.answer,), feedback))
     return examples
 
 
-def actor_refinement_sft_examples(env: ReflectionEnv, rows: Iterable[AnswerRow]) -> list[ReflectionTurnExample]:
-    """Actor examples: after each row's answer and the oracle's feedback on it, the gold solution."""
+def actor_refinement_sft_examples(env: ReflectionEnv, rows: Iterable[AnswerRow],
+                                  style: str = "oracle") -> list[ReflectionTurnExample]:
+    """Actor examples: after each row's answer and the oracle's feedback on it (in `style`, as the critic is
+    trained to write it), the gold solution."""
     env = _reflection_env(env)
     examples = []
     for number, row in enumerate(rows):
-        prompt, feedback, gold_text = _oracle(env, row, number)
+        prompt, feedback, gold_text = _oracle(env, row, number, style)
         examples.append(_example(env, prompt, (row.answer, feedback), gold_text))
     return examples
 
@@ -110,7 +123,9 @@ def answer_rows(episodes: Iterable[Trajectory | Mapping[str, Any]], env: Reflect
     return rows
 
 
-def _oracle(env: ReflectionEnv, row: AnswerRow, number: int) -> tuple[str, str, str]:
+def _oracle(env: ReflectionEnv, row: AnswerRow, number: int, style: str = "oracle") -> tuple[str, str, str]:
+    if style not in FEEDBACK_STYLES:
+        raise ValueError(f"feedback style must be one of {', '.join(FEEDBACK_STYLES)}; got {style!r}")
     if not isinstance(row, AnswerRow):
         raise ValueError(f"row {number}: expected an AnswerRow; got {type(row).__name__}")
     prompt = env.build_prompt(row.problem)
@@ -122,7 +137,8 @@ def _oracle(env: ReflectionEnv, row: AnswerRow, number: int) -> tuple[str, str, 
             raise ValueError(f"row {number}: {row.problem.problem_id} has no gold steps; the row needs its verdict")
         return prompt, verdict_feedback(str(row.problem.question), row.answer, row.correct).text, solution
     gold = gold_solution(row.problem)
-    feedback = oracle_feedback(str(row.problem.question), row.answer, gold, row.correct)
+    feedback = (checked_feedback if style == "checked" else oracle_feedback)(str(row.problem.question), row.answer,
+                                                                             gold, row.correct)
     return prompt, feedback.text, gold.text
 
 
