@@ -11,8 +11,10 @@ The text, for a step-by-step answer (steps read by `oracle_feedback.answer_steps
 - "Check: " and each step up to the one the oracle calls wrong (all of them for a right answer), written as
   its own left-hand side "= " the value that side really gives; ", not <stated>" when the answer stated
   another value. A step with no "a op b = c" to redo is quoted as it is.
-- then the verdict, short so that the whole fits a critic turn of 64 tokens at level 4: a CORRECT one ("All
-  right; keep it.") or the wrong step and its gold value ("Step 3 should give 12, not 14; redo from step 3.").
+- then the verdict, kept short: a CORRECT one ("All right; keep it.") or the wrong step and its gold value
+  ("Step 3 should give 12, not 14; redo from step 3."). On 300 level-4 train problems the whole text took at
+  most 62 tokens of the embedded model's tokenizer (mean 50; the plain oracle's at most 44), with a slip in
+  the last step, which shows every step: give the critic's turn room (reflection_dpo.py --max_new_tokens 96).
 The verdict and the step it names are the oracle's (`oracle_feedback`); only the text differs. An answer
 with no step at all gets the oracle's generic feedback.
 """
