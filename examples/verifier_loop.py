@@ -20,7 +20,7 @@ does the named ones again; a cut training continues from its newest checkpoint):
    tokens/s are printed and collected in labels/stats.json.
 2. train: `algorithms.verifier_trainer` kinds orm and prm_soft on every train level's labels (a few problems
    held back for the trainer's own evaluation) -> verifiers/<kind>/ (run folder) and verifiers/<kind>/model
-   (`ProcessRewardModel.from_pretrained`).
+   (`ProcessRewardModel.from_pretrained`). --verifiers picks some (two processes can train one each).
 3. evaluate: `algorithms.evaluate_verifier` of each verifier on each test level's labels: accuracy, AUC, ECE,
    the reliability table, best-of-N -> verifier_eval.json; the verifier with the higher mean AUC is "better".
 4. curves: per test level, `search.evaluate_curves` of maj, weighted_maj, best_of_n, beam and mcts at every
@@ -89,6 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--output_dir", default=None, help="the run folder (default runs/verifier_loop-<preset>)")
     add("--stages", default="all", help=f"comma-separated, of {', '.join(STAGES)} (default all)")
     add("--restart", action="store_true", help="do the named stages again, even when their output is saved")
+    add("--verifiers", default="all", help=f"comma-separated, of {', '.join(VERIFIERS)}: the ones trained and evaluated "
+                                           "(default all; one each lets two processes train them side by side)")
     add("--train_levels", default="2,3,4", help="Arithmetic-v0 levels whose train split is labelled (default 2,3,4)")
     add("--test_levels", default="2,4", help="levels whose test split is held out (default 2,4)")
     add("--seed", type=int, default=0, help="sampling and training seed (default 0)")
@@ -124,6 +126,17 @@ def int_list(flag: str, text: str, allowed: range | None = None) -> list[int]:
     return values
 
 
+def verifier_kinds(text: str) -> list[str]:
+    """--verifiers: kinds of VERIFIERS, comma-separated, or all; in VERIFIERS' order; anything else one line."""
+    names = [v.strip() for v in text.split(",") if v.strip()]
+    names = list(VERIFIERS) if names == ["all"] else names
+    unknown = [v for v in names if v not in VERIFIERS]
+    if unknown or not names:
+        raise ValueError(f"--verifiers: {', '.join(map(repr, unknown)) or 'none given'}; choose from "
+                         f"{', '.join(VERIFIERS)} (or all)")
+    return [v for v in VERIFIERS if v in names]
+
+
 class Plan:
     """Every setting and file of a run, checked before any model loads."""
 
@@ -148,7 +161,8 @@ class Plan:
         # held out: outcome labels of the test problems after the curves' ones (see the module docstring)
         self.test_labels = PolicyLabelConfig(problems=self.size["eval_problems"], rollouts=0,
                                              first_problem=self.size["curve_problems"], **common)
-        self.prm_configs = {kind: self.prm_config(kind) for kind in VERIFIERS}
+        self.verifiers = verifier_kinds(args.verifiers)
+        self.prm_configs = {kind: self.prm_config(kind) for kind in self.verifiers}
         self.methods = self.search_methods()
 
     def check_problem_counts(self) -> None:
@@ -191,7 +205,7 @@ class Plan:
     def check_inputs(self) -> None:
         """A stage that is run needs what the stages before it write: saved, or made in this run."""
         needs = {"train": [self.labels_file("train", level) for level in self.train_levels],
-                 "evaluate": [self.verifier(k) for k in VERIFIERS] + [self.labels_file("test", level)
+                 "evaluate": [self.verifier(k) for k in self.verifiers] + [self.labels_file("test", level)
                                                                        for level in self.test_levels],
                  "curves": [self.out / "verifier_eval.json"]}
         for stage in self.stages:
@@ -271,7 +285,7 @@ class Loop:
         samples = [s for level in plan.train_levels for s in load_policy_labels(plan.labels_file("train", level)).samples]
         # a few training problems held back for the trainer's own evaluation (the test split stays untouched)
         train, held_back = split_by_problem(samples, 0.05, plan.args.seed)
-        for kind in VERIFIERS:
+        for kind in plan.verifiers:
             if skipped(plan, plan.verifier(kind), f"verifier {kind}"):
                 continue
             config = plan.prm_configs[kind]
@@ -297,7 +311,7 @@ class Loop:
             return
         held_out = {level: load_policy_labels(plan.labels_file("test", level)).samples for level in plan.test_levels}
         records: dict[str, dict[str, dict]] = {}
-        for kind in VERIFIERS:
+        for kind in plan.verifiers:
             prm = ProcessRewardModel.from_pretrained(plan.verifier(kind), device=device_name())
             records[kind] = {f"L{level}": report_record(evaluate_verifier(prm, samples))
                              for level, samples in held_out.items()}

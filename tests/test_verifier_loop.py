@@ -143,6 +143,12 @@ def test_the_loop_runs_every_stage_then_reuses_them(tiny_model_dir, tmp_path, ca
         assert f"{what}: " in again and "exists, skipped (--restart redoes it)" in again.split(f"{what}: ")[1].split("\n")[0]
     assert (out / "verifier_loop.md").read_text() == summary
 
+    # --verifiers names the ones a process trains (two processes can train one each, side by side)
+    capsys.readouterr()
+    script.main(argv + ["--stages", "train", "--verifiers", "prm_soft"])
+    only = capsys.readouterr().out
+    assert "verifier prm_soft: " in only and "verifier orm: " not in only
+
     # a run cut during L4's capped curves: the N-sample table (saved first) is in the summary, and the rerun
     # redoes only the curves
     (out / "curves" / "L4.json").unlink()
@@ -169,6 +175,8 @@ def test_bad_flags_are_one_line_before_any_model_loads(tmp_path):
     assert error_line(script, common + ["--test_levels", "0", "--curve_problems", "10", "--eval_problems", "5"]) == (
         "error: --curve_problems + --eval_problems is 15, but the test split of Arithmetic-v0 level 0 has 14 problems")
     assert error_line(script, common + ["--learning_rate", "-1"]).startswith("error: PRMConfig.learning_rate")
+    assert error_line(script, common + ["--verifiers", "orm,prm_hard"]) == (
+        "error: --verifiers: 'prm_hard'; choose from orm, prm_soft (or all)")
     assert error_line(script, common + ["--stages", "curves"]) == (
         f"error: stage curves needs {out / 'verifier_eval.json'}, which does not exist: add evaluate to --stages")
     assert error_line(script, common + ["--stages", "train"]) == (
