@@ -2,8 +2,9 @@
 inference, each row adding to the last, every row measured on the same held-back problems.
 
     python examples/pipeline.py                       # CPU-sized (2 cores: tens of minutes)
-    python examples/pipeline.py --preset gpu          # one H100: 7.8 minutes measured before the prm stage
-                                                      # labelled the policy's own samples (not yet re-timed)
+    python examples/pipeline.py --preset gpu          # one H100: 7.8 minutes before the prm stage labelled the
+                                                      # policy's samples; with --prm_problems 128, about 10 on an
+                                                      # H200 shared with 10 other runs (not yet timed alone)
     python examples/pipeline.py --preset gpu --gsm8k_path ../shared/data/gsm8k/train.jsonl   # + GSM8K column
 
 Stages (each in <output_dir>/<stage>/; a Trainer run folder with its model in model/):
