@@ -34,6 +34,8 @@ def checkpoints(run):
 
 
 def test_ctrl_c_checkpoints_the_iteration_and_resuming_equals_an_uninterrupted_run(tmp_path):
+    # the handler the process had (Python's default_int_handler, or SIG_IGN when launched as a background job)
+    before = signal.getsignal(signal.SIGINT)
     straight = algorithm(tmp_path / "a", train_iterations=4, save_every=0)
     straight.train()
     run = tmp_path / "b" / "run"
@@ -43,7 +45,7 @@ def test_ctrl_c_checkpoints_the_iteration_and_resuming_equals_an_uninterrupted_r
         interrupted.train()
     assert str(info.value) == f"interrupted at iteration 2; resume with --resume (run folder {run})"
     assert checkpoints(run) == ["iter-000002"]
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is put back
+    assert signal.getsignal(signal.SIGINT) is before  # the handler is put back
     resumed = algorithm(tmp_path / "b", train_iterations=4, save_every=0)
     resumed.train(resume=True)
     for (name, a), b in zip(straight.policy.state_dict().items(), resumed.policy.state_dict().values()):
