@@ -285,10 +285,7 @@ def prm_labels(plan: Plan, policy) -> list[LabelledSample]:
     env = make("Arithmetic-v0", level=plan.args.level, split="train", mode="stepwise", max_steps=plan.args.max_steps)
     labels = policy_labels(policy, env, plan.labels, sample_key=plan.args.seed)
     save_policy_labels(path, labels)
-    s = labels.stats
-    print(f"prm: labels of {s['samples']} samples of {s['problems']} problems, {s['sampled_tokens']} tokens sampled "
-          f"({s['rollout_tokens']} in {s['rollouts']} rollouts) at {s['tokens_per_second']:.0f} tokens/s; sample "
-          f"accuracy {s['sample_accuracy']:.1%} -> {path}")
+    print(f"prm: labels of {labels.describe()} -> {path}")
     return labels.samples
 
 

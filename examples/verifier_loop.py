@@ -126,17 +126,6 @@ def int_list(flag: str, text: str, allowed: range | None = None) -> list[int]:
     return values
 
 
-def verifier_kinds(text: str) -> list[str]:
-    """--verifiers: kinds of VERIFIERS, comma-separated, or all; in VERIFIERS' order; anything else one line."""
-    names = [v.strip() for v in text.split(",") if v.strip()]
-    names = list(VERIFIERS) if names == ["all"] else names
-    unknown = [v for v in names if v not in VERIFIERS]
-    if unknown or not names:
-        raise ValueError(f"--verifiers: {', '.join(map(repr, unknown)) or 'none given'}; choose from "
-                         f"{', '.join(VERIFIERS)} (or all)")
-    return [v for v in VERIFIERS if v in names]
-
-
 class Plan:
     """Every setting and file of a run, checked before any model loads."""
 
@@ -161,7 +150,8 @@ class Plan:
         # held out: outcome labels of the test problems after the curves' ones (see the module docstring)
         self.test_labels = PolicyLabelConfig(problems=self.size["eval_problems"], rollouts=0,
                                              first_problem=self.size["curve_problems"], **common)
-        self.verifiers = verifier_kinds(args.verifiers)
+        chosen = parse_stages(args.verifiers, VERIFIERS, "--verifiers")
+        self.verifiers = [kind for kind in VERIFIERS if kind in chosen]  # in VERIFIERS' order, as the tables are
         self.prm_configs = {kind: self.prm_config(kind) for kind in self.verifiers}
         self.methods = self.search_methods()
 
@@ -266,11 +256,8 @@ class Loop:
                                        f"labels {name}: {done}/{total} problems, {tokens} tokens, "
                                        f"{tokens / max(seconds, 1e-9):.0f} tokens/s", flush=True))
             save_policy_labels(path, labels)
-            s = labels.stats
-            print(f"labels {split} L{level}: {s['samples']} samples of {s['problems']} problems, "
-                  f"{s['sampled_tokens']} tokens sampled ({s['rollout_tokens']} in {s['rollouts']} rollouts) at "
-                  f"{s['tokens_per_second']:.0f} tokens/s; sample accuracy {s['sample_accuracy']:.1%}, "
-                  f"pass@{config.samples_per_problem} {s['pass_at_n']:.1%} -> {path}")
+            print(f"labels {split} L{level}: {labels.describe()}, pass@{config.samples_per_problem} "
+                  f"{labels.stats['pass_at_n']:.1%} -> {path}")
         stats = {f"{split}_L{level}": load_policy_labels(plan.labels_file(split, level)).stats
                  for split, level, _ in jobs}
         atomic_write_text(plan.out / "labels" / "stats.json", json.dumps(stats, indent=2) + "\n")

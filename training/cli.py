@@ -121,15 +121,15 @@ USER_ERRORS = (ValueError, FileNotFoundError, KeyError, PermissionError, IsADire
                MissingExtraError)
 
 
-def parse_stages(text: str, stages: Sequence[str]) -> list[str]:
-    """A multi-stage example's --stages: names from `stages`, comma-separated, or "all" (every stage, in order);
-    anything else is one ValueError line naming the choices."""
+def parse_stages(text: str, stages: Sequence[str], flag: str = "--stages") -> list[str]:
+    """A multi-stage example's --stages (or another `flag` naming some of `stages`): names from `stages`,
+    comma-separated, or "all" (every stage, in order); anything else is one ValueError line naming the choices."""
     names = [s.strip() for s in text.split(",") if s.strip()]
     if names == ["all"]:
         return list(stages)
     unknown = [s for s in names if s not in stages]
     if unknown or not names:
-        raise ValueError(f"--stages: {', '.join(map(repr, unknown)) or 'none given'}; choose from "
+        raise ValueError(f"{flag}: {', '.join(map(repr, unknown)) or 'none given'}; choose from "
                          f"{', '.join(stages)} (or all)")
     return names
 

@@ -82,6 +82,13 @@ class PolicyLabels:
     samples: list[LabelledSample]
     stats: dict[str, float | int | bool] = field(default_factory=dict)
 
+    def describe(self) -> str:
+        """The labelling run in one line: samples, problems, tokens sampled (rollouts'), tokens/s, accuracy."""
+        s = self.stats
+        return (f"{s['samples']} samples of {s['problems']} problems, {s['sampled_tokens']} tokens sampled "
+                f"({s['rollout_tokens']} in {s['rollouts']} rollouts) at {s['tokens_per_second']:.0f} tokens/s; "
+                f"sample accuracy {s['sample_accuracy']:.1%}")
+
 
 def outcome_items(samples: Iterable[LabelledSample]) -> list[RatedSteps]:
     """ORM training items: each sample with steps, rated only at its last step by its outcome (source
