@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import hashlib
 import random
-from fractions import Fraction
 
 from traindata.oracle_feedback import (CORRECT, GENERIC, AnswerStep, Feedback, GoldSolution, answer_steps,
                                        oracle_feedback)
-from traindata.step_data.equations import EQUATION_RE, evaluate, format_number, tokens
+from traindata.step_data.equations import evaluate, find_equations, format_number
 
 CHECKED_CORRECT_PHRASES = ("All right; keep it.", "Every step is right; keep this answer.")
 CHECKED_STEP_PHRASES = ("Step {step} should give {expected}, not {got}; redo from step {step}.",
@@ -37,18 +36,13 @@ MAX_CHECKED_STEPS = 8  # steps written out at most (an answer's first 8 steps; t
 def check_step(step: AnswerStep) -> str:
     """One step redone: its last "a op b ... = c" as "a op b ... = <what it gives>", with ", not <c>" when the
     answer stated another value; the step's own text when it has no such equation (or divides by zero)."""
-    redone = None
-    for match in EQUATION_RE.finditer(step.text):
-        try:
-            numbers, ops, _ = tokens(match.group("lhs"))
-        except ValueError:
-            continue
-        redone = (match.group("lhs").strip(), evaluate(numbers, ops))
-    if redone is None or redone[1] is None:
+    equations = find_equations(step.text)
+    value = evaluate(equations[-1].numbers, equations[-1].ops) if equations else None
+    if value is None:
         return step.text
-    lhs, value = redone
-    stated = Fraction(step.value)
-    return f"{lhs} = {format_number(value)}" + ("" if value == stated else f", not {format_number(stated)}")
+    start, end = equations[-1].lhs_span
+    lhs = step.text[start:end].strip()
+    return f"{lhs} = {format_number(value)}" + ("" if value == step.value else f", not {format_number(step.value)}")
 
 
 def checked_feedback(question: str, answer: str, gold: GoldSolution, correct: bool | None = None) -> Feedback:

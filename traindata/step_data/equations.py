@@ -28,6 +28,7 @@ class Equation:
     ops: tuple[str, ...]
     op_spans: tuple[tuple[int, int], ...]  # character spans of the operators in the line
     rhs_span: tuple[int, int]  # character span of the stated result in the line
+    lhs_span: tuple[int, int]  # character span of the left-hand side ("a op b ...") in the line
 
 
 def parse_number(text: str) -> Fraction:
@@ -117,5 +118,5 @@ def find_equations(line: str) -> list[Equation]:
             continue
         offset = match.start("lhs")
         found.append(Equation(tuple(numbers), tuple(ops), tuple((a + offset, b + offset) for a, b in spans),
-                              match.span("rhs")))
+                              match.span("rhs"), match.span("lhs")))
     return found
