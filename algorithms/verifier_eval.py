@@ -3,7 +3,9 @@
 Solution level: each sample's score (its step scores combined by the verifier's aggregation: an ORM's is
 "last") against the env's verdict, as accuracy at 0.5, ROC AUC, ECE and the reliability table
 (algorithms.verifier_metrics); with the best-of-N accuracy this score gives per problem beside the samples'
-own accuracy and pass@N. Step level (samples with MC labels): each step's score against its hard label
+own accuracy and pass@N, and the two votes over the same samples: maj@N (the most frequent parsed answer) and
+weighted maj@N (each answer's scores summed, search.weighted_vote). Best-of-N, maj@N and weighted maj@N read
+the same N samples of a problem, so they are compared at equal sampled tokens. Step level (samples with MC labels): each step's score against its hard label
 (some completion from that prefix ended correct), and the ECE against the soft label (the fraction that did).
 """
 from __future__ import annotations
@@ -13,6 +15,8 @@ from dataclasses import dataclass
 
 from algorithms.verifier_metrics import VerifierMetrics, expected_calibration_error, verifier_metrics
 from policies.prm import ProcessRewardModel
+from search.evaluate import majority_correct
+from search.weighted_vote import weighted_majority
 from traindata.step_data.labelled_samples import LabelledSample
 
 
@@ -26,11 +30,15 @@ class VerifierReport:
     best_of_n_accuracy: float
     sample_accuracy: float
     pass_at_n: float
+    majority_accuracy: float
+    weighted_majority_accuracy: float
 
     def as_dict(self, prefix: str = "") -> dict[str, float]:
         """Flat scalar metrics for logging and result files."""
         values = {**self.solution.as_dict("solution_"), "best_of_n_accuracy": self.best_of_n_accuracy,
-                  "sample_accuracy": self.sample_accuracy, "pass_at_n": self.pass_at_n}
+                  "sample_accuracy": self.sample_accuracy, "pass_at_n": self.pass_at_n,
+                  "majority_accuracy": self.majority_accuracy,
+                  "weighted_majority_accuracy": self.weighted_majority_accuracy}
         if self.step is not None:
             values.update(self.step.as_dict("step_"))
             values["step_soft_ece"] = float(self.step_soft_ece)
@@ -59,13 +67,18 @@ def evaluate_verifier(prm: ProcessRewardModel, samples: Sequence[LabelledSample]
         scores = [x for sc, _ in labelled for x in sc]
         step = verifier_metrics(scores, [h for _, s in labelled for h in s.hard], threshold, bins)
         soft_ece = expected_calibration_error(scores, [v for _, s in labelled for v in s.soft], bins)
-    best: dict[str, tuple[float, bool]] = {}
-    passed: dict[str, bool] = {}
+    by_problem: dict[str, list[tuple[float, LabelledSample]]] = {}  # in sampling order
     for score, s in zip(solution, samples):
-        key = s.problem_id or s.question
-        if key not in best or score > best[key][0]:  # first of equal scores kept
-            best[key] = (score, s.correct)
-        passed[key] = passed.get(key, False) or s.correct
+        by_problem.setdefault(s.problem_id or s.question, []).append((score, s))
+    best = majority = weighted = passed = 0
+    for scored in by_problem.values():
+        answers, right = [s.answer for _, s in scored], [s.correct for _, s in scored]
+        best += max(scored, key=lambda t: t[0])[1].correct  # first of equal scores kept
+        majority += majority_correct(answers, right)
+        winner = weighted_majority(answers, [score for score, _ in scored])
+        weighted += winner is not None and any(c for a, c in zip(answers, right) if a == winner)
+        passed += any(right)
+    problems = len(by_problem)
     return VerifierReport(verifier_metrics(solution, [s.correct for s in samples], threshold, bins), step, soft_ece,
-                          sum(c for _, c in best.values()) / len(best), sum(s.correct for s in samples) / len(samples),
-                          sum(passed.values()) / len(passed))
+                          best / problems, sum(s.correct for s in samples) / len(samples), passed / problems,
+                          majority / problems, weighted / problems)

@@ -13,7 +13,8 @@ from algorithms.verifier_eval import VerifierReport
 
 COLUMNS = (("samples", "samples", "{:.0f}"), ("positive_rate", "correct", "{:.1%}"),
            ("accuracy", "accuracy", "{:.1%}"), ("auc", "AUC", "{:.3f}"), ("ece", "ECE", "{:.3f}"))
-PROBLEM_COLUMNS = (("best_of_n_accuracy", "best-of-N", "{:.1%}"), ("sample_accuracy", "sample accuracy", "{:.1%}"),
+PROBLEM_COLUMNS = (("majority_accuracy", "maj@N", "{:.1%}"), ("weighted_majority_accuracy", "weighted maj@N", "{:.1%}"),
+                   ("best_of_n_accuracy", "best-of-N", "{:.1%}"), ("sample_accuracy", "sample accuracy", "{:.1%}"),
                    ("pass_at_n", "pass@N", "{:.1%}"))
 
 
@@ -29,7 +30,8 @@ def _cell(record: Mapping, key: str, form: str) -> str:
 
 def verifier_table(records: Mapping[str, Mapping]) -> str:
     """Markdown: one row per named record (e.g. "orm, L2"): solution-level samples, share correct, accuracy at
-    0.5, AUC, ECE, then the best-of-N accuracy its scores give per problem, the samples' accuracy and pass@N."""
+    0.5, AUC, ECE, then per problem over the same N samples: maj@N, the weighted maj@N and best-of-N its scores
+    give, the samples' accuracy and pass@N ("-": not in the record)."""
     titles = [t for _, t, _ in COLUMNS + PROBLEM_COLUMNS]
     lines = ["| verifier | " + " | ".join(titles) + " |", "|" + "---|" * (len(titles) + 1)]
     for name, record in records.items():

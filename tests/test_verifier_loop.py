@@ -20,15 +20,16 @@ BUDGETS = [8, 16, 24, 32]
 
 def test_verifier_table_reliability_and_the_better_verifier_by_hand():
     orm = {"solution_count": 8.0, "solution_positive_rate": 0.25, "solution_accuracy": 0.75, "solution_auc": 0.8,
-           "solution_ece": 0.125, "best_of_n_accuracy": 0.5, "sample_accuracy": 0.25, "pass_at_n": 0.5,
+           "solution_ece": 0.125, "majority_accuracy": 0.25, "weighted_majority_accuracy": 0.375, "best_of_n_accuracy": 0.5, "sample_accuracy": 0.25, "pass_at_n": 0.5,
            "reliability": [{"lower": 0.2, "upper": 0.3, "count": 6, "mean_score": 0.25, "positive_rate": 1 / 6},
                            {"lower": 0.9, "upper": 1.0, "count": 2, "mean_score": 0.95, "positive_rate": 0.5}]}
-    one_class = {**orm, "solution_auc": None}
+    one_class = {**orm, "solution_auc": None, "weighted_majority_accuracy": None}  # a record saved before the votes
     assert verifier_table({"orm, L2": orm, "prm, L2": one_class}) == (
-        "| verifier | samples | correct | accuracy | AUC | ECE | best-of-N | sample accuracy | pass@N |\n"
-        "|---|---|---|---|---|---|---|---|---|\n"
-        "| orm, L2 | 8 | 25.0% | 75.0% | 0.800 | 0.125 | 50.0% | 25.0% | 50.0% |\n"
-        "| prm, L2 | 8 | 25.0% | 75.0% | - | 0.125 | 50.0% | 25.0% | 50.0% |\n")
+        "| verifier | samples | correct | accuracy | AUC | ECE | maj@N | weighted maj@N | best-of-N | sample accuracy "
+        "| pass@N |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|\n"
+        "| orm, L2 | 8 | 25.0% | 75.0% | 0.800 | 0.125 | 25.0% | 37.5% | 50.0% | 25.0% | 50.0% |\n"
+        "| prm, L2 | 8 | 25.0% | 75.0% | - | 0.125 | 25.0% | - | 50.0% | 25.0% | 50.0% |\n")
     assert reliability_markdown(orm) == ("| score bin | solutions | mean score | correct |\n|---|---|---|---|\n"
                                          "| [0.2, 0.3) | 6 | 0.250 | 16.7% |\n| [0.9, 1.0) | 2 | 0.950 | 50.0% |\n")
     # mean AUC: orm (0.8 + 0.6) / 2 = 0.7; prm (no AUC -> 0.5, 0.9) / 2 = 0.7: a tie goes to the first named

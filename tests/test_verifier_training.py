@@ -76,6 +76,42 @@ def test_the_report_scores_solutions_and_steps(tiny_policy):
     assert {"solution_auc", "step_ece", "step_soft_ece", "best_of_n_accuracy"} <= set(report.as_dict())
 
 
+class TextScores:
+    """A verifier stand-in: each step's score is looked up by its text, a solution's is its lowest step's."""
+
+    def __init__(self, table: dict[str, float]):
+        self.table = table
+
+    def encode_steps(self, question, steps):
+        return list(steps), None
+
+    def score_sequences(self, sequences, positions, batch_size):
+        return [[self.table[text] for text in steps] for steps in sequences]
+
+    def solution_score(self, scores):
+        return min(scores)
+
+
+def test_the_votes_over_the_same_samples():
+    def sample(problem, answer, score_text, right):
+        return LabelledSample(Q, problem, (score_text, f"#### {answer}\n"), right, answer)
+
+    scores = TextScores({"low": 0.1, "mid": 0.3, "high": 0.9, "#### 0\n": 1.0, "#### 3\n": 1.0, "#### 5\n": 1.0})
+    samples = [  # "a": two wrong 0s (0.1 + 0.3 = 0.4) outvote one right 3 (0.9) by count, not by score
+               sample("a", "0", "low", False), sample("a", "3", "high", True), sample("a", "0", "mid", False),
+               # "b": two right 3s (0.1 + 0.1) against one wrong 5 (0.3); "c": both wrong
+               sample("b", "3", "low", True), sample("b", "5", "mid", False), sample("b", "3", "low", True),
+               sample("c", "5", "high", False), sample("c", "0", "low", False)]
+    report = evaluate_verifier(scores, samples)
+    # maj@N: a wrong, b right, c wrong; weighted: a right (0.9 > 0.4), b wrong (0.3 > 0.2), c wrong
+    assert (report.majority_accuracy, report.weighted_majority_accuracy) == (pytest.approx(1 / 3), pytest.approx(1 / 3))
+    assert report.best_of_n_accuracy == pytest.approx(1 / 3)  # a: the 0.9 sample; b: 5 (0.3); c: wrong
+    assert report.pass_at_n == pytest.approx(2 / 3)
+    flipped = evaluate_verifier(TextScores({**scores.table, "mid": 0.05}), samples)  # b's wrong 5 now loses
+    assert flipped.weighted_majority_accuracy == pytest.approx(2 / 3) and flipped.majority_accuracy == pytest.approx(1 / 3)
+    assert {"majority_accuracy", "weighted_majority_accuracy"} <= set(report.as_dict())
+
+
 def test_label_four_problems_train_two_steps_and_evaluate(tiny_policy, tmp_path):
     env = make("Arithmetic-v0", level=1, split="train", mode="stepwise", max_steps=3)
     labels = policy_labels(tiny_policy, env, PolicyLabelConfig(problems=4, samples_per_problem=2, rollouts=2,
