@@ -56,9 +56,10 @@ def replace_durably(source: str | os.PathLike, path: str | os.PathLike) -> None:
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Replace `path` with `text` so that a kill at any moment leaves either the old or the new content."""
+    """Replace `path` with `text` so that a kill at any moment leaves either the old or the new content. The
+    temporary file is named by the process, so two processes writing one path each replace it whole."""
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     write_synced(tmp, text)
     replace_durably(tmp, path)
 

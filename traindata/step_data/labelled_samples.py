@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from buffers.step_pairs import RatedSteps
+from core.atomic_io import atomic_write_text
 from core.jsonl import parse_jsonl
 
 STEP_TARGETS = ("soft", "hard")
@@ -108,16 +109,16 @@ def step_items(samples: Iterable[LabelledSample], target: str = "soft") -> list[
 
 
 def save_policy_labels(path: str | Path, labels: PolicyLabels) -> None:
-    """Write `labels` as JSONL: the stats line, then one line per sample (parent folders are made)."""
+    """Write `labels` as JSONL: the stats line, then one line per sample (parent folders are made). The file is
+    replaced whole (core.atomic_io): a cut run, or two processes labelling the same level, never leave half a
+    file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(json.dumps({"kind": "stats", "stats": labels.stats}) + "\n")
-        for s in labels.samples:
-            record = {"kind": "sample", "question": s.question, "problem_id": s.problem_id, "steps": list(s.steps),
-                      "correct": s.correct, "answer": s.answer, "soft": list(s.soft), "hard": list(s.hard),
-                      "tokens": s.tokens}
-            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+    lines = [json.dumps({"kind": "stats", "stats": labels.stats})]
+    lines += [json.dumps({"kind": "sample", "question": s.question, "problem_id": s.problem_id, "steps": list(s.steps),
+                          "correct": s.correct, "answer": s.answer, "soft": list(s.soft), "hard": list(s.hard),
+                          "tokens": s.tokens}, ensure_ascii=False) for s in labels.samples]
+    atomic_write_text(path, "\n".join(lines) + "\n")
 
 
 def _record(record) -> LabelledSample | dict:
