@@ -22,7 +22,8 @@ does the named ones again; a cut training continues from its newest checkpoint):
    held back for the trainer's own evaluation) -> verifiers/<kind>/ (run folder) and verifiers/<kind>/model
    (`ProcessRewardModel.from_pretrained`). --verifiers picks some (two processes can train one each).
 3. evaluate: `algorithms.evaluate_verifier` of each verifier on each test level's labels: accuracy, AUC, ECE,
-   the reliability table, best-of-N -> verifier_eval.json; the verifier with the higher mean AUC is "better".
+   the reliability table, and maj@N, weighted maj@N and best-of-N over the same N samples ->
+   verifier_eval.json; the verifier with the higher mean AUC is "better".
 4. curves: per test level, `search.evaluate_curves` of maj, weighted_maj, best_of_n, beam and mcts at every
    --budgets token cap with the better verifier -> curves/L<level>.md/.json/.png; and maj@N, weighted_maj@N
    and best_of_N uncapped (the same N samples each, so the same tokens) -> curves/L<level>_at_maj.md/.json.
@@ -193,16 +194,16 @@ class Plan:
         return self.out / "curves" / (f"L{level}_at_maj" if at_maj else f"L{level}")
 
     def check_inputs(self) -> None:
-        """A stage that is run needs what the stages before it write: saved, or made in this run."""
-        needs = {"train": [self.labels_file("train", level) for level in self.train_levels],
-                 "evaluate": [self.verifier(k) for k in self.verifiers] + [self.labels_file("test", level)
-                                                                       for level in self.test_levels],
-                 "curves": [self.out / "verifier_eval.json"]}
+        """A stage that is run needs what earlier stages write: saved, or made in this run (the stage that makes
+        a missing file is named: evaluate's held-out labels come from label, its verifiers from train)."""
+        test_labels = [(self.labels_file("test", level), "label") for level in self.test_levels]
+        needs = {"train": [(self.labels_file("train", level), "label") for level in self.train_levels],
+                 "evaluate": [(self.verifier(k), "train") for k in self.verifiers] + test_labels,
+                 "curves": [(self.out / "verifier_eval.json", "evaluate")]}
         for stage in self.stages:
-            earlier = STAGES[STAGES.index(stage) - 1] if stage != "label" else None
-            missing = [p for p in needs.get(stage, []) if not p.exists()]
-            if missing and earlier not in self.stages:
-                raise ValueError(f"stage {stage} needs {missing[0]}, which does not exist: add {earlier} to --stages")
+            for path, maker in needs.get(stage, []):
+                if not path.exists() and maker not in self.stages:
+                    raise ValueError(f"stage {stage} needs {path}, which does not exist: add {maker} to --stages")
 
 
 def skipped(plan: Plan, path: Path, what: str) -> bool:

@@ -183,3 +183,7 @@ def test_bad_flags_are_one_line_before_any_model_loads(tmp_path):
     assert error_line(script, common + ["--stages", "train"]) == (
         f"error: stage train needs {out / 'labels' / 'train_L2.jsonl'}, which does not exist: add label to --stages")
     assert not out.exists()  # nothing written
+    for kind in ("orm", "prm_soft"):  # verifiers saved, held-out labels not: the stage that makes them is named
+        (out / "verifiers" / kind / "model").mkdir(parents=True)
+    assert error_line(script, common + ["--stages", "evaluate"]) == (
+        f"error: stage evaluate needs {out / 'labels' / 'test_L2.jsonl'}, which does not exist: add label to --stages")
