@@ -4,7 +4,7 @@ Reasoning through Multi-Agent Reflection" reports them), turn-k accuracy and the
 rates per turn.
 
     python examples/reflection_dpo.py                          # CPU-sized: Reflection-Arithmetic-v0 level 3
-    python examples/reflection_dpo.py --preset gpu_room        # level 4, few SFT examples: room to reflect
+    python examples/reflection_dpo.py --preset gpu_room        # level 4, few SFT examples, checked critic
     python examples/reflection_dpo.py --preset gpu             # level 3, SFT on every train problem
     python examples/reflection_dpo.py --env Reflection-GSM8K-v0 --data_path ../shared/data/gsm8k/train.jsonl \\
         --subset 7217,7473 --sft_config statics/configs/reflection_gsm8k_sft.yaml --max_new_tokens 256
@@ -94,22 +94,24 @@ _DPO_GPU = dict(train_iterations=60, pairs_per_iteration=64, micro_batch_size=32
                 learning_rate=1e-6, beta=0.1, eval_every=0)
 PRESETS = {
     # sized for 2 CPU cores (a few minutes): a short look at each stage, not a result
-    "cpu": dict(level=3, eval_episodes=32, max_new_tokens=48, sft_examples=512, reflect_problems=32,
+    "cpu": dict(level=3, eval_episodes=32, max_new_tokens=48, critic_style="oracle", sft_examples=512, reflect_problems=32,
                 reflect_sft_iterations=20, pair_problems=16, pair_feedbacks=2, pair_refinements=2, sft=_SFT_CPU,
                 dpo=dict(train_iterations=10, pairs_per_iteration=16, micro_batch_size=8, max_length=512,
                          learning_rate=5e-7, beta=0.1, eval_every=0)),
     # the setting of the first GPU runs (level 3, SFT on every train problem): the first answer lands at
     # 96.5% (benchmarks/RESULTS.md, "Reflection: SFT then DPO"), at the ceiling: no room to reflect
-    "gpu": dict(level=3, eval_episodes=256, max_new_tokens=64, sft_examples=0, reflect_problems=2048,
+    "gpu": dict(level=3, eval_episodes=256, max_new_tokens=64, critic_style="oracle", sft_examples=0, reflect_problems=2048,
                 reflect_sft_iterations=100, pair_problems=512, pair_feedbacks=4, pair_refinements=2, sft=_SFT_GPU,
                 dpo=_DPO_GPU),
     # "room to reflect" (issue 26: the first answer right about 30-60%). Chosen from RESULTS.md's figures for
     # the embedded model (greedy base accuracy 0.8% at level 4; SFT on every train problem 93.8%): level 4,
-    # 128 distinct problems seen 6 times (24 x 32 draws). Measured on an H200 on 2026-11-27 (RESULTS.md,
-    # "Reflection with a trained critic"): sampled first answers 46% right, greedy p1@t1 49.2% after both
-    # SFT stages. 512 problems (48 iterations) gave 60% / 77.7%, and level 3 with 128 gave 25% / 74.6%.
-    "gpu_room": dict(level=4, eval_episodes=256, max_new_tokens=64, sft_examples=128, reflect_problems=1024,
-                     reflect_sft_iterations=60, pair_problems=512, pair_feedbacks=4, pair_refinements=2,
+    # 128 distinct problems seen 6 times (24 x 32 draws). Measured on an H200 (RESULTS.md, "Reflection with a
+    # trained critic"): sampled first answers 44-46% right. The critic writes the checked feedback (each step
+    # redone, then the verdict; up to 62 tokens, so 96 a turn): on 2026-11-27 the oracle style's critic
+    # rejected right answers (100% false alarms after SFT, m1@t5 25.4% < p1@t1 44.5%), the checked one
+    # 2.2%, and after DPO reached p1@t1 59.8%, m1@t5 69.9%, p1@t5 70.7%.
+    "gpu_room": dict(level=4, eval_episodes=256, max_new_tokens=96, critic_style="checked", sft_examples=128,
+                     reflect_problems=1024, reflect_sft_iterations=60, pair_problems=512, pair_feedbacks=4, pair_refinements=2,
                      sft={**_SFT_GPU, "train_iterations": 24, "examples_per_iteration": 32, "eval_every": 8},
                      dpo=_DPO_GPU),
 }
@@ -135,9 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="(a) the first-answer SFT budget: train problems whose gold solution it trains on (0: all; preset)")
     add("--reflect_problems", type=int, default=None,
         help="(b) train problems the first-answer model answers for critic and refinement SFT (preset)")
-    add("--critic_style", choices=FEEDBACK_STYLES, default="oracle",
+    add("--critic_style", choices=FEEDBACK_STYLES, default=None,
         help="(c) the critic's target: oracle (the verdict alone) or checked (each step redone first, then the "
-             "verdict; traindata/checked_feedback.py); default oracle")
+             "verdict; traindata/checked_feedback.py); preset: checked for gpu_room, else oracle")
     add("--answer_temperature", type=float, default=1.0, help="(b)'s sampling temperature, >= 0 (default 1)")
     add("--reflect_sft_iterations", type=int, default=None, help="(c) the second SFT stage's train_iterations "
                                                                  "(preset)")
@@ -176,7 +178,7 @@ def resolve(args: argparse.Namespace) -> argparse.Namespace:
 
     args.preset = args.preset or ("gpu" if torch.cuda.is_available() else "cpu")
     preset = PRESETS[args.preset]
-    for name in ("level", "eval_episodes", "max_new_tokens", "sft_examples", "reflect_problems",
+    for name in ("level", "eval_episodes", "max_new_tokens", "critic_style", "sft_examples", "reflect_problems",
                  "reflect_sft_iterations", "pair_problems", "pair_feedbacks", "pair_refinements"):
         if getattr(args, name) is None:
             setattr(args, name, preset[name])
