@@ -5,7 +5,8 @@ Solution level: each sample's score (its step scores combined by the verifier's 
 (algorithms.verifier_metrics); with the best-of-N accuracy this score gives per problem beside the samples'
 own accuracy and pass@N, and the two votes over the same samples: maj@N (the most frequent parsed answer) and
 weighted maj@N (each answer's scores summed, search.weighted_vote). Best-of-N, maj@N and weighted maj@N read
-the same N samples of a problem, so they are compared at equal sampled tokens. Step level (samples with MC labels): each step's score against its hard label
+the same N samples of a problem, so they are compared at equal sampled tokens. Step level (samples with MC
+labels): each step's score against its hard label
 (some completion from that prefix ended correct), and the ECE against the soft label (the fraction that did).
 """
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 
 from algorithms.verifier_metrics import VerifierMetrics, expected_calibration_error, verifier_metrics
 from policies.prm import ProcessRewardModel
-from search.evaluate import majority_correct
+from search.evaluate import majority_correct, winner_correct
 from search.weighted_vote import weighted_majority
 from traindata.step_data.labelled_samples import LabelledSample
 
@@ -75,8 +76,7 @@ def evaluate_verifier(prm: ProcessRewardModel, samples: Sequence[LabelledSample]
         answers, right = [s.answer for _, s in scored], [s.correct for _, s in scored]
         best += max(scored, key=lambda t: t[0])[1].correct  # first of equal scores kept
         majority += majority_correct(answers, right)
-        winner = weighted_majority(answers, [score for score, _ in scored])
-        weighted += winner is not None and any(c for a, c in zip(answers, right) if a == winner)
+        weighted += winner_correct(weighted_majority(answers, [score for score, _ in scored]), answers, right)
         passed += any(right)
     problems = len(by_problem)
     return VerifierReport(verifier_metrics(solution, [s.correct for s in samples], threshold, bins), step, soft_ece,

@@ -94,15 +94,16 @@ _DPO_GPU = dict(train_iterations=60, pairs_per_iteration=64, micro_batch_size=32
                 learning_rate=1e-6, beta=0.1, eval_every=0)
 PRESETS = {
     # sized for 2 CPU cores (a few minutes): a short look at each stage, not a result
-    "cpu": dict(level=3, eval_episodes=32, max_new_tokens=48, critic_style="oracle", sft_examples=512, reflect_problems=32,
-                reflect_sft_iterations=20, pair_problems=16, pair_feedbacks=2, pair_refinements=2, sft=_SFT_CPU,
+    "cpu": dict(level=3, eval_episodes=32, max_new_tokens=48, critic_style="oracle", sft_examples=512,
+                reflect_problems=32, reflect_sft_iterations=20, pair_problems=16, pair_feedbacks=2, pair_refinements=2,
+                sft=_SFT_CPU,
                 dpo=dict(train_iterations=10, pairs_per_iteration=16, micro_batch_size=8, max_length=512,
                          learning_rate=5e-7, beta=0.1, eval_every=0)),
     # the setting of the first GPU runs (level 3, SFT on every train problem): the first answer lands at
     # 96.5% (benchmarks/RESULTS.md, "Reflection: SFT then DPO"), at the ceiling: no room to reflect
-    "gpu": dict(level=3, eval_episodes=256, max_new_tokens=64, critic_style="oracle", sft_examples=0, reflect_problems=2048,
-                reflect_sft_iterations=100, pair_problems=512, pair_feedbacks=4, pair_refinements=2, sft=_SFT_GPU,
-                dpo=_DPO_GPU),
+    "gpu": dict(level=3, eval_episodes=256, max_new_tokens=64, critic_style="oracle", sft_examples=0,
+                reflect_problems=2048, reflect_sft_iterations=100, pair_problems=512, pair_feedbacks=4,
+                pair_refinements=2, sft=_SFT_GPU, dpo=_DPO_GPU),
     # "room to reflect" (issue 26: the first answer right about 30-60%). Chosen from RESULTS.md's figures for
     # the embedded model (greedy base accuracy 0.8% at level 4; SFT on every train problem 93.8%): level 4,
     # 128 distinct problems seen 6 times (24 x 32 draws). Measured on an H200 (RESULTS.md, "Reflection with a
@@ -111,7 +112,8 @@ PRESETS = {
     # rejected right answers (100% false alarms after SFT, m1@t5 25.4% < p1@t1 44.5%), the checked one
     # 2.2%, and after DPO reached p1@t1 59.8%, m1@t5 69.9%, p1@t5 70.7%.
     "gpu_room": dict(level=4, eval_episodes=256, max_new_tokens=96, critic_style="checked", sft_examples=128,
-                     reflect_problems=1024, reflect_sft_iterations=60, pair_problems=512, pair_feedbacks=4, pair_refinements=2,
+                     reflect_problems=1024, reflect_sft_iterations=60, pair_problems=512, pair_feedbacks=4,
+                     pair_refinements=2,
                      sft={**_SFT_GPU, "train_iterations": 24, "examples_per_iteration": 32, "eval_every": 8},
                      dpo=_DPO_GPU),
 }

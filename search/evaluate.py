@@ -25,10 +25,14 @@ def majority_answer(answers: list[str | None]) -> str | None:
     return votes.most_common(1)[0][0] if votes else None
 
 
+def winner_correct(winner: str | None, answers: list[str | None], correct: list[bool]) -> bool:
+    """Is a vote's `winner` (None: nothing parsed) one of the answers graded correct?"""
+    return winner is not None and any(c for a, c in zip(answers, correct) if a == winner)
+
+
 def majority_correct(answers: list[str | None], correct: list[bool]) -> bool:
     """maj@k: is the most frequent parsed answer (ties: first seen) a correct one?"""
-    winner = majority_answer(answers)
-    return winner is not None and any(c for a, c in zip(answers, correct) if a == winner)
+    return winner_correct(majority_answer(answers), answers, correct)
 
 
 def episode_starts(env, episodes: int) -> list[dict]:

@@ -20,7 +20,8 @@ BUDGETS = [8, 16, 24, 32]
 
 def test_verifier_table_reliability_and_the_better_verifier_by_hand():
     orm = {"solution_count": 8.0, "solution_positive_rate": 0.25, "solution_accuracy": 0.75, "solution_auc": 0.8,
-           "solution_ece": 0.125, "majority_accuracy": 0.25, "weighted_majority_accuracy": 0.375, "best_of_n_accuracy": 0.5, "sample_accuracy": 0.25, "pass_at_n": 0.5,
+           "solution_ece": 0.125, "majority_accuracy": 0.25, "weighted_majority_accuracy": 0.375,
+           "best_of_n_accuracy": 0.5, "sample_accuracy": 0.25, "pass_at_n": 0.5,
            "reliability": [{"lower": 0.2, "upper": 0.3, "count": 6, "mean_score": 0.25, "positive_rate": 1 / 6},
                            {"lower": 0.9, "upper": 1.0, "count": 2, "mean_score": 0.95, "positive_rate": 0.5}]}
     one_class = {**orm, "solution_auc": None, "weighted_majority_accuracy": None}  # a record saved before the votes

@@ -108,7 +108,8 @@ def test_the_votes_over_the_same_samples():
     assert report.best_of_n_accuracy == pytest.approx(1 / 3)  # a: the 0.9 sample; b: 5 (0.3); c: wrong
     assert report.pass_at_n == pytest.approx(2 / 3)
     flipped = evaluate_verifier(TextScores({**scores.table, "mid": 0.05}), samples)  # b's wrong 5 now loses
-    assert flipped.weighted_majority_accuracy == pytest.approx(2 / 3) and flipped.majority_accuracy == pytest.approx(1 / 3)
+    assert flipped.weighted_majority_accuracy == pytest.approx(2 / 3)
+    assert flipped.majority_accuracy == pytest.approx(1 / 3)
     assert {"majority_accuracy", "weighted_majority_accuracy"} <= set(report.as_dict())
 
 
