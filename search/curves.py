@@ -18,6 +18,7 @@ from pathlib import Path
 from search.search_eval import evaluate_search
 from search.search_types import StepScorer
 from search.settings import SearchSettings
+from training.plots import save_line_plot
 
 COLUMNS = (("method", "method"), ("budget", "budget (tokens/problem)"), ("accuracy", "accuracy"),
            ("tokens_per_problem", "tokens/problem"), ("problems", "problems"))
@@ -88,24 +89,12 @@ def curves_table(rows: Sequence[dict]) -> str:
 
 def plot_curves(rows: Sequence[dict], path: str | Path, title: str = "") -> Path:
     """Accuracy (%) against tokens per problem really sampled, one line per method, saved as a PNG."""
-    from matplotlib.figure import Figure
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig = Figure(figsize=(6.4, 4.4))
-    ax = fig.add_subplot()
+    lines = {}
     for name in dict.fromkeys(row["method"] for row in rows):
         own = sorted((r for r in rows if r["method"] == name), key=lambda r: r["budget"])
-        ax.plot([r["tokens_per_problem"] for r in own], [100 * r["accuracy"] for r in own], marker="o", label=name)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("tokens sampled per problem")
-    ax.set_ylabel("accuracy (%)")
-    ax.set_title(title or "accuracy at equal token budgets")
-    ax.grid(True, alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    return path
+        lines[name] = ([r["tokens_per_problem"] for r in own], [100 * r["accuracy"] for r in own])
+    return save_line_plot(lines, path, title or "accuracy at equal token budgets", "tokens sampled per problem",
+                          "accuracy (%)", log2_x=True)
 
 
 def save_curves(rows: Sequence[dict], stem: str | Path, about: dict | None = None) -> tuple[Path, Path, Path]:

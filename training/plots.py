@@ -10,6 +10,7 @@ all 0 or 1 are drawn as the fraction of reward-1 episodes per iteration (a box p
 collapses to a line); other rewards as box plots."""
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 PANELS = [
@@ -142,3 +143,29 @@ def draw_reward_distribution(ax, dists: list[tuple[int, list[float]]], label: st
 def is_binary(dists: list[tuple[int, list[float]]]) -> bool:
     """True when every logged reward is 0 or 1."""
     return all(r in (0, 1) for _, d in dists for r in d)
+
+
+def save_line_plot(lines: Mapping[str, tuple[Sequence[float], Sequence[float]]], path: str | Path, title: str,
+                   xlabel: str, ylabel: str, log2_x: bool = False, integer_x: bool = False) -> Path:
+    """One PNG of named lines (name -> x values, y values), a marker on each point, a grid and a legend; the x
+    axis in powers of 2 (`log2_x`) or ticked at whole numbers only (`integer_x`). Parent folders are made."""
+    from matplotlib.figure import Figure
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig = Figure(figsize=(6.4, 4.4))
+    ax = fig.add_subplot()
+    for name, (xs, ys) in lines.items():
+        ax.plot(xs, ys, marker="o", label=str(name))
+    if log2_x:
+        ax.set_xscale("log", base=2)
+    if integer_x:
+        ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    return path
