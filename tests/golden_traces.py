@@ -1,14 +1,18 @@
 """Golden CPU traces: a few iterations of each trainer on the tiny model, every logged number kept exactly.
 
-`python -m tests.golden_traces OUT.json` writes them; tests/test_golden_traces.py compares a fresh run with
-tests/golden/traces.json number for number, so a refactor that changes what any trainer computes fails.
-One torch thread: the thread count moves float sums, and the trace must not depend on the machine.
+`python -m tests.golden_traces OUT.json` writes them with the recording machine's processor model, torch
+version and vector unit; tests/test_golden_traces.py compares a fresh run with tests/golden/traces.json within
+float32 noise on any processor, and bit for bit only on the recording's processor model (another vector unit,
+e.g. an AMD EPYC against an Intel Xeon, orders float sums differently from the second update on).
+One torch thread: the thread count moves float sums too.
 Recorded with scripts/constraints.txt's library versions and torch 2.13.0 (CPU).
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import math
+import platform
 import sys
 import tempfile
 from pathlib import Path
@@ -40,6 +44,39 @@ def _digest(module: torch.nn.Module) -> str:
     return h.hexdigest()
 
 
+def _weights(module: torch.nn.Module) -> dict:
+    """The weights' L2 norm and their dot product with a fixed random vector (float64): a summary that a
+    processor's float noise moves only in the 7th digit, while any real change of the weights moves it."""
+    gen = torch.Generator().manual_seed(0)
+    squares = projection = 0.0
+    for _, p in sorted(module.state_dict().items()):
+        x = p.detach().double().flatten()
+        squares += float(x @ x)
+        projection += float(x @ torch.randn(x.numel(), generator=gen, dtype=torch.float64))
+    return {"l2": math.sqrt(squares), "projection": projection}
+
+
+def _trace(rows: list[dict], module: torch.nn.Module) -> dict:
+    return {"rows": _kept(rows), "params": _digest(module), "weights": _weights(module)}
+
+
+def processor_model() -> str:
+    """The CPU's model name (/proc/cpuinfo on Linux), e.g. 'Intel(R) Xeon(R) Processor' or 'AMD EPYC 7B13'."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def recording_machine() -> dict:
+    """What decides whether a trace can be bit-identical to the record: processor, vector unit, torch."""
+    return {"cpu_model": processor_model(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "torch": torch.__version__.split("+")[0]}
+
+
 def _common(run: Path) -> dict:
     return dict(output_dir=str(run), progress=False, seed=0, eval_at_start=False)
 
@@ -65,8 +102,7 @@ def _rl(name: str, run: Path) -> dict:
     rewards = {"digits": digit_fraction, "letters": _letters}
     algo = cls(policy, make("ToyDigits-v0", reward_fns=rewards), config,
                eval_env=make("ToyDigits-v0", reward_fns=rewards))
-    rows = algo.train()
-    return {"rows": _kept(rows), "params": _digest(policy.model)}
+    return _trace(algo.train(), policy.model)
 
 
 def _sft(run: Path) -> dict:
@@ -79,7 +115,7 @@ def _sft(run: Path) -> dict:
     policy = _policy()
     config = SFTConfig(train_iterations=2, learning_rate=1e-3, **_common(run))
     trainer = SFT(policy, arithmetic_sft_examples(level=1, n=8, seed=0), config)
-    return {"rows": _kept(trainer.train()), "params": _digest(policy.model)}
+    return _trace(trainer.train(), policy.model)
 
 
 def _dpo(run: Path) -> dict:
@@ -93,7 +129,7 @@ def _dpo(run: Path) -> dict:
     policy = _policy()
     config = DPOConfig(train_iterations=2, pairs_per_iteration=4, learning_rate=1e-3, **_common(run))
     trainer = DPO(policy, pairs, config)
-    return {"rows": _kept(trainer.train()), "params": _digest(policy.model)}
+    return _trace(trainer.train(), policy.model)
 
 
 def _prm(run: Path) -> dict:
@@ -107,11 +143,12 @@ def _prm(run: Path) -> dict:
     prm = ProcessRewardModel.from_policy(_policy())
     config = PRMConfig(train_iterations=2, pairs_per_iteration=4, learning_rate=1e-3, **_common(run))
     trainer = PRMTrainer(prm, arithmetic_pairs([1], 3, seed=0), config)
-    return {"rows": _kept(trainer.train()), "params": _digest(prm)}
+    return _trace(trainer.train(), prm)
 
 
 def traces() -> dict:
-    """Every trainer's trace: its logged rows (wall-clock numbers left out) and a digest of its weights."""
+    """Every trainer's trace: its logged rows (wall-clock numbers left out), a digest of its weights (exact
+    checks) and a summary of them (checks within float noise)."""
     torch.set_num_threads(1)
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -123,5 +160,11 @@ def traces() -> dict:
     return json.loads(json.dumps(out, default=float))
 
 
+def record(recorded_at: str) -> dict:
+    """A golden file's content: this machine's traces and what they were recorded on."""
+    return {**recording_machine(), "recorded_at": recorded_at, "traces": traces()}
+
+
 if __name__ == "__main__":
-    Path(sys.argv[1]).write_text(json.dumps(traces(), indent=1, sort_keys=True) + "\n")
+    note = sys.argv[2] if len(sys.argv) > 2 else "re-recorded"
+    Path(sys.argv[1]).write_text(json.dumps(record(note), indent=1, sort_keys=True) + "\n")
