@@ -61,13 +61,19 @@ def _trace(rows: list[dict], module: torch.nn.Module) -> dict:
 
 
 def processor_model() -> str:
-    """The CPU's model name (/proc/cpuinfo on Linux), e.g. 'Intel(R) Xeon(R) Processor' or 'AMD EPYC 7B13'."""
+    """The CPU's make and model from /proc/cpuinfo on Linux, e.g. 'GenuineIntel 6/207 Intel(R) Xeon(R)
+    Processor' (vendor, family/model number, name: clouds name several generations 'Intel(R) Xeon(R)
+    Processor'); elsewhere platform.processor()."""
+    fields = {}
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
     except OSError:
         pass
+    if "model name" in fields:
+        return f"{fields.get('vendor_id', '?')} {fields.get('cpu family', '?')}/{fields.get('model', '?')} " \
+               f"{fields['model name']}"
     return platform.processor() or platform.machine()
 
 
