@@ -81,8 +81,8 @@ SEAMS = (
     Seam("core.atomic_io", "move_aside", "after",
          lambda caller, args: {"training.checkpoints.archive_history": "archive.moved",
                                "core.atomic_io.remove_tree": "remove.renamed"}.get(caller)),
-    Seam("os", "unlink", "after", _called_from("core.atomic_io._empty", "remove.file")),
-    Seam("os", "rmdir", "after", _called_from("core.atomic_io._empty", "remove.file")),
+    Seam("os", "unlink", "after", _called_from("core.atomic_io._delete_folder", "remove.file")),
+    Seam("os", "rmdir", "after", _called_from("core.atomic_io._delete_folder", "remove.file")),
 )
 POINTS = ("config.before_replace", "config.after_replace", "truncate.side_file", "truncate.before_replace",
           "truncate.after_replace", "atomic_write.before_replace", "atomic_write.after_replace", "metrics.write",

@@ -1,6 +1,7 @@
 """Checkpoint folders: atomic layout, retention, resume selection, old layout, safe loading."""
 import json
 import os
+import random
 import shutil
 
 import pytest
@@ -112,13 +113,80 @@ def test_without_a_checkpoint_resume_starts_over_and_keeps_the_history(tmp_path,
     (run / "checkpoints" / "iter-000002").mkdir()  # no manifest: incomplete
     rows = tiny_algo(tmp_path).train(resume=True)
     assert [r["iteration"] for r in rows] == [1]
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert f"note: --resume: no checkpoint in {run}, starting from iteration 0" in out
+    assert err == (f"warning: skipping {run / 'checkpoints' / 'iter-000002'}: no MANIFEST.json (incomplete); "
+                   f"no other checkpoint to resume from\n")
     assert (run / "metrics.1.jsonl.bak").read_text() == old
     assert names(run / "checkpoints.1.bak") == ["iter-000002"]
     assert names(run / "checkpoints") == ["iter-000001"]
     tiny_algo(tmp_path).train()  # a new run (no --resume) in a used folder moves it aside too
     assert (run / "metrics.2.jsonl.bak").read_text().count("\n") == 1
+
+
+def test_a_newest_checkpoint_without_its_manifest_is_skipped_with_one_warning_naming_both(tmp_path, capsys):
+    algo = tiny_algo(tmp_path, keep_checkpoints=3)
+    older, newest = save_at(algo, 1), save_at(algo, 2)
+    (newest / "MANIFEST.json").unlink()
+    capsys.readouterr()
+    fresh = tiny_algo(tmp_path)
+    assert fresh.resume_from(tmp_path / "run") == older and fresh.iteration == 1
+    out, err = capsys.readouterr()
+    assert err == (f"warning: skipping {newest}: no MANIFEST.json (incomplete); resuming from {older} instead "
+                   f"(the next save removes iter-000002)\n")
+    assert out == f"resuming from {older} (iteration 1)\n"
+
+
+def trained_then_resumed(tmp_path, edit_metrics):
+    """Train 2 iterations (a checkpoint at 2), `edit_metrics(path)`, then resume to 3 through the examples'
+    error handler: the SystemExit's message, or None when the run finished."""
+    tiny_algo(tmp_path, train_iterations=2).train()
+    edit_metrics(tmp_path / "run" / "metrics.jsonl")
+    try:
+        run_with_clear_errors(tiny_algo(tmp_path, train_iterations=3).train, True)
+    except SystemExit as stop:
+        return str(stop.code)
+    return None
+
+
+def test_resume_is_refused_in_one_line_when_metrics_jsonl_is_missing(tmp_path):
+    run = tmp_path / "run"
+    message = trained_then_resumed(tmp_path, lambda path: path.unlink())
+    assert message == (f"error: {run / 'metrics.jsonl'}: missing, but {run / 'checkpoints' / 'iter-000002'} has "
+                       f"trained 2 iterations; checkpoints do not hold the logged rows, so they cannot be rebuilt: "
+                       f"put the file back (a copy, or a metrics.<n>.jsonl.bak of this run), or run without --resume "
+                       f"to start over")
+    assert names(run / "checkpoints") == ["iter-000002"] and not (run / "metrics.jsonl").exists()  # nothing trained
+
+
+def test_resume_is_refused_in_one_line_when_metrics_jsonl_lost_rows(tmp_path):
+    def keep_the_first_row(path):  # iteration 1's (no evaluation at the start)
+        path.write_text(path.read_text().splitlines(keepends=True)[0])
+
+    run = tmp_path / "run"
+    message = trained_then_resumed(tmp_path, keep_the_first_row)
+    assert message.startswith(f"error: {run / 'metrics.jsonl'}: no rows for 1 of the 2 iterations "
+                              f"{run / 'checkpoints' / 'iter-000002'} has trained (the first missing: iteration 2); "
+                              f"checkpoints do not hold the logged rows")
+    assert "\n" not in message and names(run / "checkpoints") == ["iter-000002"]
+
+
+def test_resume_with_every_row_continues(tmp_path):
+    assert trained_then_resumed(tmp_path, lambda path: None) is None
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in rows] == [1, 2, 3]
+
+
+def test_python_random_is_seeded_with_the_run_seed(tmp_path):
+    random.seed(123)
+    tiny_algo(tmp_path, seed=7)
+    first = random.random()
+    random.seed(456)
+    tiny_algo(tmp_path, seed=7)
+    assert random.random() == first  # whatever the state before, the run's seed sets it
+    random.seed(123)
+    tiny_algo(tmp_path, seed=8)
+    assert random.random() != first
 
 
 class Payload:

@@ -56,6 +56,75 @@ def test_links_inside_a_removed_folder_are_unlinked_never_descended(tmp_path, ou
     assert contents(outside) == EXPECTED
 
 
+class ListedBeforeTheSwap:
+    """What `os.scandir` returns in the swap test: the entries read in full before a folder is swapped."""
+
+    def __init__(self, entries: list[os.DirEntry]) -> None:
+        self.entries = entries
+
+    def __enter__(self) -> "ListedBeforeTheSwap":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def __iter__(self):
+        return iter(self.entries)
+
+
+def doomed_folder(tmp_path: Path) -> Path:
+    """A folder to remove, holding a file and a subfolder `victim` with a file of its own."""
+    doomed = tmp_path / "iter-000001"
+    (doomed / "victim").mkdir(parents=True)
+    (doomed / "state.pt").write_text("x")
+    (doomed / "victim" / "own.txt").write_text("the run's")
+    return doomed
+
+
+def swap_for_link(folder: Path, moved_to: Path, outside: Path) -> None:
+    """Move `folder` out of the tree and put a link to `outside` under its name."""
+    os.rename(folder, moved_to)
+    folder.symlink_to(outside, target_is_directory=True)
+
+
+def test_a_subfolder_swapped_for_a_link_between_listing_and_entering_is_unlinked_alone(tmp_path, outside,
+                                                                                         monkeypatch):
+    doomed = doomed_folder(tmp_path)
+    victim = tmp_path / ".trash-iter-000001" / "victim"  # where `victim` is while its folder is emptied
+    real_scandir = os.scandir
+
+    def listed_then_swapped(folder):
+        with real_scandir(folder) as listed:
+            entries = list(listed)
+        if "victim" in [entry.name for entry in entries] and not victim.is_symlink():
+            swap_for_link(victim, tmp_path / "moved", outside)  # the listing still says: a folder
+        return ListedBeforeTheSwap(entries)
+
+    monkeypatch.setattr(os, "scandir", listed_then_swapped)
+    remove_tree(doomed)
+    monkeypatch.undo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["moved", "outside"]
+    assert contents(outside) == EXPECTED
+    assert contents(tmp_path / "moved") == {"own.txt": "the run's"}  # moved out before it was entered
+
+
+def test_a_folder_swapped_for_a_link_after_its_trash_rename_is_unlinked_alone(tmp_path, outside, monkeypatch):
+    from core import atomic_io
+
+    doomed = doomed_folder(tmp_path)
+    real_move_aside = atomic_io.move_aside
+
+    def moved_then_swapped(path: Path, target: Path) -> None:
+        real_move_aside(path, target)
+        swap_for_link(target, tmp_path / "moved", outside)
+
+    monkeypatch.setattr(atomic_io, "move_aside", moved_then_swapped)
+    remove_tree(doomed)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["moved", "outside"]
+    assert contents(outside) == EXPECTED
+    assert contents(tmp_path / "moved") == {"state.pt": "x", os.path.join("victim", "own.txt"): "the run's"}
+
+
 @pytest.mark.parametrize("kind", ["folder", "file", "dangling", "loop"])
 def test_a_trash_link_is_purged_alone(tmp_path, outside, kind):
     link = tmp_path / ".trash-iter-000001"

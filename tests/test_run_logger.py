@@ -4,7 +4,7 @@ import json
 import pytest
 
 from tests.faults import Killed, crash_at_fixture  # noqa: F401  (the crash_at fixture)
-from training.run_logger import DISCARDED, RunLogger
+from training.run_logger import DISCARDED, MetricsHistoryError, RunLogger, check_history
 
 
 def rows(n):
@@ -126,3 +126,14 @@ def test_wandb_online_without_an_api_key_is_refused_before_anything_loads(no_wan
     wandb.teardown()
     assert GRPOConfig(wandb="online", output_dir=str(run)).wandb == "online"  # `wandb login` wrote such a .netrc
     assert not run.exists()
+
+
+def test_check_history_counts_whole_rows_up_to_the_checkpoint(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"iteration": 0}\n' + rows(3) + '{"iteration": [4]}\n{"iteration": 5, "rew')  # odd tail
+    check_history(tmp_path, 3, "ckpt")  # rows after the checkpoint, a torn line: truncate_after's concern
+    path.write_text(rows(1) + rows(3).splitlines(keepends=True)[2])  # iterations 1 and 3
+    with pytest.raises(MetricsHistoryError) as info:
+        check_history(tmp_path, 3, "ckpt")
+    assert str(info.value).startswith(f"{path}: no rows for 1 of the 3 iterations ckpt has trained (the first "
+                                      f"missing: iteration 2);")

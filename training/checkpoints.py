@@ -166,6 +166,16 @@ def _is_complete(path: Path) -> bool:
     return not path.is_symlink() and path.is_dir() and (path / MANIFEST).is_file()
 
 
+def unsealed_checkpoints(run_dir: str | os.PathLike) -> list[Path]:
+    """Entries named `iter-*` that resuming passes over, newest first: a folder without a manifest (never
+    sealed, or damaged since: `seal` renames only complete folders) or a link. The next save removes them."""
+    root = Path(run_dir) / CHECKPOINTS
+    if not root.is_dir():
+        return []
+    found = [p for p in root.iterdir() if _NAME.match(p.name) and not _is_complete(p)]
+    return sorted(found, key=iteration_of, reverse=True)
+
+
 def resume_candidates(run_dir: str | os.PathLike) -> list[Checkpoint]:
     """Where resuming looks, best first: complete new-layout checkpoints, then the old `checkpoint/`."""
     run_dir = Path(run_dir)

@@ -55,7 +55,7 @@ class TrainerConfig(CheckedConfig):
     # loop
     train_iterations: int = setting(100, "training iterations (RL: collect -> update rounds; TRL's max_steps "
                                          "when each is one optimizer step)")
-    seed: int = setting(0, "seeds torch, numpy and the env draws; in [0, 2**32)")
+    seed: int = setting(0, "seeds torch, numpy, Python's random and the env draws; in [0, 2**32)")
     # optimisation
     learning_rate: float = setting(1e-5, "AdamW step size, > 0 (peak; lr_scheduler_type shapes it)")
     weight_decay: float = setting(0.0, "AdamW decoupled weight decay, >= 0")

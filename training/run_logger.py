@@ -5,7 +5,8 @@ checkpoint) passes it back to `wandb.init(id=..., resume="allow")` and so contin
 
 metrics.jsonl is append-only and flushed to disk per line. A line cut short by a kill is ignored
 when reading and set aside on resume; rows logged after the checkpoint a run resumes from are moved
-to metrics.discarded.jsonl (never deleted), and the file is rewritten atomically.
+to metrics.discarded.jsonl (never deleted), and the file is rewritten atomically. A resume whose
+metrics.jsonl lacks rows up to the checkpoint's iteration is refused (`check_history`).
 """
 from __future__ import annotations
 
@@ -38,6 +39,49 @@ def read_wandb_id(run_dir: Path) -> str | None:
         print(f"warning: {path}: no usable W&B run id; --resume starts a new W&B run", file=sys.stderr)
         return None
     return run_id
+
+
+class MetricsHistoryError(ValueError):
+    """metrics.jsonl lacks rows that the checkpoint being resumed from has trained; one line, naming the file."""
+
+
+def check_history(run_dir: str | Path, iteration: int, checkpoint: str | Path) -> None:
+    """Before a run resumes from `checkpoint` (at `iteration`): a MetricsHistoryError line unless
+    `<run_dir>/metrics.jsonl` holds a row for every iteration 1..`iteration`.
+
+    Refused rather than rebuilt: a checkpoint holds no logged rows (`trainer_state.json` has the
+    iteration, the guards' counters, the reference's bookkeeping and the file layout; the other files
+    weights, optimizer, scheduler and RNG states), so the missing rows exist nowhere else. Resuming
+    anyway would end with a metrics.jsonl, plots and returned rows that start at the resume point,
+    without a word. Rows after `iteration` (to be redone) are `RunLogger.truncate_after`'s concern.
+    """
+    path = Path(run_dir) / "metrics.jsonl"
+    remedy = (f"checkpoints do not hold the logged rows, so they cannot be rebuilt: put the file back (a copy, "
+              f"or a metrics.<n>.jsonl.bak of this run), or run without --resume to start over")
+    if not path.is_file():
+        raise MetricsHistoryError(f"{path}: missing, but {checkpoint} has trained {iteration} iterations; {remedy}")
+    logged = {row["iteration"] for _, _, row in metric_lines(path) if row and isinstance(row.get("iteration"), int)}
+    missing = [i for i in range(1, iteration + 1) if i not in logged]
+    if missing:
+        raise MetricsHistoryError(f"{path}: no rows for {len(missing)} of the {iteration} iterations {checkpoint} "
+                                  f"has trained (the first missing: iteration {missing[0]}); {remedy}")
+
+
+def metric_lines(path: Path) -> list[tuple[int, str, dict[str, Any] | None]]:
+    """(line number, raw line, parsed row or None: not a JSON object) for each non-empty line of `path`."""
+    if not path.exists():
+        return []
+    out = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            row = row if isinstance(row, dict) else None
+        except ValueError:
+            row = None
+        out.append((number, line, row))
+    return out
 
 
 class RunLogger:
@@ -88,18 +132,9 @@ class RunLogger:
         return [row for _, row in self._lines() if row is not None]
 
     def _lines(self) -> list[tuple[str, dict[str, Any] | None]]:
-        """(raw line, parsed row or None) for each non-empty line."""
-        if not self.metrics_path.exists():
-            return []
+        """(raw line, parsed row or None) for each non-empty line; a warning for each unreadable one."""
         out = []
-        for number, line in enumerate(self.metrics_path.read_text().splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                row = row if isinstance(row, dict) else None
-            except ValueError:
-                row = None
+        for number, line, row in metric_lines(self.metrics_path):
             if row is None:
                 print(f"warning: {self.metrics_path}:{number}: unreadable line (cut short by a kill?) is ignored",
                       file=sys.stderr)

@@ -11,6 +11,7 @@ training/data_parallel.py), clipping, the non-finite guard. RL algorithms are `R
 from __future__ import annotations
 
 import math
+import random
 import time
 from abc import ABC, abstractmethod
 from contextlib import contextmanager, nullcontext
@@ -33,7 +34,7 @@ from training.lr_schedules import build_scheduler
 from training.phase_memory import PhaseMemory
 from training.plots import plot_run
 from training.progress import phase_bar
-from training.run_logger import RunLogger
+from training.run_logger import RunLogger, check_history
 from policies.base import TrainableModel, TrainablePolicy
 from policies.contract import check_contract
 
@@ -65,6 +66,7 @@ class Trainer(ABC):
         self.rng = np.random.default_rng(self.config.seed)  # draws shared by every rank (e.g. which prompts)
         self.local_rng = self._local_rng()                   # this rank's own draws, renewed each iteration
         torch.manual_seed(self.config.seed)
+        random.seed(self.config.seed)  # Python's own, which checkpoints store (rng_state.pth) and user code may draw from
         self.generator = torch.Generator(device=self.device).manual_seed(self.config.seed)
         dist.broadcast_parameters(policy.parameters())  # every rank starts from rank 0's weights
         self.before_data_parallel()  # copies of the policy, while it can still be copied
@@ -312,9 +314,12 @@ class Trainer(ABC):
         c = self.config
         run_dir = Path(c.output_dir)
         trainer_state.refuse_symlinked_entries(run_dir)  # every rank: each stops with the same line
+        resumed = None
         if resume:  # rank 0 sets corrupt checkpoints aside before the others look (FSDP: every rank loads at once)
             with nullcontext() if sharded_checkpoints.is_sharded(self) else dist.main_first():
-                self.resume_from(run_dir)
+                resumed = self.resume_from(run_dir)
+        if resumed is not None:  # rank 0 reads metrics.jsonl; rows missing before the checkpoint stop every rank
+            dist.main_result(lambda: check_history(run_dir, self.iteration, resumed))
         if dist.is_main():
             continuing = self.iteration > 0
             if not continuing:

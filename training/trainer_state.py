@@ -158,9 +158,25 @@ def resume_checkpoint(trainer, run_dir: str | Path) -> Path | None:
                 ckpt.set_aside_corrupt(candidate)
             continue
         apply_checkpoint(trainer, candidate.path, state)
+        if dist.is_main():
+            warn_passed_over(run_dir, candidate)
         print(f"resuming from {candidate.path} (iteration {trainer.iteration})", flush=True)
         return candidate.path
+    if dist.is_main():
+        warn_passed_over(run_dir, None)
     return None
+
+
+def warn_passed_over(run_dir: str | Path, resumed: ckpt.Checkpoint | None) -> None:
+    """One warning line per `iter-*` entry newer than the checkpoint resumed from (`resumed`; None: none,
+    the run starts over) that resuming passed over because it has no manifest or is a link, naming both."""
+    since = resumed.iteration if resumed is not None and resumed.iteration is not None else -1
+    for path in ckpt.unsealed_checkpoints(run_dir):
+        if ckpt.iteration_of(path) > since:
+            reason = "a symbolic link, not this run's" if path.is_symlink() else f"no {ckpt.MANIFEST} (incomplete)"
+            instead = (f"resuming from {resumed.path} instead (the next save removes {path.name})"
+                       if resumed is not None else "no other checkpoint to resume from")
+            warn(f"skipping {path}: {reason}; {instead}")
 
 
 def _resume_sharded(trainer, run_dir: str | Path) -> Path | None:
@@ -176,7 +192,9 @@ def _resume_sharded(trainer, run_dir: str | Path) -> Path | None:
                 warn(f"skipping a checkpoint that does not verify: {err}")
                 ckpt.set_aside_corrupt(candidate)
                 continue
+            warn_passed_over(run_dir, candidate)
             return str(candidate.path)
+        warn_passed_over(run_dir, None)
         return None
 
     found = dist.main_result(pick)  # a checkpoint that does not fit (e.g. another world size) stops every rank
