@@ -20,6 +20,7 @@ A rate whose denominator is empty (no episode wrong, or right, at turn k - 1) is
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -29,7 +30,8 @@ from search.evaluate import episode_starts, majority_correct
 from buffers import EpisodeOutcome, Trajectory
 from episodes.rollout import SamplingSettings, rollout
 from policies.base import Policy
-from algorithms.reflection_critic_metrics import critic_metrics
+from algorithms.reflection_critic_metrics import critic_metrics, critic_turns
+from core.problem_records import write_problem_records
 
 DEFAULT_TURNS = 5
 
@@ -116,9 +118,11 @@ def reflection_episodes(policies: Policy | Mapping[str, Policy], env, episodes: 
 
 def evaluate_reflection(policies: Policy | Mapping[str, Policy], env, episodes: int = 64, max_new_tokens: int = 256,
                         temperature: float = 0.0, turns: int = DEFAULT_TURNS, batch_prompts: int = 16,
-                        seed: int = 0) -> dict[str, float]:
+                        seed: int = 0, records_path: str | os.PathLike | None = None) -> dict[str, float]:
     """``reflection_metrics``, ``turn_metrics`` and (turns >= 2) ``critic_metrics`` of ``reflection_episodes``
-    (greedy by default), with ``mean_length``: sampled tokens per episode, both roles'. The env must run at least ``turns`` actor turns."""
+    (greedy by default), with ``mean_length``: sampled tokens per episode, both roles'. The env must run at least
+    ``turns`` actor turns. With ``records_path`` (the aggregate's ``.json`` path, or a ``.problems.jsonl``
+    one) each episode's ``reflection_records`` entry is written there."""
     max_turns = getattr(getattr(env, "unwrapped", env), "max_turns", None)
     if not isinstance(max_turns, int):
         raise ValueError(f"evaluate_reflection needs a ReflectionEnv; got {type(env).__name__}")
@@ -127,8 +131,25 @@ def evaluate_reflection(policies: Policy | Mapping[str, Policy], env, episodes: 
     played = reflection_episodes(policies, env, episodes, max_new_tokens, temperature, batch_prompts, seed)
     lengths = [t.num_generated_tokens for t in played]
     critic = critic_metrics(played) if turns >= 2 else {}
+    if records_path is not None:
+        write_problem_records(records_path, "reflection", reflection_records(played, turns))
     return {**reflection_metrics(played, turns), **turn_metrics(played, turns), **critic,
             "mean_length": sum(lengths) / max(len(lengths), 1)}
+
+
+def reflection_records(played: Sequence[Trajectory], turns: int = DEFAULT_TURNS) -> list[dict[str, Any]]:
+    """One problem record (kind "reflection", core.problem_records) per episode, in order: its `index`, `id`,
+    `gold`, the actor's answer and verdict at each turn (`turn_answers`, `turn_correct`: the info keys
+    `turn_record` reads, so `reflection_metrics` and `turn_metrics` recompute from the records), the `turns`
+    the metrics count, each critic turn's verdict (`critic_verdicts`) and its sampled `tokens`."""
+    records = []
+    for index, episode in enumerate(played):
+        answers, correct = turn_record(episode)
+        records.append({"index": index, "id": episode.outcome.problem_id, "gold": episode.info.get("gold"),
+                        "turn_answers": answers, "turn_correct": correct, "turns": turns,
+                        "critic_verdicts": [verdict for _, verdict, _, _ in critic_turns(episode)],
+                        "tokens": episode.num_generated_tokens})
+    return records
 
 
 def _check_turns(turns: int) -> None:

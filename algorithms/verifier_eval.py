@@ -11,7 +11,7 @@ labels): each step's score against its hard label
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from algorithms.verifier_metrics import VerifierMetrics, expected_calibration_error, verifier_metrics
@@ -33,6 +33,7 @@ class VerifierReport:
     pass_at_n: float
     majority_accuracy: float
     weighted_majority_accuracy: float
+    problems: tuple[dict, ...] = ()  # `problem_records`: what the per-problem numbers are computed from
 
     def as_dict(self, prefix: str = "") -> dict[str, float]:
         """Flat scalar metrics for logging and result files."""
@@ -68,17 +69,41 @@ def evaluate_verifier(prm: ProcessRewardModel, samples: Sequence[LabelledSample]
         scores = [x for sc, _ in labelled for x in sc]
         step = verifier_metrics(scores, [h for _, s in labelled for h in s.hard], threshold, bins)
         soft_ece = expected_calibration_error(scores, [v for _, s in labelled for v in s.soft], bins)
-    by_problem: dict[str, list[tuple[float, LabelledSample]]] = {}  # in sampling order
-    for score, s in zip(solution, samples):
-        by_problem.setdefault(s.problem_id or s.question, []).append((score, s))
-    best = majority = weighted = passed = 0
-    for scored in by_problem.values():
-        answers, right = [s.answer for _, s in scored], [s.correct for _, s in scored]
-        best += max(scored, key=lambda t: t[0])[1].correct  # first of equal scores kept
-        majority += majority_correct(answers, right)
-        weighted += winner_correct(weighted_majority(answers, [score for score, _ in scored]), answers, right)
-        passed += any(right)
-    problems = len(by_problem)
+    problems = problem_records(samples, solution)
+    per_problem = verifier_problem_metrics(problems)
     return VerifierReport(verifier_metrics(solution, [s.correct for s in samples], threshold, bins), step, soft_ece,
-                          best / problems, sum(s.correct for s in samples) / len(samples), passed / problems,
-                          majority / problems, weighted / problems)
+                          per_problem["best_of_n_accuracy"], per_problem["sample_accuracy"],
+                          per_problem["pass_at_n"], per_problem["majority_accuracy"],
+                          per_problem["weighted_majority_accuracy"], tuple(problems))
+
+
+def problem_records(samples: Sequence[LabelledSample], solution_scores: Sequence[float]) -> list[dict]:
+    """One record per problem (kind "verifier", core.problem_records), in first-sampled order: its `id`, its
+    samples' parsed answers (`predictions`), verdicts (`correct`) and solution scores (`scores`), in sampling
+    order, and the counts `n` and `c`. (Labelled samples carry no gold answer: their verdicts stand for it.)"""
+    by_problem: dict[str, list[tuple[float, LabelledSample]]] = {}  # in sampling order
+    for score, s in zip(solution_scores, samples):
+        by_problem.setdefault(s.problem_id or s.question, []).append((score, s))
+    return [{"index": index, "id": problem, "predictions": [s.answer for _, s in scored],
+             "correct": [s.correct for _, s in scored], "scores": [float(score) for score, _ in scored],
+             "n": len(scored), "c": sum(s.correct for _, s in scored)}
+            for index, (problem, scored) in enumerate(by_problem.items())]
+
+
+def verifier_problem_metrics(records: Sequence[Mapping]) -> dict[str, float]:
+    """The per-problem numbers of `evaluate_verifier` from its `problem_records`: best-of-N (the sample of the
+    highest score; the first of equal ones), maj@N, weighted maj@N (`weighted_majority` of the scores), pass@N
+    (some sample right), each averaged over problems, and the samples' own accuracy (over samples)."""
+    if not records:
+        raise ValueError("verifier_problem_metrics: no problem records")
+    best = majority = weighted = passed = 0
+    for r in records:
+        answers, right, scores = r["predictions"], r["correct"], r["scores"]
+        best += right[max(range(len(scores)), key=scores.__getitem__)]  # max keeps the first of equals
+        majority += majority_correct(answers, right)
+        weighted += winner_correct(weighted_majority(answers, scores), answers, right)
+        passed += any(right)
+    problems = len(records)
+    return {"best_of_n_accuracy": best / problems, "sample_accuracy": sum(r["c"] for r in records) /
+            sum(r["n"] for r in records), "pass_at_n": passed / problems, "majority_accuracy": majority / problems,
+            "weighted_majority_accuracy": weighted / problems}

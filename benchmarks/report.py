@@ -1,82 +1,169 @@
-"""Turn W1 result files (from w1_benchmark.py) into benchmarks/RESULTS.md's table and a PNG.
+"""Recompute every headline number of a results folder from its per-problem records, beside the aggregates.
 
-    python benchmarks/report.py benchmarks/results/w1_h200_*.json --png benchmarks/w1.png
+    python benchmarks/report.py runs/my_eval                 # every *.problems.jsonl under it
+    python benchmarks/report.py statics/results              # also lists the aggregates kept without records
+
+Each `<name>.problems.jsonl` (core/problem_records.py) is read, its numbers recomputed with the toolkit's own
+definitions, by the records' `kind`:
+
+- ``sampled`` (search.evaluate): accuracy, and with k > 1 pass@k (unbiased from n samples), any@k, maj@k;
+- ``rag`` (search.evaluate_rag): EM, F1, their untagged-reply readings, MRR, recall@3, recall, searches, tokens;
+- ``reflection`` (algorithms.evaluate_reflection): p1@t1, m1@tT, p1@tT, final accuracy, acc@tk, w2r@tk, r2w@tk;
+- ``verifier`` (algorithms.evaluate_verifier), per verifier and level: best-of-N, maj@N, weighted maj@N,
+  pass@N and the samples' accuracy.
+
+and printed as a table beside the value the aggregate `<name>.json` next to it holds ("-": not in it). An
+aggregate file of a known kind without a records file next to it is listed as "aggregates only: rerun to
+recompute" (nothing is made up for it). Exits 1 when a recomputed number differs from its aggregate.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from algorithms.reflection_metrics import reflection_metrics, turn_metrics  # noqa: E402
+from algorithms.verifier_eval import verifier_problem_metrics  # noqa: E402
+from core.problem_records import SUFFIX, problems_path, read_problem_records  # noqa: E402
+from search.evaluate import sampled_metrics  # noqa: E402
+from search.rag_evaluate import mean_metrics  # noqa: E402
+
+# aggregate files that carry headline numbers (RESULTS.md's): listed when no records file stands beside them
+AGGREGATE_NAMES = ("eval.json", "*.eval.json", "*_eval.json", "verifier_eval.json", "reflection.json",
+                   "rag_agent.json", "pipeline.json", "search_*.json", "level*.json")
+SUMMARIES = ("reflection.json", "rag_agent.json", "pipeline.json")  # tables of rows, each row's records in its folder
+TOLERANCE = 1e-9
+
+Row = tuple[str, str, str, float | None, Any]  # (file, group, metric, recomputed, aggregate)
 
 
-def load(paths: list[str]) -> tuple[dict | None, list[dict], list[dict]]:
-    toolkit, trl, sampling = None, [], []
-    for p in paths:
-        data = json.loads(Path(p).read_text())
-        toolkit = data.get("toolkit", toolkit)
-        trl += data.get("trl", [])
-        sampling += data.get("sampling", [])
-    return toolkit, trl, sampling
+def recompute_sampled(records: Sequence[Mapping]) -> dict[str, dict[str, float | None]]:
+    return {"": sampled_metrics(records, int(records[0].get("k", 1)))}
 
 
-def table(toolkit: dict, trl: list[dict]) -> str:
-    best = min(trl, key=lambda r: r["median_step_s"])
-    lines = ["| run | median s/step | completion tokens/s | peak GPU memory (GB) | tokens/s vs TRL best | memory vs TRL best |",
-             "| --- | ---: | ---: | ---: | ---: | ---: |"]
-    rows = [("this toolkit (GRPO, fast decode)", toolkit)] + [(f"TRL GRPOTrainer, {r['mode']}", r) for r in trl]
-    for name, r in rows:
-        lines.append(f"| {name} | {r['median_step_s']:.2f} | {r['completion_tok_per_s']:,.0f} | {r['peak_mem_gb']:.1f} | "
-                     f"{r['completion_tok_per_s'] / best['completion_tok_per_s']:.2f}x | "
-                     f"{r['peak_mem_gb'] / best['peak_mem_gb']:.2f}x |")
-    return "\n".join(lines)
+def recompute_rag(records: Sequence[Mapping]) -> dict[str, dict[str, float | None]]:
+    return {"": mean_metrics(records)}
 
 
-def plot(toolkit: dict, trl: list[dict], sampling: list[dict], path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 4, figsize=(20, 4.5))
-    runs = [("toolkit", toolkit)] + [(f"TRL {r['mode']}", r) for r in trl]
-    ax = axes[0]
-    ax.bar([n for n, _ in runs], [r["completion_tok_per_s"] for _, r in runs], color=["C2"] + ["C0"] * len(trl))
-    ax.set_title("W1 completion tokens/s (higher is better)")
-    ax2 = axes[1]
-    ax2.bar([n for n, _ in runs], [r["peak_mem_gb"] for _, r in runs], color=["C2"] + ["C0"] * len(trl))
-    ax2.set_title("peak GPU memory, GB (lower is better)")
-    ax3 = axes[2]
-    for name, r in runs:
-        ax3.plot(range(1, len(r["reward"]) + 1), r["reward"], marker="o", label=name)
-    ax3.set_title("mean reward per step (same prompts, same settings)")
-    ax3.set_xlabel("step")
-    ax3.legend(fontsize=8)
-    ax4 = axes[3]
-    for name, r in runs:
-        ax4.plot(range(1, len(r["mean_completion_len"]) + 1), r["mean_completion_len"], marker="o", label=name)
-    ax4.set_title("mean completion length per step (tokens)")
-    ax4.set_xlabel("step")
-    ax4.set_ylim(0, 256)
-    ax4.legend(fontsize=8)
-    for a in axes[:2]:
-        a.tick_params(axis="x", rotation=20)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
+def recompute_reflection(records: Sequence[Mapping]) -> dict[str, dict[str, float | None]]:
+    turns = int(records[0]["turns"])
+    return {"": {**reflection_metrics(records, turns), **turn_metrics(records, turns)}}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(allow_abbrev=False)  # toolkit-free script: no training.cli.example_parser
-    parser.add_argument("results", nargs="+")
-    parser.add_argument("--png", default="benchmarks/w1.png")
-    args = parser.parse_args()
-    toolkit, trl, sampling = load(args.results)
-    print(table(toolkit, trl))
-    for row in sampling:
-        print(f"sampling batch {row['batch']}: toolkit {row['toolkit']['tok_per_s']:,.0f} tok/s, "
-              f"model.generate {row['generate']['tok_per_s']:,.0f} tok/s ({row['speedup']:.2f}x)")
-    plot(toolkit, trl, sampling, args.png)
-    print(f"plot: {args.png}")
+def recompute_verifier(records: Sequence[Mapping]) -> dict[str, dict[str, float | None]]:
+    groups: dict[str, list[Mapping]] = {}
+    for r in records:
+        groups.setdefault(f"{r['verifier']}/{r['level']}", []).append(r)
+    return {name: verifier_problem_metrics(rows) for name, rows in groups.items()}
+
+
+RECOMPUTE: dict[str, Callable[[Sequence[Mapping]], dict[str, dict[str, float | None]]]] = {
+    "sampled": recompute_sampled, "rag": recompute_rag, "reflection": recompute_reflection,
+    "verifier": recompute_verifier}
+
+
+def stored_aggregates(kind: str, data: Any, group: str) -> Mapping[str, Any]:
+    """The aggregate numbers of `group` in an aggregate file's JSON (`data`), as each kind's writer saves them."""
+    if not isinstance(data, Mapping):
+        return {}
+    if kind == "verifier":
+        verifier, level = group.split("/", 1)
+        return data.get("verifiers", {}).get(verifier, {}).get(level, {})
+    if kind == "rag":  # training.pipeline_table.save_row: {"settings": ..., "row": {"metrics": ...}}
+        return data.get("row", {}).get("metrics", {})
+    return data
+
+
+def aggregate_path(records_file: Path) -> Path:
+    return records_file.with_name(records_file.name[:-len(SUFFIX)] + ".json")
+
+
+def recompute_file(path: Path) -> list[Row]:
+    """The rows of one records file: every recomputed metric beside its aggregate (None when not stored)."""
+    records = read_problem_records(path)
+    kinds = {r["kind"] for r in records}
+    if len(kinds) != 1 or next(iter(kinds)) not in RECOMPUTE:
+        raise ValueError(f"{path}: records of kind(s) {', '.join(sorted(map(str, kinds)))}; report.py knows "
+                         f"one kind a file: {', '.join(RECOMPUTE)}")
+    kind = records[0]["kind"]
+    aggregate = aggregate_path(path)
+    data = json.loads(aggregate.read_text()) if aggregate.is_file() else None
+    rows = []
+    for group, metrics in RECOMPUTE[kind](records).items():
+        stored = stored_aggregates(kind, data, group)
+        rows += [(str(path), group or kind, name, value, stored.get(name)) for name, value in metrics.items()]
+    return rows
+
+
+def agrees(recomputed: float | None, stored: Any) -> bool | None:
+    """True or False when the aggregate holds the metric, None when it does not."""
+    if stored is None and recomputed is None:
+        return True
+    if stored is None or recomputed is None:
+        return None if stored is None else False
+    return math.isclose(float(recomputed), float(stored), rel_tol=TOLERANCE, abs_tol=TOLERANCE)
+
+
+def has_records(aggregate: Path) -> bool:
+    """A records file beside `aggregate`, or for a summary table (SUMMARIES) one in its rows' folders below."""
+    if problems_path(aggregate).is_file():
+        return True
+    return aggregate.name in SUMMARIES and any(aggregate.parent.rglob("*" + SUFFIX))
+
+
+def aggregates_only(folder: Path) -> list[Path]:
+    """Aggregate files of headline numbers under `folder` with no records file beside them."""
+    found = {p for pattern in AGGREGATE_NAMES for p in folder.rglob(pattern) if p.is_file()}
+    return sorted(p for p in found if not has_records(p))
+
+
+def fmt(value: Any) -> str:
+    return "-" if value is None else f"{float(value):.4f}"
+
+
+def report(folder: Path) -> tuple[str, bool]:
+    """(the printed report, whether every recomputed number equals its aggregate)."""
+    files = sorted(folder.rglob("*" + SUFFIX))
+    lines = [f"# {folder}: {len(files)} per-problem record file(s)", "",
+             "| records | group | metric | recomputed | aggregate | equal |", "|---|---|---|---:|---:|---|"]
+    ok = True
+    for path in files:
+        for name, group, metric, value, stored in recompute_file(path):
+            same = agrees(value, stored)
+            ok &= same is not False
+            lines.append(f"| {Path(name).relative_to(folder)} | {group} | {metric} | {fmt(value)} | {fmt(stored)} | "
+                         f"{ {True: 'yes', False: 'NO', None: '-'}[same] } |")
+    missing = aggregates_only(folder)
+    if missing:
+        lines += ["", f"{len(missing)} aggregate file(s) without per-problem records "
+                      "(aggregates only: rerun to recompute):"]
+        lines += [f"- {p.relative_to(folder)}: aggregates only: rerun to recompute" for p in missing]
+    return "\n".join(lines) + "\n", ok
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     allow_abbrev=False)
+    parser.add_argument("folder", type=Path, help="a results folder (searched recursively)")
+    args = parser.parse_args(argv)
+    if not args.folder.is_dir():
+        parser.error(f"{args.folder}: not a folder")
+    try:
+        text, ok = report(args.folder)
+    except ValueError as err:  # a malformed records file: one line naming it
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(text, end="")
+    if not ok:
+        print("some recomputed numbers differ from their aggregates (NO above)", file=sys.stderr)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -43,7 +43,7 @@ rank among everything it retrieved), recall@3 (the share of the supporting title
 passages it retrieved: its first search's), recall over every passage it retrieved, EM, F1, the same two with
 an untagged reply's first line read as its answer (what an untrained reader knew, apart from the format),
 searches and generated tokens per episode. Retrieval columns are "-" for rows that do not search. Written to
-<output_dir>/rag_agent.md and rag_agent.json (every number; each row's episodes in <row>/episodes.jsonl).
+<output_dir>/rag_agent.md and rag_agent.json (every number; each row's episodes in <row>/eval.problems.jsonl).
 
 Resuming (each command may be cut short): --stages runs some of sft, grpo, base, question_search,
 closed_book, gold_context (default all). A training stage whose model folder exists is skipped, one cut
@@ -64,6 +64,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from algorithms import GRPO, GRPOConfig, SFT, SFTConfig  # noqa: E402
 from core.atomic_io import atomic_write_text  # noqa: E402
+from core.problem_records import write_problem_records  # noqa: E402
 from envs.hotpotqa_data import held_out_ranges, load_hotpotqa  # noqa: E402
 from policies import EMBEDDED_MODEL  # noqa: E402
 from policies.few_shot import PROMPTS_DIR, read_system_prompt  # noqa: E402
@@ -71,7 +72,7 @@ from search.rag_evaluate import METRICS, evaluate_rag  # noqa: E402
 from training import load_config  # noqa: E402
 from training.cli import (add_preset_sizes, example_parser, parse_stages, preset_sizes,  # noqa: E402
                           release_memory, run_with_clear_errors)
-from training.pipeline_table import load_row, save_row  # noqa: E402
+from training.pipeline_table import EVAL_FILE, load_row, save_row  # noqa: E402
 
 STAGES = ("sft", "grpo", "base", "question_search", "closed_book", "gold_context")
 REFERENCES = {"question_search": "question as the only query, top {k}, then answer",
@@ -346,9 +347,7 @@ class Stages:
             policy, env = HFPolicy(plan.model(row), system_prompt=prompt), self.rag_env(plan.held_out)
         means, episodes = evaluate_rag(policy, env, max_new_tokens=plan.run["max_new_tokens"],
                                        batch_prompts=plan.run["eval_batch"], seed=plan.args.seed)
-        folder = plan.out / row
-        folder.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(folder / "episodes.jsonl", "".join(json.dumps(e) + "\n" for e in episodes))
+        write_problem_records(plan.out / row / EVAL_FILE, "rag", episodes)  # <row>/eval.problems.jsonl
         return {"row": row, "title": title(row, plan), "model": plan.model(row), "questions": len(episodes),
                 "metrics": means}
 

@@ -14,7 +14,7 @@ Stages, each written under --output_dir and skipped on a rerun once finished (--
 a stage whose input was just rebuilt runs again too):
 
 1. base/eval.json: the base model on the held-back problems (greedy; --turns actor answers, the critic
-   between them): p1@t1 (the first answer is right), m1@tT (the majority of the T answers is), p1@tT (one
+   between them; each problem's turns in base/eval.problems.jsonl): p1@t1 (the first answer is right), m1@tT (the majority of the T answers is), p1@tT (one
    of them is), tokens (sampled per episode, both roles), acc@t{k}, w2r@t{k}, r2w@t{k}.
 2. sft_first/: (a) the actor's first-answer SFT on the gold solutions of --sft_examples TRAIN problems (a
    budget: few examples leave the first answer often wrong, room for reflection to show anything).
@@ -71,6 +71,7 @@ from algorithms.reflection_critic_metrics import CRITIC_METRICS  # noqa: E402
 from algorithms.reflection_plots import plot_turn_accuracy  # noqa: E402
 from core.atomic_io import atomic_write_text  # noqa: E402
 from core.jsonl import read_json  # noqa: E402
+from core.problem_records import problems_path  # noqa: E402
 from envs import make  # noqa: E402
 from episodes.engine import SamplingSettings  # noqa: E402
 from policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
@@ -331,12 +332,14 @@ class Pipeline:
         return HFPolicy(str(self.out / stage / "model"))
 
     def evaluate(self, stage: str, model: str | None = None) -> None:
-        """Greedy reflection metrics of the stage's model on the held-back problems -> <stage>/eval.json."""
+        """Greedy reflection metrics of the stage's model on the held-back problems -> <stage>/eval.json, each
+        problem's record in <stage>/eval.problems.jsonl."""
         a = self.args
         policy = HFPolicy(model) if model is not None else self.policy(stage)
+        path = self.out / stage / "eval.json"
         result = evaluate_reflection(policy, self.eval_env, a.eval_episodes, a.max_new_tokens, 0.0, a.turns,
-                                     a.batch_prompts, a.seed)
-        write_json(self.out / stage / "eval.json", result)
+                                     a.batch_prompts, a.seed, records_path=problems_path(path))
+        write_json(path, result)
 
     def held_out(self) -> list[ReflectionTurnExample]:
         """First-answer gold solutions of held-back problems, for the SFT stages' eval_loss."""

@@ -23,7 +23,8 @@ does the named ones again; a cut training continues from its newest checkpoint):
    (`ProcessRewardModel.from_pretrained`). --verifiers picks some (two processes can train one each).
 3. evaluate: `algorithms.evaluate_verifier` of each verifier on each test level's labels: accuracy, AUC, ECE,
    the reliability table, and maj@N, weighted maj@N and best-of-N over the same N samples ->
-   verifier_eval.json; the verifier with the higher mean AUC is "better".
+   verifier_eval.json (each problem's samples, verdicts and scores in verifier_eval.problems.jsonl); the
+   verifier with the higher mean AUC is "better".
 4. curves: per test level, `search.evaluate_curves` of maj, weighted_maj, best_of_n, beam and mcts at every
    --budgets token cap with the better verifier -> curves/L<level>.md/.json/.png; and maj@N, weighted_maj@N
    and best_of_N uncapped (the same N samples each, so the same tokens) -> curves/L<level>_at_maj.md/.json.
@@ -42,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from algorithms import PRMConfig  # noqa: E402
 from core.atomic_io import atomic_write_text  # noqa: E402
+from core.problem_records import write_problem_records  # noqa: E402
 from policies import EMBEDDED_MODEL  # noqa: E402
 from policies.prm import AGGREGATIONS  # noqa: E402
 from search.mcts import MCTSConfig  # noqa: E402
@@ -299,13 +301,18 @@ class Loop:
             return
         held_out = {level: load_policy_labels(plan.labels_file("test", level)).samples for level in plan.test_levels}
         records: dict[str, dict[str, dict]] = {}
+        problems: list[dict] = []  # each (verifier, level, problem): verifier_eval.problems.jsonl
         for kind in plan.verifiers:
             prm = ProcessRewardModel.from_pretrained(plan.verifier(kind), device=device_name())
-            records[kind] = {f"L{level}": report_record(evaluate_verifier(prm, samples))
-                             for level, samples in held_out.items()}
+            records[kind] = {}
+            for level, samples in held_out.items():
+                report = evaluate_verifier(prm, samples)
+                records[kind][f"L{level}"] = report_record(report)
+                problems += [{"verifier": kind, "level": f"L{level}", **p} for p in report.problems]
             del prm
             release_memory()
         better = better_verifier({kind: list(levels.values()) for kind, levels in records.items()})
+        write_problem_records(path, "verifier", problems)
         atomic_write_text(path, json.dumps({"better": better, "verifiers": records}, indent=2) + "\n")
         for kind, levels in records.items():
             print(f"verifier {kind}: " + ", ".join(f"{level} AUC {r.get('solution_auc', float('nan')):.3f} "

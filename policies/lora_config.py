@@ -45,3 +45,18 @@ def peft_lora_config(lora: Any, where: str = "HFPolicy") -> Any:
 def wants_4bit(lora: Any) -> bool:
     """Whether `lora` asks for a 4-bit (QLoRA) base: `LoraSettings.load_in_4bit` (a peft config cannot)."""
     return isinstance(lora, LoraSettings) and lora.load_in_4bit
+
+
+def lora_description(model: Any) -> dict[str, Any] | None:
+    """What a run's config.json records of `model`'s LoRA adapters (peft's `peft_config`): per adapter its r,
+    alpha, dropout, target modules (sorted), bias and the base it adapts; None for a model without adapters."""
+    configs = getattr(model, "peft_config", None)
+    if not configs:
+        return None
+    described = {}
+    for name, config in configs.items():
+        targets = config.target_modules
+        described[name] = {"r": config.r, "alpha": config.lora_alpha, "dropout": config.lora_dropout,
+                           "target_modules": sorted(targets) if isinstance(targets, (set, list, tuple)) else targets,
+                           "bias": config.bias, "base_model": config.base_model_name_or_path}
+    return described

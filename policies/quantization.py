@@ -36,3 +36,19 @@ def prepare_for_adapters(model: torch.nn.Module, dtype: torch.dtype) -> torch.nn
         return prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
     model.requires_grad_(False)
     return model
+
+
+def quantization_description(model: torch.nn.Module) -> dict | None:
+    """What a run's config.json records of how `model`'s weights were loaded quantized (the
+    `quantization_config` transformers keeps on its config): 4-bit or 8-bit, the 4-bit type, double
+    quantization and the compute dtype; None for a model loaded unquantized."""
+    config = getattr(getattr(model, "config", None), "quantization_config", None)
+    if config is None:
+        return None
+    values = config.to_dict() if hasattr(config, "to_dict") else dict(config)
+    four, eight = bool(values.get("load_in_4bit")), bool(values.get("load_in_8bit"))
+    return {"bits": 4 if four else 8 if eight else None, "load_in_4bit": four, "load_in_8bit": eight,
+            "quant_method": str(values.get("quant_method", "")) or None,
+            "bnb_4bit_quant_type": values.get("bnb_4bit_quant_type") if four else None,
+            "bnb_4bit_use_double_quant": values.get("bnb_4bit_use_double_quant") if four else None,
+            "compute_dtype": str(values.get("bnb_4bit_compute_dtype")).replace("torch.", "") if four else None}

@@ -85,7 +85,9 @@ def mean_metrics(episodes: Sequence[Mapping[str, Any]]) -> dict[str, float | Non
 def evaluate_rag(policy, env, episodes: int | None = None, max_new_tokens: int = 64, batch_prompts: int = 64,
                  seed: int = 0) -> tuple[dict[str, float | None], list[dict[str, Any]]]:
     """(means, per-episode metrics) of greedy episodes on the env's first `episodes` questions (None: all),
-    each run until the env ends it or its step limit."""
+    each run until the env ends it or its step limit. Each episode's row is its problem record (kind "rag",
+    core.problem_records): `index`, `episode_metrics` and `correct` (the env's verdict); `mean_metrics` of
+    the rows is the means."""
     total = getattr(getattr(env, "unwrapped", env), "num_problems")
     starts = episode_starts(env, total if episodes is None else episodes)
     if not starts or batch_prompts < 1:
@@ -97,5 +99,6 @@ def evaluate_rag(policy, env, episodes: int | None = None, max_new_tokens: int =
     for first in range(0, len(starts), batch_prompts):
         trajectories = rollout(env, policy, starts[first:first + batch_prompts], 1, settings, generator,
                                first_group_id=first)
-        rows.extend(episode_metrics(t) for t in trajectories)
+        rows.extend({"index": first + i, **episode_metrics(t), "correct": bool(t.outcome.correct)}
+                    for i, t in enumerate(trajectories))
     return mean_metrics(rows), rows

@@ -50,3 +50,34 @@ def test_add_adapter_takes_a_peft_lora_config():
     policy = lora_policy(LoraSettings(r=2, alpha=4, target_modules=["q_proj"]))
     add_adapter(policy, "checker", LoraConfig(r=3, lora_alpha=6, target_modules=["v_proj"]))
     assert policy.model.peft_config["checker"].r == 3
+
+
+def test_a_runs_config_json_records_its_lora_and_quantization_settings(tmp_path):
+    import json
+
+    import torch
+    from transformers import BitsAndBytesConfig
+
+    from algorithms import GRPO, GRPOConfig
+    from envs import make
+    from tests.test_algorithms import small_config
+    from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
+
+    policy = lora_policy(LoraSettings(r=4, alpha=8, dropout=0.05, target_modules=["v_proj", "q_proj"]))
+    config = small_config(GRPOConfig, tmp_path, train_iterations=1, kl_coeff=0.0, save_every=0)
+    GRPO(policy, make("ToyDigits-v0"), config).train()
+    written = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert written["lora"] == {"default": {"r": 4, "alpha": 8, "dropout": 0.05, "target_modules": ["q_proj", "v_proj"],
+                                           "bias": "none", "base_model": written["lora"]["default"]["base_model"]}}
+    assert written["quantization"] is None  # loaded unquantized
+
+    # a base loaded in 4-bit or 8-bit (CUDA and bitsandbytes only: here its recorded quantization_config)
+    for bnb, expected in ((BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
+                                              bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=torch.bfloat16),
+                           {"bits": 4, "bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": True,
+                            "compute_dtype": "bfloat16"}),
+                          (BitsAndBytesConfig(load_in_8bit=True), {"bits": 8, "load_in_8bit": True, "compute_dtype": None})):
+        policy.model.config.quantization_config = bnb
+        described = GRPO(policy, make("ToyDigits-v0"), small_config(GRPOConfig, tmp_path, kl_coeff=0.0)).describe()
+        assert expected.items() <= described["quantization"].items(), described["quantization"]
+    assert described["lora"]["default"]["r"] == 4

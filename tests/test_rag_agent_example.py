@@ -11,6 +11,7 @@ import pytest
 from envs.hotpotqa_data import HotpotQARecord
 from tests.rag_toys import CORPUS
 from tests.test_examples import error_line, load_script
+from tests.test_problem_records import assert_report_recomputes
 from tests.tiny_models import save_tiny_model_dir
 
 SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "rag_agent.py"
@@ -95,6 +96,8 @@ def test_every_stage_runs_and_the_table_has_every_row_and_column(tiny_model_dir,
     data = json.loads((out / "rag_agent.json").read_text())
     rows = {row["row"]: row for row in data["rows"]}
     assert list(rows) == ROWS
+    text = assert_report_recomputes(out, len(ROWS) - 1)  # each evaluated row's eval.problems.jsonl gives its means
+    assert "| sft/eval.problems.jsonl | rag | f1 |" in text
     assert all(row["questions"] == 2 and set(row["metrics"]) == {"mrr", "recall@3", "recall", "em", "f1",
                                                                  "em_reply", "f1_reply", "searches", "tokens"}
                for row in rows.values())
@@ -138,7 +141,7 @@ def test_every_stage_runs_and_the_table_has_every_row_and_column(tiny_model_dir,
     for env, prompts, trajectories in evaluated:
         assert [t.outcome.problem_id for t in trajectories] == HELD_OUT
         by_kind.setdefault(type(env).__name__ + getattr(env, "context", ""), []).append((prompts, trajectories))
-    question_search = (out / "question_search" / "episodes.jsonl").read_text().splitlines()
+    question_search = (out / "question_search" / "eval.problems.jsonl").read_text().splitlines()
     for episode, (qid, question, *_) in zip(map(json.loads, question_search), QUESTIONS[4:]):
         assert episode["id"] == qid and episode["queries"] == [question] and len(episode["retrieved_titles"]) == 2
     [(prompts, _)] = by_kind["QuestionSearchHotpotQAEnvclosed_book"]
@@ -150,7 +153,7 @@ def test_every_stage_runs_and_the_table_has_every_row_and_column(tiny_model_dir,
     [(prompts, _)] = by_kind["HotpotQAEnvdistractor"]
     assert all(all(text in p for text in CORPUS.values()) for p in prompts)  # the record's own paragraphs
     for name in ("closed_book", "gold_context"):
-        episodes = [json.loads(line) for line in (out / name / "episodes.jsonl").read_text().splitlines()]
+        episodes = [json.loads(line) for line in (out / name / "eval.problems.jsonl").read_text().splitlines()]
         assert all(e["queries"] == [] and e["retrieved_titles"] is None for e in episodes)
 
     script.main(argv)  # everything is saved: nothing trains or evaluates again

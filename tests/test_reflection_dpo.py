@@ -11,6 +11,7 @@ import pytest
 
 from algorithms.reflection_critic_metrics import CRITIC_METRICS
 from tests.test_examples import error_line, load_script, metrics
+from tests.test_problem_records import assert_report_recomputes
 from tests.tiny_models import save_tiny_model_dir
 
 SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "reflection_dpo.py"
@@ -52,6 +53,8 @@ def test_the_pipeline_writes_the_table_and_skips_finished_stages(tiny_model_dir,
 
     report = json.loads((out / "reflection.json").read_text())
     assert [r["stage"] for r in report["rows"]] == ["base", "SFT", "SFT+DPO"]
+    text = assert_report_recomputes(out, 3)  # <stage>/eval.problems.jsonl give each eval.json's numbers
+    assert "| base/eval.problems.jsonl | reflection | m1@t2 |" in text and "aggregates only" not in text
     for row in report["rows"]:
         assert set(row) == {"stage", "p1@t1", "m1@t2", "p1@t2", "tokens", "acc@t1", "acc@t2", "w2r@t2", "r2w@t2",
                             *CRITIC_METRICS}

@@ -11,6 +11,7 @@ import pytest
 from algorithms.verifier_tables import better_verifier, reliability_markdown, verifier_table
 from search.budget_compare import versus_line
 from tests.test_examples import error_line, load_script
+from tests.test_problem_records import assert_report_recomputes
 from tests.tiny_models import save_tiny_model_dir
 
 SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "verifier_loop.py"
@@ -106,6 +107,9 @@ def test_the_loop_runs_every_stage_then_reuses_them(tiny_model_dir, tmp_path, ca
     # 3. held-out evaluation: what evaluate_verifier gives on the saved verifier and the test labels
     saved = json.loads((out / "verifier_eval.json").read_text())
     assert set(saved["verifiers"]) == {"orm", "prm_soft"} and saved["better"] in ("orm", "prm_soft")
+    # each (verifier, level, problem) recorded beside it; benchmarks/report.py recomputes the per-problem numbers
+    text = assert_report_recomputes(out, 1)
+    assert "| prm_soft/L4 | weighted_majority_accuracy |" in text
     for kind, prm in verifiers.items():
         for level in (2, 4):
             report = evaluate_verifier(prm, load_policy_labels(out / f"labels/test_L{level}.jsonl").samples)

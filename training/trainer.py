@@ -36,6 +36,8 @@ from training.plots import plot_run
 from training.progress import phase_bar
 from training.run_logger import RunLogger, check_history
 from policies.base import TrainableModel, TrainablePolicy
+from policies.lora_config import lora_description
+from policies.quantization import quantization_description
 from policies.contract import check_contract
 
 
@@ -200,8 +202,11 @@ class Trainer(ABC):
         return {}
 
     def describe(self) -> dict[str, Any]:
-        """What config.json records: the trainer, the model and the config."""
+        """What config.json records: the trainer, the model, how it is adapted and loaded (its LoRA adapters'
+        settings and its quantization, each None when it has none) and the config."""
+        model = getattr(self.policy, "model", None)
         return {"algorithm": type(self).__name__, "model": getattr(self.policy, "name_or_path", None),
+                "lora": lora_description(model), "quantization": quantization_description(model),
                 **self.config.to_dict()}
 
     def title(self) -> str:
