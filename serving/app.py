@@ -84,9 +84,12 @@ def create_app(policy, scorer: StepScorer | None = None, limits: ServerLimits | 
 
     @app.exception_handler(StarletteHTTPException)
     async def one_line_http_error(request: Request, error: StarletteHTTPException) -> Response:
-        """A body that is not UTF-8 (fastapi's 400 "error parsing the body") named as such; /v1 in OpenAI's shape."""
+        """A body that is not UTF-8 or nests too deep (fastapi's 400 "error parsing the body") named as such; /v1
+        in OpenAI's shape."""
         if isinstance(error.__cause__, UnicodeDecodeError):
             error = HTTPException(400, not_utf8(error.__cause__))
+        elif isinstance(error.__cause__, RecursionError):
+            error = HTTPException(400, "the body nests arrays or objects deeper than this server parses")
         if request.url.path.startswith("/v1/"):
             return OpenAIError(error.status_code, str(error.detail), None, None).response()
         return await http_exception_handler(request, error)
