@@ -172,3 +172,11 @@ def test_a_client_that_disconnects_from_a_stream_cancels_its_generation():
     start = [m for m in sent if m["type"] == "http.response.start"]
     assert start and start[0]["status"] == 499  # the answer nobody receives, never a 5xx
     assert app.state.batcher.waiting() == 0
+
+
+def test_generate_past_its_timeout_gets_504_and_its_rows_end_at_the_next_step():
+    engine = SlowEngine()
+    client = TestClient(create_app(engine, limits=ServerLimits(timeout_seconds=0.5)))
+    response = client.post("/generate", json={"prompt": "hi", "max_new_tokens": 400})  # 12 s unless ended
+    assert response.status_code == 504, response.text
+    assert engine.rows_ended == 1 and engine.steps <= 0.5 / STEP_SECONDS + 2  # ended at the step past 0.5 s
