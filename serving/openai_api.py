@@ -17,7 +17,12 @@ Every request goes through the `Batcher` (serving/batcher.py): requests that arr
 milliseconds share one sampling call. Streaming sends each choice when its batch finishes (the engine
 decodes a batch as a whole), in the chunks a client expects. Errors have OpenAI's shape, {"error":
 {"message", "type", "param", "code"}}: 400 for bad input (a field's type or range, a limit passed, an unknown
-search method), 404 for another model's name, 503 when the queue is full, 504 past the request's timeout.
+search method, text no tokenizer can encode), 404 for another model's name, 503 when the queue is full, 504
+past the request's timeout.
+
+A request that times out, or whose client disconnects (polled every DISCONNECT_POLL_SECONDS while it waits,
+streaming or not), is cancelled: out of the queue at once, and its rows of a running batch end at the engine's
+next decoding step (serving/batcher.py), so nobody's compute is spent on an answer nobody reads.
 """
 from __future__ import annotations
 
