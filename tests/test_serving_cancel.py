@@ -180,3 +180,13 @@ def test_generate_past_its_timeout_gets_504_and_its_rows_end_at_the_next_step():
     response = client.post("/generate", json={"prompt": "hi", "max_new_tokens": 400})  # 12 s unless ended
     assert response.status_code == 504, response.text
     assert engine.rows_ended == 1 and engine.steps <= 0.5 / STEP_SECONDS + 2  # ended at the step past 0.5 s
+
+
+def test_a_search_request_past_its_timeout_stops_its_search_at_the_next_step():
+    engine = SlowEngine()  # its steps never write an answer: the search would sample 8 actions of 64 tokens
+    client = TestClient(create_app(engine, limits=ServerLimits(timeout_seconds=0.5)))
+    response = client.post("/v1/chat/completions", json=chat(8, search={"method": "greedy"}))
+    assert response.status_code == 504, response.text
+    assert wait_until(lambda: engine.rows_ended >= 1)
+    threading.Event().wait(0.3)  # a search that went on would sample 10 more steps meanwhile
+    assert engine.steps <= 0.5 / STEP_SECONDS + 3
