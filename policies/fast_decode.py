@@ -307,8 +307,9 @@ class FastDecoder:
                  top_p: float = 1.0, stop: StopLists = None, generator: torch.Generator | RowKeys | None = None,
                  on_tokens=None, cancelled_rows: Callable[[], Collection[int]] | None = None) -> list[Generation]:
         """Same contract as generation.decode: one sampled completion per prompt, in order (`stop`: None,
-        one list for all prompts or one per prompt; `on_tokens(n)` hears of the tokens sampled at each host sync, every `sync_every` steps;
-        `cancelled_rows()` is asked at each host sync which rows to end there, finish_reason "cancelled")."""
+        one list for all prompts or one per prompt; `on_tokens(n)` hears of the tokens sampled at each host
+        sync, every `sync_every` steps; `cancelled_rows()` is asked at each host sync which rows to end there,
+        finish_reason "cancelled")."""
         if len(prompts) > self.max_batch:  # in chunks: the KV buffers grow with the batch
             stops, out = stop_lists(stop, len(prompts)), []
             for start in range(0, len(prompts), self.max_batch):

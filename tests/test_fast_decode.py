@@ -195,7 +195,7 @@ def test_a_cancelled_row_ends_at_the_next_check_and_the_others_sample_on(fast):
     tok = build_tiny_tokenizer()
     model = build_tiny_model(tok, seed=0).eval()
     prompts = prompts_for(tok, 3)
-    run = FastDecoder(model, sync_every=4).generate if fast else (lambda *a, **k: decode(model, *a, **k))
+    run = FastDecoder(model, sync_every=4).generate if fast else (lambda *args, **kw: decode(model, *args, **kw))
     whole = run(tok, prompts, 24, temperature=0.0)
     asked = []
 
