@@ -94,7 +94,8 @@ class AllEnded:
         self._ended = ended
 
     def passed(self) -> bool:
-        return all(self._ended())
+        flags = self._ended()
+        return bool(flags) and all(flags)  # no jobs named (the default): never
 
     def check(self) -> None:
         if self.passed():
