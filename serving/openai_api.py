@@ -164,10 +164,8 @@ class OpenAIServer:
                                    f"s (timeout_seconds); ask for fewer tokens or choices", None, "timeout",
                               "timeout") from None
         finally:
-            if not waiting.done():
-                waiting.cancel()
-            elif not waiting.cancelled():
-                waiting.exception()  # retrieved: asyncio does not log it as never seen
+            waiting.cancel()  # nothing once done
+            waiting.add_done_callback(lambda done: done.cancelled() or done.exception())  # retrieved: not logged
 
     def sample_jobs(self, body: SamplingFields, prompts: Sequence[list[int]],
                     max_tokens: int) -> tuple[Hashable, list[SampleJob], int]:
