@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections import OrderedDict
+from collections.abc import Callable, Collection
 
 import torch
 import torch._dynamo
@@ -304,16 +305,18 @@ class FastDecoder:
     @torch.no_grad()
     def generate(self, tokenizer, prompts: list[list[int]], max_new_tokens: int, temperature: float = 1.0,
                  top_p: float = 1.0, stop: StopLists = None, generator: torch.Generator | RowKeys | None = None,
-                 on_tokens=None) -> list[Generation]:
+                 on_tokens=None, cancelled_rows: Callable[[], Collection[int]] | None = None) -> list[Generation]:
         """Same contract as generation.decode: one sampled completion per prompt, in order (`stop`: None,
-        one list for all prompts or one per prompt; `on_tokens(n)` hears of the tokens sampled at each host sync, every `sync_every` steps)."""
+        one list for all prompts or one per prompt; `on_tokens(n)` hears of the tokens sampled at each host
+        sync, every `sync_every` steps; `cancelled_rows()` is asked at each host sync which rows to end there,
+        finish_reason "cancelled")."""
         if len(prompts) > self.max_batch:  # in chunks: the KV buffers grow with the batch
             stops, out = stop_lists(stop, len(prompts)), []
             for start in range(0, len(prompts), self.max_batch):
                 part = slice(start, start + self.max_batch)
                 noise = RowKeys(generator.keys[part]) if isinstance(generator, RowKeys) else generator
                 out += self.generate(tokenizer, prompts[part], max_new_tokens, temperature, top_p, stops[part], noise,
-                                     on_tokens)
+                                     on_tokens, _rows_from(cancelled_rows, start, len(prompts[part])))
             return out
         self._refresh_weights()
         self._forget_moved_weights()
@@ -338,7 +341,7 @@ class FastDecoder:
         sample_and_record(buf, logits, sampling)  # token 0; each later one by a whole decode step
         outputs = Outputs(n, max_new_tokens, pad_id, self.device)
         stopper = StopChecker(tokenizer, stop, n)
-        stopped = [False] * n
+        stopped, cancelled = [False] * n, [False] * n
         checked = reported = 0
         for t in range(max_new_tokens):  # tokens [0, t] are sampled
             last = t == max_new_tokens - 1
@@ -346,6 +349,8 @@ class FastDecoder:
                 if stopper.any:
                     self._apply_stop_strings(stopper, buf, n, checked, t + 1, stopped, pad_id)
                     checked = t + 1
+                if cancelled_rows is not None:
+                    self._end_rows(set(cancelled_rows()), buf, n, t + 1, cancelled, pad_id)
                 if on_tokens is not None:
                     emitted = outputs.emitted(buf, n, t + 1)  # a stop string may cut some back
                     on_tokens(max(emitted - reported, 0))
@@ -361,7 +366,22 @@ class FastDecoder:
         outputs.take(buf, buf.rows < n)
         tokens, logp, eos = outputs.lists()
         return assemble(tokenizer, prompts, tokens, logp,
-                        ["eos" if eos[r] else ("stop" if stopped[r] else "length") for r in range(n)])
+                        ["eos" if eos[r] else "stop" if stopped[r] else "cancelled" if cancelled[r] else "length"
+                         for r in range(n)])
+
+    def _end_rows(self, ended: set[int], buf: _Buffers, n: int, upto: int, cancelled: list[bool],
+                  pad_id: int) -> None:
+        """Finish each live row whose prompt is in `ended` after its first `upto` tokens (a cancelled request)."""
+        live = ((buf.rows < n) & ~buf.done).nonzero().squeeze(-1)
+        hits = [i for i, r in zip(live.tolist(), buf.rows[live].tolist()) if r in ended]
+        if not hits:
+            return
+        for i in hits:
+            cancelled[int(buf.rows[i])] = True
+        index = torch.tensor(hits, device=buf.rows.device)
+        buf.lengths[index] = torch.minimum(buf.lengths[index], torch.full_like(buf.lengths[index], upto))
+        buf.done[index] = True
+        buf.tokens[index] = pad_id
 
     def _apply_stop_strings(self, stopper: StopChecker, buf: _Buffers, n: int, checked: int, upto: int,
                             stopped: list[bool], pad_id: int) -> None:
@@ -392,6 +412,14 @@ class FastDecoder:
             torch.index_select(src, 0, keep, out=dst)
         small.select(buf, keep, live_count, pad_id)
         return small
+
+
+def _rows_from(cancelled_rows: Callable[[], Collection[int]] | None, start: int,
+               count: int) -> Callable[[], list[int]] | None:
+    """`cancelled_rows` for the chunk of `count` prompts from `start` (its rows numbered from 0)."""
+    if cancelled_rows is None:
+        return None
+    return lambda: [r - start for r in cancelled_rows() if start <= r < start + count]
 
 
 def _take(h: torch.Tensor, last: torch.Tensor | None) -> torch.Tensor:

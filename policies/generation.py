@@ -9,6 +9,7 @@ they accumulate, so long tails don't pay for short answers.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 import warnings
@@ -27,7 +28,7 @@ class Generation:
     completion_ids: list[int]
     logprobs: list[float]
     text: str
-    finish_reason: str  # "eos" | "stop" | "length"
+    finish_reason: str  # "eos" | "stop" | "length" | "cancelled" (ended by the caller's `cancelled_rows`)
     extra: dict = field(default_factory=dict)
 
 
@@ -246,13 +247,16 @@ def decode(
     prune_every: int = 8,
     on_tokens=None,
     prefill_chunk: int = PREFILL_CHUNK,
+    cancelled_rows: Callable[[], Collection[int]] | None = None,
 ) -> list[Generation]:
     """Sample one completion per prompt with a dynamic KV cache; returns Generations in prompt order.
 
     `stop`: None, one list of stop strings for every prompt, or one list (or None) per prompt.
     `prefill_chunk`: prompt columns per prefill pass when prompts are padded (0: all at once; see `prefill`).
 
-    `on_tokens(n)`, when given, is called after each decoding step with the tokens it added (progress)."""
+    `on_tokens(n)`, when given, is called after each decoding step with the tokens it added (progress).
+    `cancelled_rows()`, when given, is asked after each decoding step which rows (indices into `prompts`) nobody
+    wants any more: they end there with what they have (finish_reason "cancelled") and leave the batch."""
     from transformers import DynamicCache
 
     device = next(model.parameters()).device
@@ -286,6 +290,10 @@ def decode(
                 reasons[r], done[r] = "stop", True
         if on_tokens is not None:
             on_tokens(added)
+        if cancelled_rows is not None:
+            for r in cancelled_rows():
+                if not done[r]:
+                    reasons[r], done[r] = "cancelled", True
         live = torch.tensor([not done[r] for r in row_list], device=device)
         if all(done) or step == max_new_tokens - 1:
             break

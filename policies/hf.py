@@ -100,6 +100,8 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
         self.logprob_chunk = logprob_chunk
         self.bf16 = True  # bf16 autocast on CUDA; the trainer sets it from its config
         self.on_tokens = None  # progress hook: called with the number of tokens sampled since its last call
+        self.cancelled_rows = None  # cancel hook: asked at each decoding step which rows (prompt i's sample j is
+        # row i * n + j) nobody waits for; they end there, finish_reason "cancelled" (the server's timed-out requests)
         self._parallel_backbone: torch.nn.Module | None = None  # a DDP wrapper of the backbone (training passes)
         self._sampling_weights: Callable[[], ContextManager] | None = None  # FSDP: the layers gathered to sample
         self.is_lora = lora is not None or hasattr(self.model, "peft_config")
@@ -150,10 +152,11 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
             with self.autocast(), (weights() if weights is not None else nullcontext()):
                 if self.fast_decoder is not None:
                     flat = self.fast_decoder.generate(self.tokenizer, expanded, max_new_tokens, temperature, top_p,
-                                                      stop, generator, on_tokens=self.on_tokens)
+                                                      stop, generator, on_tokens=self.on_tokens,
+                                                      cancelled_rows=self.cancelled_rows)
                 else:
                     flat = decode(self.model, self.tokenizer, expanded, max_new_tokens, temperature, top_p, stop,
-                                  generator, on_tokens=self.on_tokens)
+                                  generator, on_tokens=self.on_tokens, cancelled_rows=self.cancelled_rows)
         finally:
             self.model.config.use_cache = use_cache
             self.model.train(was_training)

@@ -15,8 +15,10 @@
 batches also take). Bad requests get a 4xx whose body is
 {"detail": "<one line>"}: 422 for a field of the wrong type or range (a non-finite number, or over a
 limit), 413 for a body over `max_body_bytes` (refused before it is parsed) or a prompt or question longer
-than `max_prompt_chars`, 400 for a method that needs a PRM the server lacks; 503
-when the model stays busy past the request's timeout, 504 when its compute runs past it.
+than `max_prompt_chars`, 400 for a method that needs a PRM the server lacks and for text no tokenizer can
+encode (a body that is not UTF-8, a lone surrogate in any string: 400 on every route, /v1 included, as the
+request's content rather than a field's type is wrong); 503 when the model stays busy past the request's
+timeout, 504 when its compute runs past it (its sampling rows end at the next decoding step, not later).
 """
 from __future__ import annotations
 
@@ -27,8 +29,10 @@ from core.extras import extra_imports
 
 with extra_imports("The HTTP server"):  # fastapi comes with the [serve] extra: one line naming it if missing
     from fastapi import FastAPI, HTTPException, Request
+    from fastapi.exception_handlers import http_exception_handler
     from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import JSONResponse
+    from fastapi.responses import JSONResponse, Response
+    from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from search import SearchSettings, run_search
 from search.settings import SCORED_METHODS
@@ -38,9 +42,10 @@ from envs.questions import QuestionsEnv
 from serving.body_limit import BodyLimit
 from serving.limits import ComputeTimeout, Deadline, ServerLimits, TimedPolicy, TimedScorer
 from serving.batcher import BatchSettings
-from serving.openai_api import add_openai_routes
+from serving.openai_api import OpenAIError, add_openai_routes
 from serving.openai_api import validation_error as openai_validation_error
 from serving.openai_engine import settings_for
+from serving.text_check import not_utf8, unencodable_error
 from serving.requests import (DEFAULT_BUDGET, SOLVE_METHODS, GenerateRequest, GenerateResponse, SolveRequest,
                               SolveResponse)
 
@@ -72,7 +77,22 @@ def create_app(policy, scorer: StepScorer | None = None, limits: ServerLimits | 
     async def one_line_validation_error(request: Request, error: RequestValidationError) -> JSONResponse:
         if request.url.path.startswith("/v1/"):
             return openai_validation_error(error)
+        text = unencodable_error(error)
+        if text is not None:
+            return JSONResponse(status_code=400, content={"detail": text["message"]})
         return JSONResponse(status_code=422, content={"detail": validation_message(error)})
+
+    @app.exception_handler(StarletteHTTPException)
+    async def one_line_http_error(request: Request, error: StarletteHTTPException) -> Response:
+        """A body that is not UTF-8 or nests too deep (fastapi's 400 "error parsing the body") named as such; /v1
+        in OpenAI's shape."""
+        if isinstance(error.__cause__, UnicodeDecodeError):
+            error = HTTPException(400, not_utf8(error.__cause__))
+        elif isinstance(error.__cause__, RecursionError):
+            error = HTTPException(400, "the body nests arrays or objects deeper than this server parses")
+        if request.url.path.startswith("/v1/"):
+            return OpenAIError(error.status_code, str(error.detail), None, None).response()
+        return await http_exception_handler(request, error)
 
     def computing(work):
         """Run `work(deadline)` holding the model lock, within the request's timeout."""
@@ -81,7 +101,9 @@ def create_app(policy, scorer: StepScorer | None = None, limits: ServerLimits | 
             raise HTTPException(503, f"the model stayed busy for the whole timeout of {limits.timeout_seconds:g} s; "
                                      f"try again")
         try:
-            return work(deadline)
+            result = work(deadline)
+            deadline.check()  # its last sampling call may have been cut short when the deadline passed
+            return result
         except ComputeTimeout as error:
             raise HTTPException(504, str(error)) from None
         finally:

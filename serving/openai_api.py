@@ -17,7 +17,12 @@ Every request goes through the `Batcher` (serving/batcher.py): requests that arr
 milliseconds share one sampling call. Streaming sends each choice when its batch finishes (the engine
 decodes a batch as a whole), in the chunks a client expects. Errors have OpenAI's shape, {"error":
 {"message", "type", "param", "code"}}: 400 for bad input (a field's type or range, a limit passed, an unknown
-search method), 404 for another model's name, 503 when the queue is full, 504 past the request's timeout.
+search method, text no tokenizer can encode), 404 for another model's name, 503 when the queue is full, 504
+past the request's timeout.
+
+A request that times out, or whose client disconnects (polled every DISCONNECT_POLL_SECONDS while it waits,
+streaming or not), is cancelled: out of the queue at once, and its rows of a running batch end at the engine's
+next decoding step (serving/batcher.py), so nobody's compute is spent on an answer nobody reads.
 """
 from __future__ import annotations
 
@@ -27,7 +32,7 @@ import secrets
 import threading
 import time
 import uuid
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,13 +47,16 @@ with extra_imports("The HTTP server"):  # fastapi comes with the [serve] extra
 from policies.generation import row_key
 from search import SearchSettings
 from search.settings import METHODS, SCORED_METHODS
-from serving.batcher import Batcher, BatchSettings, QueueFull
+from serving.batcher import Batcher, BatchSettings, Job, QueueFull
 from serving.limits import ComputeTimeout, Deadline, ServerLimits
 from serving.openai_engine import Choice, SampleJob, SearchJob, run_sampling, run_searches, settings_for
+from serving.text_check import unencodable_error
 from serving.openai_schemas import (MAX_STOP, MAX_STOP_CHARS, ChatCompletionRequest, CompletionRequest,
                                     SamplingFields)
 
 COMPLETION_DEFAULT_TOKENS = 16  # OpenAI's default max_tokens for /v1/completions
+DISCONNECT_POLL_SECONDS = 0.05  # how often a waiting request checks that its client is still there
+CLIENT_GONE = 499  # nginx's "client closed request": the answer nobody receives
 DEFAULT_SEARCH_BUDGET = 8
 
 
@@ -67,6 +75,9 @@ class OpenAIError(Exception):
 
 def validation_error(error: RequestValidationError) -> JSONResponse:
     """Pydantic's complaints about a /v1 body as one OpenAI error (400), naming the first bad field as param."""
+    text = unencodable_error(error)
+    if text is not None:
+        return OpenAIError(400, text["message"], text["field"], "invalid_text").response()
     parts, param = [], None
     for item in error.errors():
         if item.get("type") == "json_invalid":
@@ -92,48 +103,69 @@ class OpenAIServer:
     max_steps: int
     batcher: Batcher | None = None
 
-    def run_batch(self, key: Hashable, payloads: list) -> list:
-        """One engine call for a batch: ("sample", temperature, top_p) or ("search", method, budget)."""
+    def run_batch(self, key: Hashable, payloads: list, ended: Callable[[], list[bool]]) -> list:
+        """One engine call for a batch: ("sample", temperature, top_p) or ("search", method, budget); rows of
+        the payloads `ended()` names stop at the next decoding step."""
         if key[0] == "sample":
-            return run_sampling(self.policy, key[1], key[2], payloads)
+            return run_sampling(self.policy, key[1], key[2], payloads, ended)
         settings = settings_for(self.search, key[1], key[2])
         results = run_searches(self.policy, self.scorer, settings, [job.question for job in payloads],
-                               self.instruction, self.max_steps)
+                               self.instruction, self.max_steps, ended)
         return [[(Choice(r.trajectory.text if r.trajectory is not None else "", "stop", r.tokens), r.answer)]
                 for r in results]
 
-    async def answer(self, body: SamplingFields, prompts: Sequence[list[int]], questions: Sequence[str],
-                     max_tokens: int) -> tuple[list[Choice], list[dict | None]]:
+    async def answer(self, request: Request, body: SamplingFields, prompts: Sequence[list[int]],
+                     questions: Sequence[str], max_tokens: int) -> tuple[list[Choice], list[dict | None]]:
         """The choices for every prompt (prompt i's n choices at indices i*n .. i*n+n-1), and each one's
         search details (None without search), through the queue."""
         if body.search is not None:
-            key, jobs, rows = self.search_jobs(body, questions)
+            key, payloads, rows = self.search_jobs(body, questions)
         else:
-            key, jobs, rows = self.sample_jobs(body, prompts, max_tokens)
+            key, payloads, rows = self.sample_jobs(body, prompts, max_tokens)
         deadline = Deadline(self.limits.timeout_seconds)
-        futures = []
+        jobs: list[Job] = []
         try:
+            for payload in payloads:
+                jobs.append(self.submit(key, payload, rows, deadline))
+            results = await self.results(request, jobs, deadline)
+        except BaseException:  # a 503, a 504, a client gone, the server stopping: nobody waits for the jobs
             for job in jobs:
-                futures.append(self.batcher.submit(key, job, rows, deadline))
-        except QueueFull as error:
-            for future in futures:
-                future.cancel()
-            raise OpenAIError(503, str(error), None, "queue_full", "server_overloaded") from None
-        try:
-            results = await asyncio.wait_for(asyncio.gather(*(asyncio.wrap_future(f) for f in futures)),
-                                             deadline.left())
-        except (asyncio.TimeoutError, ComputeTimeout):
-            for future in futures:
-                future.cancel()
-            raise OpenAIError(504, f"the request ran over this server's timeout of {self.limits.timeout_seconds:g} "
-                                   f"s (timeout_seconds); ask for fewer tokens or choices", None, "timeout",
-                              "timeout") from None
+                self.batcher.cancel(job)
+            raise
         if body.search is None:
             choices = [choice for result in results for choice in result]
             return choices, [None] * len(choices)
         found = [pair for result in results for pair in result]
         details = [{"method": key[1], "budget": key[2], "answer": answer} for _, answer in found]
         return [choice for choice, _ in found], details
+
+    def submit(self, key: Hashable, payload: Any, rows: int, deadline: Deadline) -> Job:
+        """`payload` queued; a 503 when the queue is full."""
+        try:
+            return self.batcher.submit(key, payload, rows, deadline)
+        except QueueFull as error:
+            raise OpenAIError(503, str(error), None, "queue_full", "server_overloaded") from None
+
+    async def results(self, request: Request, jobs: Sequence[Job], deadline: Deadline) -> list:
+        """The jobs' results, waited for until the deadline (504) while the client stays (checked every
+        DISCONNECT_POLL_SECONDS; a client gone is a 499 nobody receives)."""
+        waiting = asyncio.gather(*(asyncio.wrap_future(job.future) for job in jobs))
+        try:
+            while not waiting.done():
+                if deadline.passed():
+                    raise ComputeTimeout("past the deadline")
+                await asyncio.wait({waiting}, timeout=min(DISCONNECT_POLL_SECONDS, deadline.left()))
+                if not waiting.done() and await request.is_disconnected():
+                    raise OpenAIError(CLIENT_GONE, "the client disconnected before its answer was ready", None,
+                                      "client_disconnected")
+            return waiting.result()
+        except ComputeTimeout:
+            raise OpenAIError(504, f"the request ran over this server's timeout of {self.limits.timeout_seconds:g} "
+                                   f"s (timeout_seconds); ask for fewer tokens or choices", None, "timeout",
+                              "timeout") from None
+        finally:
+            waiting.cancel()  # nothing once done
+            waiting.add_done_callback(lambda done: done.cancelled() or done.exception())  # retrieved: not logged
 
     def sample_jobs(self, body: SamplingFields, prompts: Sequence[list[int]],
                     max_tokens: int) -> tuple[Hashable, list[SampleJob], int]:
@@ -202,7 +234,7 @@ def add_openai_routes(app: FastAPI, policy, scorer, limits: ServerLimits, search
         return {"object": "list", "data": [{"id": model, "object": "model", "created": created, "owned_by": "rlgym"}]}
 
     @app.post("/v1/completions")
-    async def completions(body: CompletionRequest):
+    async def completions(request: Request, body: CompletionRequest):
         server.check_model(body.model)
         texts = [body.prompt] if isinstance(body.prompt, str) else body.prompt
         if not texts or any(not text for text in texts):
@@ -212,13 +244,13 @@ def add_openai_routes(app: FastAPI, policy, scorer, limits: ServerLimits, search
         prompts = [policy.tokenizer(text)["input_ids"] for text in texts]  # raw text: no chat template
         max_tokens = body.max_tokens if body.max_tokens is not None else min(COMPLETION_DEFAULT_TOKENS,
                                                                            limits.max_new_tokens)
-        choices, details = await server.answer(body, prompts, texts, max_tokens)
+        choices, details = await server.answer(request, body, prompts, texts, max_tokens)
         usage = usage_of(prompts, body, choices)
         reply = Reply("cmpl", "text_completion", model, choices, details, usage, chat=False)
         return reply.stream(body) if body.stream else reply.body()
 
     @app.post("/v1/chat/completions")
-    async def chat_completions(body: ChatCompletionRequest):
+    async def chat_completions(request: Request, body: ChatCompletionRequest):
         server.check_model(body.model)
         messages = body.message_dicts()
         server.check_chars("messages", sum(len(m["content"]) for m in messages))
@@ -229,7 +261,7 @@ def add_openai_routes(app: FastAPI, policy, scorer, limits: ServerLimits, search
         questions = [next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")]
         given = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
         max_tokens = given if given is not None else limits.max_new_tokens
-        choices, details = await server.answer(body, [prompt], questions, max_tokens)
+        choices, details = await server.answer(request, body, [prompt], questions, max_tokens)
         usage = usage_of([prompt], body, choices)
         reply = Reply("chatcmpl", "chat.completion", model, choices, details, usage, chat=True)
         return reply.stream(body) if body.stream else reply.body()

@@ -11,13 +11,14 @@ string from the text.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from envs.questions import QuestionsEnv
 from policies.generation import Generation, RowKeys, row_key
 from search import SearchSettings, run_search
 from search.search_types import SearchResult
+from serving.limits import ComputeTimeout, TimedPolicy, TimedScorer, ending_rows
 
 
 @dataclass(frozen=True)
@@ -40,17 +41,26 @@ class Choice:
     tokens: int
 
 
-def run_sampling(policy, temperature: float, top_p: float, jobs: Sequence[SampleJob]) -> list[list[Choice]]:
-    """Every job's choices from one `policy.sample` call (one row per choice)."""
-    prompts, stops, keys = [], [], []
-    for job in jobs:
+def run_sampling(policy, temperature: float, top_p: float, jobs: Sequence[SampleJob],
+                 ended: Callable[[], list[bool]] = lambda: []) -> list[list[Choice]]:
+    """Every job's choices from one `policy.sample` call (one row per choice). `ended()` says which jobs nobody
+    waits for any more: their rows end at the next decoding step (a policy with the `cancelled_rows` hook)."""
+    prompts, stops, keys, owners = [], [], [], []
+    for index, job in enumerate(jobs):
         for j in range(job.n):
             prompts.append(list(job.prompt_ids))
             stops.append(list(job.stop))
             keys.append(row_key(job.key, j))
+            owners.append(index)
+
+    def cancelled_rows() -> list[int]:
+        flags = ended()
+        return [row for row, owner in enumerate(owners) if owner < len(flags) and flags[owner]]
+
     longest = max(job.max_tokens for job in jobs)
-    rows = [generations[0] for generations in
-            policy.sample(prompts, 1, longest, temperature, top_p, stops, RowKeys(keys))]
+    with ending_rows(policy, cancelled_rows):
+        rows = [generations[0] for generations in
+                policy.sample(prompts, 1, longest, temperature, top_p, stops, RowKeys(keys))]
     choices, start = [], 0
     for job in jobs:
         choices.append([finished(policy.tokenizer, g, job) for g in rows[start:start + job.n]])
@@ -77,12 +87,32 @@ class SearchJob:
     question: str
 
 
+class AllEnded:
+    """The `Limit` of a batch: passed once every one of its jobs has ended (nobody waits for any of them)."""
+
+    def __init__(self, ended: Callable[[], list[bool]]):
+        self._ended = ended
+
+    def passed(self) -> bool:
+        flags = self._ended()
+        return bool(flags) and all(flags)  # no jobs named (the default): never
+
+    def check(self) -> None:
+        if self.passed():
+            raise ComputeTimeout("every request of this batch was cancelled or timed out")
+
+
 def run_searches(policy, scorer, settings: SearchSettings, questions: Sequence[str], instruction: str,
-                 max_steps: int) -> list[SearchResult]:
-    """Every question searched with `settings`, all together in one `run_search` (its engine batches them)."""
+                 max_steps: int, ended: Callable[[], list[bool]] = lambda: []) -> list[SearchResult]:
+    """Every question searched with `settings`, all together in one `run_search` (its engine batches them).
+    Once `ended()` says nobody waits for any of them, the next decoding step ends the search (ComputeTimeout)."""
     env = QuestionsEnv(list(questions), instruction=instruction, max_steps=max_steps)
     starts = [{"options": {"index": i}} for i in range(len(questions))]
-    return run_search(policy, env, starts, settings, scorer)
+    limit = AllEnded(ended)
+    timed_scorer = TimedScorer(scorer, limit) if scorer is not None else None
+    results = run_search(TimedPolicy(policy, limit), env, starts, settings, timed_scorer)
+    limit.check()  # its last sampling call may have been cut short
+    return results
 
 
 def settings_for(search: SearchSettings, method: str, budget: int) -> SearchSettings:

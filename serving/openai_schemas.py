@@ -2,7 +2,8 @@
 
 Fields the server does not implement (logprobs, penalties, tools, ...) are refused by name (extra="forbid")
 rather than silently ignored; a null field means its default, as in OpenAI's API. `search` is this server's
-own field (the openai client sends it with `extra_body={"search": {...}}`)."""
+own field (the openai client sends it with `extra_body={"search": {...}}`). A string UTF-8 cannot encode (a lone
+surrogate) anywhere in a body is refused first (serving/text_check.py)."""
 from __future__ import annotations
 
 from typing import Literal
@@ -11,6 +12,8 @@ from core.extras import extra_imports
 
 with extra_imports("The HTTP server"):  # pydantic comes with fastapi, in the [serve] extra
     from pydantic import BaseModel, ConfigDict, Field
+
+from serving.text_check import EncodableText
 
 MAX_STOP = 4  # stop strings per request (OpenAI's limit)
 MAX_STOP_CHARS = 200
@@ -30,7 +33,7 @@ class StreamOptions(BaseModel):
     include_usage: bool | None = None
 
 
-class SamplingFields(BaseModel):
+class SamplingFields(EncodableText):
     """What both routes take: the model's name, sampling parameters, streaming and the search extension."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)

@@ -1,6 +1,7 @@
 """The request and response bodies of the server (pydantic checks the types and ranges: a bad field is a
 422 whose message names it). Python's json reads `Infinity` and `NaN`, so every request refuses a
-non-finite number (`allow_inf_nan=False`)."""
+non-finite number (`allow_inf_nan=False`), and a string UTF-8 cannot encode (a lone surrogate) is a 400
+(serving/text_check.py)."""
 from __future__ import annotations
 
 from typing import Literal
@@ -10,11 +11,13 @@ from core.extras import extra_imports
 with extra_imports("The HTTP server"):  # pydantic comes with fastapi, in the [serve] extra
     from pydantic import BaseModel, ConfigDict, Field
 
+from serving.text_check import EncodableText
+
 SOLVE_METHODS = ("greedy", "maj", "best_of_n", "beam", "mcts")
 DEFAULT_BUDGET = 8
 
 
-class GenerateRequest(BaseModel):
+class GenerateRequest(EncodableText):
     """Text from the policy for a prompt (the chat template applied), up to `max_new_tokens` tokens."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
@@ -28,7 +31,7 @@ class GenerateResponse(BaseModel):
     tokens: int
 
 
-class SolveRequest(BaseModel):
+class SolveRequest(EncodableText):
     """A question answered by a search method. budget: samples (maj, best_of_n), beams (beam) or simulations
     (mcts), by default
     DEFAULT_BUDGET or the server's max_budget when that is smaller; greedy ignores it."""

@@ -188,3 +188,25 @@ def test_a_chunk_of_logits_holds_at_most_max_chunk_tokens_rows_times_positions(m
     shapes.clear()
     logprobs.chunked_token_logprobs(hidden[:2], weight, targets[:2], chunk_size=8, max_chunk_tokens=200)
     assert shapes[0] == (2, 8)
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_a_cancelled_row_ends_at_the_next_check_and_the_others_sample_on(fast):
+    tok = build_tiny_tokenizer()
+    model = build_tiny_model(tok, seed=0).eval()
+    prompts = prompts_for(tok, 3)
+    run = FastDecoder(model, sync_every=4).generate if fast else (lambda *args, **kw: decode(model, *args, **kw))
+    whole = run(tok, prompts, 24, temperature=0.0)
+    asked = []
+
+    def cancelled_rows():  # the second check cancels row 1: after 2 steps (plain) or 2 host syncs of 4 (fast)
+        asked.append(len(asked))
+        return [1] if len(asked) >= 2 else []
+
+    cut = run(tok, prompts, 24, temperature=0.0, cancelled_rows=cancelled_rows)
+    kept = 8 if fast else 2
+    assert len(whole[1].completion_ids) > kept
+    assert cut[1].completion_ids == whole[1].completion_ids[:kept] and cut[1].finish_reason == "cancelled"
+    assert cut[1].text == tok.decode(whole[1].completion_ids[:kept], skip_special_tokens=True)
+    for i in (0, 2):
+        assert cut[i].completion_ids == whole[i].completion_ids and cut[i].finish_reason == whole[i].finish_reason

@@ -182,20 +182,20 @@ def test_search_is_chosen_through_extra_body(serve, tiny_policy):
 def test_the_queue_is_bounded_and_drops_requests_past_their_deadline():
     started, release = threading.Event(), threading.Event()
 
-    def run(key, payloads):
+    def run(key, payloads, ended):
         started.set()
         release.wait(30)
         return [f"{key}:{p}" for p in payloads]
 
     batcher = Batcher(run, BatchSettings(window_ms=0, max_queue=1))
-    first = batcher.submit("k", 1, 1, Deadline(60))
+    first = batcher.submit("k", 1, 1, Deadline(60)).future
     started.wait(30)  # the worker holds the first job: the queue is empty again
-    second = batcher.submit("k", 2, 1, Deadline(60))
+    second = batcher.submit("k", 2, 1, Deadline(60)).future
     with pytest.raises(QueueFull, match=r"holds 1 requests already \(max_queue\)"):
         batcher.submit("k", 3, 1, Deadline(60))
     release.set()
     assert first.result(30) == "k:1" and second.result(30) == "k:2" and batcher.calls == 2
-    late = batcher.submit("k", 4, 1, Deadline(0))
+    late = batcher.submit("k", 4, 1, Deadline(0)).future
     with pytest.raises(ComputeTimeout, match="waited in the queue"):
         late.result(30)
     assert batcher.calls == 2
