@@ -76,19 +76,21 @@ def test_a_small_request_after_timed_out_heavy_ones_is_served_in_its_idle_time()
     engine = SlowEngine()
     app = create_app(engine, limits=ServerLimits(timeout_seconds=1.5), batching=BatchSettings(window_ms=1))
     with TestClient(app) as client:
-        start = time.monotonic()
-        assert client.post("/v1/chat/completions", json=chat(8)).status_code == 200
-        idle = time.monotonic() - start  # 8 steps: about 0.24 s
+        idle = 0.0
+        for _ in range(2):  # the slower of two idle runs: a loaded machine's jitter is not the server's cost
+            start = time.monotonic()
+            assert client.post("/v1/chat/completions", json=chat(16)).status_code == 200
+            idle = max(idle, time.monotonic() - start)  # 16 steps: about 0.5 s
         heavy = chat(400)  # 400 steps: 12 s, far past the 1.5 s timeout
         with ThreadPoolExecutor(3) as pool:
             statuses = list(pool.map(lambda _: client.post("/v1/chat/completions", json=heavy).status_code, range(3)))
         assert statuses == [504, 504, 504]
         start = time.monotonic()
-        small = client.post("/v1/chat/completions", json=chat(8))
+        small = client.post("/v1/chat/completions", json=chat(16))
         latency = time.monotonic() - start
     assert small.status_code == 200, small.text  # without cancellation it waits behind 10 s of heavy rows: 504
     assert latency <= 2 * idle, (latency, idle)
-    assert engine.steps < 8 + 2 * (1.5 / STEP_SECONDS) + 8  # the heavy rows stopped soon after their 504
+    assert engine.steps < 2 * 16 + 2 * (1.5 / STEP_SECONDS) + 16  # the heavy rows stopped soon after their 504
 
 
 def test_a_cancelled_job_leaves_the_queue_at_once_and_frees_its_place():
