@@ -226,7 +226,7 @@ def _environment_rows(s: str) -> str:
 
 def _normalize(answer: str) -> _Normal:
     """See :func:`normalize_answer`; also says whether list commas were seen and which unit was dropped."""
-    s = answer.strip().replace("−", "-").replace("~", " ")
+    s = answer.strip().replace("−", "-").replace("~", " ")  # "~": LaTeX's unbreakable space
     if "\\\\begin{" in s:
         s = s.replace("\\\\", "\\")  # a double-escaped environment: every backslash was doubled
     elif "matrix" not in s:
@@ -317,7 +317,7 @@ def _plain_number_of(predicted: str, normal: _Normal) -> PlainNumber | None:
     number = parse_number(_as_plain_number(normal.text, normal.list_commas))
     if number is not None:
         return number
-    stated = None if looks_like_code(predicted) else sole_number(_as_words(predicted))
+    stated = sole_number(_as_words(predicted))
     if stated is None:
         return None
     stated_normal = _normalize(stated)
@@ -327,7 +327,7 @@ def _plain_number_of(predicted: str, normal: _Normal) -> PlainNumber | None:
 def _as_words(text: str) -> str:
     """Text with its LaTeX text markup and spacing turned into plain words and spaces (for :func:`sole_number`):
     ``\\text{1,000.99 euros}`` -> ``1,000.99 euros``, ``\\$5`` -> ``$5``, ``1{,}000\\,€`` -> ``1,000 €``."""
-    text = _THOUSANDS_MARK_RE.sub(",", text.replace("\\$", "$").replace("\\%", "%").replace("~", " "))
+    text = _THOUSANDS_MARK_RE.sub(",", text.replace("\\$", "$").replace("\\%", "%"))
     text = _FORMAT_RE.sub(r" \1 ", _TEXT_RE.sub(r" \1 ", text))
     for noise in _LATEX_NOISE_RES:
         text = noise.sub(" ", text)

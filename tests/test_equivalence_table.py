@@ -367,6 +367,8 @@ TABLE: list[tuple[str | None, str, bool]] = [
     ("return 5", "5", F),
     # --- units after the number: "/" units and spelled-out units ---
     ("60 km/h", "60", T),
+    (r"\textit{Tuesday}", "Tuesday", T),
+    (r"\textnormal{even}", "even", T),
     ("60 m/s", "60 km/h", F),
     (r"12\text{ cm}^2", r"12\text{ cm}^2", T),
     (r"5~\text{cm}", "5", T),
@@ -378,7 +380,8 @@ TABLE: list[tuple[str | None, str, bool]] = [
     ("(1, 2)", r"\begin{pmatrix} 1 \\ 2 \end{pmatrix}", T),  # a vector written as a tuple
     ("(2, 1)", r"\begin{pmatrix} 1 \\ 2 \end{pmatrix}", F),
     ("(1, 2, 3)", r"\begin{pmatrix} 1 \\ 2 \end{pmatrix}", F),
-    ("\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}", r"\begin{pmatrix} 1 \\ 2 \end{pmatrix}", T),  # double-escaped
+    (r"\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}", r"\begin{pmatrix} 1 \\ 2 \end{pmatrix}", T),  # double-escaped
+    (r"\\begin{pmatrix} 2 \\\\ 1 \\end{pmatrix}", r"\begin{pmatrix} 1 \\ 2 \end{pmatrix}", F),
     (r"\begin{cases} x = 1 \\ y = 2 \end{cases}", "(1, 2)", T),
     (r"\begin{aligned} x &= 1 \\ y &= 2 \end{aligned}", "(1, 2)", T),
     (r"\begin{cases} x = 2 \\ y = 1 \end{cases}", "(1, 2)", F),

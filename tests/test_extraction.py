@@ -33,6 +33,7 @@ from tests.cpu_timing import cpu_call
         ("The answer is $$\n\\frac{1}{2}\n$$", "\\frac{1}{2}"),
         ("The answer is \\[\n x = 5\n\\]", "x = 5"),
         ("The answer is $3$ or maybe $\n5$", "3"),
+        ("The answer is $5 and\nthe tax is $3.", "5"),  # a "$" that does not close on its line is no math
         # LaTeX thousands marks on a final line
         ("Thus the total is $\\$1,\\!000$.", "1,000"),
         # a box in the middle, more work, a later box: the last box wins
