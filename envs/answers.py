@@ -33,11 +33,14 @@ Safety design
   (:mod:`envs.grading.code_screen`: ``...) or 0``, ``print(0)``, backticks, ``lambda:``) is refused
   before it reaches Math-Verify, which would otherwise credit its last number.
 
-Conventions (pinned in ``tests/test_equivalence_table.py``)
-------------------------------------------------------------
+Conventions (pinned in ``tests/test_equivalence_table.py``; the two switches are :class:`GradingOptions`)
+------------------------------------------------------------------------------------------------------------
 * Units: words and ``\\text{...}`` units after a number are dropped from the prediction and the gold
-  alike, because GSM8K/MATH golds often omit them: ``5 cm`` == ``5`` == ``5\\text{ cm}``, and units are
-  not compared (``5 km`` == ``5 m``), not converted (``50 mm`` != ``5 cm``).  Words in any script count
+  alike, because GSM8K/MATH golds often omit them (MATH's ``_remove_right_units`` and Math-Verify's unit
+  list do the same): ``5 cm`` == ``5`` == ``5\\text{ cm}``.  When BOTH carry a unit it must be the same one
+  (``compare_units``, default on; spellings and plurals agree: ``5 cm`` == ``5 centimeters``, ``5 km`` !=
+  ``5 m``: every other grader accepts that one, a false positive), and units are never converted
+  (``50 mm`` != ``5 cm``).  Words in any script count
   (``42 Äpfel``, ``15 яблок``, ``42个``); letters that may be variables stay (``5x``, ``2 pi``, ``2π``,
   ``5m``: the one-letter unit ``m`` and ``in`` only when a space sets them apart, ``5 m``).
 * Division by zero: an answer whose value is undefined (``1/0``, ``\\frac{2}{1-1}``, ``0/0``,
@@ -47,7 +50,19 @@ Conventions (pinned in ``tests/test_equivalence_table.py``)
   times: ``9:00`` == ``09:00``, ``9:00`` != ``12:00``, ``9:00 am`` != ``9:00 pm``.  Otherwise ``a:b``
   is a ratio (``3:4`` == ``6:8`` == 0.75), so a lone ``9:00`` (9/0) equals nothing.
 * Lists vs thousands: ``1,234`` is one number (1234); a comma followed by a space separates list
-  items, so ``1, 234`` is the list (1, 234) and ``3, 5`` is no decimal 3.5.
+  items, so ``1, 234`` is the list (1, 234) and ``3, 5`` is no decimal 3.5.  LaTeX's thousands marks
+  ``1{,}234`` and ``11,\\! 111`` are thousands separators.
+* List order: two bare comma lists compare in the written order (``unordered_lists``, default off), as
+  MATH's ``is_equiv`` (a string comparison) and MARIO/ToRA's ``math_equal`` (element by element) do;
+  Math-Verify, and so lighteval, sort both, which credits a reversed ordered answer.  A set in braces,
+  ``\\pm`` and "x = 1 or x = 2" are sets in any order; a tuple is always ordered.
+* A number gold accepts the one number of a short text of words, units or money (``1,000.99€``, ``USD 5``,
+  "The cost is $5"), never a hedge (``5 or 6``, ``at least 5``) or a second number
+  (:mod:`envs.grading.number_in_text`); and a rounding of it: a prediction that is the gold rounded to four
+  or more significant digits (``0.3333`` for 1/3), or an exact or two-places-finer prediction that a gold
+  decimal of three or more significant digits rounds (``3.14159`` for 3.14).
+* Clock ranges (``9:00-10:00``) compare as pairs of times.  An answer always equals itself, unless its
+  value is undefined (``tests/test_grading_self_equality.py``).
 """
 
 from __future__ import annotations
