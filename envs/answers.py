@@ -120,10 +120,10 @@ _NAMED_ASSIGNMENT_RE = re.compile(
 )
 # Environments whose rows are separate answers ("\begin{cases} x = 1 \\ y = 2 \end{cases}" -> "x = 1, y = 2").
 _SYSTEM_ENV_RE = re.compile(r"\\begin\{(aligned|align\*?|cases|gathered|gather\*?|array)\}(?:\{[lcr| ]*\})?")
-_ROW_BREAK_RE = re.compile(r"\\\\(?:\[[^\]]*\])?")
+_ROW_BREAK_RE = re.compile(r"\\\\(?:\[[^\]\\]{0,20}\])?")  # a row break, optionally with its spacing: \\[2pt]
 _ARRAY_RE = re.compile(r"\\(begin|end)\{(?:array|smallmatrix|matrix)\}(?:\{[lcr| ]*\})?")
 # "918 1/2": a whole number and a proper fraction after a space (a mixed number, not 9181/2).
-_SPACED_MIXED_RE = re.compile(r"([-+]?\d+) (\d+)/(\d+)", re.ASCII)
+_SPACED_MIXED_RE = re.compile(r"(?<![-+\d])([-+]?\d+) (\d+)/(\d+)", re.ASCII)  # no restart inside a digit run
 _WHITESPACE_RE = re.compile(r"\s+")
 _SPACE_NOT_BETWEEN_LETTERS_RE = re.compile(r"(?<![A-Za-z]) | (?![A-Za-z])")
 # Lookbehinds such as (?<!\d) keep a search from restarting inside a digit run (quadratic otherwise).

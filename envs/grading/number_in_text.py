@@ -26,7 +26,7 @@ HEDGE_WORDS = frozenset(
 )
 # A number: sign, ASCII digits with optional thousands or decimal separators, optional percent.  No letter of
 # any script, digit or point may touch it (the lookarounds: "5x", "x2", "2π", "1.2.3" are no sole numbers).
-_NUMBER_RE = re.compile(r"(?<![\w.])([-+−]?[0-9]+(?:[.,][0-9]+)*)(\s?%)?(?!\w)")
+_NUMBER_RE = re.compile(r"(?<![\w.,])([-+−]?[0-9]+(?:[.,][0-9]+)*)(\s?%)?(?!\w)")
 _DIGIT_RE = re.compile(r"\d")
 _WORD_RE = re.compile(r"[^\W\d_]+")
 _ALLOWED_PUNCTUATION = frozenset(" \t.,:;!?'\"’-")
