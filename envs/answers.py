@@ -153,7 +153,9 @@ _UNIT_ALIASES = {
     "liter": "l", "litre": "l", "milliliter": "ml", "millilitre": "ml", "inche": "in", "inch": "in",
     "foot": "ft", "feet": "ft", "yard": "yd", "mile": "mi", "pound": "lb", "ounce": "oz", "hour": "h",
     "hr": "h", "minute": "min", "second": "s", "sec": "s", "degree": "deg", "dollar": "usd", "cent": "cent",
-    "hrs": "h", "lbs": "lb", "mins": "min", "secs": "s", "square": "sq", "unit": "",
+    "hrs": "h", "lbs": "lb", "mins": "min", "secs": "s", "mph": "mi h", "kph": "km h", "kmh": "km h",
+    # not compared: "per" ("km per h" is "km/h"), powers (the "^2" of "cm^2" is dropped too), "units"
+    "per": "", "square": "", "sq": "", "cubic": "", "cu": "", "unit": "",
 }
 
 
@@ -164,9 +166,7 @@ def _unit_key(words: list[str]) -> tuple[str, ...]:
         w = word.lower().strip(".")
         if len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
             w = w[:-1]
-        w = _UNIT_ALIASES.get(w, w)
-        if w:
-            key.append(w)
+        key += _UNIT_ALIASES.get(w, w).split()
     return tuple(key)
 
 

@@ -300,6 +300,10 @@ TABLE: list[tuple[str | None, str, bool]] = [
     ("5 cm", "5 centimeters", T),
     (r"5\text{ meters}", "5 m", T),
     ("5 hours", "5 minutes", F),
+    ("60 miles per hour", r"60\text{ mph}", T),
+    ("60 km/h", "60 kilometers per hour", T),
+    ("60 km/h", "60 mph", F),
+    (r"5\text{ cm}^2", "5 square centimeters", T),
     ("5 cm", "6 cm", F),
     ("5", "6 cm", F),
     ("50 mm", "5 cm", F),  # nor converted
