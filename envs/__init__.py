@@ -6,7 +6,7 @@ Build envs with ``make("Arithmetic-v0")`` (or ``"rlgym/Arithmetic-v0"``) and lis
 TRL-style ``fn(prompts, completions, **kwargs)``; see ``envs/reward_forms.py``.
 """
 
-from envs.answers import answers_equal, extract_answer
+from envs.answers import GradingOptions, answers_equal, extract_answer
 from envs.arithmetic import ArithmeticEnv
 from envs.base import EpisodeOverError, LanguageEnv, Problem
 from envs.data import DataFileNotFoundError, MalformedRowError
@@ -35,6 +35,7 @@ __all__ = [
     "DatasetEnv",
     "EpisodeOverError",
     "GSM8KEnv",
+    "GradingOptions",
     "HotpotQAEnv",
     "LanguageEnv",
     "MATHEnv",

@@ -14,7 +14,8 @@ import unicodedata
 __all__ = ["MAX_SCAN_CHARS", "Box", "extract_answer", "find_boxes", "gsm8k_gold"]
 
 MAX_SCAN_CHARS = 200_000  # longer texts are read from their last this-many characters
-MAX_BOX_GAP_CHARS = 40  # boxes closer than this, joined by "," / "and" / "or", form one answer
+MAX_BOX_GAP_CHARS = 40  # boxes closer than this, joined only by joining words (_is_joining_gap), form one answer
+MAX_DISPLAY_MATH_CHARS = 2_000  # "$$ ... $$" / "\\[ ... \\]" after "answer is" may span lines up to this long
 MAX_UNIT_WORDS = 2  # words allowed after a fallback number: "18 apples.", "-7/8 remains.", "42 Äpfel"
 
 _NUMBER = r"[-−]?(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.[0-9]+)?(?:/[0-9]+)?"  # 1,234 -2.5 3/4
@@ -24,7 +25,14 @@ _ANSWER_IS_RE = re.compile(r"\banswer\**\s*(?:is\b|:)\s*:?[ \t]*", re.IGNORECASE
 _LEADING_NUMBER_RE = re.compile(rf"(?<![0-9$,.])\$?({_NUMBER})\s+[A-Za-z]")
 _BOX_RE = re.compile(r"\\boxed(?:[ \t]*(\{)|[ \t]+([^\s${}]+))")
 _BRACE_RE = re.compile(r"[{}]")
-_BOX_GAP_RE = re.compile(r"[\s,;$]*(?:(?:and|or|\\text\{\s*(?:and|or)\s*\}|\\quad|\\qquad)[\s,;$]*)?")
+# What may stand between boxes of one answer: separators and "and"/"or", item labels ("(b)", "ii)"), the name a
+# box answers ("y =", "x_2 =", "\\beta ="), a unit after a box ("cm").  Anything else (a correction, "but
+# actually") keeps only the last box.
+_GAP_NOISE_RE = re.compile(r"\\q?quad|\\text\s*\{|\\[,;! ]|[{}$,;:.]")
+_GAP_TOKEN_RE = re.compile(
+    r"and|or|&|=|\(?(?:[a-z]{1,3}|\d{1,2})\)|[A-Za-z](?:_\{?\w{1,3}\}?)?=?|\\[A-Za-z]{2,8}=?"
+    r"|(?:cm|mm|km|kg|ft|in|m|g|s|h|min|units?|degrees?|dollars?|cents?|meters?|inches|feet|hours?|minutes?|seconds?)"
+)
 # A sentence ends at ". " / "! " / "? ", or at a full-width or other-script stop ("。", "！", "؟", "।").
 _SENTENCE_END_RE = re.compile(r"[.!?]\s|[。！？؟।]")
 # Characters that mark code or markup rather than a stated answer ("__import__('os')...", "f(x) or 0");
@@ -115,6 +123,11 @@ def _unwrap_box(content: str) -> str:
     return content
 
 
+def _is_joining_gap(gap: str) -> bool:
+    """Do only joining words stand between two boxes (see ``_GAP_TOKEN_RE``)?  ``gap`` is short (bounded)."""
+    return all(_GAP_TOKEN_RE.fullmatch(token) for token in _GAP_NOISE_RE.sub(" ", gap).split())
+
+
 def _boxed_answer(text: str) -> str | None:
     """The last box, or the last boxes joined with ", " when only ",", "and", "or" separate them."""
     boxes = find_boxes(text)
@@ -123,7 +136,7 @@ def _boxed_answer(text: str) -> str | None:
     group = [boxes[-1]]
     for box in reversed(boxes[:-1]):
         gap_start, gap_end = box.end, group[-1].start
-        if gap_end - gap_start > MAX_BOX_GAP_CHARS or not _BOX_GAP_RE.fullmatch(text, gap_start, gap_end):
+        if gap_end - gap_start > MAX_BOX_GAP_CHARS or not _is_joining_gap(text[gap_start:gap_end]):
             break
         group.append(box)
     answers = (_clean(_unwrap_box(box.content)) for box in reversed(group))
@@ -131,10 +144,16 @@ def _boxed_answer(text: str) -> str | None:
 
 
 def _delimited_math(s: str) -> str | None:
-    """The math of ``$...$``, ``$$...$$``, ``\\(...\\)`` or ``\\[...\\]`` at the start of ``s``."""
+    """The math of ``$...$``, ``$$...$$``, ``\\(...\\)`` or ``\\[...\\]`` at the start of ``s``.
+
+    Display math (``$$``, ``\\[``) may span lines (up to ``MAX_DISPLAY_MATH_CHARS``); inline math (``$``,
+    ``\\(``) closes on its own line, else it is no math (a dollar sign, a line cut short).
+    """
     for opening, closing in _MATH_DELIMITERS:
         if s.startswith(opening):
-            end = s.find(closing, len(opening))
+            display = opening in ("$$", "\\[")
+            limit = len(opening) + MAX_DISPLAY_MATH_CHARS if display else s.find("\n")
+            end = s.find(closing, len(opening), len(s) if limit < 0 else limit)
             if end < 0:
                 return None
             return _clean(s[len(opening) : end]) or None
@@ -160,7 +179,7 @@ def _answer_is(text: str) -> str | None:
         return None
     rest = text[last.end() :].lstrip()
     line = rest.partition("\n")[0].strip()
-    math = _delimited_math(line.lstrip("*").lstrip())  # "**Answer:** $x$"
+    math = _delimited_math(rest.lstrip("*").lstrip())  # "**Answer:** $x$", "answer is $$\n x \n$$"
     if math is not None:
         return math
     ans = _clean(_clean(line).strip("*"))  # "**Answer:** 18", "answer is **18**."
@@ -261,7 +280,7 @@ def _standing_number(text: str) -> str | None:
     ``x = 2 + 3``), and a hedge ("5 or 6").
     """
     line = _last_line_with_content(text)
-    line = line.replace("\\$", "$").replace("\\%", "%")
+    line = line.replace("\\$", "$").replace("\\%", "%").replace("{,}", ",").replace(",\\!", ",")
     for wrapper in ("\\[", "\\]", "\\(", "\\)"):
         line = line.replace(wrapper, " ")
     line = line.replace("*", "").replace("$", "").strip()

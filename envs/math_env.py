@@ -3,7 +3,8 @@ episode ends at a final-answer marker; an optional calculator writes results bet
 
 - ``parse_answer``: :func:`envs.extraction.extract_answer` (``####``, ``\\boxed{}``, "the answer is",
   then the last number unless ``last_number_fallback=False``).
-- ``is_correct``: :func:`envs.answers.answers_equal` against the gold.
+- ``is_correct``: :func:`envs.answers.answers_equal` against the gold, with the env's ``grading``
+  conventions (:class:`envs.answers.GradingOptions`: list order, units).
 - ``is_final_action``: the step contains a final-answer marker (``FINAL_ANSWER_MARKERS``, any case), or
   the step is empty: the policy wrote nothing (it stopped at once, at its end-of-sequence token), so the
   solution is over and is graded as it stands. Without this, a chat model that ends its answer with its
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from envs.answers import answers_equal
+from envs.answers import GradingOptions, answers_equal
 from envs.base import LanguageEnv, Problem
 from envs.calculator import apply_calculator
 from envs.checks import check_bool
@@ -41,13 +42,18 @@ class MathEnv(LanguageEnv):
         sym_calc: write the result of a trailing calculation ("48 / 2 =" or "<<48/2=") after a step;
             needs mode="stepwise".
         last_number_fallback: when no marked answer is found, take the solution's last number.
+        grading: the grader's conventions (``GradingOptions(unordered_lists=False, compare_units=True)`` when
+            None): whether bare lists compare in order, whether two answers' units must agree.
         **base_kwargs: LanguageEnv's keyword arguments (mode, max_steps, reward_fns, reward_weights,
             instruction, render_mode, max_action_chars, reward_timeout).
     """
 
-    def __init__(self, *, sym_calc: bool = False, last_number_fallback: bool = True, **base_kwargs: Any):
+    def __init__(self, *, sym_calc: bool = False, last_number_fallback: bool = True,
+                 grading: GradingOptions | None = None, **base_kwargs: Any):
         check_bool("sym_calc", sym_calc)
         check_bool("last_number_fallback", last_number_fallback)
+        if grading is not None and not isinstance(grading, GradingOptions):
+            raise ValueError(f"grading must be a GradingOptions or None; got {type(grading).__name__}")
         super().__init__(**base_kwargs)
         if sym_calc and self.mode != "stepwise":
             raise ValueError(
@@ -56,6 +62,7 @@ class MathEnv(LanguageEnv):
             )
         self.sym_calc = sym_calc
         self.last_number_fallback = last_number_fallback
+        self.grading = grading
 
     def parse_answer(self, solution: str) -> str | None:
         """The marked final answer (or, with ``last_number_fallback``, the last number), or None."""
@@ -63,7 +70,7 @@ class MathEnv(LanguageEnv):
 
     def is_correct(self, parsed_answer: str, problem: Problem) -> bool:
         """The math grader's verdict (:func:`envs.answers.answers_equal`) against the gold."""
-        return answers_equal(parsed_answer, problem.gold)
+        return answers_equal(parsed_answer, problem.gold, options=self.grading)
 
     def is_final_action(self, action: str) -> bool:
         """The step states a final answer (``has_final_answer_marker``), or is empty (the policy is done)."""

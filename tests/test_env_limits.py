@@ -69,7 +69,7 @@ def test_one_megabyte_action_steps_in_well_under_half_a_second(kwargs, action):
 def test_each_answer_is_graded_once_per_step(monkeypatch, reward_fns):
     calls = []
 
-    def counting(predicted, gold, timeout=1.0):
+    def counting(predicted, gold, timeout=1.0, **options):
         calls.append((predicted, gold))
         return predicted == gold
 

@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from envs.answers import answers_equal
+from envs.answers import GradingOptions, answers_equal
 from tests.cpu_timing import cpu_call
 
 PWNED = "/tmp/rlgym_equiv_table_pwned"
@@ -43,7 +43,9 @@ TABLE: list[tuple[str | None, str, bool]] = [
     ("0.75", r"\tfrac{3}{4}", T),
     ("2/4", "1/2", T),
     ("0.5000001", "1/2", F),
-    ("0.3333333", "1/3", F),  # an exact gold needs the exact value
+    ("0.3333333", "1/3", T),  # 1/3 correctly rounded to the places written (4+ significant digits)
+    ("0.3334", "1/3", F),  # not a rounding of 1/3
+    ("0.33", "1/3", F),  # too few digits to be a rounding
     ("1/3", "0.333333", T),  # the gold is an inexact decimal: relative 1e-6
     ("0.33", "0.333333", F),
     ("1/7", "0.142857", T),
@@ -162,7 +164,8 @@ TABLE: list[tuple[str | None, str, bool]] = [
     # --- several answers: sets in any order ---
     ("{3, 2, 1}", "{1,2,3}", T),
     (r"\{3, 2, 1\}", r"\{1,2,3\}", T),
-    ("3, 1, 2", "1, 2, 3", T),
+    ("3, 1, 2", "1, 2, 3", F),  # bare lists in written order (GradingOptions.unordered_lists; see OPTION_TABLE)
+    ("1, 2, 3", "1, 2, 3", T),
     ("1, 2", r"\{1, 2\}", T),
     ("1, 2, 4", "1, 2, 3", F),
     ("1, 2", "1, 2, 3", F),
@@ -170,15 +173,18 @@ TABLE: list[tuple[str | None, str, bool]] = [
     ("x = 2 or x = 1", "1, 2", T),
     ("x = 1 or x = 3", "1, 2", F),
     (r"x = 1 \text{ and } x = 2", r"\{1,2\}", T),
-    ("(2, 2), (6, 2)", "(6,2),(2,2)", T),
+    ("(2, 2), (6, 2)", "(6,2),(2,2)", F),
+    ("(6, 2), (2, 2)", "(6,2),(2,2)", T),
+    ("(2, 2), (6, 2)", r"\{(6,2),(2,2)\}", T),  # a set in braces: any order
     (r"\boxed{1}, \boxed{2}", "1, 2", T),
     (r"\boxed{2} and \boxed{1}", r"\{1, 2\}", T),
-    (r"\boxed{(2, 2)}, \boxed{(6, 2)}", "(6,2),(2,2)", T),
+    (r"\boxed{(6, 2)}, \boxed{(2, 2)}", "(6,2),(2,2)", T),
     (r"\boxed{2}, \boxed{3}", "1, 2", F),
     ("(2, 2), (2, 6)", "(6,2),(2,2)", F),
     (r"-\sqrt{2}, \sqrt{2}", r"\pm\sqrt{2}", T),  # \pm is read as the set of both
     (r"\sqrt{2}", r"\pm\sqrt{2}", F),
-    (r"\sqrt{2}, -\sqrt{2}", r"-\sqrt{2}, \sqrt{2}", T),
+    (r"\sqrt{2}, -\sqrt{2}", r"-\sqrt{2}, \sqrt{2}", F),
+    (r"\sqrt{2}, -\sqrt{2}", r"\{-\sqrt{2}, \sqrt{2}\}", T),
     # --- tuples keep their order; intervals keep their brackets ---
     ("(1,2)", "(1, 2)", T),
     ("(1,2)", "(2,1)", F),
@@ -279,7 +285,7 @@ TABLE: list[tuple[str | None, str, bool]] = [
     ("12,345", "12345", T),
     ("2,500", "2500", T),
     ("1, 234", "1, 234", T),
-    ("1, 234", "234, 1", T),
+    ("1, 234", "234, 1", F),
     ("1, 234", r"\{1, 234\}", T),
     # --- units: dropped on both sides (golds often omit them); not compared, not converted ---
     ("5", "5 cm", T),
@@ -290,7 +296,14 @@ TABLE: list[tuple[str | None, str, bool]] = [
     ("8 in", "8", T),
     (r"7\,\mathrm{mm}", "7", T),
     ("12 feet", "12", T),
-    (r"5\text{ km}", r"5\text{ m}", T),  # the convention: units are not compared
+    (r"5\text{ km}", r"5\text{ m}", F),  # both name a unit: it must be the same (GradingOptions.compare_units)
+    ("5 cm", "5 centimeters", T),
+    (r"5\text{ meters}", "5 m", T),
+    ("5 hours", "5 minutes", F),
+    ("60 miles per hour", r"60\text{ mph}", T),
+    ("60 km/h", "60 kilometers per hour", T),
+    ("60 km/h", "60 mph", F),
+    (r"5\text{ cm}^2", "5 square centimeters", T),
     ("5 cm", "6 cm", F),
     ("5", "6 cm", F),
     ("50 mm", "5 cm", F),  # nor converted
@@ -318,12 +331,112 @@ TABLE: list[tuple[str | None, str, bool]] = [
     ("x == 0", "0", F),
     ("x = 3 or x = 4", "4, 3", T),  # "or" between equations is math, not code
     (r"f(x) = \sin(x)", r"\sin x", T),
+    # --- round four: LaTeX thousands marks, assignments to named variables, time ranges ---
+    (r"11,\! 111,\! 111,\! 100", "11111111100", T),  # ",\!" is a thousands mark, not a list comma
+    (r"11,\!111,\!111,\!100", "11111111100", T),
+    (r"11,\! 111,\! 111,\! 100", "1111111110", F),
+    ("1{,}234", "1234", T),
+    ("1{,}234", "1{,}234", T),
+    ("1{,}234", "1235", F),
+    ("3{,}5", "3.5", T),  # a decimal comma in braces
+    (r"\lambda = 3", "3", T),
+    (r"\lambda = 3", "4", F),
+    ("x_1 = 2", "2", T),
+    ("a_{n} = 7", "7", T),
+    (r"\alpha = 2, \beta = 3", "2", F),
+    ("9:00-10:00", "9:00-10:00", T),  # a range of clock times, not 9/0 - 10/0
+    ("9:00–10:00", "9:00-10:00", T),
+    ("9:00-10:00", "9:00-11:00", F),
+    ("9:00-10:00", "9:00", F),
+    # --- a number gold: the one number of a short text of words, units or money ---
+    ("1,000.99€", "1000.99", T),
+    ("€1,000.99", "1000.99", T),
+    ("The cost is $1,000.99", "1000.99", T),
+    (r"\text{1,000.99 euros}", "1000.99", T),
+    ("USD 5", "5", T),
+    ("5 USD", "5", T),
+    ("Rs. 500", "500", T),
+    ("₹500", "500", T),
+    ("£5.50", "5.5", T),
+    ("2,50 €", "2.5", T),
+    ("She has 12 apples left", "12", T),
+    ("€1,000.99", "1000.9", F),
+    ("5 or 6", "5", F),  # a hedge
+    ("at least 5", "5", F),
+    ("not 5", "5", F),
+    ("between 5 and 6", "5", F),
+    ("5 x", "5", F),  # a variable
+    ("2 pi", "2", F),
+    ("5 apples and 3 pears", "5", F),  # two numbers
+    ("return 5", "5", F),
+    # --- units after the number: "/" units and spelled-out units ---
+    ("60 km/h", "60", T),
+    (r"\textit{Tuesday}", "Tuesday", T),
+    (r"\textnormal{even}", "even", T),
+    ("60 m/s", "60 km/h", F),
+    (r"12\text{ cm}^2", r"12\text{ cm}^2", T),
+    (r"5~\text{cm}", "5", T),
+    # --- matrices and other environments ---
+    (r"\begin{pmatrix} 1 \\ 2 \end{pmatrix}", r"\begin{bmatrix} 1 \\ 2 \end{bmatrix}", T),  # "\\ " is a row break
+    (r"\begin{array}{c} 1 \\ 2 \end{array}", r"\begin{pmatrix} 1 \\ 2 \end{pmatrix}", T),
+    (r"\begin{smallmatrix} 1 & 2 \end{smallmatrix}", r"\begin{pmatrix} 1 & 2 \end{pmatrix}", T),
+    (r"\left(\begin{matrix} 1 \\ 2 \end{matrix}\right)", r"\begin{pmatrix} 1 \\ 2 \end{pmatrix}", T),
+    ("(1, 2)", r"\begin{pmatrix} 1 \\ 2 \end{pmatrix}", T),  # a vector written as a tuple
+    ("(2, 1)", r"\begin{pmatrix} 1 \\ 2 \end{pmatrix}", F),
+    ("(1, 2, 3)", r"\begin{pmatrix} 1 \\ 2 \end{pmatrix}", F),
+    (r"\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}", r"\begin{pmatrix} 1 \\ 2 \end{pmatrix}", T),  # double-escaped
+    (r"\\begin{pmatrix} 2 \\\\ 1 \\end{pmatrix}", r"\begin{pmatrix} 1 \\ 2 \end{pmatrix}", F),
+    (r"\begin{cases} x = 1 \\ y = 2 \end{cases}", "(1, 2)", T),
+    (r"\begin{aligned} x &= 1 \\ y &= 2 \end{aligned}", "(1, 2)", T),
+    (r"\begin{cases} x = 2 \\ y = 1 \end{cases}", "(1, 2)", F),
+    # --- inequalities joined by "or" against a union of intervals ---
+    (r"x < 3 \text{ or } x > 5", r"(-\infty, 3) \cup (5, \infty)", T),
+    (r"x < 3 \text{ or } x > 6", r"(-\infty, 3) \cup (5, \infty)", F),
+    # --- rounding: one side is the other rounded ---
+    ("0.3333", "1/3", T),
+    ("1/3", "0.333", T),  # the gold is 1/3 rounded
+    ("3.14159", "3.14", T),
+    ("3.144", "3.14", F),  # not finer by two places: a different claim
+    ("3.15", "3.14", F),
+    ("0.5000001", "1/2", F),
+    # --- mixed numbers with a space ---
+    ("918 1/2", "918.5", T),
+    ("918 1/2", "9181/2", F),
+    ("-918 1/2", "-918.5", T),
     # --- empty / None ---
     (None, "5", F),
     ("", "5", F),
     ("   ", "0", F),
     ("five", "5", F),
 ]
+
+
+# (predicted, gold, options, expected): the two convention switches, both ways.
+UNORDERED, NO_UNITS = GradingOptions(unordered_lists=True), GradingOptions(compare_units=False)
+OPTION_TABLE: list[tuple[str, str, GradingOptions, bool]] = [
+    ("3, 1, 2", "1, 2, 3", UNORDERED, T),
+    ("1, 2, 4", "1, 2, 3", UNORDERED, F),
+    ("(2, 2), (6, 2)", "(6,2),(2,2)", UNORDERED, T),
+    (r"\sqrt{2}, -\sqrt{2}", r"-\sqrt{2}, \sqrt{2}", UNORDERED, T),
+    ("(2, 1)", "(1, 2)", UNORDERED, F),  # a tuple keeps its order whatever the option says
+    (r"5\text{ km}", r"5\text{ m}", NO_UNITS, T),
+    ("5 hours", "5 minutes", NO_UNITS, T),
+    ("5 hours", "6 hours", NO_UNITS, F),
+    ("3, 1, 2", "1, 2, 3", NO_UNITS, F),
+]
+
+
+@pytest.mark.parametrize(("predicted", "gold", "options", "expected"), OPTION_TABLE,
+                         ids=[f"{i}" for i in range(len(OPTION_TABLE))])
+def test_option_table(predicted, gold, options, expected):
+    assert answers_equal(predicted, gold, options=options) is expected, f"{predicted!r} vs gold {gold!r}"
+
+
+def test_options_are_checked():
+    with pytest.raises(ValueError, match="unordered_lists"):
+        GradingOptions(unordered_lists="no")
+    with pytest.raises(ValueError, match="options must be a GradingOptions"):
+        answers_equal("1", "1", options={"unordered_lists": True})
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -22,6 +22,20 @@ from tests.cpu_timing import cpu_call
         ("So x is \\boxed{1} and \\boxed{2}.", "1, 2"),
         ("$\\boxed{1}$ or $\\boxed{-1}$", "1, -1"),
         ("\\boxed{3}, \\boxed{3}", "3"),
+        # round four: boxes with labels, names or units between them are one answer; a correction is not
+        ("So $x = \\boxed{3}$ and $y = \\boxed{5}$.", "3, 5"),
+        ("(a) \\boxed{4}\n(b) \\boxed{7}", "4, 7"),
+        ("\\boxed{3} cm and \\boxed{4} cm", "3, 4"),
+        ("\\boxed{2} \\quad \\boxed{3}", "2, 3"),
+        ("First \\boxed{4}, but actually \\boxed{5}", "5"),
+        ("\\boxed{4}. Double-check: \\boxed{5}", "5"),
+        # display math after "answer is" may span lines; inline math closes on its line
+        ("The answer is $$\n\\frac{1}{2}\n$$", "\\frac{1}{2}"),
+        ("The answer is \\[\n x = 5\n\\]", "x = 5"),
+        ("The answer is $3$ or maybe $\n5$", "3"),
+        ("The answer is $5 and\nthe tax is $3.", "5"),  # a "$" that does not close on its line is no math
+        # LaTeX thousands marks on a final line
+        ("Thus the total is $\\$1,\\!000$.", "1,000"),
         # a box in the middle, more work, a later box: the last box wins
         ("So \\boxed{3}. Wait, recheck: 4 + 1 = 5, so the answer is \\boxed{5}", "5"),
         ("\\boxed{\\boxed{7}}", "7"),

@@ -62,7 +62,13 @@ def number(text: str) -> PlainNumber:
     [
         ("1000001", "1000000", False),  # exact golds compare exactly
         ("0.5", "1/2", True),
-        ("0.333333", "1/3", False),  # 1/3 is exact: 0.333333 is not it
+        ("0.333333", "1/3", True),  # 1/3 rounded to the six places written
+        ("0.333334", "1/3", False),  # not a rounding of 1/3
+        ("0.333", "1/3", False),  # three significant digits: too few for a rounded prediction
+        ("1/3", "0.333", True),  # a gold of three significant digits rounds an exact prediction
+        ("0.33", "0.3", False),
+        ("3.14159", "3.14", True),  # two places finer
+        ("3.141", "3.14", False),  # one place finer: a different claim
         ("1/3", "0.333333", True),  # an inexact gold allows REL_TOL
         ("0.3333", "0.333333", False),
         ("50%", "0.5", True),  # one side with %: both readings

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 import envs.answers
 import envs.grading.code_screen
+import envs.grading.number_in_text
 import envs.grading.numbers
 import envs.grading.symbolic
 import envs.safe_arith
@@ -167,7 +168,9 @@ def test_answers_equal_is_reflexive_on_sane_inputs(answer):
     COUNTS["answers_equal"] += 1
     verdict, cpu = cpu_call(answers_equal, answer, answer, timeout=BUDGET)
     assert cpu < CPU_LIMIT
-    assert verdict is bool(normalize_answer(answer))  # identical non-empty answers are equal
+    if verdict is not bool(answer.strip()):  # identical non-blank answers are equal, unless undefined (1/0)
+        envs.grading.symbolic.preload()
+        assert envs.grading.symbolic.parses_undefined(normalize_answer(answer)), answer
 
 
 @fuzz_settings(200)
@@ -194,7 +197,8 @@ def test_normalize_answer_payloads(payload, noise):
 # every regex against ReDoS shapes
 # --------------------------------------------------------------------------
 
-MODULES = [envs.answers, envs.safe_arith, envs.grading.numbers, envs.grading.symbolic, envs.grading.code_screen]
+MODULES = [envs.answers, envs.safe_arith, envs.grading.numbers, envs.grading.symbolic, envs.grading.code_screen,
+           envs.grading.number_in_text]
 
 
 def module_patterns(module) -> list[tuple[str, re.Pattern]]:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from envs import DataFileNotFoundError, GSM8KEnv, MalformedRowError, MATHEnv
+from envs.answers import GradingOptions
 from envs.data import load_rows, read_jsonl
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -106,6 +107,17 @@ def test_math_hub_free_local_file_with_problem_solution_answer(tmp_path):
     path = write_jsonl(tmp_path / "math.jsonl", [json.dumps(row) for row in rows])
     env = MATHEnv(data_path=str(path))
     assert env.get_problem(0).gold == "2" and env.get_problem(0).problem_id == "math/test/0"
+
+
+def test_math_env_grades_with_its_grading_options(tmp_path):
+    rows = [{"problem": "Solve $x^2 = 4$, smallest root first.", "solution": "$\\boxed{-2, 2}$", "answer": "-2, 2"}]
+    path = write_jsonl(tmp_path / "math.jsonl", [json.dumps(row) for row in rows])
+    strict, lenient = MATHEnv(data_path=str(path)), MATHEnv(data_path=str(path), grading=GradingOptions(unordered_lists=True))
+    for env, reward in ((strict, 0.0), (lenient, 1.0)):  # bare lists keep their order unless unordered_lists
+        env.reset(seed=0)
+        assert env.step("So \\boxed{2, -2}")[1] == reward
+    with pytest.raises(ValueError, match="grading must be a GradingOptions"):
+        MATHEnv(data_path=str(path), grading={"unordered_lists": True})
 
 
 # ---- loading errors ------------------------------------------------------------------------------

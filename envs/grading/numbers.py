@@ -7,12 +7,13 @@ in-process: microseconds per call, so GSM8K-style golds never reach the worker p
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 REL_TOL = Fraction(1, 10**6)  # only for inexact golds, see compare_numbers
 MAX_EXPONENT_DIGITS = 3  # 1e999 at most: 1e1000000 is not a plain number
 MAX_LITERAL_CHARS = 400
+MIN_ROUNDED_DIGITS = (4, 3)  # significant digits of a rounded prediction, of a rounded gold (see compare_numbers)
 
 _NUM = r"(?:\d+(?:\.\d*)?|\.\d+)"
 _LITERAL_RE = re.compile(  # ASCII digits only
@@ -26,11 +27,17 @@ _LITERAL_RE = re.compile(  # ASCII digits only
 
 @dataclass(frozen=True)
 class PlainNumber:
-    """Value of a written-out number; ``exact`` is False for decimals with a fractional part."""
+    """Value of a written-out number; ``exact`` is False for decimals with a fractional part.
+
+    ``places`` and ``significant``: the digits after the point and the significant digits of a plain decimal
+    (``0.3333``: 4 and 4; ``3.14``: 2 and 3); ``places`` is 0 for anything else (``7``, ``1/3``, ``2e5``).
+    """
 
     value: Fraction
     exact: bool
     percent: bool
+    places: int = field(default=0, compare=False)
+    significant: int = field(default=0, compare=False)
 
 
 def _strip_parens(s: str) -> str:
@@ -66,7 +73,11 @@ def parse_number(answer: str) -> PlainNumber | None:
         if den == 0:
             return None
         value /= den
-    return PlainNumber(sign * value, exact, m["pct"] == "%")
+    places = significant = 0
+    if m["exp"] is None and m["den"] is None and "." in m["num"]:
+        whole, fraction = m["num"].split(".")
+        places, significant = len(fraction), len((whole + fraction).lstrip("0"))
+    return PlainNumber(sign * value, exact, m["pct"] == "%", places, significant)
 
 
 def is_number_literal(answer: str) -> bool:
@@ -76,6 +87,21 @@ def is_number_literal(answer: str) -> bool:
     )
 
 
+def _rounds_to(value: Fraction, decimal: Fraction, places: int) -> bool:
+    """Is ``decimal`` the value rounded to ``places`` digits after the point (half a last digit either way)?"""
+    return abs(value - decimal) <= Fraction(5, 10 ** (places + 1))
+
+
+def _is_rounding(predicted: PlainNumber, gold: PlainNumber, p: Fraction, g: Fraction) -> bool:
+    """One side is the other rounded (see ``compare_numbers``; the digit counts are ``MIN_ROUNDED_DIGITS``)."""
+    if predicted.places and predicted.significant >= MIN_ROUNDED_DIGITS[0] and not gold.places:
+        return _rounds_to(g, p, predicted.places)
+    finer = not predicted.places or predicted.places >= gold.places + 2
+    if gold.places and gold.significant >= MIN_ROUNDED_DIGITS[1] and finer:
+        return _rounds_to(p, g, gold.places)
+    return False
+
+
 def _close(a: Fraction, b: Fraction, tolerant: bool) -> bool:
     if a == b:
         return True
@@ -83,12 +109,16 @@ def _close(a: Fraction, b: Fraction, tolerant: bool) -> bool:
 
 
 def compare_numbers(predicted: PlainNumber, gold: PlainNumber) -> bool:
-    """Exact comparison; relative tolerance ``REL_TOL`` only when the gold is an inexact decimal.
+    """Exact comparison; relative tolerance ``REL_TOL`` only when the gold is an inexact decimal; and rounding.
 
-    Percent: when exactly one side has ``%``, "50%" matches both 50 and 0.5.
+    Rounding: a prediction that is the gold correctly rounded to its own decimal places, with at least four
+    significant digits (0.3333 == 1/3, 0.33 != 1/3, 0.5000001 != 1/2), or a gold decimal with at least three
+    significant digits that is the prediction rounded, where the prediction is exact or two places finer
+    (1/3 == 0.333, 3.14159 == 3.14; 3.144 != 3.14); both as written, not across a percent sign.  Percent: when exactly one side has ``%``, "50%" matches
+    both 50 and 0.5.
     """
     tolerant = not gold.exact
     pairs = [(predicted.value, gold.value)]
     if predicted.percent != gold.percent:
         pairs.append((predicted.value / 100, gold.value) if predicted.percent else (predicted.value, gold.value / 100))
-    return any(_close(a, b, tolerant) for a, b in pairs)
+    return any(_close(a, b, tolerant) for a, b in pairs) or _is_rounding(predicted, gold, *pairs[0])

@@ -263,6 +263,7 @@ def _seq(e: Any) -> tuple | None:
 def equal(p: Any, g: Any) -> bool:
     """True if the predicted object ``p`` equals the gold object ``g``."""
     p, g = _canon(p), _canon(g)
+    p, g = _relations_as_set(p, g), _relations_as_set(g, p)
     if _is_relation(p) != _is_relation(g):
         if _is_relation(g):
             g = _unwrap_assignment(g)
@@ -278,6 +279,7 @@ def equal(p: Any, g: Any) -> bool:
     except Exception:  # noqa: BLE001
         pass
     if isinstance(p, MatrixBase) or isinstance(g, MatrixBase):
+        p, g = _as_vector(p, g), _as_vector(g, p)
         return (isinstance(p, MatrixBase) and isinstance(g, MatrixBase) and p.shape == g.shape
                 and len(g) <= MAX_ITEMS and all(equal(a, b) for a, b in zip(p, g)))
     if _is_relation(p) or _is_relation(g):
@@ -287,6 +289,29 @@ def equal(p: Any, g: Any) -> bool:
     if isinstance(p, Expr) and isinstance(g, Expr):
         return _expr_equal(p, g)
     return False
+
+
+def _as_vector(e: Any, other: Any) -> Any:
+    """A tuple ``(1, 2)`` (or an open interval written as a pair) as the shape of the vector ``other`` (a
+    one-column or one-row matrix); else ``e``."""
+    items = _seq(e)
+    if items is not None and isinstance(other, MatrixBase) and 1 in other.shape and len(items) == len(other):
+        return sympy.Matrix(other.shape[0], other.shape[1], list(items))
+    return e
+
+
+def _relations_as_set(e: Any, other: Any) -> Any:
+    """``x < 3, x > 5`` ("x < 3 or x > 5") as the union of its solution sets when ``other`` is an interval or a
+    union of them; else ``e``."""
+    if not isinstance(e, FiniteSet) or not isinstance(other, Set) or isinstance(other, FiniteSet):
+        return e
+    items = _unsorted(e)
+    if not items or len(items) > MAX_ITEMS or not all(isinstance(a, Relational) for a in items):
+        return e
+    if len(set().union(*(a.free_symbols for a in items))) != 1:
+        return e
+    parts = [_as_set(a) for a in items]
+    return sympy.Union(*parts) if all(isinstance(part, Set) for part in parts) else e
 
 
 def _relations_equal(p: Any, g: Any) -> bool:
@@ -410,12 +435,20 @@ def _expr_equal(p: Expr, g: Expr) -> bool:
 
 
 def compare_default(request: tuple) -> bool:
-    """(predicted, gold, predicted_percent, gold_percent) normalised strings -> verdict."""
-    pred_s, gold_s, pred_pct, gold_pct = request
+    """(predicted, gold, predicted_percent, gold_percent[, in_order]) normalised strings -> verdict.
+
+    ``in_order``: both are bare comma lists, compared element by element in the written order
+    (``GradingOptions.unordered_lists`` off); otherwise such lists compare as sets.
+    """
+    pred_s, gold_s, pred_pct, gold_pct, *rest = request
+    in_order = bool(rest and rest[0])
     complex_ = is_complex(pred_s) or is_complex(gold_s)
     p, g = parse_latex(pred_s, complex_), parse_latex(gold_s, complex_)
     if p is None or g is None or is_undefined(p) or is_undefined(g):
         return False  # an undefined value (1/0, 9:00 read as 9/0) equals nothing, not even itself
+    if in_order and isinstance(p, FiniteSet) and isinstance(g, FiniteSet):
+        ps, gs = _unsorted(p), _unsorted(g)
+        return len(ps) == len(gs) <= MAX_ITEMS and all(equal(a, b) for a, b in zip(ps, gs))
     if equal(p, g):
         return True
     if pred_pct != gold_pct and isinstance(p, Expr) and isinstance(g, Expr):
