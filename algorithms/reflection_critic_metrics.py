@@ -18,7 +18,8 @@ A rate whose denominator is empty is None, not 0.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from buffers import Trajectory
 from traindata.oracle_feedback import APPROVE, REJECT, UNCLEAR, feedback_verdict
@@ -34,14 +35,28 @@ def critic_turns(episode: Trajectory) -> list[tuple[bool, str, bool, bool]]:
     outcome = episode.outcome
     critics = [a.text for a in outcome.actions if a.role == CRITIC_ROLE]
     correct, answers = list(outcome.turn_correct), list(outcome.turn_answers or [None] * len(outcome.turn_correct))
-    return [(correct[i], feedback_verdict(text), correct[i + 1], answers[i] is not None and answers[i + 1] == answers[i])
-            for i, text in enumerate(critics[:max(len(correct) - 1, 0)])]
+    return _paired(correct, answers, [feedback_verdict(text) for text in critics[:max(len(correct) - 1, 0)]])
+
+
+def record_critic_turns(record: Mapping[str, Any]) -> list[tuple[bool, str, bool, bool]]:
+    """`critic_turns` from an episode's problem record (algorithms.reflection_metrics.reflection_records:
+    its `turn_correct`, `turn_answers` and `critic_verdicts`)."""
+    return _paired(list(record["turn_correct"]), list(record["turn_answers"]), list(record["critic_verdicts"]))
+
+
+def _paired(correct: list[bool], answers: list[str | None], verdicts: list[str]) -> list[tuple[bool, str, bool, bool]]:
+    return [(correct[i], verdict, correct[i + 1], answers[i] is not None and answers[i + 1] == answers[i])
+            for i, verdict in enumerate(verdicts[:max(len(correct) - 1, 0)])]
 
 
 def critic_metrics(episodes: Iterable[Trajectory]) -> dict[str, float | None]:
     """The rates of the module docstring, pooled over the critic turns of `episodes` (ReflectionEnv
     Trajectories, whose outcome records the actions)."""
-    turns = [turn for episode in episodes for turn in critic_turns(episode)]
+    return critic_rates([turn for episode in episodes for turn in critic_turns(episode)])
+
+
+def critic_rates(turns: Sequence[tuple[bool, str, bool, bool]]) -> dict[str, float | None]:
+    """The rates of the module docstring from critic turns (`critic_turns`, `record_critic_turns`), pooled."""
     if not turns:
         raise ValueError("critic_metrics: no critic turn followed by an actor answer (are these ReflectionEnv "
                          "episodes of 2 or more actor turns?)")

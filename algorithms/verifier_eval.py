@@ -69,7 +69,7 @@ def evaluate_verifier(prm: ProcessRewardModel, samples: Sequence[LabelledSample]
         scores = [x for sc, _ in labelled for x in sc]
         step = verifier_metrics(scores, [h for _, s in labelled for h in s.hard], threshold, bins)
         soft_ece = expected_calibration_error(scores, [v for _, s in labelled for v in s.soft], bins)
-    problems = problem_records(samples, solution)
+    problems = [{**record, "threshold": threshold, "bins": bins} for record in problem_records(samples, solution)]
     per_problem = verifier_problem_metrics(problems)
     return VerifierReport(verifier_metrics(solution, [s.correct for s in samples], threshold, bins), step, soft_ece,
                           per_problem["best_of_n_accuracy"], per_problem["sample_accuracy"],
@@ -80,7 +80,8 @@ def evaluate_verifier(prm: ProcessRewardModel, samples: Sequence[LabelledSample]
 def problem_records(samples: Sequence[LabelledSample], solution_scores: Sequence[float]) -> list[dict]:
     """One record per problem (kind "verifier", core.problem_records), in first-sampled order: its `id`, its
     samples' parsed answers (`predictions`), verdicts (`correct`) and solution scores (`scores`), in sampling
-    order, and the counts `n` and `c`. (Labelled samples carry no gold answer: their verdicts stand for it.)"""
+    order, and the counts `n` and `c`. (Labelled samples carry no gold answer: their verdicts stand for it.)
+    `evaluate_verifier` adds the `threshold` and `bins` its solution metrics used."""
     by_problem: dict[str, list[tuple[float, LabelledSample]]] = {}  # in sampling order
     for score, s in zip(solution_scores, samples):
         by_problem.setdefault(s.problem_id or s.question, []).append((score, s))
@@ -107,3 +108,16 @@ def verifier_problem_metrics(records: Sequence[Mapping]) -> dict[str, float]:
     return {"best_of_n_accuracy": best / problems, "sample_accuracy": sum(r["c"] for r in records) /
             sum(r["n"] for r in records), "pass_at_n": passed / problems, "majority_accuracy": majority / problems,
             "weighted_majority_accuracy": weighted / problems}
+
+
+def verifier_solution_metrics(records: Sequence[Mapping]) -> dict[str, float]:
+    """The solution-level numbers of `evaluate_verifier` (`solution_` accuracy, AUC, ECE, count, positive rate)
+    from its `problem_records`: `verifier_metrics` of every sample's score against its verdict, at the records'
+    `threshold` and `bins` (0.5 and 10 where a record names none)."""
+    if not records:
+        raise ValueError("verifier_solution_metrics: no problem records")
+    scores = [float(x) for r in records for x in r["scores"]]
+    labels = [bool(c) for r in records for c in r["correct"]]
+    first = records[0]
+    return verifier_metrics(scores, labels, float(first.get("threshold", 0.5)),
+                            int(first.get("bins", 10))).as_dict("solution_")

@@ -8,9 +8,14 @@ definitions, by the records' `kind`:
 
 - ``sampled`` (search.evaluate): accuracy, and with k > 1 pass@k (unbiased from n samples), any@k, maj@k;
 - ``rag`` (search.evaluate_rag): EM, F1, their untagged-reply readings, MRR, recall@3, recall, searches, tokens;
-- ``reflection`` (algorithms.evaluate_reflection): p1@t1, m1@tT, p1@tT, final accuracy, acc@tk, w2r@tk, r2w@tk;
-- ``verifier`` (algorithms.evaluate_verifier), per verifier and level: best-of-N, maj@N, weighted maj@N,
-  pass@N and the samples' accuracy.
+- ``reflection`` (algorithms.evaluate_reflection): p1@t1, m1@tT, p1@tT, final accuracy, acc@tk, w2r@tk, r2w@tk
+  and, with 2 or more turns, the critic's rates (algorithms.reflection_critic_metrics: false alarms, misses,
+  unclear verdicts, keep after approval, fixed after rejection, broken after an alarm or an approval);
+- ``verifier`` (algorithms.evaluate_verifier), per verifier and level: the solution-level accuracy, AUC and
+  ECE of the scores, best-of-N, maj@N, weighted maj@N, pass@N and the samples' accuracy;
+- ``search`` (search.evaluate_search), per method: accuracy, tokens per problem, problems;
+- ``search_curves`` (search.evaluate_curves), per method and budget ("maj/96"): the same;
+- ``pipeline`` (examples/pipeline.py's <stage>/eval.json), per suite and method: the same.
 
 and printed as a table beside the value the aggregate `<name>.json` next to it holds ("-": not in it). An
 aggregate file of a known kind without a records file next to it is listed as "aggregates only: rerun to
@@ -28,15 +33,18 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from algorithms.reflection_critic_metrics import critic_rates, record_critic_turns  # noqa: E402
 from algorithms.reflection_metrics import reflection_metrics, turn_metrics  # noqa: E402
-from algorithms.verifier_eval import verifier_problem_metrics  # noqa: E402
+from algorithms.verifier_eval import verifier_problem_metrics, verifier_solution_metrics  # noqa: E402
 from core.problem_records import SUFFIX, problems_path, read_problem_records  # noqa: E402
 from search.evaluate import sampled_metrics  # noqa: E402
 from search.rag_evaluate import mean_metrics  # noqa: E402
+from search.search_eval import search_metrics  # noqa: E402
 
 # aggregate files that carry headline numbers (RESULTS.md's): listed when no records file stands beside them
 AGGREGATE_NAMES = ("eval.json", "*.eval.json", "*_eval.json", "verifier_eval.json", "reflection.json",
-                   "rag_agent.json", "pipeline.json", "search_*.json", "level*.json")
+                   "rag_agent.json", "pipeline.json", "search_*.json", "level*.json", "curves.json",
+                   "curves/*.json")
 SUMMARIES = ("reflection.json", "rag_agent.json", "pipeline.json")  # tables of rows, each row's records in its folder
 TOLERANCE = 1e-9
 
@@ -53,19 +61,31 @@ def recompute_rag(records: Sequence[Mapping]) -> dict[str, dict[str, float | Non
 
 def recompute_reflection(records: Sequence[Mapping]) -> dict[str, dict[str, float | None]]:
     turns = int(records[0]["turns"])
-    return {"": {**reflection_metrics(records, turns), **turn_metrics(records, turns)}}
+    critic = [turn for r in records for turn in record_critic_turns(r)] if turns >= 2 else []
+    return {"": {**reflection_metrics(records, turns), **turn_metrics(records, turns),
+                 **(critic_rates(critic) if critic else {})}}
 
 
 def recompute_verifier(records: Sequence[Mapping]) -> dict[str, dict[str, float | None]]:
     groups: dict[str, list[Mapping]] = {}
     for r in records:
         groups.setdefault(f"{r['verifier']}/{r['level']}", []).append(r)
-    return {name: verifier_problem_metrics(rows) for name, rows in groups.items()}
+    return {name: {**verifier_solution_metrics(rows), **verifier_problem_metrics(rows)}
+            for name, rows in groups.items()}
+
+
+def recompute_pipeline(records: Sequence[Mapping]) -> dict[str, dict[str, float | None]]:
+    suites: dict[str, list[Mapping]] = {}
+    for r in records:
+        suites.setdefault(str(r["suite"]), []).append(r)
+    return {f"{suite}/{method}": metrics for suite, rows in suites.items()
+            for method, metrics in search_metrics(rows).items()}
 
 
 RECOMPUTE: dict[str, Callable[[Sequence[Mapping]], dict[str, dict[str, float | None]]]] = {
     "sampled": recompute_sampled, "rag": recompute_rag, "reflection": recompute_reflection,
-    "verifier": recompute_verifier}
+    "verifier": recompute_verifier, "search": search_metrics, "search_curves": search_metrics,
+    "pipeline": recompute_pipeline}
 
 
 def stored_aggregates(kind: str, data: Any, group: str) -> Mapping[str, Any]:
@@ -77,6 +97,12 @@ def stored_aggregates(kind: str, data: Any, group: str) -> Mapping[str, Any]:
         return data.get("verifiers", {}).get(verifier, {}).get(level, {})
     if kind == "rag":  # training.pipeline_table.save_row: {"settings": ..., "row": {"metrics": ...}}
         return data.get("row", {}).get("metrics", {})
+    if kind == "pipeline":  # save_row: {"settings": ..., "row": {"method": ..., "results": {suite: {...}}}}
+        return data.get("row", {}).get("results", {}).get(group.split("/", 1)[0], {})
+    if kind in ("search", "search_curves"):  # search_eval.save_table, curves.save_curves: {"about", "rows"}
+        method, budget = (group, None) if kind == "search" else group.rsplit("/", 1)
+        return next((row for row in data.get("rows", []) if isinstance(row, Mapping) and row.get("method") == method
+                     and (budget is None or str(row.get("budget")) == budget)), {})
     return data
 
 

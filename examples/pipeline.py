@@ -41,11 +41,13 @@ pipeline.json.
 
 Resuming: --stages runs a subset (comma-separated of base, sft, prm, grpo, grpo_prm, mcts; default all).
 A training stage whose model folder exists is skipped, and one interrupted mid-run continues from its
-newest checkpoint; a row's evaluation is saved in <stage>/eval.json and reused while its settings are
-unchanged. --restart retrains and re-evaluates the stages named (later stages are not redone unless
-named). The table shows every row evaluated under the current settings. Per-stage settings: the preset,
-then --sft_config / --prm_config / --grpo_config YAML files (SFTConfig, PRMConfig, GRPOConfig fields; the
-grpo file is read for rows 3 and 4, row 4's preset adds prm_credit and refresh), then the flags below.
+newest checkpoint; a row's evaluation is saved in <stage>/eval.json (each problem's answer, verdict and
+tokens, per suite, in <stage>/eval.problems.jsonl: benchmarks/report.py recomputes the row from them) and
+reused while its settings are unchanged. --restart retrains and re-evaluates the stages named (later stages
+are not redone unless named). The table shows every row evaluated under the current settings. Per-stage
+settings: the preset, then --sft_config / --prm_config / --grpo_config YAML files (SFTConfig, PRMConfig,
+GRPOConfig fields; the grpo file is read for rows 3 and 4, row 4's preset adds prm_credit and refresh), then
+the flags below.
 """
 from __future__ import annotations
 
@@ -60,9 +62,11 @@ from search import MCTSConfig  # noqa: E402
 from training import load_config  # noqa: E402
 from training.cli import (add_preset_sizes, example_parser, parse_stages, preset_sizes,  # noqa: E402
                           release_memory, run_with_clear_errors)
-from training.pipeline_table import ROWS, load_row, markdown_table, save_pipeline, save_row  # noqa: E402
+from training.pipeline_table import (EVAL_FILE, ROWS, load_row, markdown_table, save_pipeline,  # noqa: E402
+                                     save_row)
 from search import SearchSettings  # noqa: E402
-from search.search_eval import evaluate_search  # noqa: E402
+from search.search_eval import search_outcomes  # noqa: E402
+from core.problem_records import problems_path, write_problem_records  # noqa: E402
 from traindata.sft_data import arithmetic_sft_examples, gsm8k_sft_examples  # noqa: E402
 from traindata.step_data import (LabelledSample, load_policy_labels, policy_labels,  # noqa: E402
                                  save_policy_labels)
@@ -359,21 +363,24 @@ def suites(plan: Plan) -> dict[str, tuple]:
     return out
 
 
-def evaluate_row(plan: Plan, stage: str) -> dict:
+def evaluate_row(plan: Plan, stage: str) -> tuple[dict, list[dict]]:
+    """The stage's row (accuracy and tokens per problem on each suite) and its per-problem records: each
+    suite's `search_outcomes` records, tagged with the `suite`."""
     from policies import HFPolicy
     from policies.prm import ProcessRewardModel
 
     policy = HFPolicy(str(plan.model(stage)))
     scorer = ProcessRewardModel.from_pretrained(plan.prm_path, device=policy.device) if stage == "mcts" else None
     settings = search_settings(plan, stage, scorer.aggregation if scorer is not None else "min")
-    results = {}
+    results, records = {}, []
     for name, (env, offset, episodes) in suites(plan).items():
-        [row] = evaluate_search(policy, env, [settings], scorer, episodes=episodes, offset=offset,
-                                batch_problems=plan.args.batch_problems, seed=plan.args.seed,
-                                progress=plan.args.progress)
+        [row], problems = search_outcomes(policy, env, [settings], scorer, episodes=episodes, offset=offset,
+                                          batch_problems=plan.args.batch_problems, seed=plan.args.seed,
+                                          progress=plan.args.progress)
         results[name] = {k: row[k] for k in ("accuracy", "tokens_per_problem", "problems", "seconds")}
+        records += [{"suite": name, **problem} for problem in problems]
     return {"stage": stage, "title": TITLES[stage], "method": settings.label, "model": str(plan.model(stage)),
-            "results": results}
+            "results": results}, records
 
 
 def run_stage(plan: Plan, stage: str) -> None:
@@ -395,7 +402,8 @@ def run_stage(plan: Plan, stage: str) -> None:
     if not (trained or plan.args.restart) and load_row(folder, settings) is not None:
         print(f"{stage}: evaluation saved in {folder / 'eval.json'}, reused")
         return
-    row = evaluate_row(plan, stage)
+    row, records = evaluate_row(plan, stage)
+    write_problem_records(problems_path(folder / EVAL_FILE), "pipeline", records)
     save_row(folder, row, settings)
     release_memory()
     print(f"{stage}: " + ", ".join(f"{name} {r['accuracy']:.1%} ({r['tokens_per_problem']:.1f} tokens/problem)"

@@ -16,7 +16,8 @@ Methods default to greedy and maj (curves: maj only), plus weighted_maj, best_of
 verifier folder is given (--prm, as `ProcessRewardModel.save` writes it; any StepScorer fits the search). The budget is stated by --n (maj, best_of_n), --beam_width x
 --beam_expand (beam) and --simulations (mcts; --max_tokens caps its tokens per problem); every row reports
 the tokens it really sampled per problem, discarded candidates included. The table is printed and written
-as <output>.md and <output>.json.
+as <output>.md and <output>.json, each problem's outcome under every method (and budget) beside it in
+<output>.problems.jsonl (benchmarks/report.py recomputes the table from it).
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from search.settings import METHODS, SCORED_METHODS, SearchSettings  # noqa: E40
 from search.search_eval import evaluate_search, markdown_table, save_table  # noqa: E402
 from search.curves import curves_table, evaluate_curves, save_curves  # noqa: E402
 from policies import EMBEDDED_MODEL  # noqa: E402
+from core.problem_records import problems_path  # noqa: E402
 
 
 # --preset: flag defaults for the curves (explicit flags still win); gpu: L2 test problems, budgets around
@@ -160,18 +162,18 @@ def run(args: argparse.Namespace) -> None:
     print(f"device={policy.device} model={args.model} prm={args.prm} env={args.env} {env_kwargs} "
           f"problems {args.offset}..{args.offset + args.episodes - 1} aggregation={aggregation}")
     about = {**vars(args), "methods": methods, "aggregation": aggregation, "device": str(policy.device)}
+    run = dict(episodes=args.episodes, offset=args.offset, batch_problems=args.batch_problems, seed=args.seed,
+               progress=True, records_path=problems_path(Path(args.output).with_suffix(".json")))
     if budgets is not None:
-        rows = evaluate_curves(policy, env, settings, budgets, scorer, episodes=args.episodes, offset=args.offset,
-                               batch_problems=args.batch_problems, seed=args.seed, progress=True)
+        rows = evaluate_curves(policy, env, settings, budgets, scorer, **run)
         print(curves_table(rows), end="")
         markdown, data, png = save_curves(rows, args.output, about)
-        print(f"curves: {markdown}, {data} and {png}")
+        print(f"curves: {markdown}, {data} and {png}; per-problem records: {run['records_path']}")
         return
-    rows = evaluate_search(policy, env, settings, scorer, episodes=args.episodes, offset=args.offset,
-                           batch_problems=args.batch_problems, seed=args.seed, progress=True)
+    rows = evaluate_search(policy, env, settings, scorer, **run)
     print(markdown_table(rows), end="")
     markdown, data = save_table(rows, args.output, about)
-    print(f"table: {markdown} and {data}")
+    print(f"table: {markdown} and {data}; per-problem records: {run['records_path']}")
 
 
 if __name__ == "__main__":

@@ -27,7 +27,8 @@ does the named ones again; a cut training continues from its newest checkpoint):
    verifier with the higher mean AUC is "better".
 4. curves: per test level, `search.evaluate_curves` of maj, weighted_maj, best_of_n, beam and mcts at every
    --budgets token cap with the better verifier -> curves/L<level>.md/.json/.png; and maj@N, weighted_maj@N
-   and best_of_N uncapped (the same N samples each, so the same tokens) -> curves/L<level>_at_maj.md/.json.
+   and best_of_N uncapped (the same N samples each, so the same tokens) -> curves/L<level>_at_maj.md/.json;
+   each problem's answers, verdicts and tokens under every method (and budget) in the .problems.jsonl beside.
 The summary (verifier table, curves tables, the "at maj@N's budget" line) is written from whatever is saved
 to <output_dir>/verifier_loop.md and verifier_loop.json at the end of every run.
 """
@@ -43,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from algorithms import PRMConfig  # noqa: E402
 from core.atomic_io import atomic_write_text  # noqa: E402
-from core.problem_records import write_problem_records  # noqa: E402
+from core.problem_records import problems_path, write_problem_records  # noqa: E402
 from policies import EMBEDDED_MODEL  # noqa: E402
 from policies.prm import AGGREGATIONS  # noqa: E402
 from search.mcts import MCTSConfig  # noqa: E402
@@ -343,9 +344,12 @@ class Loop:
             # the uncapped N-sample table first (the headline comparison, minutes), then the capped curves
             if plan.args.restart or not at_maj.with_suffix(".json").exists():
                 sampled = [s for s in methods if s.method in ("maj", "weighted_maj", "best_of_n")]
-                save_table(evaluate_search(self.policy, env, sampled, scorer, **run), at_maj, about)
+                rows = evaluate_search(self.policy, env, sampled, scorer, **run,
+                                       records_path=problems_path(at_maj.with_suffix(".json")))
+                save_table(rows, at_maj, about)
                 print(f"curves L{level}: {at_maj}.md/.json", flush=True)
-            rows = evaluate_curves(self.policy, env, methods, plan.budgets, scorer, **run)
+            rows = evaluate_curves(self.policy, env, methods, plan.budgets, scorer, **run,
+                                   records_path=problems_path(stem.with_suffix(".json")))
             save_curves(rows, stem, about)
             print(f"curves L{level} -> {stem}.md/.json/.png and {at_maj}.md/.json")
 

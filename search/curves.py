@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from search.search_eval import evaluate_search
+from core.problem_records import write_problem_records
+from search.search_eval import search_outcomes
 from search.search_types import StepScorer
 from search.settings import SearchSettings
 from training.plots import save_line_plot
@@ -39,12 +41,15 @@ def capped(settings: SearchSettings, budget: int) -> SearchSettings:
 
 def evaluate_curves(policy, env, methods: Sequence[SearchSettings], budgets: Sequence[int],
                     scorer: StepScorer | None = None, episodes: int = 256, offset: int = 0,
-                    batch_problems: int = 64, seed: int = 0, progress: bool = False) -> list[dict]:
+                    batch_problems: int = 64, seed: int = 0, progress: bool = False,
+                    records_path: str | os.PathLike | None = None) -> list[dict]:
     """Run every method at every budget on the same problems (as `evaluate_search` picks and seeds them).
 
     Returns one row per (method, budget), methods in the given order, budgets ascending: {method (its curve
     name), budget, accuracy, tokens_per_problem (mean tokens really sampled: the budget, or less where a
-    method finished first), problems, seconds, tokens_per_second}."""
+    method finished first), problems, seconds, tokens_per_second}. With `records_path` (the aggregate's
+    `.json` path, or a `.problems.jsonl` one) each problem's record is written there (core.problem_records),
+    kind "search_curves": `search_outcomes`' records, each run naming its curve `method` and `budget`."""
     methods, budgets = list(methods), _checked_budgets(budgets)
     if not methods:
         raise ValueError("evaluate_curves: methods is empty; give at least one SearchSettings")
@@ -60,8 +65,12 @@ def evaluate_curves(policy, env, methods: Sequence[SearchSettings], budgets: Seq
     if twice:
         raise ValueError(f"evaluate_curves: two methods share the curve name {twice[0]!r}; give each its own shape")
     runs = [capped(settings, budget) for settings in methods for budget in budgets]
-    rows = evaluate_search(policy, env, runs, scorer, episodes=episodes, offset=offset,
-                           batch_problems=batch_problems, seed=seed, progress=progress)
+    rows, records = search_outcomes(policy, env, runs, scorer, episodes=episodes, offset=offset,
+                                    batch_problems=batch_problems, seed=seed, progress=progress)
+    if records_path is not None:
+        on_curves = [{**record, "runs": [{**outcome, "method": curve_name(run), "budget": run.max_tokens}
+                                         for run, outcome in zip(runs, record["runs"])]} for record in records]
+        write_problem_records(records_path, "search_curves", on_curves)
     return [{**row, "method": curve_name(run), "budget": run.max_tokens} for run, row in zip(runs, rows)]
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_examples import error_line, load_script
+from tests.test_problem_records import assert_report_recomputes, assert_tampering_is_caught
 from tests.tiny_models import save_tiny_model_dir
 
 PIPELINE = Path(__file__).resolve().parents[1] / "examples" / "pipeline.py"
@@ -52,6 +53,17 @@ def test_pipeline_writes_the_five_rows_and_a_rerun_skips_finished_stages(tiny_mo
     lines = [ln for ln in table.splitlines() if ln.startswith("| ") and not ln.startswith("| #")]
     assert len(lines) == 5 and "| 5 | + MCTS at inference | mcts_2 |" in table and lines[0] in first
     assert "arithmetic_L1 accuracy | arithmetic_L1 tokens/problem" in table
+    # each row's problems recorded in <stage>/eval.problems.jsonl; benchmarks/report.py recomputes the row
+    text = assert_report_recomputes(out, 5)
+    assert "| mcts/eval.problems.jsonl | arithmetic_L1/mcts_2 | accuracy |" in text
+    assert "| base/eval.problems.jsonl | arithmetic_L1/greedy | tokens_per_problem |" in text
+    tokens = rows[4]["results"]["arithmetic_L1"]["tokens_per_problem"]
+
+    def fewer_tokens(data):
+        data["row"]["results"]["arithmetic_L1"]["tokens_per_problem"] = tokens - 1
+
+    assert_tampering_is_caught(out / "mcts" / "eval.json", fewer_tokens,
+                               f"| tokens_per_problem | {tokens:.4f} | {tokens - 1:.4f} | NO |", tmp_path / "tampered")
     for folder in ("sft/model", "prm/prm", "grpo/model", "grpo_prm/model"):
         assert (out / folder / "config.json").is_file(), folder
     grpo_prm = json.loads((out / "grpo_prm" / "config.json").read_text())

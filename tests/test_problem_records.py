@@ -104,6 +104,20 @@ def assert_report_recomputes(folder: Path, expected_files: int) -> str:
     return text
 
 
+def assert_tampering_is_caught(aggregate: Path, change, row_text: str, folder: Path) -> None:
+    """Copy `aggregate` and its records file into `folder`, rewrite one of its numbers there with `change`
+    (called on the JSON data): report.py shows `row_text` (a NO row) and exits 1."""
+    folder.mkdir(parents=True)
+    data = json.loads(aggregate.read_text())
+    change(data)
+    (folder / aggregate.name).write_text(json.dumps(data))
+    (folder / problems_path(aggregate).name).write_bytes(problems_path(aggregate).read_bytes())
+    script = load_script(REPORT)
+    text, ok = script.report(folder)
+    assert not ok and row_text in text, text
+    assert script.main([str(folder)]) == 1
+
+
 def test_report_recomputes_the_aggregates_of_a_tiny_evaluation_and_lists_aggregates_only(
         scripted_rollout, tmp_path):
     from algorithms.reflection_metrics import evaluate_reflection
@@ -118,7 +132,8 @@ def test_report_recomputes_the_aggregates_of_a_tiny_evaluation_and_lists_aggrega
     tok = build_tiny_tokenizer()
     policy = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu")
     players = {"actor": ScriptedRole(policy, lambda seen, k: "#### 3" if REFINE in seen else "#### 2"),
-               "critic": ScriptedRole(policy, lambda seen, k: "Hmm.")}
+               # the critic approves the first answer (2) and rejects the refined one (3)
+               "critic": ScriptedRole(policy, lambda seen, k: "That is wrong." if "#### 3" in seen else "Right.")}
     reflection = evaluate_reflection(players, ReflectionEnv(FixedTask(), max_turns=3), episodes=3, turns=3,
                                      records_path=results / "reflection" / "eval.problems.jsonl")
     (results / "reflection" / "eval.json").write_text(json.dumps(reflection))
@@ -127,6 +142,11 @@ def test_report_recomputes_the_aggregates_of_a_tiny_evaluation_and_lists_aggrega
 
     text = assert_report_recomputes(results, 2)
     for metric, value in (("pass@2", 0.55), ("any@2", 0.5), ("maj@2", 0.5), ("p1@t1", 1 / 3), ("p1@t3", 2 / 3)):
+        assert f"| {metric} | {value:.4f} | {value:.4f} | yes |" in text, metric
+    # the critic's rates from each record's verdicts: golds 2, 3, 7; answers 2, 3, 3; approve then reject
+    for metric, value in (("critic_false_alarm", 0.5), ("critic_miss", 0.5), ("critic_unclear", 0.0),
+                          ("keep_after_approve", 0.0), ("fix_after_reject", 0.0), ("break_after_alarm", 0.0),
+                          ("break_after_approve", 1.0)):
         assert f"| {metric} | {value:.4f} | {value:.4f} | yes |" in text, metric
     assert "old_gpu_run/eval.json: aggregates only: rerun to recompute" in text
     assert "sampled/eval.json: aggregates only" not in text
@@ -137,3 +157,9 @@ def test_report_recomputes_the_aggregates_of_a_tiny_evaluation_and_lists_aggrega
     text, ok = script.report(results)
     assert not ok and "| pass@2 | 0.5500 | 0.6000 | NO |" in text
     assert script.main([str(results)]) == 1
+
+    def fewer_false_alarms(data):
+        data["critic_false_alarm"] = 0.25
+
+    assert_tampering_is_caught(results / "reflection" / "eval.json", fewer_false_alarms,
+                               "| critic_false_alarm | 0.5000 | 0.2500 | NO |", tmp_path / "tampered")

@@ -55,6 +55,7 @@ def test_the_pipeline_writes_the_table_and_skips_finished_stages(tiny_model_dir,
     assert [r["stage"] for r in report["rows"]] == ["base", "SFT", "SFT+DPO"]
     text = assert_report_recomputes(out, 3)  # <stage>/eval.problems.jsonl give each eval.json's numbers
     assert "| base/eval.problems.jsonl | reflection | m1@t2 |" in text and "aggregates only" not in text
+    assert "| dpo/eval.problems.jsonl | reflection | critic_false_alarm |" in text  # the critic's rates as well
     for row in report["rows"]:
         assert set(row) == {"stage", "p1@t1", "m1@t2", "p1@t2", "tokens", "acc@t1", "acc@t2", "w2r@t2", "r2w@t2",
                             *CRITIC_METRICS}

@@ -10,6 +10,7 @@ from search.search_eval import evaluate_search, markdown_table, save_table
 from envs import make
 from tests.search_toys import ScriptedPolicy, ScriptedScorer
 from tests.test_examples import error_line, load_script
+from tests.test_problem_records import assert_report_recomputes
 from tests.tiny_models import save_tiny_model_dir
 
 SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "search_eval.py"
@@ -80,6 +81,9 @@ def test_the_script_runs_on_the_tiny_model_and_writes_its_table(model_and_prm, t
     saved = json.loads((tmp_path / "table.json").read_text())
     assert [r["method"] for r in saved["rows"]] == ["greedy", "maj@2"] and saved["about"]["level"] == 1
     assert (tmp_path / "table.md").read_text() in out
+    # each problem's answers under both methods in table.problems.jsonl, from which report.py recomputes the table
+    assert f"per-problem records: {tmp_path / 'table.problems.jsonl'}" in out
+    assert "| table.problems.jsonl | maj@2 | accuracy |" in assert_report_recomputes(tmp_path, 1)
 
 
 def test_the_script_runs_every_method_with_a_prm_folder(model_and_prm, tmp_path):
@@ -105,6 +109,8 @@ def test_the_script_draws_curves_at_its_budgets_with_a_verifier_folder(model_and
     assert all(r["tokens_per_problem"] == r["budget"] for r in saved["rows"])  # anytime methods spend the cap
     assert saved["about"]["level"] == 1 and saved["about"]["batch_problems"] == 8  # the cpu preset's
     assert (tmp_path / "curves.png").read_bytes()[:4] == b"\x89PNG"
+    assert "| curves.problems.jsonl | best_of_n/48 | tokens_per_problem | 48.0000 | 48.0000 | yes |" in \
+        assert_report_recomputes(tmp_path, 1)
 
 
 def test_the_script_says_in_one_line_what_is_wrong():

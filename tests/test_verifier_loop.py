@@ -11,7 +11,7 @@ import pytest
 from algorithms.verifier_tables import better_verifier, reliability_markdown, verifier_table
 from search.budget_compare import versus_line
 from tests.test_examples import error_line, load_script
-from tests.test_problem_records import assert_report_recomputes
+from tests.test_problem_records import assert_report_recomputes, assert_tampering_is_caught
 from tests.tiny_models import save_tiny_model_dir
 
 SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "verifier_loop.py"
@@ -108,8 +108,22 @@ def test_the_loop_runs_every_stage_then_reuses_them(tiny_model_dir, tmp_path, ca
     saved = json.loads((out / "verifier_eval.json").read_text())
     assert set(saved["verifiers"]) == {"orm", "prm_soft"} and saved["better"] in ("orm", "prm_soft")
     # each (verifier, level, problem) recorded beside it; benchmarks/report.py recomputes the per-problem numbers
-    text = assert_report_recomputes(out, 1)
+    # (and the curves below: curves/L<level>.problems.jsonl, curves/L<level>_at_maj.problems.jsonl)
+    text = assert_report_recomputes(out, 5)
     assert "| prm_soft/L4 | weighted_majority_accuracy |" in text
+    for kind in ("orm", "prm_soft"):  # the solution-level AUC and ECE from the records' scores and verdicts
+        for metric in ("solution_ece", "solution_accuracy") + (("solution_auc",) if "solution_auc" in
+                                                                saved["verifiers"][kind]["L2"] else ()):
+            value = saved["verifiers"][kind]["L2"][metric]
+            assert f"| {kind}/L2 | {metric} | {value:.4f} | {value:.4f} | yes |" in text, (kind, metric)
+    assert "| curves/L2.problems.jsonl | maj/" in text and "| curves/L4_at_maj.problems.jsonl | best_of_2 |" in text
+    ece = saved["verifiers"]["orm"]["L2"]["solution_ece"]
+
+    def tamper_ece(data):
+        data["verifiers"]["orm"]["L2"]["solution_ece"] = ece + 0.01
+
+    assert_tampering_is_caught(out / "verifier_eval.json", tamper_ece,
+                               f"| orm/L2 | solution_ece | {ece:.4f} | {ece + 0.01:.4f} | NO |", tmp_path / "tampered")
     for kind, prm in verifiers.items():
         for level in (2, 4):
             report = evaluate_verifier(prm, load_policy_labels(out / f"labels/test_L{level}.jsonl").samples)

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from algorithms import PRMConfig, evaluate_verifier, score_samples, verifier_trainer
+from algorithms.verifier_eval import verifier_solution_metrics
 from buffers.step_pairs import split_by_problem
 from envs import make
 from policies.prm import ProcessRewardModel
@@ -111,6 +112,9 @@ def test_the_votes_over_the_same_samples():
     assert flipped.weighted_majority_accuracy == pytest.approx(2 / 3)
     assert flipped.majority_accuracy == pytest.approx(1 / 3)
     assert {"majority_accuracy", "weighted_majority_accuracy"} <= set(report.as_dict())
+    # the solution-level accuracy, AUC and ECE recomputed from the per-problem records (benchmarks/report.py)
+    recomputed = verifier_solution_metrics(report.problems)
+    assert recomputed == pytest.approx(report.solution.as_dict("solution_")) and "solution_auc" in recomputed
 
 
 def test_label_four_problems_train_two_steps_and_evaluate(tiny_policy, tmp_path):
