@@ -1,6 +1,16 @@
 """Install with `pip install -e .` (the core) or `pip install -e ".[all]"` (every optional stack);
-`bash scripts/install.sh` installs `.[all,test,docs]` and the embedded model."""
-from setuptools import setup
+`bash scripts/install.sh` installs `.[all,test,docs]` and the embedded model. The version lives in
+`lmgym/__init__.py`."""
+import re
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+VERSION = re.search(r'^__version__ = "([^"]+)"', Path(__file__).with_name("lmgym").joinpath("__init__.py")
+                    .read_text(encoding="utf-8"), re.M).group(1)
+# 0.2.0's top-level names (`import envs`), kept for one release as thin packages that warn and hand over
+OLD_NAMES = ["core", "envs", "retrieval", "buffers", "policies", "episodes", "training", "search", "traindata",
+             "algorithms", "serving"]
 
 RAG = [  # retrieval's BM25 and dense backends, the RAG env's saved indexes
     "bm25s>=0.3",  # retrieval/bm25.py
@@ -13,13 +23,13 @@ MATH_VERIFY = ["math-verify>=0.8,<1"]  # the field's reference grader, offered a
 WANDB = ["wandb>=0.17"]  # --wandb online/offline
 
 setup(
-    name="rlgym-llm",
-    version="0.1.0",
+    name="lmgym",
+    version=VERSION,
     description="A gym-style toolkit for training language models with reinforcement learning.",
     python_requires=">=3.10",
-    packages=["core", "envs", "envs.grading", "retrieval", "buffers", "policies", "episodes", "training", "search",
-              "traindata", "traindata.step_data", "algorithms", "serving", "statics"],
-    package_data={"statics": ["prompts/*.txt", "prompts/*.json", "configs/*.yaml"]},
+    packages=find_packages(include=["lmgym", "lmgym.*"]) + OLD_NAMES,
+    package_dir={name: f"legacy/{name}" for name in OLD_NAMES},
+    package_data={"lmgym": ["prompts/*.txt", "prompts/*.json"]},
     install_requires=[  # the core: train GRPO/PPO/... on the math envs (Arithmetic, GSM8K, MATH), default grader
         "torch>=2.6",  # torch.nn.utils.get_total_norm (the non-finite step guard)
         "transformers>=4.56",

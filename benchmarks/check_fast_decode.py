@@ -15,13 +15,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from training.cli import example_parser  # noqa: E402
+from lmgym.training.cli import example_parser  # noqa: E402
 
 import torch  # noqa: E402
 
-from envs import make  # noqa: E402
-from policies import HFPolicy  # noqa: E402
-from policies.generation import decode  # noqa: E402
+from lmgym.envs import make  # noqa: E402
+from lmgym.policies import HFPolicy  # noqa: E402
+from lmgym.policies.generation import decode  # noqa: E402
 
 
 def main() -> None:

@@ -36,7 +36,7 @@ def compare(a: list[dict], b: list[dict]) -> tuple[int, list[tuple[int, str]]]:
 
 
 def main() -> None:
-    # toolkit-free script (no training.cli.example_parser): no prefix matching of flags at least
+    # toolkit-free script (no lmgym.training.cli.example_parser): no prefix matching of flags at least
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                      allow_abbrev=False)
     parser.add_argument("a", type=Path)

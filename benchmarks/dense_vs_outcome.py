@@ -25,12 +25,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from algorithms import GRPO, GRPOConfig  # noqa: E402
-from core.atomic_io import atomic_write_text  # noqa: E402
-from envs import make  # noqa: E402
-from policies import EMBEDDED_MODEL, HFPolicy, ProcessRewardModel  # noqa: E402
-from search import evaluate  # noqa: E402
-from training.cli import example_parser  # noqa: E402
+from lmgym.algorithms import GRPO, GRPOConfig  # noqa: E402
+from lmgym.core.atomic_io import atomic_write_text  # noqa: E402
+from lmgym.envs import make  # noqa: E402
+from lmgym.policies import EMBEDDED_MODEL, HFPolicy, ProcessRewardModel  # noqa: E402
+from lmgym.search import evaluate  # noqa: E402
+from lmgym.training.cli import example_parser  # noqa: E402
 
 # gpu: one GPU, the embedded model; cpu: the tiny model built in code, seconds per run
 PRESETS: dict[str, dict] = {
@@ -46,7 +46,7 @@ METHODS = ("outcome", "dense")
 
 def load_policy(model: str):
     if model == "tiny":
-        from policies import build_tiny_model, build_tiny_tokenizer
+        from lmgym.policies import build_tiny_model, build_tiny_tokenizer
 
         tokenizer = build_tiny_tokenizer()
         return HFPolicy(build_tiny_model(tokenizer, seed=0), tokenizer, device="cpu")

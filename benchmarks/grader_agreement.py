@@ -20,7 +20,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from envs.answers import answers_equal, extract_answer, start_grading_worker, worker_cpu_seconds
+from lmgym.envs.answers import answers_equal, extract_answer, start_grading_worker, worker_cpu_seconds
 
 CASES = Path(__file__).parent / "grader_cases" / "cases.jsonl"
 TIMEOUT_SHARE = 0.95  # a call that used this share of its CPU budget ran out of it

@@ -17,8 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from envs.answers import answers_equal  # noqa: E402
-from envs.extraction import extract_answer  # noqa: E402
+from lmgym.envs.answers import answers_equal  # noqa: E402
+from lmgym.envs.extraction import extract_answer  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "math500" / "test.jsonl"
 

@@ -20,13 +20,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from training.cli import example_parser  # noqa: E402
+from lmgym.training.cli import example_parser  # noqa: E402
 
-from algorithms import GRPO, GRPOConfig, PPO, PPOConfig  # noqa: E402
-from search import evaluate  # noqa: E402
-from envs import make  # noqa: E402
+from lmgym.algorithms import GRPO, GRPOConfig, PPO, PPOConfig  # noqa: E402
+from lmgym.search import evaluate  # noqa: E402
+from lmgym.envs import make  # noqa: E402
 from examples.quickstart import PRESETS  # noqa: E402
-from policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
+from lmgym.policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
 
 from benchmarks.ppo_vs_grpo_arithmetic import SETTINGS  # noqa: E402
 

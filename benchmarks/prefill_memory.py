@@ -20,13 +20,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from training.cli import example_parser  # noqa: E402
+from lmgym.training.cli import example_parser  # noqa: E402
 
 import torch  # noqa: E402
 
-from policies import HFPolicy, build_tiny_tokenizer  # noqa: E402
-from policies.fast_decode import FastDecoder  # noqa: E402
-from policies.generation import decode  # noqa: E402
+from lmgym.policies import HFPolicy, build_tiny_tokenizer  # noqa: E402
+from lmgym.policies.fast_decode import FastDecoder  # noqa: E402
+from lmgym.policies.generation import decode  # noqa: E402
 
 GiB = 1 << 30
 

@@ -29,8 +29,8 @@ import torch  # noqa: E402
 import uvicorn  # noqa: E402
 from openai import OpenAI  # noqa: E402
 
-from policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
-from serving import BatchSettings, ServerLimits, create_app  # noqa: E402
+from lmgym.policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
+from lmgym.serving import BatchSettings, ServerLimits, create_app  # noqa: E402
 
 
 def prompts(count: int, seed: int) -> list[str]:

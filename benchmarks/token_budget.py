@@ -22,16 +22,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from training.cli import example_parser  # noqa: E402
+from lmgym.training.cli import example_parser  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from algorithms import GRPO, GRPOConfig  # noqa: E402
-from algorithms.base import padded_length  # noqa: E402
-from buffers import Trajectory  # noqa: E402
-from envs import make  # noqa: E402
-from policies import EMBEDDED_MODEL, HFPolicy, build_tiny_model, build_tiny_tokenizer  # noqa: E402
+from lmgym.algorithms import GRPO, GRPOConfig  # noqa: E402
+from lmgym.algorithms.base import padded_length  # noqa: E402
+from lmgym.buffers import Trajectory  # noqa: E402
+from lmgym.envs import make  # noqa: E402
+from lmgym.policies import EMBEDDED_MODEL, HFPolicy, build_tiny_model, build_tiny_tokenizer  # noqa: E402
 
 
 def parse_lengths(spec: str) -> list[int]:

@@ -22,7 +22,7 @@ import torch
 
 
 def main() -> None:
-    # toolkit-free script (no training.cli.example_parser): no prefix matching of flags at least
+    # toolkit-free script (no lmgym.training.cli.example_parser): no prefix matching of flags at least
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                      allow_abbrev=False)
     parser.add_argument("--data", required=True, help="JSONL of {input_ids, labels} rows")

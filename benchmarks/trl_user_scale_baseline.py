@@ -55,7 +55,7 @@ DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    # toolkit-free script (no training.cli.example_parser): no prefix matching of flags at least
+    # toolkit-free script (no lmgym.training.cli.example_parser): no prefix matching of flags at least
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                      allow_abbrev=False)
     parser.add_argument("--model", required=True, help="a model folder (benchmarks/user_scale_models.py)")

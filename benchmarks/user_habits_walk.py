@@ -5,7 +5,7 @@ wandb tries on a new toolkit, each tried for real and graded works / partly / fa
     python benchmarks/user_habits_walk.py --only cli_help --only ctrl_c_one_line_130
     python benchmarks/user_habits_walk.py --list
 
-Everything runs offline on the CPU with the tiny model built in code (`policies.build_tiny_model`, saved to a
+Everything runs offline on the CPU with the tiny model built in code (`lmgym.policies.build_tiny_model`, saved to a
 temporary folder where a path is needed); the embedded SmolLM2 is loaded once, for the one check that is about
 it (the base an adapter over it records). Subprocesses are used only where the expectation is about a command
 line (flags, --help, Ctrl-C, torchrun, --resume, pip, a fresh interpreter). `works` means the behaviour is what
@@ -172,7 +172,7 @@ class Walk:
     @functools.cached_property
     def tiny_dir(self) -> Path:
         """The tiny model and its tokenizer saved as a Hugging Face folder (what `--model PATH` takes)."""
-        from policies import build_tiny_model, build_tiny_tokenizer
+        from lmgym.policies import build_tiny_model, build_tiny_tokenizer
 
         folder = self.tmp / "tiny"
         tokenizer = build_tiny_tokenizer()
@@ -181,14 +181,14 @@ class Walk:
         return folder
 
     def tiny_policy(self, seed: int = 0):
-        from policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+        from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
 
         tokenizer = build_tiny_tokenizer()
         return HFPolicy(build_tiny_model(tokenizer, seed=seed), tokenizer, device="cpu")
 
     @staticmethod
     def grpo_config(output_dir: Path, **overrides: Any):
-        from algorithms import GRPOConfig
+        from lmgym.algorithms import GRPOConfig
 
         values = dict(train_iterations=1, prompts_per_iteration=2, samples_per_prompt=3, max_new_tokens=6,
                       eval_episodes=2, eval_every=0, micro_batch_size=6, learning_rate=1e-2,
@@ -261,8 +261,8 @@ class Walk:
         """GRPO on a `datasets.Dataset` env with a TRL-style reward that records every call."""
         import datasets
 
-        from algorithms import GRPO
-        from envs import make
+        from lmgym.algorithms import GRPO
+        from lmgym.envs import make
 
         calls: list[dict] = []
 
@@ -285,9 +285,9 @@ class Walk:
     @functools.cached_property
     def lora_run(self) -> dict[str, Any]:
         """A LoRA GRPO run over the tiny model's folder (a local base), saved as a run's model/ and adapter."""
-        from algorithms import GRPO
-        from envs import make
-        from policies import HFPolicy, LoraSettings
+        from lmgym.algorithms import GRPO
+        from lmgym.envs import make
+        from lmgym.policies import HFPolicy, LoraSettings
 
         policy = HFPolicy(str(self.tiny_dir), device="cpu", lora=LoraSettings(r=4, alpha=8))
         run = self.tmp / "runs" / "lora"
@@ -301,7 +301,7 @@ class Walk:
     @functools.cached_property
     def embedded_adapter(self) -> Path:
         """A LoRA policy over the embedded SmolLM2 (its cached folder), saved as an adapter folder."""
-        from policies import HFPolicy, LoraSettings
+        from lmgym.policies import HFPolicy, LoraSettings
 
         folder = self.tmp / "embedded-adapter"
         HFPolicy(lora=LoraSettings(r=4, alpha=8), device="cpu").save(folder)
@@ -344,7 +344,7 @@ def vowel_share(completions, **kwargs) -> list[float]:
 
 
 def vowel_env():
-    from envs import make
+    from lmgym.envs import make
 
     return make("Dataset-v0", dataset=[{"prompt": "Name a color."}, {"prompt": "Name a fruit."}],
                 reward_fns=[vowel_share])
@@ -409,9 +409,9 @@ def pip_install_editable(walk: Walk) -> Verdict:
                  "to the checkout")
 
 
-@expectation("envs", "`envs.make(id)` builds registered ids (plain and `rlgym/`), lists them, suggests on a typo")
+@expectation("envs", "`lmgym.envs.make(id)` builds registered ids (plain and `rlgym/`), lists them, suggests on a typo")
 def envs_make_ids(walk: Walk) -> Verdict:
-    from envs import make, registered_ids
+    from lmgym.envs import make, registered_ids
 
     ids = registered_ids()
     env = make("Arithmetic-v0", level=1)
@@ -442,7 +442,7 @@ except Exception as e:
 env = gymnasium.make("envs:rlgym/Arithmetic-v0", level=1)
 obs, info = env.reset(seed=0)
 print("prefixed:", type(obs).__name__)
-import envs
+from lmgym import envs
 from gymnasium.utils.env_checker import check_env
 env = gymnasium.make("rlgym/ArithmeticStepwise-v0")
 check_env(env.unwrapped, skip_render_check=True)
@@ -463,8 +463,7 @@ print("after import + check_env: ok")
 def gymnasium_register_envs(walk: Walk) -> Verdict:
     import gymnasium
 
-    import envs
-
+    from lmgym import envs
     gymnasium.register_envs(envs)
     env = gymnasium.make("rlgym/Arithmetic-v0", level=0)
     obs, _ = env.reset(seed=1)
@@ -478,8 +477,8 @@ def gymnasium_register_envs(walk: Walk) -> Verdict:
 def gymnasium_vector_env(walk: Walk) -> Verdict:
     import gymnasium
 
-    from algorithms import GRPO
-    from envs import make
+    from lmgym.algorithms import GRPO
+    from lmgym.envs import make
 
     vector = gymnasium.vector.SyncVectorEnv([lambda: make("Arithmetic-v0", level=0)] * 2)
     try:
@@ -499,8 +498,8 @@ def gymnasium_vector_env(walk: Walk) -> Verdict:
 def gymnasium_wrappers(walk: Walk) -> Verdict:
     import gymnasium
 
-    from algorithms import GRPO
-    from envs import make
+    from lmgym.algorithms import GRPO
+    from lmgym.envs import make
 
     inner = make("Dataset-v0", dataset=[{"prompt": "Say hi."}, {"prompt": "Say bye."}],
                  reward_fns=[lambda completions, **kw: [1.0] * len(completions)])
@@ -531,7 +530,7 @@ def readme_new_env_block(walk: Walk) -> Verdict:
 
 @expectation("envs", "a custom per-sample reward function `fn(completion, gold, info)` plugs into make(..., reward_fns)")
 def custom_reward_fn(walk: Walk) -> Verdict:
-    from envs import make
+    from lmgym.envs import make
 
     def brevity(completion, gold, info):
         return 1.0 if len(completion) < 20 else 0.25
@@ -547,7 +546,7 @@ def custom_reward_fn(walk: Walk) -> Verdict:
 
 @expectation("envs", "chat-format prompts (lists of messages) work at reset and in sampling, with the chat template")
 def chat_prompts(walk: Walk) -> Verdict:
-    from envs import make
+    from lmgym.envs import make
 
     messages = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "What is 2+2?"}]
     env = make("Dataset-v0", dataset=[{"prompt": messages, "answer": "4"}],
@@ -617,8 +616,8 @@ def trl_reward_completion_ids(walk: Walk) -> Verdict:
 @expectation("trl", "TRL's GRPOConfig names (per_device_train_batch_size, gradient_accumulation_steps, num_iterations, "
              "max_completion_length, num_generations, beta) work in YAML and as flags with TRL's meaning")
 def trl_config_names(walk: Walk) -> Verdict:
-    from algorithms import GRPOConfig
-    from training.cli import config_from_arguments
+    from lmgym.algorithms import GRPOConfig
+    from lmgym.training.cli import config_from_arguments
 
     quickstart = load_example("quickstart")
     yaml = walk.tmp / "trl.yaml"
@@ -654,7 +653,7 @@ def trl_config_names(walk: Walk) -> Verdict:
 def hfpolicy_any_causal_lm(walk: Walk) -> Verdict:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from policies import HFPolicy
+    from lmgym.policies import HFPolicy
 
     by_path = HFPolicy(str(walk.tiny_dir), device="cpu")
     by_object = HFPolicy(AutoModelForCausalLM.from_pretrained(walk.tiny_dir),
@@ -679,9 +678,9 @@ def lora_peft_config(walk: Walk) -> Verdict:
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from algorithms import GRPO
-    from envs import make
-    from policies import HFPolicy
+    from lmgym.algorithms import GRPO
+    from lmgym.envs import make
+    from lmgym.policies import HFPolicy
 
     config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
     try:
@@ -707,8 +706,7 @@ def lora_peft_config(walk: Walk) -> Verdict:
 
 @expectation("models", "the docs' new-algorithm block (RLAlgorithm subclass with advantages + loss) runs as shown")
 def readme_new_algorithm_block(walk: Walk) -> Verdict:
-    import policies
-
+    from lmgym import policies
     code = runnable_block("docs/algorithms.md", "class Reinforce(RLAlgorithm)")
     tiny = walk.tiny_policy()
     real = policies.HFPolicy
@@ -734,8 +732,8 @@ def readme_new_algorithm_block(walk: Walk) -> Verdict:
 
 @expectation("models", "a fixed seed repeats a run exactly (same metrics, same weights) on the CPU")
 def seeded_runs_repeat(walk: Walk) -> Verdict:
-    from algorithms import GRPO
-    from envs import make
+    from lmgym.algorithms import GRPO
+    from lmgym.envs import make
 
     results = []
     for name in ("seed-a", "seed-b"):
@@ -775,7 +773,7 @@ def yaml_plus_flags(walk: Walk) -> Verdict:
 def cli_help(walk: Walk) -> Verdict:
     import dataclasses
 
-    from algorithms import GRPOConfig
+    from lmgym.algorithms import GRPOConfig
 
     proc = walk.quickstart("--help")
     if proc.returncode != 0:
@@ -997,7 +995,7 @@ def model_folder_transformers(walk: Walk) -> Verdict:
 def model_card(walk: Walk) -> Verdict:
     from huggingface_hub import ModelCard
 
-    from policies import EMBEDDED_HUB_ID
+    from lmgym.policies import EMBEDDED_HUB_ID
 
     def metadata(folder: Path) -> dict:
         path = folder / "README.md"
@@ -1048,7 +1046,7 @@ def adapter_autopeft(walk: Walk) -> Verdict:
     import torch
     from peft import AutoPeftModelForCausalLM
 
-    from policies import EMBEDDED_HUB_ID
+    from lmgym.policies import EMBEDDED_HUB_ID
 
     adapter = walk.lora_run["adapter"]
     model = AutoPeftModelForCausalLM.from_pretrained(adapter)
@@ -1087,15 +1085,15 @@ def merge_lora(walk: Walk) -> Verdict:
 
 @expectation("export", "evaluate a saved model folder on held-out problems in a few lines")
 def evaluate_model_folder(walk: Walk) -> Verdict:
-    from envs import make
-    from policies import HFPolicy
-    from search import evaluate
+    from lmgym.envs import make
+    from lmgym.policies import HFPolicy
+    from lmgym.search import evaluate
 
     policy = HFPolicy(str(walk.cli_runs["straight"] / "model"), device="cpu")
     result = evaluate(policy, make("Arithmetic-v0", level=0, split="test"), episodes=4)
     if "accuracy" not in result:
         return fails(f"evaluate returned {sorted(result)}")
-    return works(f"search.evaluate(HFPolicy(run/model), test env, episodes=4) -> accuracy {result['accuracy']} "
+    return works(f"lmgym.search.evaluate(HFPolicy(run/model), test env, episodes=4) -> accuracy {result['accuracy']} "
                  f"and {len(result) - 1} more keys")
 
 

@@ -78,11 +78,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from training.cli import example_parser  # noqa: E402
+from lmgym.training.cli import example_parser  # noqa: E402
 
 import torch  # noqa: E402
 
-from training import distributed as dist  # noqa: E402
+from lmgym.training import distributed as dist  # noqa: E402
 from user_scale_models import (  # noqa: E402
     SYSTEM_PROMPT, WORKLOADS, PhaseMeter, build_model_folder, cap_memory, device_name, folder_shape, load_questions,
     memory_breakdown, module_tensors, optimizer_tensors, steady_summary, text_reward)
@@ -100,8 +100,8 @@ def toolkit_kwargs(args: argparse.Namespace) -> tuple[dict, dict]:
     """(GRPOConfig, HFPolicy) keyword arguments for the options given: a GRPOConfig field of the option's name
     when there is one, else an HFPolicy argument; neither is a one-line SystemExit. LoRA (--lora-r, alpha 2r,
     --load-in-4bit) goes to HFPolicy as `lora`."""
-    from algorithms import GRPOConfig
-    from policies import HFPolicy, LoraSettings
+    from lmgym.algorithms import GRPOConfig
+    from lmgym.policies import HFPolicy, LoraSettings
 
     fields = {f.name for f in dataclasses.fields(GRPOConfig)}
     params = set(inspect.signature(HFPolicy.__init__).parameters)
@@ -131,10 +131,10 @@ def toolkit_kwargs(args: argparse.Namespace) -> tuple[dict, dict]:
 
 def build_toolkit(args: argparse.Namespace):
     """The toolkit's GRPO on the workload (the class is made here: `algorithms` is imported only by this side)."""
-    from algorithms import GRPO, GRPOConfig
-    from envs.base import LanguageEnv, Problem
-    from episodes.rollout import rollout
-    from policies import HFPolicy
+    from lmgym.algorithms import GRPO, GRPOConfig
+    from lmgym.envs.base import LanguageEnv, Problem
+    from lmgym.episodes.rollout import rollout
+    from lmgym.policies import HFPolicy
 
     class QuestionsEnv(LanguageEnv):
         """Single-turn episodes over a fixed list of questions, scored by `text_reward`."""

@@ -15,7 +15,7 @@ loop() {
     --label_problems "${LP:-256}" --curve_problems "${CP:-128}" "$@"
 }
 # one labelling process a train level; each also labels one held-out level (outcome labels only): two of them
-# label level 4's, and the file is replaced whole (core.atomic_io), so the last one written is kept
+# label level 4's, and the file is replaced whole (lmgym.core.atomic_io), so the last one written is kept
 loop --stages label --train_levels 2 --test_levels 2 > "$out/label2.log" 2>&1 &
 loop --stages label --train_levels 3 --test_levels 4 > "$out/label3.log" 2>&1 &
 loop --stages label --train_levels 4 --test_levels 4 > "$out/label4.log" 2>&1 &

@@ -14,7 +14,7 @@ memory; with --sampling-batches, sampling alone against `model.generate` at thos
 
 W1 on 1 vs 2 GPUs (weak scaling: every rank takes its own 16 prompts x 8 samples per step, the GSM8K
 questions offset by rank, so 2 GPUs train on 32 prompts a step; one optimizer step over all of them).
-Under torchrun the process group is joined by `training.distributed.init_from_env`, TRL and the
+Under torchrun the process group is joined by `lmgym.training.distributed.init_from_env`, TRL and the
 sampling comparison are skipped, and rank 0 alone prints and writes --out, with
 `aggregate_completion_tok_per_s` (the sum over ranks of completion tokens per step, divided by the
 median step time, a step taking as long as its slowest rank) and each rank's step times and peak memory
@@ -52,15 +52,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from training.cli import example_parser  # noqa: E402
+from lmgym.training.cli import example_parser  # noqa: E402
 
 import torch  # noqa: E402
 
-from algorithms import GRPO, GRPOConfig  # noqa: E402
-from training import distributed as dist  # noqa: E402
-from episodes.rollout import rollout  # noqa: E402
-from envs import make  # noqa: E402
-from policies import EMBEDDED_MODEL, HFPolicy, LoraSettings  # noqa: E402
+from lmgym.algorithms import GRPO, GRPOConfig  # noqa: E402
+from lmgym.training import distributed as dist  # noqa: E402
+from lmgym.episodes.rollout import rollout  # noqa: E402
+from lmgym.envs import make  # noqa: E402
+from lmgym.policies import EMBEDDED_MODEL, HFPolicy, LoraSettings  # noqa: E402
 
 SYSTEM_PROMPT = "Solve the math word problem step by step. End with '#### <number>'."
 PROMPTS, GROUP, MAX_NEW = 16, 8, 256
@@ -163,7 +163,7 @@ def run_sampling(gsm8k: str, batches: list[int]) -> list[dict]:
     """Our fast decoder against `model.generate` (bf16, sampling, 256 new tokens) at each batch size."""
     from transformers import AutoModelForCausalLM
 
-    from policies.models import resolve_model_path
+    from lmgym.policies.models import resolve_model_path
 
     policy = HFPolicy(EMBEDDED_MODEL, system_prompt=SYSTEM_PROMPT, fast_decode=True)
     env = make("GSM8K-v0", data_path=gsm8k, instruction="")

@@ -22,13 +22,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from training.cli import example_parser  # noqa: E402
+from lmgym.training.cli import example_parser  # noqa: E402
 
 import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 from benchmarks.w1_benchmark import COMPILE_CHOICES, build  # noqa: E402
-from policies.fast_decode import FastDecoder  # noqa: E402
+from lmgym.policies.fast_decode import FastDecoder  # noqa: E402
 
 VARIANTS = {"modules": {"fused_weights": False}, "fused": {"fused_weights": True},
             "fused+compile": {"fused_weights": True, "compile_layers": True}}

@@ -65,7 +65,7 @@ def plot(toolkit: dict, trl: list[dict], sampling: list[dict], path: str) -> Non
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(allow_abbrev=False)  # toolkit-free script: no training.cli.example_parser
+    parser = argparse.ArgumentParser(allow_abbrev=False)  # toolkit-free script: no lmgym.training.cli.example_parser
     parser.add_argument("results", nargs="+")
     parser.add_argument("--png", default="benchmarks/w1.png")
     args = parser.parse_args()

@@ -13,16 +13,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
 import time
 import typing
-from pathlib import Path
 from typing import Any, Callable
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from training.cli import example_parser, run_with_clear_errors  # noqa: E402
-from retrieval import (  # noqa: E402
+from lmgym.training.cli import example_parser, run_with_clear_errors  # noqa: E402
+from lmgym.retrieval import (  # noqa: E402
     EMBEDDED_EMBEDDER, DocumentStore, StoreConfig, documents_from_hotpotqa, documents_from_jsonl,
     embedder_from_name,
 )
@@ -72,7 +69,7 @@ def run(args: argparse.Namespace) -> DocumentStore:
     if args.jsonl:
         documents = documents_from_jsonl(args.jsonl)
     else:
-        from envs.hotpotqa_data import load_hotpotqa
+        from lmgym.envs.hotpotqa_data import load_hotpotqa
 
         documents = documents_from_hotpotqa(load_hotpotqa(args.hotpotqa))
     embedder = None

@@ -1,7 +1,7 @@
 """GRPO on GSM8K (single turn): the model writes a whole solution ending with "#### <number>".
 
     python examples/grpo_gsm8k.py --data_path ../shared/data/gsm8k/train.jsonl
-    python examples/grpo_gsm8k.py --config statics/configs/grpo_gsm8k.yaml --data_path ../shared/data/gsm8k/train.jsonl
+    python examples/grpo_gsm8k.py --config examples/configs/grpo_gsm8k.yaml --data_path ../shared/data/gsm8k/train.jsonl
 
 Every GRPOConfig field is a flag (`--samples_per_prompt 8`, `--kl_coeff 0.04`, ...); a --config YAML file
 sets fields too, and flags override it. Without --test_data_path (or with the training file) the last
@@ -12,20 +12,17 @@ Set RLGYM_TRACEBACK=1 to see tracebacks instead of one-line errors.
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from algorithms import GRPO, GRPOConfig  # noqa: E402
-from training.cli import (  # noqa: E402
+from lmgym.algorithms import GRPO, GRPOConfig  # noqa: E402
+from lmgym.training.cli import (  # noqa: E402
     add_config_arguments, config_from_arguments, example_parser, gsm8k_train_test, run_with_clear_errors,
     train_and_report,
 )
-from training.distributed import init_from_env  # noqa: E402
-from envs import DataFileNotFoundError  # noqa: E402
-from policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
-from policies.few_shot import PROMPTS_DIR, read_system_prompt  # noqa: E402
+from lmgym.training.distributed import init_from_env  # noqa: E402
+from lmgym.envs import DataFileNotFoundError  # noqa: E402
+from lmgym.policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
+from lmgym.policies.few_shot import PROMPTS_DIR, read_system_prompt  # noqa: E402
 
 DEFAULTS = dict(train_iterations=100, prompts_per_iteration=16, samples_per_prompt=8, max_new_tokens=256,
                 kl_coeff=0.04, eval_every=10, eval_episodes=200, eval_at_start=True,

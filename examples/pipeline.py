@@ -52,27 +52,25 @@ the flags below.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from algorithms import GRPO, GRPOConfig, PRMConfig, SFT, SFTConfig, verifier_trainer  # noqa: E402
-from search import MCTSConfig  # noqa: E402
-from training import load_config  # noqa: E402
-from training.cli import (add_preset_sizes, example_parser, parse_stages, preset_sizes,  # noqa: E402
+from lmgym.algorithms import GRPO, GRPOConfig, PRMConfig, SFT, SFTConfig, verifier_trainer  # noqa: E402
+from lmgym.search import MCTSConfig  # noqa: E402
+from lmgym.training import load_config  # noqa: E402
+from lmgym.training.cli import (add_preset_sizes, example_parser, parse_stages, preset_sizes,  # noqa: E402
                           release_memory, run_with_clear_errors)
-from training.pipeline_table import (EVAL_FILE, ROWS, load_row, markdown_table, save_pipeline,  # noqa: E402
+from lmgym.training.pipeline_table import (EVAL_FILE, ROWS, load_row, markdown_table, save_pipeline,  # noqa: E402
                                      save_row)
-from search import SearchSettings  # noqa: E402
-from search.search_eval import search_outcomes  # noqa: E402
-from core.problem_records import problems_path, write_problem_records  # noqa: E402
-from traindata.sft_data import arithmetic_sft_examples, gsm8k_sft_examples  # noqa: E402
-from traindata.step_data import (LabelledSample, load_policy_labels, policy_labels,  # noqa: E402
+from lmgym.search import SearchSettings  # noqa: E402
+from lmgym.search.search_eval import search_outcomes  # noqa: E402
+from lmgym.core.problem_records import problems_path, write_problem_records  # noqa: E402
+from lmgym.traindata.sft_data import arithmetic_sft_examples, gsm8k_sft_examples  # noqa: E402
+from lmgym.traindata.step_data import (LabelledSample, load_policy_labels, policy_labels,  # noqa: E402
                                  save_policy_labels)
-from traindata.step_data.policy_labels import PolicyLabelConfig  # noqa: E402
-from buffers.step_pairs import split_by_problem  # noqa: E402
-from policies import EMBEDDED_MODEL  # noqa: E402
+from lmgym.traindata.step_data.policy_labels import PolicyLabelConfig  # noqa: E402
+from lmgym.buffers.step_pairs import split_by_problem  # noqa: E402
+from lmgym.policies import EMBEDDED_MODEL  # noqa: E402
 
 STAGES = ("base", "sft", "prm", "grpo", "grpo_prm", "mcts")
 TITLES = dict(ROWS)
@@ -186,7 +184,7 @@ class Plan:
 
     def check_prm_problems(self) -> None:
         """--prm_problems fits the train split of Arithmetic-v0 --level (the labels' problems)."""
-        from envs.arithmetic import split_indices
+        from lmgym.envs.arithmetic import split_indices
 
         have = len(split_indices(self.args.level, "train"))
         if self.run["prm_problems"] > have:
@@ -204,7 +202,7 @@ class Plan:
 
     def gsm8k_split(self) -> tuple[int, int]:
         """(first held-back row, rows evaluated) of the GSM8K file."""
-        from envs import make
+        from lmgym.envs import make
 
         rows = make("GSM8K-v0", data_path=self.args.gsm8k_path, split="train").num_problems
         offset = self.args.gsm8k_offset if self.args.gsm8k_offset is not None else rows - self.args.gsm8k_episodes
@@ -266,7 +264,7 @@ def sft_examples(plan: Plan) -> tuple[list, list]:
 
 
 def train_sft(plan: Plan) -> None:
-    from policies import HFPolicy
+    from lmgym.policies import HFPolicy
 
     train, held = sft_examples(plan)
     trainer = SFT(HFPolicy(plan.args.model), train, plan.configs["sft"], held_out=held)
@@ -279,7 +277,7 @@ def train_sft(plan: Plan) -> None:
 def prm_labels(plan: Plan, policy) -> list[LabelledSample]:
     """The SFT model's own samples of the first --prm_problems Arithmetic-v0 train problems, with soft step
     labels, saved in prm/labels.jsonl (reused when present, unless --restart)."""
-    from envs import make
+    from lmgym.envs import make
 
     path = plan.labels_path
     if path.is_file() and not plan.args.restart:
@@ -294,8 +292,8 @@ def prm_labels(plan: Plan, policy) -> list[LabelledSample]:
 
 
 def train_prm(plan: Plan) -> None:
-    from policies import HFPolicy
-    from policies.prm import ProcessRewardModel
+    from lmgym.policies import HFPolicy
+    from lmgym.policies.prm import ProcessRewardModel
 
     policy = HFPolicy(str(plan.model("sft")))
     samples = prm_labels(plan, policy)
@@ -314,9 +312,9 @@ def train_prm(plan: Plan) -> None:
 
 
 def train_grpo(plan: Plan, stage: str) -> None:
-    from envs import make
-    from policies import HFPolicy
-    from policies.prm import ProcessRewardModel
+    from lmgym.envs import make
+    from lmgym.policies import HFPolicy
+    from lmgym.policies.prm import ProcessRewardModel
 
     start = plan.model("sft" if stage == "grpo" else "grpo")
     policy = HFPolicy(str(start))
@@ -352,7 +350,7 @@ def eval_settings(plan: Plan, stage: str) -> dict:
 
 def suites(plan: Plan) -> dict[str, tuple]:
     """name -> (env, first problem, problems): the held-back problems every row is evaluated on."""
-    from envs import make
+    from lmgym.envs import make
 
     steps = {"mode": "stepwise", "max_steps": plan.args.max_steps}
     names = list(plan.problems())
@@ -366,8 +364,8 @@ def suites(plan: Plan) -> dict[str, tuple]:
 def evaluate_row(plan: Plan, stage: str) -> tuple[dict, list[dict]]:
     """The stage's row (accuracy and tokens per problem on each suite) and its per-problem records: each
     suite's `search_outcomes` records, tagged with the `suite`."""
-    from policies import HFPolicy
-    from policies.prm import ProcessRewardModel
+    from lmgym.policies import HFPolicy
+    from lmgym.policies.prm import ProcessRewardModel
 
     policy = HFPolicy(str(plan.model(stage)))
     scorer = ProcessRewardModel.from_pretrained(plan.prm_path, device=policy.device) if stage == "mcts" else None

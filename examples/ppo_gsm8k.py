@@ -15,20 +15,18 @@ GAE(gamma, lam) over those token rewards. Every PPOConfig field is a flag (`--up
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from algorithms import PPO, PPOConfig  # noqa: E402
-from training.cli import (  # noqa: E402
+from lmgym.algorithms import PPO, PPOConfig  # noqa: E402
+from lmgym.training.cli import (  # noqa: E402
     add_config_arguments, config_from_arguments, example_parser, gsm8k_train_test, run_with_clear_errors,
     train_and_report,
 )
-from training.distributed import init_from_env  # noqa: E402
-from policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
+from lmgym.training.distributed import init_from_env  # noqa: E402
+from lmgym.policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
 
-SYSTEM_PROMPT = Path(__file__).resolve().parents[1] / "statics" / "prompts" / "single_turn_sys.txt"
+SYSTEM_PROMPT = Path(__file__).resolve().parents[1] / "lmgym" / "prompts" / "single_turn_sys.txt"
 
 # one GPU; on 2 CPU cores shrink it: --prompts_per_iteration 8 --max_new_tokens 64 --eval_episodes 32
 DEFAULTS = dict(train_iterations=100, prompts_per_iteration=64, samples_per_prompt=1, max_new_tokens=256,

@@ -17,21 +17,19 @@ Every GRPOConfig field is also a flag (`--learning_rate 3e-5`, ...), and so are 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from algorithms import GRPO, GRPOConfig  # noqa: E402
-from training import ConfigError  # noqa: E402
-from training.cli import (  # noqa: E402
+from lmgym.algorithms import GRPO, GRPOConfig  # noqa: E402
+from lmgym.training import ConfigError  # noqa: E402
+from lmgym.training.cli import (  # noqa: E402
     add_config_arguments, config_from_arguments, example_parser, run_with_clear_errors, train_and_report,
 )
-from training.distributed import init_from_env  # noqa: E402
-from envs import make  # noqa: E402
-from policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
-from policies.prm import ProcessRewardModel  # noqa: E402
+from lmgym.training.distributed import init_from_env  # noqa: E402
+from lmgym.envs import make  # noqa: E402
+from lmgym.policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
+from lmgym.policies.prm import ProcessRewardModel  # noqa: E402
 
 PRESETS = {
     # sized for 2 CPU cores: short answers, small groups, a large step size

@@ -6,7 +6,7 @@ HotpotQA questions.
     python examples/rag_agent.py --preset gpu --data_path ../shared/data/hotpotqa --seeds 3
 
 Questions: every question of --data_path (a HotpotQA file in either layout, or a folder of them). The last
---hold_out (`envs.hotpotqa_data.held_out_ranges`) are held out: never trained on, never in a transcript,
+--hold_out (`lmgym.envs.hotpotqa_data.held_out_ranges`) are held out: never trained on, never in a transcript,
 evaluated in every row. The first --train_questions of the others (0: all) are trained on. Every
 paragraph of every question, held-out ones included, is in the store, as in open-domain QA.
 Store: --index (a folder examples/build_index.py or examples/rag_grpo.py wrote), else <output_dir>/index,
@@ -16,15 +16,15 @@ BM25 with a note (--no_dense: BM25). --k passages per search, --max_searches per
 question, then both entities of a comparison), --search_method, in every stage.
 
 Stages (each in <output_dir>/<stage>/, a Trainer run folder with its model in model/):
-1. sft: a tool-use transcript of each training question (`traindata.tool_transcripts`, written to
+1. sft: a tool-use transcript of each training question (`lmgym.traindata.tool_transcripts`, written to
    <output_dir>/transcripts.jsonl: search the question, then the missing supporting titles, then the gold
-   answer, the tool turns the store's real passages), then `algorithms.SFT` of --model on them, every
+   answer, the tool turns the store's real passages), then `lmgym.algorithms.SFT` of --model on them, every
    weight trained; the loss covers the model's own turns only (the prompt and tool turns are masked). The
    system prompt (--system_prompt_path) comes first, as GRPO and the evaluation prompt with it, and is
    saved with the model. --sft_epochs over the transcripts set its iterations (--sft_iterations: exactly).
-2. grpo_seed<S>, for S = --seed ... --seed + --seeds - 1: `algorithms.GRPO` from the SFT model (LoRA r
+2. grpo_seed<S>, for S = --seed ... --seed + --seeds - 1: `lmgym.algorithms.GRPO` from the SFT model (LoRA r
    --lora_r) on RAG-HotpotQA-v0 over the training questions, each seed its own run, rewarded with the env's
-   sum under `envs.rag_rewards.DEFAULT_WEIGHTS` (answering pays more than finding paragraphs; reward
+   sum under `lmgym.envs.rag_rewards.DEFAULT_WEIGHTS` (answering pays more than finding paragraphs; reward
    combination "env"). Each run folder keeps metrics.jsonl, reward_components.png (each component's batch
    mean per iteration) and reward_distribution.png.
 
@@ -32,13 +32,13 @@ Rows, each evaluated greedily (--max_new_tokens a turn) on the held-out question
 - base: --model as the agent in RAG-HotpotQA-v0, with the system prompt; SFT: the SFT model, the same way;
 - SFT + GRPO: each seed's model, then the mean of the seeds' numbers;
 - question_search (reference): one scripted search with the question as the query (top --k passages, no
-  agent), then the model answers (`envs.hotpotqa_retrieved.QuestionSearchHotpotQAEnv`);
+  agent), then the model answers (`lmgym.envs.hotpotqa_retrieved.QuestionSearchHotpotQAEnv`);
 - closed_book (reference): the model answers the question alone (HotpotQA-v0 closed book);
 - gold_context (reference): the model answers given the record's own context paragraphs, the supporting
   ones among its distractors (HotpotQA-v0 distractor).
 The references are answered by --reference_model (default --model, the base model), with no system prompt:
 they tell what retrieval, no retrieval and the gold paragraphs give an untrained reader.
-Columns (`search.rag_evaluate`): MRR of the episode's own searches (the first supporting title's reciprocal
+Columns (`lmgym.search.rag_evaluate`): MRR of the episode's own searches (the first supporting title's reciprocal
 rank among everything it retrieved), recall@3 (the share of the supporting titles among the first 3
 passages it retrieved: its first search's), recall over every passage it retrieved, EM, F1, the same two with
 an untagged reply's first line read as its answer (what an untrained reader knew, apart from the format),
@@ -56,23 +56,21 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from algorithms import GRPO, GRPOConfig, SFT, SFTConfig  # noqa: E402
-from core.atomic_io import atomic_write_text  # noqa: E402
-from core.problem_records import write_problem_records  # noqa: E402
-from envs.hotpotqa_data import held_out_ranges, load_hotpotqa  # noqa: E402
-from policies import EMBEDDED_MODEL  # noqa: E402
-from policies.few_shot import PROMPTS_DIR, read_system_prompt  # noqa: E402
-from search.rag_evaluate import METRICS, evaluate_rag  # noqa: E402
-from training import load_config  # noqa: E402
-from training.cli import (add_preset_sizes, example_parser, parse_stages, preset_sizes,  # noqa: E402
+from lmgym.algorithms import GRPO, GRPOConfig, SFT, SFTConfig  # noqa: E402
+from lmgym.core.atomic_io import atomic_write_text  # noqa: E402
+from lmgym.core.problem_records import write_problem_records  # noqa: E402
+from lmgym.envs.hotpotqa_data import held_out_ranges, load_hotpotqa  # noqa: E402
+from lmgym.policies import EMBEDDED_MODEL  # noqa: E402
+from lmgym.policies.few_shot import PROMPTS_DIR, read_system_prompt  # noqa: E402
+from lmgym.search.rag_evaluate import METRICS, evaluate_rag  # noqa: E402
+from lmgym.training import load_config  # noqa: E402
+from lmgym.training.cli import (add_preset_sizes, example_parser, parse_stages, preset_sizes,  # noqa: E402
                           release_memory, run_with_clear_errors)
-from training.pipeline_table import EVAL_FILE, load_row, save_row  # noqa: E402
+from lmgym.training.pipeline_table import EVAL_FILE, load_row, save_row  # noqa: E402
 
 STAGES = ("sft", "grpo", "base", "question_search", "closed_book", "gold_context")
 REFERENCES = {"question_search": "question as the only query, top {k}, then answer",
@@ -122,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--seeds", type=int, default=1, help="GRPO runs from the SFT model, seeds --seed, --seed + 1, ... (default 1)")
     add("--seed", type=int, default=0, help="seed of SFT and of the first GRPO run (default 0)")
     add("--system_prompt_path", default=str(PROMPTS_DIR / "rag_sys.txt"),
-        help="the agent's system prompt (default statics/prompts/rag_sys.txt; 'none': no system turn)")
+        help="the agent's system prompt (default lmgym/prompts/rag_sys.txt; 'none': no system turn)")
     add("--index", default=None, help="a saved index folder to search (default: <output_dir>/index, built once)")
     add("--rebuild_index", action="store_true", help="build <output_dir>/index again even if it holds one")
     add("--no_dense", action="store_true", help="a new index is BM25 only (the gpu preset adds embeddings)")
@@ -226,10 +224,10 @@ def device_name() -> str:
 def open_store(plan: Plan):
     """(the store, its description): --index loaded, else <output_dir>/index loaded or built (see the
     module docstring)."""
-    from core.extras import MissingExtraError
-    from retrieval import (EMBEDDED_EMBEDDER, DocumentStore, EmbedderNotFoundError, StoreConfig,
+    from lmgym.core.extras import MissingExtraError
+    from lmgym.retrieval import (EMBEDDED_EMBEDDER, DocumentStore, EmbedderNotFoundError, StoreConfig,
                            documents_from_hotpotqa, embedder_from_name)
-    from retrieval.index_files import IndexNotFoundError
+    from lmgym.retrieval.index_files import IndexNotFoundError
 
     args, device = plan.args, device_name()
     folder = Path(args.index) if args.index else plan.out / "index"
@@ -259,7 +257,7 @@ class Stages:
     """The run's store and envs, and each stage's training and evaluation."""
 
     def __init__(self, plan: Plan):
-        from envs.rag import rag_reward_weights
+        from lmgym.envs.rag import rag_reward_weights
 
         self.plan = plan
         self.store, self.store_about = open_store(plan)
@@ -269,14 +267,14 @@ class Stages:
         self.search_label = plan.args.search_method or self.store.config.default_method
 
     def rag_env(self, records):
-        from envs.rag import RAGHotpotQAEnv
+        from lmgym.envs.rag import RAGHotpotQAEnv
 
         return RAGHotpotQAEnv(records=records, **self.rag_kwargs)
 
     def reference_env(self, row: str):
         """The env of a reference row over the held-out questions."""
-        from envs.hotpotqa import HotpotQAEnv
-        from envs.hotpotqa_retrieved import QuestionSearchHotpotQAEnv
+        from lmgym.envs.hotpotqa import HotpotQAEnv
+        from lmgym.envs.hotpotqa_retrieved import QuestionSearchHotpotQAEnv
 
         if row == "question_search":
             return QuestionSearchHotpotQAEnv(records=self.plan.held_out, store=self.store, k=self.plan.args.k,
@@ -287,7 +285,7 @@ class Stages:
     def write_transcripts(self) -> list:
         """The training questions' transcripts, written to <output_dir>/transcripts.jsonl (the held-out ids
         beside them); their chat examples."""
-        from traindata.tool_transcripts import tool_transcripts
+        from lmgym.traindata.tool_transcripts import tool_transcripts
 
         out = self.plan.out / "transcripts.jsonl"
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -301,7 +299,7 @@ class Stages:
         return [t.example for t in transcripts]
 
     def train_sft(self) -> None:
-        from policies import HFPolicy
+        from lmgym.policies import HFPolicy
 
         examples = self.write_transcripts()
         policy = HFPolicy(self.plan.args.model, system_prompt=self.plan.system_prompt or "")
@@ -313,7 +311,7 @@ class Stages:
               + " -> ".join(f"{x:.4f}" for x in losses[:1] + losses[-1:]))
 
     def train_grpo(self, seed: int) -> None:
-        from policies import HFPolicy, LoraSettings
+        from lmgym.policies import HFPolicy, LoraSettings
 
         stage = f"grpo_seed{seed}"
         lora = LoraSettings(r=self.plan.args.lora_r, alpha=self.plan.args.lora_alpha)
@@ -337,7 +335,7 @@ class Stages:
                 "max_new_tokens": plan.run["max_new_tokens"]}
 
     def evaluate(self, row: str) -> dict[str, Any]:
-        from policies import HFPolicy
+        from lmgym.policies import HFPolicy
 
         plan = self.plan
         if row in REFERENCES:

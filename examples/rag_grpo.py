@@ -36,21 +36,19 @@ preset's values.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from algorithms import GRPO, GRPOConfig  # noqa: E402
-from training.cli import (  # noqa: E402
+from lmgym.algorithms import GRPO, GRPOConfig  # noqa: E402
+from lmgym.training.cli import (  # noqa: E402
     add_config_arguments, config_from_arguments, example_parser, run_with_clear_errors, train_and_report,
 )
-from training.distributed import init_from_env, is_main, main_first  # noqa: E402
-from envs import make  # noqa: E402
-from envs.rag import open_store, rag_reward_weights  # noqa: E402
-from envs.rag_rewards import DEFAULT_WEIGHTS  # noqa: E402
-from policies import EMBEDDED_MODEL, HFPolicy, LoraSettings  # noqa: E402
-from policies.few_shot import PROMPTS_DIR, read_system_prompt  # noqa: E402
+from lmgym.training.distributed import init_from_env, is_main, main_first  # noqa: E402
+from lmgym.envs import make  # noqa: E402
+from lmgym.envs.rag import open_store, rag_reward_weights  # noqa: E402
+from lmgym.envs.rag_rewards import DEFAULT_WEIGHTS  # noqa: E402
+from lmgym.policies import EMBEDDED_MODEL, HFPolicy, LoraSettings  # noqa: E402
+from lmgym.policies.few_shot import PROMPTS_DIR, read_system_prompt  # noqa: E402
 
 PRESETS = {
     # sized for 2 CPU cores: a couple of short iterations, to see the whole loop run
@@ -77,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="cpu or gpu (default: gpu when CUDA is available)")
     parser.add_argument("--model", default=EMBEDDED_MODEL, help="hub name, local folder, or the embedded default")
     parser.add_argument("--system_prompt_path", default=str(PROMPTS_DIR / "rag_sys.txt"),
-                        help="system prompt file (default: statics/prompts/rag_sys.txt: the tags, a worked example)")
+                        help="system prompt file (default: lmgym/prompts/rag_sys.txt: the tags, a worked example)")
     parser.add_argument("--data_path", default=None,
                         help="HotpotQA file (either layout) or folder of them (default: the hub, through datasets)")
     parser.add_argument("--holdout", type=int, default=100,
@@ -120,7 +118,7 @@ def check_search_flags(args: argparse.Namespace) -> None:
 
 def question_ranges(data_path: str | None, holdout: int) -> tuple[int, tuple[int, int], tuple[int, int]]:
     """(number of questions, training range, held-out range): the last `holdout` (at most half) held back."""
-    from envs.hotpotqa_data import load_hotpotqa
+    from lmgym.envs.hotpotqa_data import load_hotpotqa
 
     total = len(load_hotpotqa(data_path))
     if holdout < 1:
@@ -144,8 +142,8 @@ def index_folder(args: argparse.Namespace, output_dir: str) -> str:
 def build_index(folder: Path, args: argparse.Namespace) -> None:
     """Unless `folder` holds an index already (and no --rebuild_index): every paragraph of the questions
     pooled into one corpus, indexed (BM25, and the embedder's vectors unless --no_dense) and saved there."""
-    from retrieval import EMBEDDED_EMBEDDER, DocumentStore, StoreConfig, documents_from_hotpotqa, embedder_from_name
-    from retrieval.index_files import IndexNotFoundError
+    from lmgym.retrieval import EMBEDDED_EMBEDDER, DocumentStore, StoreConfig, documents_from_hotpotqa, embedder_from_name
+    from lmgym.retrieval.index_files import IndexNotFoundError
 
     if not args.rebuild_index:
         try:
@@ -153,7 +151,7 @@ def build_index(folder: Path, args: argparse.Namespace) -> None:
             return
         except IndexNotFoundError:
             pass
-    from envs.hotpotqa_data import load_hotpotqa
+    from lmgym.envs.hotpotqa_data import load_hotpotqa
 
     documents = documents_from_hotpotqa(load_hotpotqa(args.data_path))
     config = StoreConfig(dense=not args.no_dense)

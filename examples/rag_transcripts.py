@@ -1,16 +1,16 @@
 """Tool-use transcripts for SFT from a HotpotQA file: each training question played through RAG-HotpotQA-v0
 with scripted actions (search the question; then the bridge entity, or each compared entity, not yet
 retrieved; then the gold answer), the tool turns being the store's real passages. One JSONL row per question
-(`messages`, which `traindata.load_sft_examples` and examples/sft.py read, plus the queries and titles).
+(`messages`, which `lmgym.traindata.load_sft_examples` and examples/sft.py read, plus the queries and titles).
 
     python examples/rag_transcripts.py --data_path ../shared/data/hotpotqa/dev_distractor_sample_seed1_n500.jsonl \\
         --out runs/rag_sft/transcripts.jsonl
     python examples/rag_transcripts.py --data_path FILE --index indexes/hotpotqa --search_method hybrid --out OUT
 
-Held out: the last --hold_out questions of the file (`envs.hotpotqa_data.held_out_ranges`, the rule
+Held out: the last --hold_out questions of the file (`lmgym.envs.hotpotqa_data.held_out_ranges`, the rule
 examples/rag_grpo.py uses) get no transcript; their ids are written one a line to --held_out_ids (default
 OUT with the suffix .held_out_ids.txt), for evaluation on them. Their paragraphs stay in the corpus.
-System turn: --system_prompt_path (default statics/prompts/rag_sys.txt, the prompt examples/rag_grpo.py
+System turn: --system_prompt_path (default lmgym/prompts/rag_sys.txt, the prompt examples/rag_grpo.py
 gives the policy; `none`: no system turn, the SFT policy's own system prompt then comes first).
 Store: --index (a folder examples/build_index.py wrote), else a BM25-only store of every paragraph of
 the file, held-out questions' included, built in memory. --k, --max_searches and the search method
@@ -20,17 +20,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from envs.hotpotqa_data import held_out_ranges, load_hotpotqa  # noqa: E402
-from envs.rag import RAGHotpotQAEnv  # noqa: E402
-from policies.few_shot import PROMPTS_DIR, read_system_prompt  # noqa: E402
-from traindata.tool_transcripts import tool_transcripts  # noqa: E402
-from training.cli import example_parser, run_with_clear_errors  # noqa: E402
+from lmgym.envs.hotpotqa_data import held_out_ranges, load_hotpotqa  # noqa: E402
+from lmgym.envs.rag import RAGHotpotQAEnv  # noqa: E402
+from lmgym.policies.few_shot import PROMPTS_DIR, read_system_prompt  # noqa: E402
+from lmgym.traindata.tool_transcripts import tool_transcripts  # noqa: E402
+from lmgym.training.cli import example_parser, run_with_clear_errors  # noqa: E402
 
 DEFAULT_HOLD_OUT = 150
 
@@ -46,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="file of the held-out question ids, one a line (default OUT.held_out_ids.txt)")
     parser.add_argument("--system_prompt_path", default=str(PROMPTS_DIR / "rag_sys.txt"),
                         help="system turn of every transcript, as GRPO prompts with it ('none': no system turn; "
-                             "default statics/prompts/rag_sys.txt)")
+                             "default lmgym/prompts/rag_sys.txt)")
     parser.add_argument("--index", default=None,
                         help="saved index folder (examples/build_index.py); default: a BM25-only store of the "
                              "file's paragraphs, built in memory")
@@ -60,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def open_store(index: str | None, records: list) -> Any:
     """The saved index in `index`, or a BM25-only DocumentStore of every paragraph of `records`."""
-    from retrieval import DocumentStore, StoreConfig, documents_from_hotpotqa
+    from lmgym.retrieval import DocumentStore, StoreConfig, documents_from_hotpotqa
 
     if index is not None:
         return DocumentStore.load(index)

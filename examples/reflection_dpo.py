@@ -7,7 +7,7 @@ rates per turn.
     python examples/reflection_dpo.py --preset gpu_room        # level 4, few SFT examples, checked critic
     python examples/reflection_dpo.py --preset gpu             # level 3, SFT on every train problem
     python examples/reflection_dpo.py --env Reflection-GSM8K-v0 --data_path ../shared/data/gsm8k/train.jsonl \\
-        --subset 7217,7473 --sft_config statics/configs/reflection_gsm8k_sft.yaml --max_new_tokens 256
+        --subset 7217,7473 --sft_config examples/configs/reflection_gsm8k_sft.yaml --max_new_tokens 256
     python examples/reflection_dpo.py --env Reflection-MATH-v0 --data_path ../shared/data/math500 --subset 0,250
 
 Stages, each written under --output_dir and skipped on a rerun once finished (--restart runs them all again;
@@ -40,7 +40,7 @@ a stage whose input was just rebuilt runs again too):
 7. sft/eval.json, dpo/eval.json, then reflection.md and reflection.json (rows base, SFT, SFT+DPO), also
    printed, and turn_accuracy.png (turn-k accuracy, one line per stage).
 
-The oracle (traindata.oracle_feedback) knows gold steps for Arithmetic-v0 and GSM8K: the first wrong step,
+The oracle (lmgym.traindata.oracle_feedback) knows gold steps for Arithmetic-v0 and GSM8K: the first wrong step,
 what it should be, redo from there; "correct, keep it" for a right answer. MATH has no step gold: its
 feedback comes from the final-answer verdict only ("correct, keep it" or "wrong, redo step by step") and
 the refinement target is the row's worked solution.
@@ -56,35 +56,33 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
 from collections.abc import Callable, Sequence
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from algorithms import DPOConfig, evaluate_reflection, reflection_episodes, SFT, SFTConfig  # noqa: E402
-from algorithms.dpo import VARIANTS  # noqa: E402
-from algorithms.reflection_critic_metrics import CRITIC_METRICS  # noqa: E402
-from algorithms.reflection_plots import plot_turn_accuracy  # noqa: E402
-from core.atomic_io import atomic_write_text  # noqa: E402
-from core.jsonl import read_json  # noqa: E402
-from core.problem_records import problems_path  # noqa: E402
-from envs import make  # noqa: E402
-from episodes.engine import SamplingSettings  # noqa: E402
-from policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
-from traindata import load_triples, pairs_from_triples, save_preference_pairs  # noqa: E402
-from traindata.preference_data import load_preference_pairs  # noqa: E402
-from traindata.reflection_branching import branched_reflection_episodes  # noqa: E402
-from traindata.reflection_context_pairs import context_pairs  # noqa: E402
-from traindata.reflection_sft import (  # noqa: E402
+from lmgym.algorithms import DPOConfig, evaluate_reflection, reflection_episodes, SFT, SFTConfig  # noqa: E402
+from lmgym.algorithms.dpo import VARIANTS  # noqa: E402
+from lmgym.algorithms.reflection_critic_metrics import CRITIC_METRICS  # noqa: E402
+from lmgym.algorithms.reflection_plots import plot_turn_accuracy  # noqa: E402
+from lmgym.core.atomic_io import atomic_write_text  # noqa: E402
+from lmgym.core.jsonl import read_json  # noqa: E402
+from lmgym.core.problem_records import problems_path  # noqa: E402
+from lmgym.envs import make  # noqa: E402
+from lmgym.episodes.engine import SamplingSettings  # noqa: E402
+from lmgym.policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
+from lmgym.traindata import load_triples, pairs_from_triples, save_preference_pairs  # noqa: E402
+from lmgym.traindata.preference_data import load_preference_pairs  # noqa: E402
+from lmgym.traindata.reflection_branching import branched_reflection_episodes  # noqa: E402
+from lmgym.traindata.reflection_context_pairs import context_pairs  # noqa: E402
+from lmgym.traindata.reflection_sft import (  # noqa: E402
     FEEDBACK_STYLES, AnswerRow, ReflectionTurnExample, actor_refinement_sft_examples, answer_rows, critic_sft_examples,
     gold_text,
 )
-from training.cli import example_parser, run_with_clear_errors  # noqa: E402
-from training.config import load_config  # noqa: E402
+from lmgym.training.cli import example_parser, run_with_clear_errors  # noqa: E402
+from lmgym.training.config import load_config  # noqa: E402
 
 ENVS = {"Reflection-Arithmetic-v0": None, "Reflection-GSM8K-v0": "train", "Reflection-MATH-v0": "test"}  # -> split
 _SFT_CPU = dict(train_iterations=20, examples_per_iteration=16, micro_batch_size=8, max_length=384,

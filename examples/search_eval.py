@@ -22,19 +22,17 @@ as <output>.md and <output>.json, each problem's outcome under every method (and
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from training.cli import example_parser, run_with_clear_errors  # noqa: E402
-from search.mcts import MCTSConfig  # noqa: E402
-from policies.prm import AGGREGATIONS  # noqa: E402
-from search.settings import METHODS, SCORED_METHODS, SearchSettings  # noqa: E402
-from search.search_eval import evaluate_search, markdown_table, save_table  # noqa: E402
-from search.curves import curves_table, evaluate_curves, save_curves  # noqa: E402
-from policies import EMBEDDED_MODEL  # noqa: E402
-from core.problem_records import problems_path  # noqa: E402
+from lmgym.training.cli import example_parser, run_with_clear_errors  # noqa: E402
+from lmgym.search.mcts import MCTSConfig  # noqa: E402
+from lmgym.policies.prm import AGGREGATIONS  # noqa: E402
+from lmgym.search.settings import METHODS, SCORED_METHODS, SearchSettings  # noqa: E402
+from lmgym.search.search_eval import evaluate_search, markdown_table, save_table  # noqa: E402
+from lmgym.search.curves import curves_table, evaluate_curves, save_curves  # noqa: E402
+from lmgym.policies import EMBEDDED_MODEL  # noqa: E402
+from lmgym.core.problem_records import problems_path  # noqa: E402
 
 
 # --preset: flag defaults for the curves (explicit flags still win); gpu: L2 test problems, budgets around
@@ -134,8 +132,8 @@ def chosen_methods(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> None:
-    from envs import make
-    from policies import HFPolicy
+    from lmgym.envs import make
+    from lmgym.policies import HFPolicy
 
     methods, budgets = chosen_methods(args), budgets_of(args)
     tree = MCTSConfig(simulations=args.simulations, expand_k=args.expand_k, wave_size=args.wave_size,
@@ -146,7 +144,7 @@ def run(args: argparse.Namespace) -> None:
     for m in methods:  # bad settings fail before any model loads
         SearchSettings(method=m, **common, aggregation=args.aggregation or "min")
     env_kwargs = dict(mode="stepwise", split=args.split, max_steps=args.max_steps)
-    if args.env.removeprefix("rlgym/").startswith("Arithmetic"):
+    if args.env.removeprefix("lmgym/").startswith("Arithmetic"):
         env_kwargs["level"] = args.level
     if args.data_path:
         env_kwargs["data_path"] = args.data_path
@@ -154,7 +152,7 @@ def run(args: argparse.Namespace) -> None:
     policy = HFPolicy(args.model)
     scorer = None
     if args.prm:
-        from policies.prm import ProcessRewardModel
+        from lmgym.policies.prm import ProcessRewardModel
 
         scorer = ProcessRewardModel.from_pretrained(args.prm, device=policy.device)
     aggregation = args.aggregation or (scorer.aggregation if scorer is not None else "min")

@@ -14,19 +14,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core.extras import import_extra  # noqa: E402
-from training.cli import example_parser, run_with_clear_errors  # noqa: E402
-from search.mcts import MCTSConfig  # noqa: E402
-from policies.prm import AGGREGATIONS  # noqa: E402
-from search import SearchSettings  # noqa: E402
-from policies import EMBEDDED_MODEL  # noqa: E402
-from serving.batcher import BatchSettings  # noqa: E402
-from serving.limits import ServerLimits  # noqa: E402
+from lmgym.core.extras import import_extra  # noqa: E402
+from lmgym.training.cli import example_parser, run_with_clear_errors  # noqa: E402
+from lmgym.search.mcts import MCTSConfig  # noqa: E402
+from lmgym.policies.prm import AGGREGATIONS  # noqa: E402
+from lmgym.search import SearchSettings  # noqa: E402
+from lmgym.policies import EMBEDDED_MODEL  # noqa: E402
+from lmgym.serving.batcher import BatchSettings  # noqa: E402
+from lmgym.serving.limits import ServerLimits  # noqa: E402
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,8 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def build_app(args: argparse.Namespace):
     """The app the arguments describe (limits and settings checked before any model loads)."""
-    from policies import HFPolicy
-    from serving.app import create_app
+    from lmgym.policies import HFPolicy
+    from lmgym.serving.app import create_app
 
     limits = ServerLimits(args.max_prompt_chars, args.max_new_tokens, args.max_budget, args.timeout_seconds,
                           args.max_body_bytes)
@@ -74,7 +71,7 @@ def build_app(args: argparse.Namespace):
     policy = HFPolicy(args.model)
     scorer = None
     if args.prm:
-        from policies.prm import ProcessRewardModel
+        from lmgym.policies.prm import ProcessRewardModel
 
         scorer = ProcessRewardModel.from_pretrained(args.prm, device=policy.device)
         if args.aggregation is None:

@@ -20,22 +20,20 @@ folder: the next stage loads it with --model). Every SFTConfig field is also a f
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from algorithms import SFT, SFTConfig  # noqa: E402
-from search import evaluate  # noqa: E402
-from training.cli import (  # noqa: E402
+from lmgym.algorithms import SFT, SFTConfig  # noqa: E402
+from lmgym.search import evaluate  # noqa: E402
+from lmgym.training.cli import (  # noqa: E402
     add_config_arguments, config_from_arguments, example_parser, gsm8k_train_test, run_with_clear_errors,
 )
-from traindata.sft_data import (  # noqa: E402
+from lmgym.traindata.sft_data import (  # noqa: E402
     arithmetic_sft_examples, gsm8k_sft_examples, load_sft_examples, split_examples,
 )
-from envs import make  # noqa: E402
-from policies import EMBEDDED_MODEL, HFPolicy, LoraSettings  # noqa: E402
+from lmgym.envs import make  # noqa: E402
+from lmgym.policies import EMBEDDED_MODEL, HFPolicy, LoraSettings  # noqa: E402
 
 PRESETS = {
     "cpu": dict(train_iterations=30, examples_per_iteration=16, max_length=256, micro_batch_size=8,

@@ -21,23 +21,21 @@ from __future__ import annotations
 
 import argparse
 import random
-import sys
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from algorithms import PRMConfig, PRMTrainer  # noqa: E402
-from training.cli import (  # noqa: E402
+from lmgym.algorithms import PRMConfig, PRMTrainer  # noqa: E402
+from lmgym.training.cli import (  # noqa: E402
     add_config_arguments, config_from_arguments, example_parser, run_with_clear_errors,
 )
-from traindata.step_data import (  # noqa: E402
+from lmgym.traindata.step_data import (  # noqa: E402
     ShepherdConfig, arithmetic_pairs, gsm8k_pairs, load_prm800k, shepherd_data,
 )
-from buffers.step_pairs import StepPair, save_step_data, split_by_problem  # noqa: E402
-from envs import make  # noqa: E402
-from policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
-from policies.prm import ProcessRewardModel  # noqa: E402
+from lmgym.buffers.step_pairs import StepPair, save_step_data, split_by_problem  # noqa: E402
+from lmgym.envs import make  # noqa: E402
+from lmgym.policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
+from lmgym.policies.prm import ProcessRewardModel  # noqa: E402
 
 PRESETS = {
     "cpu": dict(train_iterations=30, pairs_per_iteration=16, micro_batch_size=8, learning_rate=2e-5,

@@ -14,18 +14,18 @@ problems a verifier is judged on and the problems search is measured on are disj
 
 Stages, each written under --output_dir and skipped when its output exists (--stages picks some, --restart
 does the named ones again; a cut training continues from its newest checkpoint):
-1. label: `traindata.step_data.policy_labels` per train level (N = --samples solutions a problem, each step's
+1. label: `lmgym.traindata.step_data.policy_labels` per train level (N = --samples solutions a problem, each step's
    soft and hard Monte-Carlo label from --rollouts completions) -> labels/train_L<level>.jsonl; the held-out
    verifier problems per test level, outcome labels only -> labels/test_L<level>.jsonl. Sampled tokens and
    tokens/s are printed and collected in labels/stats.json.
-2. train: `algorithms.verifier_trainer` kinds orm and prm_soft on every train level's labels (a few problems
+2. train: `lmgym.algorithms.verifier_trainer` kinds orm and prm_soft on every train level's labels (a few problems
    held back for the trainer's own evaluation) -> verifiers/<kind>/ (run folder) and verifiers/<kind>/model
    (`ProcessRewardModel.from_pretrained`). --verifiers picks some (two processes can train one each).
-3. evaluate: `algorithms.evaluate_verifier` of each verifier on each test level's labels: accuracy, AUC, ECE,
+3. evaluate: `lmgym.algorithms.evaluate_verifier` of each verifier on each test level's labels: accuracy, AUC, ECE,
    the reliability table, and maj@N, weighted maj@N and best-of-N over the same N samples ->
    verifier_eval.json (each problem's samples, verdicts and scores in verifier_eval.problems.jsonl); the
    verifier with the higher mean AUC is "better".
-4. curves: per test level, `search.evaluate_curves` of maj, weighted_maj, best_of_n, beam and mcts at every
+4. curves: per test level, `lmgym.search.evaluate_curves` of maj, weighted_maj, best_of_n, beam and mcts at every
    --budgets token cap with the better verifier -> curves/L<level>.md/.json/.png; and maj@N, weighted_maj@N
    and best_of_N uncapped (the same N samples each, so the same tokens) -> curves/L<level>_at_maj.md/.json;
    each problem's answers, verdicts and tokens under every method (and budget) in the .problems.jsonl beside.
@@ -37,21 +37,19 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from algorithms import PRMConfig  # noqa: E402
-from core.atomic_io import atomic_write_text  # noqa: E402
-from core.problem_records import problems_path, write_problem_records  # noqa: E402
-from policies import EMBEDDED_MODEL  # noqa: E402
-from policies.prm import AGGREGATIONS  # noqa: E402
-from search.mcts import MCTSConfig  # noqa: E402
-from search.settings import SearchSettings  # noqa: E402
-from traindata.step_data.policy_labels import LABEL_PRESETS, PolicyLabelConfig  # noqa: E402
-from training import load_config  # noqa: E402
-from training.cli import example_parser, parse_stages, release_memory, run_with_clear_errors  # noqa: E402
+from lmgym.algorithms import PRMConfig  # noqa: E402
+from lmgym.core.atomic_io import atomic_write_text  # noqa: E402
+from lmgym.core.problem_records import problems_path, write_problem_records  # noqa: E402
+from lmgym.policies import EMBEDDED_MODEL  # noqa: E402
+from lmgym.policies.prm import AGGREGATIONS  # noqa: E402
+from lmgym.search.mcts import MCTSConfig  # noqa: E402
+from lmgym.search.settings import SearchSettings  # noqa: E402
+from lmgym.traindata.step_data.policy_labels import LABEL_PRESETS, PolicyLabelConfig  # noqa: E402
+from lmgym.training import load_config  # noqa: E402
+from lmgym.training.cli import example_parser, parse_stages, release_memory, run_with_clear_errors  # noqa: E402
 
 STAGES = ("label", "train", "evaluate", "curves")
 VERIFIERS = ("orm", "prm_soft")
@@ -162,7 +160,7 @@ class Plan:
     def check_problem_counts(self) -> None:
         """The problems asked for fit their splits: --label_problems each train split, --curve_problems +
         --eval_problems each test split."""
-        from envs.arithmetic import split_indices
+        from lmgym.envs.arithmetic import split_indices
 
         wanted = [("train", level, self.size["label_problems"], "--label_problems") for level in self.train_levels]
         wanted += [("test", level, self.size["curve_problems"] + self.size["eval_problems"],
@@ -224,7 +222,7 @@ def device_name() -> str:
 
 
 def arithmetic(level: int, split: str, max_steps: int):
-    from envs import make
+    from lmgym.envs import make
 
     return make("Arithmetic-v0", level=level, split=split, mode="stepwise", max_steps=max_steps)
 
@@ -238,14 +236,14 @@ class Loop:
     @property
     def policy(self):
         if self._policy is None:
-            from policies import HFPolicy
+            from lmgym.policies import HFPolicy
 
             self._policy = HFPolicy(self.plan.args.model)
             print(f"policy {self.plan.args.model} on {self._policy.device}")
         return self._policy
 
     def label(self) -> None:
-        from traindata.step_data import load_policy_labels, policy_labels, save_policy_labels
+        from lmgym.traindata.step_data import load_policy_labels, policy_labels, save_policy_labels
 
         plan = self.plan
         jobs = [("train", level, plan.train_labels) for level in plan.train_levels]
@@ -267,10 +265,10 @@ class Loop:
         atomic_write_text(plan.out / "labels" / "stats.json", json.dumps(stats, indent=2) + "\n")
 
     def train(self) -> None:
-        from algorithms import verifier_trainer
-        from buffers.step_pairs import split_by_problem
-        from policies.prm import ProcessRewardModel
-        from traindata.step_data import load_policy_labels
+        from lmgym.algorithms import verifier_trainer
+        from lmgym.buffers.step_pairs import split_by_problem
+        from lmgym.policies.prm import ProcessRewardModel
+        from lmgym.traindata.step_data import load_policy_labels
 
         plan = self.plan
         samples = [s for level in plan.train_levels for s in load_policy_labels(plan.labels_file("train", level)).samples]
@@ -292,10 +290,10 @@ class Loop:
             release_memory()
 
     def evaluate(self) -> None:
-        from algorithms import evaluate_verifier
-        from algorithms.verifier_tables import better_verifier, report_record
-        from policies.prm import ProcessRewardModel
-        from traindata.step_data import load_policy_labels
+        from lmgym.algorithms import evaluate_verifier
+        from lmgym.algorithms.verifier_tables import better_verifier, report_record
+        from lmgym.policies.prm import ProcessRewardModel
+        from lmgym.traindata.step_data import load_policy_labels
 
         plan, path = self.plan, self.plan.out / "verifier_eval.json"
         if skipped(plan, path, "verifier evaluation"):
@@ -321,9 +319,9 @@ class Loop:
         print(f"better verifier (mean held-out AUC): {better}")
 
     def curves(self) -> None:
-        from policies.prm import ProcessRewardModel
-        from search.curves import evaluate_curves, save_curves
-        from search.search_eval import evaluate_search, save_table
+        from lmgym.policies.prm import ProcessRewardModel
+        from lmgym.search.curves import evaluate_curves, save_curves
+        from lmgym.search.search_eval import evaluate_search, save_table
 
         plan = self.plan
         better = json.loads((plan.out / "verifier_eval.json").read_text())["better"]
@@ -356,10 +354,10 @@ class Loop:
 
 def summary(plan: Plan) -> tuple[str, dict]:
     """The markdown summary and its JSON, from whatever the stages saved."""
-    from algorithms.verifier_tables import reliability_markdown, verifier_table
-    from search.budget_compare import versus_line
-    from search.curves import curves_table
-    from search.search_eval import markdown_table
+    from lmgym.algorithms.verifier_tables import reliability_markdown, verifier_table
+    from lmgym.search.budget_compare import versus_line
+    from lmgym.search.curves import curves_table
+    from lmgym.search.search_eval import markdown_table
 
     n, data = plan.size["samples"], {"preset": plan.preset, "model": plan.args.model}
     parts = [f"# One iteration of the loop ({plan.preset} preset, {plan.args.model})\n",

@@ -16,10 +16,10 @@ ROOT = Path(__file__).resolve().parents[1]
 TARGET = ROOT / "docs" / "config-reference.md"
 sys.path.insert(0, str(ROOT))
 
-from algorithms import DAPOConfig, DPOConfig, DrGRPOConfig, GRPOConfig, MCTSSearchConfig, PPOConfig, PRMConfig, ReinforceStableConfig, RLConfig, RLOOConfig, SFTConfig  # noqa: E402
-from core.dotted_names import settings_of  # noqa: E402
-from training import TrainerConfig  # noqa: E402
-from training import trl_names  # noqa: E402
+from lmgym.algorithms import DAPOConfig, DPOConfig, DrGRPOConfig, GRPOConfig, MCTSSearchConfig, PPOConfig, PRMConfig, ReinforceStableConfig, RLConfig, RLOOConfig, SFTConfig  # noqa: E402
+from lmgym.core.dotted_names import settings_of  # noqa: E402
+from lmgym.training import TrainerConfig  # noqa: E402
+from lmgym.training import trl_names  # noqa: E402
 
 CONFIGS = (TrainerConfig, RLConfig, GRPOConfig, DrGRPOConfig, DAPOConfig, RLOOConfig, PPOConfig, ReinforceStableConfig,
            MCTSSearchConfig, PRMConfig, SFTConfig, DPOConfig)

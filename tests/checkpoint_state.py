@@ -7,8 +7,8 @@ from typing import Any, Callable
 
 import torch
 
-from training import checkpoint_layout as layout
-from training import checkpoints as ckpt
+from lmgym.training import checkpoint_layout as layout
+from lmgym.training import checkpoints as ckpt
 
 
 def read(folder: Path) -> dict[str, Any]:

@@ -20,7 +20,7 @@ SHARED_DATA = ROOT.parent / "shared" / "data"
 
 @pytest.fixture
 def tiny_policy():
-    from policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+    from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
 
     tok = build_tiny_tokenizer()
     return HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu")

@@ -22,7 +22,7 @@ import gc
 import time
 from typing import Any, Callable
 
-from envs.answers import start_grading_worker, worker_cpu_seconds
+from lmgym.envs.answers import start_grading_worker, worker_cpu_seconds
 
 REMEASURE_OVER_S = 0.05  # calls cheaper than this are judged on one run
 ATTEMPTS = 3

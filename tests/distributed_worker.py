@@ -13,7 +13,7 @@ import torch.distributed as td
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from training import distributed as dist  # noqa: E402
+from lmgym.training import distributed as dist  # noqa: E402
 
 
 def join_gloo(rank: int, world: int, port: int) -> None:
@@ -25,7 +25,7 @@ def join_gloo(rank: int, world: int, port: int) -> None:
 
 def fixed_trajectories():
     """Two groups of four hand-made trajectories with mixed rewards and lengths (no sampling)."""
-    from buffers import Trajectory
+    from lmgym.buffers import Trajectory
 
     trajs = []
     for i in range(8):
@@ -37,9 +37,9 @@ def fixed_trajectories():
 
 
 def build_algorithm(output_dir: str, data_parallel: str = "allreduce", variant: str = "full", **settings):
-    from algorithms import GRPO, GRPOConfig
-    from envs import make
-    from policies import HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
+    from lmgym.algorithms import GRPO, GRPOConfig
+    from lmgym.envs import make
+    from lmgym.policies import HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
     from tests.toy_env import DigitsEnv  # noqa: F401
 
     tok = build_tiny_tokenizer()
@@ -165,9 +165,9 @@ def ranks_and_one_process(out: Path, tmp_path: Path, name: str, data_parallel: s
 def resync_run(rank: int, world: int, port: int, out_dir: str) -> None:
     """One rank of REINFORCE-stable under LoRA with the reference re-synced every 2 iterations, 3 iterations
     (`world` 2: FSDP over 2 gloo ranks); rank 0 saves the KL per iteration and the gathered parameters."""
-    from algorithms import ReinforceStable, ReinforceStableConfig
-    from envs import make
-    from policies import HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
+    from lmgym.algorithms import ReinforceStable, ReinforceStableConfig
+    from lmgym.envs import make
+    from lmgym.policies import HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
     from tests.toy_env import DigitsEnv  # noqa: F401
 
     if world > 1:
@@ -192,7 +192,7 @@ def resync_run(rank: int, world: int, port: int, out_dir: str) -> None:
 
 def whiten_run(rank: int, world: int, port: int, out_dir: str) -> None:
     """One rank whitening its half of a fixed batch (PPO's advantages); saves its rows."""
-    from algorithms.advantages import whiten
+    from lmgym.algorithms.advantages import whiten
 
     join_gloo(rank, world, port)
     values, mask = whiten_batch()
@@ -214,7 +214,7 @@ def foreach_run(rank: int, world: int, port: int, out_dir: str) -> None:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
-    from training.fsdp import optimizer_foreach
+    from lmgym.training.fsdp import optimizer_foreach
 
     join_gloo(rank, world, port)
     model = torch.nn.Sequential(torch.nn.Embedding(10, 4), torch.nn.Linear(4, 4))
@@ -237,8 +237,8 @@ def foreach_run(rank: int, world: int, port: int, out_dir: str) -> None:
 def save_copy_run(rank: int, world: int, port: int, out_dir: str) -> None:
     """Rank 1 of a 2-rank group writes the tiny model's plain copy (as the rank that wins the embedded
     model's build lock may); rank 0 only joins."""
-    from policies import build_tiny_model, build_tiny_tokenizer
-    from policies.models import save_plain_copy
+    from lmgym.policies import build_tiny_model, build_tiny_tokenizer
+    from lmgym.policies.models import save_plain_copy
 
     join_gloo(rank, world, port)
     if rank == 1:

@@ -72,9 +72,9 @@ def run_block(block: Block) -> dict:
 def reader(monkeypatch, tmp_path):
     """What a reader's machine gives a block: an empty working folder and `HFPolicy()` (here the tiny model).
     Envs the block registers are unregistered afterwards."""
-    from envs import registry
-    from policies import build_tiny_model, build_tiny_tokenizer, hf
-    from policies.models import EMBEDDED_ALIASES
+    from lmgym.envs import registry
+    from lmgym.policies import build_tiny_model, build_tiny_tokenizer, hf
+    from lmgym.policies.models import EMBEDDED_ALIASES
 
     real_load = hf.load_model_and_tokenizer
 

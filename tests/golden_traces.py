@@ -26,7 +26,7 @@ SKIPPED = ("time", "tokens_per_second", "seconds")  # wall-clock numbers differ 
 
 
 def _policy():
-    from policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+    from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
 
     tok = build_tiny_tokenizer()
     return HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu")
@@ -93,8 +93,8 @@ def _letters(completion: str, gold: str, info: dict) -> float:
 
 def _rl(name: str, run: Path) -> dict:
     """ToyDigits-v0 (tests/toy_env.py) with a second reward component, so combination is traced too."""
-    from algorithms import GRPO, PPO, GRPOConfig, PPOConfig, ReinforceStable, ReinforceStableConfig
-    from envs import make
+    from lmgym.algorithms import GRPO, PPO, GRPOConfig, PPOConfig, ReinforceStable, ReinforceStableConfig
+    from lmgym.envs import make
     from tests.toy_env import digit_fraction
 
     classes = {"grpo_std": (GRPO, GRPOConfig, {"kl_coeff": 0.05, "reward_combination": "std"}),
@@ -112,11 +112,8 @@ def _rl(name: str, run: Path) -> dict:
 
 
 def _sft(run: Path) -> dict:
-    from algorithms import SFT, SFTConfig
-    try:
-        from traindata import arithmetic_sft_examples
-    except ImportError:  # before the package split (0.1.0): recorded there
-        from algorithms import arithmetic_sft_examples
+    from lmgym.algorithms import SFT, SFTConfig
+    from lmgym.traindata import arithmetic_sft_examples
 
     policy = _policy()
     config = SFTConfig(train_iterations=2, learning_rate=1e-3, **_common(run))
@@ -125,11 +122,11 @@ def _sft(run: Path) -> dict:
 
 
 def _dpo(run: Path) -> dict:
-    from algorithms import DPO, DPOConfig
+    from lmgym.algorithms import DPO, DPOConfig
     try:
-        from traindata import PreferencePair
+        from lmgym.traindata import PreferencePair
     except ImportError:
-        from algorithms import PreferencePair
+        from lmgym.algorithms import PreferencePair
 
     pairs = [PreferencePair(f"What is {a} + {a}?", f"{2 * a}", f"{2 * a + 1}") for a in range(1, 7)]
     policy = _policy()
@@ -139,12 +136,9 @@ def _dpo(run: Path) -> dict:
 
 
 def _prm(run: Path) -> dict:
-    from algorithms import PRMConfig, PRMTrainer
-    from policies import ProcessRewardModel
-    try:
-        from traindata.step_data import arithmetic_pairs
-    except ImportError:
-        from algorithms.step_data import arithmetic_pairs
+    from lmgym.algorithms import PRMConfig, PRMTrainer
+    from lmgym.policies import ProcessRewardModel
+    from lmgym.traindata.step_data import arithmetic_pairs
 
     prm = ProcessRewardModel.from_policy(_policy())
     config = PRMConfig(train_iterations=2, pairs_per_iteration=4, learning_rate=1e-3, **_common(run))

@@ -30,10 +30,10 @@ import torch  # noqa: E402
 
 torch.set_num_threads(1)  # no OpenMP pool in the parent: forking is safe, and every child computes alike
 
-from algorithms import GRPO, GRPOConfig  # noqa: E402  (imported once here; forked attempts start warm)
-from training import checkpoints as ckpt  # noqa: E402
-from envs import make  # noqa: E402
-from policies import HFPolicy, build_tiny_model, build_tiny_tokenizer  # noqa: E402
+from lmgym.algorithms import GRPO, GRPOConfig  # noqa: E402  (imported once here; forked attempts start warm)
+from lmgym.training import checkpoints as ckpt  # noqa: E402
+from lmgym.envs import make  # noqa: E402
+from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer  # noqa: E402
 from tests import checkpoint_state, faults  # noqa: E402
 from tests.toy_env import DigitsEnv  # noqa: E402,F401  (registers ToyDigits-v0)
 
@@ -46,9 +46,9 @@ def train_child(run_dir: Path) -> None:
 
     The end-of-run plot (metrics.png, redrawn from metrics.jsonl by every attempt) is not under test and
     is skipped, so that random kills land in training rather than in matplotlib."""
-    import training.trainer
+    import lmgym.training.trainer
 
-    training.trainer.plot_run = lambda *args, **kwargs: []
+    lmgym.training.trainer.plot_run = lambda *args, **kwargs: []
     tok = build_tiny_tokenizer()
     policy = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu")
     config = GRPOConfig(train_iterations=ITERATIONS, prompts_per_iteration=2, samples_per_prompt=2, max_new_tokens=6,

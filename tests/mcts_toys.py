@@ -1,9 +1,9 @@
 """Scripted pieces for the MCTS tests: a stepwise env whose gold is 7, a policy that samples fixed candidate
 steps per state (counting its sampling calls) and a step scorer reading a table (counting its calls)."""
-from envs.base import Problem
-from envs.math_env import MathEnv
-from policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
-from policies.generation import Generation
+from lmgym.envs.base import Problem
+from lmgym.envs.math_env import MathEnv
+from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+from lmgym.policies.generation import Generation
 
 # state (steps so far) -> candidate next steps; the best path is "y = 2" then "#### 7" (gold 7)
 SCRIPT = {

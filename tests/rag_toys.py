@@ -1,6 +1,6 @@
 """Small in-code stand-ins for the HotpotQA env tests: records, a document store and an embedder.
 
-`ToyStore` has the search signature of `retrieval.DocumentStore` (`search(query, k, **kwargs) -> list of
+`ToyStore` has the search signature of `lmgym.retrieval.DocumentStore` (`search(query, k, **kwargs) -> list of
 hits with doc_id, title, text, score`): a passage scores the number of distinct lower-case words it shares
 with the query (ties: corpus order), so rankings can be worked out by hand. `LetterEmbedder` embeds a
 text as its counts of the letters a-z, so cosines can be too ("dijon" . "paris" = 1 / (sqrt 5 sqrt 5)).
@@ -12,8 +12,8 @@ import re
 
 import numpy as np
 
-from envs.hotpotqa_data import HotpotQARecord
-from retrieval import Hit
+from lmgym.envs.hotpotqa_data import HotpotQARecord
+from lmgym.retrieval import Hit
 
 CORPUS = {
     "Eiffel Tower": "The Eiffel Tower is a lattice tower in Paris, designed by the company of Gustave Eiffel.",

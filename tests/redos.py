@@ -23,14 +23,14 @@ except ImportError:  # Python 3.10
     import sre_constants  # type: ignore[no-redef]
     import sre_parse  # type: ignore[no-redef]
 
-import envs.base
-import envs.calculator
-import envs.extraction
-import envs.reward_guard
-import envs.rewards
-from envs.reward_guard import RewardTimeout, cpu_time_limit
+import lmgym.envs.base
+import lmgym.envs.calculator
+import lmgym.envs.extraction
+import lmgym.envs.reward_guard
+import lmgym.envs.rewards
+from lmgym.envs.reward_guard import RewardTimeout, cpu_time_limit
 
-TEXT_MODULES = (envs.extraction, envs.calculator, envs.rewards, envs.base, envs.reward_guard)
+TEXT_MODULES = (lmgym.envs.extraction, lmgym.envs.calculator, lmgym.envs.rewards, lmgym.envs.base, lmgym.envs.reward_guard)
 MAX_ALPHABET = 8
 LONG, MEDIUM = 100_000, 20_000
 KILLERS = ("", "\x00", "!")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from policies import Generation, Policy, build_tiny_tokenizer
+from lmgym.policies import Generation, Policy, build_tiny_tokenizer
 
 STEP_LOGPROB = -0.5
 

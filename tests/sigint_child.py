@@ -11,7 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from algorithms import GRPO  # noqa: E402
+from lmgym.algorithms import GRPO  # noqa: E402
 
 if __name__ == "__main__":
     at = int(sys.argv[1])

@@ -2,10 +2,10 @@
 import pytest
 import torch
 
-from algorithms import GRPO, GRPOConfig
-from buffers import Trajectory
-from envs import make
-from policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+from lmgym.algorithms import GRPO, GRPOConfig
+from lmgym.buffers import Trajectory
+from lmgym.envs import make
+from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 
@@ -56,8 +56,8 @@ def test_aggregations_differ_on_uneven_lengths():
 
 
 def test_length_bucketing_orders_micro_batches_by_length():
-    from algorithms.base import by_length
-    from buffers import Trajectory
+    from lmgym.algorithms.base import by_length
+    from lmgym.buffers import Trajectory
 
     trajs = [Trajectory([1] * p, [2] * c, [0.0] * c, [1] * c, 0.0) for p, c in [(3, 9), (1, 1), (2, 4), (5, 0)]]
     assert [len(t.prompt_ids) + len(t.completion_ids) for t in by_length(trajs)] == [2, 5, 6, 12]

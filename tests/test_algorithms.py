@@ -3,10 +3,10 @@ import json
 import pytest
 import torch
 
-from algorithms import GRPO, GRPOConfig, ReinforceStable, ReinforceStableConfig
-from training import ConfigError, load_config
-from buffers import Trajectory
-from envs import make
+from lmgym.algorithms import GRPO, GRPOConfig, ReinforceStable, ReinforceStableConfig
+from lmgym.training import ConfigError, load_config
+from lmgym.buffers import Trajectory
+from lmgym.envs import make
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 
@@ -27,7 +27,7 @@ def fixed_batch(policy, n=8):
 
 
 def surrogate_loss(algo, trajectories):
-    from buffers import collate
+    from lmgym.buffers import collate
 
     batch = collate(trajectories, algo.pad_id)
     with torch.no_grad():
@@ -67,9 +67,9 @@ def test_grpo_with_kl_records_metrics_and_writes_run_folder(tiny_policy, tmp_pat
 
 @pytest.mark.parametrize("estimator", ["k1", "k2", "k3"])
 def test_the_logged_kl_uses_the_configured_estimator(tiny_policy, tmp_path, estimator):
-    from algorithms.kl import kl_estimate
-    from algorithms.losses import masked_mean
-    from buffers import collate
+    from lmgym.algorithms.kl import kl_estimate
+    from lmgym.algorithms.losses import masked_mean
+    from lmgym.buffers import collate
 
     config = small_config(GRPOConfig, tmp_path, kl_coeff=0.1, kl_estimator=estimator, micro_batch_size=8)
     algo = GRPO(tiny_policy, make("ToyDigits-v0"), config)
@@ -91,7 +91,7 @@ def _metrics_without_timing(row):
 
 
 def test_resume_gives_the_same_next_iteration(tmp_path):
-    from policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+    from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
 
     def fresh(out, iterations):
         tok = build_tiny_tokenizer()

@@ -1,4 +1,4 @@
-"""Tests for envs.answers: extraction, normalisation and safe, time-bounded equivalence."""
+"""Tests for lmgym.envs.answers: extraction, normalisation and safe, time-bounded equivalence."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from envs import answers
-from envs.answers import answers_equal, extract_answer, gsm8k_gold, normalize_answer
+from lmgym.envs import answers
+from lmgym.envs.answers import answers_equal, extract_answer, gsm8k_gold, normalize_answer
 from tests.cpu_timing import cpu_call
 
 # (predicted, gold, expected)

@@ -1,8 +1,8 @@
-"""core.atomic_io.atomic_write_text when two processes write one path: each replaces it whole, neither fails
+"""lmgym.core.atomic_io.atomic_write_text when two processes write one path: each replaces it whole, neither fails
 (verifier_loop's label processes can both write one level's held-out labels)."""
 from __future__ import annotations
 
-from core import atomic_io
+from lmgym.core import atomic_io
 
 
 def test_two_writers_of_one_path_each_replace_it_whole(tmp_path, monkeypatch):

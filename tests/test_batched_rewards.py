@@ -4,9 +4,9 @@ import gymnasium
 import pytest
 import torch
 
-from algorithms import GRPO, GRPOConfig
-from envs import make, per_sample_reward
-from episodes import EpisodeEngine, SamplingSettings, rollout
+from lmgym.algorithms import GRPO, GRPOConfig
+from lmgym.envs import make, per_sample_reward
+from lmgym.episodes import EpisodeEngine, SamplingSettings, rollout
 
 ROWS = [
     {"prompt": "Name a color.", "answer": "red", "topic": "colors"},

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from buffers import ReplayBuffer, Trajectory, collate
+from lmgym.buffers import ReplayBuffer, Trajectory, collate
 
 
 def make_traj(i: int, group: int = 0) -> Trajectory:

@@ -1,11 +1,11 @@
-"""Tests for envs.calculator: safe arithmetic and in-step calculation requests."""
+"""Tests for lmgym.envs.calculator: safe arithmetic and in-step calculation requests."""
 
 from __future__ import annotations
 
 
 import pytest
 
-from envs.calculator import apply_calculator, find_calculation, safe_calculate
+from lmgym.envs.calculator import apply_calculator, find_calculation, safe_calculate
 from tests.cpu_timing import cpu_call
 
 

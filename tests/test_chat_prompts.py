@@ -1,10 +1,10 @@
 """Chat-format prompts (lists of {"role", "content"} messages) through an env's reset and a policy's sampling."""
 import pytest
 
-from envs import LanguageEnv, Problem
-from envs.reward_forms import trl_reward
-from policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
-from policies.prompting import prompt_ids
+from lmgym.envs import LanguageEnv, Problem
+from lmgym.envs.reward_forms import trl_reward
+from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+from lmgym.policies.prompting import prompt_ids
 
 CHAT = [{"role": "system", "content": "You add."}, {"role": "user", "content": "What is 2+2?"}]
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from core.checked_config import CheckedConfig, ConfigError, UnknownFieldError, field_help, setting
-from core.dotted_names import coerce_setting, flatten, settings_of, unflatten
+from lmgym.core.checked_config import CheckedConfig, ConfigError, UnknownFieldError, field_help, setting
+from lmgym.core.dotted_names import coerce_setting, flatten, settings_of, unflatten
 
 LIBRARY = ("core", "retrieval", "envs", "buffers", "policies", "episodes", "training", "search", "traindata",
            "algorithms", "serving")
@@ -139,13 +139,14 @@ def library_config_classes() -> list[type]:
     """Every dataclass named *Config, *Settings or *Limits defined in a library module."""
     found = {}
     for package in LIBRARY:
+        package = f"lmgym.{package}"
         root = importlib.import_module(package)
         names = [package] + [m.name for m in pkgutil.walk_packages(root.__path__, f"{package}.")]
         for name in names:
             try:
                 module = importlib.import_module(name)
             except ModuleNotFoundError as err:
-                if err.name and err.name.split(".")[0] in LIBRARY:
+                if err.name and err.name.split(".")[0] == "lmgym":
                     raise
                 continue  # an optional extra that is not installed
             for value in vars(module).values():

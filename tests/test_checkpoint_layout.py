@@ -7,11 +7,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from algorithms import GRPO, PPO, GRPOConfig, PPOConfig
-from envs import make
-from policies import HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
-from training import checkpoint_layout as layout
-from training import checkpoints as ckpt
+from lmgym.algorithms import GRPO, PPO, GRPOConfig, PPOConfig
+from lmgym.envs import make
+from lmgym.policies import HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
+from lmgym.training import checkpoint_layout as layout
+from lmgym.training import checkpoints as ckpt
 from tests import checkpoint_state
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
@@ -153,8 +153,8 @@ def test_every_kind_of_entry_comes_back_exactly(tmp_path):
 
 
 def test_an_mcts_run_with_a_prm_checkpoints_it_in_safetensors_and_loads_it_back(tmp_path, tiny_policy):
-    from algorithms import MCTSSearch
-    from policies.prm import ProcessRewardModel
+    from lmgym.algorithms import MCTSSearch
+    from lmgym.policies.prm import ProcessRewardModel
     from tests.test_mcts_search import config
 
     def build(prm):

@@ -7,17 +7,17 @@ import shutil
 import pytest
 import torch
 
-from algorithms import GRPO, GRPOConfig
-from training import checkpoints as ckpt
-from training import checkpoint_layout as layout
-from training.cli import run_with_clear_errors
+from lmgym.algorithms import GRPO, GRPOConfig
+from lmgym.training import checkpoints as ckpt
+from lmgym.training import checkpoint_layout as layout
+from lmgym.training.cli import run_with_clear_errors
 from tests import checkpoint_state
-from envs import make
+from lmgym.envs import make
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 
 def tiny_algo(tmp_path, **overrides):
-    from policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+    from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
 
     tok = build_tiny_tokenizer()
     policy = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu")
@@ -256,7 +256,7 @@ def test_a_checkpoint_of_another_model_is_a_one_line_error(tmp_path):
 
 
 def test_a_corrupt_model_safetensors_is_a_one_line_error(tmp_path):
-    from policies import HFPolicy, ModelLoadError, build_tiny_model, build_tiny_tokenizer
+    from lmgym.policies import HFPolicy, ModelLoadError, build_tiny_model, build_tiny_tokenizer
 
     tok = build_tiny_tokenizer()
     build_tiny_model(tok).save_pretrained(tmp_path / "model")
@@ -273,8 +273,8 @@ def test_a_corrupt_model_safetensors_is_a_one_line_error(tmp_path):
 
 def test_state_files_hold_plain_data_only(tmp_path):
     """Everything a checkpoint stores loads with weights_only=True (no pickled Python objects)."""
-    from algorithms import PPO, PPOConfig
-    from policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+    from lmgym.algorithms import PPO, PPOConfig
+    from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
 
     tok = build_tiny_tokenizer()
     policy = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu")

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from algorithms import GRPOConfig, PPOConfig
-from core.suggestions import close_names
-from training import ConfigError, load_config
-from training.cli import example_parser
+from lmgym.algorithms import GRPOConfig, PPOConfig
+from lmgym.core.suggestions import close_names
+from lmgym.training import ConfigError, load_config
+from lmgym.training.cli import example_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -98,7 +98,7 @@ def test_an_unknown_yaml_key_suggests_the_close_field(tmp_path):
     assert str(info.value) == (f"{path}: unknown GRPOConfig field(s): learning_rat (did you mean learning_rate?), "
                                f"sampels_per_prompt (did you mean samples_per_prompt?)")
     path.write_text("mcts:\n  simulatons: 4\n")
-    from algorithms import MCTSSearchConfig
+    from lmgym.algorithms import MCTSSearchConfig
     with pytest.raises(ConfigError, match=r"mcts\.simulatons \(did you mean mcts\.simulations\?\)$"):
         load_config(MCTSSearchConfig, path)
 

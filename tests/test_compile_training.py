@@ -4,10 +4,10 @@ import copy
 
 import torch
 
-from algorithms import GRPO, GRPOConfig
-from envs import make
-from policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
-from policies.hf import cast_linear_weights
+from lmgym.algorithms import GRPO, GRPOConfig
+from lmgym.envs import make
+from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+from lmgym.policies.hf import cast_linear_weights
 from tests.distributed_worker import fixed_trajectories
 from tests.toy_env import DigitsEnv  # noqa: F401
 
@@ -84,7 +84,7 @@ def test_a_reference_with_linear_weights_in_the_autocast_dtype_scores_the_same()
 
 def test_compiled_lora_layers_score_and_differentiate_as_the_eager_ones():
     """LoRA (peft) layers inside the compiled decoder layers, adapters on and switched off (the KL reference)."""
-    from policies import LoraSettings
+    from lmgym.policies import LoraSettings
 
     def lora_policy():
         tok = build_tiny_tokenizer()

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from algorithms import DAPOConfig, DPOConfig, DrGRPOConfig, GRPOConfig, MCTSSearchConfig, PPOConfig, PRMConfig, ReinforceStableConfig, RLConfig, RLOOConfig, SFTConfig
-from core.dotted_names import settings_of
-from training.cli import add_config_arguments
-from training.config import field_help
+from lmgym.algorithms import DAPOConfig, DPOConfig, DrGRPOConfig, GRPOConfig, MCTSSearchConfig, PPOConfig, PRMConfig, ReinforceStableConfig, RLConfig, RLOOConfig, SFTConfig
+from lmgym.core.dotted_names import settings_of
+from lmgym.training.cli import add_config_arguments
+from lmgym.training.config import field_help
 
 ROOT = Path(__file__).resolve().parents[1]
 ALL_CONFIGS = (RLConfig, GRPOConfig, DrGRPOConfig, DAPOConfig, RLOOConfig, PPOConfig, ReinforceStableConfig,
@@ -64,7 +64,7 @@ def test_help_lists_every_field_with_its_text_and_default(cls, wide):
 
 
 def test_nested_fields_are_dotted_flags_with_the_nested_help_and_the_outer_default(wide):
-    from search.mcts import MCTSConfig
+    from lmgym.search.mcts import MCTSConfig
 
     parser = argparse.ArgumentParser()
     add_config_arguments(parser, MCTSSearchConfig, {"mcts": {"simulations": 77}})

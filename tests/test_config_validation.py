@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from algorithms import DAPOConfig, DrGRPOConfig, GRPOConfig, PPOConfig, ReinforceStableConfig, RLConfig, RLOOConfig, SFTConfig
-from training import ConfigError, load_config
-from training.cli import add_config_arguments, config_from_arguments, run_with_clear_errors
-from training.config import field_types, read_config_file
+from lmgym.algorithms import DAPOConfig, DrGRPOConfig, GRPOConfig, PPOConfig, ReinforceStableConfig, RLConfig, RLOOConfig, SFTConfig
+from lmgym.training import ConfigError, load_config
+from lmgym.training.cli import add_config_arguments, config_from_arguments, run_with_clear_errors
+from lmgym.training.config import field_types, read_config_file
 
 ALL_CONFIGS = (RLConfig, GRPOConfig, DrGRPOConfig, DAPOConfig, RLOOConfig, PPOConfig, ReinforceStableConfig)
 
@@ -293,7 +293,7 @@ SHIPPED = {"grpo_gsm8k.yaml": (GRPOConfig, "learning_rate", 1e-5),
 
 
 def test_the_shipped_yaml_configs_load_with_their_values_typed():
-    folder = Path(__file__).resolve().parents[1] / "statics" / "configs"
+    folder = Path(__file__).resolve().parents[1] / "examples" / "configs"
     assert sorted(p.name for p in folder.glob("*.yaml")) == sorted(SHIPPED)  # a new file: add it here
     for name, (cls, field, value) in SHIPPED.items():
         config = load_config(cls, folder / name)

@@ -7,18 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from training import checkpoints as ckpt
-from training.pipeline_table import EVAL_FILE, load_row
-from traindata.preference_data import load_preference_pairs
-from traindata.reflection_pairs import load_triples
-from traindata.sft_data import load_sft_examples
-from traindata.step_data import load_prm800k
-from buffers import ReplayBuffer, load_step_data
-from envs.data import read_jsonl
-from envs.hotpotqa_data import read_hotpotqa_file
-from policies.few_shot import load_examples
-from retrieval.documents import documents_from_jsonl
-from retrieval.index_files import IndexLoadError, read_manifest
+from lmgym.training import checkpoints as ckpt
+from lmgym.training.pipeline_table import EVAL_FILE, load_row
+from lmgym.traindata.preference_data import load_preference_pairs
+from lmgym.traindata.reflection_pairs import load_triples
+from lmgym.traindata.sft_data import load_sft_examples
+from lmgym.traindata.step_data import load_prm800k
+from lmgym.buffers import ReplayBuffer, load_step_data
+from lmgym.envs.data import read_jsonl
+from lmgym.envs.hotpotqa_data import read_hotpotqa_file
+from lmgym.policies.few_shot import load_examples
+from lmgym.retrieval.documents import documents_from_jsonl
+from lmgym.retrieval.index_files import IndexLoadError, read_manifest
 
 ROOT = Path(__file__).resolve().parents[1]
 DEEP = b"[" * 100_000 + b"]" * 100_000  # RecursionError in json.loads

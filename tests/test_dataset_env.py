@@ -2,7 +2,7 @@
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from envs import DatasetEnv, make
+from lmgym.envs import DatasetEnv, make
 
 ROWS = [
     {"prompt": "Name a color.", "answer": "red", "topic": "colors"},
@@ -34,7 +34,7 @@ def test_make_builds_it_from_a_list_of_rows_and_the_reward_sees_the_extra_column
 def test_it_trains_one_grpo_iteration_on_the_tiny_model(tiny_policy, tmp_path):
     import torch
 
-    from algorithms import GRPO, GRPOConfig
+    from lmgym.algorithms import GRPO, GRPOConfig
 
     topics = []
 

@@ -5,8 +5,8 @@ all-reduces in the step's last micro-batch only (`no_sync` before it)."""
 import pytest
 import torch
 
-from algorithms import GRPOConfig
-from training.config import ConfigError
+from lmgym.algorithms import GRPOConfig
+from lmgym.training.config import ConfigError
 from tests.distributed_worker import build_algorithm, ranks_and_one_process, two_rank_step
 
 CASES = (("ddp_full", "ddp", "full"), ("ddp_lora", "ddp", "lora"), ("ddp_untied", "ddp", "untied"))

@@ -3,9 +3,9 @@ capture of that step keyed on the sampling settings, on the CPU."""
 import pytest
 import torch
 
-from policies.decode_step import LoopState, Outputs, Sampling, sample_and_record
-from policies.fast_decode import FastDecoder
-from policies.generation import RowKeys, _eos_ids, keyed_uniform, row_key, sample_tokens
+from lmgym.policies.decode_step import LoopState, Outputs, Sampling, sample_and_record
+from lmgym.policies.fast_decode import FastDecoder
+from lmgym.policies.generation import RowKeys, _eos_ids, keyed_uniform, row_key, sample_tokens
 from tests.test_fast_decode import eos_prone_model, prompts_for
 
 BATCH, COUNT, VOCAB, STEPS, EOS, PAD = 8, 6, 16, 10, [3, 7], 0

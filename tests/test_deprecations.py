@@ -5,9 +5,9 @@ import warnings
 import torch
 import torch.distributed as td
 
-from policies import build_tiny_model, build_tiny_tokenizer
-from policies.checkpointing import checkpointed_layers, enable_activation_checkpointing
-from training.data_parallel import wrap
+from lmgym.policies import build_tiny_model, build_tiny_tokenizer
+from lmgym.policies.checkpointing import checkpointed_layers, enable_activation_checkpointing
+from lmgym.training.data_parallel import wrap
 from tests.test_distributed import free_port
 
 

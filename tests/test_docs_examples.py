@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from algorithms.moved import MOVED
+from lmgym.moved import MOVED
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 from tests.doc_blocks import DOCS, ROOT, docs_pages, python_blocks, reader, run_block  # noqa: F401  (reader: a fixture)
 
@@ -41,9 +41,9 @@ def check_dataset_env(ns, folder):
 def check_subclass_trains(ns, folder):
     """The block trained as shown, and the class it defines learns: on a toy env where the tiny model earns
     rewards, a step moves the weights (the README's test before 0.2.0)."""
-    from algorithms import RLConfig
-    from envs import make
-    from policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+    from lmgym.algorithms import RLConfig
+    from lmgym.envs import make
+    from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
 
     rows = metrics(folder / "runs" / "reinforce")
     assert [row["iteration"] for row in rows] == [0, 1, 2, 3] and all("loss_policy" in r for r in rows[1:])
@@ -136,12 +136,12 @@ def test_the_newcomers_tasks_have_runnable_blocks():
 def test_the_moved_page_lists_every_moved_module():
     page = (DOCS / "moved.md").read_text(encoding="utf-8")
     for old, new in MOVED.items():
-        assert f"| `algorithms.{old}` | `{new}` |" in page, old
+        assert f"| `{old}` | `{new}` |" in page, old
 
 
 def test_every_library_package_has_an_api_page():
     for package in LIBRARY:
-        assert f"::: {package}\n" in (DOCS / "api" / f"{package}.md").read_text(encoding="utf-8"), package
+        assert f"::: lmgym.{package}\n" in (DOCS / "api" / f"{package}.md").read_text(encoding="utf-8"), package
     assert set(LIBRARY) == {p.stem for p in (DOCS / "api").glob("*.md")}
 
 

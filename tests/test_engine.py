@@ -5,9 +5,9 @@ import copy
 import pytest
 import torch
 
-from envs import make
-from episodes import DEFAULT_ROLE, EpisodeEngine, SamplingSettings, rollout
-from policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+from lmgym.envs import make
+from lmgym.episodes import DEFAULT_ROLE, EpisodeEngine, SamplingSettings, rollout
+from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
 
 
 class TurnEnv:
@@ -188,7 +188,7 @@ def test_a_role_without_a_policy_is_a_clear_error():
 
 
 def test_per_token_roles_round_trip_a_saved_record_and_bad_ones_are_named():
-    from buffers import Trajectory
+    from lmgym.buffers import Trajectory
 
     traj = Trajectory([1], [5, 6, 7], [-1.0, 0.0, -2.0], [1, 0, 1], 1.0, roles=["proposer", "env", "checker"])
     assert Trajectory.from_dict(traj.to_dict()) == traj
@@ -201,7 +201,7 @@ def test_per_token_roles_round_trip_a_saved_record_and_bad_ones_are_named():
 
 
 def test_two_roles_as_two_adapters_of_one_model():
-    from policies import AdapterRole, LoraSettings, add_adapter
+    from lmgym.policies import AdapterRole, LoraSettings, add_adapter
 
     tok = build_tiny_tokenizer()
     policy = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu", lora=LoraSettings(r=4, alpha=8))

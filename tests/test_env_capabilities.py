@@ -7,9 +7,9 @@ import gymnasium
 import pytest
 from gymnasium.wrappers import TimeLimit
 
-from algorithms.losses import completion_budget
-from envs import make, registered_ids
-from episodes import is_multi_step, is_stepwise, next_stop_strings
+from lmgym.algorithms.losses import completion_budget
+from lmgym.envs import make, registered_ids
+from lmgym.episodes import is_multi_step, is_stepwise, next_stop_strings
 from tests.rag_toys import RECORDS, ToyStore
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -27,9 +27,9 @@ EXPECTED = {
 
 
 def built_in_ids() -> list[str]:
-    """The toolkit's own registrations (not the rlgym/ aliases, nor ids tests register)."""
-    return [i for i in registered_ids() if not i.startswith("rlgym/")
-            and str(gymnasium.spec(i).entry_point).startswith("envs.")]
+    """The toolkit's own registrations (not the lmgym/ and rlgym/ aliases, nor ids tests register)."""
+    return [i for i in registered_ids() if not i.startswith(("lmgym/", "rlgym/"))
+            and str(gymnasium.spec(i).entry_point).startswith("lmgym.envs.")]
 
 
 def build(env_id: str):

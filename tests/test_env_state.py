@@ -8,7 +8,7 @@ from typing import ClassVar
 
 import pytest
 
-from envs import ArithmeticEnv, LanguageEnv, Problem
+from lmgym.envs import ArithmeticEnv, LanguageEnv, Problem
 
 
 class GuessEnv(LanguageEnv):
@@ -96,7 +96,7 @@ def test_a_state_of_another_class_or_with_missing_or_unknown_keys_is_one_line():
     guess, arithmetic = GuessEnv(mode="stepwise"), ArithmeticEnv(mode="stepwise")
     guess.reset(seed=0)
     arithmetic.reset(seed=0)
-    expected = f"state is from a envs.arithmetic.ArithmeticEnv env; this env is a {GuessEnv.__module__}.GuessEnv"
+    expected = f"state is from a lmgym.envs.arithmetic.ArithmeticEnv env; this env is a {GuessEnv.__module__}.GuessEnv"
     with pytest.raises(ValueError, match=f"^{re.escape(expected)}$"):
         guess.set_state({**arithmetic.get_state(), "guesses": 0, "history": [], "notes": {}})
     state = guess.get_state()

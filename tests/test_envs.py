@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from envs import AnyText, ArithmeticEnv, EpisodeOverError, LanguageEnv, make
-from envs.arithmetic import LEVELS, generate, split_indices
-from envs.calculator import apply_calculator
+from lmgym.envs import AnyText, ArithmeticEnv, EpisodeOverError, LanguageEnv, make
+from lmgym.envs.arithmetic import LEVELS, generate, split_indices
+from lmgym.envs.calculator import apply_calculator
 
 
 def single_line(message: str) -> bool:

@@ -7,10 +7,10 @@ import pickle
 
 import pytest
 
-from algorithms import GRPO, GRPOConfig
-from buffers import ActionRecord, EpisodeOutcome, ReplayBuffer, Trajectory
-from envs.base import Problem
-from policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+from lmgym.algorithms import GRPO, GRPOConfig
+from lmgym.buffers import ActionRecord, EpisodeOutcome, ReplayBuffer, Trajectory
+from lmgym.envs.base import Problem
+from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
 from tests.toy_env import DigitsEnv, digit_fraction
 
 FINAL_INFO = {"gold": "2", "problem_id": "arith/7", "correct": True, "parsed_answer": "2", "unparseable": False,

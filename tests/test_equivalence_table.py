@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from envs.answers import GradingOptions, answers_equal
+from lmgym.envs.answers import GradingOptions, answers_equal
 from tests.cpu_timing import cpu_call
 
 PWNED = "/tmp/rlgym_equiv_table_pwned"

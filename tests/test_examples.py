@@ -26,7 +26,7 @@ QUICKSTART = ROOT / "examples" / "quickstart.py"
 
 @pytest.fixture(scope="module")
 def tiny_model_dir(tmp_path_factory) -> str:
-    from policies import build_tiny_model
+    from lmgym.policies import build_tiny_model
 
     return save_tiny_model_dir(tmp_path_factory, build_tiny_model)
 
@@ -62,7 +62,7 @@ def test_reinforce_stable_gsm8k_runs_and_reuses_its_buffer_cache(tiny_model_dir,
     cache = tmp_path / "buffer.jsonl"
     common = ["--model_name_or_path", tiny_model_dir, "--ref_model_name", tiny_model_dir,
               "--train_data_file", gsm8k_train, "--gsm8k_path", gsm8k_train, "--sys_prompt_path",
-              str(ROOT / "statics" / "prompts" / "stepwise_solver_sys.txt"), "--n_few_shot_examples", "1",
+              str(ROOT / "lmgym" / "prompts" / "stepwise_solver_sys.txt"), "--n_few_shot_examples", "1",
               "--num_collection_episodes", "2", "--max_trajectory_steps", "2", "--max_new_tokens", "8",
               "--num_update_steps", "2", "--gradient_accumulation_steps", "2", "--n_eval_steps", "2",
               "--kl_coeff", "0.25", "--update_ref_iterations", "1", "--sym_calc",
@@ -90,7 +90,7 @@ def test_reinforce_stable_gsm8k_runs_and_reuses_its_buffer_cache(tiny_model_dir,
 
 def test_grpo_gsm8k_runs_from_the_yaml_config(tiny_model_dir, gsm8k_train, tmp_path):
     run_dir = tmp_path / "grpo"
-    result = run_script(GRPO_SCRIPT, "--config", str(ROOT / "statics" / "configs" / "grpo_gsm8k.yaml"),
+    result = run_script(GRPO_SCRIPT, "--config", str(ROOT / "examples" / "configs" / "grpo_gsm8k.yaml"),
                         "--model", tiny_model_dir, "--data_path", gsm8k_train, "--train_iterations", "1",
                         "--prompts_per_iteration", "1", "--samples_per_prompt", "2", "--max_new_tokens", "8",
                         "--eval_episodes", "2", "--no-eval_at_start", "--output_dir", str(run_dir))
@@ -173,7 +173,7 @@ def test_bad_inputs_are_one_line_errors(tiny_model_dir, gsm8k_train, tmp_path):
 
 def test_seed_002_flags_map_onto_the_config(tmp_path):
     reinforce = load_script(REINFORCE)
-    yaml_file = ROOT / "statics" / "configs" / "reinforce_stable_gsm8k.yaml"
+    yaml_file = ROOT / "examples" / "configs" / "reinforce_stable_gsm8k.yaml"
     args = reinforce.build_parser().parse_args(["--config", str(yaml_file)])
     config, cap = reinforce.resolve_config(args)
     assert (config.prompts_per_iteration, config.minibatch_size, config.eval_episodes, cap) == (100, 32, 101, 0)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from core.extras import EXTRAS, MissingExtraError, import_extra
-from retrieval import Document, DocumentStore, HashingEmbedder, SentenceTransformerEmbedder, StoreConfig
+from lmgym.core.extras import EXTRAS, MissingExtraError, import_extra
+from lmgym.retrieval import Document, DocumentStore, HashingEmbedder, SentenceTransformerEmbedder, StoreConfig
 from tests.test_examples import error_line, load_script
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,7 +44,7 @@ def test_bm25_retrieval_without_bm25s(monkeypatch):
 
 
 def test_a_saved_index_without_bm25s_is_the_extra_not_a_corrupt_index(monkeypatch, tmp_path):
-    from envs.rag import open_store
+    from lmgym.envs.rag import open_store
 
     DocumentStore.build(DOCUMENTS, StoreConfig(dense=False), progress=False).save(tmp_path / "index")
     missing(monkeypatch, "bm25s")
@@ -73,13 +73,12 @@ def test_the_hashing_embedder_without_scikit_learn(monkeypatch):
 
 def test_the_server_without_fastapi(monkeypatch):
     missing(monkeypatch, "fastapi", "starlette", "pydantic")
-    for module in ("serving.app", "serving.body_limit", "serving.requests"):
+    for module in ("lmgym.serving.app", "lmgym.serving.body_limit", "lmgym.serving.requests"):
         monkeypatch.delitem(sys.modules, module, raising=False)
-    import serving
-
+    from lmgym import serving
     assert serving.ServerLimits().max_budget > 0  # the package and its limits import without the extra
     with pytest.raises(MissingExtraError) as error:
-        from serving import create_app  # noqa: F401
+        from lmgym.serving import create_app  # noqa: F401
     assert raised(error) == message("serve", "The HTTP server", "fastapi")
 
 
@@ -91,7 +90,7 @@ def test_the_serve_script_without_uvicorn_is_one_line_before_any_model_loads(mon
 
 
 def test_the_math_verify_grader_without_math_verify(monkeypatch):
-    from envs.answers import answers_equal
+    from lmgym.envs.answers import answers_equal
 
     missing(monkeypatch, "math_verify")
     with pytest.raises(MissingExtraError) as error:
@@ -113,11 +112,11 @@ import sys
 for name in {blocked!r}:
     sys.modules[name] = None  # as if not installed: `import name` fails, find_spec(name) is None
 import json
-import algorithms, buffers, core, envs, episodes, policies, retrieval, search, serving, training, traindata
-from algorithms import GRPO, GRPOConfig
-from envs import make
-from envs.answers import answers_equal
-from policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+from lmgym import algorithms, buffers, core, envs, episodes, policies, retrieval, search, serving, training, traindata
+from lmgym.algorithms import GRPO, GRPOConfig
+from lmgym.envs import make
+from lmgym.envs.answers import answers_equal
+from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
 
 tok = build_tiny_tokenizer()
 policy = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu")

@@ -2,10 +2,10 @@
 import pytest
 import torch
 
-from policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
-from policies.fast_decode import FastDecoder, supports_fast_decode
-from policies.generation import RowKeys, decode
-from policies.logprobs import chunked_token_logprobs
+from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+from lmgym.policies.fast_decode import FastDecoder, supports_fast_decode
+from lmgym.policies.generation import RowKeys, decode
+from lmgym.policies.logprobs import chunked_token_logprobs
 
 
 def eos_prone_model(seed=1):
@@ -173,7 +173,7 @@ def test_captured_graphs_are_dropped_when_a_weight_moves_and_kept_when_updated_i
 def test_a_chunk_of_logits_holds_at_most_max_chunk_tokens_rows_times_positions(monkeypatch):
     """Many short rows (a token-budget micro-batch): the chunk shrinks to max_chunk_tokens // rows positions,
     with the same log-probs; few rows keep chunk_size positions."""
-    import policies.logprobs as logprobs
+    import lmgym.policies.logprobs as logprobs
 
     shapes = []
     real = logprobs._chunk_logprobs

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.faults import FaultInjector, Killed, crash_at_fixture  # noqa: F401  (the crash_at fixture)
-from training.checkpoints import write_checkpoint
-from training.run_logger import RunLogger
+from lmgym.training.checkpoints import write_checkpoint
+from lmgym.training.run_logger import RunLogger
 
 ROOT = Path(__file__).resolve().parents[1]
 LIBRARY = ("core", "retrieval", "envs", "buffers", "policies", "episodes", "training", "search", "traindata",
@@ -100,7 +100,7 @@ def test_a_bad_crash_point_is_one_line(crash_at, spec, problem):
 
 
 def test_a_module_imported_under_an_earlier_injector_is_counted_by_the_next(monkeypatch, tmp_path):
-    from core import atomic_io
+    from lmgym.core import atomic_io
 
     def killed():
         raise Killed()
@@ -110,7 +110,7 @@ def test_a_module_imported_under_an_earlier_injector_is_counted_by_the_next(monk
     monkeypatch.setitem(sys.modules, "holder", holder)
     with pytest.MonkeyPatch.context() as earlier:
         FaultInjector(killed).install(earlier.setattr)
-        holder.append_synced = atomic_io.append_synced  # `from core.atomic_io import append_synced` meanwhile
+        holder.append_synced = atomic_io.append_synced  # `from lmgym.core.atomic_io import append_synced` meanwhile
     later = FaultInjector(killed)
     later.install(monkeypatch.setattr)
     later.arm("metrics.written:1")
@@ -119,8 +119,8 @@ def test_a_module_imported_under_an_earlier_injector_is_counted_by_the_next(monk
 
 
 def test_the_library_holds_no_fault_injection_hook():
-    assert importlib.util.find_spec("core.faults") is None
+    assert importlib.util.find_spec("lmgym.core.faults") is None
     for package in LIBRARY:
-        for path in (ROOT / package).rglob("*.py"):
+        for path in (ROOT / "lmgym" / package).rglob("*.py"):
             text = path.read_text()
             assert "crash_point" not in text and "torn_write" not in text and "RLGYM_CRASH_AT" not in text, path

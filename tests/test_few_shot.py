@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from envs import DataFileNotFoundError, make
-from policies import FewShotStepwisePolicy, build_tiny_model, build_tiny_tokenizer
-from policies.few_shot import DEFAULT_SYSTEM_PROMPT_PATH, PromptFileNotFoundError, gsm8k_solution_steps
+from lmgym.envs import DataFileNotFoundError, make
+from lmgym.policies import FewShotStepwisePolicy, build_tiny_model, build_tiny_tokenizer
+from lmgym.policies.few_shot import DEFAULT_SYSTEM_PROMPT_PATH, PromptFileNotFoundError, gsm8k_solution_steps
 
 
 @pytest.fixture(scope="module")

@@ -4,10 +4,10 @@ import json
 import pytest
 import torch
 
-from algorithms import GRPO, GRPOConfig, PPO, PPOConfig
-from buffers import (ADVANTAGES, OLD_VALUES, REF_LOGPROBS, RETURNS, TOKEN_REWARD_SHAPING, ReplayBuffer, TokenField,
+from lmgym.algorithms import GRPO, GRPOConfig, PPO, PPOConfig
+from lmgym.buffers import (ADVANTAGES, OLD_VALUES, REF_LOGPROBS, RETURNS, TOKEN_REWARD_SHAPING, ReplayBuffer, TokenField,
                      Trajectory, collate)
-from envs import make
+from lmgym.envs import make
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 SCORE = TokenField("score", "a per-token score declared by a test")

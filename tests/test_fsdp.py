@@ -78,7 +78,7 @@ def test_adamw_never_runs_multi_tensor_kernels_over_mixed_shards_and_whole_tenso
 
 
 def test_optimizer_foreach_is_torchs_default_without_shards():
-    from training.fsdp import optimizer_foreach
+    from lmgym.training.fsdp import optimizer_foreach
 
     assert optimizer_foreach([{"params": [torch.nn.Parameter(torch.zeros(2))]}]) is None
 
@@ -90,7 +90,7 @@ def test_batch_statistics_span_every_ranks_share():
 
     import torch.multiprocessing as mp
 
-    from algorithms.advantages import whiten
+    from lmgym.algorithms.advantages import whiten
     from tests.distributed_worker import whiten_batch, whiten_run
 
     with tempfile.TemporaryDirectory() as out:

@@ -12,8 +12,8 @@ import torch
 import torch.multiprocessing as mp
 from safetensors.torch import load_file
 
-from training.checkpoints import CheckpointError, CorruptCheckpointError
-from training.trainer_state import write_model_folder
+from lmgym.training.checkpoints import CheckpointError, CorruptCheckpointError
+from lmgym.training.trainer_state import write_model_folder
 from tests import checkpoint_state
 from tests.distributed_worker import build_algorithm
 from tests.fsdp_checkpoint_worker import SETTINGS, VARIANTS, run

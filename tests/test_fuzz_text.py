@@ -28,13 +28,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import envs.base
-import envs.calculator
-import envs.extraction
-import envs.rewards
-from envs import ArithmeticEnv, correctness_reward, format_reward
-from envs.calculator import apply_calculator, find_calculation, safe_calculate
-from envs.extraction import extract_answer
+import lmgym.envs.base
+import lmgym.envs.calculator
+import lmgym.envs.extraction
+import lmgym.envs.rewards
+from lmgym.envs import ArithmeticEnv, correctness_reward, format_reward
+from lmgym.envs.calculator import apply_calculator, find_calculation, safe_calculate
+from lmgym.envs.extraction import extract_answer
 from tests.cpu_timing import cpu_call, cpu_step
 from tests.redos import TEXT_MODULES, pump_strings
 
@@ -186,7 +186,7 @@ def test_calculator_is_bounded_inert_and_reads_thousands():
         result = cpu_bounded(safe_calculate, text[:1000])
         assert result is None or _RESULT_RE.fullmatch(result)
         found = cpu_bounded(find_calculation, text)
-        assert found is None or (found[1] == len(text) and len(found[0]) <= envs.calculator.MAX_CALC_CHARS)
+        assert found is None or (found[1] == len(text) and len(found[0]) <= lmgym.envs.calculator.MAX_CALC_CHARS)
         step, injected = cpu_bounded(apply_calculator, text)
         assert step is text and (injected == "" or _RESULT_RE.fullmatch(injected.strip().removesuffix(">>")))
         request = f"{text}\nSo {a:,} + {b:,} ="

@@ -1,8 +1,8 @@
 """GAE against hand-computed values (gamma 0.9, lambda 0.8), injected tokens skipped."""
 import torch
 
-from algorithms.advantages import gae
-from buffers import Trajectory, collate
+from lmgym.algorithms.advantages import gae
+from lmgym.buffers import Trajectory, collate
 
 GAMMA, LAM = 0.9, 0.8
 # a three-step episode: rewards r and values V per step; V after the last step is 0

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from algorithms import GRPO, GRPOConfig, PPO, PPOConfig, PRMConfig, PRMTrainer
-from envs import make
-from policies import HFPolicy, LoraSettings, ProcessRewardModel, build_tiny_model, build_tiny_tokenizer
-from policies.checkpointing import checkpointed_layers
-from training import ConfigError, load_config
+from lmgym.algorithms import GRPO, GRPOConfig, PPO, PPOConfig, PRMConfig, PRMTrainer
+from lmgym.envs import make
+from lmgym.policies import HFPolicy, LoraSettings, ProcessRewardModel, build_tiny_model, build_tiny_tokenizer
+from lmgym.policies.checkpointing import checkpointed_layers
+from lmgym.training import ConfigError, load_config
 from tests.distributed_worker import build_algorithm, fixed_trajectories, join_gloo, whole
 from tests.test_compile_training import batch
 from tests.test_config_validation import one_line_error
@@ -222,7 +222,7 @@ def checkpointed_rank(rank: int, world: int, port: int, out_dir: str) -> None:
     parameters, how many layer passes were checkpointed and whether the layers are sharded."""
     from torch.distributed.tensor import DTensor
 
-    from training import distributed as dist
+    from lmgym.training import distributed as dist
 
     join_gloo(rank, world, port)
     mine = [t for t in fixed_trajectories() if t.group_id == rank]

@@ -1,11 +1,11 @@
-"""envs.grading.code_screen: code-looking text is refused before Math-Verify sees it; math and prose are not."""
+"""lmgym.envs.grading.code_screen: code-looking text is refused before Math-Verify sees it; math and prose are not."""
 
 from __future__ import annotations
 
 import pytest
 
-from envs.grading import code_screen
-from envs.grading.code_screen import looks_like_code
+from lmgym.envs.grading import code_screen
+from lmgym.envs.grading.code_screen import looks_like_code
 from tests.cpu_timing import cpu_call
 from tests.redos import slow_shape
 

@@ -2,7 +2,7 @@
 installed Math-Verify's pattern, so the two graders read `i` alike."""
 import pytest
 
-from envs.grading.complex_marks import COMPLEX_MARKS, marks_complex
+from lmgym.envs.grading.complex_marks import COMPLEX_MARKS, marks_complex
 
 
 def test_the_copy_is_math_verifys_pattern():

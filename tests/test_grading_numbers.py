@@ -1,4 +1,4 @@
-"""envs.grading.numbers: parsing written-out numbers exactly and comparing them in-process."""
+"""lmgym.envs.grading.numbers: parsing written-out numbers exactly and comparing them in-process."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import pytest
 
-from envs.grading.numbers import (
+from lmgym.envs.grading.numbers import (
     MAX_LITERAL_CHARS,
     REL_TOL,
     PlainNumber,

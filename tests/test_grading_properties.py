@@ -2,7 +2,7 @@
 
 Hostile inputs included: power towers, \\frac and bracket nests up to 1000 deep, 1 MB strings,
 unicode digits, dunder payloads (a marker file must never appear), and ReDoS shapes run against
-every regex of envs.answers, envs.safe_arith and envs.grading.  Each call must stay under 0.5 s of
+every regex of lmgym.envs.answers, lmgym.envs.safe_arith and lmgym.envs.grading.  Each call must stay under 0.5 s of
 CPU (this process + the grading worker; answers_equal runs with a 0.3 s CPU budget), return a
 bool / str and raise nothing.  Example counts are chosen so that each property sees >= 2,000
 generated inputs over this file (counted and asserted at the end).
@@ -17,13 +17,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import envs.answers
-import envs.grading.code_screen
-import envs.grading.number_in_text
-import envs.grading.numbers
-import envs.grading.symbolic
-import envs.safe_arith
-from envs.answers import answers_equal, normalize_answer
+import lmgym.envs.answers
+import lmgym.envs.grading.code_screen
+import lmgym.envs.grading.number_in_text
+import lmgym.envs.grading.numbers
+import lmgym.envs.grading.symbolic
+import lmgym.envs.safe_arith
+from lmgym.envs.answers import answers_equal, normalize_answer
 from tests.cpu_timing import cpu_call
 
 BUDGET = 0.3  # CPU seconds given to the worker per answers_equal call
@@ -129,7 +129,7 @@ def check_normalize(text) -> None:
 def _marker_never_appears():
     if os.path.exists(MARKER):
         os.remove(MARKER)
-    WORKER_REQUESTS["at_start"] = envs.answers._WORKER.requests
+    WORKER_REQUESTS["at_start"] = lmgym.envs.answers._WORKER.requests
     yield
     assert not os.path.exists(MARKER), "a payload was executed"
 
@@ -169,8 +169,8 @@ def test_answers_equal_is_reflexive_on_sane_inputs(answer):
     verdict, cpu = cpu_call(answers_equal, answer, answer, timeout=BUDGET)
     assert cpu < CPU_LIMIT
     if verdict is not bool(answer.strip()):  # identical non-blank answers are equal, unless undefined (1/0)
-        envs.grading.symbolic.preload()
-        assert envs.grading.symbolic.parses_undefined(normalize_answer(answer)), answer
+        lmgym.envs.grading.symbolic.preload()
+        assert lmgym.envs.grading.symbolic.parses_undefined(normalize_answer(answer)), answer
 
 
 @fuzz_settings(200)
@@ -197,8 +197,8 @@ def test_normalize_answer_payloads(payload, noise):
 # every regex against ReDoS shapes
 # --------------------------------------------------------------------------
 
-MODULES = [envs.answers, envs.safe_arith, envs.grading.numbers, envs.grading.symbolic, envs.grading.code_screen,
-           envs.grading.number_in_text]
+MODULES = [lmgym.envs.answers, lmgym.envs.safe_arith, lmgym.envs.grading.numbers, lmgym.envs.grading.symbolic, lmgym.envs.grading.code_screen,
+           lmgym.envs.grading.number_in_text]
 
 
 def module_patterns(module) -> list[tuple[str, re.Pattern]]:
@@ -248,6 +248,6 @@ def test_fuzz_counts(capsys):
     """Runs last in this file: each property saw at least 2,000 generated inputs."""
     with capsys.disabled():
         print(f"\nfuzz inputs: {COUNTS}; reached the grading worker: "
-              f"{envs.answers._WORKER.requests - WORKER_REQUESTS['at_start']}; max CPU s: {MAX_CPU}")
+              f"{lmgym.envs.answers._WORKER.requests - WORKER_REQUESTS['at_start']}; max CPU s: {MAX_CPU}")
     assert COUNTS["answers_equal"] >= 2000, COUNTS
     assert COUNTS["normalize_answer"] >= 2000, COUNTS

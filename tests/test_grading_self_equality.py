@@ -15,10 +15,10 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from envs.answers import answers_equal, normalize_answer
-from envs.extraction import extract_answer
-from envs.grading.symbolic import parses_undefined, preload
-from envs.safe_arith import MAX_ANSWER_CHARS
+from lmgym.envs.answers import answers_equal, normalize_answer
+from lmgym.envs.extraction import extract_answer
+from lmgym.envs.grading.symbolic import parses_undefined, preload
+from lmgym.envs.safe_arith import MAX_ANSWER_CHARS
 
 BUDGET = 0.3
 

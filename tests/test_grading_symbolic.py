@@ -1,12 +1,12 @@
-"""envs.grading.symbolic called in-process on trusted inputs: LaTeX parsing with its caps, the structural
+"""lmgym.envs.grading.symbolic called in-process on trusted inputs: LaTeX parsing with its caps, the structural
 comparison rules, and the request handler (in production it runs only inside the CPU-bounded worker)."""
 
 from __future__ import annotations
 
 import pytest
 
-from envs.grading import symbolic
-from envs.grading.symbolic import (
+from lmgym.envs.grading import symbolic
+from lmgym.envs.grading.symbolic import (
     MAX_LATEX_CHARS,
     MAX_LATEX_NESTING,
     compare_default,
@@ -14,7 +14,7 @@ from envs.grading.symbolic import (
     parse_latex,
     serve,
 )
-from envs.reward_guard import cpu_time_limit
+from lmgym.envs.reward_guard import cpu_time_limit
 from tests.cpu_timing import cpu_call
 
 

@@ -12,9 +12,9 @@ import traceback
 
 import pytest
 
-from envs import answers
-from envs.answers import answers_equal, worker_cpu_seconds
-from envs.grading.worker import CpuBoundedWorker
+from lmgym.envs import answers
+from lmgym.envs.answers import answers_equal, worker_cpu_seconds
+from lmgym.envs.grading.worker import CpuBoundedWorker
 from tests.cpu_timing import cpu_call
 
 RIGHT_SYMBOLIC = [

@@ -2,16 +2,16 @@
 import pytest
 import torch
 
-from algorithms import GRPO, GRPOConfig
-from training.cli import run_with_clear_errors
-from training.guards import NonFiniteTrainingError
-from episodes.rollout import SamplingSettings, rollout
-from envs import make
+from lmgym.algorithms import GRPO, GRPOConfig
+from lmgym.training.cli import run_with_clear_errors
+from lmgym.training.guards import NonFiniteTrainingError
+from lmgym.episodes.rollout import SamplingSettings, rollout
+from lmgym.envs import make
 from tests.toy_env import DigitsEnv
 
 
 def tiny_algo(tmp_path, env=None, **overrides):
-    from policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+    from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
 
     tok = build_tiny_tokenizer()
     policy = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu")

@@ -5,7 +5,7 @@ import warnings
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from envs import HotpotQAEnv, make, registered_ids
+from lmgym.envs import HotpotQAEnv, make, registered_ids
 from tests.rag_toys import CORPUS, RECORDS
 
 DIJON, LONDON, SAME_CITY = range(3)

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from training.cli import run_with_clear_errors
-from training.interrupts import TrainingInterrupted
+from lmgym.training.cli import run_with_clear_errors
+from lmgym.training.interrupts import TrainingInterrupted
 from tests.test_checkpoint_layout import algorithm, rows
 from tests.test_run_folder import save_tiny
 

@@ -3,9 +3,9 @@ import math
 import pytest
 import torch
 
-from algorithms.advantages import discounted_returns, group_advantages, zero_variance_groups
-from search.evaluate import majority_correct, pass_at_k
-from algorithms.kl import kl_estimate
+from lmgym.algorithms.advantages import discounted_returns, group_advantages, zero_variance_groups
+from lmgym.search.evaluate import majority_correct, pass_at_k
+from lmgym.algorithms.kl import kl_estimate
 
 
 def test_kl_estimators_match_hand_values():
@@ -58,8 +58,8 @@ def test_pass_at_k_and_majority():
 
 
 def test_one_zero_variance_test_behind_the_tensor_and_trajectory_views():
-    from algorithms.advantages import informative_groups, zero_variance_fraction
-    from buffers import Trajectory
+    from lmgym.algorithms.advantages import informative_groups, zero_variance_fraction
+    from lmgym.buffers import Trajectory
 
     rows = [(0, 0.1 + 0.2), (0, 0.3), (1, 1.0), (1, 0.0), (2, 0.5)]  # equal up to rounding; mixed; alone
     trajs = [Trajectory([1], [2], [-1.0], [1], reward=r, group_id=g) for g, r in rows]

@@ -5,11 +5,11 @@ import math
 import pytest
 import torch
 
-from algorithms import GRPO, GRPOConfig, ReinforceStable, ReinforceStableConfig
-from algorithms.kl import kl_estimate
-from algorithms.losses import masked_mean
-from buffers import ADVANTAGES, REF_LOGPROBS, Trajectory, collate
-from envs import make
+from lmgym.algorithms import GRPO, GRPOConfig, ReinforceStable, ReinforceStableConfig
+from lmgym.algorithms.kl import kl_estimate
+from lmgym.algorithms.losses import masked_mean
+from lmgym.buffers import ADVANTAGES, REF_LOGPROBS, Trajectory, collate
+from lmgym.envs import make
 from tests.test_algorithms import fixed_batch, small_config
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
@@ -46,7 +46,7 @@ def test_kl_term_and_gradient_are_beta_times_the_hand_computed_k3(tiny_policy, t
 def real_model_gradients(cls, config_cls, beta, tmp_path):
     """Gradients of one update step of the tiny model (fresh, seed 0) on `fixed_batch`, with the reference
     log-probs set 0.2 nats away from the behaviour's; returns (gradients, the step's terms, the batch)."""
-    from policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+    from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
 
     tok = build_tiny_tokenizer()
     policy = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu")
@@ -68,7 +68,7 @@ def test_beta_adds_beta_times_the_kl_gradient_on_the_tiny_model(tmp_path, cls, c
     without, totals0, _ = real_model_gradients(cls, config_cls, 0.0, tmp_path / "zero")
     assert totals["policy"] == pytest.approx(totals0["policy"], rel=1e-5, abs=1e-7)
     # the KL alone, differentiated by hand on a third copy of the same model
-    from policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+    from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
 
     tok = build_tiny_tokenizer()
     policy = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu")

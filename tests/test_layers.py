@@ -2,7 +2,7 @@
 package imports only those below it; no import circles inside a package).
 
 Expected to fail on a branch without the config task (issue 22's one checked-config base), which removes the
-last circle, training.trl_names <-> training.config; it passes once that task is merged."""
+last circle, lmgym.training.trl_names <-> lmgym.training.config; it passes once that task is merged."""
 import os
 import re
 import subprocess

@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from algorithms import DrGRPO, DrGRPOConfig, GRPO, GRPOConfig, PPO, PPOConfig, ReinforceStable, ReinforceStableConfig, RLOO, RLOOConfig
-from envs import make
-from policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+from lmgym.algorithms import DrGRPO, DrGRPOConfig, GRPO, GRPOConfig, PPO, PPOConfig, ReinforceStable, ReinforceStableConfig, RLOO, RLOOConfig
+from lmgym.envs import make
+from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 CASES = {

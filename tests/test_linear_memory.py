@@ -13,11 +13,11 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from algorithms.reference import reference_logprobs
-from policies import HFPolicy, build_tiny_tokenizer
-from policies.fast_decode import FastDecoder
-from policies.generation import PREFILL_CHUNK, decode
-from policies.value import ValueHead, build_value_model
+from lmgym.algorithms.reference import reference_logprobs
+from lmgym.policies import HFPolicy, build_tiny_tokenizer
+from lmgym.policies.fast_decode import FastDecoder
+from lmgym.policies.generation import PREFILL_CHUNK, decode
+from lmgym.policies.value import ValueHead, build_value_model
 
 VOCAB, CONTEXT, CHUNK = 50_000, 2 * PREFILL_CHUNK, 64  # the plain sampler's prefill chunks have CONTEXT // 2 queries
 PROMPT_LENGTHS = (CONTEXT + 64, CONTEXT - 300, CONTEXT, 600)  # padded rows: masks would be needed
@@ -74,7 +74,7 @@ def _prompts(lengths) -> list[list[int]]:
 
 
 def _batch(left_padded: bool) -> SimpleNamespace:
-    """A scored micro-batch: prompt + completion rows, right-padded as buffers.batch.collate pads them (completion
+    """A scored micro-batch: prompt + completion rows, right-padded as lmgym.buffers.batch.collate pads them (completion
     positions per row), or with left-padded prompts (one completion start column)."""
     width = max(p + c for p, c in ROWS)
     prompt_width = max(p for p, _ in ROWS)

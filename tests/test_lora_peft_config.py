@@ -2,7 +2,7 @@
 import pytest
 from peft import LoraConfig
 
-from policies import HFPolicy, LoraSettings, add_adapter, build_tiny_model, build_tiny_tokenizer
+from lmgym.policies import HFPolicy, LoraSettings, add_adapter, build_tiny_model, build_tiny_tokenizer
 
 
 def lora_policy(lora):
@@ -58,8 +58,8 @@ def test_a_runs_config_json_records_its_lora_and_quantization_settings(tmp_path)
     import torch
     from transformers import BitsAndBytesConfig
 
-    from algorithms import GRPO, GRPOConfig
-    from envs import make
+    from lmgym.algorithms import GRPO, GRPOConfig
+    from lmgym.envs import make
     from tests.test_algorithms import small_config
     from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 

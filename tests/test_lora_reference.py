@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import torch
 
-from algorithms import ReinforceStable, ReinforceStableConfig
-from algorithms import reference as ref
-from buffers import collate
-from envs import make
-from policies import HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
-from policies.reference_adapter import REFERENCE_ADAPTER, has_reference_adapter
+from lmgym.algorithms import ReinforceStable, ReinforceStableConfig
+from lmgym.algorithms import reference as ref
+from lmgym.buffers import collate
+from lmgym.envs import make
+from lmgym.policies import HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
+from lmgym.policies.reference_adapter import REFERENCE_ADAPTER, has_reference_adapter
 from tests import checkpoint_state
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 

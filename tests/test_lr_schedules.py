@@ -6,11 +6,11 @@ import pytest
 import torch
 from transformers import SchedulerType, get_scheduler
 
-from algorithms import GRPO, GRPOConfig
-from envs import make
-from policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
-from training import ConfigError, TrainerConfig
-from training.lr_schedules import NEEDS_MORE, SCHEDULES
+from lmgym.algorithms import GRPO, GRPOConfig
+from lmgym.envs import make
+from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+from lmgym.training import ConfigError, TrainerConfig
+from lmgym.training.lr_schedules import NEEDS_MORE, SCHEDULES
 from tests.test_trainer import HELD_OUT, TEXTS, SupervisedTrainer
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 

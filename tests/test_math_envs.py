@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from envs import DataFileNotFoundError, GSM8KEnv, MalformedRowError, MATHEnv
-from envs.answers import GradingOptions
-from envs.data import load_rows, read_jsonl
+from lmgym.envs import DataFileNotFoundError, GSM8KEnv, MalformedRowError, MATHEnv
+from lmgym.envs.answers import GradingOptions
+from lmgym.envs.data import load_rows, read_jsonl
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 GSM8K_TRAIN = SHARED_DATA / "gsm8k" / "train.jsonl"
@@ -239,7 +239,7 @@ def test_bad_data_source_kwargs_are_one_line_errors(kwargs, argument):
 def test_an_empty_step_ends_a_stepwise_math_episode_and_a_blank_line_does_not():
     """A chat model that stops at its end-of-turn token writes an empty next step: the solution is over and
     is graded as it stands (last-number fallback), instead of running empty steps to max_steps."""
-    from envs import make
+    from lmgym.envs import make
 
     env = make("Arithmetic-v0", level=1, split="test", mode="stepwise", max_steps=8)
     _, info = env.reset(options={"index": 0})

@@ -6,14 +6,14 @@ import argparse
 import pytest
 import torch
 
-from algorithms import MCTSSearch, MCTSSearchConfig
-from search.mcts import MCTSConfig
-from training import ConfigError, add_config_arguments, config_from_arguments, load_config
-from training.cli import example_parser
-from algorithms.mcts_search import STEP_ADVANTAGES
-from buffers import ADVANTAGES
-from buffers.step_pairs import StepPair
-from envs import make
+from lmgym.algorithms import MCTSSearch, MCTSSearchConfig
+from lmgym.search.mcts import MCTSConfig
+from lmgym.training import ConfigError, add_config_arguments, config_from_arguments, load_config
+from lmgym.training.cli import example_parser
+from lmgym.algorithms.mcts_search import STEP_ADVANTAGES
+from lmgym.buffers import ADVANTAGES
+from lmgym.buffers.step_pairs import StepPair
+from lmgym.envs import make
 from tests.mcts_toys import SCORES, ScriptedPolicy, SevenEnv, TableScorer
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
@@ -75,7 +75,7 @@ def test_two_iterations_on_the_tiny_model_with_rollouts_train_the_policy(tiny_po
 
 
 def test_the_prm_learns_from_the_trees_sibling_pairs(tiny_policy, tmp_path):
-    from policies.prm import ProcessRewardModel
+    from lmgym.policies.prm import ProcessRewardModel
 
     prm = ProcessRewardModel.from_policy(tiny_policy)
     c = config(tmp_path, train_iterations=1, prm_updates=2, pair_margin=1e-6, prm_learning_rate=1e-2)
@@ -189,8 +189,8 @@ def one_line(call, *args, **kwargs) -> str:
 
 
 def test_gradient_checkpointing_reaches_a_prm_trained_online(tiny_policy, tmp_path):
-    from policies.checkpointing import checkpointed_layers
-    from policies.prm import ProcessRewardModel
+    from lmgym.policies.checkpointing import checkpointed_layers
+    from lmgym.policies.prm import ProcessRewardModel
 
     env = make("ToyDigits-v0", mode="stepwise", max_steps=2)
     prms = {updates: ProcessRewardModel.from_policy(tiny_policy) for updates in (2, 0)}  # before the policy is

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from policies import HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
+from lmgym.policies import HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
 from tests.test_examples import load_script as load_example
 
 SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "merge_lora.py"

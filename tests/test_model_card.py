@@ -11,12 +11,12 @@ import pytest
 import torch
 from huggingface_hub import ModelCard
 
-from algorithms import GRPO, GRPOConfig
-from envs import make
-from policies import EMBEDDED_HUB_ID, EMBEDDED_MODEL, HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
-from policies.card_metadata import EMBEDDED_BASE_KEY
+from lmgym.algorithms import GRPO, GRPOConfig
+from lmgym.envs import make
+from lmgym.policies import EMBEDDED_HUB_ID, EMBEDDED_MODEL, HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
+from lmgym.policies.card_metadata import EMBEDDED_BASE_KEY
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
-from training.model_card import env_dataset
+from lmgym.training.model_card import env_dataset
 
 
 class LocalHub:
@@ -135,7 +135,7 @@ def test_env_datasets_are_hub_ids_where_known_and_none_for_generated_problems():
 def test_the_push_to_hub_flag_pushes_the_final_model_of_a_tiny_run_with_its_training_card(tmp_path, monkeypatch):
     import huggingface_hub
 
-    from training.cli import add_config_arguments, config_from_arguments, example_parser, train_and_report
+    from lmgym.training.cli import add_config_arguments, config_from_arguments, example_parser, train_and_report
 
     hub = LocalHub(tmp_path / "hub")
     monkeypatch.setattr(huggingface_hub, "HfApi", lambda token=None: hub)  # the default uploader

@@ -1,57 +1,64 @@
-"""Modules that left `algorithms/` and `envs/` in 0.2.0 still import from their old paths, as the same module
-object, with one MovedModuleWarning/FutureWarning line naming the new path."""
+"""0.2.0's top-level names (`envs`, `training`, ...) moved under `lmgym` in 0.3.0. For one release the old paths
+still import, as the same module objects, with one MovedModuleWarning line naming the new path."""
 import importlib
+import subprocess
 import sys
 
 import pytest
 
-from algorithms.moved import MOVED, MovedModuleWarning
+from lmgym.moved import MOVED, OLD_PACKAGES, MovedModuleWarning, new_path
+
+
+def forget_old(name: str) -> None:
+    for loaded in [key for key in sys.modules if key == name or key.startswith(name + ".")]:
+        sys.modules.pop(loaded)
 
 
 def fresh_import(name: str):
-    sys.modules.pop(name, None)
+    forget_old(name)
     return importlib.import_module(name)
 
 
-@pytest.mark.parametrize("old", sorted(MOVED))
-def test_every_old_algorithms_path_warns_and_is_the_new_module(old):
-    with pytest.warns(MovedModuleWarning, match=rf"^algorithms\.{old} moved to {MOVED[old]}; import it from there"):
-        module = fresh_import(f"algorithms.{old}")
-    assert module is importlib.import_module(MOVED[old])
-
-
-def test_names_import_through_an_old_path_and_submodules_of_a_moved_package_too():
-    sys.modules.pop("algorithms.trainer", None)
-    with pytest.warns(MovedModuleWarning):
-        from algorithms.trainer import Trainer
-    from training import Trainer as moved_here
-    assert Trainer is moved_here
-    with pytest.warns(MovedModuleWarning, match="algorithms.step_data.shepherd moved to traindata.step_data.shepherd"):
-        shepherd = fresh_import("algorithms.step_data.shepherd")
-    assert shepherd is importlib.import_module("traindata.step_data.shepherd")
-
-
-@pytest.mark.parametrize("old,new", [("envs.jsonl", "core.jsonl"), ("envs.messages", "core.messages")])
-def test_envs_modules_that_moved_to_core_warn(old, new):
-    with pytest.warns(FutureWarning, match=rf"^{old} moved to {new}"):
+@pytest.mark.parametrize("old", OLD_PACKAGES)
+def test_every_old_top_level_name_warns_and_is_the_new_package(old):
+    with pytest.warns(MovedModuleWarning, match=rf"^{old} moved to lmgym\.{old}; import it from there"):
         module = fresh_import(old)
-    assert module is importlib.import_module(new)
+    assert module is importlib.import_module(f"lmgym.{old}")
+
+
+def test_submodules_and_names_import_through_an_old_path():
+    forget_old("training")
+    forget_old("traindata")
+    with pytest.warns(MovedModuleWarning, match="^training moved to lmgym.training"):
+        from training.trainer import Trainer  # noqa: F401 - the old spelling under test
+    from lmgym.training.trainer import Trainer as new_trainer
+    assert Trainer is new_trainer
+    assert sys.modules["training.trainer"] is sys.modules["lmgym.training.trainer"]
+    with pytest.warns(MovedModuleWarning, match="^traindata moved to lmgym.traindata"):
+        shepherd = importlib.import_module("traindata.step_data.shepherd")
+    assert shepherd is importlib.import_module("lmgym.traindata.step_data.shepherd")
+
+
+def test_the_longest_moved_prefix_decides():
+    assert new_path("envs.math") == "lmgym.envs.math"
+    assert new_path("numpy.linalg") is None
+    for old, new in MOVED.items():
+        assert new_path(old) == new
 
 
 def test_a_path_that_never_existed_is_still_an_import_error():
+    with pytest.warns(MovedModuleWarning):
+        fresh_import("algorithms")
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module("algorithms.no_such_module")
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("lmgym.no_such_module")
 
 
-def test_names_the_old_algorithms_package_exported_still_import_with_a_warning():
-    import algorithms
-    from algorithms.moved import MOVED_NAMES
-
-    for name, package in MOVED_NAMES.items():
-        if name in vars(algorithms):  # a submodule alias of the same name imported earlier in this process
-            continue
-        with pytest.warns(MovedModuleWarning, match=rf"^algorithms\.{name} moved to {package}\.{name}"):
-            value = getattr(algorithms, name)
-        assert value is getattr(importlib.import_module(package), name)
-    with pytest.raises(AttributeError, match="has no attribute 'NoSuchName'"):
-        algorithms.NoSuchName
+def test_a_fresh_process_prints_one_warning_line_for_an_old_import(tmp_path):
+    code = "from envs import make\nimport envs.math\nprint(make('Arithmetic-v0').__class__.__module__)"
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "lmgym.envs.arithmetic"
+    warnings = [line for line in result.stderr.splitlines() if "MovedModuleWarning" in line]
+    assert warnings == [warnings[0]] and "envs moved to lmgym.envs" in warnings[0], result.stderr

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from core.extras import hidden_modules
+from lmgym.core.extras import hidden_modules
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE_JAX = '''
@@ -39,8 +39,8 @@ assert spec is not None and spec.origin.startswith({fake!r}), spec  # the fake i
 """
 RETRIEVAL = """
 import tempfile
-import algorithms, buffers, core, envs, episodes, policies, retrieval, search, serving, training, traindata
-from retrieval import Document, DocumentStore, HashingEmbedder, SentenceTransformerEmbedder, StoreConfig
+from lmgym import algorithms, buffers, core, envs, episodes, policies, retrieval, search, serving, training, traindata
+from lmgym.retrieval import Document, DocumentStore, HashingEmbedder, SentenceTransformerEmbedder, StoreConfig
 from tests.rag_toys import CORPUS
 
 documents = [Document(f"doc{{i}}", title, text) for i, (title, text) in enumerate(CORPUS.items())]
@@ -56,10 +56,10 @@ print(json.dumps({{"top": top, "minilm": list(minilm.shape), "bm25s_jax": bm25s.
                   "jax": sorted(name for name in sys.modules if name.split(".")[0] in ("jax", "jaxlib"))}}))
 """
 TRAINING = """
-from algorithms import GRPO, GRPOConfig
-from envs import RAGHotpotQAEnv
-from policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
-from retrieval import Document, DocumentStore, StoreConfig
+from lmgym.algorithms import GRPO, GRPOConfig
+from lmgym.envs import RAGHotpotQAEnv
+from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+from lmgym.retrieval import Document, DocumentStore, StoreConfig
 from tests.rag_toys import CORPUS, RECORDS
 
 documents = [Document(f"doc{{i}}", title, text) for i, (title, text) in enumerate(CORPUS.items())]
@@ -76,7 +76,7 @@ print(json.dumps({{"iterations": [row["iteration"] for row in rows],
 USERS_JAX = """
 import jax                      # the user's own, imported before the toolkit's first BM25 use
 mine = {{name: module for name, module in sys.modules.items() if name.split(".")[0] == "jax"}}
-from retrieval import Document, DocumentStore, StoreConfig
+from lmgym.retrieval import Document, DocumentStore, StoreConfig
 store = DocumentStore.build([Document("a", "Etna", "Etna is a volcano in Sicily.")], StoreConfig(dense=False),
                             progress=False)
 import bm25s

@@ -9,9 +9,9 @@ import pytest
 openai = pytest.importorskip("openai")
 uvicorn = pytest.importorskip("uvicorn")
 
-from serving import BatchSettings, ServerLimits, create_app  # noqa: E402
-from serving.batcher import Batcher, QueueFull  # noqa: E402
-from serving.limits import ComputeTimeout, Deadline  # noqa: E402
+from lmgym.serving import BatchSettings, ServerLimits, create_app  # noqa: E402
+from lmgym.serving.batcher import Batcher, QueueFull  # noqa: E402
+from lmgym.serving.limits import ComputeTimeout, Deadline  # noqa: E402
 
 CHAT = [{"role": "user", "content": "What is 2 + 3?"}]
 

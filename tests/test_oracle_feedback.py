@@ -3,8 +3,8 @@ from fractions import Fraction
 
 import pytest
 
-from envs.base import Problem
-from traindata.oracle_feedback import (
+from lmgym.envs.base import Problem
+from lmgym.traindata.oracle_feedback import (
     CORRECT_PHRASES, GENERIC_PHRASES, STEP_PHRASES, answer_steps, arithmetic_gold, gold_solution,
     gsm8k_gold_solution, oracle_feedback,
 )

@@ -3,10 +3,10 @@ the plain sampler's chunked prefill, the fast decoder's causal prefill)."""
 import pytest
 import torch
 
-from policies import build_tiny_model, build_tiny_tokenizer
-from policies.fast_decode import FastDecoder
-from policies.generation import decode
-from policies.padded_passes import backbone_hidden, column_multiple, contiguous_starts
+from lmgym.policies import build_tiny_model, build_tiny_tokenizer
+from lmgym.policies.fast_decode import FastDecoder
+from lmgym.policies.generation import decode
+from lmgym.policies.padded_passes import backbone_hidden, column_multiple, contiguous_starts
 
 LAYOUTS = {  # 1: token, 0: padding
     "right-padded": [[1] * 9 + [0] * 3, [1] * 12, [1] * 5 + [0] * 7],
@@ -76,8 +76,8 @@ def test_chunked_prefill_and_the_fast_decoders_causal_prefill_sample_what_one_ma
 def test_training_layers_compile_with_options_that_make_no_size_guards(monkeypatch):
     """HFPolicy.compile_layers hands Inductor the options of policies/compile_options.py (this torch knows the
     mix-order non-strict mode), and no options to another backend."""
-    from policies import HFPolicy
-    from policies.compile_options import inductor_options
+    from lmgym.policies import HFPolicy
+    from lmgym.policies.compile_options import inductor_options
 
     policy = HFPolicy(build_tiny_model(build_tiny_tokenizer(), seed=0), build_tiny_tokenizer(), device="cpu")
     calls = []

@@ -8,11 +8,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from algorithms import GRPO, GRPOConfig
-from envs import make
+from lmgym.algorithms import GRPO, GRPOConfig
+from lmgym.envs import make
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
-from training.phase_memory import PhaseMemory
-from training.plots import memory_panels
+from lmgym.training.phase_memory import PhaseMemory
+from lmgym.training.plots import memory_panels
 
 RESERVED_EXTRA = 0.25  # GB the fake allocator reserves above what it allocated
 

@@ -18,7 +18,7 @@ STAGES = ["base", "sft", "grpo", "grpo_prm", "mcts"]
 
 @pytest.fixture(scope="module")
 def tiny_model_dir(tmp_path_factory) -> str:
-    from policies import build_tiny_model
+    from lmgym.policies import build_tiny_model
 
     return save_tiny_model_dir(tmp_path_factory, build_tiny_model)
 
@@ -100,8 +100,8 @@ def assert_policy_labelled_prm(out: Path, printed: str) -> None:
     """prm/labels.jsonl holds the SFT model's own samples of the first 4 Arithmetic-v0 L1 train problems
     (--prm_problems 4; the cpu preset's 2 samples and 1 rollout each), and prm/prm is a prm_soft verifier
     trained on them."""
-    from policies.prm import ProcessRewardModel
-    from traindata.step_data import load_policy_labels
+    from lmgym.policies.prm import ProcessRewardModel
+    from lmgym.traindata.step_data import load_policy_labels
 
     labels = load_policy_labels(out / "prm" / "labels.jsonl")
     samples = labels.samples
@@ -147,7 +147,7 @@ def test_pipeline_prm_labels_are_reused_and_a_given_prm_skips_the_stage(tiny_mod
 
 
 def test_pipeline_gsm8k_column_is_held_back_from_sft(tiny_model_dir, gsm8k_train, tmp_path):
-    from envs import make
+    from lmgym.envs import make
 
     rows = make("GSM8K-v0", data_path=gsm8k_train, split="train").num_problems
     out = tmp_path / "pipe"

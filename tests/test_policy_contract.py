@@ -9,15 +9,15 @@ import pytest
 import torch
 from typing_extensions import get_protocol_members
 
-from algorithms import GRPO, GRPOConfig, PPO, PPOConfig
-from envs import make
-from policies import (AdapterRole, BackbonePolicy, DataParallelPolicy, HFPolicy, LoraSettings, Policy,
+from lmgym.algorithms import GRPO, GRPOConfig, PPO, PPOConfig
+from lmgym.envs import make
+from lmgym.policies import (AdapterRole, BackbonePolicy, DataParallelPolicy, HFPolicy, LoraSettings, Policy,
                       ProcessRewardModel, TrainableModel, TrainablePolicy, add_adapter, build_tiny_model,
                       build_tiny_tokenizer)
-from policies.contract import check_contract, incompatible_members, missing_members
-from policies.generation import Generation, RowKeys, sample_tokens, stop_lists
+from lmgym.policies.contract import check_contract, incompatible_members, missing_members
+from lmgym.policies.generation import Generation, RowKeys, sample_tokens, stop_lists
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
-from training.progress import counting_tokens
+from lmgym.training.progress import counting_tokens
 
 ROOT = Path(__file__).resolve().parents[1]
 PROTOCOLS = (Policy, TrainableModel, TrainablePolicy, DataParallelPolicy, BackbonePolicy)
@@ -213,7 +213,7 @@ def test_a_minimal_policy_written_from_the_protocol_trains_with_grpo(tmp_path):
 def test_ppo_refuses_the_minimal_policy_naming_the_backbone_members_it_needs(tmp_path):
     with pytest.raises(TypeError) as err:
         PPO(minimal_policy(), make("ToyDigits-v0"), small_config(PPOConfig, tmp_path))
-    assert str(err.value) == ("PPO: MinimalPolicy is not a BackbonePolicy (policies.base): it lacks autocast, "
+    assert str(err.value) == ("PPO: MinimalPolicy is not a BackbonePolicy (lmgym.policies.base): it lacks autocast, "
                               "backbone_and_head, compile_layers, completion_hidden, completion_outputs, "
                               "logprob_chunk, training_backbone")
 
@@ -223,7 +223,7 @@ def test_a_trainer_refuses_a_policy_missing_members_in_one_line(tmp_path):
     policy = minimal_policy(without(MinimalPolicy, "frozen_copy", "save"))
     with pytest.raises(TypeError) as err:
         GRPO(policy, make("ToyDigits-v0"), small_config(GRPOConfig, tmp_path))
-    assert str(err.value) == ("GRPO: MinimalPolicyWithout is not a TrainablePolicy (policies.base): "
+    assert str(err.value) == ("GRPO: MinimalPolicyWithout is not a TrainablePolicy (lmgym.policies.base): "
                               "it lacks frozen_copy, save")
 
 
@@ -231,10 +231,10 @@ def test_a_given_reference_policy_is_checked_too(tmp_path, tiny_policy):
     reference = minimal_policy(without(MinimalPolicy, "token_logprobs"))
     with pytest.raises(TypeError) as err:
         GRPO(tiny_policy, make("ToyDigits-v0"), small_config(GRPOConfig, tmp_path, kl_coeff=0.1), ref_policy=reference)
-    assert str(err.value) == ("GRPO's ref_policy: MinimalPolicyWithout is not a TrainablePolicy (policies.base): "
+    assert str(err.value) == ("GRPO's ref_policy: MinimalPolicyWithout is not a TrainablePolicy (lmgym.policies.base): "
                               "it lacks token_logprobs")
-    from algorithms import DPO, DPOConfig
-    from traindata import PreferencePair
+    from lmgym.algorithms import DPO, DPOConfig
+    from lmgym.traindata import PreferencePair
 
     with pytest.raises(TypeError, match="^DPO's ref_policy: MinimalPolicyWithout is not a TrainablePolicy"):
         DPO(tiny_policy, [PreferencePair("q", "a", "b")], DPOConfig(output_dir=str(tmp_path / "dpo"), progress=False),
@@ -249,7 +249,7 @@ def test_a_trainer_refuses_a_method_it_cannot_call_as_declared(tmp_path):
     with pytest.raises(TypeError) as err:
         GRPO(minimal_policy(NoGenerator), make("ToyDigits-v0"), small_config(GRPOConfig, tmp_path))
     message = str(err.value)
-    assert message.startswith("GRPO: NoGenerator is not a TrainablePolicy (policies.base): sample() cannot be "
+    assert message.startswith("GRPO: NoGenerator is not a TrainablePolicy (lmgym.policies.base): sample() cannot be "
                               "called with every argument by position")
     assert "\n" not in message
 

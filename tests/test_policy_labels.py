@@ -7,14 +7,14 @@ from collections import Counter
 
 import pytest
 
-from buffers.step_pairs import RatedSteps
-from envs import make
-from policies import build_tiny_tokenizer
-from policies.base import Policy
-from policies.generation import Generation
-from training.config import ConfigError
-from traindata.step_data.policy_labels import LABEL_PRESETS
-from traindata.step_data import (
+from lmgym.buffers.step_pairs import RatedSteps
+from lmgym.envs import make
+from lmgym.policies import build_tiny_tokenizer
+from lmgym.policies.base import Policy
+from lmgym.policies.generation import Generation
+from lmgym.training.config import ConfigError
+from lmgym.traindata.step_data.policy_labels import LABEL_PRESETS
+from lmgym.traindata.step_data import (
     LabelledSample, PolicyLabelConfig, PolicyLabels, load_policy_labels, outcome_items, policy_labels,
     save_policy_labels, step_items,
 )

@@ -4,11 +4,11 @@ import math
 import pytest
 import torch
 
-from algorithms import PPO, PPOConfig
-from algorithms.advantages import explained_variance
-from algorithms.losses import clipped_policy_loss, clipped_value_loss
-from buffers import ADVANTAGES, OLD_VALUES, REF_LOGPROBS, RETURNS, Batch, Trajectory, collate
-from envs import make
+from lmgym.algorithms import PPO, PPOConfig
+from lmgym.algorithms.advantages import explained_variance
+from lmgym.algorithms.losses import clipped_policy_loss, clipped_value_loss
+from lmgym.buffers import ADVANTAGES, OLD_VALUES, REF_LOGPROBS, RETURNS, Batch, Trajectory, collate
+from lmgym.envs import make
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 
@@ -170,7 +170,7 @@ def test_ppo_train_logs_its_metrics(tiny_policy, tmp_path):
 
 
 def test_invalid_ppo_config():
-    from training import ConfigError
+    from lmgym.training import ConfigError
 
     with pytest.raises(ConfigError, match="dual_clip must be 0 or > 1"):
         PPOConfig(dual_clip=0.5)
@@ -182,7 +182,7 @@ def test_ppo_gsm8k_example_runs_and_resumes(shared_data, tmp_path):
     import importlib.util
     from pathlib import Path
 
-    from policies import build_tiny_model, build_tiny_tokenizer
+    from lmgym.policies import build_tiny_model, build_tiny_tokenizer
 
     data = shared_data / "gsm8k" / "train.jsonl"
     if not data.is_file():
@@ -218,7 +218,7 @@ def test_entropy_bonus_has_gradients_only_when_asked(tiny_policy, tmp_path):
 
 
 def test_exploding_ratio_gives_finite_gradients():
-    from algorithms.losses import clipped_policy_loss
+    from lmgym.algorithms.losses import clipped_policy_loss
 
     logprobs = torch.tensor([-1.0, -1.0, -2.0], requires_grad=True)
     old = torch.tensor([-150.0, -150.0, -2.0])  # ratios of e^149 would overflow float32

@@ -7,9 +7,9 @@ import torch
 from peft import PeftModel
 from transformers import AutoModelForCausalLM
 
-from algorithms import GRPO, GRPOConfig
-from envs import make
-from policies import HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
+from lmgym.algorithms import GRPO, GRPOConfig
+from lmgym.envs import make
+from lmgym.policies import HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 IDS = torch.tensor([[1, 5, 9, 13, 2, 7, 3]])

@@ -5,12 +5,12 @@ import math
 import pytest
 import torch
 
-from algorithms import DrGRPO, DrGRPOConfig, GRPO, GRPOConfig, PPO, PPOConfig, RLConfig
-from training import ConfigError
-from algorithms.advantages import group_advantages, process_advantages
-from algorithms.prm_reward import PRM_REWARDS, STEP_ENDS, add_prm_rewards, weigh_rewards
-from buffers import ADVANTAGES, RETURNS, TOKEN_REWARD_SHAPING, Trajectory, collate
-from envs import make
+from lmgym.algorithms import DrGRPO, DrGRPOConfig, GRPO, GRPOConfig, PPO, PPOConfig, RLConfig
+from lmgym.training import ConfigError
+from lmgym.algorithms.advantages import group_advantages, process_advantages
+from lmgym.algorithms.prm_reward import PRM_REWARDS, STEP_ENDS, add_prm_rewards, weigh_rewards
+from lmgym.buffers import ADVANTAGES, RETURNS, TOKEN_REWARD_SHAPING, Trajectory, collate
+from lmgym.envs import make
 from tests.test_config_validation import one_line_error
 
 S = math.sqrt(0.1)  # unbiased std of the step rewards 0.9, 0.3, 0.6, 0.2
@@ -207,8 +207,8 @@ def test_ppo_gae_reads_the_prm_rewards(tiny_policy, tmp_path):
 
 
 def test_quickstart_trains_stepwise_with_a_prm_folder(tiny_policy, tmp_path, tmp_path_factory, capsys):
-    from policies import build_tiny_model
-    from policies.prm import ProcessRewardModel
+    from lmgym.policies import build_tiny_model
+    from lmgym.policies.prm import ProcessRewardModel
     from tests.test_examples import QUICKSTART, error_line, load_script, metrics
     from tests.tiny_models import save_tiny_model_dir
 

@@ -6,10 +6,10 @@ import math
 import pytest
 import torch
 
-from algorithms import bradley_terry_loss, pointwise_loss, PRMConfig, PRMTrainer
-from training import ConfigError
-from buffers import RatedSteps, StepPair
-from policies import ProcessRewardModel
+from lmgym.algorithms import bradley_terry_loss, pointwise_loss, PRMConfig, PRMTrainer
+from lmgym.training import ConfigError
+from lmgym.buffers import RatedSteps, StepPair
+from lmgym.policies import ProcessRewardModel
 
 PAIRS = [
     StepPair("What is 12 + 7 * 3?", ("7 * 3 = 21\n",), "12 + 21 = 33\n", "12 + 21 = 35\n", problem_id="a"),

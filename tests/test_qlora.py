@@ -5,8 +5,8 @@ import importlib.util
 
 import pytest
 
-from policies import HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
-from policies.quantization import QuantizationUnavailableError, four_bit_config
+from lmgym.policies import HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
+from lmgym.policies.quantization import QuantizationUnavailableError, four_bit_config
 
 HAS_BNB = importlib.util.find_spec("bitsandbytes") is not None
 
@@ -36,7 +36,7 @@ def test_the_4bit_config_is_nf4_with_double_quantization():
 def test_the_reinforce_stable_example_takes_lora_qlora_and_activation_checkpointing_flags():
     import importlib
 
-    from training import ConfigError
+    from lmgym.training import ConfigError
 
     example = importlib.import_module("examples.reinforce_stable_gsm8k")
     args = example.build_parser().parse_args(["--lora_r", "8", "--load_in_4bit", "--gradient_checkpointing"])
@@ -52,7 +52,7 @@ def test_a_4bit_base_keeps_the_unquantized_weights_in_the_asked_dtype(dtype):
     bf16 (peft's cast made W3's QLoRA residual stream float32: 70 GB against TRL's 42 GB); frozen either way."""
     import torch
 
-    from policies.quantization import prepare_for_adapters
+    from lmgym.policies.quantization import prepare_for_adapters
 
     model = build_tiny_model(build_tiny_tokenizer(), seed=0).to(torch.bfloat16)
     prepared = prepare_for_adapters(model, getattr(torch, dtype))

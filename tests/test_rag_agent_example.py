@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from envs.hotpotqa_data import HotpotQARecord
+from lmgym.envs.hotpotqa_data import HotpotQARecord
 from tests.rag_toys import CORPUS
 from tests.test_examples import error_line, load_script
 from tests.test_problem_records import assert_report_recomputes
@@ -52,7 +52,7 @@ def hotpotqa_file(folder: Path) -> str:
 
 @pytest.fixture(scope="module")
 def tiny_model_dir(tmp_path_factory) -> str:
-    from policies import build_tiny_model
+    from lmgym.policies import build_tiny_model
 
     return save_tiny_model_dir(tmp_path_factory, build_tiny_model)
 
@@ -71,11 +71,11 @@ def tiny_argv(model: str, tmp_path: Path) -> list[str]:
 
 
 def test_every_stage_runs_and_the_table_has_every_row_and_column(tiny_model_dir, tmp_path, capsys, monkeypatch):
-    import algorithms.base
-    import search.rag_evaluate
+    import lmgym.algorithms.base
+    import lmgym.search.rag_evaluate
 
     drawn, evaluated = [], []  # GRPO's training episodes; each evaluation's env and prompts
-    train_rollout, eval_rollout = algorithms.base.rollout, search.rag_evaluate.rollout
+    train_rollout, eval_rollout = lmgym.algorithms.base.rollout, lmgym.search.rag_evaluate.rollout
 
     def training_draws(env, policy, *args, **kwargs):
         trajectories = train_rollout(env, policy, *args, **kwargs)
@@ -87,8 +87,8 @@ def test_every_stage_runs_and_the_table_has_every_row_and_column(tiny_model_dir,
         evaluated.append((env, [policy.tokenizer.decode(t.prompt_ids) for t in trajectories], trajectories))
         return trajectories
 
-    monkeypatch.setattr(algorithms.base, "rollout", training_draws)
-    monkeypatch.setattr(search.rag_evaluate, "rollout", evaluation)
+    monkeypatch.setattr(lmgym.algorithms.base, "rollout", training_draws)
+    monkeypatch.setattr(lmgym.search.rag_evaluate, "rollout", evaluation)
     script, argv, out = load_script(SCRIPT), tiny_argv(tiny_model_dir, tmp_path), tmp_path / "run"
     script.main(argv)
     printed = capsys.readouterr().out

@@ -10,10 +10,10 @@ import warnings
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from envs import RAGHotpotQAEnv, SearchTool, Tool, ToolCall, make
-from envs.rag import VIOLATION_MESSAGES, open_store
-from episodes.rollout import SamplingSettings, rollout
-from policies.generation import Generation
+from lmgym.envs import RAGHotpotQAEnv, SearchTool, Tool, ToolCall, make
+from lmgym.envs.rag import VIOLATION_MESSAGES, open_store
+from lmgym.episodes.rollout import SamplingSettings, rollout
+from lmgym.policies.generation import Generation
 from tests import rag_toys
 from tests.rag_toys import RECORDS, LetterEmbedder, ToyStore
 
@@ -277,7 +277,7 @@ def test_a_failing_search_is_recorded_in_the_episodes_tool_errors():
 
 
 def bm25_only_store():
-    from retrieval import DocumentStore, Document, StoreConfig
+    from lmgym.retrieval import DocumentStore, Document, StoreConfig
 
     documents = [Document(f"doc{i}", title, text) for i, (title, text) in enumerate(rag_toys.CORPUS.items())]
     return DocumentStore.build(documents, StoreConfig(dense=False), progress=False)

@@ -4,10 +4,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from envs.hotpotqa_retrieved import QuestionSearchHotpotQAEnv
-from envs.rag import RAGHotpotQAEnv, rag_reward_weights
-from envs.rag_rewards import DEFAULT_WEIGHTS
-from search.rag_evaluate import REPLY_CHARS, episode_metrics, evaluate_rag, mean_metrics, reply_answer, search_queries
+from lmgym.envs.hotpotqa_retrieved import QuestionSearchHotpotQAEnv
+from lmgym.envs.rag import RAGHotpotQAEnv, rag_reward_weights
+from lmgym.envs.rag_rewards import DEFAULT_WEIGHTS
+from lmgym.search.rag_evaluate import REPLY_CHARS, episode_metrics, evaluate_rag, mean_metrics, reply_answer, search_queries
 from tests.rag_toys import RECORDS, LetterEmbedder, ToyStore
 
 

@@ -62,8 +62,8 @@ def hotpotqa_file(folder: Path) -> str:
 
 
 def test_a_search_method_the_index_cannot_run_is_refused_before_the_model_loads(tmp_path):
-    from retrieval import DocumentStore, StoreConfig, documents_from_hotpotqa
-    from envs.hotpotqa_data import load_hotpotqa
+    from lmgym.retrieval import DocumentStore, StoreConfig, documents_from_hotpotqa
+    from lmgym.envs.hotpotqa_data import load_hotpotqa
     from tests.test_examples import error_line
 
     data = hotpotqa_file(tmp_path)
@@ -85,7 +85,7 @@ def test_a_search_method_the_index_cannot_run_is_refused_before_the_model_loads(
 
 
 def test_reward_weights_pay_answering_more_than_finding_paragraphs():
-    from envs import RAGHotpotQAEnv
+    from lmgym.envs import RAGHotpotQAEnv
     from tests.rag_toys import RECORDS, LetterEmbedder, ToyStore
 
     script = load_script()

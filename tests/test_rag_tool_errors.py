@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from algorithms import GRPO, GRPOConfig
-from training.tool_errors import ToolErrorCounter, count_tool_errors
-from buffers import Trajectory
-from envs import RAGHotpotQAEnv
-from policies.generation import Generation
+from lmgym.algorithms import GRPO, GRPOConfig
+from lmgym.training.tool_errors import ToolErrorCounter, count_tool_errors
+from lmgym.buffers import Trajectory
+from lmgym.envs import RAGHotpotQAEnv
+from lmgym.policies.generation import Generation
 from tests.rag_toys import RECORDS, ToyStore
 
 

@@ -51,8 +51,8 @@ def test_the_readme_pieces_train_and_evaluate_as_shown(reader):
     assert 0.0 <= namespace["evaluate"](namespace["policy"], namespace["test_env"], episodes=4)["accuracy"] <= 1.0
 
 
-@pytest.mark.parametrize("name", ["Trainer", "evaluate", "PreferencePair"])
+@pytest.mark.parametrize("name", ["GRPO", "GRPOConfig", "make"])
 def test_the_imports_the_moved_note_names_work(name):
-    note = README.read_text(encoding="utf-8").split("## Moved in 0.2.0")[1]
-    statement = re.search(rf"`(from \w+ import {name})`", note).group(1)
+    note = README.read_text(encoding="utf-8").split("## Moved in 0.3.0")[1]
+    statement = re.search(rf"`(from [\w.]+ import [\w, ]*\b{name}\b[\w, ]*)`", note).group(1)
     exec(statement, {})  # noqa: S102

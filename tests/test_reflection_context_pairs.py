@@ -3,12 +3,12 @@ right refinement over wrong under one feedback; critic: feedback whose refinemen
 ties giving no pair, and degenerate pairs dropped and counted by reason."""
 import pytest
 
-from envs import ReflectionEnv
+from lmgym.envs import ReflectionEnv
 from tests.test_reflection import CRITIC_TEXT, REFINE, REFINE_TEXT, FixedTask, ScriptedRole
-from traindata.preference_data import PreferencePair
-from traindata.reflection_branching import branched_reflection_episodes
-from traindata.reflection_context_pairs import context_pairs
-from episodes import SamplingSettings
+from lmgym.traindata.preference_data import PreferencePair
+from lmgym.traindata.reflection_branching import branched_reflection_episodes
+from lmgym.traindata.reflection_context_pairs import context_pairs
+from lmgym.episodes import SamplingSettings
 
 QUESTION = "Q0? Give the final answer after ####."
 FEEDBACK = ["Redo the sum.", "Looks right.", "Check it."]

@@ -4,12 +4,12 @@ import re
 
 import pytest
 
-from algorithms.reflection_critic_metrics import critic_metrics
-from algorithms.reflection_metrics import evaluate_reflection, reflection_episodes
-from envs import ReflectionEnv
-from envs.reflection import DEFAULT_CRITIC_REQUEST
+from lmgym.algorithms.reflection_critic_metrics import critic_metrics
+from lmgym.algorithms.reflection_metrics import evaluate_reflection, reflection_episodes
+from lmgym.envs import ReflectionEnv
+from lmgym.envs.reflection import DEFAULT_CRITIC_REQUEST
 from tests.test_reflection import REFINE, FixedTask, ScriptedRole
-from traindata.oracle_feedback import (APPROVE, CORRECT_PHRASES, GENERIC_PHRASES, REJECT, STEP_PHRASES, UNCLEAR,
+from lmgym.traindata.oracle_feedback import (APPROVE, CORRECT_PHRASES, GENERIC_PHRASES, REJECT, STEP_PHRASES, UNCLEAR,
                                        feedback_verdict)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from algorithms.reflection_critic_metrics import CRITIC_METRICS
+from lmgym.algorithms.reflection_critic_metrics import CRITIC_METRICS
 from tests.test_examples import error_line, load_script, metrics
 from tests.test_problem_records import assert_report_recomputes
 from tests.tiny_models import save_tiny_model_dir
@@ -20,7 +20,7 @@ STAGES = ("base", "sft first", "sft answers", "sft", "sft eval", "pairs", "dpo",
 
 @pytest.fixture(scope="module")
 def tiny_model_dir(tmp_path_factory) -> str:
-    from policies import build_tiny_model
+    from lmgym.policies import build_tiny_model
 
     return save_tiny_model_dir(tmp_path_factory, build_tiny_model)
 
@@ -140,7 +140,7 @@ def test_bad_flags_and_changed_settings_are_one_line(tiny_model_dir, tmp_path):
 
 
 def test_triples_load_from_jsonl_and_bad_lines_name_file_and_line(tmp_path):
-    from traindata import load_triples
+    from lmgym.traindata import load_triples
 
     triples = load_triples(triples_file(tmp_path / "triples.jsonl"))
     assert [t.gold for t in triples] == ["5", "5"] and triples[0].feedback == "Check the sum."
@@ -151,8 +151,8 @@ def test_triples_load_from_jsonl_and_bad_lines_name_file_and_line(tmp_path):
 
 
 def test_math_gold_solutions_complete_the_math_envs_prompts(shared_data):
-    from traindata.sft_data import math_sft_examples
-    from envs import make
+    from lmgym.traindata.sft_data import math_sft_examples
+    from lmgym.envs import make
 
     if not (shared_data / "math500" / "test.jsonl").is_file():
         pytest.skip("../shared/data/math500 is not present")

@@ -2,15 +2,15 @@
 out token for token as the episode engine does inside ReflectionEnv (raw and chat requests)."""
 import pytest
 
-from algorithms.sft_tokens import encode_example
-from envs import ReflectionEnv
-from envs.arithmetic import ArithmeticEnv
-from envs.base import Problem
-from envs.reflection import DEFAULT_CRITIC_REQUEST
-from episodes import SamplingSettings, rollout
-from policies.generation import Generation
-from traindata.oracle_feedback import arithmetic_gold, oracle_feedback
-from traindata.reflection_sft import (
+from lmgym.algorithms.sft_tokens import encode_example
+from lmgym.envs import ReflectionEnv
+from lmgym.envs.arithmetic import ArithmeticEnv
+from lmgym.envs.base import Problem
+from lmgym.envs.reflection import DEFAULT_CRITIC_REQUEST
+from lmgym.episodes import SamplingSettings, rollout
+from lmgym.policies.generation import Generation
+from lmgym.traindata.oracle_feedback import arithmetic_gold, oracle_feedback
+from lmgym.traindata.reflection_sft import (
     AnswerRow, actor_refinement_sft_examples, answer_rows, critic_sft_examples, turn_tokens,
 )
 
@@ -115,9 +115,9 @@ def test_rows_from_episodes_and_bad_input(tiny_policy):
 def test_math_rows_get_verdict_feedback_and_the_worked_solution(tmp_path):
     import json
 
-    from envs import make
-    from traindata.oracle_feedback import CORRECT_PHRASES, GENERIC_PHRASES
-    from traindata.reflection_sft import gold_text
+    from lmgym.envs import make
+    from lmgym.traindata.oracle_feedback import CORRECT_PHRASES, GENERIC_PHRASES
+    from lmgym.traindata.reflection_sft import gold_text
 
     row = {"problem": "What is $2+3$?", "solution": "We add: $2+3=5$, so $\\boxed{5}$.", "answer": "5"}
     (tmp_path / "test.jsonl").write_text(json.dumps(row) + "\n")

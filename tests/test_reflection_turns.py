@@ -4,9 +4,9 @@ import re
 
 import pytest
 
-from algorithms.reflection_metrics import evaluate_reflection, turn_accuracy_curve, turn_metrics
-from algorithms.reflection_plots import plot_turn_accuracy
-from envs import ReflectionEnv
+from lmgym.algorithms.reflection_metrics import evaluate_reflection, turn_accuracy_curve, turn_metrics
+from lmgym.algorithms.reflection_plots import plot_turn_accuracy
+from lmgym.envs import ReflectionEnv
 from tests.test_reflection import REFINE, FixedTask, ScriptedRole
 
 VERDICTS = [[False, True, False], [True, False, False], [True, True], [False, False, True]]

@@ -12,8 +12,8 @@ import gymnasium
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-import envs
-from envs import LanguageEnv, MathEnv, Problem, UnknownEnvError, make, register, registered_ids
+from lmgym import envs
+from lmgym.envs import LanguageEnv, MathEnv, Problem, UnknownEnvError, make, register, registered_ids
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 DATA_FILES = {"GSM8K": SHARED_DATA / "gsm8k" / "train.jsonl", "MATH": SHARED_DATA / "math500" / "test.jsonl"}
@@ -24,7 +24,7 @@ BUILT_IN_IDS = ["Arithmetic-v0", "ArithmeticStepwise-v0", "GSM8K-v0", "GSM8KStep
 def make_offline(env_id: str, **kwargs) -> LanguageEnv:
     """``make`` with the shared data files for the hub-backed ids (skips if they are absent)."""
     for prefix, path in DATA_FILES.items():
-        if env_id.removeprefix("rlgym/").startswith(prefix):
+        if env_id.split("/")[-1].startswith(prefix):
             if not path.is_file():
                 pytest.skip(f"shared data file not found: {path}")
             kwargs.setdefault("data_path", str(path))
@@ -115,13 +115,13 @@ def test_user_registers_and_makes_a_custom_env():
 
 
 def test_register_with_a_module_string_entry_point():
-    register("ArithmeticLevel4-v0", "envs.arithmetic:ArithmeticEnv", level=4)
+    register("ArithmeticLevel4-v0", "lmgym.envs.arithmetic:ArithmeticEnv", level=4)
     env = make("ArithmeticLevel4-v0")
     assert type(env).__name__ == "ArithmeticEnv" and env.level == 4
 
 
-def test_importing_envs_is_light():
-    code = "import sys, envs; print(any(m in sys.modules for m in ('datasets', 'torch', 'transformers')))"
+def test_importing_the_package_is_light():
+    code = "import sys, lmgym; print(any(m in sys.modules for m in ('datasets', 'torch', 'transformers')))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                             cwd=Path(envs.__file__).resolve().parents[1])
     assert result.stdout.strip() == "False"
@@ -134,18 +134,19 @@ def test_public_names_are_exported():
         "correctness_reward", "format_reward", "extract_answer", "answers_equal",
     }
     assert expected <= set(envs.__all__) and all(hasattr(envs, name) for name in expected)
-    assert not hasattr(envs, "combine_rewards")  # one combiner: algorithms.reward_combination.combine
+    assert not hasattr(envs, "combine_rewards")  # one combiner: lmgym.algorithms.reward_combination.combine
 
 
 @pytest.mark.parametrize("env_id", BUILT_IN_IDS)
-def test_built_in_ids_answer_to_the_rlgym_namespace_in_make_and_gymnasium_make(env_id):
-    short, namespaced = make_offline(env_id), make_offline(f"rlgym/{env_id}")
+def test_built_in_ids_answer_to_the_lmgym_namespace_in_make_and_gymnasium_make(env_id):
+    short, namespaced = make_offline(env_id), make_offline(f"lmgym/{env_id}")
     assert type(namespaced) is type(short) and namespaced.mode == short.mode
-    assert namespaced.spec.id == f"rlgym/{env_id}" and namespaced.spec.kwargs == short.spec.kwargs
+    assert namespaced.spec.id == f"lmgym/{env_id}" and namespaced.spec.kwargs == short.spec.kwargs
     kwargs = {"data_path": namespaced.spec.kwargs["data_path"]} if "data_path" in namespaced.spec.kwargs else {}
-    assert type(gymnasium.make(f"rlgym/{env_id}", **kwargs).unwrapped) is type(short)
-    with pytest.raises(UnknownEnvError, match="rlgym/Nope-v0"):
-        make("rlgym/Nope-v0")
+    assert type(gymnasium.make(f"lmgym/{env_id}", **kwargs).unwrapped) is type(short)
+    with pytest.raises(UnknownEnvError, match="lmgym/Nope-v0"):
+        make("lmgym/Nope-v0")
+    assert type(make_offline(f"rlgym/{env_id}")) is type(short)  # 0.2.0's namespace, kept for one release
 
 
 def fresh_process_lines(code: str, tmp_path) -> list[str]:
@@ -163,24 +164,24 @@ def fresh_process_lines(code: str, tmp_path) -> list[str]:
 def test_gymnasium_make_in_a_fresh_process_that_imports_only_gymnasium(tmp_path):
     code = (
         "import sys, gymnasium\n"
-        "assert 'envs' not in sys.modules\n"
-        "env = gymnasium.make('envs:rlgym/Arithmetic-v0', level=2)\n"
+        "assert 'lmgym' not in sys.modules\n"
+        "env = gymnasium.make('lmgym:lmgym/Arithmetic-v0', level=2)\n"
         "obs, info = env.reset(seed=0)\n"
         "print(type(env.unwrapped).__name__, env.spec.id, env.unwrapped.level, obs.startswith('What is'))\n"
-        f"gsm = gymnasium.make('rlgym/GSM8K-v0', data_path={str(DATA_FILES['GSM8K'])!r}, subset=(0, 3))\n"
+        f"gsm = gymnasium.make('lmgym/GSM8K-v0', data_path={str(DATA_FILES['GSM8K'])!r}, subset=(0, 3))\n"
         "print(type(gsm.unwrapped).__name__, gsm.unwrapped.num_problems)\n"
     )
-    assert fresh_process_lines(code, tmp_path) == ["ArithmeticEnv rlgym/Arithmetic-v0 2 True", "GSM8KEnv 3"]
+    assert fresh_process_lines(code, tmp_path) == ["ArithmeticEnv lmgym/Arithmetic-v0 2 True", "GSM8KEnv 3"]
 
 
 def test_gymnasium_register_envs_takes_the_package_as_with_ale_py(tmp_path):
-    """gymnasium.register_envs(envs) is a no-op taking the module; importing it registers the rlgym/ ids."""
+    """gymnasium.register_envs(lmgym) is a no-op taking the module; importing it registers the lmgym/ ids."""
     code = (
-        "import gymnasium, envs\n"
-        "gymnasium.register_envs(envs)\n"
-        "env = gymnasium.make('rlgym/Arithmetic-v0', level=2)\n"
+        "import gymnasium, lmgym\n"
+        "gymnasium.register_envs(lmgym)\n"
+        "env = gymnasium.make('lmgym/Arithmetic-v0', level=2)\n"
         "print(type(env.unwrapped).__name__, env.spec.id, env.reset(seed=0)[0].startswith('What is'))\n"
-        f"gsm = gymnasium.make('rlgym/GSM8K-v0', data_path={str(DATA_FILES['GSM8K'])!r}, subset=(0, 3))\n"
+        f"gsm = gymnasium.make('lmgym/GSM8K-v0', data_path={str(DATA_FILES['GSM8K'])!r}, subset=(0, 3))\n"
         "print(type(gsm.unwrapped).__name__, gsm.unwrapped.num_problems)\n"
     )
-    assert fresh_process_lines(code, tmp_path) == ["ArithmeticEnv rlgym/Arithmetic-v0 True", "GSM8KEnv 3"]
+    assert fresh_process_lines(code, tmp_path) == ["ArithmeticEnv lmgym/Arithmetic-v0 True", "GSM8KEnv 3"]

@@ -5,12 +5,12 @@ import numpy as np
 import pytest
 import torch
 
-from algorithms import GRPO, GRPOConfig, ReinforceStable, ReinforceStableConfig
-from training.config import ConfigError
-from algorithms.replay import truncated_importance_weights
-from buffers import ReplayBuffer
-from envs import make
-from policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+from lmgym.algorithms import GRPO, GRPOConfig, ReinforceStable, ReinforceStableConfig
+from lmgym.training.config import ConfigError
+from lmgym.algorithms.replay import truncated_importance_weights
+from lmgym.buffers import ReplayBuffer
+from lmgym.envs import make
+from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 

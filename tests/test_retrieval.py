@@ -6,9 +6,9 @@ import json
 import numpy as np
 import pytest
 
-from envs.data import MalformedRowError
-from envs.hotpotqa_data import HotpotQARecord, load_hotpotqa
-from retrieval import (
+from lmgym.envs.data import MalformedRowError
+from lmgym.envs.hotpotqa_data import HotpotQARecord, load_hotpotqa
+from lmgym.retrieval import (
     Document, StoreConfig, chunk_documents, chunk_words, documents_from_hotpotqa, documents_from_jsonl,
     documents_to_jsonl, mean_reciprocal_rank, minmax_normalise, recall_at_k, reciprocal_rank,
     reciprocal_rank_fusion, top_k, weighted_fusion,

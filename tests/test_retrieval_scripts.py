@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from retrieval import DocumentStore
+from lmgym.retrieval import DocumentStore
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -9,8 +9,8 @@ import json
 import numpy as np
 import pytest
 
-from core.extras import MissingExtraError
-from retrieval import (
+from lmgym.core.extras import MissingExtraError
+from lmgym.retrieval import (
     Document, DocumentStore, HashingEmbedder, IndexLoadError, IndexNotFoundError,
     SentenceTransformerEmbedder, StoreConfig, embedder_from_name, minilm_path, reciprocal_rank_fusion,
 )
@@ -183,7 +183,7 @@ def rewrite_manifest(folder, change):
 
 
 def rehash(folder, name):
-    from retrieval.index_files import sha256
+    from lmgym.retrieval.index_files import sha256
 
     rewrite_manifest(folder, lambda m: m["files"].__setitem__(name, sha256(folder / name)))
 

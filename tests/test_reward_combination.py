@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from algorithms.reward_combination import (COMBINATIONS, REWARD_COMBINATIONS, combine, combine_batch_rewards,
+from lmgym.algorithms.reward_combination import (COMBINATIONS, REWARD_COMBINATIONS, combine, combine_batch_rewards,
                                            std_weights)
-from buffers import Trajectory
+from lmgym.buffers import Trajectory
 from tests.toy_env import DigitsEnv
 
 NAN = float("nan")
@@ -188,10 +188,10 @@ def test_env_keeps_the_envs_weighted_sum_and_the_others_read_the_raw_components(
 
 
 def test_a_reward_through_the_whole_pipeline_as_the_module_docstring_tells():
-    from algorithms import RLConfig
-    from algorithms.kl import pay_kl_in_reward
-    from algorithms.prm_reward import weigh_rewards
-    from buffers import REF_LOGPROBS, collate
+    from lmgym.algorithms import RLConfig
+    from lmgym.algorithms.kl import pay_kl_in_reward
+    from lmgym.algorithms.prm_reward import weigh_rewards
+    from lmgym.buffers import REF_LOGPROBS, collate
 
     class HalfScorer:  # a PRM that scores every step 0.5
         def score_trajectories(self, trajectories):

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 import torch
 
-from algorithms import DAPO, DAPOConfig, GRPO, GRPOConfig
-from algorithms.advantages import group_advantages
-from training.plots import distribution_panels, draw_metrics, progression_panels
-from training.reward_metrics import component_metrics
-from algorithms.reward_combination import combine_batch_rewards
-from buffers import ADVANTAGES, Trajectory
+from lmgym.algorithms import DAPO, DAPOConfig, GRPO, GRPOConfig
+from lmgym.algorithms.advantages import group_advantages
+from lmgym.training.plots import distribution_panels, draw_metrics, progression_panels
+from lmgym.training.reward_metrics import component_metrics
+from lmgym.algorithms.reward_combination import combine_batch_rewards
+from lmgym.buffers import ADVANTAGES, Trajectory
 from tests.toy_env import DigitsEnv, digit_fraction
 
 
@@ -108,7 +108,7 @@ def test_env_leaves_rewards_alone_and_other_methods_need_components():
 
 def test_std_combination_changes_grpo_advantages_as_its_weights_say(tiny_policy, tmp_path):
     env_run, _ = one_iteration(tiny_policy, tmp_path, "env")
-    from policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+    from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
 
     tok = build_tiny_tokenizer()
     fresh = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu")  # the same start as tiny_policy
@@ -183,9 +183,9 @@ def test_every_iteration_logs_each_component_and_the_run_folder_has_their_plots(
 
 
 def test_evaluate_reports_each_component_mean_over_its_greedy_episodes(tiny_policy):
-    from search import evaluate
-    from search.evaluate import episode_starts
-    from episodes.rollout import SamplingSettings, rollout
+    from lmgym.search import evaluate
+    from lmgym.search.evaluate import episode_starts
+    from lmgym.episodes.rollout import SamplingSettings, rollout
 
     env = two_components()
     result = evaluate(tiny_policy, env, episodes=4, max_new_tokens=6)
@@ -214,8 +214,8 @@ def test_the_component_plots_draw_each_component_per_iteration():
 
 
 def test_an_unknown_combination_is_a_one_line_config_error():
-    from algorithms import RLConfig
-    from training import ConfigError
+    from lmgym.algorithms import RLConfig
+    from lmgym.training import ConfigError
 
     with pytest.raises(ConfigError, match=r"^RLConfig.reward_combination must be one of env, uniform, std, pca, l2, "
                                           r"got 'mean'$"):
@@ -227,7 +227,7 @@ def test_rag_components_combine_as_documented():
     """RAG-HotpotQA-v0's default components (em, f1, mrr, format, ...) on scripted episodes: uniform
     is the env's own reward (equal weights summing to 1), pca ranks the full-marks episode first and the
     penalised one last, l2 refuses the negative format component."""
-    from envs import RAGHotpotQAEnv
+    from lmgym.envs import RAGHotpotQAEnv
     from tests.rag_toys import RECORDS, LetterEmbedder, ToyStore
 
     env = RAGHotpotQAEnv(records=RECORDS, store=ToyStore(), embedder=LetterEmbedder())

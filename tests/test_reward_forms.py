@@ -5,10 +5,10 @@ import json
 import numpy as np
 import pytest
 
-from algorithms import GRPO, GRPOConfig
-from envs import (ArithmeticEnv, GSM8KEnv, MathEnv, Problem, correctness_reward, per_sample_reward,
+from lmgym.algorithms import GRPO, GRPOConfig
+from lmgym.envs import (ArithmeticEnv, GSM8KEnv, MathEnv, Problem, correctness_reward, per_sample_reward,
                   reward_form, trl_reward)
-from policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
 
 
 def no_hashes_penalty(completion: str, gold: str, info: dict) -> float:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from envs import correctness_reward, format_reward
+from lmgym.envs import correctness_reward, format_reward
 
 
 @pytest.mark.parametrize(
@@ -39,10 +39,10 @@ def test_format_reward(completion, expected):
 
 
 def test_correctness_reward_uses_the_env_verdict_when_present(monkeypatch):
-    import envs.rewards
+    import lmgym.envs.rewards
 
     calls = []
-    monkeypatch.setattr(envs.rewards, "answers_equal", lambda *a, **k: calls.append(a) or True)
+    monkeypatch.setattr(lmgym.envs.rewards, "answers_equal", lambda *a, **k: calls.append(a) or True)
     assert correctness_reward("#### 71", "72", {"correct": False}) == 0.0
     assert correctness_reward("#### 72", "72", {"correct": True}) == 1.0
     assert calls == []

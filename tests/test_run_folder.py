@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from algorithms import GRPO, GRPOConfig
-from envs import make
-from policies import HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
+from lmgym.algorithms import GRPO, GRPOConfig
+from lmgym.envs import make
+from lmgym.policies import HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
 from tests import checkpoint_state
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 from tests.wandb_history import history
@@ -195,7 +195,7 @@ def test_a_lora_adapter_folder_loads_back_and_names_its_base_not_a_cache_path(tm
 
 
 def test_the_plot_has_iteration_0_integer_ticks_and_a_fraction_for_0_1_rewards(tmp_path):
-    from training.plots import draw_metrics
+    from lmgym.training.plots import draw_metrics
 
     rows = [{"iteration": 0, "eval_accuracy": 0.25},
             {"iteration": 1, "reward_mean": 0.5, "train_accuracy": 0.5, "rewards": [0.0, 1.0, 1.0, 0.0]},

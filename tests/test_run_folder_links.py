@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from training import checkpoints as ckpt
-from core.atomic_io import SymlinkRefusedError, purge_trash, remove_tree
-from training.cli import run_with_clear_errors
-from training.trainer_state import write_model_folder
+from lmgym.training import checkpoints as ckpt
+from lmgym.core.atomic_io import SymlinkRefusedError, purge_trash, remove_tree
+from lmgym.training.cli import run_with_clear_errors
+from lmgym.training.trainer_state import write_model_folder
 from tests.test_checkpoints import save_at, tiny_algo
 
 
@@ -109,7 +109,7 @@ def test_a_subfolder_swapped_for_a_link_between_listing_and_entering_is_unlinked
 
 
 def test_a_folder_swapped_for_a_link_after_its_trash_rename_is_unlinked_alone(tmp_path, outside, monkeypatch):
-    from core import atomic_io
+    from lmgym.core import atomic_io
 
     doomed = doomed_folder(tmp_path)
     real_move_aside = atomic_io.move_aside
@@ -212,7 +212,7 @@ def test_the_model_folder_replaces_a_leftover_link_and_refuses_a_linked_destinat
 
 
 def test_an_index_folder_that_is_a_link_is_refused_and_a_leftover_link_unlinked(tmp_path, outside):
-    from retrieval.index_files import IndexLoadError, write_index_folder
+    from lmgym.retrieval.index_files import IndexLoadError, write_index_folder
 
     def write(folder: Path) -> None:
         (folder / "documents.jsonl").write_text('{"text": "a"}\n')

@@ -4,7 +4,7 @@ import json
 import pytest
 
 from tests.faults import Killed, crash_at_fixture  # noqa: F401  (the crash_at fixture)
-from training.run_logger import DISCARDED, MetricsHistoryError, RunLogger, check_history
+from lmgym.training.run_logger import DISCARDED, MetricsHistoryError, RunLogger, check_history
 
 
 def rows(n):
@@ -100,8 +100,8 @@ def no_wandb_credentials(tmp_path, monkeypatch):
 
 
 def test_wandb_online_without_an_api_key_is_refused_before_anything_loads(no_wandb_credentials, tmp_path, monkeypatch):
-    from algorithms import GRPOConfig
-    from training.config import ConfigError
+    from lmgym.algorithms import GRPOConfig
+    from lmgym.training.config import ConfigError
     from tests.test_examples import ROOT, error_line, load_script
 
     quickstart = load_script(ROOT / "examples" / "quickstart.py")

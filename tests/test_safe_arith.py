@@ -1,11 +1,11 @@
-"""envs.safe_arith: the whitelisted tokenizer, the sympy builder's size guards, and the nesting helpers."""
+"""lmgym.envs.safe_arith: the whitelisted tokenizer, the sympy builder's size guards, and the nesting helpers."""
 
 from __future__ import annotations
 
 import pytest
 import sympy
 
-from envs.safe_arith import (
+from lmgym.envs.safe_arith import (
     MAX_BITS,
     MAX_EXPONENT,
     MAX_NESTING,

@@ -3,11 +3,11 @@
 sample cut at the cap. The tiny tokenizer is one token per character, so every count is len(text)."""
 import pytest
 
-from envs import make
-from search import SearchSettings, run_search
-from search.token_budget import charge_in_order
-from search.weighted_vote import weighted_majority, weighted_votes
-from training.config import ConfigError
+from lmgym.envs import make
+from lmgym.search import SearchSettings, run_search
+from lmgym.search.token_budget import charge_in_order
+from lmgym.search.weighted_vote import weighted_majority, weighted_votes
+from lmgym.training.config import ConfigError
 from tests.search_toys import ScriptedPolicy, ScriptedScorer
 
 STARTS = [{"options": {"index": 0}}, {"options": {"index": 1}}]
@@ -99,7 +99,7 @@ def test_a_cap_below_one_episode_leaves_the_problem_unanswered():
 
 
 def test_a_hard_mcts_cap_needs_prm_evaluation():
-    from search.mcts import MCTSConfig
+    from lmgym.search.mcts import MCTSConfig
 
     with pytest.raises(ConfigError, match=r"^MCTSConfig.token_cap must be soft with evaluation 'rollout'"):
         MCTSConfig(evaluation="rollout", max_tokens=10, token_cap="hard")

@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from envs import make
-from search import SearchSettings
-from search.curves import curve_name, evaluate_curves, save_curves
-from search.mcts import MCTSConfig
+from lmgym.envs import make
+from lmgym.search import SearchSettings
+from lmgym.search.curves import curve_name, evaluate_curves, save_curves
+from lmgym.search.mcts import MCTSConfig
 from tests.search_toys import ScriptedPolicy, ScriptedScorer
 
 

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from search import SearchSettings
-from search.search_eval import evaluate_search, markdown_table, save_table
-from envs import make
+from lmgym.search import SearchSettings
+from lmgym.search.search_eval import evaluate_search, markdown_table, save_table
+from lmgym.envs import make
 from tests.search_toys import ScriptedPolicy, ScriptedScorer
 from tests.test_examples import error_line, load_script
 from tests.test_problem_records import assert_report_recomputes
@@ -63,7 +63,7 @@ def test_markdown_table_and_its_files(tmp_path):
 @pytest.fixture(scope="module")
 def model_and_prm(tmp_path_factory) -> tuple[str, str]:
     """A tiny policy folder and a PRM folder on its backbone (aggregation "last")."""
-    from policies import HFPolicy, ProcessRewardModel, build_tiny_model
+    from lmgym.policies import HFPolicy, ProcessRewardModel, build_tiny_model
 
     model = save_tiny_model_dir(tmp_path_factory, build_tiny_model)
     prm = tmp_path_factory.mktemp("prm")

@@ -7,10 +7,10 @@ import pytest
 from fastapi.testclient import TestClient
 from gymnasium.utils.env_checker import check_env
 
-from training.config import ConfigError
-from envs import QuestionsEnv, make
-from serving import ServerLimits, create_app
-from serving import limits as limits_module
+from lmgym.training.config import ConfigError
+from lmgym.envs import QuestionsEnv, make
+from lmgym.serving import ServerLimits, create_app
+from lmgym.serving import limits as limits_module
 from tests.search_toys import ScriptedPolicy, ScriptedScorer
 from tests.test_examples import error_line, load_script
 from tests.tiny_models import save_tiny_model_dir
@@ -164,14 +164,14 @@ def test_a_request_whose_compute_runs_past_the_timeout_gets_504(monkeypatch):
 def test_limits_and_settings_are_checked_when_the_app_is_made():
     with pytest.raises(ConfigError, match=r"^ServerLimits.max_budget must be > 0, got 0$"):
         ServerLimits(max_budget=0)
-    from search import SearchSettings
+    from lmgym.search import SearchSettings
 
     with pytest.raises(ConfigError, match=r"^SearchSettings.temperature must be > 0 for maj"):
         create_app(ScriptedPolicy({}), search=SearchSettings(temperature=0))
 
 
 def test_serve_script_builds_the_app_over_a_model_folder_and_a_prm_folder(tmp_path_factory):
-    from policies import HFPolicy, ProcessRewardModel, build_tiny_model
+    from lmgym.policies import HFPolicy, ProcessRewardModel, build_tiny_model
 
     serve = load_script(SERVE)
     model, prm = save_tiny_model_dir(tmp_path_factory, build_tiny_model), tmp_path_factory.mktemp("prm")

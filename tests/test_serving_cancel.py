@@ -10,11 +10,11 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from fastapi.testclient import TestClient
 
-from policies import Generation, Policy, build_tiny_tokenizer
-from serving import BatchSettings, ServerLimits, create_app
-from serving.batcher import Batcher, QueueFull
-from serving import limits as limits_module
-from serving.limits import Deadline
+from lmgym.policies import Generation, Policy, build_tiny_tokenizer
+from lmgym.serving import BatchSettings, ServerLimits, create_app
+from lmgym.serving.batcher import Batcher, QueueFull
+from lmgym.serving import limits as limits_module
+from lmgym.serving.limits import Deadline
 
 STEP_SECONDS = 0.03  # what one decoding step of the fake engine costs
 

@@ -6,7 +6,7 @@ import re
 import pytest
 from fastapi.testclient import TestClient
 
-from serving import ServerLimits, create_app
+from lmgym.serving import ServerLimits, create_app
 
 MODEL = '"model": "HFPolicy"'
 USER = '{"role": "user", "content": "hi"}'
@@ -15,7 +15,7 @@ DEEP = "[" * 50_000 + "]" * 50_000  # past the JSON parser's recursion limit
 
 @pytest.fixture(scope="module")
 def client():
-    from policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+    from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
 
     tok = build_tiny_tokenizer()
     policy = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu")

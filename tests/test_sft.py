@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from algorithms import SFT, SFTConfig
-from traindata import arithmetic_sft_examples, ChatExample, gsm8k_sft_examples, SFTExample
-from traindata import load_sft_examples
-from algorithms.sft_tokens import collate_rows, encode_example, pack, packed_token_logprobs
-from policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+from lmgym.algorithms import SFT, SFTConfig
+from lmgym.traindata import arithmetic_sft_examples, ChatExample, gsm8k_sft_examples, SFTExample
+from lmgym.traindata import load_sft_examples
+from lmgym.algorithms.sft_tokens import collate_rows, encode_example, pack, packed_token_logprobs
+from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
 from tests.tiny_models import save_tiny_model_dir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -142,7 +142,7 @@ def test_long_examples_are_cut_and_those_with_nothing_to_train_are_left_out(tiny
 
 
 def test_sft_of_a_lora_policy_trains_the_adapter_alone(tmp_path):
-    from policies import LoraSettings
+    from lmgym.policies import LoraSettings
 
     tok = build_tiny_tokenizer()
     policy = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu",
@@ -171,7 +171,7 @@ def test_sft_data_from_jsonl_and_datasets(tmp_path):
 
 
 def test_gsm8k_and_arithmetic_gold_solutions_complete_the_envs_prompts(gsm8k_train):
-    from envs import make
+    from lmgym.envs import make
 
     examples = gsm8k_sft_examples(gsm8k_train, (0, 3))
     assert examples[0].prompt == make("GSM8K-v0", data_path=gsm8k_train).reset(options={"index": 0})[0]

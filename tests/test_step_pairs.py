@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from buffers import RatedSteps, StepPair, load_step_data, save_step_data, split_by_problem
+from lmgym.buffers import RatedSteps, StepPair, load_step_data, save_step_data, split_by_problem
 
 Q = "Compute 3 + 4 * 2."
 

@@ -6,13 +6,13 @@ import random
 import pytest
 import torch
 
-from algorithms import GRPO, PPO, GRPOConfig, PPOConfig, RLConfig
-from algorithms.base import padded_length
-from buffers import OLD_VALUES, REF_LOGPROBS, Trajectory, collate
-from envs import make
-from policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
-from training.config import ConfigError, field_help
-from training.token_batches import padded_tokens, split_to_count, token_micro_batches
+from lmgym.algorithms import GRPO, PPO, GRPOConfig, PPOConfig, RLConfig
+from lmgym.algorithms.base import padded_length
+from lmgym.buffers import OLD_VALUES, REF_LOGPROBS, Trajectory, collate
+from lmgym.envs import make
+from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+from lmgym.training.config import ConfigError, field_help
+from lmgym.training.token_batches import padded_tokens, split_to_count, token_micro_batches
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 

@@ -7,15 +7,15 @@ import warnings
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from algorithms import GRPO, GRPOConfig
-from envs import (
+from lmgym.algorithms import GRPO, GRPOConfig
+from lmgym.envs import (
     CalculatorTool,
     ToolArithmeticEnv,
     correctness_reward,
     make,
     registered_ids,
 )
-from envs.tool_env import DEFAULT_NUDGE, checked_tools, last_answer
+from lmgym.envs.tool_env import DEFAULT_NUDGE, checked_tools, last_answer
 from tests.tool_toys import FRUIT_NUMBERS, FruitToolsEnv, LookupTool, ShoutTool
 
 APPLE = list(FRUIT_NUMBERS).index("apple")

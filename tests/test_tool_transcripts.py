@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from algorithms.sft_tokens import encode_example
-from envs.hotpotqa_data import HotpotQARecord, held_out_ranges
-from envs.rag import RAGHotpotQAEnv
-from retrieval import Hit
-from traindata import ChatExample, hop2_queries, load_sft_examples, tool_transcript, tool_transcripts
+from lmgym.algorithms.sft_tokens import encode_example
+from lmgym.envs.hotpotqa_data import HotpotQARecord, held_out_ranges
+from lmgym.envs.rag import RAGHotpotQAEnv
+from lmgym.retrieval import Hit
+from lmgym.traindata import ChatExample, hop2_queries, load_sft_examples, tool_transcript, tool_transcripts
 
 ROOT = Path(__file__).resolve().parents[1]
-RAG_SYSTEM_PROMPT = (ROOT / "statics" / "prompts" / "rag_sys.txt").read_text().strip()
+RAG_SYSTEM_PROMPT = (ROOT / "lmgym" / "prompts" / "rag_sys.txt").read_text().strip()
 CORPUS = {  # word overlap with a query ranks them; ties keep this order
     "Mira Vantello": "Mira Vantello was born in Ostrava.",
     "Zorblat Tower": "Zorblat Tower was designed by Mira Vantello.",

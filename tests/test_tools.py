@@ -1,4 +1,4 @@
-"""envs.tools: the Tool protocol, TagTool's parse limits and CPU-bounded execute, and the calculator tool."""
+"""lmgym.envs.tools: the Tool protocol, TagTool's parse limits and CPU-bounded execute, and the calculator tool."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from envs import CalculatorTool, TagTool, Tool, ToolCall
-from envs.calculator import MAX_CALC_CHARS
-from envs.safe_arith import MAX_NESTING
+from lmgym.envs import CalculatorTool, TagTool, Tool, ToolCall
+from lmgym.envs.calculator import MAX_CALC_CHARS
+from lmgym.envs.safe_arith import MAX_NESTING
 from tests.cpu_timing import cpu_call
 from tests.tool_toys import LookupTool, ShoutTool
 

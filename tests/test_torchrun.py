@@ -34,7 +34,7 @@ def digit_answer_model(tokenizer):
     is right, so groups have mixed rewards and GRPO really updates (what the comparison needs)."""
     import torch
 
-    from policies import build_tiny_model
+    from lmgym.policies import build_tiny_model
 
     model = build_tiny_model(tokenizer)
     emb = model.get_input_embeddings().weight  # tied with the output layer
@@ -128,10 +128,10 @@ def test_torchrun_two_ranks_write_one_run_folder_equal_to_one_process(tiny_model
 
 def test_global_batch_must_split_over_ranks(tiny_policy, monkeypatch, tmp_path):
     """prompts_per_iteration (and minibatch_size) are global: one clear line when N ranks cannot split them."""
-    from algorithms import GRPO, GRPOConfig
-    from training import distributed
-    from training.config import ConfigError
-    from envs import make
+    from lmgym.algorithms import GRPO, GRPOConfig
+    from lmgym.training import distributed
+    from lmgym.training.config import ConfigError
+    from lmgym.envs import make
 
     monkeypatch.setattr(distributed, "world_size", lambda: 2)
     env = make("Arithmetic-v0", level=0, split="train")

@@ -14,14 +14,14 @@ TRAIN_PRM = Path(__file__).resolve().parents[1] / "examples" / "train_prm.py"
 
 @pytest.fixture(scope="module")
 def tiny_model_dir(tmp_path_factory) -> str:
-    from policies import build_tiny_model
+    from lmgym.policies import build_tiny_model
 
     return save_tiny_model_dir(tmp_path_factory, build_tiny_model)
 
 
 def test_train_prm_builds_every_source_trains_and_saves_the_prm(tiny_model_dir, shared_data, tmp_path, capsys):
-    from buffers.step_pairs import load_step_data
-    from policies.prm import ProcessRewardModel
+    from lmgym.buffers.step_pairs import load_step_data
+    from lmgym.policies.prm import ProcessRewardModel
 
     gsm8k = shared_data / "gsm8k" / "train.jsonl"
     if not gsm8k.is_file():

@@ -8,11 +8,11 @@ import argparse
 
 import pytest
 
-from algorithms import DAPO, DAPOConfig, DrGRPO, GRPOConfig, PPO, PPOConfig, ReinforceStableConfig, RLOO, RLOOConfig
-from training import ConfigError, load_config
-from training import trl_names
-from training.cli import add_config_arguments, config_from_arguments
-from training.config import read_config_file
+from lmgym.algorithms import DAPO, DAPOConfig, DrGRPO, GRPOConfig, PPO, PPOConfig, ReinforceStableConfig, RLOO, RLOOConfig
+from lmgym.training import ConfigError, load_config
+from lmgym.training import trl_names
+from lmgym.training.cli import add_config_arguments, config_from_arguments
+from lmgym.training.config import read_config_file
 from tests.test_config_validation import one_line_error as one_line
 
 
@@ -149,7 +149,7 @@ def test_max_episode_steps_is_refused_the_env_holds_the_one_step_limit(tmp_path)
 
 
 def test_step_counted_names_are_refused_where_an_iteration_has_no_fixed_step_count():
-    from training import TrainerConfig
+    from lmgym.training import TrainerConfig
 
     assert "may make several; set train_iterations" in one_line(TrainerConfig.from_trl, max_steps=5)
     assert TrainerConfig.from_trl(warmup_steps=3).warmup_iterations == 3  # an alias that counts steps on both sides
@@ -195,7 +195,7 @@ def test_other_algorithms_configs_are_refused_in_one_line():
 
 
 def test_a_config_with_every_field_an_algorithm_reads_is_accepted(tiny_policy):
-    from envs import make
+    from lmgym.envs import make
     from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
     # RLOOConfig and DrGRPOConfig only change GRPOConfig's defaults, so a GRPOConfig fits both

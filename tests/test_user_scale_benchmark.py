@@ -100,8 +100,8 @@ def test_one_grpo_step_of_the_harness_on_the_cpu(tmp_path, workload):
 
 
 def test_options_go_where_the_toolkit_has_them_or_fail_in_one_line(tmp_path):
-    from algorithms import GRPOConfig
-    from policies import HFPolicy
+    from lmgym.algorithms import GRPOConfig
+    from lmgym.policies import HFPolicy
 
     def args(*extra):
         return user_scale.parse_args(["--workload", "tiny-w2", "--model", str(tmp_path), "--out", "-", *extra])

@@ -4,12 +4,12 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from algorithms import DAPO, DAPOConfig, DrGRPO, DrGRPOConfig, GRPO, GRPOConfig, RLAlgorithm, RLOO
-from algorithms.advantages import informative_groups, leave_one_out_advantages
-from algorithms.dapo import overlong_penalty
-from algorithms.losses import completion_budget
-from buffers import Trajectory
-from envs import make
+from lmgym.algorithms import DAPO, DAPOConfig, DrGRPO, DrGRPOConfig, GRPO, GRPOConfig, RLAlgorithm, RLOO
+from lmgym.algorithms.advantages import informative_groups, leave_one_out_advantages
+from lmgym.algorithms.dapo import overlong_penalty
+from lmgym.algorithms.losses import completion_budget
+from lmgym.buffers import Trajectory
+from lmgym.envs import make
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 G = 3  # group size
@@ -139,7 +139,7 @@ def test_dapo_applies_the_penalty_to_sampled_rewards(tiny_policy, monkeypatch):
 def test_dapo_config_defaults_and_checks():
     c = DAPOConfig()
     assert (c.clip_low, c.clip_high, c.loss_aggregation, c.kl_coeff) == (0.2, 0.28, "token_mean", 0.0)
-    from training import ConfigError
+    from lmgym.training import ConfigError
 
     with pytest.raises(ConfigError, match="overlong_buffer"):
         DAPOConfig(max_new_tokens=8, overlong_buffer=8)
@@ -152,7 +152,7 @@ def test_one_completion_budget_for_the_loss_dapo_and_its_config_check(tiny_polic
     single = DAPO(tiny_policy, make("Arithmetic-v0"), DAPOConfig(max_new_tokens=8, overlong_buffer=4, progress=False))
     assert single.completion_budget == completion_budget(single.config) == 8
     assert completion_budget(DAPOConfig(max_new_tokens=8, loss_length_normalizer=50), stepwise) == 50
-    from training import ConfigError
+    from lmgym.training import ConfigError
 
     with pytest.raises(ConfigError, match=r"must be in \[0, 8\) \(the completion budget of one action"):
         DAPOConfig(max_new_tokens=8, overlong_buffer=8)  # what every env allows at least

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from algorithms.verifier_tables import better_verifier, reliability_markdown, verifier_table
-from search.budget_compare import versus_line
+from lmgym.algorithms.verifier_tables import better_verifier, reliability_markdown, verifier_table
+from lmgym.search.budget_compare import versus_line
 from tests.test_examples import error_line, load_script
 from tests.test_problem_records import assert_report_recomputes, assert_tampering_is_caught
 from tests.tiny_models import save_tiny_model_dir
@@ -54,7 +54,7 @@ def test_versus_line_against_maj_by_hand():
 
 @pytest.fixture(scope="module")
 def tiny_model_dir(tmp_path_factory) -> str:
-    from policies import build_tiny_model
+    from lmgym.policies import build_tiny_model
 
     return save_tiny_model_dir(tmp_path_factory, build_tiny_model)
 
@@ -70,10 +70,10 @@ def tiny_argv(model: str, out: Path) -> list[str]:
 
 
 def test_the_loop_runs_every_stage_then_reuses_them(tiny_model_dir, tmp_path, capsys):
-    from algorithms import evaluate_verifier
-    from envs import make
-    from policies.prm import ProcessRewardModel
-    from traindata.step_data import load_policy_labels
+    from lmgym.algorithms import evaluate_verifier
+    from lmgym.envs import make
+    from lmgym.policies.prm import ProcessRewardModel
+    from lmgym.traindata.step_data import load_policy_labels
 
     script, out = load_script(SCRIPT), tmp_path / "run"
     argv = tiny_argv(tiny_model_dir, out)

@@ -3,14 +3,14 @@ labels), real optimizer steps of a tiny PRM, and a tiny dense-reward GRPO run wi
 import pytest
 import torch
 
-from algorithms import GRPO, GRPOConfig
-from algorithms.prm_reward import PRM_REWARDS, STEP_ENDS
-from algorithms.step_credit import progress_advantages
-from algorithms.verifier_refresh import VerifierRefresh, VerifierRefreshConfig, labelled
-from buffers import Trajectory, collate
-from buffers.outcome import EpisodeOutcome
-from envs import make
-from policies.prm import ProcessRewardModel
+from lmgym.algorithms import GRPO, GRPOConfig
+from lmgym.algorithms.prm_reward import PRM_REWARDS, STEP_ENDS
+from lmgym.algorithms.step_credit import progress_advantages
+from lmgym.algorithms.verifier_refresh import VerifierRefresh, VerifierRefreshConfig, labelled
+from lmgym.buffers import Trajectory, collate
+from lmgym.buffers.outcome import EpisodeOutcome
+from lmgym.envs import make
+from lmgym.policies.prm import ProcessRewardModel
 from tests.test_config_validation import one_line_error
 from tests.test_prm_reward import ScriptedPRM, SpyGRPO, small
 

@@ -7,12 +7,12 @@ import math
 import pytest
 import torch
 
-from algorithms import PRMConfig, evaluate_verifier, score_samples, verifier_trainer
-from algorithms.verifier_eval import verifier_solution_metrics
-from buffers.step_pairs import split_by_problem
-from envs import make
-from policies.prm import ProcessRewardModel
-from traindata.step_data import (
+from lmgym.algorithms import PRMConfig, evaluate_verifier, score_samples, verifier_trainer
+from lmgym.algorithms.verifier_eval import verifier_solution_metrics
+from lmgym.buffers.step_pairs import split_by_problem
+from lmgym.envs import make
+from lmgym.policies.prm import ProcessRewardModel
+from lmgym.traindata.step_data import (
     LabelledSample, PolicyLabelConfig, load_policy_labels, policy_labels, save_policy_labels,
 )
 

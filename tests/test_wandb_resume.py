@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from training.run_logger import WANDB_ID, RunLogger
+from lmgym.training.run_logger import WANDB_ID, RunLogger
 from tests.test_checkpoint_layout import algorithm
 
 

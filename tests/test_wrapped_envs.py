@@ -3,10 +3,10 @@ import gymnasium
 import pytest
 import torch
 
-from algorithms import GRPO, GRPOConfig
-from search import evaluate
-from episodes.rollout import SamplingSettings, rollout
-from envs import ArithmeticEnv, make
+from lmgym.algorithms import GRPO, GRPOConfig
+from lmgym.search import evaluate
+from lmgym.episodes.rollout import SamplingSettings, rollout
+from lmgym.envs import ArithmeticEnv, make
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 

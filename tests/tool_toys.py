@@ -10,7 +10,7 @@ are used up. The character-level tiny model writes "!" often enough to call ``sh
 
 from __future__ import annotations
 
-from envs import Problem, TagTool, ToolCall, ToolEnv, register
+from lmgym.envs import Problem, TagTool, ToolCall, ToolEnv, register
 
 FRUIT_NUMBERS = {"apple": "3", "pear": "5", "plum": "7", "fig": "11"}
 MAX_SHOUT_CHARS = 40

@@ -3,8 +3,8 @@
 With the character-level tiny model (about 100 symbols, 10 of them digits) a random policy scores
 about 0.1, so any algorithm that learns shows a clear rise within a few dozen CPU iterations.
 """
-from envs import LanguageEnv, register
-from envs.base import Problem
+from lmgym.envs import LanguageEnv, register
+from lmgym.envs.base import Problem
 
 
 def digit_fraction(completion: str, gold: str, info: dict) -> float:

@@ -1,0 +1,51 @@
+"""lmgym: train language models with reinforcement learning, in the shape of a gym.
+
+    from lmgym import GRPO, GRPOConfig, HFPolicy, make
+
+Importing `lmgym` registers the environments (so `gymnasium.make("lmgym:lmgym/Arithmetic-v0")` works in a fresh
+process); every other name below loads its subpackage on first use, so `import lmgym` stays light.
+"""
+from __future__ import annotations
+
+import importlib
+
+from lmgym.envs import *  # noqa: F403 - the environments and their registry, loaded eagerly (see above)
+from lmgym.envs import __all__ as _ENV_NAMES
+
+__version__ = "0.3.0"
+
+# top-level name -> the subpackage that defines it (loaded on first access)
+_LAZY: dict[str, str] = {
+    **{name: "lmgym.algorithms" for name in (
+        "RLAlgorithm", "RLConfig", "GRPO", "GRPOConfig", "ReinforceStable", "ReinforceStableConfig", "PPO",
+        "PPOConfig", "DrGRPO", "DrGRPOConfig", "DAPO", "DAPOConfig", "RLOO", "RLOOConfig", "MCTSSearch",
+        "MCTSSearchConfig", "PRMConfig", "PRMTrainer", "DPO", "DPOConfig", "IPO", "LengthNormalizedDPO", "SFT",
+        "SFTConfig")},
+    **{name: "lmgym.policies" for name in (
+        "Policy", "HFPolicy", "FewShotStepwisePolicy", "LoraSettings", "ProcessRewardModel", "EMBEDDED_MODEL",
+        "build_tiny_model", "build_tiny_tokenizer", "load_model_and_tokenizer")},
+    **{name: "lmgym.training" for name in ("Trainer", "TrainerConfig", "ConfigError", "load_config", "RunLogger",
+                                           "plot_run")},
+    **{name: "lmgym.search" for name in ("evaluate", "pass_at_k", "run_search", "SearchSettings", "MCTS",
+                                         "MCTSConfig", "evaluate_search", "evaluate_curves")},
+    **{name: "lmgym.episodes" for name in ("rollout", "SamplingSettings")},
+    **{name: "lmgym.buffers" for name in ("ReplayBuffer", "Trajectory")},
+    **{name: "lmgym.retrieval" for name in ("DocumentStore", "StoreConfig")},
+    "create_app": "lmgym.serving",
+}
+
+__all__ = ["__version__", *_ENV_NAMES, *_LAZY]
+
+
+def __getattr__(name: str):
+    """Load the subpackage that defines `name` on first use."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lmgym' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -1,0 +1,66 @@
+"""Held-out verifier reports (`lmgym.algorithms.verifier_eval.VerifierReport`) as plain records for JSON files, and
+as markdown: one row per (verifier, problem set), the reliability table of each, and the better verifier.
+
+A record is `report.as_dict()` with the solution-level reliability table under "reliability" (a list of
+{lower, upper, count, mean_score, positive_rate}): what a result file keeps and a summary reads back.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+from lmgym.algorithms.verifier_eval import VerifierReport
+
+COLUMNS = (("samples", "samples", "{:.0f}"), ("positive_rate", "correct", "{:.1%}"),
+           ("accuracy", "accuracy", "{:.1%}"), ("auc", "AUC", "{:.3f}"), ("ece", "ECE", "{:.3f}"))
+PROBLEM_COLUMNS = (("majority_accuracy", "maj@N", "{:.1%}"), ("weighted_majority_accuracy", "weighted maj@N", "{:.1%}"),
+                   ("best_of_n_accuracy", "best-of-N", "{:.1%}"), ("sample_accuracy", "sample accuracy", "{:.1%}"),
+                   ("pass_at_n", "pass@N", "{:.1%}"))
+
+
+def report_record(report: VerifierReport) -> dict:
+    """The report's scalar metrics (`as_dict`) and its solution-level reliability table, JSON-ready."""
+    return {**report.as_dict(), "reliability": [dataclasses.asdict(b) for b in report.solution.reliability]}
+
+
+def _cell(record: Mapping, key: str, form: str) -> str:
+    value = record.get(key)
+    return "-" if value is None else form.format(value)
+
+
+def verifier_table(records: Mapping[str, Mapping]) -> str:
+    """Markdown: one row per named record (e.g. "orm, L2"): solution-level samples, share correct, accuracy at
+    0.5, AUC, ECE, then per problem over the same N samples: maj@N, the weighted maj@N and best-of-N its scores
+    give, the samples' accuracy and pass@N ("-": not in the record)."""
+    titles = [t for _, t, _ in COLUMNS + PROBLEM_COLUMNS]
+    lines = ["| verifier | " + " | ".join(titles) + " |", "|" + "---|" * (len(titles) + 1)]
+    for name, record in records.items():
+        solution = {key: record.get(f"solution_{key}") for key, _, _ in COLUMNS}
+        solution["samples"] = record.get("solution_count")
+        cells = [_cell(solution, key, form) for key, _, form in COLUMNS]
+        cells += [_cell(record, key, form) for key, _, form in PROBLEM_COLUMNS]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def reliability_markdown(record: Mapping) -> str:
+    """Markdown of a record's reliability table: score bin, solutions in it, mean score, share correct."""
+    lines = ["| score bin | solutions | mean score | correct |", "|---|---|---|---|"]
+    for b in record["reliability"]:
+        lines.append(f"| [{b['lower']:.1f}, {b['upper']:.1f}) | {b['count']} | {b['mean_score']:.3f} | "
+                     f"{b['positive_rate']:.1%} |")
+    return "\n".join(lines) + "\n"
+
+
+def better_verifier(records: Mapping[str, Sequence[Mapping]]) -> str:
+    """The verifier whose records (one per problem set) have the highest mean solution AUC; a record without
+    an AUC (one class only) counts 0.5, a chance ranking; ties go to the first named."""
+    if not records:
+        raise ValueError("better_verifier: no verifiers to compare")
+    means = {}
+    for name, rows in records.items():
+        if not rows:
+            raise ValueError(f"better_verifier: verifier {name!r} has no records")
+        aucs = [r.get("solution_auc") for r in rows]
+        means[name] = sum(0.5 if a is None else a for a in aucs) / len(aucs)
+    return max(means, key=lambda name: means[name])  # max keeps the first of equal values

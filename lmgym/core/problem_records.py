@@ -1,0 +1,46 @@
+"""Per-problem outcome records: the file beside an evaluation's aggregate JSON from which its numbers can be
+recomputed (benchmarks/report.py does).
+
+`<name>.json` (the aggregates) gets `<name>.problems.jsonl` next to it: one JSON object a line, one line per
+problem, each with its `kind` (which evaluation wrote it, so a reader knows how to recompute), the problem's
+`index` or `id`, its `gold`, the prediction(s) and their correctness; sampled evaluations add `n` (samples)
+and `c` (correct ones). Every evaluation writes through `write_problem_records`, so the files share one form.
+"""
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from lmgym.core.atomic_io import atomic_write_text
+from lmgym.core.jsonl import read_jsonl
+
+SUFFIX = ".problems.jsonl"
+
+
+def problems_path(aggregate_path: str | os.PathLike) -> Path:
+    """The records file that belongs beside `aggregate_path`: `eval.json` -> `eval.problems.jsonl`."""
+    path = Path(aggregate_path)
+    return path.with_name(path.stem + SUFFIX)
+
+
+def write_problem_records(path: str | os.PathLike, kind: str, records: Iterable[Mapping[str, Any]]) -> Path:
+    """Write `records` (one per problem, in order), each tagged `kind`, to `path` atomically (a `.json`
+    aggregate's path is turned into its `problems_path`); returns the path written."""
+    path = Path(path)
+    if not path.name.endswith(SUFFIX):
+        path = problems_path(path)
+    lines = [json.dumps({"kind": kind, **record}, ensure_ascii=False) + "\n" for record in records]
+    if not lines:
+        raise ValueError(f"{path}: no problem records to write")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, "".join(lines))
+    return path
+
+
+def read_problem_records(path: str | os.PathLike) -> list[dict]:
+    """The records of a `.problems.jsonl` file (each must name its `kind`); a bad line is one
+    MalformedRowError "<path>:<line>: <problem>"."""
+    return read_jsonl(path, required_fields=("kind",), what="problem records")

@@ -1,0 +1,128 @@
+"""Calling a reward function on one sample (or one batch: ``call_batch_reward``) without letting it crash
+or stall the episode.
+
+``call_reward`` passes a number through as a float and ``None`` ("not applicable")
+as is, and turns an exception, a non-number or non-finite value, or a run
+past a CPU-time bound into a 0.0 score plus a one-line error
+(``"ExceptionType: message"``) that the env reports in ``info["reward_errors"]``.
+
+The CPU-time bound uses ``signal.setitimer(signal.ITIMER_PROF)`` and a SIGPROF
+handler that raises :class:`RewardTimeout`; signals can only be handled in the
+main thread, so the bound applies only when ``call_reward`` runs there (and the
+platform has ``setitimer``).  Elsewhere a reward function runs unbounded.  The
+timer counts the CPU time of the whole process (all its threads) while the
+reward function runs; a process it forks is not counted.  The previous SIGPROF
+handler and timer are restored afterwards.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from lmgym.core.messages import error_line
+
+__all__ = ["RewardTimeout", "call_batch_reward", "call_reward", "cpu_time_limit"]
+
+MAX_ERROR_CHARS = 200
+_REPEAT_S = 0.05  # the timer fires again every 50 ms if a reward function swallows the first exception
+
+
+class RewardTimeout(BaseException):
+    """A reward function ran past its CPU-time bound.
+
+    A ``BaseException`` so that a reward function's own ``except Exception``
+    cannot swallow it.
+    """
+
+
+def _can_time(timeout: float | None) -> bool:
+    return (
+        timeout is not None
+        and hasattr(signal, "setitimer")
+        and threading.current_thread() is threading.main_thread()
+    )
+
+
+@contextmanager
+def cpu_time_limit(timeout: float | None) -> Iterator[None]:
+    """Raise :class:`RewardTimeout` in the block once it has used ``timeout`` CPU seconds.
+
+    A no-op for ``timeout=None`` or outside the main thread.
+    """
+    if not _can_time(timeout):
+        yield
+        return
+    state = {"armed": True}
+
+    def on_sigprof(signum: int, frame: Any) -> None:
+        if state["armed"]:
+            raise RewardTimeout(f"exceeded {timeout:g} s of CPU time")
+
+    previous_handler = signal.signal(signal.SIGPROF, on_sigprof)
+    cpu_start = time.process_time()
+    previous_delay, previous_interval = signal.setitimer(signal.ITIMER_PROF, float(timeout), _REPEAT_S)
+    try:
+        yield
+    finally:
+        state["armed"] = False
+        signal.setitimer(signal.ITIMER_PROF, 0.0)
+        signal.signal(signal.SIGPROF, previous_handler)
+        if previous_delay > 0:  # a timer someone else set keeps counting the CPU time used meanwhile
+            used = time.process_time() - cpu_start
+            signal.setitimer(signal.ITIMER_PROF, max(previous_delay - used, 1e-6), previous_interval)
+
+
+def _as_reward(value: Any) -> float | None:
+    """``value`` as a finite float (None stays None); ValueError/TypeError naming what is wrong otherwise."""
+    if value is None:
+        return None
+    if not isinstance(value, numbers.Real):
+        raise TypeError(f"reward must be a real number or None; got {type(value).__name__}")
+    result = float(value)
+    if not math.isfinite(result):
+        raise ValueError(f"reward must be finite; got {result!r}")
+    return result
+
+
+def call_reward(
+    fn: Callable[[str, str, dict], Any],
+    completion: str,
+    gold: str,
+    context: dict,
+    timeout: float | None,
+) -> tuple[float | None, str | None]:
+    """``(score, None)`` (a None score: not applicable), or ``(0.0, "ExceptionType: one-line message")``
+    if ``fn`` fails on this sample."""
+    try:
+        with cpu_time_limit(timeout):
+            value = fn(completion, gold, context)
+        return _as_reward(value), None
+    except (Exception, RewardTimeout) as error:  # noqa: BLE001 - contained per sample, reported in info
+        return 0.0, error_line(error, MAX_ERROR_CHARS)
+
+
+def call_batch_reward(
+    fn: Callable[[], Any], size: int, timeout: float | None
+) -> list[tuple[float | None, str | None]]:
+    """``call_reward`` for one call scoring ``size`` samples at once (``fn()`` returns their list of rewards):
+    the CPU-time bound is ``timeout`` per sample; a call that fails scores every sample 0.0 with its error,
+    a bad value only its own sample."""
+    try:
+        with cpu_time_limit(None if timeout is None else timeout * size):
+            values = fn()
+    except (Exception, RewardTimeout) as error:  # noqa: BLE001 - contained per batch, reported in info
+        return [(0.0, error_line(error, MAX_ERROR_CHARS))] * size
+    results: list[tuple[float | None, str | None]] = []
+    for value in values:
+        try:
+            results.append((_as_reward(value), None))
+        except (TypeError, ValueError) as error:
+            results.append((0.0, error_line(error, MAX_ERROR_CHARS)))
+    return results

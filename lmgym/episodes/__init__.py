@@ -1,0 +1,12 @@
+"""Running policies in language environments: the batched episode engine, rollouts and branch state."""
+from lmgym.episodes.engine import INJECTED_ROLE, Branch, EpisodeEngine, SamplingSettings
+from lmgym.episodes.env_state import (DEFAULT_ROLE, check_not_vector, get_branch_state, is_multi_step, is_stepwise,
+                                next_role, next_stop_strings, set_branch_state)
+from lmgym.episodes.limits import episode_step_limit
+from lmgym.episodes.rollout import rollout
+
+__all__ = [
+    "Branch", "EpisodeEngine", "SamplingSettings", "rollout", "episode_step_limit", "get_branch_state",
+    "set_branch_state", "is_multi_step", "is_stepwise", "next_role", "next_stop_strings", "DEFAULT_ROLE",
+    "INJECTED_ROLE", "check_not_vector",
+]

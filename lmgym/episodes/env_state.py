@@ -1,0 +1,113 @@
+"""The episode state of a (possibly wrapped) env, and what that state says about the next action.
+
+Wrapped envs (any ``gymnasium.Wrapper`` chain, e.g. ``TimeLimit(env)``) work: ``reset`` and ``step``
+go through the wrappers, so their logic applies; ``get_state``/``set_state``/``stop_strings``/
+``current_role`` are read from ``env.unwrapped``; the capabilities ``is_multi_step`` and ``is_stepwise``
+through ``get_wrapper_attr`` (a wrapper may declare its own). Each wrapper's plain-data attributes (numbers,
+strings, None and lists, tuples, dicts of them, e.g. TimeLimit's step counter) are saved and restored
+with the episode state, so branches never see each other's steps; any other attribute is shared by all
+branches. A gymnasium vector env is refused in one line (``check_not_vector``): branching one env's
+state is how many episodes run at once here.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import gymnasium
+
+DEFAULT_ROLE = "policy"  # the role that acts in an env that names none
+_UNSET = object()
+
+
+def check_not_vector(env, owner: str) -> None:
+    """One-line ValueError if ``env`` is a gymnasium vector env (``SyncVectorEnv``/``AsyncVectorEnv``/a vector
+    wrapper): episodes branch one env's saved states, so N copies of it add nothing; the line names what to pass."""
+    if isinstance(env, gymnasium.vector.VectorEnv):
+        raise ValueError(
+            f"{owner}: got a gymnasium {type(env).__name__} of {env.num_envs} envs; pass the env itself (e.g. "
+            f"lmgym.envs.make('Arithmetic-v0')): the trainer batches prompts_per_iteration x samples_per_prompt episodes "
+            f"of one env in each sampling call, branching its saved state")
+
+
+def get_branch_state(env) -> dict[str, Any]:
+    """The episode state of a (possibly wrapped) env: the base env's state plus each wrapper's plain data."""
+    return {"env": base_env(env).get_state(), "wrappers": [_plain_attributes(w) for w in _wrappers(env)]}
+
+
+def set_branch_state(env, state: dict[str, Any]) -> None:
+    """Restore a state from ``get_branch_state`` into the same (possibly wrapped) env."""
+    for wrapper, attributes in zip(_wrappers(env), state["wrappers"]):
+        vars(wrapper).update(copy.deepcopy(attributes))
+    base_env(env).set_state(state["env"])
+
+
+def is_multi_step(env) -> bool:
+    """Whether an episode of the (possibly wrapped) env may take several actions: its ``is_multi_step``
+    (``LanguageEnv``: any mode but "single"); False for a plain env that does not say."""
+    return _capability(env, "is_multi_step")
+
+
+def is_stepwise(env) -> bool:
+    """Whether each action of the (possibly wrapped) env is one reasoning step ending at a line break: its
+    ``is_stepwise`` (``LanguageEnv``: mode "stepwise"); False for a plain env that does not say."""
+    return _capability(env, "is_stepwise")
+
+
+def next_stop_strings(env) -> list[str] | None:
+    """Stop strings for the env's next action in its current state: its ``stop_strings``, else ["\\n"]
+    for stepwise envs and None (stop at EOS or the length limit) for others."""
+    stop = getattr(base_env(env), "stop_strings", _UNSET)
+    if stop is _UNSET:
+        stop = ["\n"] if is_stepwise(env) else None
+    return list(stop) if stop is not None else None
+
+
+def next_role(env) -> str:
+    """Which role acts next in the env's current state: its ``current_role``, else ``DEFAULT_ROLE``."""
+    role = getattr(base_env(env), "current_role", DEFAULT_ROLE)
+    if not isinstance(role, str) or not role:
+        raise ValueError(f"{type(base_env(env)).__name__}.current_role must be a non-empty str; got {role!r}")
+    return role
+
+
+def _capability(env, name: str) -> bool:
+    """A declared capability: through gymnasium's ``get_wrapper_attr`` (the outermost wrapper that defines it,
+    else the env), or the attribute of a plain env; False when none defines it. A non-bool is a ValueError."""
+    try:
+        value = env.get_wrapper_attr(name) if hasattr(env, "get_wrapper_attr") else getattr(env, name)
+    except AttributeError:
+        return False
+    if not isinstance(value, bool):
+        raise ValueError(f"{type(base_env(env)).__name__}.{name} must be a bool; got {value!r}")
+    return value
+
+
+def base_env(env):
+    """The innermost env of a wrapper chain (the env itself when unwrapped)."""
+    return getattr(env, "unwrapped", env)
+
+
+def _wrappers(env) -> list:
+    layers = []
+    while env is not base_env(env) and hasattr(env, "env"):
+        layers.append(env)
+        env = env.env
+    return layers
+
+
+def _plain_attributes(wrapper) -> dict[str, Any]:
+    return {k: copy.deepcopy(v) for k, v in vars(wrapper).items() if k != "env" and _is_plain(v)}
+
+
+def _is_plain(value: Any, depth: int = 0) -> bool:
+    """True for None, bool, int, float, str and (up to 4 levels) lists, tuples and str-keyed dicts of them."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    if depth >= 4:
+        return False
+    if isinstance(value, (list, tuple)):
+        return all(_is_plain(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _is_plain(v, depth + 1) for k, v in value.items())
+    return False

@@ -1,0 +1,79 @@
+"""Old import paths that still work for one release, each with one `MovedModuleWarning` line naming the new one.
+
+0.3.0 made the toolkit one package: `import envs` (0.2.0) is now `import lmgym.envs`. The old top-level names
+are installed as thin packages that hand over to this module, so `from envs import make` and
+`import training.trainer` keep working until the next release, as the same module objects (a patch applies to
+both). Modules that moved inside the package in 0.3.0 are listed in `MOVED_MODULES` and work the same way.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+import warnings
+
+OLD_PACKAGES = ("core", "envs", "retrieval", "buffers", "policies", "episodes", "training", "search", "traindata",
+                "algorithms", "serving")
+MOVED_MODULES: dict[str, str] = {}  # modules that moved inside lmgym in 0.3.0: old dotted path -> new one
+# old dotted path -> new dotted path; an entry covers the modules below it too
+MOVED: dict[str, str] = {**{name: f"lmgym.{name}" for name in OLD_PACKAGES}, **MOVED_MODULES}
+
+
+class MovedModuleWarning(FutureWarning):
+    """An import used a module path that moved; the message names the new one."""
+
+
+def new_path(fullname: str) -> str | None:
+    """The new dotted path of an old one (the longest moved prefix decides), or None if it did not move."""
+    parts = fullname.split(".")
+    for n in range(len(parts), 0, -1):
+        new = MOVED.get(".".join(parts[:n]))
+        if new is not None:
+            return ".".join([new, *parts[n:]])
+    return None
+
+
+def _warn(old: str, new: str, stacklevel: int) -> None:
+    warnings.warn(f"{old} moved to {new}; import it from there (the old path goes in the next release)",
+                  MovedModuleWarning, stacklevel=stacklevel)
+
+
+def replace_with_new(old: str):
+    """Called by an old top-level package's `__init__`: warn and put the new package in its place."""
+    new = new_path(old)
+    _warn(old, new, stacklevel=4)
+    module = importlib.import_module(new)
+    sys.modules[old] = module
+    return module
+
+
+class _Alias(importlib.abc.Loader):
+    """Loads an old path as the module at its new path (the same module object)."""
+
+    def __init__(self, new: str) -> None:
+        self.new = new
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec):
+        if spec.name.partition(".")[0] not in OLD_PACKAGES:  # below an old top-level name, that name warned
+            _warn(spec.name, self.new, stacklevel=2)
+        return importlib.import_module(self.new)
+
+    def exec_module(self, module) -> None:
+        """Nothing to run: the module at the new path is already imported."""
+
+
+class _MovedFinder(importlib.abc.MetaPathFinder):
+    """Finds every old path below a moved package or module (not the old top-level names: their packages
+    warn and hand over), and nothing else."""
+
+    def find_spec(self, fullname: str, path=None, target=None):
+        new = None if fullname in OLD_PACKAGES else new_path(fullname)
+        if new is None or importlib.util.find_spec(new) is None:  # a path that never existed stays an ImportError
+            return None
+        return importlib.machinery.ModuleSpec(fullname, _Alias(new))
+
+
+if not any(isinstance(finder, _MovedFinder) for finder in sys.meta_path):
+    sys.meta_path.insert(0, _MovedFinder())  # first: else the path finder loads a moved module twice

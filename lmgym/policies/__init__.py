@@ -1,0 +1,27 @@
+"""Policies: Hugging Face causal LMs as RL policies, sampling, scoring, model loading, and the process reward model."""
+from lmgym.policies.adapter_roles import AdapterRole, add_adapter
+from lmgym.policies.base import BackbonePolicy, DataParallelPolicy, Policy, TrainableModel, TrainablePolicy
+from lmgym.policies.contract import check_contract
+from lmgym.policies.generation import Generation
+from lmgym.policies.hf import HFPolicy, LoraSettings
+from lmgym.policies.hub import EMBEDDED_HUB_ID, push_folder
+from lmgym.policies.model_card import TrainingDetails, build_model_card, write_model_card
+from lmgym.policies.few_shot import FewShotStepwisePolicy
+from lmgym.policies.prm import ProcessRewardModel, aggregate_step_scores
+from lmgym.policies.prompting import prompt_ids
+from lmgym.policies.models import (
+    EMBEDDED_MODEL,
+    ModelLoadError,
+    ModelNotFoundError,
+    build_tiny_model,
+    build_tiny_tokenizer,
+    load_model_and_tokenizer,
+)
+
+__all__ = [
+    "Policy", "TrainableModel", "TrainablePolicy", "DataParallelPolicy", "BackbonePolicy", "check_contract",
+    "AdapterRole", "add_adapter", "Generation", "HFPolicy", "FewShotStepwisePolicy", "LoraSettings", "EMBEDDED_MODEL", "ModelNotFoundError",
+    "ModelLoadError", "build_tiny_model", "build_tiny_tokenizer", "load_model_and_tokenizer",
+    "ProcessRewardModel", "aggregate_step_scores", "prompt_ids",
+    "EMBEDDED_HUB_ID", "push_folder", "TrainingDetails", "build_model_card", "write_model_card",
+]

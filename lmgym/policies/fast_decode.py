@@ -1,0 +1,432 @@
+"""The fast sampling path: a static KV cache, one CUDA graph per decode step, few host syncs.
+
+`model.generate` and the plain loop in generation.py spend most of a small model's decode step
+launching kernels from Python (30 layers x ~15 kernels). Here the one-token decode step of a
+Llama-family model (Llama, SmolLM2, Mistral, Qwen2/3) runs against preallocated key/value buffers, so
+it has fixed shapes and addresses. The step's sampling and bookkeeping (the sampled token and its
+log-prob, end-of-sequence, the next input) run on device tensors too (policies/decode_step.py), so the
+whole step is captured as a CUDA graph once per (batch, length) bucket (again when the sampling settings
+change), and between host syncs the loop only replays it. The host looks every `sync_every` steps (stop
+strings, all-done, progress), and when half the rows are finished the survivors are compacted into a
+smaller batch bucket.
+Memory is bounded: a call with more than `max_batch` prompts is sampled in chunks of `max_batch`, and
+the buckets kept for reuse (KV buffers and graphs) hold at most `cache_bytes` of KV buffers, the least
+recently used dropped first (tree search and Math-Shepherd rollouts ask for many (batch, length) shapes).
+The prefill holds nothing that grows with the square of the prompts' length: they are right-padded, so one
+causal pass without a mask (FlashAttention on CUDA) fills the KV buffers, and the decode steps skip each
+row's padding columns through their [batch, 1, 1, length] mask.
+On the CPU the same code runs eagerly (no graphs): tests compare it with the plain path token by token.
+
+Each call first copies the projection weights into a decode-dtype copy with q/k/v and gate/up fused
+(policies/decode_weights.py; LoRA adapters merged in), so the step casts no weight and runs fewer
+matmuls; on CUDA the layer's elementwise work (norms, rotary, SiLU gate, residuals) is compiled into a
+few kernels (policies/decode_layers.py). Where the weights cannot be copied whole (4-bit layers, DoRA)
+the step calls the model's own submodules (projections, norms, MLP, rotary embedding) under autocast.
+Either way, weights the trainer updates in place are what the graph computes with.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from collections import OrderedDict
+from collections.abc import Callable, Collection
+
+import torch
+import torch._dynamo
+import torch.nn.functional as F
+
+from lmgym.policies.attention_backends import variable_length_attention
+from lmgym.policies.decode_layers import (
+    attention_inputs,
+    attention_output_and_mlp,
+    compiled_layer_functions,
+    rotate_half,
+)
+from lmgym.policies.decode_step import LoopState, Outputs, Sampling, sample_and_record
+from lmgym.policies.decode_weights import DecodeWeights
+from lmgym.policies.generation import (
+    Generation,
+    RowKeys,
+    StopChecker,
+    StopLists,
+    _eos_ids,
+    assemble,
+    right_pad,
+    stop_lists,
+)
+
+_REQUIRED = ("q_proj", "k_proj", "v_proj", "o_proj")
+# Buckets kept between calls hold at most this share of the GPU: a quarter kept 35 GB of KV buffers alive through
+# a multi-turn RAG run's update on a 141 GB card (the floor of every phase); a sixteenth keeps the common
+# (batch, length) buckets and their graphs for reuse while leaving the rest to training.
+KEPT_CACHE_SHARE = 16
+
+
+def _unwrap(model):
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
+def supports_fast_decode(model) -> bool:
+    """True for decoder-only models laid out like Llama (no sliding window, standard RoPE)."""
+    base = _unwrap(model)
+    inner = getattr(base, "model", None)
+    layers = getattr(inner, "layers", None)
+    if inner is None or layers is None or not hasattr(base, "lm_head") or not hasattr(inner, "rotary_emb"):
+        return False
+    cfg = base.config
+    if getattr(cfg, "sliding_window", None) and getattr(cfg, "use_sliding_window", True):
+        return False
+    attn = getattr(layers[0], "self_attn", None)
+    return attn is not None and all(hasattr(attn, n) for n in _REQUIRED) and hasattr(layers[0], "mlp")
+
+
+class _Buffers(LoopState):
+    """Static tensors for one (batch, length) bucket: the KV cache and the decode loop's state."""
+
+    def __init__(self, batch: int, length: int, n_layers: int, kv_heads: int, head_dim: int, dtype, device):
+        super().__init__(batch, length, device)
+        shape = (batch, kv_heads, length, head_dim)
+        self.keys = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(n_layers)]
+        self.values = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(n_layers)]
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.captured: Sampling | None = None  # the settings `graph` was captured with (it reads their eos tensor)
+        self.nbytes = sum(t.numel() * t.element_size() for t in self.keys + self.values)
+
+
+class FastDecoder:
+    """Samples completions for a Llama-family model with a static cache (and CUDA graphs on GPU)."""
+
+    def __init__(self, model, use_cuda_graphs: bool | None = None, sync_every: int = 8, length_bucket: int = 256,
+                 max_batch: int = 512, cache_bytes: int | None = None, fused_weights: bool | None = None,
+                 compile_layers: bool | None = None):
+        """max_batch: most prompts decoded at once (more are sampled in chunks); cache_bytes: most bytes of KV
+        buffers kept in reusable buckets (None: 1/KEPT_CACHE_SHARE of the device's memory on CUDA, unbounded on CPU);
+        fused_weights: decode with a decode-dtype copy of the projections, q/k/v and gate/up fused
+        (policies/decode_weights.py; None: when the copy takes at most an eighth of the device's memory,
+        or 1 GiB on the CPU); compile_layers: `torch.compile` the decode step's layer functions
+        (policies/decode_layers.py; with fused weights only; None: on CUDA, where it shortens sampling for
+        a one-time compilation per process; benchmarks/RESULTS.md has the figures)."""
+        if not supports_fast_decode(model):
+            raise ValueError(f"{type(_unwrap(model)).__name__} is not supported by the fast decoder")
+        self.model = model
+        base = _unwrap(model)
+        self.inner, self.lm_head, cfg = base.model, base.lm_head, base.config
+        self.layers = list(self.inner.layers)
+        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        self.n_heads, self.kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
+        self.scaling = self.head_dim ** -0.5
+        self.device = next(model.parameters()).device
+        self.use_graphs = (self.device.type == "cuda") if use_cuda_graphs is None else use_cuda_graphs
+        self.dtype = torch.bfloat16 if self.device.type == "cuda" else next(model.parameters()).dtype
+        self.sync_every = sync_every
+        self.length_bucket = length_bucket
+        self.max_batch = max_batch
+        if cache_bytes is None and self.device.type == "cuda":
+            cache_bytes = torch.cuda.get_device_properties(self.device).total_memory // KEPT_CACHE_SHARE
+        self.cache_bytes = cache_bytes
+        self._buckets: OrderedDict[tuple[int, int], _Buffers] = OrderedDict()  # least recently used first
+        self._captured_with: tuple = ()  # the weights' addresses (and the path) the captured graphs read
+        if fused_weights is None:
+            copy_bytes = sum(p.numel() for p in model.parameters()) * self.dtype.itemsize
+            limit = (torch.cuda.get_device_properties(self.device).total_memory // 8 if self.device.type == "cuda"
+                     else 1 << 30)
+            fused_weights = copy_bytes <= limit
+        self.fused_weights = fused_weights
+        self.compile_layers = self.device.type == "cuda" if compile_layers is None else compile_layers
+        self.weights: DecodeWeights | None = None
+
+    def _refresh_weights(self) -> None:
+        """Copy the current weights into the fused decode copy (made on first use; None where it cannot be)."""
+        if not self.fused_weights:
+            return
+        if self.weights is None or not self.weights.refresh():
+            self.weights = DecodeWeights.build(self.layers, self.lm_head, self.dtype)
+
+    def _forget_moved_weights(self) -> None:
+        """Drop every captured graph if any weight now lives at another address than at capture: a graph
+        replays fixed addresses, and FSDP2 frees and re-allocates the whole weights at each gather (so does
+        `load_state_dict(assign=True)` or `.to()`); an in-place update keeps them and the graphs."""
+        addresses = (self.weights is not None, *(p.data_ptr() for p in self.model.parameters()))
+        if addresses != self._captured_with:
+            for buf in self._buckets.values():
+                buf.graph, buf.captured = None, None
+            self._captured_with = addresses
+
+    # ------------------------------------------------------------------ the model, written for a static cache
+    def _autocast(self):
+        # cache_enabled=False: autocast's weight-cast cache is freed when the context exits, but a
+        # captured graph would keep writing to those addresses (PyTorch's CUDA-graph notes require it)
+        if self.device.type == "cuda":
+            return torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False)
+        return torch.autocast("cpu", enabled=False)
+
+    def _forward(self, ids: torch.Tensor, positions: torch.Tensor, buf: _Buffers, start: int | torch.Tensor,
+                 mask: torch.Tensor | None, last: torch.Tensor | None = None) -> torch.Tensor:
+        """Run tokens ids [B, T] at `positions`, writing their keys/values at columns start..start+T-1.
+
+        mask: [B, 1, T, L] boolean, True where a query may attend a key column; None for the prefill (start 0,
+        rows right-padded: each query attends the columns up to its own, causally, with no mask). Returns the
+        logits of each row's token in column `last` [B] (None: the last column).
+        """
+        B, T = ids.shape
+        h = self.inner.embed_tokens(ids)
+        cos, sin = self.inner.rotary_emb(h, positions)
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        columns = start if isinstance(start, torch.Tensor) else torch.arange(start, start + T, device=ids.device)
+        if self.weights is not None:
+            return self._fused_forward(h, cos, sin, buf, columns, mask, last)
+        for i, layer in enumerate(self.layers):
+            attn = layer.self_attn
+            x = layer.input_layernorm(h)
+            q = attn.q_proj(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)
+            k = attn.k_proj(x).view(B, T, self.kv_heads, self.head_dim).transpose(1, 2)
+            v = attn.v_proj(x).view(B, T, self.kv_heads, self.head_dim).transpose(1, 2)
+            if hasattr(attn, "q_norm"):  # Qwen3-style per-head norms
+                q, k = attn.q_norm(q), attn.k_norm(k)
+            q = q * cos + rotate_half(q) * sin
+            k = k * cos + rotate_half(k) * sin
+            buf.keys[i].index_copy_(2, columns, k.to(buf.keys[i].dtype))
+            buf.values[i].index_copy_(2, columns, v.to(buf.values[i].dtype))
+            out = self._attend(q.to(buf.keys[i].dtype), buf.keys[i], buf.values[i], mask)
+            h = h + attn.o_proj(out.transpose(1, 2).reshape(B, T, -1).to(h.dtype))
+            h = h + layer.mlp(layer.post_attention_layernorm(h))
+        h = self.inner.norm(_take(h, last))
+        return self.lm_head(h).float()
+
+    def _fused_forward(self, h, cos, sin, buf: _Buffers, columns: torch.Tensor, mask: torch.Tensor | None,
+                       last: torch.Tensor | None) -> torch.Tensor:
+        """`_forward` with the fused decode copy of the weights (compiled layer functions for one-token steps)."""
+        B, T, _ = h.shape
+        w = self.weights
+        attention_in, attention_out = (compiled_layer_functions() if self.compile_layers and T == 1
+                                       else (attention_inputs, attention_output_and_mlp))
+        bias = (None if mask is None
+                else torch.zeros(mask.shape, dtype=self.dtype, device=h.device).masked_fill_(~mask, float("-inf")))
+        for i, layer_weights in enumerate(w.layers):
+            q, k, v = attention_in(h, layer_weights, cos, sin, self.n_heads, self.kv_heads, self.head_dim,
+                                   w.norm_eps, w.head_norm_eps)
+            buf.keys[i].index_copy_(2, columns, k.to(buf.keys[i].dtype))
+            buf.values[i].index_copy_(2, columns, v.to(buf.values[i].dtype))
+            out = self._attend(q, buf.keys[i], buf.values[i], bias)
+            h = attention_out(h, out.transpose(1, 2).reshape(B, T, -1), layer_weights, w.norm_eps)
+        h = self.inner.norm(_take(h, last))
+        return F.linear(h.to(w.lm_head.dtype), w.lm_head).float()
+
+    def _attend(self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None
+                ) -> torch.Tensor:
+        """Attention of queries q [B, heads, T, D] over a layer's KV buffers: with `mask` (boolean or additive,
+        [B, 1, T, L]), or without one for the prefill, causally over the first T columns (no [B, T, L] mask and
+        no per-head scores: FlashAttention on CUDA)."""
+        if mask is None:
+            T = q.shape[2]
+            return F.scaled_dot_product_attention(q, keys[:, :, :T], values[:, :, :T], is_causal=True,
+                                                  scale=self.scaling, enable_gqa=True)
+        return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=self.scaling, enable_gqa=True)
+
+    def _decode_step(self, buf: _Buffers) -> torch.Tensor:
+        mask = buf.valid[:, None, None, :]
+        return self._forward(buf.tokens[:, None], buf.positions[:, None], buf, buf.column, mask)
+
+    def _decode_and_sample(self, buf: _Buffers, sampling: Sampling) -> None:
+        """One whole decode step on the bucket's tensors: the forward pass of each row's next input, then
+        sampling and bookkeeping (what a bucket's graph captures)."""
+        with self._autocast():
+            logits = self._decode_step(buf)
+        sample_and_record(buf, logits, sampling)
+
+    # ------------------------------------------------------------------ buckets and graphs
+    def _bucket(self, batch: int, length: int, keep: _Buffers | None = None) -> _Buffers:
+        """The (batch, length) bucket, made if needed after dropping least recently used ones (never `keep`,
+        the bucket in use) until the cache fits `cache_bytes`."""
+        key = (batch, length)
+        if key in self._buckets:
+            self._buckets.move_to_end(key)
+            return self._buckets[key]
+        if self.cache_bytes is not None:
+            need = 2 * len(self.layers) * batch * self.kv_heads * length * self.head_dim * self.dtype.itemsize
+            for old in [k for k, b in self._buckets.items() if b is not keep]:
+                if sum(b.nbytes for b in self._buckets.values()) + need <= self.cache_bytes:
+                    break
+                del self._buckets[old]  # its graph and private memory pool go with it
+        self._buckets[key] = _Buffers(batch, length, len(self.layers), self.kv_heads, self.head_dim,
+                                      self.dtype, self.device)
+        return self._buckets[key]
+
+    @property
+    def cached_bytes(self) -> int:
+        """Bytes of KV buffers held by the reusable buckets."""
+        return sum(b.nbytes for b in self._buckets.values())
+
+    def _step(self, buf: _Buffers, sampling: Sampling) -> None:
+        try:
+            self._replay_or_capture(buf, sampling)
+        except torch._dynamo.exc.TorchDynamoException as err:  # Inductor missing or failing here: decode eagerly
+            if not self.compile_layers:
+                raise
+            warnings.warn(f"compiling the decode step failed, decoding without it: {str(err).splitlines()[0]}")
+            self.compile_layers, buf.graph, buf.captured = False, None, None
+            self._replay_or_capture(buf, sampling)
+
+    def _replay_or_capture(self, buf: _Buffers, sampling: Sampling) -> None:
+        """Run one decode step: eagerly, or by replaying the bucket's graph, captured anew when there is none or
+        it was captured with other sampling settings (it bakes in the temperature, top_p, eos and pad ids and
+        the generator it advances)."""
+        if not self.use_graphs:
+            self._decode_and_sample(buf, sampling)
+            return
+        if buf.graph is None or buf.captured is None or buf.captured.key != sampling.key:
+            buf.graph = buf.captured = None  # free the old graph's memory pool first
+            buf.graph, buf.captured = self._capture(buf, sampling), sampling
+        buf.graph.replay()
+
+    def _capture(self, buf: _Buffers, sampling: Sampling) -> torch.cuda.CUDAGraph:
+        """Capture `_decode_and_sample` on this bucket as a CUDA graph (a private memory pool per graph); the
+        loop state is left as found."""
+        # warm-up outside the graph (compiles, initializes libraries), then the state as it was; the keys and
+        # values it wrote are in the step's own column (written again) or the next (not attended before that)
+        saved = buf.snapshot()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        try:
+            with torch.cuda.stream(stream):
+                for _ in range(2):
+                    self._decode_and_sample(buf, sampling)
+        finally:
+            torch.cuda.current_stream().wait_stream(stream)
+            buf.restore(saved)
+        graph = torch.cuda.CUDAGraph()
+        if sampling.noise_generator is not None:  # each replay then advances it (the default one is implied)
+            graph.register_generator_state(sampling.noise_generator)
+        with torch.cuda.graph(graph):
+            self._decode_and_sample(buf, sampling)
+        return graph
+
+    # ------------------------------------------------------------------ sampling
+    @torch.no_grad()
+    def generate(self, tokenizer, prompts: list[list[int]], max_new_tokens: int, temperature: float = 1.0,
+                 top_p: float = 1.0, stop: StopLists = None, generator: torch.Generator | RowKeys | None = None,
+                 on_tokens=None, cancelled_rows: Callable[[], Collection[int]] | None = None) -> list[Generation]:
+        """Same contract as generation.decode: one sampled completion per prompt, in order (`stop`: None,
+        one list for all prompts or one per prompt; `on_tokens(n)` hears of the tokens sampled at each host
+        sync, every `sync_every` steps; `cancelled_rows()` is asked at each host sync which rows to end there,
+        finish_reason "cancelled")."""
+        if len(prompts) > self.max_batch:  # in chunks: the KV buffers grow with the batch
+            stops, out = stop_lists(stop, len(prompts)), []
+            for start in range(0, len(prompts), self.max_batch):
+                part = slice(start, start + self.max_batch)
+                noise = RowKeys(generator.keys[part]) if isinstance(generator, RowKeys) else generator
+                out += self.generate(tokenizer, prompts[part], max_new_tokens, temperature, top_p, stops[part], noise,
+                                     on_tokens, _rows_from(cancelled_rows, start, len(prompts[part])))
+            return out
+        self._refresh_weights()
+        self._forget_moved_weights()
+        eos_ids = _eos_ids(tokenizer, self.model)
+        pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
+        sampling = Sampling(temperature, top_p, generator, eos_ids, pad_id, self.device)
+        n, P = len(prompts), max(len(p) for p in prompts)
+        length = int(math.ceil((P + max_new_tokens) / self.length_bucket) * self.length_bucket)
+        buf = self._bucket(_round_batch(n), length)
+        # prefill: right-padded prompts in columns [0, P), so a causal pass needs no mask (a row's padding comes
+        # after its tokens; decode steps skip those columns through `valid`); padding rows (batch > n) hold one
+        # pad token
+        ids, valid = right_pad(list(prompts) + [[pad_id]] * (len(buf.rows) - n), pad_id, self.device)
+        valid = valid.bool()
+        last = (valid.sum(-1) - 1).clamp(min=0)  # each row's last prompt token: its column and position
+        positions = torch.arange(P, device=self.device).expand(len(ids), P)
+        buf.valid.zero_()
+        buf.valid[:, :P] = valid
+        with self._autocast(), variable_length_attention(self.device):  # the prefill: another shape each call
+            logits = self._forward(ids, positions, buf, 0, None, last)
+        buf.start(n, last, P - 1, max_new_tokens, generator)
+        sample_and_record(buf, logits, sampling)  # token 0; each later one by a whole decode step
+        outputs = Outputs(n, max_new_tokens, pad_id, self.device)
+        stopper = StopChecker(tokenizer, stop, n)
+        stopped, cancelled = [False] * n, [False] * n
+        checked = reported = 0
+        for t in range(max_new_tokens):  # tokens [0, t] are sampled
+            last = t == max_new_tokens - 1
+            if (t + 1) % self.sync_every == 0 or last:
+                if stopper.any:
+                    self._apply_stop_strings(stopper, buf, n, checked, t + 1, stopped, pad_id)
+                    checked = t + 1
+                if cancelled_rows is not None:
+                    self._end_rows(set(cancelled_rows()), buf, n, t + 1, cancelled, pad_id)
+                if on_tokens is not None:
+                    emitted = outputs.emitted(buf, n, t + 1)  # a stop string may cut some back
+                    on_tokens(max(emitted - reported, 0))
+                    reported = max(emitted, reported)
+                live_count = int((~buf.done).sum())
+                if last or live_count == 0:
+                    break
+                smaller = _round_batch(live_count)
+                if smaller < len(buf.rows):
+                    outputs.take(buf, (buf.rows < n) & buf.done)  # the rows compaction drops
+                    buf = self._compact(buf, smaller, length, live_count, pad_id)
+            self._step(buf, sampling)
+        outputs.take(buf, buf.rows < n)
+        tokens, logp, eos = outputs.lists()
+        return assemble(tokenizer, prompts, tokens, logp,
+                        ["eos" if eos[r] else "stop" if stopped[r] else "cancelled" if cancelled[r] else "length"
+                         for r in range(n)])
+
+    def _end_rows(self, ended: set[int], buf: _Buffers, n: int, upto: int, cancelled: list[bool],
+                  pad_id: int) -> None:
+        """Finish each live row whose prompt is in `ended` after its first `upto` tokens (a cancelled request)."""
+        live = ((buf.rows < n) & ~buf.done).nonzero().squeeze(-1)
+        hits = [i for i, r in zip(live.tolist(), buf.rows[live].tolist()) if r in ended]
+        if not hits:
+            return
+        for i in hits:
+            cancelled[int(buf.rows[i])] = True
+        index = torch.tensor(hits, device=buf.rows.device)
+        buf.lengths[index] = torch.minimum(buf.lengths[index], torch.full_like(buf.lengths[index], upto))
+        buf.done[index] = True
+        buf.tokens[index] = pad_id
+
+    def _apply_stop_strings(self, stopper: StopChecker, buf: _Buffers, n: int, checked: int, upto: int,
+                            stopped: list[bool], pad_id: int) -> None:
+        """Finish each live row at the first token completing a stop string among positions [checked, upto)."""
+        live = ((buf.rows < n) & ~buf.done).nonzero().squeeze(-1)
+        if live.numel() == 0:
+            return
+        hits, ends = [], []
+        for i, r, toks in zip(live.tolist(), buf.rows[live].tolist(), buf.out_tokens[live, :upto].tolist()):
+            for end in range(max(checked, 1), upto + 1):
+                if stopper.hit(r, toks[:end]):
+                    hits.append(i)
+                    ends.append(end)
+                    stopped[r] = True
+                    break
+        if hits:
+            index = torch.tensor(hits, device=buf.rows.device)
+            buf.lengths[index] = torch.tensor(ends, device=buf.rows.device)
+            buf.done[index] = True
+            buf.tokens[index] = pad_id  # its next input, as for a row that sampled EOS
+
+    def _compact(self, buf: _Buffers, batch: int, length: int, live_count: int, pad_id: int) -> _Buffers:
+        """Move the live rows into the smaller bucket (padded with duplicates of the first, finished at once)."""
+        keep = (~buf.done).nonzero().squeeze(-1)
+        keep = torch.cat([keep, keep[:1].repeat(batch - keep.numel())])
+        small = self._bucket(batch, length, keep=buf)
+        for src, dst in zip(buf.keys + buf.values, small.keys + small.values):
+            torch.index_select(src, 0, keep, out=dst)
+        small.select(buf, keep, live_count, pad_id)
+        return small
+
+
+def _rows_from(cancelled_rows: Callable[[], Collection[int]] | None, start: int,
+               count: int) -> Callable[[], list[int]] | None:
+    """`cancelled_rows` for the chunk of `count` prompts from `start` (its rows numbered from 0)."""
+    if cancelled_rows is None:
+        return None
+    return lambda: [r - start for r in cancelled_rows() if start <= r < start + count]
+
+
+def _take(h: torch.Tensor, last: torch.Tensor | None) -> torch.Tensor:
+    """Each row's hidden state [B, H] in column `last` [B] of h [B, T, H] (None: the last column)."""
+    return h[:, -1] if last is None else h[torch.arange(len(h), device=h.device), last]
+
+
+def _round_batch(n: int) -> int:
+    """Batch buckets: powers of two from 8 (few graphs to capture, at most 2x padding)."""
+    return max(8, 1 << (max(n, 1) - 1).bit_length())

@@ -1,0 +1,116 @@
+"""Accuracy against tokens per problem at equal budgets: every method run at every budget, each run capped
+hard at the budget's sampled tokens per problem (`SearchSettings.max_tokens`, `search/token_budget.py`:
+every sampled token counts, discarded candidates and verifier-rejected expansions included).
+
+maj, weighted_maj and best_of_n sample rounds of `n` episodes until the cap, so they spend it exactly;
+beam keeps its width and stops at the cap or when its beams have finished (then it spends less: the row
+says so); mcts runs with simulations raised to the budget (every new node costs at least one token), so
+the cap, not the simulation count, ends each tree. Rows: (method, budget, accuracy, tokens/problem); the
+plot draws one line per method.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from lmgym.core.problem_records import write_problem_records
+from lmgym.search.search_eval import search_outcomes
+from lmgym.search.search_types import StepScorer
+from lmgym.search.settings import SearchSettings
+from lmgym.training.plots import save_line_plot
+
+COLUMNS = (("method", "method"), ("budget", "budget (tokens/problem)"), ("accuracy", "accuracy"),
+           ("tokens_per_problem", "tokens/problem"), ("problems", "problems"))
+
+
+def curve_name(settings: SearchSettings) -> str:
+    """A method's name on the curve: its label without the budget (maj, weighted_maj, best_of_n, beam_4x2, mcts)."""
+    return dataclasses.replace(settings, max_tokens=1).label.rsplit("@", 1)[0]
+
+
+def capped(settings: SearchSettings, budget: int) -> SearchSettings:
+    """`settings` capped at `budget` sampled tokens per problem (mcts: simulations raised to the budget)."""
+    changes: dict = {"max_tokens": budget}
+    if settings.method == "mcts":
+        changes["mcts"] = dataclasses.replace(settings.mcts, simulations=max(settings.mcts.simulations, budget))
+    return dataclasses.replace(settings, **changes)
+
+
+def evaluate_curves(policy, env, methods: Sequence[SearchSettings], budgets: Sequence[int],
+                    scorer: StepScorer | None = None, episodes: int = 256, offset: int = 0,
+                    batch_problems: int = 64, seed: int = 0, progress: bool = False,
+                    records_path: str | os.PathLike | None = None) -> list[dict]:
+    """Run every method at every budget on the same problems (as `evaluate_search` picks and seeds them).
+
+    Returns one row per (method, budget), methods in the given order, budgets ascending: {method (its curve
+    name), budget, accuracy, tokens_per_problem (mean tokens really sampled: the budget, or less where a
+    method finished first), problems, seconds, tokens_per_second}. With `records_path` (the aggregate's
+    `.json` path, or a `.problems.jsonl` one) each problem's record is written there (lmgym.core.problem_records),
+    kind "search_curves": `search_outcomes`' records, each run naming its curve `method` and `budget`."""
+    methods, budgets = list(methods), _checked_budgets(budgets)
+    if not methods:
+        raise ValueError("evaluate_curves: methods is empty; give at least one SearchSettings")
+    names = []
+    for settings in methods:
+        if not isinstance(settings, SearchSettings):
+            raise TypeError(f"evaluate_curves: methods must be SearchSettings, got {type(settings).__name__}")
+        if settings.method == "greedy":
+            raise ValueError("evaluate_curves: greedy has one cost, not a budget; leave it out (evaluate_search "
+                             "gives its row)")
+        names.append(curve_name(settings))
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"evaluate_curves: two methods share the curve name {twice[0]!r}; give each its own shape")
+    runs = [capped(settings, budget) for settings in methods for budget in budgets]
+    rows, records = search_outcomes(policy, env, runs, scorer, episodes=episodes, offset=offset,
+                                    batch_problems=batch_problems, seed=seed, progress=progress)
+    if records_path is not None:
+        on_curves = [{**record, "runs": [{**outcome, "method": curve_name(run), "budget": run.max_tokens}
+                                         for run, outcome in zip(runs, record["runs"])]} for record in records]
+        write_problem_records(records_path, "search_curves", on_curves)
+    return [{**row, "method": curve_name(run), "budget": run.max_tokens} for run, row in zip(runs, rows)]
+
+
+def _checked_budgets(budgets: Sequence[int]) -> list[int]:
+    budgets = list(budgets)
+    if len(budgets) == 0:
+        raise ValueError("evaluate_curves: budgets is empty; give tokens per problem, e.g. [100, 200, 400, 800]")
+    for b in budgets:
+        if isinstance(b, bool) or not isinstance(b, int) or b < 1:
+            raise ValueError(f"evaluate_curves: budgets must be integers >= 1 (tokens per problem), got {b!r}")
+    if len(set(budgets)) != len(budgets):
+        raise ValueError(f"evaluate_curves: budgets repeat a value: {budgets}")
+    return sorted(budgets)
+
+
+def curves_table(rows: Sequence[dict]) -> str:
+    """The rows of `evaluate_curves` as a markdown table (accuracy in %, one decimal)."""
+    lines = ["| " + " | ".join(title for _, title in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    for row in rows:
+        cells = [str(row["method"]), str(row["budget"]), f"{100 * row['accuracy']:.1f}%",
+                 f"{row['tokens_per_problem']:.1f}", str(row["problems"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_curves(rows: Sequence[dict], path: str | Path, title: str = "") -> Path:
+    """Accuracy (%) against tokens per problem really sampled, one line per method, saved as a PNG."""
+    lines = {}
+    for name in dict.fromkeys(row["method"] for row in rows):
+        own = sorted((r for r in rows if r["method"] == name), key=lambda r: r["budget"])
+        lines[name] = ([r["tokens_per_problem"] for r in own], [100 * r["accuracy"] for r in own])
+    return save_line_plot(lines, path, title or "accuracy at equal token budgets", "tokens sampled per problem",
+                          "accuracy (%)", log2_x=True)
+
+
+def save_curves(rows: Sequence[dict], stem: str | Path, about: dict | None = None) -> tuple[Path, Path, Path]:
+    """Write `<stem>.md` (table), `<stem>.json` (rows and `about`) and `<stem>.png` (the plot); returns them."""
+    stem = Path(stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    markdown, data = stem.with_suffix(".md"), stem.with_suffix(".json")
+    markdown.write_text(curves_table(rows))
+    data.write_text(json.dumps({"about": dict(about or {}), "rows": list(rows)}, indent=2) + "\n")
+    return markdown, data, plot_curves(rows, stem.with_suffix(".png"))

@@ -1,0 +1,149 @@
+"""Search at inference: greedy chain of thought, self-consistency (maj@n), best-of-N with a step scorer,
+step-level beam search with a step scorer, and MCTS, all behind `run_search`.
+
+Every method plays all problems of `starts` together (one batched sampling call per engine step) and
+returns one `SearchResult` per problem with every token it sampled for that problem, discarded candidates
+included, so methods compare at equal token budgets. Methods choose by parsed answers and step scores
+only; the env's verdict is recorded for reporting.
+
+- greedy: one episode at temperature 0.
+- maj: `n` episodes at `temperature`; the most frequent parsed answer wins (ties: first seen), and its
+  first episode is the solution.
+- weighted_maj: `n` episodes, scored like best_of_n's; each parsed answer's vote is the sum of its
+  episodes' solution scores (probabilities, `search/weighted_vote.py`), the largest sum wins (ties: first
+  seen), and its best-scored episode is the solution.
+- best_of_n: `n` episodes; the step scorer scores all of them in one call and the highest solution score
+  (`aggregation` of the step scores) wins among the episodes with a parsed answer (among all when none has).
+- beam: see `search/beam_search.py`.
+- mcts: `lmgym.search.mcts.MCTS` with `mcts` (an MCTSConfig: simulations, expand_k, wave_size, selection,
+  answer rule, ...), sampling at these settings' temperature and max_new_tokens; its evaluation must be
+  "prm" (a rollout's value is the env's reward, which inference may not read).
+
+With `max_tokens` (a hard cap per problem, `search/token_budget.py`), maj, weighted_maj and best_of_n
+sample rounds of `n` episodes until the cap and choose among the episodes that finished within it (a
+problem with none is unanswered); beam and mcts stop at the cap.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import torch
+
+from lmgym.search.beam_search import beam_search
+from lmgym.search.evaluate import majority_answer
+from lmgym.search.mcts import MCTS
+from lmgym.search.settings import SCORED_METHODS, SearchSettings, engine_for
+from lmgym.search.search_play import parsed_answer, play_out, result_of, step_scores
+from lmgym.search.search_types import SearchResult, StepScorer
+from lmgym.search.token_budget import sampled_within_budget
+from lmgym.search.weighted_vote import weighted_majority, weighted_votes
+from lmgym.policies.base import Policy
+from lmgym.policies.prm import aggregate_step_scores
+
+@torch.no_grad()
+def run_search(policy: Policy, env, starts: Sequence[dict], settings: SearchSettings,
+               scorer: StepScorer | None = None, generator: torch.Generator | None = None) -> list[SearchResult]:
+    """Search every problem of `starts` (env.reset kwargs, e.g. {"options": {"index": 3}}) with
+    `settings.method`, all problems together; one `SearchResult` per start, in order.
+
+    scorer: the step scorer best_of_n, beam and mcts need (a ProcessRewardModel, or any StepScorer).
+    generator: the sampling noise (None: torch's global generator)."""
+    if not isinstance(settings, SearchSettings):
+        raise TypeError(f"run_search: settings must be a SearchSettings, got {type(settings).__name__}")
+    if settings.method in SCORED_METHODS and scorer is None:
+        raise ValueError(f"run_search: method {settings.method!r} needs a step scorer (e.g. a ProcessRewardModel)")
+    if scorer is not None and not isinstance(scorer, StepScorer):
+        raise TypeError(f"run_search: scorer must have score_branches(branches) (a StepScorer), "
+                        f"got {type(scorer).__name__}")
+    starts = list(starts)
+    if not starts:
+        return []
+    if settings.method == "greedy":
+        return _greedy(policy, env, starts, settings, generator)
+    if settings.method == "maj":
+        return _majority(policy, env, starts, settings, generator)
+    if settings.method == "best_of_n":
+        return _best_of_n(policy, env, starts, settings, scorer, generator)
+    if settings.method == "weighted_maj":
+        return _weighted_majority(policy, env, starts, settings, scorer, generator)
+    if settings.method == "mcts":
+        return MCTS(policy, env, scorer, settings.mcts_config()).search(starts, generator)
+
+    return beam_search(policy, env, starts, settings, scorer, generator)
+
+
+def _greedy(policy, env, starts, settings, generator) -> list[SearchResult]:
+    engine = engine_for(policy, env, settings, temperature=0.0)
+    branches, tokens = engine.start(starts, 1), [0] * len(starts)
+    play_out(engine, branches, tokens, generator)
+    return [result_of(b, tokens[i]) for i, b in enumerate(branches)]
+
+
+def _sampled_groups(policy, env, starts, settings, generator):
+    """`settings.n` finished episodes per problem (one list per problem) and each problem's tokens; with
+    `max_tokens`, the episodes that fit the cap (`sampled_within_budget`), possibly none."""
+    if settings.max_tokens is not None:
+        return sampled_within_budget(policy, env, starts, settings, generator)
+    engine = engine_for(policy, env, settings)
+    branches, tokens, n = engine.start(starts, settings.n), [0] * len(starts), settings.n
+    play_out(engine, branches, tokens, generator)
+    return [branches[i * n:(i + 1) * n] for i in range(len(starts))], tokens
+
+
+def _per_problem(policy, env, starts, settings, generator, pick, scorer=None, scored=False) -> list[SearchResult]:
+    """Sample each problem's group (`_sampled_groups`), then keep the episode `pick(group, scores)` names:
+    (its index, details). `scores` are the solution scores when `scored`, else None."""
+    groups, tokens = _sampled_groups(policy, env, starts, settings, generator)
+    scores = _solution_scores(groups, settings, scorer) if scored else [None] * len(groups)
+    results = []
+    for group, own, spent in zip(groups, scores, tokens):
+        if not group:
+            results.append(_unanswered(spent))
+            continue
+        chosen, details = pick(group, own)
+        results.append(result_of(group[chosen], spent, details))
+    return results
+
+
+def _majority(policy, env, starts, settings, generator) -> list[SearchResult]:
+    def pick(group, _):
+        answers = [parsed_answer(b) for b in group]
+        winner = majority_answer(answers)  # ties: the answer seen first
+        return (answers.index(winner) if winner is not None else 0,
+                {"votes": dict(Counter(a for a in answers if a is not None))})
+    return _per_problem(policy, env, starts, settings, generator, pick)
+
+
+def _best_of_n(policy, env, starts, settings, scorer, generator) -> list[SearchResult]:
+    def pick(group, own):
+        answered = [j for j, b in enumerate(group) if parsed_answer(b) is not None] or list(range(len(group)))
+        best = max(answered, key=lambda j: own[j])  # ties: the first
+        return best, {"scores": own, "chosen": best}
+    return _per_problem(policy, env, starts, settings, generator, pick, scorer, scored=True)
+
+
+def _weighted_majority(policy, env, starts, settings, scorer, generator) -> list[SearchResult]:
+    def pick(group, own):
+        answers = [parsed_answer(b) for b in group]
+        winner = weighted_majority(answers, own)
+        voters = [j for j, a in enumerate(answers) if a == winner] if winner is not None else [0]
+        chosen = max(voters, key=lambda j: own[j])  # ties: the first
+        return chosen, {"votes": weighted_votes(answers, own), "scores": own, "chosen": chosen}
+    return _per_problem(policy, env, starts, settings, generator, pick, scorer, scored=True)
+
+
+def _solution_scores(groups, settings, scorer) -> list[list[float]]:
+    """Every episode's solution score (`aggregation` of its step scores), all scored in one call; per group."""
+    everything = [b for group in groups for b in group]
+    flat = [aggregate_step_scores(s, settings.aggregation) for s in step_scores(scorer, everything)]
+    out, first = [], 0
+    for group in groups:
+        out.append(flat[first:first + len(group)])
+        first += len(group)
+    return out
+
+
+def _unanswered(tokens: int) -> SearchResult:
+    """A problem whose token cap ran out before any episode finished."""
+    return SearchResult(trajectory=None, answer=None, correct=False, tokens=int(tokens), details={"finished": 0})

@@ -1,0 +1,146 @@
+"""Search methods side by side: accuracy, tokens sampled per problem and throughput on the same problems,
+as rows and as a markdown table (`search/evaluate.py` stays the plain greedy / pass@k evaluation)."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from lmgym.core.problem_records import write_problem_records
+from lmgym.search.evaluate import episode_starts
+from lmgym.training.progress import phase_bar
+from lmgym.search.search import run_search
+from lmgym.search.settings import SCORED_METHODS, SearchSettings
+from lmgym.search.search_types import SearchResult, StepScorer
+
+COLUMNS = (("method", "method"), ("accuracy", "accuracy"), ("tokens_per_problem", "tokens/problem"),
+           ("problems", "problems"), ("seconds", "seconds"), ("tokens_per_second", "tokens/s"))
+
+
+def evaluate_search(policy, env, methods: Sequence[SearchSettings], scorer: StepScorer | None = None,
+                    episodes: int = 256, offset: int = 0, batch_problems: int = 64, seed: int = 0,
+                    progress: bool = False, records_path: str | os.PathLike | None = None) -> list[dict]:
+    """Run each method on the same problems (`episodes` of them from problem `offset`, as `episode_starts`
+    picks them), `batch_problems` problems searched together, each method's sampling seeded by `seed`.
+
+    Returns one row per method: {method (its label), accuracy, tokens_per_problem (every token sampled,
+    discarded candidates included), problems, seconds (wall clock), tokens_per_second}. With `records_path`
+    (the aggregate's `.json` path, or a `.problems.jsonl` one) each problem's `search_records` entry is
+    written there (lmgym.core.problem_records), kind "search"."""
+    rows, records = search_outcomes(policy, env, methods, scorer, episodes, offset, batch_problems, seed, progress)
+    if records_path is not None:
+        write_problem_records(records_path, "search", records)
+    return rows
+
+
+def search_outcomes(policy, env, methods: Sequence[SearchSettings], scorer: StepScorer | None = None,
+                    episodes: int = 256, offset: int = 0, batch_problems: int = 64, seed: int = 0,
+                    progress: bool = False) -> tuple[list[dict], list[dict]]:
+    """`evaluate_search`'s rows and its per-problem records: one per problem, in order, with its `index`
+    (problem index, or seed), `id`, `gold` and `runs`: each method's {method, answer, correct, tokens}, in
+    the methods' order. Each row's accuracy and tokens are `run_metrics` of its runs."""
+    methods = list(methods)
+    if not methods:
+        raise ValueError("evaluate_search: methods is empty; give at least one SearchSettings")
+    for settings in methods:
+        if not isinstance(settings, SearchSettings):
+            raise TypeError(f"evaluate_search: methods must be SearchSettings, got {type(settings).__name__}")
+        if settings.method in SCORED_METHODS and scorer is None:
+            raise ValueError(f"evaluate_search: method {settings.label} needs a step scorer (e.g. a PRM: --prm)")
+    for name, value, least in (("episodes", episodes, 1), ("offset", offset, 0), ("batch_problems", batch_problems, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"evaluate_search: {name} must be an integer >= {least}, got {value!r}")
+    everything = episode_starts(env, offset + episodes)
+    if offset >= len(everything):
+        raise ValueError(f"evaluate_search: offset {offset} is past the last problem (the env has {len(everything)})")
+    starts = everything[offset:]
+    rows, outcomes = [], []
+    for settings in methods:
+        row, results = _evaluate_one(policy, env, settings, scorer, starts, batch_problems, seed, progress)
+        rows.append(row)
+        outcomes.append(results)
+    records = [{**problem_identity(env, start, [results[i] for results in outcomes]),
+                "runs": [run_outcome(settings.label, results[i]) for settings, results in zip(methods, outcomes)]}
+               for i, start in enumerate(starts)]
+    return rows, records
+
+
+def problem_identity(env, start: Mapping[str, Any], results: Sequence[SearchResult]) -> dict[str, Any]:
+    """A problem's `index` (problem index, or seed), `id` and `gold`: from the env's problem where the start
+    names its index, else from a search's chosen episode (None when no method found one)."""
+    options = start.get("options") or {}
+    if "index" in options:
+        problem = getattr(env, "unwrapped", env).get_problem(options["index"])
+        return {"index": options["index"], "id": problem.problem_id, "gold": problem.gold}
+    chosen = next((r.trajectory for r in results if r.trajectory is not None), None)
+    return {"index": start.get("seed"), "id": chosen.outcome.problem_id if chosen is not None else None,
+            "gold": chosen.info.get("gold") if chosen is not None else None}
+
+
+def run_outcome(method: str, result: SearchResult) -> dict[str, Any]:
+    """One method's part of a problem record: its label, parsed answer, the env's verdict and tokens sampled."""
+    return {"method": method, "answer": result.answer, "correct": bool(result.correct), "tokens": int(result.tokens)}
+
+
+def run_metrics(runs: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """accuracy, tokens_per_problem and problems of one method's runs (one per problem)."""
+    if not runs:
+        raise ValueError("run_metrics: no runs")
+    return {"accuracy": sum(bool(r["correct"]) for r in runs) / len(runs),
+            "tokens_per_problem": sum(r["tokens"] for r in runs) / len(runs), "problems": len(runs)}
+
+
+def search_metrics(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
+    """The headline numbers of `evaluate_search` (or `evaluate_curves`) recomputed from its per-problem
+    records: `run_metrics` of each method's runs, keyed by the method ("<method>/<budget>" for runs that
+    name a budget), in first-seen order."""
+    if not records:
+        raise ValueError("search_metrics: no problem records")
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for record in records:
+        for run in record["runs"]:
+            key = run["method"] if "budget" not in run else f"{run['method']}/{run['budget']}"
+            groups.setdefault(key, []).append(run)
+    return {key: run_metrics(runs) for key, runs in groups.items()}
+
+
+def _evaluate_one(policy, env, settings, scorer, starts, batch_problems, seed, progress
+                  ) -> tuple[dict, list[SearchResult]]:
+    generator = torch.Generator(device=getattr(policy, "device", "cpu")).manual_seed(seed)
+    bar = phase_bar(settings.label, len(starts), "problem", progress)
+    results, clock = [], time.perf_counter()
+    for first in range(0, len(starts), batch_problems):
+        results += run_search(policy, env, starts[first:first + batch_problems], settings, scorer, generator)
+        bar.update(min(batch_problems, len(starts) - first))
+    seconds = time.perf_counter() - clock
+    bar.close()
+    metrics = run_metrics([run_outcome(settings.label, r) for r in results])
+    tokens = sum(r.tokens for r in results)
+    return {"method": settings.label, **metrics, "seconds": seconds,
+            "tokens_per_second": tokens / seconds if seconds > 0 else 0.0}, results
+
+
+def markdown_table(rows: Sequence[dict]) -> str:
+    """The rows of `evaluate_search` as a markdown table (accuracy in %, one decimal)."""
+    lines = ["| " + " | ".join(title for _, title in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    for row in rows:
+        cells = [str(row["method"]), f"{100 * row['accuracy']:.1f}%", f"{row['tokens_per_problem']:.1f}",
+                 str(row["problems"]), f"{row['seconds']:.1f}", f"{row['tokens_per_second']:.0f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def save_table(rows: Sequence[dict], stem: str | Path, about: dict | None = None) -> tuple[Path, Path]:
+    """Write `<stem>.md` (the markdown table) and `<stem>.json` (the rows, with `about`: the command's
+    settings); returns both paths."""
+    stem = Path(stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    markdown, data = stem.with_suffix(".md"), stem.with_suffix(".json")
+    markdown.write_text(markdown_table(rows))
+    data.write_text(json.dumps({"about": dict(about or {}), "rows": list(rows)}, indent=2) + "\n")
+    return markdown, data

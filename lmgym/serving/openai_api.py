@@ -1,0 +1,337 @@
+"""OpenAI-compatible routes: `GET /v1/models`, `POST /v1/completions`, `POST /v1/chat/completions`.
+
+Requests and responses have OpenAI's shapes (id, object, created, model, choices, usage), so the `openai`
+client and any tool built on it work unchanged; `stream: true` answers with server-sent events ("data: {...}"
+chunks, then "data: [DONE]"). Parameters: n, temperature (default 1), top_p, max_tokens (completions: 16 or
+the server's max_new_tokens when smaller; chat: the server's max_new_tokens; max_completion_tokens is its
+newer name), stop (at most 4 strings, dropped from the text), seed (the same seed gives the same choices,
+whatever shares the batch).
+
+`"search": {"method": "best_of_n", "n": 8}` (extra_body in the openai client) answers with a search method
+of search/ instead: greedy, maj, best_of_n, beam or mcts, n its budget; best_of_n, beam and mcts need the
+server's PRM. The question is the prompt (chat: the last user message), played as a stepwise `QuestionsEnv`
+with the server's instruction and `SearchSettings` (temperature, tokens per step); the choice's text is the
+chosen solution and `choice["search"]` holds its parsed answer.
+
+Every request goes through the `Batcher` (serving/batcher.py): requests that arrive within a few
+milliseconds share one sampling call. Streaming sends each choice when its batch finishes (the engine
+decodes a batch as a whole), in the chunks a client expects. Errors have OpenAI's shape, {"error":
+{"message", "type", "param", "code"}}: 400 for bad input (a field's type or range, a limit passed, an unknown
+search method, text no tokenizer can encode), 404 for another model's name, 503 when the queue is full, 504
+past the request's timeout.
+
+A request that times out, or whose client disconnects (polled every DISCONNECT_POLL_SECONDS while it waits,
+streaming or not), is cancelled: out of the queue at once, and its rows of a running batch end at the engine's
+next decoding step (serving/batcher.py), so nobody's compute is spent on an answer nobody reads.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import threading
+import time
+import uuid
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from lmgym.core.extras import extra_imports
+from lmgym.core.suggestions import did_you_mean
+
+with extra_imports("The HTTP server"):  # fastapi comes with the [serve] extra
+    from fastapi import FastAPI, Request
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse, StreamingResponse
+
+from lmgym.policies.generation import row_key
+from lmgym.search import SearchSettings
+from lmgym.search.settings import METHODS, SCORED_METHODS
+from lmgym.serving.batcher import Batcher, BatchSettings, Job, QueueFull
+from lmgym.serving.limits import ComputeTimeout, Deadline, ServerLimits
+from lmgym.serving.openai_engine import Choice, SampleJob, SearchJob, run_sampling, run_searches, settings_for
+from lmgym.serving.text_check import unencodable_error
+from lmgym.serving.openai_schemas import (MAX_STOP, MAX_STOP_CHARS, ChatCompletionRequest, CompletionRequest,
+                                    SamplingFields)
+
+COMPLETION_DEFAULT_TOKENS = 16  # OpenAI's default max_tokens for /v1/completions
+DISCONNECT_POLL_SECONDS = 0.05  # how often a waiting request checks that its client is still there
+CLIENT_GONE = 499  # nginx's "client closed request": the answer nobody receives
+DEFAULT_SEARCH_BUDGET = 8
+
+
+class OpenAIError(Exception):
+    """An error answered in OpenAI's shape: {"error": {"message", "type", "param", "code"}}."""
+
+    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None,
+                 kind: str = "invalid_request_error"):
+        super().__init__(message)
+        self.status, self.message, self.param, self.code, self.kind = status, message, param, code, kind
+
+    def response(self) -> JSONResponse:
+        return JSONResponse(status_code=self.status, content={"error": {
+            "message": self.message, "type": self.kind, "param": self.param, "code": self.code}})
+
+
+def validation_error(error: RequestValidationError) -> JSONResponse:
+    """Pydantic's complaints about a /v1 body as one OpenAI error (400), naming the first bad field as param."""
+    text = unencodable_error(error)
+    if text is not None:
+        return OpenAIError(400, text["message"], text["field"], "invalid_text").response()
+    parts, param = [], None
+    for item in error.errors():
+        if item.get("type") == "json_invalid":
+            parts.append("the body is not valid JSON")
+            continue
+        where = ".".join(str(p) for p in item.get("loc", ()) if p != "body") or "body"
+        param = param or where
+        parts.append(f"{where}: {item.get('msg', 'invalid')}")
+    message = " ".join("; ".join(parts).split())
+    return OpenAIError(400, message, param, "invalid_value").response()
+
+
+@dataclass
+class OpenAIServer:
+    """The routes' state: the model, its limits, and the batch runner the queue calls."""
+
+    policy: Any
+    scorer: Any
+    limits: ServerLimits
+    search: SearchSettings
+    model: str
+    instruction: str
+    max_steps: int
+    batcher: Batcher | None = None
+
+    def run_batch(self, key: Hashable, payloads: list, ended: Callable[[], list[bool]]) -> list:
+        """One engine call for a batch: ("sample", temperature, top_p) or ("search", method, budget); rows of
+        the payloads `ended()` names stop at the next decoding step."""
+        if key[0] == "sample":
+            return run_sampling(self.policy, key[1], key[2], payloads, ended)
+        settings = settings_for(self.search, key[1], key[2])
+        results = run_searches(self.policy, self.scorer, settings, [job.question for job in payloads],
+                               self.instruction, self.max_steps, ended)
+        return [[(Choice(r.trajectory.text if r.trajectory is not None else "", "stop", r.tokens), r.answer)]
+                for r in results]
+
+    async def answer(self, request: Request, body: SamplingFields, prompts: Sequence[list[int]],
+                     questions: Sequence[str], max_tokens: int) -> tuple[list[Choice], list[dict | None]]:
+        """The choices for every prompt (prompt i's n choices at indices i*n .. i*n+n-1), and each one's
+        search details (None without search), through the queue."""
+        if body.search is not None:
+            key, payloads, rows = self.search_jobs(body, questions)
+        else:
+            key, payloads, rows = self.sample_jobs(body, prompts, max_tokens)
+        deadline = Deadline(self.limits.timeout_seconds)
+        jobs: list[Job] = []
+        try:
+            for payload in payloads:
+                jobs.append(self.submit(key, payload, rows, deadline))
+            results = await self.results(request, jobs, deadline)
+        except BaseException:  # a 503, a 504, a client gone, the server stopping: nobody waits for the jobs
+            for job in jobs:
+                self.batcher.cancel(job)
+            raise
+        if body.search is None:
+            choices = [choice for result in results for choice in result]
+            return choices, [None] * len(choices)
+        found = [pair for result in results for pair in result]
+        details = [{"method": key[1], "budget": key[2], "answer": answer} for _, answer in found]
+        return [choice for choice, _ in found], details
+
+    def submit(self, key: Hashable, payload: Any, rows: int, deadline: Deadline) -> Job:
+        """`payload` queued; a 503 when the queue is full."""
+        try:
+            return self.batcher.submit(key, payload, rows, deadline)
+        except QueueFull as error:
+            raise OpenAIError(503, str(error), None, "queue_full", "server_overloaded") from None
+
+    async def results(self, request: Request, jobs: Sequence[Job], deadline: Deadline) -> list:
+        """The jobs' results, waited for until the deadline (504) while the client stays (checked every
+        DISCONNECT_POLL_SECONDS; a client gone is a 499 nobody receives)."""
+        waiting = asyncio.gather(*(asyncio.wrap_future(job.future) for job in jobs))
+        try:
+            while not waiting.done():
+                if deadline.passed():
+                    raise ComputeTimeout("past the deadline")
+                await asyncio.wait({waiting}, timeout=min(DISCONNECT_POLL_SECONDS, deadline.left()))
+                if not waiting.done() and await request.is_disconnected():
+                    raise OpenAIError(CLIENT_GONE, "the client disconnected before its answer was ready", None,
+                                      "client_disconnected")
+            return waiting.result()
+        except ComputeTimeout:
+            raise OpenAIError(504, f"the request ran over this server's timeout of {self.limits.timeout_seconds:g} "
+                                   f"s (timeout_seconds); ask for fewer tokens or choices", None, "timeout",
+                              "timeout") from None
+        finally:
+            waiting.cancel()  # nothing once done
+            waiting.add_done_callback(lambda done: done.cancelled() or done.exception())  # retrieved: not logged
+
+    def sample_jobs(self, body: SamplingFields, prompts: Sequence[list[int]],
+                    max_tokens: int) -> tuple[Hashable, list[SampleJob], int]:
+        n = body.n if body.n is not None else 1
+        if n * len(prompts) > self.limits.max_budget:
+            raise OpenAIError(400, f"n={n} for {len(prompts)} prompt(s) asks for {n * len(prompts)} choices; this "
+                                   f"server gives at most {self.limits.max_budget} per request (max_budget)", "n")
+        if max_tokens > self.limits.max_new_tokens:
+            raise OpenAIError(400, f"max_tokens {max_tokens} is over this server's limit of "
+                                   f"{self.limits.max_new_tokens} (max_new_tokens)", "max_tokens")
+        stop = body.stop_strings()
+        if len(stop) > MAX_STOP or any(not s or len(s) > MAX_STOP_CHARS for s in stop):
+            raise OpenAIError(400, f"stop takes at most {MAX_STOP} non-empty strings of at most {MAX_STOP_CHARS} "
+                                   f"characters", "stop")
+        temperature = body.temperature if body.temperature is not None else 1.0
+        top_p = body.top_p if body.top_p is not None else 1.0
+        seed = body.seed if body.seed is not None else secrets.randbits(63)
+        jobs = [SampleJob(tuple(ids), n, max_tokens, stop, row_key(seed, i)) for i, ids in enumerate(prompts)]
+        return ("sample", temperature, top_p), jobs, n
+
+    def search_jobs(self, body: SamplingFields, questions: Sequence[str]) -> tuple[Hashable, list[SearchJob], int]:
+        method = body.search.method
+        if method not in METHODS:
+            raise OpenAIError(400, f"search.method {method!r} is not one of {' | '.join(METHODS)}"
+                                   f"{did_you_mean(method, METHODS, repr)}", "search.method", "unknown_method")
+        if method in SCORED_METHODS and self.scorer is None:
+            raise OpenAIError(400, f"search.method {method} needs a PRM, and this server has none (start it with "
+                                   f"--prm); use greedy or maj", "search.method", "needs_prm")
+        if body.n not in (None, 1):
+            raise OpenAIError(400, "n must be 1 with search (the method returns one solution; search.n is its "
+                                   "budget)", "n")
+        budget = body.search.n if body.search.n is not None else min(DEFAULT_SEARCH_BUDGET, self.limits.max_budget)
+        if budget > self.limits.max_budget:
+            raise OpenAIError(400, f"search.n {budget} is over this server's limit of {self.limits.max_budget} "
+                                   f"(max_budget)", "search.n")
+        if any(not q.strip() for q in questions):
+            raise OpenAIError(400, "search needs a non-blank question", "search")
+        budget = 1 if method == "greedy" else budget
+        return ("search", method, budget), [SearchJob(q) for q in questions], budget
+
+    def check_chars(self, param: str, chars: int) -> None:
+        if chars > self.limits.max_prompt_chars:
+            raise OpenAIError(400, f"{param} is {chars} characters; this server takes at most "
+                                   f"{self.limits.max_prompt_chars} (max_prompt_chars)", param, "prompt_too_long")
+
+    def check_model(self, name: str) -> None:
+        if name != self.model:
+            raise OpenAIError(404, f"the model {name!r} does not exist; this server serves {self.model!r} "
+                                   f"(GET /v1/models)", "model", "model_not_found")
+
+
+def add_openai_routes(app: FastAPI, policy, scorer, limits: ServerLimits, search: SearchSettings,
+                      batching: BatchSettings | None, lock: threading.Lock, model: str, instruction: str,
+                      max_steps: int) -> Batcher:
+    """Add the /v1 routes to `app`; returns the queue they share (its `calls` counts engine calls)."""
+    server = OpenAIServer(policy, scorer, limits, search, model, instruction, max_steps)
+    server.batcher = Batcher(server.run_batch, batching, lock)
+    created = int(time.time())
+
+    @app.exception_handler(OpenAIError)
+    async def openai_error(request: Request, error: OpenAIError) -> JSONResponse:
+        return error.response()
+
+    @app.get("/v1/models")
+    def models() -> dict:
+        return {"object": "list", "data": [{"id": model, "object": "model", "created": created, "owned_by": "rlgym"}]}
+
+    @app.post("/v1/completions")
+    async def completions(request: Request, body: CompletionRequest):
+        server.check_model(body.model)
+        texts = [body.prompt] if isinstance(body.prompt, str) else body.prompt
+        if not texts or any(not text for text in texts):
+            raise OpenAIError(400, "prompt must be a non-empty string or a non-empty list of them", "prompt")
+        for text in texts:
+            server.check_chars("prompt", len(text))
+        prompts = [policy.tokenizer(text)["input_ids"] for text in texts]  # raw text: no chat template
+        max_tokens = body.max_tokens if body.max_tokens is not None else min(COMPLETION_DEFAULT_TOKENS,
+                                                                           limits.max_new_tokens)
+        choices, details = await server.answer(request, body, prompts, texts, max_tokens)
+        usage = usage_of(prompts, body, choices)
+        reply = Reply("cmpl", "text_completion", model, choices, details, usage, chat=False)
+        return reply.stream(body) if body.stream else reply.body()
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request, body: ChatCompletionRequest):
+        server.check_model(body.model)
+        messages = body.message_dicts()
+        server.check_chars("messages", sum(len(m["content"]) for m in messages))
+        try:
+            prompt = policy.format_prompt(messages)
+        except ValueError as error:
+            raise OpenAIError(400, str(error), "messages") from None
+        questions = [next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")]
+        given = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
+        max_tokens = given if given is not None else limits.max_new_tokens
+        choices, details = await server.answer(request, body, [prompt], questions, max_tokens)
+        usage = usage_of([prompt], body, choices)
+        reply = Reply("chatcmpl", "chat.completion", model, choices, details, usage, chat=True)
+        return reply.stream(body) if body.stream else reply.body()
+
+    return server.batcher
+
+
+def usage_of(prompts: Sequence[list[int]], body: SamplingFields, choices: Sequence[Choice]) -> dict[str, int]:
+    """OpenAI's usage: prompt tokens (each prompt once per request), completion tokens, their total."""
+    prompt_tokens = sum(len(p) for p in prompts)
+    completion_tokens = sum(c.tokens for c in choices)
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens}
+
+
+@dataclass
+class Reply:
+    """A finished request's answer, as one JSON body or as server-sent events."""
+
+    prefix: str
+    kind: str
+    model: str
+    choices: list[Choice]
+    details: list[dict | None]
+    usage: dict[str, int]
+    chat: bool
+
+    def __post_init__(self) -> None:
+        self.id, self.created = f"{self.prefix}-{uuid.uuid4().hex}", int(time.time())
+
+    def _head(self, kind: str) -> dict:
+        return {"id": self.id, "object": kind, "created": self.created, "model": self.model}
+
+    def _choice(self, index: int, choice: Choice) -> dict:
+        body: dict = {"index": index, "logprobs": None, "finish_reason": choice.finish_reason}
+        if self.chat:
+            body["message"] = {"role": "assistant", "content": choice.text}
+        else:
+            body["text"] = choice.text
+        if self.details[index] is not None:
+            body["search"] = self.details[index]
+        return body
+
+    def body(self) -> dict:
+        return {**self._head(self.kind), "choices": [self._choice(i, c) for i, c in enumerate(self.choices)],
+                "usage": self.usage}
+
+    def chunks(self, include_usage: bool) -> Iterator[dict]:
+        """OpenAI's stream: per choice, (chat) a role delta, the text, then the finish_reason; usage last."""
+        kind = "chat.completion.chunk" if self.chat else "text_completion"
+        extra = {"usage": None} if include_usage else {}
+        for index, choice in enumerate(self.choices):
+            if self.chat:
+                deltas = [({"role": "assistant", "content": ""}, None), ({"content": choice.text}, None),
+                          ({}, choice.finish_reason)]
+                for delta, reason in deltas:
+                    yield {**self._head(kind), "choices": [{"index": index, "delta": delta, "logprobs": None,
+                                                            "finish_reason": reason}], **extra}
+            else:
+                yield {**self._head(kind), "choices": [{"index": index, "text": choice.text, "logprobs": None,
+                                                        "finish_reason": choice.finish_reason}], **extra}
+        if include_usage:
+            yield {**self._head(kind), "choices": [], "usage": self.usage}
+
+    def stream(self, body: SamplingFields) -> StreamingResponse:
+        include_usage = bool(body.stream_options and body.stream_options.include_usage)
+
+        def events() -> Iterator[str]:
+            for chunk in self.chunks(include_usage):
+                yield f"data: {json.dumps(chunk)}\n\n"
+            yield "data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})

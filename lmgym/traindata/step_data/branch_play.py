@@ -1,0 +1,56 @@
+"""Playing engine branches to their end while recording each step's text, shared by the rollout-label
+builders (`shepherd`, `policy_labels`): every live branch advances in one batched `engine.advance` per round."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from lmgym.episodes.engine import Branch, EpisodeEngine
+from lmgym.episodes.env_state import set_branch_state
+
+
+@dataclass
+class PlayedBranch:
+    """A branch and the text of each of its steps (the action and what the env wrote after it)."""
+
+    branch: Branch
+    steps: list[str] = field(default_factory=list)
+
+    def copy(self, member: int) -> "PlayedBranch":
+        """An independent copy (Branch.snapshot) with its own sampling key `member`."""
+        branch = self.branch.snapshot()
+        branch.member = member
+        return PlayedBranch(branch, list(self.steps))
+
+
+def play_to_end(engine: EpisodeEngine, played: list[PlayedBranch], generator: torch.Generator | None = None,
+                sample_key: int | None = None,
+                after_step: Callable[[PlayedBranch], None] | None = None) -> int:
+    """Advance every live branch to its end, one batched advance per round, recording each step's text;
+    `after_step(p)` runs after each step of each branch. Returns the rounds (engine.advance calls that
+    advanced something)."""
+    rounds = 0
+    while True:
+        before = {id(p.branch): len(p.branch.text) for p in played}
+        advanced = {id(b) for b in engine.advance([p.branch for p in played], generator, sample_key)}
+        if not advanced:
+            return rounds
+        rounds += 1
+        for p in played:
+            if id(p.branch) in advanced:
+                p.steps.append(p.branch.text[before[id(p.branch)]:])
+                if after_step is not None:
+                    after_step(p)
+
+
+def ended_right(branch: Branch) -> bool:
+    """The env ended the episode and graded it correct."""
+    return branch.done and branch.outcome.correct
+
+
+def reset_question(env, branch: Branch) -> str:
+    """The reset observation of a fresh branch, verbatim."""
+    set_branch_state(env, branch.state)
+    return str(env.unwrapped.render())

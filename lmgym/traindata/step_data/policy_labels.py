@@ -1,0 +1,169 @@
+"""Labels from the policy's own samples, batched on the episode engine: outcome labels and Monte-Carlo step
+labels (Math-Shepherd, Wang et al., 2024), for training verifiers on the distribution they will judge.
+
+Problems are labelled `batch_size` at a time. For a batch, the policy samples `samples_per_problem`
+solutions per problem, step by step (all of them advance together: one engine.advance per round); each
+solution's outcome label is the env's verdict on its final answer. With `rollouts` = k > 0, the branch
+right after each step that leaves the episode live is saved (Branch.snapshot(): the prefix is never
+played again) and k copies of it are played to the end; every copy of every prefix of every solution of
+the batch advances together, one engine.advance per round. A step's soft label is the fraction of its k
+completions that end correct, its hard label 1.0 when any does; a final step (or one at the env's step
+limit) is labelled by its own verdict. An empty step (the policy stopped at end-of-sequence) has no text
+to score and is left out with its labels (the step before it carries its own).
+
+The budget is in tokens: every sampled token (solutions and rollouts; env-injected text excluded) is
+counted, `token_budget` stops before a batch once it is reached, and the stats report the tokens with
+the throughput (tokens/s of the whole labelling, env time included). The env's verdict is read on
+purpose: this is training data, and the gold is known.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from lmgym.core.checked_config import CheckedConfig, setting
+from lmgym.episodes.engine import EpisodeEngine, SamplingSettings
+from lmgym.policies.base import Policy
+from lmgym.search.search_types import sampled_tokens
+from lmgym.traindata.step_data.branch_play import PlayedBranch, ended_right, play_to_end, reset_question
+from lmgym.traindata.step_data.labelled_samples import LabelledSample, PolicyLabels
+
+
+@dataclass
+class PolicyLabelConfig(CheckedConfig):
+    """What is sampled and how it is labelled (see the module docstring)."""
+
+    problems: int = setting(64, "problems labelled when no starts are given: reset option indices first_problem, "
+                                "first_problem + 1, ...")
+    first_problem: int = setting(0, "the first problem index when no starts are given, >= 0")
+    samples_per_problem: int = setting(8, "N: solutions the policy samples per problem, each graded by the env")
+    rollouts: int = setting(4, "k: completions from each step's prefix (0: outcome labels only)")
+    max_new_tokens: int = setting(64, "tokens per step")
+    temperature: float = setting(0.8, "sampling temperature of solutions and rollouts, > 0")
+    batch_size: int = setting(16, "problems per batch: their solutions, then all rollouts of all their step "
+                                  "prefixes, advance together")
+    token_budget: int = setting(0, "stop before the next batch once this many tokens were sampled (0: no limit)")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("problems", "samples_per_problem", "max_new_tokens", "batch_size"):
+            self.require(name, getattr(self, name) >= 1, "an int >= 1")
+        for name in ("first_problem", "rollouts", "token_budget"):
+            self.require(name, getattr(self, name) >= 0, "an int >= 0")
+        self.require("temperature", self.temperature > 0, "> 0")
+
+
+# cpu: a smoke run of the tiny pipeline; gpu: the issue's scale per Arithmetic-v0 level (2,000 problems of
+# levels 2-4 -> about 667 a level) x 8 samples x k = 4 rollouts per step, 64 problems (512 solutions) a batch
+LABEL_PRESETS: dict[str, dict] = {
+    "cpu": dict(problems=8, samples_per_problem=4, rollouts=2, max_new_tokens=32, temperature=0.8, batch_size=8),
+    "gpu": dict(problems=667, samples_per_problem=8, rollouts=4, max_new_tokens=64, temperature=0.8, batch_size=64),
+}
+
+
+@dataclass
+class _Totals:
+    solution_tokens: int = 0
+    rollout_tokens: int = 0
+    rollouts: int = 0
+    rounds: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return self.solution_tokens + self.rollout_tokens
+
+
+def policy_labels(policy: Policy, env, config: PolicyLabelConfig | None = None, starts: Sequence[dict] | None = None,
+                  generator: torch.Generator | None = None, sample_key: int | None = None,
+                  on_batch: Callable[[int, int, int, float], None] | None = None) -> PolicyLabels:
+    """Sample and label solutions to the problems of `starts` (env.reset kwargs, e.g. {"options": {"index": 3}};
+    None: `config.problems` problems from index `config.first_problem`). Noise as in EpisodeEngine.advance:
+    keyed by `sample_key`, else drawn from `generator`. `on_batch(problems done, problems in all, tokens
+    sampled, seconds)` is called after every batch (progress of a long labelling)."""
+    config = config if config is not None else PolicyLabelConfig()
+    if starts is None:
+        starts = [{"options": {"index": config.first_problem + i}} for i in range(config.problems)]
+    starts = list(starts)
+    if not starts:
+        raise ValueError("policy_labels: no problems to label (starts is empty)")
+    engine = EpisodeEngine(env, policy, SamplingSettings(config.max_new_tokens, config.temperature))
+    totals, samples, labelled, stopped = _Totals(), [], 0, False
+    clock = time.perf_counter()
+    for first in range(0, len(starts), config.batch_size):
+        if config.token_budget and totals.tokens >= config.token_budget:
+            stopped = True
+            break
+        batch = starts[first:first + config.batch_size]
+        samples += _label_batch(engine, env, batch, first, config, totals, generator, sample_key)
+        labelled += len(batch)
+        if on_batch is not None:
+            on_batch(labelled, len(starts), totals.tokens, time.perf_counter() - clock)
+    seconds = time.perf_counter() - clock
+    return PolicyLabels(samples, _stats(samples, labelled, totals, seconds, engine.env_seconds, stopped))
+
+
+def _label_batch(engine: EpisodeEngine, env, batch: list[dict], first_group: int, config: PolicyLabelConfig,
+                 totals: _Totals, generator, sample_key) -> list[LabelledSample]:
+    solutions = [PlayedBranch(b) for b in engine.start(batch, config.samples_per_problem, first_group)]
+    questions = {p.branch.group_id: reset_question(env, p.branch) for p in solutions}
+    owner = {id(p): index for index, p in enumerate(solutions)}
+    prefixes: list[tuple[int, int, PlayedBranch]] = []  # (solution, step index, the branch right after that step)
+
+    def keep_prefix(p: PlayedBranch) -> None:
+        if config.rollouts and engine.is_live(p.branch):
+            prefixes.append((owner[id(p)], len(p.steps) - 1, p.copy(p.branch.member)))
+
+    totals.rounds += play_to_end(engine, solutions, generator, sample_key, keep_prefix)
+    totals.solution_tokens += sum(sampled_tokens(p.branch) for p in solutions)
+
+    next_member = {group: config.samples_per_problem for group in questions}
+    rollouts: list[tuple[int, int, PlayedBranch]] = []
+    for solution, step, prefix in prefixes:
+        group = prefix.branch.group_id
+        for _ in range(config.rollouts):
+            rollouts.append((solution, step, prefix.copy(next_member[group])))
+            next_member[group] += 1
+    totals.rounds += play_to_end(engine, [r for _, _, r in rollouts], generator, sample_key)
+    prefix_tokens = {(s, j): sampled_tokens(p.branch) for s, j, p in prefixes}
+    totals.rollout_tokens += sum(sampled_tokens(r.branch) - prefix_tokens[(s, j)] for s, j, r in rollouts)
+    totals.rollouts += len(rollouts)
+
+    outcomes: dict[tuple[int, int], list[bool]] = {}
+    for solution, step, rollout in rollouts:
+        outcomes.setdefault((solution, step), []).append(ended_right(rollout.branch))
+    return [_sample(index, p, questions[p.branch.group_id], outcomes, config.rollouts > 0)
+            for index, p in enumerate(solutions)]
+
+
+def _sample(index: int, played: PlayedBranch, question: str, outcomes: dict, rolled: bool) -> LabelledSample:
+    right = ended_right(played.branch)
+    soft, hard = [], []
+    for j in range(len(played.steps)):
+        results = outcomes.get((index, j))
+        soft.append(sum(results) / len(results) if results else float(right))
+        hard.append(float(any(results)) if results else float(right))
+    kept = [j for j, text in enumerate(played.steps) if text]
+    outcome = played.branch.outcome
+    return LabelledSample(question, outcome.problem_id, tuple(played.steps[j] for j in kept), right,
+                          outcome.parsed_answer, tuple(soft[j] for j in kept) if rolled else (),
+                          tuple(hard[j] for j in kept) if rolled else (), sampled_tokens(played.branch))
+
+
+def _stats(samples: list[LabelledSample], problems: int, totals: _Totals, seconds: float, env_seconds: float,
+           stopped: bool) -> dict[str, float | int | bool]:
+    """The run's numbers: counts, tokens (solutions, rollouts, all), seconds, tokens/s, accuracy and pass@N."""
+    by_problem: dict[str, bool] = {}
+    for s in samples:
+        key = s.problem_id or s.question
+        by_problem[key] = by_problem.get(key, False) or s.correct
+    return {"problems": problems, "samples": len(samples), "rollouts": totals.rollouts,
+            "engine_rounds": totals.rounds, "solution_tokens": totals.solution_tokens,
+            "rollout_tokens": totals.rollout_tokens, "sampled_tokens": totals.tokens,
+            "seconds": seconds, "env_seconds": env_seconds,
+            "tokens_per_second": totals.tokens / seconds if seconds > 0 else 0.0,
+            "sample_accuracy": sum(s.correct for s in samples) / len(samples) if samples else 0.0,
+            "pass_at_n": sum(by_problem.values()) / len(by_problem) if by_problem else 0.0,
+            "stopped_by_budget": stopped}
