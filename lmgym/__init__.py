@@ -3,19 +3,20 @@
     from lmgym import GRPO, GRPOConfig, HFPolicy, make
 
 Importing `lmgym` registers the environments (so `gymnasium.make("lmgym:lmgym/Arithmetic-v0")` works in a fresh
-process); every other name below loads its subpackage on first use, so `import lmgym` stays light.
+process) and loads the generic env base; every other name below loads its module on first use, so `import lmgym`
+stays light (no torch, no sympy).
 """
 from __future__ import annotations
 
 import importlib
 
-from lmgym.envs import *  # noqa: F403 - the environments and their registry, loaded eagerly (see above)
-from lmgym.envs import __all__ as _ENV_NAMES
+from lmgym.envs import __all__ as _ENV_NAMES  # importing lmgym.envs registers the environments (see above)
 
 __version__ = "0.3.0"
 
 # top-level name -> the subpackage that defines it (loaded on first access)
 _LAZY: dict[str, str] = {
+    **dict.fromkeys(_ENV_NAMES, "lmgym.envs"),
     **{name: "lmgym.algorithms" for name in (
         "RLAlgorithm", "RLConfig", "GRPO", "GRPOConfig", "ReinforceStable", "ReinforceStableConfig", "PPO",
         "PPOConfig", "DrGRPO", "DrGRPOConfig", "DAPO", "DAPOConfig", "RLOO", "RLOOConfig", "MCTSSearch",

@@ -1,7 +1,7 @@
 """Chat-format prompts (lists of {"role", "content"} messages) through an env's reset and a policy's sampling."""
 import pytest
 
-from lmgym.envs import LanguageEnv, Problem
+from lmgym.envs import LanguageEnv, Problem, correctness_reward
 from lmgym.envs.reward_forms import trl_reward
 from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
 from lmgym.policies.prompting import prompt_ids
@@ -11,6 +11,8 @@ CHAT = [{"role": "system", "content": "You add."}, {"role": "user", "content": "
 
 class ChatEnv(LanguageEnv):
     """One problem whose question is a list of messages."""
+
+    default_reward_fns = {"correctness": correctness_reward}
 
     def __init__(self, question=None, **kwargs):
         super().__init__(**kwargs)

@@ -8,13 +8,14 @@ from typing import ClassVar
 
 import pytest
 
-from lmgym.envs import ArithmeticEnv, LanguageEnv, Problem
+from lmgym.envs import ArithmeticEnv, LanguageEnv, Problem, correctness_reward
 
 
 class GuessEnv(LanguageEnv):
     """Guess the number: each guess is counted and remembered (subclass episode state)."""
 
     episode_state: ClassVar[dict] = {"guesses": 0, "history": [], "notes": {"last": None}}
+    default_reward_fns: ClassVar[dict] = {"correctness": correctness_reward}
     num_problems = 3
 
     def get_problem(self, index: int) -> Problem:
@@ -161,8 +162,9 @@ def test_declared_state_does_not_warn():
 
 
 class EchoEnv(LanguageEnv):
-    """No hook overridden: the base's generic behaviour."""
+    """No hook overridden but the rewards: the base's generic behaviour."""
 
+    default_reward_fns: ClassVar[dict] = {"correctness": correctness_reward}
     num_problems = 2
 
     def get_problem(self, index: int) -> Problem:

@@ -10,7 +10,9 @@ are used up. The character-level tiny model writes "!" often enough to call ``sh
 
 from __future__ import annotations
 
-from lmgym.envs import Problem, TagTool, ToolCall, ToolEnv, register
+from typing import ClassVar
+
+from lmgym.envs import Problem, TagTool, ToolCall, ToolEnv, correctness_reward, register
 
 FRUIT_NUMBERS = {"apple": "3", "pear": "5", "plum": "7", "fig": "11"}
 MAX_SHOUT_CHARS = 40
@@ -50,6 +52,8 @@ class LookupTool(TagTool):
 
 class FruitToolsEnv(ToolEnv):
     """What is a fruit's number? Two tools, available in phases (see the module docstring)."""
+
+    default_reward_fns: ClassVar[dict] = {"correctness": correctness_reward}
 
     def __init__(self, **kwargs) -> None:
         kwargs.setdefault("max_tool_calls", 1)

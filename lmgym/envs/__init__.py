@@ -1,30 +1,56 @@
 """Gym-style environments for RL training of language models.
 
 Text in, text out: ``obs, info = env.reset(seed=0)``; ``env.step(text)``.
-Build envs with ``make("Arithmetic-v0")`` (or ``"rlgym/Arithmetic-v0"``) and list them with
+Build envs with ``make("Arithmetic-v0")`` (or ``"lmgym/Arithmetic-v0"``) and list them with
 ``registered_ids()``. Reward functions may be per-sample ``fn(completion, gold, info)`` or
 TRL-style ``fn(prompts, completions, **kwargs)``; see ``envs/reward_forms.py``.
-"""
 
-from lmgym.envs.answers import GradingOptions, answers_equal, extract_answer
-from lmgym.envs.arithmetic import ArithmeticEnv
-from lmgym.envs.base import EpisodeOverError, LanguageEnv, Problem
+Importing this package registers every id and loads only the generic base; the task envs, the math grader
+(sympy) and the tools load on first use of their names.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from lmgym.envs.base import EpisodeOverError, LanguageEnv, NoRewardError, Problem
 from lmgym.envs.data import DataFileNotFoundError, MalformedRowError
 from lmgym.envs.dataset_env import DatasetEnv
-from lmgym.envs.hotpotqa import HotpotQAEnv
-from lmgym.envs.hotpotqa_retrieved import QuestionSearchHotpotQAEnv
-from lmgym.envs.math import GSM8KEnv, MATHEnv
-from lmgym.envs.math_env import MathEnv
-from lmgym.envs.questions import QuestionsEnv
-from lmgym.envs.rag import RAGHotpotQAEnv, SearchTool
-from lmgym.envs.reflection import ReflectionEnv
 from lmgym.envs.registry import NAMESPACE, UnknownEnvError, make, register, registered_ids
 from lmgym.envs.reward_forms import per_sample_reward, reward_form, trl_reward
-from lmgym.envs.rewards import correctness_reward, format_reward
 from lmgym.envs.spaces import AnyPrompt, AnyText
-from lmgym.envs.tool_arithmetic import ToolArithmeticEnv
-from lmgym.envs.tool_env import ToolEnv
-from lmgym.envs.tools import CalculatorTool, TagTool, Tool, ToolCall
+
+if TYPE_CHECKING:  # loaded on first use (see _LAZY), so the generic base does not import the math grader
+    from lmgym.envs.answers import GradingOptions, answers_equal, extract_answer
+    from lmgym.envs.arithmetic import ArithmeticEnv
+    from lmgym.envs.hotpotqa import HotpotQAEnv
+    from lmgym.envs.hotpotqa_retrieved import QuestionSearchHotpotQAEnv
+    from lmgym.envs.math import GSM8KEnv, MATHEnv, MathDatasetEnv
+    from lmgym.envs.math_env import MathEnv
+    from lmgym.envs.questions import QuestionsEnv
+    from lmgym.envs.rag import RAGHotpotQAEnv, SearchTool
+    from lmgym.envs.reflection import ReflectionEnv
+    from lmgym.envs.rewards import correctness_reward, format_reward
+    from lmgym.envs.tool_arithmetic import ToolArithmeticEnv
+    from lmgym.envs.tool_env import ToolEnv
+    from lmgym.envs.tools import CalculatorTool, TagTool, Tool, ToolCall
+
+# name -> the module that defines it, imported on first access
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(("GradingOptions", "answers_equal", "extract_answer"), "lmgym.envs.answers"),
+    "ArithmeticEnv": "lmgym.envs.arithmetic",
+    "HotpotQAEnv": "lmgym.envs.hotpotqa",
+    "QuestionSearchHotpotQAEnv": "lmgym.envs.hotpotqa_retrieved",
+    **dict.fromkeys(("GSM8KEnv", "MATHEnv", "MathDatasetEnv"), "lmgym.envs.math"),
+    "MathEnv": "lmgym.envs.math_env",
+    "QuestionsEnv": "lmgym.envs.questions",
+    **dict.fromkeys(("RAGHotpotQAEnv", "SearchTool"), "lmgym.envs.rag"),
+    "ReflectionEnv": "lmgym.envs.reflection",
+    **dict.fromkeys(("correctness_reward", "format_reward"), "lmgym.envs.rewards"),
+    "ToolArithmeticEnv": "lmgym.envs.tool_arithmetic",
+    "ToolEnv": "lmgym.envs.tool_env",
+    **dict.fromkeys(("CalculatorTool", "TagTool", "Tool", "ToolCall"), "lmgym.envs.tools"),
+}
 
 __all__ = [
     "AnyPrompt",
@@ -39,9 +65,11 @@ __all__ = [
     "HotpotQAEnv",
     "LanguageEnv",
     "MATHEnv",
+    "MathDatasetEnv",
     "MathEnv",
     "NAMESPACE",
     "MalformedRowError",
+    "NoRewardError",
     "Problem",
     "QuestionSearchHotpotQAEnv",
     "QuestionsEnv",
@@ -65,3 +93,17 @@ __all__ = [
     "reward_form",
     "trl_reward",
 ]
+
+
+def __getattr__(name: str):
+    """Load the module that defines ``name`` on first use."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lmgym.envs' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -1,59 +1,6 @@
-"""The base class of every language environment: episodes, modes, rewards and state. Nothing math-specific.
-
-A subclass says which problems exist (``num_problems``, ``get_problem``) and, optionally, overrides the
-hooks: ``build_prompt``, ``parse_answer`` (base: the stripped solution, None if blank), ``is_correct``
-(base: exact match with the gold after stripping both), ``is_final_action`` (base: never, so a
-multi-step episode runs to ``max_steps``), ``respond`` (what the env writes after an action),
-``stop_strings`` and ``current_role`` (read for the next action, so they may change per turn) and
-``episode_info`` (extra info keys). Math envs (final-answer markers, the grader, the calculator) live
-in :mod:`lmgym.envs.math_env`; tool-using envs in :mod:`lmgym.envs.tool_env`.
-
-Modes (a class lists the ones it supports in ``modes``):
-
-- ``"single"``: the action is a whole solution; the episode ends after one step.
-- any other mode (``"stepwise"``, ``"multi_turn"``): each action is one step; the episode ends when
-  ``is_final_action(action)`` (terminated) or after ``max_steps`` steps (truncated).
-
-Code outside the env asks the capabilities, never the mode: ``is_multi_step`` (an episode may take several
-actions: any mode but ``"single"``) and ``is_stepwise`` (each action is one reasoning step ending at a line
-break: mode ``"stepwise"``). A subclass whose modes mean something else overrides them.
-
-Every observation is the full transcript so far, and each new observation is the previous one plus
-the action plus ``info["injected_text"]`` (what the env wrote after it; ``info["injected_role"]`` is
-None for raw text, or the chat role, "tool" or "user", of a turn holding it), so a trainer can rebuild
-token sequences incrementally. In stepwise mode the reset observation is the prompt followed by a
-newline, so the first step starts on a new line, and each step ends with a line break (the env adds
-one if the action has none).
-
-A problem's question may be a chat-format prompt, a list of {"role", "content"} messages: the reset
-observation is then those messages (the instruction after the last user turn's text), the policy renders
-them with its chat template, and a later observation adds one assistant message holding the solution.
-
-Actions longer than ``max_action_chars`` (default 20,000) are cut to their first ``max_action_chars``
-characters, as a generation cut at its length limit would be; the transcript and the scoring see the
-cut action and ``info["action_truncated"]`` says whether this step's action was cut. This bounds the
-time a step takes.
-
-Rewards: every reward function is called once on every finished episode (terminated, or truncated at
-``max_steps``), parsable or not; steps before the end score 0.0 and call none. The parsed answer is
-graded once per step with ``is_correct`` (``info["correct"]``) and the verdict is passed to the reward
-functions in their ``info`` (``correctness_reward`` uses it instead of grading again). Each reward
-function sees the solution (multi-step: the steps with their injected text) and decides what it is
-worth; an episode with no parsable answer (unparseable, or truncated at ``max_steps``) has
-``info["parsed_answer"] = None`` and ``info["unparseable"] = True``, and the built-in correctness
-reward gives it 0.0. Reward functions may be per-sample ``fn(completion, gold, info)`` or TRL-style
-``fn(prompts, completions, **kwargs)`` (see ``envs/reward_forms.py``); rollouts call a TRL-style one once
-per batch of episodes (``envs/reward_batch.py``), ``step`` alone once per episode. A function may return None
-("not applicable"): that component is left out of the weighted sum (weights default to 1.0), as TRL's
-nansum does; if every component is None the episode scores 0.0 and ``info["no_applicable_reward"]`` is
-True.
-
-A reward function that raises, returns a non-number or non-finite value, or uses more than
-``reward_timeout`` CPU seconds (default 10; None: no bound) on one sample scores 0.0 for that component
-and ``info["reward_errors"]`` maps its name to ``"ExceptionType: message"`` (an empty dict when every
-component succeeded). The CPU-time bound uses SIGPROF and only applies when ``step`` runs in the main
-thread; in other threads reward functions run unbounded.
-"""
+"""The base class of every language environment: episodes, modes, reward plumbing and state; nothing
+task-specific (no grader, no default reward). The episode contract (modes, observations, rewards, limits)
+is described in docs/environments.md ("How an episode runs")."""
 
 from __future__ import annotations
 
@@ -76,9 +23,8 @@ from lmgym.envs.checks import (
     checked_reward_weights,
 )
 from lmgym.envs.reward_batch import PENDING, PendingRewards, weighted_total
-from lmgym.envs.reward_forms import TRLReward, reward_fields
+from lmgym.envs.reward_forms import RewardFn, TRLReward, reward_fields
 from lmgym.envs.reward_guard import call_reward
-from lmgym.envs.rewards import RewardFn
 from lmgym.envs.spaces import AnyText
 
 DEFAULT_MAX_ACTION_CHARS = 20_000
@@ -88,6 +34,10 @@ DEFAULT_ROLE = "policy"
 
 class EpisodeOverError(RuntimeError):
     """``step()`` was called with no episode in progress (before reset or after the end)."""
+
+
+class NoRewardError(RuntimeError):
+    """``step()`` was called on an env with no reward functions (none given, and its class has no default)."""
 
 
 @dataclass(frozen=True)
@@ -117,6 +67,10 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
     one state never share them. An undeclared attribute that ``step`` creates or rebinds (or a
     list/dict/set whose length it changes) gets a RuntimeWarning once; attributes every branch shares on
     purpose go in ``shared_attributes``.
+
+    Rewards: ``reward_fns`` given to the constructor, else the class's ``default_reward_fns`` (``MathEnv``'s is
+    the math grader's correctness reward; the base's is empty). An env left with none raises
+    ``NoRewardError`` on ``step``: there is nothing to score its episodes with.
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
@@ -131,6 +85,7 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
         "_done": True,
     }
     shared_attributes: ClassVar[tuple[str, ...]] = ()
+    default_reward_fns: ClassVar[Mapping[str, RewardFn]] = {}  # name -> reward function, used when reward_fns is None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -160,7 +115,7 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
         self.reward_timeout = reward_timeout
         self.instruction = instruction
         self.render_mode = render_mode
-        self.reward_fns = checked_reward_fns(reward_fns)
+        self.reward_fns = checked_reward_fns(reward_fns, self.default_reward_fns)
         self.reward_weights = checked_reward_weights(reward_weights, self.reward_fns)
         self.defer_batched_rewards = False  # set by lmgym.envs.reward_batch.batched_trl_rewards (the episode engine)
         self.observation_space = AnyText()
@@ -280,6 +235,9 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
             raise EpisodeOverError("no episode in progress; call reset() before step()")
         if self._done:
             raise EpisodeOverError("episode is over; call reset()")
+        if not self.reward_fns:
+            raise NoRewardError(f"{type(self).__name__} has no reward functions: pass reward_fns={{name: "
+                                f"fn(completion, gold, info) -> float}} or set the class's default_reward_fns")
         marks = episode_state.attribute_marks(self)
         result = self._take(action)
         episode_state.warn_undeclared_changes(self, marks)

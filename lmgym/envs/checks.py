@@ -6,8 +6,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lmgym.envs.reward_forms import as_per_sample
-from lmgym.envs.rewards import RewardFn, correctness_reward
+from lmgym.envs.reward_forms import RewardFn, as_per_sample
 
 
 def check_choice(name: str, value: Any, choices: tuple) -> None:
@@ -43,11 +42,13 @@ def check_str(name: str, value: Any) -> None:
         raise ValueError(f"{name} must be a str; got {type(value).__name__}")
 
 
-def checked_reward_fns(reward_fns: Mapping[str, RewardFn] | Sequence[RewardFn] | None) -> dict[str, RewardFn]:
+def checked_reward_fns(reward_fns: Mapping[str, RewardFn] | Sequence[RewardFn] | None,
+                       default: Mapping[str, RewardFn] | None = None) -> dict[str, RewardFn]:
     """name -> reward function (per-sample form); a list (TRL's ``reward_funcs``) is named by each function's
-    ``__name__`` (a repeated name gets ``_2``, ``_3``...); None: the correctness reward."""
+    ``__name__`` (a repeated name gets ``_2``, ``_3``...); None: ``default`` (the env class's
+    ``default_reward_fns``; may be empty)."""
     if reward_fns is None:
-        return {"correctness": correctness_reward}
+        return {name: as_per_sample(fn, str(name)) for name, fn in (default or {}).items()}
     if isinstance(reward_fns, (list, tuple)):
         reward_fns = _named(reward_fns)
     if not isinstance(reward_fns, Mapping) or not reward_fns:

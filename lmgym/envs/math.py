@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import os
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -12,6 +13,7 @@ from lmgym.envs.base import Problem
 from lmgym.envs.data import MalformedRowError, load_rows
 from lmgym.envs.extraction import gsm8k_gold
 from lmgym.envs.math_env import MathEnv
+from lmgym.moved import MovedModuleWarning
 
 GSM8K_INSTRUCTION = " Solve it step by step, then give the final answer after ####."
 MATH_INSTRUCTION = "\nSolve it step by step, then put the final answer in \\boxed{}."
@@ -41,7 +43,7 @@ def check_source(data_path: object, split: object) -> None:
         raise ValueError(f"split must be a non-empty str; got {split!r}")
 
 
-class DatasetEnv(MathEnv):
+class MathDatasetEnv(MathEnv):
     """A MathEnv over the rows of a data set: a subclass names it (``NAME``, ``HUB_ID``, ``HUB_CONFIG``,
     ``COLUMNS``) and maps a row to a Problem (``problem_from_row``).
 
@@ -78,10 +80,10 @@ class DatasetEnv(MathEnv):
         return self._problems[index]
 
 
-class GSM8KEnv(DatasetEnv):
+class GSM8KEnv(MathDatasetEnv):
     """Grade-school math word problems (openai/gsm8k, config "main"); gold is the number after ####.
 
-    Keyword arguments as DatasetEnv, MathEnv and LanguageEnv; defaults split="train", max_steps=10,
+    Keyword arguments as MathDatasetEnv, MathEnv and LanguageEnv; defaults split="train", max_steps=10,
     instruction=GSM8K_INSTRUCTION.
     """
 
@@ -99,10 +101,10 @@ class GSM8KEnv(DatasetEnv):
         return Problem(str(row["question"]), gold, f"gsm8k/{self.split}/{index}", fields=dict(row))
 
 
-class MATHEnv(DatasetEnv):
+class MATHEnv(MathDatasetEnv):
     """Competition math (HuggingFaceH4/MATH-500, split "test"); gold is the row's "answer" field.
 
-    Keyword arguments as DatasetEnv, MathEnv and LanguageEnv; defaults split="test", max_steps=10,
+    Keyword arguments as MathDatasetEnv, MathEnv and LanguageEnv; defaults split="test", max_steps=10,
     instruction=MATH_INSTRUCTION.
     """
 
@@ -115,3 +117,12 @@ class MATHEnv(DatasetEnv):
     def problem_from_row(self, row: Mapping[str, Any], index: int) -> Problem:
         problem_id = str(row.get("unique_id") or f"math/{self.split}/{index}")
         return Problem(str(row["problem"]), str(row["answer"]).strip(), problem_id, fields=dict(row))
+
+
+def __getattr__(name: str):
+    """``DatasetEnv``: ``MathDatasetEnv``'s old name, for one release, with one MovedModuleWarning line."""
+    if name == "DatasetEnv":
+        warnings.warn("lmgym.envs.math.DatasetEnv is now MathDatasetEnv (lmgym.envs.DatasetEnv is the TRL-style "
+                      "Dataset-v0 env); the old name goes in the next release", MovedModuleWarning, stacklevel=2)
+        return MathDatasetEnv
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -5,6 +5,8 @@ episode ends at a final-answer marker; an optional calculator writes results bet
   then the last number unless ``last_number_fallback=False``).
 - ``is_correct``: :func:`lmgym.envs.answers.answers_equal` against the gold, with the env's ``grading``
   conventions (:class:`lmgym.envs.answers.GradingOptions`: list order, units).
+- ``default_reward_fns``: ``{"correctness": correctness_reward}`` (1.0 when ``is_correct`` says so), used
+  when no ``reward_fns`` are given.
 - ``is_final_action``: the step contains a final-answer marker (``FINAL_ANSWER_MARKERS``, any case), or
   the step is empty: the policy wrote nothing (it stopped at once, at its end-of-sequence token), so the
   solution is over and is graded as it stands. Without this, a chat model that ends its answer with its
@@ -17,13 +19,14 @@ episode ends at a final-answer marker; an optional calculator writes results bet
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from lmgym.envs.answers import GradingOptions, answers_equal
 from lmgym.envs.base import LanguageEnv, Problem
 from lmgym.envs.calculator import apply_calculator
 from lmgym.envs.checks import check_bool
 from lmgym.envs.extraction import extract_answer
+from lmgym.envs.rewards import RewardFn, correctness_reward
 
 FINAL_ANSWER_MARKERS = ("####", "\\boxed{", "the answer is", "final answer is")
 CALCULATOR_STOP = "="
@@ -45,8 +48,11 @@ class MathEnv(LanguageEnv):
         grading: the grader's conventions (``GradingOptions(unordered_lists=False, compare_units=True)`` when
             None): whether bare lists compare in order, whether two answers' units must agree.
         **base_kwargs: LanguageEnv's keyword arguments (mode, max_steps, reward_fns, reward_weights,
-            instruction, render_mode, max_action_chars, reward_timeout).
+            instruction, render_mode, max_action_chars, reward_timeout); reward_fns defaults to
+            ``default_reward_fns``, the correctness reward.
     """
+
+    default_reward_fns: ClassVar[dict[str, RewardFn]] = {"correctness": correctness_reward}
 
     def __init__(self, *, sym_calc: bool = False, last_number_fallback: bool = True,
                  grading: GradingOptions | None = None, **base_kwargs: Any):

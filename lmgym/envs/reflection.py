@@ -35,6 +35,7 @@ from lmgym.envs.base import (
 )
 from lmgym.envs.checks import check_choice, check_positive_int, check_str
 from lmgym.envs.registry import make
+from lmgym.envs.rewards import RewardFn, correctness_reward
 
 ACTOR, CRITIC = "actor", "critic"
 TURN_ROLES = (None, "user")
@@ -62,11 +63,13 @@ class ReflectionEnv(LanguageEnv):
         turn_role: None (requests are raw text) or "user" (chat turns).
         stop: stop strings of every turn; None: each turn ends at end-of-sequence or the length limit.
         mode: "multi_turn" (the only mode).
-        reward_fns, reward_weights, render_mode, max_action_chars, reward_timeout: as LanguageEnv.
+        reward_fns, reward_weights, render_mode, max_action_chars, reward_timeout: as LanguageEnv; reward_fns
+            defaults to the correctness reward (the final answer's verdict).
         **task_kwargs: keyword arguments of the task env (only with ``task`` an env id).
     """
 
     modes = ("multi_turn",)
+    default_reward_fns: ClassVar[dict[str, RewardFn]] = {"correctness": correctness_reward}
     episode_state: ClassVar[dict[str, Any]] = {"turn_answers": [], "turn_correct": []}
 
     def __init__(

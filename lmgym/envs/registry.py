@@ -35,7 +35,7 @@ Adding an env takes three lines::
 
     class MyEnv(LanguageEnv): ...           # provide num_problems and get_problem
     register("MyEnv-v0", MyEnv)             # or "my_module:MyEnv"
-    env = make("MyEnv-v0")
+    env = make("MyEnv-v0", reward_fns={"exact": my_reward})  # or a class-level default_reward_fns
 """
 
 from __future__ import annotations

@@ -39,7 +39,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["PerSampleReward", "TRLReward", "as_per_sample", "per_sample_reward", "reward_form", "trl_reward"]
+__all__ = ["PerSampleReward", "RewardFn", "TRLReward", "as_per_sample", "per_sample_reward", "reward_form", "trl_reward"]
+
+RewardFn = Callable[[str, str, dict], float]  # the per-sample form, as an env holds every reward function
 
 PER_SAMPLE, TRL = "per_sample", "trl"
 _TRL_NAMES = ("completions", "prompts")

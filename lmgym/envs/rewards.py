@@ -8,12 +8,13 @@ instead combine the components over a whole batch (``reward_combination``): that
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from lmgym.envs.answers import answers_equal
 from lmgym.envs.extraction import MAX_SCAN_CHARS, extract_answer, find_boxes
+from lmgym.envs.reward_forms import RewardFn
 
-RewardFn = Callable[[str, str, dict], float]
+__all__ = ["RewardFn", "correctness_reward", "format_reward"]
 
 _HASH_ANSWER_RE = re.compile(r"####[ \t]*\S")
 

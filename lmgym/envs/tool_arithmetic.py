@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from lmgym.envs.answers import answers_equal
 from lmgym.envs.arithmetic import ArithmeticProblems, check_level_and_split
 from lmgym.envs.base import Problem
+from lmgym.envs.rewards import RewardFn, correctness_reward
 from lmgym.envs.tool_env import ToolEnv
 from lmgym.envs.tools import CalculatorTool
 
@@ -21,8 +22,11 @@ class ToolArithmeticEnv(ArithmeticProblems, ToolEnv):
         max_steps: actions per episode (calls and the answer).
         max_tool_calls: calculator calls per episode.
         **tool_kwargs: ToolEnv's and LanguageEnv's other keyword arguments (result_role, nudge,
-            instruction, reward_fns, reward_weights, render_mode, max_action_chars, reward_timeout).
+            instruction, reward_fns, reward_weights, render_mode, max_action_chars, reward_timeout); reward_fns
+            defaults to the correctness reward.
     """
+
+    default_reward_fns: ClassVar[dict[str, RewardFn]] = {"correctness": correctness_reward}
 
     def __init__(self, level: int = 2, split: str = "train", *, max_steps: int = 4, max_tool_calls: int = 3,
                  **tool_kwargs: Any):
