@@ -28,7 +28,8 @@ from pathlib import Path
 from lmgym.training.cli import example_parser, run_with_clear_errors  # noqa: E402
 from lmgym.search.mcts import MCTSConfig  # noqa: E402
 from lmgym.policies.prm import AGGREGATIONS  # noqa: E402
-from lmgym.search.settings import METHODS, SCORED_METHODS, SearchSettings  # noqa: E402
+from lmgym.search.methods import search_methods  # noqa: E402
+from lmgym.search.settings import SearchSettings  # noqa: E402
 from lmgym.search.search_eval import evaluate_search, markdown_table, save_table  # noqa: E402
 from lmgym.search.curves import curves_table, evaluate_curves, save_curves  # noqa: E402
 from lmgym.policies import EMBEDDED_MODEL  # noqa: E402
@@ -65,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--episodes", type=int, default=256, help="problems evaluated")
     parser.add_argument("--offset", type=int, default=0, help="first problem index (e.g. a held-back slice)")
     parser.add_argument("--methods", default=None,
-                        help=f"comma-separated, of {', '.join(METHODS)} (default: greedy,maj and, with --prm, "
+                        help=f"comma-separated, of {', '.join(search_methods())} (default: greedy,maj and, with --prm, "
                              f"best_of_n,beam,mcts)")
     parser.add_argument("--n", type=int, default=8, help="samples per problem of maj and best_of_n")
     parser.add_argument("--beam_width", type=int, default=4, help="beams kept per problem")
@@ -116,16 +117,18 @@ def budgets_of(args: argparse.Namespace) -> list[int] | None:
 
 def chosen_methods(args: argparse.Namespace) -> list[str]:
     """The methods asked for (checked before any model loads)."""
-    curves = args.budgets is not None
+    curves, registered = args.budgets is not None, search_methods()
     if args.methods is None:
-        return (["maj"] if curves else ["greedy", "maj"]) + (list(SCORED_METHODS) if args.prm else [])
+        scored = [name for name, method in registered.items() if method.needs_scorer]
+        return (["maj"] if curves else ["greedy", "maj"]) + (scored if args.prm else [])
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     if curves and "greedy" in methods:
         raise ValueError("--methods greedy has no token budget; leave it out with --budgets")
-    unknown = [m for m in methods if m not in METHODS]
+    unknown = [m for m in methods if m not in registered]
     if unknown or not methods:
-        raise ValueError(f"--methods: {', '.join(map(repr, unknown)) or 'none given'}; choose from {', '.join(METHODS)}")
-    scored = [m for m in methods if m in SCORED_METHODS]
+        raise ValueError(f"--methods: {', '.join(map(repr, unknown)) or 'none given'}; "
+                         f"choose from {', '.join(registered)}")
+    scored = [m for m in methods if registered[m].needs_scorer]
     if scored and not args.prm:
         raise ValueError(f"--methods {', '.join(scored)} needs a PRM folder: --prm PATH")
     return methods

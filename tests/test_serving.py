@@ -47,7 +47,7 @@ def test_solve_answers_with_each_method():
     client = TestClient(create_app(ScriptedPolicy(SCRIPT), scorer))
     health = client.get("/health").json()
     assert health["status"] == "ok" and health["prm"]
-    assert health["methods"] == ["greedy", "maj", "best_of_n", "beam", "mcts"]
+    assert health["methods"] == ["greedy", "maj", "weighted_maj", "best_of_n", "beam", "mcts"]
     greedy = client.post("/solve", json={"question": "What is 3 + 4?", "method": "greedy"})
     assert greedy.status_code == 200
     assert greedy.json() == {"answer": "7", "solution": "3 + 4 = 7\n#### 7\n", "tokens": 17, "method": "greedy"}
@@ -81,8 +81,8 @@ def test_bad_requests_get_a_4xx_with_one_message():
     assert "budget 5 is over this server's limit of 4" in one_line_detail(
         client.post("/solve", json={"question": "What is 3 + 4?", "method": "maj", "budget": 5}), 422)
     detail = one_line_detail(client.post("/solve", json={"question": "What is 3 + 4?", "method": "dfs"}), 422)
-    assert detail.startswith("method: Input should be 'greedy', 'maj', 'best_of_n', 'beam' or 'mcts'")
-    for method in ("best_of_n", "beam", "mcts"):
+    assert detail.startswith("method: Input should be 'greedy', 'maj', 'weighted_maj', 'best_of_n', 'beam' or 'mcts'")
+    for method in ("weighted_maj", "best_of_n", "beam", "mcts"):
         assert f"method {method} needs a PRM, and this server has none" in one_line_detail(
             client.post("/solve", json={"question": "What is 3 + 4?", "method": method}), 400)
     assert one_line_detail(client.post("/solve", json={"question": "hi", "temperature": 1}), 422) == (
@@ -183,7 +183,7 @@ def test_serve_script_builds_the_app_over_a_model_folder_and_a_prm_folder(tmp_pa
     solved = plain.post("/solve", json={"question": "What is 1 + 1?", "method": "maj", "budget": 2}).json()
     assert set(solved) == {"answer", "solution", "tokens", "method"} and 0 < solved["tokens"] <= 2 * 2 * 4
     with_prm = TestClient(serve.build_app(serve.build_parser().parse_args(common + ["--prm", str(prm)])))
-    assert with_prm.get("/health").json()["methods"] == ["greedy", "maj", "best_of_n", "beam", "mcts"]
+    assert with_prm.get("/health").json()["methods"] == ["greedy", "maj", "weighted_maj", "best_of_n", "beam", "mcts"]
     tree = with_prm.post("/solve", json={"question": "What is 1 + 1?", "method": "mcts", "budget": 2}).json()
     assert tree["method"] == "mcts" and 0 < tree["tokens"] <= 2 * 2 * 4 + 2 * 4  # 2 simulations, greedy finish
     assert "ServerLimits.timeout_seconds must be > 0" in error_line(serve, ["--timeout_seconds", "0"])

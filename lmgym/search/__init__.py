@@ -4,6 +4,7 @@ budgets maj@n, weighted majority and best-of-n with a verifier, beam search and 
 from lmgym.search.beam_search import beam_search
 from lmgym.search.evaluate import evaluate, majority_answer, pass_at_k
 from lmgym.search.mcts import MCTS, MCTSConfig
+from lmgym.search.methods import SearchMethod, register_search_method, search_methods, unregister_search_method
 from lmgym.search.rag_evaluate import evaluate_rag
 from lmgym.search.search import SearchSettings, run_search
 from lmgym.search.search_eval import evaluate_search
@@ -14,5 +15,6 @@ from lmgym.search.search_types import SearchResult, StepScorer
 __all__ = [
     "evaluate", "pass_at_k", "majority_answer", "MCTS", "MCTSConfig", "SearchSettings", "run_search",
     "beam_search", "evaluate_search", "SearchResult", "StepScorer", "evaluate_rag", "evaluate_curves",
-    "plot_curves", "save_curves", "weighted_majority",
+    "plot_curves", "save_curves", "weighted_majority", "SearchMethod", "register_search_method", "search_methods",
+    "unregister_search_method",
 ]

@@ -1,5 +1,6 @@
 """Search at inference: greedy chain of thought, self-consistency (maj@n), best-of-N with a step scorer,
-step-level beam search with a step scorer, and MCTS, all behind `run_search`.
+step-level beam search with a step scorer, and MCTS, all behind `run_search`, which runs the method
+registered under `settings.method` (`search/methods.py`; a new method is one `register_search_method`).
 
 Every method plays all problems of `starts` together (one batched sampling call per engine step) and
 returns one `SearchResult` per problem with every token it sampled for that problem, discarded candidates
@@ -30,10 +31,10 @@ from collections.abc import Sequence
 
 import torch
 
-from lmgym.search.beam_search import beam_search
 from lmgym.search.evaluate import majority_answer
 from lmgym.search.mcts import MCTS
-from lmgym.search.settings import SCORED_METHODS, SearchSettings, engine_for
+from lmgym.search.methods import search_method
+from lmgym.search.settings import SearchSettings, engine_for
 from lmgym.search.search_play import parsed_answer, play_out, result_of, step_scores
 from lmgym.search.search_types import SearchResult, StepScorer
 from lmgym.search.token_budget import sampled_within_budget
@@ -45,13 +46,15 @@ from lmgym.policies.prm import aggregate_step_scores
 def run_search(policy: Policy, env, starts: Sequence[dict], settings: SearchSettings,
                scorer: StepScorer | None = None, generator: torch.Generator | None = None) -> list[SearchResult]:
     """Search every problem of `starts` (env.reset kwargs, e.g. {"options": {"index": 3}}) with
-    `settings.method`, all problems together; one `SearchResult` per start, in order.
+    `settings.method` (a method registered in `lmgym.search.methods`), all problems together; one
+    `SearchResult` per start, in order.
 
     scorer: the step scorer best_of_n, beam and mcts need (a ProcessRewardModel, or any StepScorer).
     generator: the sampling noise (None: torch's global generator)."""
     if not isinstance(settings, SearchSettings):
         raise TypeError(f"run_search: settings must be a SearchSettings, got {type(settings).__name__}")
-    if settings.method in SCORED_METHODS and scorer is None:
+    method = search_method(settings.method)
+    if method.needs_scorer and scorer is None:
         raise ValueError(f"run_search: method {settings.method!r} needs a step scorer (e.g. a ProcessRewardModel)")
     if scorer is not None and not isinstance(scorer, StepScorer):
         raise TypeError(f"run_search: scorer must have score_branches(branches) (a StepScorer), "
@@ -59,21 +62,16 @@ def run_search(policy: Policy, env, starts: Sequence[dict], settings: SearchSett
     starts = list(starts)
     if not starts:
         return []
-    if settings.method == "greedy":
-        return _greedy(policy, env, starts, settings, generator)
-    if settings.method == "maj":
-        return _majority(policy, env, starts, settings, generator)
-    if settings.method == "best_of_n":
-        return _best_of_n(policy, env, starts, settings, scorer, generator)
-    if settings.method == "weighted_maj":
-        return _weighted_majority(policy, env, starts, settings, scorer, generator)
-    if settings.method == "mcts":
-        return MCTS(policy, env, scorer, settings.mcts_config()).search(starts, generator)
-
-    return beam_search(policy, env, starts, settings, scorer, generator)
+    return method.search_fn()(policy, env, starts, settings, scorer, generator)
 
 
-def _greedy(policy, env, starts, settings, generator) -> list[SearchResult]:
+def mcts_search(policy, env, starts, settings, scorer, generator=None) -> list[SearchResult]:
+    """mcts: `lmgym.search.mcts.MCTS` with `settings.mcts_config()`."""
+    return MCTS(policy, env, scorer, settings.mcts_config()).search(starts, generator)
+
+
+def greedy_search(policy, env, starts, settings, scorer=None, generator=None) -> list[SearchResult]:
+    """greedy: one episode per problem at temperature 0."""
     engine = engine_for(policy, env, settings, temperature=0.0)
     branches, tokens = engine.start(starts, 1), [0] * len(starts)
     play_out(engine, branches, tokens, generator)
@@ -106,7 +104,8 @@ def _per_problem(policy, env, starts, settings, generator, pick, scorer=None, sc
     return results
 
 
-def _majority(policy, env, starts, settings, generator) -> list[SearchResult]:
+def majority_search(policy, env, starts, settings, scorer=None, generator=None) -> list[SearchResult]:
+    """maj: `n` episodes per problem; the most frequent parsed answer wins."""
     def pick(group, _):
         answers = [parsed_answer(b) for b in group]
         winner = majority_answer(answers)  # ties: the answer seen first
@@ -115,7 +114,8 @@ def _majority(policy, env, starts, settings, generator) -> list[SearchResult]:
     return _per_problem(policy, env, starts, settings, generator, pick)
 
 
-def _best_of_n(policy, env, starts, settings, scorer, generator) -> list[SearchResult]:
+def best_of_n_search(policy, env, starts, settings, scorer, generator=None) -> list[SearchResult]:
+    """best_of_n: `n` episodes per problem; the highest solution score wins."""
     def pick(group, own):
         answered = [j for j, b in enumerate(group) if parsed_answer(b) is not None] or list(range(len(group)))
         best = max(answered, key=lambda j: own[j])  # ties: the first
@@ -123,7 +123,8 @@ def _best_of_n(policy, env, starts, settings, scorer, generator) -> list[SearchR
     return _per_problem(policy, env, starts, settings, generator, pick, scorer, scored=True)
 
 
-def _weighted_majority(policy, env, starts, settings, scorer, generator) -> list[SearchResult]:
+def weighted_majority_search(policy, env, starts, settings, scorer, generator=None) -> list[SearchResult]:
+    """weighted_maj: `n` episodes per problem; each answer's vote is the sum of its episodes' scores."""
     def pick(group, own):
         answers = [parsed_answer(b) for b in group]
         winner = weighted_majority(answers, own)

@@ -15,7 +15,8 @@ from lmgym.core.problem_records import write_problem_records
 from lmgym.search.evaluate import episode_starts
 from lmgym.training.progress import phase_bar
 from lmgym.search.search import run_search
-from lmgym.search.settings import SCORED_METHODS, SearchSettings
+from lmgym.search.methods import search_method
+from lmgym.search.settings import SearchSettings
 from lmgym.search.search_types import SearchResult, StepScorer
 
 COLUMNS = (("method", "method"), ("accuracy", "accuracy"), ("tokens_per_problem", "tokens/problem"),
@@ -50,7 +51,7 @@ def search_outcomes(policy, env, methods: Sequence[SearchSettings], scorer: Step
     for settings in methods:
         if not isinstance(settings, SearchSettings):
             raise TypeError(f"evaluate_search: methods must be SearchSettings, got {type(settings).__name__}")
-        if settings.method in SCORED_METHODS and scorer is None:
+        if search_method(settings.method).needs_scorer and scorer is None:
             raise ValueError(f"evaluate_search: method {settings.label} needs a step scorer (e.g. a PRM: --prm)")
     for name, value, least in (("episodes", episodes, 1), ("offset", offset, 0), ("batch_problems", batch_problems, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < least:

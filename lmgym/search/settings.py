@@ -10,10 +10,7 @@ from lmgym.episodes.engine import EpisodeEngine, SamplingSettings
 from lmgym.policies.base import Policy
 from lmgym.policies.prm import AGGREGATIONS
 from lmgym.search.mcts import MCTSConfig
-
-METHODS = ("greedy", "maj", "weighted_maj", "best_of_n", "beam", "mcts")
-SCORED_METHODS = ("weighted_maj", "best_of_n", "beam", "mcts")  # they need a step scorer
-SAMPLED_METHODS = ("maj", "weighted_maj", "best_of_n")  # whole episodes sampled, then one chosen
+from lmgym.search.methods import search_method, search_methods
 
 
 @dataclass
@@ -23,7 +20,8 @@ class SearchSettings(CheckedConfig):
 
     passed_down = {"mcts": ("temperature", "max_new_tokens")}
 
-    method: str = setting("greedy", "greedy | maj | weighted_maj | best_of_n | beam | mcts")
+    method: str = setting("greedy", f"a search method registered in lmgym.search.methods: "
+                                    f"{' | '.join(search_methods())}")
     n: int = setting(8, "episodes sampled per problem (maj, weighted_maj, best_of_n; with max_tokens: per round)")
     beam_width: int = setting(4, "beams kept per problem, and solutions the beam search finishes (beam)")
     beam_expand: int = setting(2, "candidate next steps sampled per beam per step (beam)")
@@ -41,7 +39,8 @@ class SearchSettings(CheckedConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self.require("method", self.method in METHODS, " | ".join(METHODS))
+        methods = search_methods()
+        self.require("method", self.method in methods, " | ".join(methods))
         for name in ("n", "beam_width", "beam_expand", "max_new_tokens"):
             self.require(name, getattr(self, name) >= 1, "an integer >= 1")
         self.require("max_tokens", self.max_tokens is None or self.max_tokens >= 1, "an integer >= 1 or None")
@@ -60,13 +59,7 @@ class SearchSettings(CheckedConfig):
     def label(self) -> str:
         """A short name with the budget: greedy, maj@8, weighted_maj@8, best_of_8, beam_4x2, mcts_32; with
         max_tokens, the cap instead of the sample count (maj@300tok, best_of_n@300tok, beam_4x2@300tok, ...)."""
-        if self.max_tokens is not None:
-            shape = {"beam": f"beam_{self.beam_width}x{self.beam_expand}"}.get(self.method, self.method)
-            return f"{shape}@{self.max_tokens}tok"
-        budgets = {"greedy": "greedy", "maj": f"maj@{self.n}", "weighted_maj": f"weighted_maj@{self.n}",
-                   "best_of_n": f"best_of_{self.n}", "beam": f"beam_{self.beam_width}x{self.beam_expand}",
-                   "mcts": f"mcts_{self.mcts.simulations}"}
-        return budgets[self.method]
+        return search_method(self.method).label_of(self)
 
     def mcts_config(self) -> MCTSConfig:
         """`mcts` sampling at these settings' temperature and max_new_tokens; with max_tokens, capped hard there."""

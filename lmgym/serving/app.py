@@ -4,7 +4,8 @@
   concurrent requests batched through serving/batcher.py, errors in OpenAI's shape)
 
 - `POST /generate` {prompt, max_new_tokens, temperature} -> {text, tokens}
-- `POST /solve` {question, method: greedy|maj|best_of_n|beam|mcts, budget (samples, beams or simulations;
+- `POST /solve` {question, method: a registered search method (`lmgym.search.methods`: greedy, maj,
+  weighted_maj, best_of_n, beam, mcts, ...), budget (the method's budget field: samples, beams or simulations;
   greedy ignores it)}
   -> {answer, solution, tokens, method}:
   the question becomes a one-problem stepwise `QuestionsEnv` and `run_search` answers it.
@@ -35,7 +36,7 @@ with extra_imports("The HTTP server"):  # fastapi comes with the [serve] extra: 
     from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from lmgym.search import SearchSettings, run_search
-from lmgym.search.settings import SCORED_METHODS
+from lmgym.search.methods import search_methods
 from lmgym.search.search_types import StepScorer
 from lmgym.envs.arithmetic import ARITHMETIC_INSTRUCTION
 from lmgym.envs.questions import QuestionsEnv
@@ -46,8 +47,7 @@ from lmgym.serving.openai_api import OpenAIError, add_openai_routes
 from lmgym.serving.openai_api import validation_error as openai_validation_error
 from lmgym.serving.openai_engine import settings_for
 from lmgym.serving.text_check import not_utf8, unencodable_error
-from lmgym.serving.requests import (DEFAULT_BUDGET, SOLVE_METHODS, GenerateRequest, GenerateResponse, SolveRequest,
-                              SolveResponse)
+from lmgym.serving.requests import DEFAULT_BUDGET, GenerateRequest, GenerateResponse, SolveRequest, SolveResponse
 
 
 def create_app(policy, scorer: StepScorer | None = None, limits: ServerLimits | None = None,
@@ -65,7 +65,7 @@ def create_app(policy, scorer: StepScorer | None = None, limits: ServerLimits | 
     if scorer is not None and not isinstance(scorer, StepScorer):
         raise TypeError(f"create_app: scorer must have score_branches(branches), got {type(scorer).__name__}")
     QuestionsEnv(["?"], instruction=instruction, max_steps=max_steps)  # bad arguments fail now, not per request
-    for method in SOLVE_METHODS:
+    for method in search_methods():
         settings_for(search, method, 1)
     app, lock = FastAPI(title="rlgym search server"), threading.Lock()
     app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
@@ -113,7 +113,8 @@ def create_app(policy, scorer: StepScorer | None = None, limits: ServerLimits | 
     def health() -> dict:
         return {"status": "ok", "model": model,
                 "prm": scorer is not None,
-                "methods": [m for m in SOLVE_METHODS if scorer is not None or m not in SCORED_METHODS]}
+                "methods": [name for name, method in search_methods().items()
+                            if scorer is not None or not method.needs_scorer]}
 
     @app.post("/generate", response_model=GenerateResponse)
     def generate(body: GenerateRequest) -> GenerateResponse:
@@ -137,7 +138,7 @@ def create_app(policy, scorer: StepScorer | None = None, limits: ServerLimits | 
         if budget > limits.max_budget:
             raise HTTPException(422, f"budget {budget} is over this server's limit of {limits.max_budget} "
                                      f"(max_budget)")
-        if body.method in SCORED_METHODS and scorer is None:
+        if search_methods()[body.method].needs_scorer and scorer is None:
             raise HTTPException(400, f"method {body.method} needs a PRM, and this server has none "
                                      f"(start it with --prm); use greedy or maj")
         settings = settings_for(search, body.method, budget)

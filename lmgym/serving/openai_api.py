@@ -46,7 +46,7 @@ with extra_imports("The HTTP server"):  # fastapi comes with the [serve] extra
 
 from lmgym.policies.generation import row_key
 from lmgym.search import SearchSettings
-from lmgym.search.settings import METHODS, SCORED_METHODS
+from lmgym.search.methods import search_methods
 from lmgym.serving.batcher import Batcher, BatchSettings, Job, QueueFull
 from lmgym.serving.limits import ComputeTimeout, Deadline, ServerLimits
 from lmgym.serving.openai_engine import Choice, SampleJob, SearchJob, run_sampling, run_searches, settings_for
@@ -187,11 +187,11 @@ class OpenAIServer:
         return ("sample", temperature, top_p), jobs, n
 
     def search_jobs(self, body: SamplingFields, questions: Sequence[str]) -> tuple[Hashable, list[SearchJob], int]:
-        method = body.search.method
-        if method not in METHODS:
-            raise OpenAIError(400, f"search.method {method!r} is not one of {' | '.join(METHODS)}"
-                                   f"{did_you_mean(method, METHODS, repr)}", "search.method", "unknown_method")
-        if method in SCORED_METHODS and self.scorer is None:
+        method, methods = body.search.method, search_methods()
+        if method not in methods:
+            raise OpenAIError(400, f"search.method {method!r} is not one of {' | '.join(methods)}"
+                                   f"{did_you_mean(method, list(methods), repr)}", "search.method", "unknown_method")
+        if methods[method].needs_scorer and self.scorer is None:
             raise OpenAIError(400, f"search.method {method} needs a PRM, and this server has none (start it with "
                                    f"--prm); use greedy or maj", "search.method", "needs_prm")
         if body.n not in (None, 1):
@@ -203,7 +203,7 @@ class OpenAIServer:
                                    f"(max_budget)", "search.n")
         if any(not q.strip() for q in questions):
             raise OpenAIError(400, "search needs a non-blank question", "search")
-        budget = 1 if method == "greedy" else budget
+        budget = 1 if methods[method].budget is None else budget
         return ("search", method, budget), [SearchJob(q) for q in questions], budget
 
     def check_chars(self, param: str, chars: int) -> None:

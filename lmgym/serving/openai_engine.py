@@ -10,13 +10,13 @@ string from the text.
 """
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from lmgym.envs.questions import QuestionsEnv
 from lmgym.policies.generation import Generation, RowKeys, row_key
 from lmgym.search import SearchSettings, run_search
+from lmgym.search.methods import search_method
 from lmgym.search.search_types import SearchResult
 from lmgym.serving.limits import ComputeTimeout, TimedPolicy, TimedScorer, ending_rows
 
@@ -116,11 +116,6 @@ def run_searches(policy, scorer, settings: SearchSettings, questions: Sequence[s
 
 
 def settings_for(search: SearchSettings, method: str, budget: int) -> SearchSettings:
-    """`search` with `method` and its budget (samples for maj/best_of_n, beams for beam, simulations for mcts)."""
-    if method in ("maj", "best_of_n"):
-        return dataclasses.replace(search, method=method, n=budget)
-    if method == "beam":
-        return dataclasses.replace(search, method=method, beam_width=budget)
-    if method == "mcts":
-        return dataclasses.replace(search, method=method, mcts=dataclasses.replace(search.mcts, simulations=budget))
-    return dataclasses.replace(search, method=method)
+    """`search` with `method` and its budget (the method's `budget` field in `lmgym.search.methods`: samples for
+    maj/weighted_maj/best_of_n, beams for beam, simulations for mcts)."""
+    return search_method(method).with_budget(search, budget)

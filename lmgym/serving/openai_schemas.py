@@ -20,8 +20,9 @@ MAX_STOP_CHARS = 200
 
 
 class SearchBody(BaseModel):
-    """A search method instead of plain sampling: method greedy | maj | best_of_n | beam | mcts; n its budget
-    (samples for maj and best_of_n, beams for beam, simulations for mcts)."""
+    """A search method instead of plain sampling: method, one registered in `lmgym.search.methods` (greedy, maj,
+    weighted_maj, best_of_n, beam, mcts, ...); n its budget (samples for maj, weighted_maj and best_of_n, beams
+    for beam, simulations for mcts)."""
 
     model_config = ConfigDict(extra="forbid")
     method: str

@@ -4,16 +4,15 @@ non-finite number (`allow_inf_nan=False`), and a string UTF-8 cannot encode (a l
 (serving/text_check.py)."""
 from __future__ import annotations
 
-from typing import Literal
-
 from lmgym.core.extras import extra_imports
 
 with extra_imports("The HTTP server"):  # pydantic comes with fastapi, in the [serve] extra
-    from pydantic import BaseModel, ConfigDict, Field
+    from pydantic import BaseModel, ConfigDict, Field, field_validator
+    from pydantic_core import PydanticCustomError
 
+from lmgym.search.methods import search_methods
 from lmgym.serving.text_check import EncodableText
 
-SOLVE_METHODS = ("greedy", "maj", "best_of_n", "beam", "mcts")
 DEFAULT_BUDGET = 8
 
 
@@ -32,14 +31,23 @@ class GenerateResponse(BaseModel):
 
 
 class SolveRequest(EncodableText):
-    """A question answered by a search method. budget: samples (maj, best_of_n), beams (beam) or simulations
-    (mcts), by default
+    """A question answered by a search method, one registered in `lmgym.search.methods`. budget: its budget
+    field (samples for maj, weighted_maj and best_of_n, beams for beam, simulations for mcts), by default
     DEFAULT_BUDGET or the server's max_budget when that is smaller; greedy ignores it."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     question: str = Field(min_length=1)
-    method: Literal["greedy", "maj", "best_of_n", "beam", "mcts"] = "greedy"
+    method: str = "greedy"
     budget: int | None = Field(None, ge=1)
+
+    @field_validator("method")
+    @classmethod
+    def _registered(cls, method: str) -> str:
+        methods = list(search_methods())
+        if method not in methods:
+            choices = ", ".join(repr(m) for m in methods[:-1]) + f" or {methods[-1]!r}"
+            raise PydanticCustomError("literal_error", "Input should be {choices}", {"choices": choices})
+        return method
 
 
 class SolveResponse(BaseModel):
