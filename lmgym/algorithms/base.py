@@ -36,6 +36,7 @@ from lmgym.episodes.env_state import check_not_vector
 from lmgym.episodes.rollout import SamplingSettings, rollout
 from lmgym.policies.base import TrainablePolicy
 from lmgym.policies.generation import row_key
+from lmgym.policies.prompting import pad_id
 
 
 def by_length(trajectories: list[Trajectory]) -> list[Trajectory]:
@@ -130,8 +131,7 @@ class RLAlgorithm(Trainer):
 
     @property
     def pad_id(self) -> int:
-        tok = self.policy.tokenizer
-        return tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+        return pad_id(self.policy.tokenizer)
 
     @property
     def prompts_per_rank(self) -> int:

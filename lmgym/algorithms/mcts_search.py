@@ -29,6 +29,7 @@ from lmgym.algorithms.prm_losses import bradley_terry_loss
 from lmgym.buffers import Trajectory, TokenField
 from lmgym.buffers.step_pairs import StepPair
 from lmgym.policies.generation import row_key
+from lmgym.policies.prompting import pad_id
 
 STEP_ADVANTAGES = TokenField("step_advantages", "Q(node) - Q(parent) of the tree step each token belongs to "
                                                 "(0 after the last step)")
@@ -231,8 +232,7 @@ def last_step_logits(prm, items: list[tuple[str, tuple[str, ...]]]) -> torch.Ten
     """The PRM's logit [N] at the last step of each (question, steps), with gradients, in one right-padded
     batch (contract: prm.encode_steps and prm.step_logits)."""
     encoded = [prm.encode_steps(question, steps) for question, steps in items]
-    tok = prm.tokenizer
-    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    pad = pad_id(prm.tokenizer)
     width = max(len(ids) for ids, _ in encoded)
     ids = torch.tensor([ids + [pad] * (width - len(ids)) for ids, _ in encoded], device=prm.device)
     mask = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids, _ in encoded], device=prm.device)

@@ -10,6 +10,7 @@ from typing import NamedTuple, Sequence
 
 import torch
 
+from lmgym.policies.prompting import pad_id
 from lmgym.traindata.preference_data import PreferencePair
 
 
@@ -60,7 +61,7 @@ def completion_logprobs(policy, rows: Sequence[tuple[list[int], list[int]]]) -> 
     device = getattr(policy, "device", torch.device("cpu"))
     width = max(len(p) + len(c) for p, c in rows)
     columns = max(len(c) for _, c in rows)
-    pad = policy.tokenizer.pad_token_id
+    pad = pad_id(policy.tokenizer)
     ids = torch.full((len(rows), width), pad, dtype=torch.long)
     attention = torch.zeros((len(rows), width), dtype=torch.long)
     positions = torch.zeros((len(rows), columns), dtype=torch.long)

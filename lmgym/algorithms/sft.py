@@ -23,6 +23,7 @@ from lmgym.traindata.sft_data import Example
 from lmgym.algorithms.sft_tokens import EncodedExample, collate_rows, encode_example, pack, packed_token_logprobs
 from lmgym.training.trainer import Trainer
 from lmgym.policies.base import BackbonePolicy
+from lmgym.policies.prompting import pad_id
 
 
 @dataclass
@@ -96,7 +97,7 @@ class SFT(Trainer):
             warn(f"SFT: {dropped} of {len(train_examples)} training examples left out: no completion token "
                  f"within max_length={c.max_length}")
         self.held_out, _, _ = encode_examples(policy, list(held_out), c, "held_out")
-        self.pad_id = policy.tokenizer.pad_token_id if policy.tokenizer.pad_token_id is not None else 0
+        self.pad_id = pad_id(policy.tokenizer)
         self.draws = EpochDraws(len(self.examples), c.seed)
 
     def param_groups(self) -> list[dict]:

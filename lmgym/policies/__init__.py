@@ -8,7 +8,7 @@ from lmgym.policies.hub import EMBEDDED_HUB_ID, push_folder
 from lmgym.policies.model_card import TrainingDetails, build_model_card, write_model_card
 from lmgym.policies.few_shot import FewShotStepwisePolicy
 from lmgym.policies.prm import ProcessRewardModel, aggregate_step_scores
-from lmgym.policies.prompting import prompt_ids
+from lmgym.policies.prompting import pad_id, prompt_ids
 from lmgym.policies.models import (
     EMBEDDED_MODEL,
     ModelLoadError,
@@ -22,6 +22,6 @@ __all__ = [
     "Policy", "TrainableModel", "TrainablePolicy", "DataParallelPolicy", "BackbonePolicy", "check_contract",
     "AdapterRole", "add_adapter", "Generation", "HFPolicy", "FewShotStepwisePolicy", "LoraSettings", "EMBEDDED_MODEL", "ModelNotFoundError",
     "ModelLoadError", "build_tiny_model", "build_tiny_tokenizer", "load_model_and_tokenizer",
-    "ProcessRewardModel", "aggregate_step_scores", "prompt_ids",
+    "ProcessRewardModel", "aggregate_step_scores", "prompt_ids", "pad_id",
     "EMBEDDED_HUB_ID", "push_folder", "TrainingDetails", "build_model_card", "write_model_card",
 ]

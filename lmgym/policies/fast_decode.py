@@ -44,6 +44,7 @@ from lmgym.policies.decode_layers import (
 )
 from lmgym.policies.decode_step import LoopState, Outputs, Sampling, sample_and_record
 from lmgym.policies.decode_weights import DecodeWeights
+from lmgym.policies.prompting import pad_id as padding_id
 from lmgym.policies.generation import (
     Generation,
     RowKeys,
@@ -321,7 +322,7 @@ class FastDecoder:
         self._refresh_weights()
         self._forget_moved_weights()
         eos_ids = _eos_ids(tokenizer, self.model)
-        pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
+        pad_id = padding_id(tokenizer)
         sampling = Sampling(temperature, top_p, generator, eos_ids, pad_id, self.device)
         n, P = len(prompts), max(len(p) for p in prompts)
         length = int(math.ceil((P + max_new_tokens) / self.length_bucket) * self.length_bucket)

@@ -16,6 +16,8 @@ import warnings
 
 import torch
 
+from lmgym.policies.prompting import pad_id as padding_id
+
 # transformers 5.2x renames `past_key_values` to `cache`; older 5.x releases only know the first name.
 warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")
 
@@ -261,7 +263,7 @@ def decode(
 
     device = next(model.parameters()).device
     eos_ids = _eos_ids(tokenizer, model)
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
+    pad_id = padding_id(tokenizer)
     input_ids, attention = left_pad(prompts, pad_id, device)
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
     cache = DynamicCache()

@@ -27,7 +27,7 @@ from lmgym.core.messages import first_line
 from lmgym.policies.base import BackbonePolicy
 from lmgym.policies.checkpointing import enable_activation_checkpointing
 from lmgym.policies.padded_passes import backbone_hidden
-from lmgym.policies.prompting import Observation, prompt_ids
+from lmgym.policies.prompting import Observation, pad_id, prompt_ids
 from lmgym.policies.value import ValueHead
 
 if TYPE_CHECKING:
@@ -224,7 +224,7 @@ class ProcessRewardModel(nn.Module):
                 raise ValueError(f"sequence {k}: step position {bad[0]} is outside its {len(seq)} tokens")
         width = max((len(s) for s in sequences), default=1)
         steps = max(1, max((len(p) for p in step_positions), default=1))
-        pad = self.tokenizer.pad_token_id
+        pad = pad_id(self.tokenizer)
         ids = torch.tensor([list(s) + [pad] * (width - len(s)) for s in sequences], dtype=torch.long)
         mask = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in sequences], dtype=torch.long)
         positions = torch.tensor([list(p) + [-1] * (steps - len(p)) for p in step_positions], dtype=torch.long)

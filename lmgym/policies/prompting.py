@@ -1,4 +1,5 @@
-"""The model input for an environment observation: the one place observations become prompt token ids.
+"""The model input for an environment observation: the one place observations become prompt token ids, and
+the one rule for the id that pads token rows (`pad_id`).
 
 An observation is text, or a chat-format prompt: a list of {"role", "content"} messages (TRL's
 conversational prompts), rendered with the tokenizer's chat template.
@@ -38,6 +39,16 @@ def prompt_ids(tokenizer, observation: Observation, system_prompt: str | None, u
     text = tokenizer.apply_chat_template(messages, add_generation_prompt=not continues,
                                          continue_final_message=continues, tokenize=False)
     return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def pad_id(tokenizer) -> int:
+    """The id that pads token rows: the tokenizer's pad token, or its EOS token when it has none (as
+    transformers' `generate` does); a one-line ValueError when it has neither."""
+    for name in ("pad_token_id", "eos_token_id"):
+        value = getattr(tokenizer, name, None)
+        if value is not None:
+            return int(value)
+    raise ValueError("the tokenizer has neither a pad nor an EOS token: set tokenizer.pad_token (or eos_token)")
 
 
 def is_observation(prompt: object) -> bool:
