@@ -76,6 +76,7 @@ from lmgym.envs.rag_rewards import (
 from lmgym.envs.rewards import RewardFn
 from lmgym.envs.tool_env import ANSWER_CLOSE, ANSWER_OPEN, ToolEnv
 from lmgym.envs.tools import TagTool, ToolCall
+from lmgym.retrieval import DocumentStore
 
 DEFAULT_MAX_QUERY_CHARS = 500
 DEFAULT_MAX_PASSAGE_CHARS = 1000
@@ -192,8 +193,6 @@ def one_line(error: BaseException) -> str:
 def open_store(store: Any) -> Any:
     """``store`` itself (an object with ``search``), or the index saved in the folder ``store`` (a path)."""
     if isinstance(store, (str, os.PathLike)):
-        from lmgym.retrieval import DocumentStore  # lazily: only a saved index needs the retrieval package
-
         require_extra("bm25s", "RAG")  # a saved index is read with bm25s, of the [rag] extra
         return DocumentStore.load(store)
     if not callable(getattr(store, "search", None)):

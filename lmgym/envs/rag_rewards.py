@@ -47,6 +47,7 @@ import numpy as np
 from lmgym.envs.qa_metrics import exact_match, hotpot_f1
 from lmgym.envs.rewards import RewardFn
 from lmgym.envs.tool_env import ANSWER_CLOSE, ANSWER_OPEN
+from lmgym.retrieval.metrics import reciprocal_rank as ranked
 
 SEARCH_OPEN, SEARCH_CLOSE = "<search>", "</search>"
 REDUNDANT_SEARCH_COST = 0.1  # per search that found no title the episode had not retrieved already
@@ -110,10 +111,8 @@ def f1_reward(completion: str, gold: str, info: Mapping[str, Any]) -> float:
 def reciprocal_rank(retrieved_titles: Sequence[str], relevant_titles: Sequence[str]) -> float:
     """1 / (1-based position of the first relevant title in ``retrieved_titles``); 0.0 when none is there.
 
-    ``lmgym.retrieval.metrics.reciprocal_rank`` (imported here, not at module load: the retrieval package is heavy),
-    except that a question naming no relevant title scores 0.0 where that metric refuses it."""
-    from lmgym.retrieval.metrics import reciprocal_rank as ranked
-
+    ``lmgym.retrieval.metrics.reciprocal_rank``, except that a question naming no relevant title scores 0.0 where
+    that metric refuses it."""
     return ranked(retrieved_titles, relevant_titles) if relevant_titles else 0.0
 
 

@@ -27,6 +27,8 @@ from pathlib import Path
 
 from lmgym.policies.hf import HFPolicy
 from lmgym.policies.models import EMBEDDED_MODEL
+from lmgym.envs.data import read_jsonl, resolve_data_file
+from lmgym.envs.math import GSM8K_INSTRUCTION
 
 PROMPTS_DIR = Path(__file__).resolve().parents[1] / "prompts"
 DEFAULT_SYSTEM_PROMPT_PATH = PROMPTS_DIR / "stepwise_solver_sys.txt"
@@ -80,17 +82,12 @@ def _normalize(text: str) -> str:
 
 def default_question_suffix() -> str:
     """What the stepwise GSM8K env writes after a question: its default instruction and a newline."""
-    # imported here: importing policies does not import the envs
-    from lmgym.envs.math import GSM8K_INSTRUCTION
-
     return GSM8K_INSTRUCTION if GSM8K_INSTRUCTION.endswith("\n") else GSM8K_INSTRUCTION + "\n"
 
 
 def load_examples(source: str | Path | Sequence[Mapping]) -> tuple[list[dict], str]:
     """(rows with "question" and "answer", a description of the source for error messages)."""
     if isinstance(source, (str, Path)):
-        from lmgym.envs.data import read_jsonl, resolve_data_file
-
         path = resolve_data_file(source, "train")
         return read_jsonl(path, ("question", "answer"), what="examples"), str(path)
     if not isinstance(source, Sequence):

@@ -18,6 +18,12 @@ from lmgym.policies.compile_options import inductor_options
 from lmgym.policies.padded_passes import backbone_hidden
 from lmgym.policies.prompting import Observation, is_observation, prompt_ids
 from lmgym.policies.reference_adapter import REFERENCE_ADAPTER
+from lmgym.policies.fast_decode import FastDecoder, supports_fast_decode
+from lmgym.policies.hub import check_repo_id, push_folder, recorded_base
+from lmgym.policies.model_card import write_model_card
+from lmgym.policies.pretrained_files import pretrained_files
+from lmgym.policies.quantization import four_bit_config, prepare_for_adapters
+from lmgym.policies.unsharded import unsharded_copy
 
 if TYPE_CHECKING:
     from peft import LoraConfig
@@ -76,8 +82,6 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
         quantization = None
         peft_config = peft_lora_config(lora) if lora is not None else None  # a wrong type: one line, first
         if wants_4bit(lora):
-            from lmgym.policies.quantization import four_bit_config
-
             if not isinstance(model, str):
                 raise ValueError("HFPolicy: lora.load_in_4bit loads the base itself: pass a model name or path")
             quantization = four_bit_config(torch.bfloat16 if self.device.type == "cuda" else torch.float32)
@@ -114,7 +118,6 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
             from peft import get_peft_model
 
             if quantization is not None:  # checkpointing, if any, is set below
-                from lmgym.policies.quantization import prepare_for_adapters
 
                 self.model = prepare_for_adapters(self.model, dtype)
 
@@ -123,7 +126,6 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
         if gradient_checkpointing:
             self.enable_gradient_checkpointing()
         self.model.eval()  # dropout off: sampling and scoring must see the same function
-        from lmgym.policies.fast_decode import FastDecoder, supports_fast_decode
 
         if fast_decode is None:
             fast_decode = self.device.type == "cuda" and supports_fast_decode(self.model)
@@ -270,8 +272,6 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
     def unsharded_copy(self, state_dict: dict[str, torch.Tensor]) -> "HFPolicy":
         """A whole CPU copy holding `state_dict`, the gathered weights of this FSDP-sharded policy, to `save`
         from (policies/unsharded.py)."""
-        from lmgym.policies.unsharded import unsharded_copy
-
         return unsharded_copy(self, state_dict)
 
     @contextmanager
@@ -297,9 +297,6 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
         is `HuggingFaceTB/SmolLM2-135M-Instruct`; a local folder as given), never the local cache folder it
         was loaded from. `README.md` is a model card (policies/model_card.py) naming the base model.
         """
-        from lmgym.policies.hub import recorded_base
-        from lmgym.policies.model_card import write_model_card
-
         directory = Path(directory)
         model = self.model
         if self.is_lora and merged:
@@ -333,8 +330,6 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
         Returns what upload_folder returns."""
         import tempfile
 
-        from lmgym.policies.hub import check_repo_id, push_folder
-
         check_repo_id(repo_id)
         with tempfile.TemporaryDirectory(prefix="rlgym-push-") as tmp:
             folder = Path(tmp) / repo_id.rpartition("/")[2]
@@ -346,8 +341,6 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
         """Writers of the files that make a training checkpoint of this policy load the Hugging Face way
         (config.json and generation_config.json; under LoRA the adapter as peft saves it):
         policies/pretrained_files.py."""
-        from lmgym.policies.pretrained_files import pretrained_files
-
         return pretrained_files(self)
 
     def generation_config(self, **fields):

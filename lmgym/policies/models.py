@@ -18,6 +18,9 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import save_file
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from lmgym.core.atomic_io import remove_tree
+from lmgym.core.jsonl import read_json
+from lmgym.policies.card_metadata import card_metadata, EMBEDDED_BASE_KEY
 
 EMBEDDED_MODEL = "embedded:SmolLM2-135M-Instruct"
 EMBEDDED_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # what saved folders record as its name
@@ -124,7 +127,6 @@ def build_once(out_dir: Path, build: Callable[[Path], None]) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             if not (out_dir / "config.json").is_file():  # another process may have built it meanwhile
-                from lmgym.core.atomic_io import remove_tree  # here: algorithms imports policies
 
                 tmp = out_dir.with_name(f"{out_dir.name}.tmp{os.getpid()}")
                 remove_tree(tmp)  # a leftover; a link there is unlinked, never built into
@@ -189,9 +191,6 @@ def _load_adapter(folder: Path, dtype: torch.dtype, device: str | torch.device
                   ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """The base model named in `adapter_config.json` with the adapter of `folder` on top."""
     from peft import PeftModel
-
-    from lmgym.core.jsonl import read_json
-    from lmgym.policies.card_metadata import EMBEDDED_BASE_KEY, card_metadata
 
     try:
         base_name = read_json(folder / ADAPTER_CONFIG)["base_model_name_or_path"]  # too deep etc.: ValueError

@@ -18,6 +18,7 @@ from typing import Callable
 import torch
 
 from lmgym.policies.reference_adapter import REFERENCE_ADAPTER
+from lmgym.policies.hub import recorded_base
 
 CONFIG = "config.json"
 GENERATION_CONFIG = "generation_config.json"
@@ -55,8 +56,6 @@ def _adapter_files(policy, model: torch.nn.Module) -> dict[str, Callable[[Path],
     """The active adapter (never the KL reference's) as peft's `save_pretrained` writes it."""
     from peft.utils import get_peft_model_state_dict
     from safetensors.torch import save_file
-
-    from lmgym.policies.hub import recorded_base
 
     name = getattr(model, "active_adapter", "default")
     name = name if isinstance(name, str) and name != REFERENCE_ADAPTER else "default"

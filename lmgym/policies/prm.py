@@ -29,6 +29,8 @@ from lmgym.policies.checkpointing import enable_activation_checkpointing
 from lmgym.policies.padded_passes import backbone_hidden
 from lmgym.policies.prompting import Observation, pad_id, prompt_ids
 from lmgym.policies.value import ValueHead
+from lmgym.policies.hf import default_device
+from lmgym.policies.models import _corrupt_weights_error, ModelLoadError, ModelNotFoundError
 
 if TYPE_CHECKING:
     from lmgym.buffers import Trajectory
@@ -110,9 +112,6 @@ class ProcessRewardModel(nn.Module):
         from safetensors import SafetensorError
         from safetensors.torch import load_file
         from transformers import AutoModel, AutoTokenizer
-
-        from lmgym.policies.hf import default_device
-        from lmgym.policies.models import ModelLoadError, ModelNotFoundError, _corrupt_weights_error
 
         folder = Path(path)
         if not folder.is_dir():
@@ -275,8 +274,6 @@ class ProcessRewardModel(nn.Module):
 
 def _read_settings(path: Path) -> dict:
     """prm_config.json's aggregation, system prompt and chat-template setting, checked (ModelLoadError)."""
-    from lmgym.policies.models import ModelLoadError
-
     try:
         settings = read_json(path)
     except ValueError as err:  # "<path>:<line>: <problem>" (core/jsonl.py)

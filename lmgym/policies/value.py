@@ -14,6 +14,7 @@ from lmgym.policies.base import BackbonePolicy
 from lmgym.policies.checkpointing import enable_activation_checkpointing
 from lmgym.policies.logprobs import completion_hidden_states
 from lmgym.policies.padded_passes import backbone_hidden
+from lmgym.policies.models import load_model_and_tokenizer
 
 
 class ValueHead(nn.Module):
@@ -68,8 +69,6 @@ def build_value_model(policy: BackbonePolicy, spec: str = "shared") -> nn.Module
     if spec == "copy":
         critic_backbone = copy.deepcopy(backbone)
     else:
-        from lmgym.policies.models import load_model_and_tokenizer
-
         model, tokenizer = load_model_and_tokenizer(spec, device="cpu")
         if tokenizer.get_vocab() != policy.tokenizer.get_vocab():
             raise ValueError(f"critic model {spec!r} has a different tokenizer from the policy; a critic must "

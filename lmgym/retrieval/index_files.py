@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from lmgym.core.jsonl import read_json
+from lmgym.core.atomic_io import remove_tree
 
 FORMAT, VERSION = "rlgym-retrieval-index", 1
 MANIFEST = "manifest.json"
@@ -41,8 +42,6 @@ def sha256(path: Path) -> str:
 def write_index_folder(folder: str | Path, write: Callable[[Path], None], manifest: dict[str, Any]) -> Path:
     """`write(tmp)` fills a temporary sibling folder; the manifest (with the sha256 of each file written)
     goes in last and the folder is renamed into place, replacing an older index there."""
-    from lmgym.core.atomic_io import remove_tree  # here: retrieval is usable without the trainers loaded
-
     folder = Path(folder).expanduser()
     if folder.is_symlink():  # replacing it would move the index away from the link's target; never written through
         raise IndexLoadError(f"{folder} is a symbolic link (to {os.readlink(folder)}); an index folder is "

@@ -40,6 +40,7 @@ from lmgym.envs.base import Problem
 from lmgym.envs.extraction import extract_answer
 from lmgym.traindata.step_data.arithmetic_gold import arithmetic_expression, arithmetic_steps
 from lmgym.traindata.step_data.equations import format_number, parse_number, solve_steps, tokens
+from lmgym.policies.few_shot import gsm8k_solution_steps
 
 MAX_ANSWER_CHARS = 4000  # an answer is read from its first this-many characters
 MAX_LINE_CHARS = 300  # each line from its first this-many characters
@@ -143,8 +144,6 @@ def arithmetic_gold(question: str) -> GoldSolution:
 
 def gsm8k_gold_solution(answer: str) -> GoldSolution:
     """The gold solution of a GSM8K answer ("... <<48/2=24>>24 ...\\n#### 72"): each annotation is a step."""
-    from lmgym.policies.few_shot import gsm8k_solution_steps  # the GSM8K SFT completions' own text
-
     if not isinstance(answer, str) or "####" not in answer:
         raise ValueError("a GSM8K answer needs a '#### <number>' line")
     steps = []

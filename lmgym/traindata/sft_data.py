@@ -15,6 +15,10 @@ from typing import Any, Union
 
 from lmgym.core.chat import check_messages as check_chat_messages
 from lmgym.core.jsonl import parse_jsonl
+from lmgym.envs.arithmetic import ArithmeticEnv
+from lmgym.envs.math import GSM8KEnv, MATHEnv
+from lmgym.policies.few_shot import gsm8k_solution_steps
+from lmgym.traindata.step_data.arithmetic_gold import arithmetic_steps
 
 MODES = ("single", "stepwise")
 
@@ -143,9 +147,6 @@ def gsm8k_sft_examples(data_path: str | Path | None = None, subset: tuple[int, i
     """GSM8K solutions as completions of the GSM8K env's prompts (its reset observation in `mode`): the
     answer's steps without calculator annotations, one a line, then "#### N" (`gsm8k_solution_steps`).
     `subset`: [start, stop) rows (None: all); `data_path` None reads the hub."""
-    from lmgym.envs.math import GSM8KEnv
-    from lmgym.policies.few_shot import gsm8k_solution_steps
-
     _check_mode(mode)
     env = GSM8KEnv(data_path, split, subset=subset, mode=mode)
     examples = []
@@ -160,9 +161,6 @@ def arithmetic_sft_examples(level: int, split: str = "train", n: int | None = No
                             mode: str = "single") -> list[SFTExample]:
     """Gold step-by-step solutions ("a op b = c" lines, then "#### N") of Arithmetic-v0 problems of `level`
     as completions of the env's prompts in `mode`: `n` problems drawn with `seed` (None: all, in order)."""
-    from lmgym.traindata.step_data.arithmetic_gold import arithmetic_steps
-    from lmgym.envs.arithmetic import ArithmeticEnv
-
     _check_mode(mode)
     env = ArithmeticEnv(level, split, mode=mode)
     if n is None:
@@ -198,8 +196,6 @@ def math_sft_examples(data_path: str | Path | None = None, subset: tuple[int, in
                       split: str = "test") -> list[SFTExample]:
     """MATH solutions (the rows' "solution" text, ending in \\boxed{answer}) as completions of the MATH env's
     prompts in single mode. `subset`: [start, stop) rows (None: all); `data_path` None reads the hub."""
-    from lmgym.envs.math import MATHEnv
-
     env = MATHEnv(data_path, split, subset=subset, mode="single")
     examples = []
     for index in range(env.num_problems):

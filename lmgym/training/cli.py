@@ -22,6 +22,7 @@ from lmgym.training import trl_names
 from lmgym.training.flag_parser import SuggestingParser, example_parser  # noqa: F401 (the examples' parser)
 from lmgym.training.config import field_types, load_config, nested_fields
 from lmgym.training.interrupts import EXIT_STATUS
+from lmgym.envs import make
 
 FLAG_TYPES = {int: int, float: float, str: str}
 
@@ -206,8 +207,6 @@ def gsm8k_train_test(train_path: str | None, test_path: str | None, holdout: int
     A separate test file when one is given (and differs from the training file); otherwise the last
     `holdout` training rows (at most half) are held back and never trained on.
     """
-    from lmgym.envs import make
-
     if test_path is not None and not same_file(test_path, train_path):
         train_env = make("GSM8K-v0", data_path=train_path, split="train", **env_kwargs)
         test_env = make("GSM8K-v0", data_path=test_path, split="test", **env_kwargs)

@@ -23,6 +23,7 @@ from lmgym.training import trl_names
 from lmgym.training.lr_schedules import schedule_problem
 from lmgym.training.trl_names import REMOVED
 from lmgym.training.wandb_auth import LOGIN_FIXES, online_login_problem
+from lmgym.policies.hub import check_repo_id
 
 __all__ = ["TrainerConfig", "ConfigError", "UnknownFieldError", "CheckedConfig", "setting", "field_help",
            "field_types", "field_default", "nested_fields", "coerce_field", "shown", "BOOL_WORDS", "REMOVED",
@@ -113,8 +114,6 @@ class TrainerConfig(CheckedConfig):
             raise ConfigError(f"{type(self).__name__}.wandb is 'online', but {problem}: {LOGIN_FIXES}", "wandb")
         self.require("output_dir", self.output_dir.strip() != "" and "\0" not in self.output_dir, "a folder path")
         if self.push_to_hub:
-            from lmgym.policies.hub import check_repo_id
-
             try:
                 check_repo_id(self.push_to_hub)
             except ValueError as err:

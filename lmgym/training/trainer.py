@@ -39,6 +39,8 @@ from lmgym.policies.base import TrainableModel, TrainablePolicy
 from lmgym.policies.lora_config import lora_description
 from lmgym.policies.quantization import quantization_description
 from lmgym.policies.contract import check_contract
+from lmgym.policies.hub import push_folder
+from lmgym.training.model_card import write_trainer_cards
 
 
 class Trainer(ABC):
@@ -436,8 +438,6 @@ class Trainer(ABC):
         `config.push_to_hub` the folder is then uploaded there (`hub_api`: lmgym.policies.hub.push_folder's).
         Returns the folder (None off rank 0). Under FSDP every rank must call it: the shards are gathered
         on rank 0, which writes."""
-        from lmgym.training.model_card import write_trainer_cards
-
         final = Path(directory) if directory is not None else Path(self.config.output_dir) / "model"
         if sharded_checkpoints.is_sharded(self):
             folder = trainer_state.write_sharded_model_folder(self.policy, final, self.generation_settings())
@@ -448,8 +448,6 @@ class Trainer(ABC):
         if folder is not None:
             write_trainer_cards(self, folder)
             if self.config.push_to_hub:
-                from lmgym.policies.hub import push_folder
-
                 push_folder(folder, self.config.push_to_hub, hub_api=hub_api)
                 print(f"pushed {folder} to https://huggingface.co/{self.config.push_to_hub}", flush=True)
         return folder

@@ -22,6 +22,8 @@ from lmgym.traindata.step_data.equations import (
 )
 from lmgym.buffers.step_pairs import StepPair
 from lmgym.policies.few_shot import gsm8k_solution_steps as few_shot_solution
+from lmgym.envs.arithmetic import ArithmeticEnv
+from lmgym.envs.math import GSM8KEnv
 
 KINDS = ("wrong_number", "wrong_operation", "dropped_step")
 NUMBER_OFFSETS = (1, 2, 3, 5, 10)
@@ -114,8 +116,6 @@ def gsm8k_pairs(data_path: str | Path, split: str = "train", subset: tuple[int, 
                 kinds: Iterable[str] = KINDS) -> list[StepPair]:
     """Gold-vs-corrupted step pairs of GSM8K rows (`subset`: [start, stop) rows; None: all). The question is
     the GSM8KStepwise-v0 reset observation of the row, verbatim; source "gsm8k_<kind>"."""
-    from lmgym.envs.math import GSM8KEnv
-
     env = GSM8KEnv(data_path, split, subset=subset, mode="stepwise")
     pairs: list[StepPair] = []
     for index in range(env.num_problems):
@@ -130,8 +130,6 @@ def arithmetic_pairs(levels: Iterable[int], problems_per_level: int, split: str 
                      kinds: Iterable[str] = KINDS) -> list[StepPair]:
     """Gold-vs-corrupted step pairs of `problems_per_level` Arithmetic-v0 problems of each level (a seeded
     sample of the split), in the stepwise env's format; source "arithmetic_<kind>"."""
-    from lmgym.envs.arithmetic import ArithmeticEnv
-
     if isinstance(problems_per_level, bool) or not isinstance(problems_per_level, int) or problems_per_level < 1:
         raise ValueError(f"problems_per_level must be an int >= 1; got {problems_per_level!r}")
     pairs: list[StepPair] = []
