@@ -5,8 +5,8 @@
 
 Both methods start from the same model on `Arithmetic-v0` (stepwise, one line per action) and train until the
 tokens the policy SAMPLED reach `--token-budget` (the verifier's refresh samples nothing: its labels are the env's
-verdicts on the episodes already sampled). "dense" is GRPO with `prm_credit="progress"` (algorithms/step_credit.py)
-and the verifier refreshed every `--refresh-every` iterations (algorithms/verifier_refresh.py); "outcome" is plain
+verdicts on the episodes already sampled). "dense" is GRPO with `prm_credit="progress"` (algorithms/prm/step_credit.py)
+and the verifier refreshed every `--refresh-every` iterations (algorithms/prm/refresh.py); "outcome" is plain
 GRPO. Each runs with `--seeds` seeds; held-out greedy accuracy on the level's test split (never trained on) is
 measured before and after. The verifier is a folder (examples/verifier_loop.py writes one) or, without
 `--verifier`, a PRM made from the policy with a zero head, trained only by the online refresh (PRIME's design).

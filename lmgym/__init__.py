@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 
+import lmgym.moved  # noqa: F401 - installs the finder that keeps MOVED_MODULES' old paths importable
 from lmgym.envs import *  # noqa: F403 - the environments and their registry, loaded eagerly (see above)
 from lmgym.envs import __all__ as _ENV_NAMES
 

@@ -16,7 +16,17 @@ import warnings
 
 OLD_PACKAGES = ("core", "envs", "retrieval", "buffers", "policies", "episodes", "training", "search", "traindata",
                 "algorithms", "serving")
-MOVED_MODULES: dict[str, str] = {}  # modules that moved inside lmgym in 0.3.0: old dotted path -> new one
+MOVED_MODULES: dict[str, str] = {  # modules that moved inside lmgym in 0.3.0: old dotted path -> new one
+    "lmgym.algorithms.dapo": "lmgym.algorithms.grpo_variants",
+    "lmgym.algorithms.dr_grpo": "lmgym.algorithms.grpo_variants",
+    "lmgym.algorithms.rloo": "lmgym.algorithms.grpo_variants",
+    "lmgym.algorithms.prm_losses": "lmgym.algorithms.prm.trainer",
+    "lmgym.algorithms.prm_reward": "lmgym.algorithms.prm.reward",
+    "lmgym.algorithms.prm_trainer": "lmgym.algorithms.prm.trainer",
+    "lmgym.algorithms.step_credit": "lmgym.algorithms.prm.step_credit",
+    "lmgym.algorithms.verifier_refresh": "lmgym.algorithms.prm.refresh",
+    "lmgym.algorithms.verifier_training": "lmgym.algorithms.prm.verifier_training",
+}
 # old dotted path -> new dotted path; an entry covers the modules below it too
 MOVED: dict[str, str] = {**{name: f"lmgym.{name}" for name in OLD_PACKAGES}, **MOVED_MODULES}
 

@@ -1,7 +1,7 @@
 """`RLAlgorithm(Trainer)`: collection, reference scoring, KL, advantages and the loss of every RL algorithm.
 
 One iteration: collect episodes -> combine their reward components (`reward_combination`) -> weigh the
-env's reward and a PRM's step scores (`outcome_weight`, `prm_weight`: algorithms/prm_reward.py) -> select ->
+env's reward and a PRM's step scores (`outcome_weight`, `prm_weight`: algorithms/prm/reward.py) -> select ->
 reference log-probs (and KL in the reward, if asked) -> advantages -> update (epochs x minibatches, each
 one `Trainer.optimizer_step` over micro-batches); after it the reference is re-synced every
 `ref_sync_every` iterations. The loop, evaluation schedule, run folder and checkpoints are the Trainer's."""
@@ -26,7 +26,7 @@ from lmgym.algorithms.kl import kl_estimate, pay_kl_in_reward
 from lmgym.algorithms.losses import completion_budget, token_weights
 from lmgym.training.plots import PANELS
 from lmgym.training.progress import counting_tokens
-from lmgym.algorithms.prm_reward import check_prm, prm_description, weigh_rewards
+from lmgym.algorithms.prm.reward import check_prm, prm_description, weigh_rewards
 from lmgym.algorithms.reward_combination import combine_batch_rewards
 from lmgym.training.token_batches import same_count_on_every_rank, token_micro_batches
 from lmgym.training.trainer import Trainer
@@ -164,7 +164,7 @@ class RLAlgorithm(Trainer):
 
     def after_rewards(self, trajectories: list[Trajectory]) -> dict[str, float]:
         """Hook: this process's episodes once their rewards are weighed (the PRM has scored them), before selection;
-        returns metrics to record. Nothing here; GRPO refreshes its verifier (algorithms/verifier_refresh.py)."""
+        returns metrics to record. Nothing here; GRPO refreshes its verifier (algorithms/prm/refresh.py)."""
         return {}
 
     # ------------------------------------------------------------------ micro-batches

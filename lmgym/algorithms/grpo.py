@@ -5,8 +5,8 @@ With a PRM (`prm_weight` > 0) the advantages are DeepSeekMath's process supervis
 token's step to the end, plus the group-normalised rest of the reward (the env's, times
 `outcome_weight`, and any shaping paid at the end). With `prm_credit="progress"` each step earns its PRM
 score difference and its tokens get the step's own normalised credit beside the outcome advantage
-(algorithms/step_credit.py). `refresh` retrains the PRM on the policy's own samples as it moves
-(algorithms/verifier_refresh.py)."""
+(algorithms/prm/step_credit.py). `refresh` retrains the PRM on the policy's own samples as it moves
+(algorithms/prm/refresh.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,9 +17,9 @@ from lmgym.training import distributed as dist
 from lmgym.training.config import ConfigError, setting
 from lmgym.algorithms.config import RLConfig
 from lmgym.algorithms.losses import clipped_policy_loss, masked_mean
-from lmgym.algorithms.prm_reward import PRM_REWARDS, STEP_ENDS
-from lmgym.algorithms.step_credit import progress_advantages
-from lmgym.algorithms.verifier_refresh import VerifierRefresh, VerifierRefreshConfig
+from lmgym.algorithms.prm.reward import PRM_REWARDS, STEP_ENDS
+from lmgym.algorithms.prm.step_credit import progress_advantages
+from lmgym.algorithms.prm.refresh import VerifierRefresh, VerifierRefreshConfig
 
 
 @dataclass

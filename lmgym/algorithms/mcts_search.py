@@ -25,7 +25,7 @@ from lmgym.algorithms.config import RLConfig
 from lmgym.algorithms.losses import clipped_policy_loss, masked_mean
 from lmgym.search.mcts import MCTS, MCTSConfig, SearchTree, most_visited_leaf
 from lmgym.search.mcts_tree import Node, walk
-from lmgym.algorithms.prm_losses import bradley_terry_loss
+from lmgym.algorithms.prm.trainer import bradley_terry_loss
 from lmgym.buffers import Trajectory, TokenField
 from lmgym.buffers.step_pairs import StepPair
 from lmgym.policies.generation import row_key

@@ -4,7 +4,7 @@ Token t's state is everything before it; V(s_t) comes from a scalar head on the 
 (one forward pass gives log-probs and values) or from a separate critic (`value_model`). Rewards sit
 where the env pays them: the last token of each step (stepwise envs, process rewards) or of the
 episode (outcome reward), minus a per-token KL penalty when `kl_in_reward`, plus `prm_weight` times a
-process reward model's score of each step at its last token (algorithms/prm_reward.py). Env-injected
+process reward model's score of each step at its last token (algorithms/prm/reward.py). Env-injected
 tokens are skipped by GAE and masked out of both losses.
 """
 from __future__ import annotations

@@ -17,7 +17,7 @@ One iteration (algorithms/base.py `train_iteration`) takes a reward through four
    added at sampling. Combining is idempotent: it always starts again from the components. To judge its
    groups, DAPO's dynamic sampling first combines each rank's own episodes; the whole batch is then
    combined over all ranks before the PRM, the KL and the advantages see it.
-3. **The outcome weight and the PRM** (algorithms/prm_reward.py, `weigh_rewards`). `outcome_weight` w
+3. **The outcome weight and the PRM** (algorithms/prm/reward.py, `weigh_rewards`). `outcome_weight` w
    scales the combined reward: shaping "outcome_scale" pays (w - 1) times each step's env reward at the
    step's last token. With `prm_weight` > 0, the PRM scores each step in [0, 1], and `prm_weight` times
    the score is paid at the step's last token (shaping "prm"). `env_reward` keeps the combined value: the

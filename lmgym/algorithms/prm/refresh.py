@@ -9,7 +9,7 @@ PRM. Labels are free: the env already graded every episode (`outcome.correct`, i
 - "outcome": each sample rated at its last step by the verdict (an outcome reward model's label);
 - "outcome_steps": every step prefix rated by the sample's verdict: the sample's own continuation is one
   Monte-Carlo rollout from each of its prefixes (Math-Shepherd's label with k = 1), so the verifier learns the
-  policy's value at every step, which the step credit (algorithms/step_credit.py) differences.
+  policy's value at every step, which the step credit (algorithms/prm/step_credit.py) differences.
 
 Monte-Carlo step labels with k > 1 rollouts (lmgym.traindata.step_data.policy_labels) cost k more samplings per step
 and are left to the offline loop (examples/verifier_loop.py). The sampled token ids are trained on as they are
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
-from lmgym.algorithms.prm_trainer import EncodedRated, PRMConfig, PRMTrainer
+from lmgym.algorithms.prm.trainer import EncodedRated, PRMConfig, PRMTrainer
 from lmgym.buffers import Trajectory
 from lmgym.core.checked_config import CheckedConfig, setting
 
