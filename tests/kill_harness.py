@@ -46,9 +46,9 @@ def train_child(run_dir: Path) -> None:
 
     The end-of-run plot (metrics.png, redrawn from metrics.jsonl by every attempt) is not under test and
     is skipped, so that random kills land in training rather than in matplotlib."""
-    import lmgym.training.trainer
+    import lmgym.training.plots
 
-    lmgym.training.trainer.plot_run = lambda *args, **kwargs: []
+    lmgym.training.plots.plot_run = lambda *args, **kwargs: []  # what RunPlots draws with
     tok = build_tiny_tokenizer()
     policy = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu")
     config = GRPOConfig(train_iterations=ITERATIONS, prompts_per_iteration=2, samples_per_prompt=2, max_new_tokens=6,

@@ -71,10 +71,10 @@ class PPO(RLAlgorithm):
     kl_reward_per_token = True
 
     def __init__(self, policy, env, config: PPOConfig | None = None, ref_policy=None, buffer=None, eval_env=None,
-                 value_model=None, prm=None):
+                 value_model=None, prm=None, callbacks=None):
         config, policy = self.checked_config(config), self.checked_policy(policy)
         self.value_model = value_model or build_value_model(policy, config.value_model)
-        super().__init__(policy, env, config, ref_policy, buffer, eval_env, prm)
+        super().__init__(policy, env, config, ref_policy, buffer, eval_env, prm, callbacks)
 
     def param_groups(self):
         lr = self.config.value_learning_rate or self.config.learning_rate

@@ -27,6 +27,7 @@ import torch
 from lmgym.algorithms.prm.trainer import EncodedRated, PRMConfig, PRMTrainer
 from lmgym.buffers import Trajectory
 from lmgym.core.checked_config import CheckedConfig, setting
+from lmgym.training.callbacks import TrainerCallback
 
 REFRESH_LABELS = ("outcome", "outcome_steps")
 
@@ -64,11 +65,13 @@ def labelled(t: Trajectory, labels: str) -> EncodedRated | None:
     return EncodedRated(ids, positions, [float(t.outcome.correct)] * len(positions))
 
 
-class VerifierRefresh:
+class VerifierRefresh(TrainerCallback):
     """Collects each iteration's labelled samples and trains `prm` on the window when a refresh is due.
 
     `observe(trajectories, iteration)` (0-based iteration) returns the refresh's metrics, or {} when none ran.
-    One PRMTrainer is made at the first refresh and kept (its AdamW moments carry over between refreshes)."""
+    As a callback (what GRPO adds with `refresh.every` > 0: algorithms/prm/process_credit.py) it observes each
+    iteration's episodes in `on_rewards`, once the PRM has scored them. One PRMTrainer is made at the first
+    refresh and kept (its AdamW moments carry over between refreshes)."""
 
     def __init__(self, prm, config: VerifierRefreshConfig, seed: int = 0, bf16: bool = True,
                  output_dir: str = "runs/run/verifier"):
@@ -83,6 +86,10 @@ class VerifierRefresh:
         self.trainer: PRMTrainer | None = None
         self.window: dict[int, list[EncodedRated]] = {}
         self.refreshed_at: list[int] = []  # iterations (0-based) after whose sampling the verifier trained
+
+    def on_rewards(self, trainer, trajectories: list[Trajectory]) -> dict[str, float]:
+        """This process's episodes of the trainer's current iteration, scored and weighed: `observe` them."""
+        return self.observe(trajectories, trainer.iteration)
 
     def due(self, iteration: int) -> bool:
         """Whether a refresh runs at 0-based `iteration`: after every `every`-th iteration's sampling."""

@@ -140,8 +140,8 @@ class PRMTrainer(Trainer):
     progress_metrics = {"loss": ("loss", ".4f"), "acc": ("eval_pairwise_accuracy", ".3f")}
 
     def __init__(self, prm, train_items: Sequence[StepPair | RatedSteps], config: PRMConfig | None = None,
-                 held_out: Sequence[StepPair | RatedSteps] = ()):
-        super().__init__(prm, config)
+                 held_out: Sequence[StepPair | RatedSteps] = (), callbacks: Sequence | None = None):
+        super().__init__(prm, config, callbacks)
         self.prm = prm
         self.set_items(train_items)
         self.held_out = encode_items(prm, list(held_out), "held_out")
