@@ -11,6 +11,8 @@ own `outcome_advantages`. `refresh` (GRPOConfig) retrains the PRM on the policy'
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 import torch
 
 from lmgym.algorithms.advantages import process_advantages
@@ -19,6 +21,7 @@ from lmgym.algorithms.prm.reward import PRM_REWARDS, STEP_ENDS
 from lmgym.algorithms.prm.step_credit import progress_advantages
 from lmgym.buffers import Batch
 from lmgym.training import distributed as dist
+from lmgym.training.callbacks import TrainerCallback
 from lmgym.training.config import ConfigError
 
 
@@ -28,8 +31,9 @@ class ProcessCredit:
 
     token_fields = (PRM_REWARDS, STEP_ENDS)  # collated only when the PRM scored every trajectory
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
+    def __init__(self, policy, env, config=None, ref_policy=None, buffer=None, eval_env=None, prm=None,
+                 callbacks: Sequence[TrainerCallback] | None = None):
+        super().__init__(policy, env, config, ref_policy, buffer, eval_env, prm, callbacks)
         c, self.verifier_refresh = self.config, None
         if c.refresh.every > 0:
             if self.prm is None:
