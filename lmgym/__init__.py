@@ -26,7 +26,7 @@ _LAZY: dict[str, str] = {
         "Policy", "HFPolicy", "FewShotStepwisePolicy", "LoraSettings", "ProcessRewardModel", "EMBEDDED_MODEL",
         "build_tiny_model", "build_tiny_tokenizer", "load_model_and_tokenizer")},
     **{name: "lmgym.training" for name in ("Trainer", "TrainerConfig", "ConfigError", "load_config", "RunLogger",
-                                           "plot_run")},
+                                           "plot_run", "TrainerCallback", "EarlyStopping")},
     **{name: "lmgym.search" for name in ("evaluate", "pass_at_k", "run_search", "SearchSettings", "MCTS",
                                          "MCTSConfig", "evaluate_search", "evaluate_curves")},
     **{name: "lmgym.episodes" for name in ("rollout", "SamplingSettings")},
