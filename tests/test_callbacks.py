@@ -78,7 +78,8 @@ def test_a_custom_callback_sees_every_hook_in_the_documented_order(tiny_policy, 
     assert iteration == sorted(iteration, key=HOOK_ORDER.index)
     assert [r["iteration"] for r in recorder.rows] == [0, 1, 2] and recorder.end_rows == rows
     assert all("eval_accuracy" in m for m in recorder.evaluations) and len(recorder.evaluations) == 3
-    assert [p.name for p in recorder.saved] == ["iter-000001", "iter-000002"] and all(p.is_dir() for p in recorder.saved)
+    assert [p.name for p in recorder.saved] == ["iter-000001", "iter-000002"]
+    assert all(p.is_dir() for p in recorder.saved)
     assert [r["recorder_episodes"] for r in rows[1:]] == [4.0, 4.0]  # on_rewards' metrics are recorded
     assert recorder is algo.callbacks[-1]  # the trainer's own come first
 
@@ -138,7 +139,8 @@ def test_the_built_in_callbacks_are_what_the_config_asks_for(tiny_policy, tmp_pa
     prm = ProcessRewardModel.from_policy(tiny_policy)
     stepwise = make("Arithmetic-v0", mode="stepwise", max_steps=3)
     refreshed = GRPO(tiny_policy, stepwise, config(tmp_path, prm_weight=0.5, refresh={"every": 2}), prm=prm)
-    assert kinds(refreshed) == [VerifierRefresh, RunPlots, RunLog] and refreshed.callbacks[0] is refreshed.verifier_refresh
+    assert kinds(refreshed) == [VerifierRefresh, RunPlots, RunLog]
+    assert refreshed.callbacks[0] is refreshed.verifier_refresh
     unrefreshed = GRPO(tiny_policy, stepwise, config(tmp_path, prm_weight=0.5), prm=prm)
     assert kinds(unrefreshed) == [RunPlots, RunLog] and unrefreshed.verifier_refresh is None
 

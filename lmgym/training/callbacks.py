@@ -17,7 +17,8 @@ them in this order (`HOOK_ORDER`):
 
 `on_rewards` returns metrics to record (averaged into the iteration's row); the others return nothing.
 To stop a run, a callback sets `trainer.should_stop = True` (`EarlyStopping` does): the loop finishes the current
-iteration (evaluation, log, a checkpoint) and `train()` returns normally. The trainer's own callbacks come
+iteration (evaluation, log, a checkpoint) and `train()` returns normally. Under torchrun every process must
+set it alike (decide from what every process sees the same, such as the logged rows). The trainer's own callbacks come
 first, in `trainer.callbacks`, then the ones passed, in the order given: `VerifierRefresh` (algorithms/prm/
 refresh.py, GRPO's `refresh`), `ReferenceSync` (algorithms/reference.py, `ref_sync_every`), `RunPlots`
 (training/plots.py) and `RunLog` (metrics.jsonl, config.json and wandb: training/run_logger.py).

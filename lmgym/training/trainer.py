@@ -48,8 +48,8 @@ class Trainer(ABC):
 
     A subclass writes `train_iteration()` (one iteration's work, returning its metrics), usually with
     `optimizer_step`. Optional hooks: `param_groups` (what AdamW trains), `evaluate` (held-out
-    metrics, logged as `eval_*`), `state_dict`/`load_state_dict` (checkpoint state entries of its own), `checkpoint_files`
-    (other checkpoint files), `extra_state`/`load_extra_state` (modules besides the policy, stored
+    metrics, logged as `eval_*`), `state_dict`/`load_state_dict` (checkpoint state entries of its own),
+    `checkpoint_files` (other checkpoint files), `extra_state`/`load_extra_state` (modules besides the policy, stored
     under "extra"), `describe` (config.json), `generation_settings` (the saved model's generation config).
     Code that runs at points of the loop without subclassing goes in `callbacks` (training/callbacks.py): the
     trainer's own (`RunPlots`, `RunLog`; subclasses add theirs) first, then the ones given, in order.
