@@ -320,8 +320,8 @@ class Loop:
 
     def curves(self) -> None:
         from lmgym.policies.prm import ProcessRewardModel
-        from lmgym.search.curves import evaluate_curves, save_curves
-        from lmgym.search.search_eval import evaluate_search, save_table
+        from lmgym.evaluation.curves import evaluate_curves, save_curves
+        from lmgym.evaluation.search_eval import evaluate_search, save_table
 
         plan = self.plan
         better = json.loads((plan.out / "verifier_eval.json").read_text())["better"]
@@ -356,8 +356,8 @@ def summary(plan: Plan) -> tuple[str, dict]:
     """The markdown summary and its JSON, from whatever the stages saved."""
     from lmgym.algorithms.verifier_tables import reliability_markdown, verifier_table
     from lmgym.search.budget_compare import versus_line
-    from lmgym.search.curves import curves_table
-    from lmgym.search.search_eval import markdown_table
+    from lmgym.evaluation.curves import curves_table
+    from lmgym.evaluation.search_eval import markdown_table
 
     n, data = plan.size["samples"], {"preset": plan.preset, "model": plan.args.model}
     parts = [f"# One iteration of the loop ({plan.preset} preset, {plan.args.model})\n",

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from lmgym.algorithms import PRMConfig, evaluate_verifier, score_samples, verifier_trainer
-from lmgym.algorithms.verifier_eval import verifier_solution_metrics
+from lmgym.evaluation.verifier_eval import verifier_solution_metrics
 from lmgym.buffers.step_pairs import split_by_problem
 from lmgym.envs import make
 from lmgym.policies.prm import ProcessRewardModel

@@ -1,4 +1,4 @@
-"""Held-out verifier reports (`lmgym.algorithms.verifier_eval.VerifierReport`) as plain records for JSON files, and
+"""Held-out verifier reports (`lmgym.evaluation.verifier_eval.VerifierReport`) as plain records for JSON files, and
 as markdown: one row per (verifier, problem set), the reliability table of each, and the better verifier.
 
 A record is `report.as_dict()` with the solution-level reliability table under "reliability" (a list of
@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-from lmgym.algorithms.verifier_eval import VerifierReport
+from lmgym.evaluation.verifier_eval import VerifierReport
 
 COLUMNS = (("samples", "samples", "{:.0f}"), ("positive_rate", "correct", "{:.1%}"),
            ("accuracy", "accuracy", "{:.1%}"), ("auc", "AUC", "{:.3f}"), ("ece", "ECE", "{:.3f}"))
