@@ -95,7 +95,7 @@ def stored_aggregates(kind: str, data: Any, group: str) -> Mapping[str, Any]:
     if kind == "verifier":
         verifier, level = group.split("/", 1)
         return data.get("verifiers", {}).get(verifier, {}).get(level, {})
-    if kind == "rag":  # lmgym.training.pipeline_table.save_row: {"settings": ..., "row": {"metrics": ...}}
+    if kind == "rag":  # examples/pipeline_table.py save_row: {"settings": ..., "row": {"metrics": ...}}
         return data.get("row", {}).get("metrics", {})
     if kind == "pipeline":  # save_row: {"settings": ..., "row": {"method": ..., "results": {suite: {...}}}}
         return data.get("row", {}).get("results", {}).get(group.split("/", 1)[0], {})

@@ -68,9 +68,9 @@ from lmgym.policies import EMBEDDED_MODEL  # noqa: E402
 from lmgym.policies.few_shot import PROMPTS_DIR, read_system_prompt  # noqa: E402
 from lmgym.evaluation.rag_evaluate import METRICS, evaluate_rag  # noqa: E402
 from lmgym.training import load_config  # noqa: E402
-from lmgym.training.cli import (add_preset_sizes, example_parser, parse_stages, preset_sizes,  # noqa: E402
-                          release_memory, run_with_clear_errors)
-from lmgym.training.pipeline_table import EVAL_FILE, load_row, save_row  # noqa: E402
+from common import add_preset_sizes, example_parser, parse_stages, preset_sizes, release_memory  # noqa: E402
+from lmgym.training.cli import run_with_clear_errors  # noqa: E402
+from pipeline_table import EVAL_FILE, load_row, save_row  # noqa: E402
 
 STAGES = ("sft", "grpo", "base", "question_search", "closed_book", "gold_context")
 REFERENCES = {"question_search": "question as the only query, top {k}, then answer",

@@ -63,7 +63,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 
-from lmgym.algorithms import DPOConfig, evaluate_reflection, reflection_episodes, SFT, SFTConfig  # noqa: E402
+from lmgym.algorithms import DPOConfig, SFT, SFTConfig  # noqa: E402
+from lmgym.evaluation import evaluate_reflection, reflection_episodes  # noqa: E402
 from lmgym.algorithms.dpo import VARIANTS  # noqa: E402
 from lmgym.evaluation.reflection_critic_metrics import CRITIC_METRICS  # noqa: E402
 from lmgym.evaluation.reflection_metrics import plot_turn_accuracy  # noqa: E402
@@ -81,7 +82,8 @@ from lmgym.traindata.reflection_sft import (  # noqa: E402
     FEEDBACK_STYLES, AnswerRow, ReflectionTurnExample, actor_refinement_sft_examples, answer_rows, critic_sft_examples,
     gold_text,
 )
-from lmgym.training.cli import example_parser, run_with_clear_errors  # noqa: E402
+from common import example_parser  # noqa: E402
+from lmgym.training.cli import run_with_clear_errors  # noqa: E402
 from lmgym.training.config import load_config  # noqa: E402
 
 ENVS = {"Reflection-Arithmetic-v0": None, "Reflection-GSM8K-v0": "train", "Reflection-MATH-v0": "test"}  # -> split

@@ -25,7 +25,8 @@ import argparse
 from pathlib import Path
 
 
-from lmgym.training.cli import example_parser, run_with_clear_errors  # noqa: E402
+from common import example_parser  # noqa: E402
+from lmgym.training.cli import run_with_clear_errors  # noqa: E402
 from lmgym.search.mcts import MCTSConfig  # noqa: E402
 from lmgym.policies.prm import AGGREGATIONS  # noqa: E402
 from lmgym.search.settings import METHODS, SCORED_METHODS, SearchSettings  # noqa: E402

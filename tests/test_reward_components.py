@@ -183,7 +183,7 @@ def test_every_iteration_logs_each_component_and_the_run_folder_has_their_plots(
 
 
 def test_evaluate_reports_each_component_mean_over_its_greedy_episodes(tiny_policy):
-    from lmgym.search import evaluate
+    from lmgym.evaluation import evaluate
     from lmgym.evaluation.evaluate import episode_starts
     from lmgym.episodes.rollout import SamplingSettings, rollout
 
