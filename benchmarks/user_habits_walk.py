@@ -1094,7 +1094,8 @@ def evaluate_model_folder(walk: Walk) -> Verdict:
     result = evaluate(policy, make("Arithmetic-v0", level=0, split="test"), episodes=4)
     if "accuracy" not in result:
         return fails(f"evaluate returned {sorted(result)}")
-    return works(f"lmgym.evaluation.evaluate(HFPolicy(run/model), test env, episodes=4) -> accuracy {result['accuracy']} "
+    return works(f"lmgym.evaluation.evaluate(HFPolicy(run/model), test env, episodes=4) -> accuracy "
+                 f"{result['accuracy']} "
                  f"and {len(result) - 1} more keys")
 
 
