@@ -11,7 +11,7 @@ from lmgym.search.search_types import SearchResult, StepScorer
 
 # exported here until 0.3.0, now lmgym.evaluation's (a layer above search): loaded from there on first use, for
 # one release
-MOVED_NAMES = ("evaluate", "pass_at_k", "evaluate_rag", "evaluate_search", "evaluate_curves", "plot_curves",
+_MOVED_NAMES = ("evaluate", "pass_at_k", "evaluate_rag", "evaluate_search", "evaluate_curves", "plot_curves",
                "save_curves")
 
 __all__ = [
@@ -22,6 +22,6 @@ __all__ = [
 
 def __getattr__(name: str):
     """A name that moved to `lmgym.evaluation`, loaded from there (the layer order forbids importing it above)."""
-    if name in MOVED_NAMES:
+    if name in _MOVED_NAMES:
         return getattr(importlib.import_module("lmgym.evaluation"), name)
     raise AttributeError(f"module 'lmgym.search' has no attribute {name!r}")
