@@ -72,7 +72,7 @@ class _KeepsExportedNames(types.ModuleType):
     it was before the module moved."""
 
     def __setattr__(self, name: str, value) -> None:
-        if isinstance(value, types.ModuleType) and value.__name__ != f"{self.__name__}.{name}":  # an old path's
+        if isinstance(value, types.ModuleType) and value.__name__ != f"{self.__name__}.{name}":  # via an old path
             current = getattr(self, name, None)
             if current is not None and not isinstance(current, types.ModuleType):
                 return
@@ -89,7 +89,7 @@ class _Alias(importlib.abc.Loader):
         if spec.name.partition(".")[0] not in OLD_PACKAGES:  # below an old top-level name, that name warned
             _warn(spec.name, self.new, stacklevel=2)
         parent = sys.modules.get(spec.name.rpartition(".")[0])
-        if type(parent) is types.ModuleType:  # noqa: E721 - exactly a plain module: its class can be swapped
+        if type(parent) is types.ModuleType:  # exactly a plain module (not a subclass): its class can be swapped
             parent.__class__ = _KeepsExportedNames
         return importlib.import_module(self.new)
 
