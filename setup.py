@@ -39,6 +39,7 @@ setup(
         "peft>=0.13",
         "sympy>=1.12",
         "numpy>=1.26",
+        "scipy>=1.15",  # evaluation/statistics.py: the paired bootstrap (scipy.stats.bootstrap with rng=)
         "tqdm>=4.66",
         "matplotlib>=3.8",
         "pyyaml>=6.0",

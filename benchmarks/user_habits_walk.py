@@ -39,6 +39,7 @@ from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "examples"))  # the examples it loads import their `common`
 DEFAULT_OUT = ROOT / "statics" / "results" / "user_habits_walk" / "results.json"
 WORKS, PARTLY, FAILS = "works", "partly", "fails"
 QUICKSTART = ROOT / "examples" / "quickstart.py"
@@ -1087,13 +1088,14 @@ def merge_lora(walk: Walk) -> Verdict:
 def evaluate_model_folder(walk: Walk) -> Verdict:
     from lmgym.envs import make
     from lmgym.policies import HFPolicy
-    from lmgym.search import evaluate
+    from lmgym.evaluation import evaluate
 
     policy = HFPolicy(str(walk.cli_runs["straight"] / "model"), device="cpu")
     result = evaluate(policy, make("Arithmetic-v0", level=0, split="test"), episodes=4)
     if "accuracy" not in result:
         return fails(f"evaluate returned {sorted(result)}")
-    return works(f"lmgym.search.evaluate(HFPolicy(run/model), test env, episodes=4) -> accuracy {result['accuracy']} "
+    return works(f"lmgym.evaluation.evaluate(HFPolicy(run/model), test env, episodes=4) -> accuracy "
+                 f"{result['accuracy']} "
                  f"and {len(result) - 1} more keys")
 
 

@@ -15,9 +15,9 @@ import argparse
 
 
 from lmgym.algorithms import GRPO, GRPOConfig  # noqa: E402
+from common import example_parser  # noqa: E402
 from lmgym.training.cli import (  # noqa: E402
-    add_config_arguments, config_from_arguments, example_parser, gsm8k_train_test, run_with_clear_errors,
-    train_and_report,
+    add_config_arguments, config_from_arguments, gsm8k_train_test, run_with_clear_errors, train_and_report,
 )
 from lmgym.training.distributed import init_from_env  # noqa: E402
 from lmgym.envs import DataFileNotFoundError  # noqa: E402

@@ -63,10 +63,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 
-from lmgym.algorithms import DPOConfig, evaluate_reflection, reflection_episodes, SFT, SFTConfig  # noqa: E402
+from lmgym.algorithms import DPOConfig, SFT, SFTConfig  # noqa: E402
+from lmgym.evaluation import evaluate_reflection, reflection_episodes  # noqa: E402
 from lmgym.algorithms.dpo import VARIANTS  # noqa: E402
-from lmgym.algorithms.reflection_critic_metrics import CRITIC_METRICS  # noqa: E402
-from lmgym.algorithms.reflection_plots import plot_turn_accuracy  # noqa: E402
+from lmgym.evaluation.reflection_critic_metrics import CRITIC_METRICS  # noqa: E402
+from lmgym.evaluation.reflection_metrics import plot_turn_accuracy  # noqa: E402
 from lmgym.core.atomic_io import atomic_write_text  # noqa: E402
 from lmgym.core.jsonl import read_json  # noqa: E402
 from lmgym.core.problem_records import problems_path  # noqa: E402
@@ -81,7 +82,8 @@ from lmgym.traindata.reflection_sft import (  # noqa: E402
     FEEDBACK_STYLES, AnswerRow, ReflectionTurnExample, actor_refinement_sft_examples, answer_rows, critic_sft_examples,
     gold_text,
 )
-from lmgym.training.cli import example_parser, run_with_clear_errors  # noqa: E402
+from common import example_parser  # noqa: E402
+from lmgym.training.cli import run_with_clear_errors  # noqa: E402
 from lmgym.training.config import load_config  # noqa: E402
 
 ENVS = {"Reflection-Arithmetic-v0": None, "Reflection-GSM8K-v0": "train", "Reflection-MATH-v0": "test"}  # -> split
@@ -461,7 +463,7 @@ class Pipeline:
                  *markdown_table(["stage", *turn_columns], [[r["stage"], *(percent(r[c]) for c in turn_columns)]
                                                             for r in rows]), "",
                  ("What the critic said and what the actor did next, pooled over the critic turns "
-                  "(algorithms/reflection_critic_metrics.py): false alarm = rejected a right answer; miss = approved "
+                  "(evaluation/reflection_critic_metrics.py): false alarm = rejected a right answer; miss = approved "
                   "a wrong one; then the actor's next answer after each kind of verdict."), "",
                  *markdown_table(["stage", *CRITIC_METRICS], [[r["stage"], *(percent(r[c]) for c in CRITIC_METRICS)]
                                                              for r in rows])]

@@ -49,8 +49,9 @@ from pathlib import Path
 
 from lmgym.algorithms import ReinforceStable, ReinforceStableConfig  # noqa: E402
 from lmgym.training import ConfigError  # noqa: E402
+from common import example_parser  # noqa: E402
 from lmgym.training.cli import (  # noqa: E402
-    config_from_arguments, example_parser, gsm8k_train_test, run_with_clear_errors, same_file, train_and_report,
+    config_from_arguments, gsm8k_train_test, run_with_clear_errors, same_file, train_and_report,
 )
 from lmgym.training.distributed import init_from_env  # noqa: E402
 from lmgym.buffers import ReplayBuffer  # noqa: E402

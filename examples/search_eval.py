@@ -7,7 +7,7 @@ tokens it sampled.
         --offset 7273 --episodes 200 --prm runs/prm/prm
 
 Equal-budget curves (accuracy against tokens per problem; every method at every budget, each run capped
-hard at the budget's tokens per problem, see search/curves.py), written as <output>.md/.json/.png:
+hard at the budget's tokens per problem, see lmgym/evaluation/curves.py), written as <output>.md/.json/.png:
 
     python examples/search_eval.py --preset gpu --model runs/quickstart-gpu/model --prm runs/verifier/prm
     python examples/search_eval.py --prm runs/prm/prm --level 2 --budgets 96,192,384,768 --episodes 256
@@ -25,12 +25,13 @@ import argparse
 from pathlib import Path
 
 
-from lmgym.training.cli import example_parser, run_with_clear_errors  # noqa: E402
+from common import example_parser  # noqa: E402
+from lmgym.training.cli import run_with_clear_errors  # noqa: E402
 from lmgym.search.mcts import MCTSConfig  # noqa: E402
 from lmgym.policies.prm import AGGREGATIONS  # noqa: E402
 from lmgym.search.settings import METHODS, SCORED_METHODS, SearchSettings  # noqa: E402
-from lmgym.search.search_eval import evaluate_search, markdown_table, save_table  # noqa: E402
-from lmgym.search.curves import curves_table, evaluate_curves, save_curves  # noqa: E402
+from lmgym.evaluation.search_eval import evaluate_search, markdown_table, save_table  # noqa: E402
+from lmgym.evaluation.curves import curves_table, evaluate_curves, save_curves  # noqa: E402
 from lmgym.policies import EMBEDDED_MODEL  # noqa: E402
 from lmgym.core.problem_records import problems_path  # noqa: E402
 

@@ -17,7 +17,8 @@ import dataclasses
 
 
 from lmgym.core.extras import import_extra  # noqa: E402
-from lmgym.training.cli import example_parser, run_with_clear_errors  # noqa: E402
+from common import example_parser  # noqa: E402
+from lmgym.training.cli import run_with_clear_errors  # noqa: E402
 from lmgym.search.mcts import MCTSConfig  # noqa: E402
 from lmgym.policies.prm import AGGREGATIONS  # noqa: E402
 from lmgym.search import SearchSettings  # noqa: E402

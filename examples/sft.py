@@ -25,9 +25,10 @@ from pathlib import Path
 
 
 from lmgym.algorithms import SFT, SFTConfig  # noqa: E402
-from lmgym.search import evaluate  # noqa: E402
+from lmgym.evaluation import evaluate  # noqa: E402
+from common import example_parser  # noqa: E402
 from lmgym.training.cli import (  # noqa: E402
-    add_config_arguments, config_from_arguments, example_parser, gsm8k_train_test, run_with_clear_errors,
+    add_config_arguments, config_from_arguments, gsm8k_train_test, run_with_clear_errors,
 )
 from lmgym.traindata.sft_data import (  # noqa: E402
     arithmetic_sft_examples, gsm8k_sft_examples, load_sft_examples, split_examples,

@@ -25,7 +25,7 @@ does the named ones again; a cut training continues from its newest checkpoint):
    the reliability table, and maj@N, weighted maj@N and best-of-N over the same N samples ->
    verifier_eval.json (each problem's samples, verdicts and scores in verifier_eval.problems.jsonl); the
    verifier with the higher mean AUC is "better".
-4. curves: per test level, `lmgym.search.evaluate_curves` of maj, weighted_maj, best_of_n, beam and mcts at every
+4. curves: per test level, `lmgym.evaluation.evaluate_curves` of maj, weighted_maj, best_of_n, beam and mcts at every
    --budgets token cap with the better verifier -> curves/L<level>.md/.json/.png; and maj@N, weighted_maj@N
    and best_of_N uncapped (the same N samples each, so the same tokens) -> curves/L<level>_at_maj.md/.json;
    each problem's answers, verdicts and tokens under every method (and budget) in the .problems.jsonl beside.
@@ -49,7 +49,8 @@ from lmgym.search.mcts import MCTSConfig  # noqa: E402
 from lmgym.search.settings import SearchSettings  # noqa: E402
 from lmgym.traindata.step_data.policy_labels import LABEL_PRESETS, PolicyLabelConfig  # noqa: E402
 from lmgym.training import load_config  # noqa: E402
-from lmgym.training.cli import example_parser, parse_stages, release_memory, run_with_clear_errors  # noqa: E402
+from common import example_parser, parse_stages, release_memory  # noqa: E402
+from lmgym.training.cli import run_with_clear_errors  # noqa: E402
 
 STAGES = ("label", "train", "evaluate", "curves")
 VERIFIERS = ("orm", "prm_soft")
@@ -290,8 +291,8 @@ class Loop:
             release_memory()
 
     def evaluate(self) -> None:
-        from lmgym.algorithms import evaluate_verifier
-        from lmgym.algorithms.verifier_tables import better_verifier, report_record
+        from lmgym.evaluation import evaluate_verifier
+        from verifier_tables import better_verifier, report_record
         from lmgym.policies.prm import ProcessRewardModel
         from lmgym.traindata.step_data import load_policy_labels
 
@@ -320,8 +321,8 @@ class Loop:
 
     def curves(self) -> None:
         from lmgym.policies.prm import ProcessRewardModel
-        from lmgym.search.curves import evaluate_curves, save_curves
-        from lmgym.search.search_eval import evaluate_search, save_table
+        from lmgym.evaluation.curves import evaluate_curves, save_curves
+        from lmgym.evaluation.search_eval import evaluate_search, save_table
 
         plan = self.plan
         better = json.loads((plan.out / "verifier_eval.json").read_text())["better"]
@@ -354,10 +355,9 @@ class Loop:
 
 def summary(plan: Plan) -> tuple[str, dict]:
     """The markdown summary and its JSON, from whatever the stages saved."""
-    from lmgym.algorithms.verifier_tables import reliability_markdown, verifier_table
-    from lmgym.search.budget_compare import versus_line
-    from lmgym.search.curves import curves_table
-    from lmgym.search.search_eval import markdown_table
+    from verifier_tables import reliability_markdown, verifier_table, versus_line
+    from lmgym.evaluation.curves import curves_table
+    from lmgym.evaluation.search_eval import markdown_table
 
     n, data = plan.size["samples"], {"preset": plan.preset, "model": plan.args.model}
     parts = [f"# One iteration of the loop ({plan.preset} preset, {plan.args.model})\n",

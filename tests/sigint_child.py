@@ -10,6 +10,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "examples"))  # as `python examples/quickstart.py` has it: the script imports `common`
 
 from lmgym.algorithms import GRPO  # noqa: E402
 from lmgym.training.callbacks import TrainerCallback  # noqa: E402

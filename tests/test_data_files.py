@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from lmgym.training import checkpoints as ckpt
-from lmgym.training.pipeline_table import EVAL_FILE, load_row
+from examples.pipeline_table import EVAL_FILE, load_row
 from lmgym.traindata.preference_data import load_preference_pairs
 from lmgym.traindata.reflection_pairs import load_triples
 from lmgym.traindata.sft_data import load_sft_examples

@@ -226,7 +226,8 @@ def test_quickstart_wandb_without_wandb_fails_before_loading_the_model(tmp_path)
     """The reported case, as a user runs it: a fresh process where wandb cannot be imported."""
     code = ("import runpy, sys; sys.modules['wandb'] = None; sys.argv = sys.argv[1:]; "
             "runpy.run_path(sys.argv[0], run_name='__main__')")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    # runpy.run_path, unlike `python examples/quickstart.py`, leaves the script's folder (its `common`) off the path
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "examples")])}
     result = subprocess.run([sys.executable, "-c", code, str(QUICKSTART), "--wandb", "offline", "--model",
                              str(tmp_path / "no_such_model"), "--output_dir", str(tmp_path / "run")],
                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from lmgym.algorithms.advantages import discounted_returns, group_advantages, zero_variance_groups
-from lmgym.search.evaluate import majority_correct, pass_at_k
+from lmgym.evaluation.evaluate import majority_correct, pass_at_k
 from lmgym.algorithms.kl import kl_estimate
 
 

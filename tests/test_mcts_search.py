@@ -9,7 +9,7 @@ import torch
 from lmgym.algorithms import MCTSSearch, MCTSSearchConfig
 from lmgym.search.mcts import MCTSConfig
 from lmgym.training import ConfigError, add_config_arguments, config_from_arguments, load_config
-from lmgym.training.cli import example_parser
+from examples.common import example_parser
 from lmgym.algorithms.mcts_search import STEP_ADVANTAGES
 from lmgym.buffers import ADVANTAGES
 from lmgym.buffers.step_pairs import StepPair

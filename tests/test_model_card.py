@@ -135,7 +135,8 @@ def test_env_datasets_are_hub_ids_where_known_and_none_for_generated_problems():
 def test_the_push_to_hub_flag_pushes_the_final_model_of_a_tiny_run_with_its_training_card(tmp_path, monkeypatch):
     import huggingface_hub
 
-    from lmgym.training.cli import add_config_arguments, config_from_arguments, example_parser, train_and_report
+    from examples.common import example_parser
+    from lmgym.training.cli import add_config_arguments, config_from_arguments, train_and_report
 
     hub = LocalHub(tmp_path / "hub")
     monkeypatch.setattr(huggingface_hub, "HfApi", lambda token=None: hub)  # the default uploader

@@ -4,8 +4,8 @@ import re
 
 import pytest
 
-from lmgym.algorithms.reflection_critic_metrics import critic_metrics
-from lmgym.algorithms.reflection_metrics import evaluate_reflection, reflection_episodes
+from lmgym.evaluation.reflection_critic_metrics import critic_metrics
+from lmgym.evaluation.reflection_metrics import evaluate_reflection, reflection_episodes
 from lmgym.envs import ReflectionEnv
 from lmgym.envs.reflection import DEFAULT_CRITIC_REQUEST
 from tests.test_reflection import REFINE, FixedTask, ScriptedRole

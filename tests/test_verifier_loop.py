@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lmgym.algorithms.verifier_tables import better_verifier, reliability_markdown, verifier_table
-from lmgym.search.budget_compare import versus_line
+from examples.verifier_tables import better_verifier, reliability_markdown, verifier_table, versus_line
 from tests.test_examples import error_line, load_script
 from tests.test_problem_records import assert_report_recomputes, assert_tampering_is_caught
 from tests.tiny_models import save_tiny_model_dir
@@ -70,7 +69,7 @@ def tiny_argv(model: str, out: Path) -> list[str]:
 
 
 def test_the_loop_runs_every_stage_then_reuses_them(tiny_model_dir, tmp_path, capsys):
-    from lmgym.algorithms import evaluate_verifier
+    from lmgym.evaluation import evaluate_verifier
     from lmgym.envs import make
     from lmgym.policies.prm import ProcessRewardModel
     from lmgym.traindata.step_data import load_policy_labels

@@ -7,8 +7,9 @@ import math
 import pytest
 import torch
 
-from lmgym.algorithms import PRMConfig, evaluate_verifier, score_samples, verifier_trainer
-from lmgym.algorithms.verifier_eval import verifier_solution_metrics
+from lmgym.algorithms import PRMConfig, verifier_trainer
+from lmgym.evaluation import evaluate_verifier, score_samples
+from lmgym.evaluation.verifier_eval import verifier_solution_metrics
 from lmgym.buffers.step_pairs import split_by_problem
 from lmgym.envs import make
 from lmgym.policies.prm import ProcessRewardModel

@@ -18,12 +18,12 @@ import torch
 from lmgym.training import distributed as dist
 from lmgym.algorithms import reference as ref
 from lmgym.algorithms import replay
+from lmgym.algorithms.advantages import zero_variance_fraction
 from lmgym.algorithms.config import RLConfig
 from lmgym.training.env_info import env_id, env_kwargs
 from lmgym.training.guards import warn
-from lmgym.search.evaluate import evaluate as evaluate_episodes
-from lmgym.training.tool_errors import ToolErrorCounter
-from lmgym.algorithms.episode_metrics import episode_metrics
+from lmgym.evaluation.evaluate import evaluate as evaluate_episodes
+from lmgym.evaluation.episode_metrics import ToolErrorCounter, episode_metrics
 from lmgym.algorithms.kl import kl_estimate, pay_kl_in_reward
 from lmgym.algorithms.losses import completion_budget, token_weights
 from lmgym.training.plots import PANELS
@@ -312,7 +312,9 @@ class RLAlgorithm(Trainer):
         trajectories = dist.gather_lists(trajectories)  # every rank's share, in group order
         generated = sum(t.num_generated_tokens for t in trajectories)
         sample_time = t1 - t0 - self._times.pop("score", 0.0)
-        metrics = episode_metrics(trajectories, self.iteration + 1, self.config.samples_per_prompt > 1)
+        grouped = self.config.samples_per_prompt > 1  # several samples a prompt: groups can lack signal
+        metrics = episode_metrics(trajectories, self.iteration + 1,
+                                  zero_variance_fraction(trajectories) if grouped else None)
         metrics.update(self.tool_errors.metrics(trajectories, f"iteration {self.iteration + 1}"))
         if self.config.replay_iterations:
             metrics["replayed_trajectories"] = int(dist.all_reduce_sum(float(len(reused))))
