@@ -68,7 +68,7 @@ def run_trl(args, rows_path: Path, model_dir: str) -> dict:
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"TRL baseline failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
-    line = next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))
+    line = next(out for out in done.stdout.splitlines() if out.startswith("RESULT "))
     return json.loads(line[len("RESULT "):])
 
 

@@ -73,7 +73,7 @@ def render(page: str) -> str:
         pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
         if not pattern.search(page):
             raise SystemExit(f"{TARGET.relative_to(ROOT)} lacks the markers {start} ... {end}")
-        page = pattern.sub(lambda _: f"{start}\n{table}\n{end}", page)
+        page = pattern.sub(lambda _, text=f"{start}\n{table}\n{end}": text, page)
     return page
 
 

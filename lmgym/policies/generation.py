@@ -278,7 +278,7 @@ def decode(
         tokens, token_logp = sample_tokens(logits, temperature, top_p, generator, rows, step)
         row_list = rows.tolist()
         added = 0
-        for i, (r, tok, lp) in enumerate(zip(row_list, tokens.tolist(), token_logp.tolist())):
+        for r, tok, lp in zip(row_list, tokens.tolist(), token_logp.tolist()):
             if done[r]:
                 continue  # finished, not pruned yet: its decoded pad tokens are ignored
             completions[r].append(tok)

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import copy
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, ContextManager, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import torch
 
@@ -103,7 +103,7 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
         self.cancelled_rows = None  # cancel hook: asked at each decoding step which rows (prompt i's sample j is
         # row i * n + j) nobody waits for; they end there, finish_reason "cancelled" (the server's timed-out requests)
         self._parallel_backbone: torch.nn.Module | None = None  # a DDP wrapper of the backbone (training passes)
-        self._sampling_weights: Callable[[], ContextManager] | None = None  # FSDP: the layers gathered to sample
+        self._sampling_weights: Callable[[], AbstractContextManager] | None = None  # FSDP: the layers gathered to sample
         self.is_lora = lora is not None or hasattr(self.model, "peft_config")
         # the base an adapter saved from this policy names: a loaded adapter keeps the one it recorded
         self.base_name_or_path = (next(iter(self.model.peft_config.values())).base_model_name_or_path
@@ -210,7 +210,7 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
         gradient hooks fire); passes without gradients (sampling, references, evaluation) stay direct."""
         self._parallel_backbone = wrapper
 
-    def use_sampling_weights(self, context: Callable[[], ContextManager] | None) -> None:
+    def use_sampling_weights(self, context: Callable[[], AbstractContextManager] | None) -> None:
         """Sample inside `context()` (FSDP: the sharded layers gathered whole for the whole decode)."""
         self._sampling_weights = context
 

@@ -127,11 +127,11 @@ class Trainer(ABC):
         """Held-out metrics (logged with an `eval_` prefix); run by rank 0 alone; nothing by default."""
         return {}
 
-    def before_data_parallel(self) -> None:
+    def before_data_parallel(self) -> None:  # noqa: B027  (an optional hook: a no-op by default)
         """Hook in __init__ once every rank holds rank 0's weights, before the policy is wrapped (DDP) or
         sharded (FSDP, whose modules cannot be copied): where copies of the policy (a KL reference) are made."""
 
-    def end_iteration(self, metrics: dict[str, Any]) -> None:
+    def end_iteration(self, metrics: dict[str, Any]) -> None:  # noqa: B027  (an optional hook: a no-op by default)
         """Hook after `self.iteration` counts the finished iteration, before evaluation, logging and saving."""
 
     def checkpointed_models(self) -> list:
@@ -185,7 +185,7 @@ class Trainer(ABC):
         """State of modules besides the policy (e.g. a value head), saved in checkpoints under "extra"."""
         return {}
 
-    def load_extra_state(self, state: dict) -> None:
+    def load_extra_state(self, state: dict) -> None:  # noqa: B027  (an optional hook: a no-op by default)
         """Counterpart of `extra_state`."""
 
     def state_dict(self) -> dict[str, Any]:
