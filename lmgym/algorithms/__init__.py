@@ -1,6 +1,7 @@
 """What learns: the `RLAlgorithm` family (REINFORCE-stable, GRPO and its variants, PPO, MCTS-search), SFT,
-DPO, the PRM trainer and verifiers trained on the policy's own samples, and the pieces they share (losses, KL, advantages, reward combination, the
-reference model). Training infrastructure is in `training`, search at inference in `search`."""
+DPO, the PRM trainer and verifiers trained on the policy's own samples, and the pieces they share (losses, KL,
+advantages, reward combination, the reference model). Training infrastructure is in `training`, search at
+inference in `search`."""
 from lmgym.algorithms.base import RLAlgorithm
 from lmgym.algorithms.config import RLConfig
 from lmgym.algorithms.dapo import DAPO, DAPOConfig

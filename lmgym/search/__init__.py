@@ -1,6 +1,7 @@
 """Search and evaluation at inference: greedy accuracy, pass@k and maj@k (`evaluate`), and at equal token
 budgets maj@n, weighted majority and best-of-n with a verifier, beam search and MCTS over reasoning steps (`run_search`,
-`evaluate_search`), accuracy-vs-tokens curves under hard token caps (`evaluate_curves`); HotpotQA episodes' retrieval and answers (`evaluate_rag`)."""
+`evaluate_search`), accuracy-vs-tokens curves under hard token caps (`evaluate_curves`); HotpotQA episodes'
+retrieval and answers (`evaluate_rag`)."""
 from lmgym.search.beam_search import beam_search
 from lmgym.search.evaluate import evaluate, majority_answer, pass_at_k
 from lmgym.search.mcts import MCTS, MCTSConfig

@@ -68,7 +68,8 @@ class Trainer(ABC):
         self.rng = np.random.default_rng(self.config.seed)  # draws shared by every rank (e.g. which prompts)
         self.local_rng = self._local_rng()                   # this rank's own draws, renewed each iteration
         torch.manual_seed(self.config.seed)
-        random.seed(self.config.seed)  # Python's own, which checkpoints store (rng_state.pth) and user code may draw from
+        # Python's own, which checkpoints store (rng_state.pth) and user code may draw from
+        random.seed(self.config.seed)
         self.generator = torch.Generator(device=self.device).manual_seed(self.config.seed)
         dist.broadcast_parameters(policy.parameters())  # every rank starts from rank 0's weights
         self.before_data_parallel()  # copies of the policy, while it can still be copied
