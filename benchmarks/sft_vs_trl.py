@@ -92,7 +92,8 @@ def main() -> None:
     parser.add_argument("--small", action="store_true", help="a CPU smoke run: 64 rows, 4 evaluated")
     args = parser.parse_args()
     if args.small:
-        args.holdout, args.eval_episodes, args.max_new_tokens, args.batch, args.micro, args.trl_micro = 8, 4, 16, 8, 4, 4
+        args.holdout, args.eval_episodes, args.max_new_tokens = 8, 4, 16
+        args.batch, args.micro, args.trl_micro = 8, 4, 4
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 

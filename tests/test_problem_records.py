@@ -56,7 +56,8 @@ def scripted_rollout(monkeypatch):
                 out.append(Trajectory([1], [2, 3], [-1.0, -1.0], [1, 1], reward=float(right), info=info))
         return out
 
-    monkeypatch.setattr(sys.modules["lmgym.search.evaluate"], "rollout", rollout)  # the module, not lmgym.search.evaluate()
+    # the module, not lmgym.search.evaluate()
+    monkeypatch.setattr(sys.modules["lmgym.search.evaluate"], "rollout", rollout)
 
 
 def test_evaluate_reports_the_unbiased_pass_at_k_from_n_samples_beside_any_at_k(scripted_rollout, tmp_path):
