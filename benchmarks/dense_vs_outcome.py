@@ -1,6 +1,7 @@
 """Dense-reward GRPO (verifier step credit, refreshed verifier) against outcome-only GRPO at one sampled-token budget.
 
-    python benchmarks/dense_vs_outcome.py --preset gpu --verifier runs/verifier_loop/verifier --out runs/dense_vs_outcome
+    python benchmarks/dense_vs_outcome.py --preset gpu --verifier runs/verifier_loop/verifier \
+        --out runs/dense_vs_outcome
     python benchmarks/dense_vs_outcome.py --preset cpu --out runs/dense_vs_outcome_cpu     # tiny model, smoke run
 
 Both methods start from the same model on `Arithmetic-v0` (stepwise, one line per action) and train until the

@@ -31,7 +31,8 @@ from lmgym.policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
 
 from benchmarks.ppo_vs_grpo_arithmetic import SETTINGS  # noqa: E402
 
-GRPO_SETTINGS = {k: v for k, v in PRESETS["gpu"].items() if k not in ("train_iterations", "output_dir", "eval_at_start")}
+GRPO_SETTINGS = {k: v for k, v in PRESETS["gpu"].items()
+                 if k not in ("train_iterations", "output_dir", "eval_at_start")}
 
 
 def build(name: str, out: Path, seed: int, overrides: dict):

@@ -62,7 +62,8 @@ def run(name: str, args: argparse.Namespace, out: Path) -> dict:
         needs_prm = name == "GRPO_PRM" or config.mcts.evaluation == "prm"
         extra = {"prm": ProcessRewardModel.from_pretrained(args.prm) if needs_prm and args.prm else None}
         if needs_prm and extra["prm"] is None:
-            raise SystemExit(f"{name} needs --prm (a verifier folder: examples/verifier_loop.py or examples/train_prm.py)")
+            raise SystemExit(f"{name} needs --prm "
+                             "(a verifier folder: examples/verifier_loop.py or examples/train_prm.py)")
     before = evaluate(policy, test_env, args.eval_episodes, COMMON["max_new_tokens"])["accuracy"]
     algo = algo_cls(policy, env, config, **extra)
     rows, sampled, start = [], 0, time.perf_counter()

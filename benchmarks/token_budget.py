@@ -88,11 +88,10 @@ def measure(args, micro_batch: int, budget: int, trajectories: list[Trajectory])
     peaks: dict[str, float | None] = {}
     try:
         for repeat in range(args.repeats):
-            for phase, run in (("reference", lambda: algo.prepare(trajectories)),
-                               ("update", lambda: algo.update_step(trajectories))):
+            for phase in ("reference", "update"):
                 reset_peak()
                 start = time.perf_counter()
-                result = run()
+                result = (algo.prepare if phase == "reference" else algo.update_step)(trajectories)
                 sync()
                 times[phase].append(time.perf_counter() - start)
                 peaks[phase] = max(peaks.get(phase) or 0.0, peak_gb() or 0.0) if torch.cuda.is_available() else None

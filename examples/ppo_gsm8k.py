@@ -42,7 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--holdout", type=int, default=500, help="training rows held back without a test file")
     parser.add_argument("--model", default=EMBEDDED_MODEL, help="hub name, local folder, or the embedded default")
     parser.add_argument("--system_prompt_path", default=str(SYSTEM_PROMPT), help="system prompt file ('' for none)")
-    parser.add_argument("--resume", action="store_true", help="continue from the newest complete checkpoint in <output_dir>/checkpoints")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue from the newest complete checkpoint in <output_dir>/checkpoints")
     add_config_arguments(parser, PPOConfig, DEFAULTS)
     return parser
 

@@ -54,7 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="one line per step (Arithmetic-v0's stepwise mode): the steps a PRM scores")
     parser.add_argument("--prm", default=None, help="a PRM folder (examples/train_prm.py) whose step scores join "
                                                     "the reward, weighted by --prm_weight (> 0)")
-    parser.add_argument("--resume", action="store_true", help="continue from the newest complete checkpoint in <output_dir>/checkpoints")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue from the newest complete checkpoint in <output_dir>/checkpoints")
     add_config_arguments(parser, GRPOConfig, presets=PRESETS)  # --help shows each preset's values
     return parser
 

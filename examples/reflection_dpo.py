@@ -14,8 +14,9 @@ Stages, each written under --output_dir and skipped on a rerun once finished (--
 a stage whose input was just rebuilt runs again too):
 
 1. base/eval.json: the base model on the held-back problems (greedy; --turns actor answers, the critic
-   between them; each problem's turns in base/eval.problems.jsonl): p1@t1 (the first answer is right), m1@tT (the majority of the T answers is), p1@tT (one
-   of them is), tokens (sampled per episode, both roles), acc@t{k}, w2r@t{k}, r2w@t{k}.
+   between them; each problem's turns in base/eval.problems.jsonl): p1@t1 (the first answer is right), m1@tT
+   (the majority of the T answers is), p1@tT (one of them is), tokens (sampled per episode, both roles),
+   acc@t{k}, w2r@t{k}, r2w@t{k}.
 2. sft_first/: (a) the actor's first-answer SFT on the gold solutions of --sft_examples TRAIN problems (a
    budget: few examples leave the first answer often wrong, room for reflection to show anything).
 3. sft/answers/: (b) that model answers --reflect_problems other TRAIN problems (sampled at
@@ -25,7 +26,8 @@ a stage whose input was just rebuilt runs again too):
    programmatic oracle's feedback, actor refinement SFT on (question, answer, feedback) -> the gold
    solution, over those answers, mixed with (a)'s first-answer examples so the first answer is kept
    (--critic_style checked: the feedback redoes each step of the answer before its verdict,
-   traindata/checked_feedback.py); the model in sft/model (--reflect_sft_iterations; the rest of SFTConfig as stage 2's).
+   traindata/checked_feedback.py); the model in sft/model (--reflect_sft_iterations; the rest of SFTConfig as
+   stage 2's).
    Why two stages rather than one run: (b) needs a model that answers like the actor will, and the critic
    should learn on that model's own mistakes; continuing from it reuses its training instead of redoing it.
 5. pairs/: the SFT model plays branched episodes on --pair_problems further TRAIN problems (one answer,

@@ -13,11 +13,12 @@ hard at the budget's tokens per problem, see lmgym/evaluation/curves.py), writte
     python examples/search_eval.py --prm runs/prm/prm --level 2 --budgets 96,192,384,768 --episodes 256
 
 Methods default to greedy and maj (curves: maj only), plus weighted_maj, best_of_n, beam and mcts when a
-verifier folder is given (--prm, as `ProcessRewardModel.save` writes it; any StepScorer fits the search). The budget is stated by --n (maj, best_of_n), --beam_width x
---beam_expand (beam) and --simulations (mcts; --max_tokens caps its tokens per problem); every row reports
-the tokens it really sampled per problem, discarded candidates included. The table is printed and written
-as <output>.md and <output>.json, each problem's outcome under every method (and budget) beside it in
-<output>.problems.jsonl (benchmarks/report.py recomputes the table from it).
+verifier folder is given (--prm, as `ProcessRewardModel.save` writes it; any StepScorer fits the search). The
+budget is stated by --n (maj, best_of_n), --beam_width x --beam_expand (beam) and --simulations (mcts;
+--max_tokens caps its tokens per problem); every row reports the tokens it really sampled per problem,
+discarded candidates included. The table is printed and written as <output>.md and <output>.json, each
+problem's outcome under every method (and budget) beside it in <output>.problems.jsonl (benchmarks/report.py
+recomputes the table from it).
 """
 from __future__ import annotations
 
@@ -77,7 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--selection", default="puct", help="puct | ucb1 (mcts)")
     parser.add_argument("--exploration", type=float, default=1.0, help="exploration weight c (mcts)")
     parser.add_argument("--mcts_answer", default="visits", help="visits | value | vote (mcts)")
-    parser.add_argument("--max_tokens", type=int, default=None, help="sampled tokens per problem (mcts; default: no cap)")
+    parser.add_argument("--max_tokens", type=int, default=None,
+                        help="sampled tokens per problem (mcts; default: no cap)")
     parser.add_argument("--temperature", type=float, default=0.8, help="sampling temperature (greedy: 0)")
     parser.add_argument("--max_new_tokens", type=int, default=64, help="tokens per step")
     parser.add_argument("--aggregation", choices=AGGREGATIONS, default=None,
@@ -125,7 +127,8 @@ def chosen_methods(args: argparse.Namespace) -> list[str]:
         raise ValueError("--methods greedy has no token budget; leave it out with --budgets")
     unknown = [m for m in methods if m not in METHODS]
     if unknown or not methods:
-        raise ValueError(f"--methods: {', '.join(map(repr, unknown)) or 'none given'}; choose from {', '.join(METHODS)}")
+        raise ValueError(f"--methods: {', '.join(map(repr, unknown)) or 'none given'}; "
+                         f"choose from {', '.join(METHODS)}")
     scored = [m for m in methods if m in SCORED_METHODS]
     if scored and not args.prm:
         raise ValueError(f"--methods {', '.join(scored)} needs a PRM folder: --prm PATH")

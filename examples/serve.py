@@ -31,7 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = example_parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=EMBEDDED_MODEL,
                         help="policy: hub name, local folder, or the embedded default")
-    parser.add_argument("--prm", default=None, help="a PRM folder (ProcessRewardModel.save) for best_of_n, beam and mcts")
+    parser.add_argument("--prm", default=None,
+                        help="a PRM folder (ProcessRewardModel.save) for best_of_n, beam and mcts")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
     parser.add_argument("--port", type=int, default=8000, help="port to listen on")
     limits = ServerLimits()

@@ -92,8 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--output_dir", default=None, help="the run folder (default runs/verifier_loop-<preset>)")
     add("--stages", default="all", help=f"comma-separated, of {', '.join(STAGES)} (default all)")
     add("--restart", action="store_true", help="do the named stages again, even when their output is saved")
-    add("--verifiers", default="all", help=f"comma-separated, of {', '.join(VERIFIERS)}: the ones trained and evaluated "
-                                           "(default all; one each lets two processes train them side by side)")
+    add("--verifiers", default="all",
+        help=f"comma-separated, of {', '.join(VERIFIERS)}: the ones trained and evaluated "
+             "(default all; one each lets two processes train them side by side)")
     add("--train_levels", default="2,3,4", help="Arithmetic-v0 levels whose train split is labelled (default 2,3,4)")
     add("--test_levels", default="2,4", help="levels whose test split is held out (default 2,4)")
     add("--seed", type=int, default=0, help="sampling and training seed (default 0)")
@@ -272,7 +273,8 @@ class Loop:
         from lmgym.traindata.step_data import load_policy_labels
 
         plan = self.plan
-        samples = [s for level in plan.train_levels for s in load_policy_labels(plan.labels_file("train", level)).samples]
+        samples = [s for level in plan.train_levels
+                   for s in load_policy_labels(plan.labels_file("train", level)).samples]
         # a few training problems held back for the trainer's own evaluation (the test split stays untouched)
         train, held_back = split_by_problem(samples, 0.05, plan.args.seed)
         for kind in plan.verifiers:
@@ -361,7 +363,8 @@ def summary(plan: Plan) -> tuple[str, dict]:
 
     n, data = plan.size["samples"], {"preset": plan.preset, "model": plan.args.model}
     parts = [f"# One iteration of the loop ({plan.preset} preset, {plan.args.model})\n",
-             f"Labels: train split of Arithmetic-v0 levels {plan.args.train_levels}, problems 0..{plan.size['label_problems'] - 1} "
+             f"Labels: train split of Arithmetic-v0 levels {plan.args.train_levels}, "
+             f"problems 0..{plan.size['label_problems'] - 1} "
              f"of each; held out: test split of levels {plan.args.test_levels} (curves on test problems "
              f"0..{plan.size['curve_problems'] - 1}, verifiers on the next {plan.size['eval_problems']}).\n"]
     stats_file = plan.out / "labels" / "stats.json"
@@ -389,7 +392,8 @@ def summary(plan: Plan) -> tuple[str, dict]:
         part = f"## Held-out L{level}\n\n{markdown_table(sampled)}\n{line}\n"
         if stem.with_suffix(".json").is_file():  # the capped curves come after the N-sample table
             data[f"L{level}"]["curves"] = rows = json.loads(stem.with_suffix(".json").read_text())["rows"]
-            part += f"\nAccuracy against tokens per problem:\n\n{curves_table(rows)}\n![L{level}](curves/L{level}.png)\n"
+            part += (f"\nAccuracy against tokens per problem:\n\n{curves_table(rows)}\n"
+                     f"![L{level}](curves/L{level}.png)\n")
         parts.append(part)
     return "\n".join(parts), data
 

@@ -3,8 +3,9 @@
 Each attempt is a child process forked from this (torch-importing, single-threaded) process, so a kill
 is a real SIGKILL of a real process, without paying the interpreter start-up per attempt. Kills come
 either from tests/faults.py (installed in the child only: it patches the library's file operations and
-kills the child at an exact file-operation boundary) or from the parent after a random delay. The result is compared with an uninterrupted run:
-final parameters, optimizer state and metrics.jsonl (timing columns aside) must be equal.
+kills the child at an exact file-operation boundary) or from the parent after a random delay. The result is
+compared with an uninterrupted run: final parameters, optimizer state and metrics.jsonl (timing columns aside)
+must be equal.
 
 Used by tests/test_kill_resume.py and benchmarks/kill_resume.py; as a script it prints a JSON summary:
     python tests/kill_harness.py --trials 3 --seed 0

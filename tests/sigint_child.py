@@ -1,5 +1,6 @@
 """examples/quickstart.py whose process sends itself SIGINT (a real Ctrl-C signal) when iteration
-`--sigint_at` ends, so that the interrupted run is the same every time: `python sigint_child.py N <quickstart flags>`."""
+`--sigint_at` ends, so that the interrupted run is the same every time:
+`python sigint_child.py N <quickstart flags>`."""
 from __future__ import annotations
 
 import os

@@ -118,7 +118,7 @@ def check_for(block):
 
 
 @pytest.mark.parametrize("block", BLOCKS, ids=lambda b: b.name)
-def test_runnable_block_runs_and_does_what_its_page_says(block, reader):
+def test_runnable_block_runs_and_does_what_its_page_says(block, reader):  # noqa: F811  (the fixture)
     namespace = run_block(block)
     check_for(block)(namespace, reader)
 

@@ -137,8 +137,10 @@ def test_nested_yaml_and_dotted_flags_set_the_mcts_fields(tmp_path):
 
 def test_bad_nested_values_are_one_line_errors_naming_the_dotted_field_and_the_file(tmp_path):
     path = tmp_path / "bad.yaml"
-    for text, problem in [("mcts:\n  simulations: 0\n", "MCTSSearchConfig.mcts.simulations must be a positive integer, got 0"),
-                          ("mcts:\n  simulations: many\n", "MCTSSearchConfig.mcts.simulations expects an integer, got 'many'"),
+    for text, problem in [("mcts:\n  simulations: 0\n",
+                           "MCTSSearchConfig.mcts.simulations must be a positive integer, got 0"),
+                          ("mcts:\n  simulations: many\n",
+                           "MCTSSearchConfig.mcts.simulations expects an integer, got 'many'"),
                           ("mcts:\n  simulatons: 4\n",
                            "unknown MCTSSearchConfig field(s): mcts.simulatons (did you mean mcts.simulations?)"),
                           ("mcts: 4\n", "MCTSSearchConfig.mcts expects a mapping of MCTSConfig fields, got 4")]:

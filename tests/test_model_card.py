@@ -113,7 +113,8 @@ def test_push_to_hub_uploads_the_saved_folder_with_its_card(tmp_path):
     hub = LocalHub(tmp_path / "hub")
     hub_named_policy().push_to_hub("me/tiny", hub_api=hub, private=True)
     repo = tmp_path / "hub" / "me" / "tiny"
-    assert {"config.json", "model.safetensors", "README.md", "generation_config.json"} <= {p.name for p in repo.iterdir()}
+    assert {"config.json", "model.safetensors", "README.md", "generation_config.json"} <= {
+        p.name for p in repo.iterdir()}
     assert card_data(repo)["base_model"] == "someone/tiny-base"
     assert hub.created == [("me/tiny", {"repo_type": "model", "private": True, "exist_ok": True})]
     with pytest.raises(ValueError, match="not a hub repo id") as info:

@@ -52,7 +52,7 @@ def scripted_rollout(monkeypatch):
         for start in starts:
             i = start["options"]["index"]
             for answer, right in PLAN[i][:n]:
-                info = {"correct": right, "parsed_answer": answer, "gold": "G%d" % i, "problem_id": f"p/{i}"}
+                info = {"correct": right, "parsed_answer": answer, "gold": f"G{i}", "problem_id": f"p/{i}"}
                 out.append(Trajectory([1], [2, 3], [-1.0, -1.0], [1, 1], reward=float(right), info=info))
         return out
 

@@ -176,7 +176,7 @@ def test_every_iteration_logs_each_component_and_the_run_folder_has_their_plots(
         assert len(values["digits"]) == len(values["letters"]) == 8
         assert row["reward_digits"] == pytest.approx(np.mean(values["digits"]), abs=1e-4)
         assert row["reward_letters"] == pytest.approx(np.mean(values["letters"]), abs=1e-4)
-        uniform = [(d + l) / 2 for d, l in zip(values["digits"], values["letters"])]
+        uniform = [(d + s) / 2 for d, s in zip(values["digits"], values["letters"])]
         assert row["rewards"] == pytest.approx(uniform, abs=1e-3)
     for name in ("metrics.png", "reward_components.png", "reward_distribution.png"):
         assert (run / name).stat().st_size > 0, name

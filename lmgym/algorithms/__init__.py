@@ -1,7 +1,7 @@
 """What learns: the `RLAlgorithm` family (REINFORCE-stable, GRPO and its variants, PPO, MCTS-search), SFT,
-DPO, the PRM trainer and verifiers trained on the policy's own samples, and the pieces they share (losses, KL, advantages, reward combination, the
-reference model). Training infrastructure is in `training`, search at inference in `search`, measuring policies,
-verifiers and runs in `evaluation`."""
+DPO, the PRM trainer and verifiers trained on the policy's own samples, and the pieces they share (losses, KL,
+advantages, reward combination, the reference model). Training infrastructure is in `training`, search at
+inference in `search`, measuring policies, verifiers and runs in `evaluation`."""
 from lmgym.algorithms.base import RLAlgorithm
 from lmgym.algorithms.config import RLConfig
 from lmgym.algorithms.grpo_variants import DAPO, DAPOConfig

@@ -81,7 +81,8 @@ class RLAlgorithm(Trainer):
         self.config.check_shards(dist.world_size())
         c = self.config
         self.prm = check_prm(prm, c, getattr(policy, "tokenizer", None))
-        self.buffer = buffer if buffer is not None else ReplayBuffer(max(c.batch_size * (c.replay_iterations + 4), 1024))
+        self.buffer = (buffer if buffer is not None
+                       else ReplayBuffer(max(c.batch_size * (c.replay_iterations + 4), 1024)))
         replay.check_capacity(self.buffer, c.batch_size, c.replay_iterations)
         self.ref_synced_at: int | None = None  # iteration of the last policy -> reference copy (None: never)
         if c.ref_sync_every > 0:
@@ -100,7 +101,8 @@ class RLAlgorithm(Trainer):
     def compile_models(self) -> None:
         """The policy's layers and, when it has its own model, the KL reference's."""
         super().compile_models()
-        if self.wants_frozen_compile() and ref.has_own_weights(self.ref_policy) and hasattr(self.ref_policy, "compile_layers"):
+        if (self.wants_frozen_compile() and ref.has_own_weights(self.ref_policy)
+                and hasattr(self.ref_policy, "compile_layers")):
             self.ref_policy.compile_layers(self.config.torch_compile_backend)
 
     # ------------------------------------------------------------------ what a subclass supplies

@@ -150,7 +150,8 @@ class RunLogger:
         if self._wandb is not None:
             import wandb
 
-            images = {f"plots/{p.stem}": wandb.Image(str(p)) for p in sorted(self.run_dir.glob("*.png"))} if plots else {}
+            images = ({f"plots/{p.stem}": wandb.Image(str(p)) for p in sorted(self.run_dir.glob("*.png"))}
+                      if plots else {})
             if images:
                 self._wandb.log(images)
             self._wandb.finish()

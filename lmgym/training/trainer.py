@@ -74,7 +74,8 @@ class Trainer(ABC):
         self.rng = np.random.default_rng(self.config.seed)  # draws shared by every rank (e.g. which prompts)
         self.local_rng = self._local_rng()                   # this rank's own draws, renewed each iteration
         torch.manual_seed(self.config.seed)
-        random.seed(self.config.seed)  # Python's own, which checkpoints store (rng_state.pth) and user code may draw from
+        # Python's own, which checkpoints store (rng_state.pth) and user code may draw from
+        random.seed(self.config.seed)
         self.generator = torch.Generator(device=self.device).manual_seed(self.config.seed)
         dist.broadcast_parameters(policy.parameters())  # every rank starts from rank 0's weights
         self.before_data_parallel()  # copies of the policy, while it can still be copied
@@ -133,7 +134,7 @@ class Trainer(ABC):
         """Held-out metrics (logged with an `eval_` prefix); run by rank 0 alone; nothing by default."""
         return {}
 
-    def before_data_parallel(self) -> None:
+    def before_data_parallel(self) -> None:  # noqa: B027  (an optional hook: a no-op by default)
         """Hook in __init__ once every rank holds rank 0's weights, before the policy is wrapped (DDP) or
         sharded (FSDP, whose modules cannot be copied): where copies of the policy (a KL reference) are made."""
 
@@ -188,7 +189,7 @@ class Trainer(ABC):
         """State of modules besides the policy (e.g. a value head), saved in checkpoints under "extra"."""
         return {}
 
-    def load_extra_state(self, state: dict) -> None:
+    def load_extra_state(self, state: dict) -> None:  # noqa: B027  (an optional hook: a no-op by default)
         """Counterpart of `extra_state`."""
 
     def state_dict(self) -> dict[str, Any]:
