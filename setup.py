@@ -39,6 +39,7 @@ setup(
         "peft>=0.13",
         "sympy>=1.12",
         "numpy>=1.26",
+        "scipy>=1.15",  # evaluation/statistics.py: the paired bootstrap (scipy.stats.bootstrap with rng=)
         "tqdm>=4.66",
         "matplotlib>=3.8",
         "pyyaml>=6.0",
@@ -55,6 +56,7 @@ setup(
         "all": RAG + SERVE + MATH_VERIFY + WANDB,
         "test": ["pytest>=8.0", "hypothesis>=6.100", "httpx>=0.27",  # httpx: fastapi's TestClient
                  "import-linter==2.16",  # tests/test_layers.py: the package layers of .importlinter
+                 "ruff>=0.17",  # tests/test_style.py and .ci/run: pyproject.toml's [tool.ruff] rules
                  "openai>=1.0",  # tests/test_openai_server.py: the real client against the /v1 routes
                  *WANDB],  # tests/test_run_folder.py runs --wandb offline
         "docs": ["mkdocs>=1.6,<2", "mkdocs-material>=9.5,<10", "mkdocstrings[python]>=0.29,<2"],

@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lmgym.training.cli import example_parser  # noqa: E402
+from examples.common import example_parser  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -53,7 +53,8 @@ def main() -> None:
         with torch.no_grad():
             lp, _ = policy.token_logprobs(ids, torch.ones_like(ids), len(g.prompt_ids))
         diffs.append(float((lp[0].float().cpu() - torch.tensor(g.logprobs)).abs().mean()))
-    print("CHECK " + json.dumps({"prompts": args.prompts, "max_new": args.max_new, "graphs": not args.no_graphs,"greedy_identical": same / len(prompts), "prefix_logprob_max_diff": prefix_diff,
+    print("CHECK " + json.dumps({"prompts": args.prompts, "max_new": args.max_new, "graphs": not args.no_graphs,
+                                 "greedy_identical": same / len(prompts), "prefix_logprob_max_diff": prefix_diff,
                                  "sampled_logprob_mean_abs_diff": sum(diffs) / len(diffs)}))
 
 

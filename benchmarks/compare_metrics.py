@@ -3,8 +3,9 @@
     python benchmarks/compare_metrics.py runs/a/metrics.jsonl runs/b/metrics.jsonl
 
 Prints how many values the two files share (same iteration, same key; wall-clock columns such as
-``time_*`` and ``tokens_per_second``, and the GPU ``memory_*`` peaks, left out), how many of them differ, and the first iteration where
-one does. Used to find what moves the CPU quickstart's numerics (statics/results/quickstart_cpu_numerics/).
+``time_*`` and ``tokens_per_second``, and the GPU ``memory_*`` peaks, left out), how many of them differ, and
+the first iteration where one does. Used to find what moves the CPU quickstart's numerics
+(statics/results/quickstart_cpu_numerics/).
 """
 from __future__ import annotations
 

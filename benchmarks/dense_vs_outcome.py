@@ -1,12 +1,13 @@
 """Dense-reward GRPO (verifier step credit, refreshed verifier) against outcome-only GRPO at one sampled-token budget.
 
-    python benchmarks/dense_vs_outcome.py --preset gpu --verifier runs/verifier_loop/verifier --out runs/dense_vs_outcome
+    python benchmarks/dense_vs_outcome.py --preset gpu --verifier runs/verifier_loop/verifier \
+        --out runs/dense_vs_outcome
     python benchmarks/dense_vs_outcome.py --preset cpu --out runs/dense_vs_outcome_cpu     # tiny model, smoke run
 
 Both methods start from the same model on `Arithmetic-v0` (stepwise, one line per action) and train until the
 tokens the policy SAMPLED reach `--token-budget` (the verifier's refresh samples nothing: its labels are the env's
-verdicts on the episodes already sampled). "dense" is GRPO with `prm_credit="progress"` (algorithms/step_credit.py)
-and the verifier refreshed every `--refresh-every` iterations (algorithms/verifier_refresh.py); "outcome" is plain
+verdicts on the episodes already sampled). "dense" is GRPO with `prm_credit="progress"` (algorithms/prm/step_credit.py)
+and the verifier refreshed every `--refresh-every` iterations (algorithms/prm/refresh.py); "outcome" is plain
 GRPO. Each runs with `--seeds` seeds; held-out greedy accuracy on the level's test split (never trained on) is
 measured before and after. The verifier is a folder (examples/verifier_loop.py writes one) or, without
 `--verifier`, a PRM made from the policy with a zero head, trained only by the online refresh (PRIME's design).
@@ -29,8 +30,8 @@ from lmgym.algorithms import GRPO, GRPOConfig  # noqa: E402
 from lmgym.core.atomic_io import atomic_write_text  # noqa: E402
 from lmgym.envs import make  # noqa: E402
 from lmgym.policies import EMBEDDED_MODEL, HFPolicy, ProcessRewardModel  # noqa: E402
-from lmgym.search import evaluate  # noqa: E402
-from lmgym.training.cli import example_parser  # noqa: E402
+from lmgym.evaluation import evaluate  # noqa: E402
+from examples.common import example_parser  # noqa: E402
 
 # gpu: one GPU, the embedded model; cpu: the tiny model built in code, seconds per run
 PRESETS: dict[str, dict] = {

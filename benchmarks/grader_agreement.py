@@ -5,11 +5,11 @@
 Runs the default grader and ``grader="math_verify"`` (if installed) over a JSON Lines file of cases
 (``predicted``, ``gold``, ``expected``, ``category``, ``source``: the published convention the label
 follows; ``output``: true where ``predicted`` is a whole model output, which the default grader reads
-through ``extract_answer`` first and Math-Verify extracts itself) and prints, per grader: agreement, false positives (graded equal, labelled unequal), false
-negatives, timeouts (a call that used its whole CPU budget) and the most CPU seconds one case took
-(this process + the grading worker); then the disagreements by category.  The bundled cases are this
-project's own, written from the conventions of MATH's ``is_equiv``, Math-Verify, lighteval,
-NeMo-Skills and MARIO: a development figure, not a held-out one.
+through ``extract_answer`` first and Math-Verify extracts itself) and prints, per grader: agreement, false
+positives (graded equal, labelled unequal), false negatives, timeouts (a call that used its whole CPU budget)
+and the most CPU seconds one case took (this process + the grading worker); then the disagreements by
+category.  The bundled cases are this project's own, written from the conventions of MATH's ``is_equiv``,
+Math-Verify, lighteval, NeMo-Skills and MARIO: a development figure, not a held-out one.
 """
 from __future__ import annotations
 

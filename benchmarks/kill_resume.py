@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lmgym.training.cli import example_parser  # noqa: E402
+from examples.common import example_parser  # noqa: E402
 
 import tests.kill_harness as harness  # noqa: E402
 

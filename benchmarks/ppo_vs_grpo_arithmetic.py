@@ -17,10 +17,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lmgym.training.cli import example_parser  # noqa: E402
+from examples.common import example_parser  # noqa: E402
 
 from lmgym.algorithms import GRPO, GRPOConfig, PPO, PPOConfig  # noqa: E402
-from lmgym.search import evaluate  # noqa: E402
+from lmgym.evaluation import evaluate  # noqa: E402
 from lmgym.envs import make  # noqa: E402
 from lmgym.policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
 
@@ -38,7 +38,8 @@ def run(name: str, budget: int, out: Path, max_iterations: int, seed: int, model
     algo_cls, config_cls, values = SETTINGS[name]
     policy = HFPolicy(model)
     train_env, test_env = make("Arithmetic-v0", split="train"), make("Arithmetic-v0", split="test")
-    config = config_cls(train_iterations=max_iterations, output_dir=str(out / name), seed=seed, **{**COMMON, "eval_episodes": eval_episodes}, **values)
+    config = config_cls(train_iterations=max_iterations, output_dir=str(out / name), seed=seed,
+                        **{**COMMON, "eval_episodes": eval_episodes}, **values)
     before = evaluate(policy, test_env, config.eval_episodes, config.max_new_tokens)["accuracy"]
     algo = algo_cls(policy, train_env, config)
     rows, sampled, start = [], 0, time.perf_counter()
@@ -94,7 +95,8 @@ def main() -> None:
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    summaries = [run(name, args.token_budget, out, args.max_iterations, args.seed, args.model, args.eval_episodes) for name in args.algorithms]
+    summaries = [run(name, args.token_budget, out, args.max_iterations, args.seed, args.model, args.eval_episodes)
+                 for name in args.algorithms]
     (out / "summary.json").write_text(json.dumps(summaries, indent=2))
     plot(out, args.algorithms)
 

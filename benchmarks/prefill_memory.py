@@ -7,9 +7,9 @@ A model of the embedded model's shape (SmolLM2-135M: 30 layers, hidden 576, 9 qu
 rows), then scores `train-batch` rows of `context` tokens (right-padded, completions of a quarter of it) with
 gradients, as a training pass does. One JSON line per phase: the peak memory allocated above what was
 allocated before the phase (GiB), its seconds and, for sampling, completion tokens per second (second call:
-the fast decoder's first compiles and captures). Issue 23: before the mask-free prefill, the fast decoder's prefill built a
-[batch, 1, prompt, length] mask and bias and fell back to the math kernel (grouped-query attention with a
-mask), holding every head's scores.
+the fast decoder's first compiles and captures). Issue 23: before the mask-free prefill, the fast decoder's
+prefill built a [batch, 1, prompt, length] mask and bias and fell back to the math kernel (grouped-query
+attention with a mask), holding every head's scores.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lmgym.training.cli import example_parser  # noqa: E402
+from examples.common import example_parser  # noqa: E402
 
 import torch  # noqa: E402
 

@@ -6,10 +6,10 @@
 Each `<name>.problems.jsonl` (core/problem_records.py) is read, its numbers recomputed with the toolkit's own
 definitions, by the records' `kind`:
 
-- ``sampled`` (lmgym.search.evaluate): accuracy, and with k > 1 pass@k (unbiased from n samples), any@k, maj@k;
+- ``sampled`` (lmgym.evaluation.evaluate): accuracy, and with k > 1 pass@k (unbiased from n samples), any@k, maj@k;
 - ``rag`` (search.evaluate_rag): EM, F1, their untagged-reply readings, MRR, recall@3, recall, searches, tokens;
 - ``reflection`` (algorithms.evaluate_reflection): p1@t1, m1@tT, p1@tT, final accuracy, acc@tk, w2r@tk, r2w@tk
-  and, with 2 or more turns, the critic's rates (lmgym.algorithms.reflection_critic_metrics: false alarms, misses,
+  and, with 2 or more turns, the critic's rates (lmgym.evaluation.reflection_critic_metrics: false alarms, misses,
   unclear verdicts, keep after approval, fixed after rejection, broken after an alarm or an approval);
 - ``verifier`` (algorithms.evaluate_verifier), per verifier and level: the solution-level accuracy, AUC and
   ECE of the scores, best-of-N, maj@N, weighted maj@N, pass@N and the samples' accuracy;
@@ -33,13 +33,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lmgym.algorithms.reflection_critic_metrics import critic_rates, record_critic_turns  # noqa: E402
-from lmgym.algorithms.reflection_metrics import reflection_metrics, turn_metrics  # noqa: E402
-from lmgym.algorithms.verifier_eval import verifier_problem_metrics, verifier_solution_metrics  # noqa: E402
+from lmgym.evaluation.reflection_critic_metrics import critic_rates, record_critic_turns  # noqa: E402
+from lmgym.evaluation.reflection_metrics import reflection_metrics, turn_metrics  # noqa: E402
+from lmgym.evaluation.verifier_eval import verifier_problem_metrics, verifier_solution_metrics  # noqa: E402
 from lmgym.core.problem_records import SUFFIX, problems_path, read_problem_records  # noqa: E402
-from lmgym.search.evaluate import sampled_metrics  # noqa: E402
-from lmgym.search.rag_evaluate import mean_metrics  # noqa: E402
-from lmgym.search.search_eval import search_metrics  # noqa: E402
+from lmgym.evaluation.evaluate import sampled_metrics  # noqa: E402
+from lmgym.evaluation.rag_evaluate import mean_metrics  # noqa: E402
+from lmgym.evaluation.search_eval import search_metrics  # noqa: E402
 
 # aggregate files that carry headline numbers (RESULTS.md's): listed when no records file stands beside them
 AGGREGATE_NAMES = ("eval.json", "*.eval.json", "*_eval.json", "verifier_eval.json", "reflection.json",
@@ -95,7 +95,7 @@ def stored_aggregates(kind: str, data: Any, group: str) -> Mapping[str, Any]:
     if kind == "verifier":
         verifier, level = group.split("/", 1)
         return data.get("verifiers", {}).get(verifier, {}).get(level, {})
-    if kind == "rag":  # lmgym.training.pipeline_table.save_row: {"settings": ..., "row": {"metrics": ...}}
+    if kind == "rag":  # examples/pipeline_table.py save_row: {"settings": ..., "row": {"metrics": ...}}
         return data.get("row", {}).get("metrics", {})
     if kind == "pipeline":  # save_row: {"settings": ..., "row": {"method": ..., "results": {suite: {...}}}}
         return data.get("row", {}).get("results", {}).get(group.split("/", 1)[0], {})

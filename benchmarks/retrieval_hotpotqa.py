@@ -25,7 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lmgym.training.cli import example_parser, run_with_clear_errors  # noqa: E402
+from examples.common import example_parser  # noqa: E402
+from lmgym.training.cli import run_with_clear_errors  # noqa: E402
 from lmgym.envs.hotpotqa_data import load_hotpotqa  # noqa: E402
 from lmgym.retrieval import (  # noqa: E402
     EMBEDDED_EMBEDDER, DocumentStore, StoreConfig, documents_from_hotpotqa, embedder_from_name,
@@ -78,8 +79,10 @@ def markdown(report: dict) -> str:
     lines.append("")
     lines.append(f"{report['questions']} questions, {report['documents']} paragraphs ({report['chunks']} chunks) "
                  f"from {report['data']}; embedder {report['embedder']} on {report['device']} "
-                 f"({report['cpu_count']} CPU cores, {report['torch_threads']} torch thread(s), load average {report['load_average'][0]:.1f} at the start, "
-                 f"{report['load_average'][1]:.1f} at the end). Index build: BM25 {build['bm25']:.1f} s, BM25 + embeddings "
+                 f"({report['cpu_count']} CPU cores, {report['torch_threads']} torch thread(s), "
+                 f"load average {report['load_average'][0]:.1f} at the start, "
+                 f"{report['load_average'][1]:.1f} at the end). Index build: BM25 {build['bm25']:.1f} s, "
+                 f"BM25 + embeddings "
                  f"{build['bm25_and_dense']:.1f} s; loading the saved index: {report['load_s']:.2f} s.")
     return "\n".join(lines) + "\n"
 
@@ -110,7 +113,8 @@ def run(args: argparse.Namespace) -> dict:
     report = {
         "data": os.path.relpath(Path(args.data).absolute(), ROOT), "questions": len(records),
         "documents": len(documents), "chunks": len(store), "embedder": embedder.name, "device": args.device,
-        "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(), "machine": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+        "machine": platform.processor() or platform.machine(),
         # other processes on the machine slow every timing: the 1-minute load average before and after
         "load_average": [load_before, os.getloadavg()[0]],
         "store_config": asdict(config),
@@ -132,8 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "hotpotqa"),
                         help="HotpotQA file or folder (default ../shared/data/hotpotqa: every file in it, pooled)")
     parser.add_argument("--embedder", default=EMBEDDED_EMBEDDER,
-                        help=f"dense embedder: {EMBEDDED_EMBEDDER} (default), hashing-<dim>, or a sentence-transformers "
-                             "folder or hub name")
+                        help=f"dense embedder: {EMBEDDED_EMBEDDER} (default), hashing-<dim>, "
+                             "or a sentence-transformers folder or hub name")
     parser.add_argument("--device", default="cpu", help="embedding device (default cpu)")
     parser.add_argument("--threads", type=int, default=0,
                         help="torch CPU threads (default 0: torch's own choice); on a busy machine 1 avoids threads "

@@ -20,10 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lmgym.training.cli import example_parser  # noqa: E402
+from examples.common import example_parser  # noqa: E402
 
 from lmgym.algorithms import GRPO, GRPOConfig, MCTSSearch, MCTSSearchConfig  # noqa: E402
-from lmgym.search import evaluate  # noqa: E402
+from lmgym.evaluation import evaluate  # noqa: E402
 from lmgym.envs import make  # noqa: E402
 from lmgym.policies import EMBEDDED_MODEL, HFPolicy, ProcessRewardModel  # noqa: E402
 
@@ -62,7 +62,8 @@ def run(name: str, args: argparse.Namespace, out: Path) -> dict:
         needs_prm = name == "GRPO_PRM" or config.mcts.evaluation == "prm"
         extra = {"prm": ProcessRewardModel.from_pretrained(args.prm) if needs_prm and args.prm else None}
         if needs_prm and extra["prm"] is None:
-            raise SystemExit(f"{name} needs --prm (a verifier folder: examples/verifier_loop.py or examples/train_prm.py)")
+            raise SystemExit(f"{name} needs --prm "
+                             "(a verifier folder: examples/verifier_loop.py or examples/train_prm.py)")
     before = evaluate(policy, test_env, args.eval_episodes, COMMON["max_new_tokens"])["accuracy"]
     algo = algo_cls(policy, env, config, **extra)
     rows, sampled, start = [], 0, time.perf_counter()

@@ -28,12 +28,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lmgym.training.cli import example_parser  # noqa: E402
+from examples.common import example_parser  # noqa: E402
 
 import torch  # noqa: E402
 
 from lmgym.algorithms import SFT, SFTConfig  # noqa: E402
-from lmgym.search import evaluate  # noqa: E402
+from lmgym.evaluation import evaluate  # noqa: E402
 from lmgym.traindata.sft_data import gsm8k_sft_examples  # noqa: E402
 from lmgym.envs import make  # noqa: E402
 from lmgym.policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
@@ -68,7 +68,7 @@ def run_trl(args, rows_path: Path, model_dir: str) -> dict:
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"TRL baseline failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
-    line = next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))
+    line = next(out for out in done.stdout.splitlines() if out.startswith("RESULT "))
     return json.loads(line[len("RESULT "):])
 
 
@@ -92,7 +92,8 @@ def main() -> None:
     parser.add_argument("--small", action="store_true", help="a CPU smoke run: 64 rows, 4 evaluated")
     args = parser.parse_args()
     if args.small:
-        args.holdout, args.eval_episodes, args.max_new_tokens, args.batch, args.micro, args.trl_micro = 8, 4, 16, 8, 4, 4
+        args.holdout, args.eval_episodes, args.max_new_tokens = 8, 4, 16
+        args.batch, args.micro, args.trl_micro = 8, 4, 4
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 

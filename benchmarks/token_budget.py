@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lmgym.training.cli import example_parser  # noqa: E402
+from examples.common import example_parser  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -88,11 +88,10 @@ def measure(args, micro_batch: int, budget: int, trajectories: list[Trajectory])
     peaks: dict[str, float | None] = {}
     try:
         for repeat in range(args.repeats):
-            for phase, run in (("reference", lambda: algo.prepare(trajectories)),
-                               ("update", lambda: algo.update_step(trajectories))):
+            for phase in ("reference", "update"):
                 reset_peak()
                 start = time.perf_counter()
-                result = run()
+                result = (algo.prepare if phase == "reference" else algo.update_step)(trajectories)
                 sync()
                 times[phase].append(time.perf_counter() - start)
                 peaks[phase] = max(peaks.get(phase) or 0.0, peak_gb() or 0.0) if torch.cuda.is_available() else None

@@ -39,6 +39,7 @@ from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "examples"))  # the examples it loads import their `common`
 DEFAULT_OUT = ROOT / "statics" / "results" / "user_habits_walk" / "results.json"
 WORKS, PARTLY, FAILS = "works", "partly", "fails"
 QUICKSTART = ROOT / "examples" / "quickstart.py"
@@ -528,7 +529,8 @@ def readme_new_env_block(walk: Walk) -> Verdict:
     return works(f"the block ({lines} lines) runs verbatim; prints {one_line(out.getvalue(), 80)}")
 
 
-@expectation("envs", "a custom per-sample reward function `fn(completion, gold, info)` plugs into make(..., reward_fns)")
+@expectation("envs",
+             "a custom per-sample reward function `fn(completion, gold, info)` plugs into make(..., reward_fns)")
 def custom_reward_fn(walk: Walk) -> Verdict:
     from lmgym.envs import make
 
@@ -579,7 +581,8 @@ def dataset_env(walk: Walk) -> Verdict:
                  "moved the weights")
 
 
-@expectation("trl", "TRL-style rewards `fn(prompts, completions, **kw)` are called once per batch, extra columns as lists")
+@expectation("trl",
+             "TRL-style rewards `fn(prompts, completions, **kw)` are called once per batch, extra columns as lists")
 def trl_reward_batched(walk: Walk) -> Verdict:
     calls = walk.trl_run["calls"]
     training = [c for c in calls if len(c["completions"]) == 6]  # 2 prompts x 3 samples
@@ -640,8 +643,9 @@ def trl_config_names(walk: Walk) -> Verdict:
         GRPOConfig(num_generations=4, output_dir=str(walk.tmp / "runs" / "trl-names"))
         direct = "the constructor takes them too"
     except Exception as error:  # noqa: BLE001
-        direct = f"GRPOConfig(num_generations=4) itself is refused in one line ({type(error).__name__}) naming from_trl" \
-            if "from_trl" in str(error) else f"GRPOConfig(num_generations=4): {one_line(error, 80)}"
+        direct = (f"GRPOConfig(num_generations=4) itself is refused in one line ({type(error).__name__}) "
+                  "naming from_trl" if "from_trl" in str(error)
+                  else f"GRPOConfig(num_generations=4): {one_line(error, 80)}")
     return works(f"YAML + flags map all six (minibatch = G x micro x ranks = 8), as does GRPOConfig.from_trl; {direct}")
 
 
@@ -649,7 +653,8 @@ def trl_config_names(walk: Walk) -> Verdict:
 # Models and policies
 
 
-@expectation("models", "HFPolicy wraps any causal LM (a folder path, or a model + tokenizer) and samples from text prompts")
+@expectation("models",
+             "HFPolicy wraps any causal LM (a folder path, or a model + tokenizer) and samples from text prompts")
 def hfpolicy_any_causal_lm(walk: Walk) -> Verdict:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -847,7 +852,8 @@ def ctrl_c_one_line_130(walk: Walk) -> Verdict:
         return partly(f"exit 130, but stderr has {len(lines)} lines: {last_lines(err, 2)}")
     iteration = int(re.fullmatch(pattern, lines[0]).group(1))
     if f"iter-{iteration:06d}" not in runs["checkpoints_after_interrupt"]:
-        return partly(f"one line and 130, but no checkpoint of iteration {iteration}: {runs['checkpoints_after_interrupt']}")
+        return partly(f"one line and 130, but no checkpoint of iteration {iteration}: "
+                      f"{runs['checkpoints_after_interrupt']}")
     return works(f"SIGINT after iteration {runs['sent_after']} logged: '{lines[0].split(' (')[0]}', exit 130, "
                  f"checkpoint iter-{iteration:06d}")
 
@@ -890,7 +896,8 @@ def wandb_resume_same_run(walk: Walk) -> Verdict:
     ids = {name.rsplit("-", 1)[-1] for name in offline}
     if first_id != second_id or len(offline) != 2 or ids != {first_id}:
         return fails(f"ids {first_id} -> {second_id}; offline folders {offline}")
-    return works(f"both sessions log to W&B run {first_id} (two offline-run folders of that id; `wandb sync` joins them)")
+    return works(f"both sessions log to W&B run {first_id} "
+                 "(two offline-run folders of that id; `wandb sync` joins them)")
 
 
 @expectation("runs", "checkpoint weights are safetensors that `safetensors` / transformers load")
@@ -919,7 +926,8 @@ def checkpoint_safetensors(walk: Walk) -> Verdict:
         with torch.no_grad():
             same = torch.equal(direct_model(ids).logits, model(ids).logits)
         if not same:
-            return partly("from_pretrained(checkpoint folder) loads, but its logits differ from the checkpoint's weights")
+            return partly("from_pretrained(checkpoint folder) loads, "
+                          "but its logits differ from the checkpoint's weights")
         direct = "and from_pretrained(checkpoint folder) loads them (the same logits)"
     except Exception as error:  # noqa: BLE001
         return partly(f"safetensors.load_file + load_state_dict work, but AutoModelForCausalLM.from_pretrained("
@@ -960,7 +968,8 @@ def no_deprecated_calls(walk: Walk) -> Verdict:
                  f"torchrun (warnings shown; {others} from libraries)")
 
 
-@expectation("runs", "`torchrun --nproc_per_node 2` on the CPU trains one run: one folder, one set of prints, one model")
+@expectation("runs",
+             "`torchrun --nproc_per_node 2` on the CPU trains one run: one folder, one set of prints, one model")
 def torchrun_two_cpu_ranks(walk: Walk) -> Verdict:
     result = walk.torchrun
     proc, run = result["proc"], result["run"]
@@ -988,7 +997,8 @@ def model_folder_transformers(walk: Walk) -> Verdict:
     out = generate("What is 2 + 3?", max_new_tokens=4)
     if not out or "generated_text" not in out[0]:
         return fails(f"pipeline returned {out!r}")
-    return works(f"from_pretrained and pipeline load {folder.name}/ and generate ({sorted(p.name for p in folder.iterdir())[:4]}...)")
+    return works(f"from_pretrained and pipeline load {folder.name}/ and generate "
+                 f"({sorted(p.name for p in folder.iterdir())[:4]}...)")
 
 
 @expectation("export", "model/ and model/adapter/ carry model cards (README.md) with YAML metadata, base as a hub id")
@@ -1041,7 +1051,8 @@ def push_to_hub(walk: Walk) -> Verdict:
                  "a local stand-in for HfApi; no network here)")
 
 
-@expectation("export", "`AutoPeftModelForCausalLM.from_pretrained(adapter)` loads a LoRA run's adapter (base as a hub id)")
+@expectation("export",
+             "`AutoPeftModelForCausalLM.from_pretrained(adapter)` loads a LoRA run's adapter (base as a hub id)")
 def adapter_autopeft(walk: Walk) -> Verdict:
     import torch
     from peft import AutoPeftModelForCausalLM
@@ -1079,7 +1090,8 @@ def merge_lora(walk: Walk) -> Verdict:
         same = torch.allclose(model(input_ids=ids).logits, walk.lora_run["policy"].model(input_ids=ids).logits,
                               atol=1e-4)
     if (out / "adapter_config.json").exists() or not same:
-        return fails(f"merged folder outputs equal: {same}; adapter_config left: {(out / 'adapter_config.json').exists()}")
+        return fails(f"merged folder outputs equal: {same}; "
+                     f"adapter_config left: {(out / 'adapter_config.json').exists()}")
     return works("merged folder has no peft files and matches the adapter model's logits")
 
 
@@ -1087,13 +1099,14 @@ def merge_lora(walk: Walk) -> Verdict:
 def evaluate_model_folder(walk: Walk) -> Verdict:
     from lmgym.envs import make
     from lmgym.policies import HFPolicy
-    from lmgym.search import evaluate
+    from lmgym.evaluation import evaluate
 
     policy = HFPolicy(str(walk.cli_runs["straight"] / "model"), device="cpu")
     result = evaluate(policy, make("Arithmetic-v0", level=0, split="test"), episodes=4)
     if "accuracy" not in result:
         return fails(f"evaluate returned {sorted(result)}")
-    return works(f"lmgym.search.evaluate(HFPolicy(run/model), test env, episodes=4) -> accuracy {result['accuracy']} "
+    return works(f"lmgym.evaluation.evaluate(HFPolicy(run/model), test env, episodes=4) -> accuracy "
+                 f"{result['accuracy']} "
                  f"and {len(result) - 1} more keys")
 
 
@@ -1101,7 +1114,8 @@ def evaluate_model_folder(walk: Walk) -> Verdict:
 # Serving
 
 
-@expectation("serving", "the `openai` client works against the server: models, completions, chat with n, stop, streaming")
+@expectation("serving",
+             "the `openai` client works against the server: models, completions, chat with n, stop, streaming")
 def openai_client(walk: Walk) -> Verdict:
     server = walk.server
     client = server["client"]

@@ -21,11 +21,13 @@ def load(paths: list[str]) -> tuple[dict | None, list[dict], list[dict]]:
 
 def table(toolkit: dict, trl: list[dict]) -> str:
     best = min(trl, key=lambda r: r["median_step_s"])
-    lines = ["| run | median s/step | completion tokens/s | peak GPU memory (GB) | tokens/s vs TRL best | memory vs TRL best |",
+    lines = ["| run | median s/step | completion tokens/s | peak GPU memory (GB) | tokens/s vs TRL best "
+             "| memory vs TRL best |",
              "| --- | ---: | ---: | ---: | ---: | ---: |"]
     rows = [("this toolkit (GRPO, fast decode)", toolkit)] + [(f"TRL GRPOTrainer, {r['mode']}", r) for r in trl]
     for name, r in rows:
-        lines.append(f"| {name} | {r['median_step_s']:.2f} | {r['completion_tok_per_s']:,.0f} | {r['peak_mem_gb']:.1f} | "
+        lines.append(f"| {name} | {r['median_step_s']:.2f} | {r['completion_tok_per_s']:,.0f} "
+                     f"| {r['peak_mem_gb']:.1f} | "
                      f"{r['completion_tok_per_s'] / best['completion_tok_per_s']:.2f}x | "
                      f"{r['peak_mem_gb'] / best['peak_mem_gb']:.2f}x |")
     return "\n".join(lines)

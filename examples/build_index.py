@@ -18,7 +18,8 @@ import typing
 from typing import Any, Callable
 
 
-from lmgym.training.cli import example_parser, run_with_clear_errors  # noqa: E402
+from common import example_parser  # noqa: E402
+from lmgym.training.cli import run_with_clear_errors  # noqa: E402
 from lmgym.retrieval import (  # noqa: E402
     EMBEDDED_EMBEDDER, DocumentStore, StoreConfig, documents_from_hotpotqa, documents_from_jsonl,
     embedder_from_name,

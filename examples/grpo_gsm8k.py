@@ -15,9 +15,9 @@ import argparse
 
 
 from lmgym.algorithms import GRPO, GRPOConfig  # noqa: E402
+from common import example_parser  # noqa: E402
 from lmgym.training.cli import (  # noqa: E402
-    add_config_arguments, config_from_arguments, example_parser, gsm8k_train_test, run_with_clear_errors,
-    train_and_report,
+    add_config_arguments, config_from_arguments, gsm8k_train_test, run_with_clear_errors, train_and_report,
 )
 from lmgym.training.distributed import init_from_env  # noqa: E402
 from lmgym.envs import DataFileNotFoundError  # noqa: E402
@@ -39,7 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", default=EMBEDDED_MODEL, help="hub name, local folder, or the embedded default")
     parser.add_argument("--system_prompt_path", default=str(PROMPTS_DIR / "single_turn_sys.txt"),
                         help="system prompt file")
-    parser.add_argument("--resume", action="store_true", help="continue from the newest complete checkpoint in <output_dir>/checkpoints if there is one")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue from the newest complete checkpoint in <output_dir>/checkpoints if there is one")
     add_config_arguments(parser, GRPOConfig, DEFAULTS)
     return parser
 

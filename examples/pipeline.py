@@ -22,9 +22,9 @@ Stages (each in <output_dir>/<stage>/; a Trainer run folder with its model in mo
    evaluation column only.
 3. grpo: algorithms.GRPO from the SFT model on the stepwise train env (one line per step), env reward only.
 4. grpo_prm: GRPO continued from row 3's model with the PRM as a dense reward beside the env's (prm_weight
-   > 0): each step earns its PRM score difference (prm_credit "progress", algorithms/step_credit.py), and
-   the PRM is refreshed on the policy's own samples every 2 iterations (refresh, algorithms/
-   verifier_refresh.py; the refreshed weights are kept in grpo_prm's checkpoints only, row 5 loads prm/prm).
+   > 0): each step earns its PRM score difference (prm_credit "progress", algorithms/prm/step_credit.py), and
+   the PRM is refreshed on the policy's own samples every 2 iterations (refresh, algorithms/prm/
+   refresh.py; the refreshed weights are kept in grpo_prm's checkpoints only, row 5 loads prm/prm).
    It continues from row 3, not from row 2, because the table's rows each add to the one before (SFT,
    + GRPO, + PRM): row 4 is row 3's model with the PRM reward added, so it has had more RL iterations than
    row 3 as well; retraining from row 2 would isolate the PRM's effect but break the chain the table reports.
@@ -58,12 +58,11 @@ from pathlib import Path
 from lmgym.algorithms import GRPO, GRPOConfig, PRMConfig, SFT, SFTConfig, verifier_trainer  # noqa: E402
 from lmgym.search import MCTSConfig  # noqa: E402
 from lmgym.training import load_config  # noqa: E402
-from lmgym.training.cli import (add_preset_sizes, example_parser, parse_stages, preset_sizes,  # noqa: E402
-                          release_memory, run_with_clear_errors)
-from lmgym.training.pipeline_table import (EVAL_FILE, ROWS, load_row, markdown_table, save_pipeline,  # noqa: E402
-                                     save_row)
+from common import add_preset_sizes, example_parser, parse_stages, preset_sizes, release_memory  # noqa: E402
+from lmgym.training.cli import run_with_clear_errors  # noqa: E402
+from pipeline_table import EVAL_FILE, ROWS, load_row, markdown_table, save_pipeline, save_row  # noqa: E402
 from lmgym.search import SearchSettings  # noqa: E402
-from lmgym.search.search_eval import search_outcomes  # noqa: E402
+from lmgym.evaluation.search_eval import search_outcomes  # noqa: E402
 from lmgym.core.problem_records import problems_path, write_problem_records  # noqa: E402
 from lmgym.traindata.sft_data import arithmetic_sft_examples, gsm8k_sft_examples  # noqa: E402
 from lmgym.traindata.step_data import (LabelledSample, load_policy_labels, policy_labels,  # noqa: E402

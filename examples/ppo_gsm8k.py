@@ -19,9 +19,9 @@ from pathlib import Path
 
 
 from lmgym.algorithms import PPO, PPOConfig  # noqa: E402
+from common import example_parser  # noqa: E402
 from lmgym.training.cli import (  # noqa: E402
-    add_config_arguments, config_from_arguments, example_parser, gsm8k_train_test, run_with_clear_errors,
-    train_and_report,
+    add_config_arguments, config_from_arguments, gsm8k_train_test, run_with_clear_errors, train_and_report,
 )
 from lmgym.training.distributed import init_from_env  # noqa: E402
 from lmgym.policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
@@ -42,7 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--holdout", type=int, default=500, help="training rows held back without a test file")
     parser.add_argument("--model", default=EMBEDDED_MODEL, help="hub name, local folder, or the embedded default")
     parser.add_argument("--system_prompt_path", default=str(SYSTEM_PROMPT), help="system prompt file ('' for none)")
-    parser.add_argument("--resume", action="store_true", help="continue from the newest complete checkpoint in <output_dir>/checkpoints")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue from the newest complete checkpoint in <output_dir>/checkpoints")
     add_config_arguments(parser, PPOConfig, DEFAULTS)
     return parser
 

@@ -23,8 +23,9 @@ from pathlib import Path
 
 from lmgym.algorithms import GRPO, GRPOConfig  # noqa: E402
 from lmgym.training import ConfigError  # noqa: E402
+from common import example_parser  # noqa: E402
 from lmgym.training.cli import (  # noqa: E402
-    add_config_arguments, config_from_arguments, example_parser, run_with_clear_errors, train_and_report,
+    add_config_arguments, config_from_arguments, run_with_clear_errors, train_and_report,
 )
 from lmgym.training.distributed import init_from_env  # noqa: E402
 from lmgym.envs import make  # noqa: E402
@@ -53,7 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="one line per step (Arithmetic-v0's stepwise mode): the steps a PRM scores")
     parser.add_argument("--prm", default=None, help="a PRM folder (examples/train_prm.py) whose step scores join "
                                                     "the reward, weighted by --prm_weight (> 0)")
-    parser.add_argument("--resume", action="store_true", help="continue from the newest complete checkpoint in <output_dir>/checkpoints")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue from the newest complete checkpoint in <output_dir>/checkpoints")
     add_config_arguments(parser, GRPOConfig, presets=PRESETS)  # --help shows each preset's values
     return parser
 

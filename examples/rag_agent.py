@@ -38,7 +38,7 @@ Rows, each evaluated greedily (--max_new_tokens a turn) on the held-out question
   ones among its distractors (HotpotQA-v0 distractor).
 The references are answered by --reference_model (default --model, the base model), with no system prompt:
 they tell what retrieval, no retrieval and the gold paragraphs give an untrained reader.
-Columns (`lmgym.search.rag_evaluate`): MRR of the episode's own searches (the first supporting title's reciprocal
+Columns (`lmgym.evaluation.rag_evaluate`): MRR of the episode's own searches (the first supporting title's reciprocal
 rank among everything it retrieved), recall@3 (the share of the supporting titles among the first 3
 passages it retrieved: its first search's), recall over every passage it retrieved, EM, F1, the same two with
 an untagged reply's first line read as its answer (what an untrained reader knew, apart from the format),
@@ -66,11 +66,11 @@ from lmgym.core.problem_records import write_problem_records  # noqa: E402
 from lmgym.envs.hotpotqa_data import held_out_ranges, load_hotpotqa  # noqa: E402
 from lmgym.policies import EMBEDDED_MODEL  # noqa: E402
 from lmgym.policies.few_shot import PROMPTS_DIR, read_system_prompt  # noqa: E402
-from lmgym.search.rag_evaluate import METRICS, evaluate_rag  # noqa: E402
+from lmgym.evaluation.rag_evaluate import METRICS, evaluate_rag  # noqa: E402
 from lmgym.training import load_config  # noqa: E402
-from lmgym.training.cli import (add_preset_sizes, example_parser, parse_stages, preset_sizes,  # noqa: E402
-                          release_memory, run_with_clear_errors)
-from lmgym.training.pipeline_table import EVAL_FILE, load_row, save_row  # noqa: E402
+from common import add_preset_sizes, example_parser, parse_stages, preset_sizes, release_memory  # noqa: E402
+from lmgym.training.cli import run_with_clear_errors  # noqa: E402
+from pipeline_table import EVAL_FILE, load_row, save_row  # noqa: E402
 
 STAGES = ("sft", "grpo", "base", "question_search", "closed_book", "gold_context")
 REFERENCES = {"question_search": "question as the only query, top {k}, then answer",

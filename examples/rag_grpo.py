@@ -40,8 +40,9 @@ from pathlib import Path
 
 
 from lmgym.algorithms import GRPO, GRPOConfig  # noqa: E402
+from common import example_parser  # noqa: E402
 from lmgym.training.cli import (  # noqa: E402
-    add_config_arguments, config_from_arguments, example_parser, run_with_clear_errors, train_and_report,
+    add_config_arguments, config_from_arguments, run_with_clear_errors, train_and_report,
 )
 from lmgym.training.distributed import init_from_env, is_main, main_first  # noqa: E402
 from lmgym.envs import make  # noqa: E402

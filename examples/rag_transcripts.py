@@ -28,7 +28,8 @@ from lmgym.envs.hotpotqa_data import held_out_ranges, load_hotpotqa  # noqa: E40
 from lmgym.envs.rag import RAGHotpotQAEnv  # noqa: E402
 from lmgym.policies.few_shot import PROMPTS_DIR, read_system_prompt  # noqa: E402
 from lmgym.traindata.tool_transcripts import tool_transcripts  # noqa: E402
-from lmgym.training.cli import example_parser, run_with_clear_errors  # noqa: E402
+from common import example_parser  # noqa: E402
+from lmgym.training.cli import run_with_clear_errors  # noqa: E402
 
 DEFAULT_HOLD_OUT = 150
 

@@ -14,8 +14,9 @@ Stages, each written under --output_dir and skipped on a rerun once finished (--
 a stage whose input was just rebuilt runs again too):
 
 1. base/eval.json: the base model on the held-back problems (greedy; --turns actor answers, the critic
-   between them; each problem's turns in base/eval.problems.jsonl): p1@t1 (the first answer is right), m1@tT (the majority of the T answers is), p1@tT (one
-   of them is), tokens (sampled per episode, both roles), acc@t{k}, w2r@t{k}, r2w@t{k}.
+   between them; each problem's turns in base/eval.problems.jsonl): p1@t1 (the first answer is right), m1@tT
+   (the majority of the T answers is), p1@tT (one of them is), tokens (sampled per episode, both roles),
+   acc@t{k}, w2r@t{k}, r2w@t{k}.
 2. sft_first/: (a) the actor's first-answer SFT on the gold solutions of --sft_examples TRAIN problems (a
    budget: few examples leave the first answer often wrong, room for reflection to show anything).
 3. sft/answers/: (b) that model answers --reflect_problems other TRAIN problems (sampled at
@@ -25,7 +26,8 @@ a stage whose input was just rebuilt runs again too):
    programmatic oracle's feedback, actor refinement SFT on (question, answer, feedback) -> the gold
    solution, over those answers, mixed with (a)'s first-answer examples so the first answer is kept
    (--critic_style checked: the feedback redoes each step of the answer before its verdict,
-   traindata/checked_feedback.py); the model in sft/model (--reflect_sft_iterations; the rest of SFTConfig as stage 2's).
+   traindata/checked_feedback.py); the model in sft/model (--reflect_sft_iterations; the rest of SFTConfig as
+   stage 2's).
    Why two stages rather than one run: (b) needs a model that answers like the actor will, and the critic
    should learn on that model's own mistakes; continuing from it reuses its training instead of redoing it.
 5. pairs/: the SFT model plays branched episodes on --pair_problems further TRAIN problems (one answer,
@@ -63,10 +65,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 
-from lmgym.algorithms import DPOConfig, evaluate_reflection, reflection_episodes, SFT, SFTConfig  # noqa: E402
+from lmgym.algorithms import DPOConfig, SFT, SFTConfig  # noqa: E402
+from lmgym.evaluation import evaluate_reflection, reflection_episodes  # noqa: E402
 from lmgym.algorithms.dpo import VARIANTS  # noqa: E402
-from lmgym.algorithms.reflection_critic_metrics import CRITIC_METRICS  # noqa: E402
-from lmgym.algorithms.reflection_plots import plot_turn_accuracy  # noqa: E402
+from lmgym.evaluation.reflection_critic_metrics import CRITIC_METRICS  # noqa: E402
+from lmgym.evaluation.reflection_metrics import plot_turn_accuracy  # noqa: E402
 from lmgym.core.atomic_io import atomic_write_text  # noqa: E402
 from lmgym.core.jsonl import read_json  # noqa: E402
 from lmgym.core.problem_records import problems_path  # noqa: E402
@@ -81,7 +84,8 @@ from lmgym.traindata.reflection_sft import (  # noqa: E402
     FEEDBACK_STYLES, AnswerRow, ReflectionTurnExample, actor_refinement_sft_examples, answer_rows, critic_sft_examples,
     gold_text,
 )
-from lmgym.training.cli import example_parser, run_with_clear_errors  # noqa: E402
+from common import example_parser  # noqa: E402
+from lmgym.training.cli import run_with_clear_errors  # noqa: E402
 from lmgym.training.config import load_config  # noqa: E402
 
 ENVS = {"Reflection-Arithmetic-v0": None, "Reflection-GSM8K-v0": "train", "Reflection-MATH-v0": "test"}  # -> split
@@ -461,7 +465,7 @@ class Pipeline:
                  *markdown_table(["stage", *turn_columns], [[r["stage"], *(percent(r[c]) for c in turn_columns)]
                                                             for r in rows]), "",
                  ("What the critic said and what the actor did next, pooled over the critic turns "
-                  "(algorithms/reflection_critic_metrics.py): false alarm = rejected a right answer; miss = approved "
+                  "(evaluation/reflection_critic_metrics.py): false alarm = rejected a right answer; miss = approved "
                   "a wrong one; then the actor's next answer after each kind of verdict."), "",
                  *markdown_table(["stage", *CRITIC_METRICS], [[r["stage"], *(percent(r[c]) for c in CRITIC_METRICS)]
                                                              for r in rows])]

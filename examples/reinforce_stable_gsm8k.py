@@ -49,8 +49,9 @@ from pathlib import Path
 
 from lmgym.algorithms import ReinforceStable, ReinforceStableConfig  # noqa: E402
 from lmgym.training import ConfigError  # noqa: E402
+from common import example_parser  # noqa: E402
 from lmgym.training.cli import (  # noqa: E402
-    config_from_arguments, example_parser, gsm8k_train_test, run_with_clear_errors, same_file, train_and_report,
+    config_from_arguments, gsm8k_train_test, run_with_clear_errors, same_file, train_and_report,
 )
 from lmgym.training.distributed import init_from_env  # noqa: E402
 from lmgym.buffers import ReplayBuffer  # noqa: E402
@@ -163,8 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--sys_prompt_path", default=str(DEFAULT_SYSTEM_PROMPT_PATH), help="system prompt file")
     model.add_argument("--n_few_shot_examples", type=int, default=5, help="solved examples in every prompt")
     model.add_argument("--lora_r", type=int, default=0, help="train LoRA adapters of this rank (0: every weight)")
-    model.add_argument("--load_in_4bit", action="store_true", help="QLoRA: the base in 4-bit (needs --lora_r, bitsandbytes)")
-    model.add_argument("--gradient_checkpointing", action="store_true", help="recompute activations: less memory, more time")
+    model.add_argument("--load_in_4bit", action="store_true",
+                       help="QLoRA: the base in 4-bit (needs --lora_r, bitsandbytes)")
+    model.add_argument("--gradient_checkpointing", action="store_true",
+                       help="recompute activations: less memory, more time")
     loop = parser.add_argument_group("training (see the mapping above)")
     for flag, kind, text in [
         ("num_iterations", int, "collect -> update rounds"),
@@ -190,7 +193,8 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--save_path", default=None, help=f"run folder (default {DEFAULTS['output_dir']})")
     out.add_argument("--cache_buffer", action="store_true", help="save/reuse collections at --buffer_cache_path")
     out.add_argument("--buffer_cache_path", default=None, help="replay buffer file for --cache_buffer")
-    out.add_argument("--resume", action="store_true", help="continue from the newest complete checkpoint in <save_path>/checkpoints if there is one")
+    out.add_argument("--resume", action="store_true",
+                     help="continue from the newest complete checkpoint in <save_path>/checkpoints if there is one")
     out.add_argument("--wandb", choices=["off", "offline", "online"], default=None,
                      help="mirror metrics to wandb (default: off, or WANDB_MODE when it is offline/online)")
     return parser

@@ -7,17 +7,18 @@ tokens it sampled.
         --offset 7273 --episodes 200 --prm runs/prm/prm
 
 Equal-budget curves (accuracy against tokens per problem; every method at every budget, each run capped
-hard at the budget's tokens per problem, see search/curves.py), written as <output>.md/.json/.png:
+hard at the budget's tokens per problem, see lmgym/evaluation/curves.py), written as <output>.md/.json/.png:
 
     python examples/search_eval.py --preset gpu --model runs/quickstart-gpu/model --prm runs/verifier/prm
     python examples/search_eval.py --prm runs/prm/prm --level 2 --budgets 96,192,384,768 --episodes 256
 
 Methods default to greedy and maj (curves: maj only), plus weighted_maj, best_of_n, beam and mcts when a
-verifier folder is given (--prm, as `ProcessRewardModel.save` writes it; any StepScorer fits the search). The budget is stated by --n (maj, best_of_n), --beam_width x
---beam_expand (beam) and --simulations (mcts; --max_tokens caps its tokens per problem); every row reports
-the tokens it really sampled per problem, discarded candidates included. The table is printed and written
-as <output>.md and <output>.json, each problem's outcome under every method (and budget) beside it in
-<output>.problems.jsonl (benchmarks/report.py recomputes the table from it).
+verifier folder is given (--prm, as `ProcessRewardModel.save` writes it; any StepScorer fits the search). The
+budget is stated by --n (maj, best_of_n), --beam_width x --beam_expand (beam) and --simulations (mcts;
+--max_tokens caps its tokens per problem); every row reports the tokens it really sampled per problem,
+discarded candidates included. The table is printed and written as <output>.md and <output>.json, each
+problem's outcome under every method (and budget) beside it in <output>.problems.jsonl (benchmarks/report.py
+recomputes the table from it).
 """
 from __future__ import annotations
 
@@ -25,13 +26,14 @@ import argparse
 from pathlib import Path
 
 
-from lmgym.training.cli import example_parser, run_with_clear_errors  # noqa: E402
+from common import example_parser  # noqa: E402
+from lmgym.training.cli import run_with_clear_errors  # noqa: E402
 from lmgym.search.mcts import MCTSConfig  # noqa: E402
 from lmgym.policies.prm import AGGREGATIONS  # noqa: E402
 from lmgym.search.methods import search_methods  # noqa: E402
 from lmgym.search.settings import SearchSettings  # noqa: E402
-from lmgym.search.search_eval import evaluate_search, markdown_table, save_table  # noqa: E402
-from lmgym.search.curves import curves_table, evaluate_curves, save_curves  # noqa: E402
+from lmgym.evaluation.search_eval import evaluate_search, markdown_table, save_table  # noqa: E402
+from lmgym.evaluation.curves import curves_table, evaluate_curves, save_curves  # noqa: E402
 from lmgym.policies import EMBEDDED_MODEL  # noqa: E402
 from lmgym.core.problem_records import problems_path  # noqa: E402
 
@@ -77,7 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--selection", default="puct", help="puct | ucb1 (mcts)")
     parser.add_argument("--exploration", type=float, default=1.0, help="exploration weight c (mcts)")
     parser.add_argument("--mcts_answer", default="visits", help="visits | value | vote (mcts)")
-    parser.add_argument("--max_tokens", type=int, default=None, help="sampled tokens per problem (mcts; default: no cap)")
+    parser.add_argument("--max_tokens", type=int, default=None,
+                        help="sampled tokens per problem (mcts; default: no cap)")
     parser.add_argument("--temperature", type=float, default=0.8, help="sampling temperature (greedy: 0)")
     parser.add_argument("--max_new_tokens", type=int, default=64, help="tokens per step")
     parser.add_argument("--aggregation", choices=AGGREGATIONS, default=None,

@@ -17,7 +17,8 @@ import dataclasses
 
 
 from lmgym.core.extras import import_extra  # noqa: E402
-from lmgym.training.cli import example_parser, run_with_clear_errors  # noqa: E402
+from common import example_parser  # noqa: E402
+from lmgym.training.cli import run_with_clear_errors  # noqa: E402
 from lmgym.search.mcts import MCTSConfig  # noqa: E402
 from lmgym.policies.prm import AGGREGATIONS  # noqa: E402
 from lmgym.search import SearchSettings  # noqa: E402
@@ -30,7 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = example_parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=EMBEDDED_MODEL,
                         help="policy: hub name, local folder, or the embedded default")
-    parser.add_argument("--prm", default=None, help="a PRM folder (ProcessRewardModel.save) for best_of_n, beam and mcts")
+    parser.add_argument("--prm", default=None,
+                        help="a PRM folder (ProcessRewardModel.save) for best_of_n, beam and mcts")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
     parser.add_argument("--port", type=int, default=8000, help="port to listen on")
     limits = ServerLimits()

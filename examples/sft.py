@@ -25,9 +25,10 @@ from pathlib import Path
 
 
 from lmgym.algorithms import SFT, SFTConfig  # noqa: E402
-from lmgym.search import evaluate  # noqa: E402
+from lmgym.evaluation import evaluate  # noqa: E402
+from common import example_parser  # noqa: E402
 from lmgym.training.cli import (  # noqa: E402
-    add_config_arguments, config_from_arguments, example_parser, gsm8k_train_test, run_with_clear_errors,
+    add_config_arguments, config_from_arguments, gsm8k_train_test, run_with_clear_errors,
 )
 from lmgym.traindata.sft_data import (  # noqa: E402
     arithmetic_sft_examples, gsm8k_sft_examples, load_sft_examples, split_examples,
@@ -61,7 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data_path", default=None, help="gsm8k: the train JSONL file or folder (None: the hub)")
     parser.add_argument("--test_data_path", default=None, help="gsm8k: a test file (else --holdout rows held back)")
     parser.add_argument("--holdout", type=int, default=500,
-                        help="gsm8k: the last rows of the train data held back when there is no test file (default 500)")
+                        help="gsm8k: the last rows of the train data held back when there is no test file "
+                             "(default 500)")
     parser.add_argument("--held_out_fraction", type=float, default=0.05,
                         help="a data file: the fraction held out, seeded (default 0.05)")
     parser.add_argument("--eval_episodes", type=int, default=0,

@@ -26,9 +26,8 @@ from pathlib import Path
 
 
 from lmgym.algorithms import PRMConfig, PRMTrainer  # noqa: E402
-from lmgym.training.cli import (  # noqa: E402
-    add_config_arguments, config_from_arguments, example_parser, run_with_clear_errors,
-)
+from common import example_parser  # noqa: E402
+from lmgym.training.cli import add_config_arguments, config_from_arguments, run_with_clear_errors  # noqa: E402
 from lmgym.traindata.step_data import (  # noqa: E402
     ShepherdConfig, arithmetic_pairs, gsm8k_pairs, load_prm800k, shepherd_data,
 )

@@ -25,7 +25,7 @@ does the named ones again; a cut training continues from its newest checkpoint):
    the reliability table, and maj@N, weighted maj@N and best-of-N over the same N samples ->
    verifier_eval.json (each problem's samples, verdicts and scores in verifier_eval.problems.jsonl); the
    verifier with the higher mean AUC is "better".
-4. curves: per test level, `lmgym.search.evaluate_curves` of maj, weighted_maj, best_of_n, beam and mcts at every
+4. curves: per test level, `lmgym.evaluation.evaluate_curves` of maj, weighted_maj, best_of_n, beam and mcts at every
    --budgets token cap with the better verifier -> curves/L<level>.md/.json/.png; and maj@N, weighted_maj@N
    and best_of_N uncapped (the same N samples each, so the same tokens) -> curves/L<level>_at_maj.md/.json;
    each problem's answers, verdicts and tokens under every method (and budget) in the .problems.jsonl beside.
@@ -49,7 +49,8 @@ from lmgym.search.mcts import MCTSConfig  # noqa: E402
 from lmgym.search.settings import SearchSettings  # noqa: E402
 from lmgym.traindata.step_data.policy_labels import LABEL_PRESETS, PolicyLabelConfig  # noqa: E402
 from lmgym.training import load_config  # noqa: E402
-from lmgym.training.cli import example_parser, parse_stages, release_memory, run_with_clear_errors  # noqa: E402
+from common import example_parser, parse_stages, release_memory  # noqa: E402
+from lmgym.training.cli import run_with_clear_errors  # noqa: E402
 
 STAGES = ("label", "train", "evaluate", "curves")
 VERIFIERS = ("orm", "prm_soft")
@@ -91,8 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--output_dir", default=None, help="the run folder (default runs/verifier_loop-<preset>)")
     add("--stages", default="all", help=f"comma-separated, of {', '.join(STAGES)} (default all)")
     add("--restart", action="store_true", help="do the named stages again, even when their output is saved")
-    add("--verifiers", default="all", help=f"comma-separated, of {', '.join(VERIFIERS)}: the ones trained and evaluated "
-                                           "(default all; one each lets two processes train them side by side)")
+    add("--verifiers", default="all",
+        help=f"comma-separated, of {', '.join(VERIFIERS)}: the ones trained and evaluated "
+             "(default all; one each lets two processes train them side by side)")
     add("--train_levels", default="2,3,4", help="Arithmetic-v0 levels whose train split is labelled (default 2,3,4)")
     add("--test_levels", default="2,4", help="levels whose test split is held out (default 2,4)")
     add("--seed", type=int, default=0, help="sampling and training seed (default 0)")
@@ -271,7 +273,8 @@ class Loop:
         from lmgym.traindata.step_data import load_policy_labels
 
         plan = self.plan
-        samples = [s for level in plan.train_levels for s in load_policy_labels(plan.labels_file("train", level)).samples]
+        samples = [s for level in plan.train_levels
+                   for s in load_policy_labels(plan.labels_file("train", level)).samples]
         # a few training problems held back for the trainer's own evaluation (the test split stays untouched)
         train, held_back = split_by_problem(samples, 0.05, plan.args.seed)
         for kind in plan.verifiers:
@@ -290,8 +293,8 @@ class Loop:
             release_memory()
 
     def evaluate(self) -> None:
-        from lmgym.algorithms import evaluate_verifier
-        from lmgym.algorithms.verifier_tables import better_verifier, report_record
+        from lmgym.evaluation import evaluate_verifier
+        from verifier_tables import better_verifier, report_record
         from lmgym.policies.prm import ProcessRewardModel
         from lmgym.traindata.step_data import load_policy_labels
 
@@ -320,8 +323,8 @@ class Loop:
 
     def curves(self) -> None:
         from lmgym.policies.prm import ProcessRewardModel
-        from lmgym.search.curves import evaluate_curves, save_curves
-        from lmgym.search.search_eval import evaluate_search, save_table
+        from lmgym.evaluation.curves import evaluate_curves, save_curves
+        from lmgym.evaluation.search_eval import evaluate_search, save_table
 
         plan = self.plan
         better = json.loads((plan.out / "verifier_eval.json").read_text())["better"]
@@ -354,14 +357,14 @@ class Loop:
 
 def summary(plan: Plan) -> tuple[str, dict]:
     """The markdown summary and its JSON, from whatever the stages saved."""
-    from lmgym.algorithms.verifier_tables import reliability_markdown, verifier_table
-    from lmgym.search.budget_compare import versus_line
-    from lmgym.search.curves import curves_table
-    from lmgym.search.search_eval import markdown_table
+    from verifier_tables import reliability_markdown, verifier_table, versus_line
+    from lmgym.evaluation.curves import curves_table
+    from lmgym.evaluation.search_eval import markdown_table
 
     n, data = plan.size["samples"], {"preset": plan.preset, "model": plan.args.model}
     parts = [f"# One iteration of the loop ({plan.preset} preset, {plan.args.model})\n",
-             f"Labels: train split of Arithmetic-v0 levels {plan.args.train_levels}, problems 0..{plan.size['label_problems'] - 1} "
+             f"Labels: train split of Arithmetic-v0 levels {plan.args.train_levels}, "
+             f"problems 0..{plan.size['label_problems'] - 1} "
              f"of each; held out: test split of levels {plan.args.test_levels} (curves on test problems "
              f"0..{plan.size['curve_problems'] - 1}, verifiers on the next {plan.size['eval_problems']}).\n"]
     stats_file = plan.out / "labels" / "stats.json"
@@ -389,7 +392,8 @@ def summary(plan: Plan) -> tuple[str, dict]:
         part = f"## Held-out L{level}\n\n{markdown_table(sampled)}\n{line}\n"
         if stem.with_suffix(".json").is_file():  # the capped curves come after the N-sample table
             data[f"L{level}"]["curves"] = rows = json.loads(stem.with_suffix(".json").read_text())["rows"]
-            part += f"\nAccuracy against tokens per problem:\n\n{curves_table(rows)}\n![L{level}](curves/L{level}.png)\n"
+            part += (f"\nAccuracy against tokens per problem:\n\n{curves_table(rows)}\n"
+                     f"![L{level}](curves/L{level}.png)\n")
         parts.append(part)
     return "\n".join(parts), data
 

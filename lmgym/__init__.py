@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 
+import lmgym.moved  # noqa: F401 - installs the finder that keeps MOVED_MODULES' old paths importable
 from lmgym.envs import __all__ as _ENV_NAMES  # importing lmgym.envs registers the environments (see above)
 
 __version__ = "0.3.0"
@@ -26,9 +27,9 @@ _LAZY: dict[str, str] = {
         "Policy", "HFPolicy", "FewShotStepwisePolicy", "LoraSettings", "ProcessRewardModel", "EMBEDDED_MODEL",
         "build_tiny_model", "build_tiny_tokenizer", "load_model_and_tokenizer")},
     **{name: "lmgym.training" for name in ("Trainer", "TrainerConfig", "ConfigError", "load_config", "RunLogger",
-                                           "plot_run")},
-    **{name: "lmgym.search" for name in ("evaluate", "pass_at_k", "run_search", "SearchSettings", "MCTS",
-                                         "MCTSConfig", "evaluate_search", "evaluate_curves")},
+                                           "plot_run", "TrainerCallback", "EarlyStopping")},
+    **{name: "lmgym.search" for name in ("run_search", "SearchSettings", "MCTS", "MCTSConfig")},
+    **{name: "lmgym.evaluation" for name in ("evaluate", "pass_at_k", "evaluate_search", "evaluate_curves")},
     **{name: "lmgym.episodes" for name in ("rollout", "SamplingSettings")},
     **{name: "lmgym.buffers" for name in ("ReplayBuffer", "Trajectory")},
     **{name: "lmgym.retrieval" for name in ("DocumentStore", "StoreConfig")},

@@ -12,11 +12,36 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import sys
+import types
 import warnings
 
 OLD_PACKAGES = ("core", "envs", "retrieval", "buffers", "policies", "episodes", "training", "search", "traindata",
                 "algorithms", "serving")
-MOVED_MODULES: dict[str, str] = {}  # modules that moved inside lmgym in 0.3.0: old dotted path -> new one
+MOVED_MODULES: dict[str, str] = {  # modules that moved inside lmgym in 0.3.0: old dotted path -> new one
+    "lmgym.algorithms.dapo": "lmgym.algorithms.grpo_variants",
+    "lmgym.algorithms.dr_grpo": "lmgym.algorithms.grpo_variants",
+    "lmgym.algorithms.rloo": "lmgym.algorithms.grpo_variants",
+    "lmgym.algorithms.prm_losses": "lmgym.algorithms.prm.trainer",
+    "lmgym.algorithms.prm_reward": "lmgym.algorithms.prm.reward",
+    "lmgym.algorithms.prm_trainer": "lmgym.algorithms.prm.trainer",
+    "lmgym.algorithms.step_credit": "lmgym.algorithms.prm.step_credit",
+    "lmgym.algorithms.verifier_refresh": "lmgym.algorithms.prm.refresh",
+    "lmgym.algorithms.verifier_training": "lmgym.algorithms.prm.verifier_training",
+    # measuring policies, verifiers and runs: lmgym.evaluation
+    "lmgym.search.evaluate": "lmgym.evaluation.evaluate",
+    "lmgym.search.rag_evaluate": "lmgym.evaluation.rag_evaluate",
+    "lmgym.search.search_eval": "lmgym.evaluation.search_eval",
+    "lmgym.search.curves": "lmgym.evaluation.curves",
+    "lmgym.search.weighted_vote": "lmgym.search.votes",
+    "lmgym.algorithms.verifier_eval": "lmgym.evaluation.verifier_eval",
+    "lmgym.algorithms.verifier_metrics": "lmgym.evaluation.verifier_metrics",
+    "lmgym.algorithms.reflection_metrics": "lmgym.evaluation.reflection_metrics",
+    "lmgym.algorithms.reflection_critic_metrics": "lmgym.evaluation.reflection_critic_metrics",
+    "lmgym.algorithms.reflection_plots": "lmgym.evaluation.reflection_metrics",
+    "lmgym.algorithms.episode_metrics": "lmgym.evaluation.episode_metrics",
+    "lmgym.training.reward_metrics": "lmgym.evaluation.episode_metrics",
+    "lmgym.training.tool_errors": "lmgym.evaluation.episode_metrics",
+}
 # old dotted path -> new dotted path; an entry covers the modules below it too
 MOVED: dict[str, str] = {**{name: f"lmgym.{name}" for name in OLD_PACKAGES}, **MOVED_MODULES}
 
@@ -49,6 +74,20 @@ def replace_with_new(old: str):
     return module
 
 
+class _KeepsExportedNames(types.ModuleType):
+    """A package below which an old module path was imported. The import system then sets the package's
+    attribute of that name to the module; where the package exports another object of that name (the function
+    `lmgym.search.evaluate` beside the old module path `lmgym.search.evaluate`), the name stays that object, as
+    it was before the module moved."""
+
+    def __setattr__(self, name: str, value) -> None:
+        if isinstance(value, types.ModuleType) and value.__name__ != f"{self.__name__}.{name}":  # via an old path
+            current = getattr(self, name, None)
+            if current is not None and not isinstance(current, types.ModuleType):
+                return
+        super().__setattr__(name, value)
+
+
 class _Alias(importlib.abc.Loader):
     """Loads an old path as the module at its new path (the same module object)."""
 
@@ -58,6 +97,9 @@ class _Alias(importlib.abc.Loader):
     def create_module(self, spec: importlib.machinery.ModuleSpec):
         if spec.name.partition(".")[0] not in OLD_PACKAGES:  # below an old top-level name, that name warned
             _warn(spec.name, self.new, stacklevel=2)
+        parent = sys.modules.get(spec.name.rpartition(".")[0])
+        if type(parent) is types.ModuleType:  # exactly a plain module (not a subclass): its class can be swapped
+            parent.__class__ = _KeepsExportedNames
         return importlib.import_module(self.new)
 
     def exec_module(self, module) -> None:

@@ -18,8 +18,7 @@ sys.path.insert(0, str(ROOT))
 
 from lmgym.algorithms import DAPOConfig, DPOConfig, DrGRPOConfig, GRPOConfig, MCTSSearchConfig, PPOConfig, PRMConfig, ReinforceStableConfig, RLConfig, RLOOConfig, SFTConfig  # noqa: E402
 from lmgym.core.dotted_names import settings_of  # noqa: E402
-from lmgym.training import TrainerConfig  # noqa: E402
-from lmgym.training import trl_names  # noqa: E402
+from lmgym.training import TrainerConfig, trl_names  # noqa: E402
 
 CONFIGS = (TrainerConfig, RLConfig, GRPOConfig, DrGRPOConfig, DAPOConfig, RLOOConfig, PPOConfig, ReinforceStableConfig,
            MCTSSearchConfig, PRMConfig, SFTConfig, DPOConfig)
@@ -61,7 +60,9 @@ def config_tables() -> str:
             if s.name in base_defaults and base_defaults[s.name] == s.default:
                 continue
             rows.append(f"| `{s.name}` | {cell(type_name(s.kind))} | `{s.default!r}` | {cell(s.help)} |")
-        heading = f"**{cls.__name__}**" + (f" ({'an' if base.__name__[0] in 'AEIOUR' else 'a'} {base.__name__}; fields it adds or sets differently)" if base else "")
+        article = "an" if base and base.__name__[0] in "AEIOUR" else "a"
+        heading = f"**{cls.__name__}**" + (
+            f" ({article} {base.__name__}; fields it adds or sets differently)" if base else "")
         parts.append("\n".join([heading, "", "| field | type | default | what |", "| --- | --- | --- | --- |", *rows]))
     return "\n\n".join(parts)
 
@@ -73,7 +74,7 @@ def render(page: str) -> str:
         pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
         if not pattern.search(page):
             raise SystemExit(f"{TARGET.relative_to(ROOT)} lacks the markers {start} ... {end}")
-        page = pattern.sub(lambda _: f"{start}\n{table}\n{end}", page)
+        page = pattern.sub(lambda _, text=f"{start}\n{table}\n{end}": text, page)
     return page
 
 

@@ -12,6 +12,7 @@ import torch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "examples"))  # examples loaded by tests import their shared helpers (`common`)
 os.environ.setdefault("WANDB_MODE", "disabled")
 torch.set_num_threads(2)
 

@@ -133,9 +133,10 @@ def run(rank: int, world: int, port: int, out_dir: str, cases=CASES) -> None:
     for name, data_parallel, variant in cases:
         counts: list[int] = []
         found: dict = {}
-        hook = {"ddp": lambda algo: count_synced_backwards(algo, counts),
-                "fsdp": lambda algo: record_sharding(algo, found)}.get(data_parallel)
-        after = (lambda algo: found.update(sharded_after_step=sharded_names(algo))) if data_parallel == "fsdp" else None
+        hook = {"ddp": lambda algo, counts=counts: count_synced_backwards(algo, counts),
+                "fsdp": lambda algo, found=found: record_sharding(algo, found)}.get(data_parallel)
+        after = ((lambda algo, found=found: found.update(sharded_after_step=sharded_names(algo)))
+                 if data_parallel == "fsdp" else None)
         params = one_step(mine, str(Path(out_dir) / name), data_parallel, variant, hook, after)
         prefix = "" if name == "allreduce" else f"{name}_"
         torch.save({"params": params, "synced_backwards": sum(counts), **found} if hook else params,

@@ -3,8 +3,9 @@
 Each attempt is a child process forked from this (torch-importing, single-threaded) process, so a kill
 is a real SIGKILL of a real process, without paying the interpreter start-up per attempt. Kills come
 either from tests/faults.py (installed in the child only: it patches the library's file operations and
-kills the child at an exact file-operation boundary) or from the parent after a random delay. The result is compared with an uninterrupted run:
-final parameters, optimizer state and metrics.jsonl (timing columns aside) must be equal.
+kills the child at an exact file-operation boundary) or from the parent after a random delay. The result is
+compared with an uninterrupted run: final parameters, optimizer state and metrics.jsonl (timing columns aside)
+must be equal.
 
 Used by tests/test_kill_resume.py and benchmarks/kill_resume.py; as a script it prints a JSON summary:
     python tests/kill_harness.py --trials 3 --seed 0
@@ -46,9 +47,9 @@ def train_child(run_dir: Path) -> None:
 
     The end-of-run plot (metrics.png, redrawn from metrics.jsonl by every attempt) is not under test and
     is skipped, so that random kills land in training rather than in matplotlib."""
-    import lmgym.training.trainer
+    import lmgym.training.plots
 
-    lmgym.training.trainer.plot_run = lambda *args, **kwargs: []
+    lmgym.training.plots.plot_run = lambda *args, **kwargs: []  # what RunPlots draws with
     tok = build_tiny_tokenizer()
     policy = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu")
     config = GRPOConfig(train_iterations=ITERATIONS, prompts_per_iteration=2, samples_per_prompt=2, max_new_tokens=6,

@@ -30,13 +30,15 @@ import lmgym.envs.reward_guard
 import lmgym.envs.rewards
 from lmgym.envs.reward_guard import RewardTimeout, cpu_time_limit
 
-TEXT_MODULES = (lmgym.envs.extraction, lmgym.envs.calculator, lmgym.envs.rewards, lmgym.envs.base, lmgym.envs.reward_guard)
+TEXT_MODULES = (lmgym.envs.extraction, lmgym.envs.calculator, lmgym.envs.rewards, lmgym.envs.base,
+                lmgym.envs.reward_guard)
 MAX_ALPHABET = 8
 LONG, MEDIUM = 100_000, 20_000
 KILLERS = ("", "\x00", "!")
 
 _REPEATS = tuple(
-    getattr(sre_constants, name) for name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT") if hasattr(sre_constants, name)
+    getattr(sre_constants, name) for name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
+    if hasattr(sre_constants, name)
 )
 _ATOMIC = getattr(sre_constants, "ATOMIC_GROUP", None)  # Python >= 3.11
 _CATEGORY_CHARS = {

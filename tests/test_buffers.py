@@ -6,7 +6,8 @@ from lmgym.buffers import ReplayBuffer, Trajectory, collate
 
 def make_traj(i: int, group: int = 0) -> Trajectory:
     return Trajectory(prompt_ids=[1, 2, 3][: 1 + i % 3], completion_ids=[4 + i, 5, 6], logprobs=[-0.1, -0.2, -0.3],
-                      completion_mask=[1, 0, 1], reward=float(i), group_id=group, text=f"t{i}", info={"correct": i % 2 == 0})
+                      completion_mask=[1, 0, 1], reward=float(i), group_id=group, text=f"t{i}",
+                      info={"correct": i % 2 == 0})
 
 
 def test_buffer_add_capacity_sample_minibatches():

@@ -14,8 +14,8 @@ import pytest
 from lmgym.core.checked_config import CheckedConfig, ConfigError, UnknownFieldError, field_help, setting
 from lmgym.core.dotted_names import coerce_setting, flatten, settings_of, unflatten
 
-LIBRARY = ("core", "retrieval", "envs", "buffers", "policies", "episodes", "training", "search", "traindata",
-           "algorithms", "serving")
+LIBRARY = ("core", "retrieval", "envs", "buffers", "policies", "episodes", "training", "search",
+           "evaluation", "traindata", "algorithms", "serving")
 CONFIG_NAME = re.compile(r".*(Config|Settings|Limits)$")
 
 

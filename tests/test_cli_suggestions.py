@@ -9,7 +9,7 @@ import pytest
 from lmgym.algorithms import GRPOConfig, PPOConfig
 from lmgym.core.suggestions import close_names
 from lmgym.training import ConfigError, load_config
-from lmgym.training.cli import example_parser
+from examples.common import example_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 

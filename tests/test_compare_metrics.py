@@ -36,8 +36,10 @@ def test_clock_columns_are_ignored_and_the_first_differing_iteration_is_found(tm
 def test_the_script_prints_identical_or_where_they_part(tmp_path):
     a = _write(tmp_path / "a.jsonl", ROWS)
     b = _write(tmp_path / "b.jsonl", ROWS[:2] + [dict(ROWS[2], reward_mean=0.75)])
-    run = lambda x, y: subprocess.run([sys.executable, str(SCRIPT), str(x), str(y)], capture_output=True,
-                                      text=True, check=True).stdout
+    def run(x, y):
+        return subprocess.run([sys.executable, str(SCRIPT), str(x), str(y)], capture_output=True, text=True,
+                              check=True).stdout
+
     assert run(a, a).strip().endswith("identical")
     assert "first at iteration 2: reward_mean" in run(a, b)
 

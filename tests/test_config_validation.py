@@ -129,7 +129,8 @@ def test_an_empty_file_sets_nothing(tmp_path):
 
 def test_unknown_keys_are_named_even_when_not_strings(tmp_path):
     path = write(tmp_path, "1: 2\nlearning_rat: 0.1\n")
-    assert one_line_error(load_config, GRPOConfig, path) == f"{path}: unknown GRPOConfig field(s): 1, learning_rat (did you mean learning_rate?)"
+    assert one_line_error(load_config, GRPOConfig, path) == (
+        f"{path}: unknown GRPOConfig field(s): 1, learning_rat (did you mean learning_rate?)")
 
 
 def test_a_config_path_that_is_not_a_readable_file_is_an_error(tmp_path, monkeypatch):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from lmgym.training import checkpoints as ckpt
-from lmgym.training.pipeline_table import EVAL_FILE, load_row
+from examples.pipeline_table import EVAL_FILE, load_row
 from lmgym.traindata.preference_data import load_preference_pairs
 from lmgym.traindata.reflection_pairs import load_triples
 from lmgym.traindata.sft_data import load_sft_examples
@@ -125,5 +125,6 @@ def test_the_sft_script_prints_one_line_for_a_deeply_nested_data_file(tmp_path):
     data = tmp_path / "deep.jsonl"
     data.write_bytes(json.dumps({"prompt": "p", "completion": "c"}).encode() + b"\n" + DEEP + b"\n")
     with pytest.raises(SystemExit) as info:
-        example("sft").main(["--model", "unused-model-name", "--data", str(data), "--output_dir", str(tmp_path / "run")])
+        example("sft").main(["--model", "unused-model-name", "--data", str(data),
+                             "--output_dir", str(tmp_path / "run")])
     assert info.value.code == f"error: {data}:2: nested 100000 levels deep, more than the 100 allowed"

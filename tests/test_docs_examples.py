@@ -10,8 +10,8 @@ from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 from tests.doc_blocks import DOCS, ROOT, docs_pages, python_blocks, reader, run_block  # noqa: F401  (reader: a fixture)
 
 BLOCKS = [block for page in docs_pages() for block in python_blocks(page, runnable_only=True)]
-LIBRARY = ("core", "retrieval", "envs", "buffers", "policies", "episodes", "training", "search", "traindata",
-           "algorithms", "serving")
+LIBRARY = ("core", "retrieval", "envs", "buffers", "policies", "episodes", "training", "search",
+           "evaluation", "traindata", "algorithms", "serving")
 
 
 def metrics(folder) -> list[dict]:
@@ -118,7 +118,7 @@ def check_for(block):
 
 
 @pytest.mark.parametrize("block", BLOCKS, ids=lambda b: b.name)
-def test_runnable_block_runs_and_does_what_its_page_says(block, reader):
+def test_runnable_block_runs_and_does_what_its_page_says(block, reader):  # noqa: F811  (the fixture)
     namespace = run_block(block)
     check_for(block)(namespace, reader)
 

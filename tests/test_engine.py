@@ -142,7 +142,8 @@ def test_encode_turn_from_the_template_raw_without_one_and_a_clear_error_for_a_r
         "<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
         "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
     strict = HFPolicy(tiny_policy.model, strict_tok, device="cpu")
-    with pytest.raises(ValueError, match=r"^encode_turn: the chat template rejects a 'tool' turn.*user or assistant") as err:
+    rejected = r"^encode_turn: the chat template rejects a 'tool' turn.*user or assistant"
+    with pytest.raises(ValueError, match=rejected) as err:
         strict.encode_turn("42", "tool")
     assert "\n" not in str(err.value)
 

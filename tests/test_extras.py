@@ -20,7 +20,8 @@ DOCUMENTS = [Document("a", "Etna", "Etna is a volcano in Sicily."), Document("b"
 
 
 def message(extra: str, feature: str, module: str) -> str:
-    return f"{feature} needs the [{extra}] extra ({module} is not installed): pip install -e '.[{extra}]' in the toolkit's folder"
+    return (f"{feature} needs the [{extra}] extra ({module} is not installed): "
+            f"pip install -e '.[{extra}]' in the toolkit's folder")
 
 
 def missing(monkeypatch: pytest.MonkeyPatch, *modules: str) -> None:

@@ -177,7 +177,8 @@ def test_a_chunk_of_logits_holds_at_most_max_chunk_tokens_rows_times_positions(m
 
     shapes = []
     real = logprobs._chunk_logprobs
-    monkeypatch.setattr(logprobs, "_chunk_logprobs", lambda h, *rest: shapes.append(tuple(h.shape[:2])) or real(h, *rest))
+    monkeypatch.setattr(logprobs, "_chunk_logprobs",
+                        lambda h, *rest: shapes.append(tuple(h.shape[:2])) or real(h, *rest))
     torch.manual_seed(0)
     hidden, weight = torch.randn(40, 30, 16), torch.randn(50, 16)
     targets = torch.randint(0, 50, (40, 30))

@@ -13,8 +13,8 @@ from lmgym.training.checkpoints import write_checkpoint
 from lmgym.training.run_logger import RunLogger
 
 ROOT = Path(__file__).resolve().parents[1]
-LIBRARY = ("core", "retrieval", "envs", "buffers", "policies", "episodes", "training", "search", "traindata",
-           "algorithms", "serving")
+LIBRARY = ("core", "retrieval", "envs", "buffers", "policies", "episodes", "training", "search",
+           "evaluation", "traindata", "algorithms", "serving")
 
 
 def save(run: Path, iteration: int) -> Path:

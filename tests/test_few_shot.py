@@ -30,7 +30,8 @@ def make_policy(tiny, **kwargs):
 
 def test_gsm8k_answer_becomes_one_step_per_line():
     answer = "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\n\nNatalia sold 48+24 = <<48+24=72>>72 clips.\n#### 72"
-    assert gsm8k_solution_steps(answer) == "Natalia sold 48/2 = 24 clips in May.\nNatalia sold 48+24 = 72 clips.\n#### 72"
+    assert gsm8k_solution_steps(answer) == (
+        "Natalia sold 48/2 = 24 clips in May.\nNatalia sold 48+24 = 72 clips.\n#### 72")
     kept = gsm8k_solution_steps(answer, keep_annotations=True)
     assert kept.splitlines()[0] == "Natalia sold 48/2 = <<48/2=24>>24 clips in May." and kept.endswith("\n#### 72")
     with pytest.raises(ValueError, match="####"):

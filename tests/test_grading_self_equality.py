@@ -36,7 +36,8 @@ numbers = st.one_of(
     ints.map(lambda n: f"{n:,}".replace(",", ",\\! ")),
     st.fractions(max_denominator=50).map(str),
     st.decimals(allow_nan=False, allow_infinity=False, places=3).map(str),
-    st.tuples(st.integers(0, 999), st.integers(1, 8), st.integers(9, 12)).map(lambda t: f"{t[0]}\\frac{{{t[1]}}}{{{t[2]}}}"),
+    st.tuples(st.integers(0, 999), st.integers(1, 8), st.integers(9, 12)).map(
+        lambda t: f"{t[0]}\\frac{{{t[1]}}}{{{t[2]}}}"),
     st.tuples(st.integers(0, 999), st.integers(1, 8), st.integers(9, 12)).map(lambda t: f"{t[0]} {t[1]}/{t[2]}"),
     st.integers(0, 500).map(lambda n: f"{n}\\%"),
     st.tuples(st.integers(0, 99), st.integers(0, 99)).map(lambda t: f"{t[0]},{t[1]}"),  # decimal comma
@@ -49,8 +50,8 @@ times = st.tuples(st.integers(0, 23), st.integers(0, 59), st.sampled_from(["", "
     lambda t: f"{t[0]}:{t[1]:02d}{t[2]}")
 time_ranges = st.tuples(times, st.sampled_from(["-", "–", " - "]), times).map("".join)
 items = st.one_of(numbers, st.sampled_from(["x", "\\sqrt{2}", "-\\pi", "\\frac{a}{b}", "2i"]))
-collections = st.tuples(st.lists(items, min_size=1, max_size=4), st.sampled_from([", ", ","]),
-                        st.sampled_from([("", ""), ("(", ")"), ("\\{", "\\}"), ("[", "]"), ("\\left(", "\\right)")])).map(
+brackets = st.sampled_from([("", ""), ("(", ")"), ("\\{", "\\}"), ("[", "]"), ("\\left(", "\\right)")])
+collections = st.tuples(st.lists(items, min_size=1, max_size=4), st.sampled_from([", ", ","]), brackets).map(
     lambda t: t[2][0] + t[1].join(t[0]) + t[2][1])
 intervals = st.tuples(st.sampled_from(["(", "["]), items, items, st.sampled_from([")", "]"])).map(
     lambda t: f"{t[0]}{t[1]}, {t[2]}{t[3]}")

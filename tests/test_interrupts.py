@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from lmgym.training.callbacks import TrainerCallback
 from lmgym.training.cli import run_with_clear_errors
 from lmgym.training.interrupts import TrainingInterrupted
 from tests.test_checkpoint_layout import algorithm, rows
@@ -17,16 +18,21 @@ from tests.test_run_folder import save_tiny
 ROOT = Path(__file__).resolve().parents[1]
 
 
+class Interrupt(TrainerCallback):
+    """Sends this process SIGINT `times` times when `iteration` ends (inside the training loop)."""
+
+    def __init__(self, iteration, times):
+        self.iteration, self.times = iteration, times
+
+    def on_iteration_end(self, trainer, metrics):
+        if trainer.iteration == self.iteration:
+            for _ in range(self.times):
+                os.kill(os.getpid(), signal.SIGINT)
+
+
 def interrupt_at(algo, iteration, times=1):
     """Send this process SIGINT `times` times when `iteration` ends (inside the training loop)."""
-    original = algo.end_iteration
-
-    def end_iteration(metrics):
-        original(metrics)
-        if algo.iteration == iteration:
-            for _ in range(times):
-                os.kill(os.getpid(), signal.SIGINT)
-    algo.end_iteration = end_iteration
+    algo.callbacks.add(Interrupt(iteration, times))
 
 
 def checkpoints(run):

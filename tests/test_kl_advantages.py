@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from lmgym.algorithms.advantages import discounted_returns, group_advantages, zero_variance_groups
-from lmgym.search.evaluate import majority_correct, pass_at_k
+from lmgym.evaluation.evaluate import majority_correct, pass_at_k
 from lmgym.algorithms.kl import kl_estimate
 
 
@@ -14,7 +14,8 @@ def test_kl_estimators_match_hand_values():
     # k1 = log p - log q
     assert torch.allclose(kl_estimate(logp, ref, "k1"), torch.tensor([math.log(2), math.log(0.5)]))
     # k2 = (log p - log q)^2 / 2
-    assert torch.allclose(kl_estimate(logp, ref, "k2"), torch.tensor([0.5 * math.log(2) ** 2, 0.5 * math.log(0.5) ** 2]))
+    assert torch.allclose(kl_estimate(logp, ref, "k2"),
+                          torch.tensor([0.5 * math.log(2) ** 2, 0.5 * math.log(0.5) ** 2]))
     # k3 = q/p - 1 - log(q/p): q/p = 0.5 -> 0.5 - 1 + log 2; q/p = 2 -> 2 - 1 - log 2
     expected = torch.tensor([0.5 - 1 + math.log(2), 1 - math.log(2)])
     assert torch.allclose(kl_estimate(logp, ref, "k3"), expected, atol=1e-6)

@@ -131,7 +131,8 @@ def test_the_reference_and_value_passes_stay_linear():
     with _OutputSizes() as recorder:
         reference_logprobs(reference, batch, 1.0)
         critic(batch.input_ids, batch.attention_mask, batch.completion_positions).sum().backward()
-        head(policy.completion_hidden(batch.input_ids, batch.attention_mask, batch.completion_positions)).sum().backward()
+        hidden = policy.completion_hidden(batch.input_ids, batch.attention_mask, batch.completion_positions)
+        head(hidden).sum().backward()
     _check(recorder, batch=len(ROWS))
 
 

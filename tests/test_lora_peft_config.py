@@ -76,7 +76,8 @@ def test_a_runs_config_json_records_its_lora_and_quantization_settings(tmp_path)
                                               bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=torch.bfloat16),
                            {"bits": 4, "bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": True,
                             "compute_dtype": "bfloat16"}),
-                          (BitsAndBytesConfig(load_in_8bit=True), {"bits": 8, "load_in_8bit": True, "compute_dtype": None})):
+                          (BitsAndBytesConfig(load_in_8bit=True),
+                           {"bits": 8, "load_in_8bit": True, "compute_dtype": None})):
         policy.model.config.quantization_config = bnb
         described = GRPO(policy, make("ToyDigits-v0"), small_config(GRPOConfig, tmp_path, kl_coeff=0.0)).describe()
         assert expected.items() <= described["quantization"].items(), described["quantization"]

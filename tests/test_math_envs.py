@@ -112,7 +112,8 @@ def test_math_hub_free_local_file_with_problem_solution_answer(tmp_path):
 def test_math_env_grades_with_its_grading_options(tmp_path):
     rows = [{"problem": "Solve $x^2 = 4$, smallest root first.", "solution": "$\\boxed{-2, 2}$", "answer": "-2, 2"}]
     path = write_jsonl(tmp_path / "math.jsonl", [json.dumps(row) for row in rows])
-    strict, lenient = MATHEnv(data_path=str(path)), MATHEnv(data_path=str(path), grading=GradingOptions(unordered_lists=True))
+    strict = MATHEnv(data_path=str(path))
+    lenient = MATHEnv(data_path=str(path), grading=GradingOptions(unordered_lists=True))
     for env, reward in ((strict, 0.0), (lenient, 1.0)):  # bare lists keep their order unless unordered_lists
         env.reset(seed=0)
         assert env.step("So \\boxed{2, -2}")[1] == reward
@@ -134,7 +135,8 @@ def test_missing_data_file_names_the_path(tmp_path):
 def test_bad_json_names_the_line(tmp_path):
     good = json.dumps({"question": "q", "answer": "a\n#### 1"})
     path = write_jsonl(tmp_path / "gsm8k.jsonl", [good, "", good, "{not json"])
-    with pytest.raises(MalformedRowError, match=r"gsm8k\.jsonl:4: not valid JSON \(Expecting property name enclosed in double quotes\)$"):
+    with pytest.raises(MalformedRowError,
+                       match=r"gsm8k\.jsonl:4: not valid JSON \(Expecting property name enclosed in double quotes\)$"):
         GSM8KEnv(data_path=str(path))
 
 
@@ -228,7 +230,8 @@ def test_math_envs_pass_the_text_limits_to_the_base_env(tmp_path):
             cls(data_path=str(path), mode="stepwise", sym_calc="no")
 
 
-@pytest.mark.parametrize(("kwargs", "argument"), [({"split": 3}, "split"), ({"split": ""}, "split"), ({"data_path": 5}, "data_path")])
+@pytest.mark.parametrize(("kwargs", "argument"),
+                         [({"split": 3}, "split"), ({"split": ""}, "split"), ({"data_path": 5}, "data_path")])
 def test_bad_data_source_kwargs_are_one_line_errors(kwargs, argument):
     for cls in (GSM8KEnv, MATHEnv):
         with pytest.raises(ValueError, match=f"^{argument} must be") as error:

@@ -9,7 +9,7 @@ import torch
 from lmgym.algorithms import MCTSSearch, MCTSSearchConfig
 from lmgym.search.mcts import MCTSConfig
 from lmgym.training import ConfigError, add_config_arguments, config_from_arguments, load_config
-from lmgym.training.cli import example_parser
+from examples.common import example_parser
 from lmgym.algorithms.mcts_search import STEP_ADVANTAGES
 from lmgym.buffers import ADVANTAGES
 from lmgym.buffers.step_pairs import StepPair
@@ -137,8 +137,10 @@ def test_nested_yaml_and_dotted_flags_set_the_mcts_fields(tmp_path):
 
 def test_bad_nested_values_are_one_line_errors_naming_the_dotted_field_and_the_file(tmp_path):
     path = tmp_path / "bad.yaml"
-    for text, problem in [("mcts:\n  simulations: 0\n", "MCTSSearchConfig.mcts.simulations must be a positive integer, got 0"),
-                          ("mcts:\n  simulations: many\n", "MCTSSearchConfig.mcts.simulations expects an integer, got 'many'"),
+    for text, problem in [("mcts:\n  simulations: 0\n",
+                           "MCTSSearchConfig.mcts.simulations must be a positive integer, got 0"),
+                          ("mcts:\n  simulations: many\n",
+                           "MCTSSearchConfig.mcts.simulations expects an integer, got 'many'"),
                           ("mcts:\n  simulatons: 4\n",
                            "unknown MCTSSearchConfig field(s): mcts.simulatons (did you mean mcts.simulations?)"),
                           ("mcts: 4\n", "MCTSSearchConfig.mcts expects a mapping of MCTSConfig fields, got 4")]:

@@ -14,7 +14,7 @@ def slow_build(folder: Path) -> None:
     folder.mkdir(parents=True)
     (folder / "weights.bin").write_bytes(b"w" * 1000)
     time.sleep(0.3)  # a second process arriving now must wait, not read a half-written copy
-    (folder / "config.json").write_text('{"builder": %d}' % os.getpid())
+    (folder / "config.json").write_text(f'{{"builder": {os.getpid()}}}')
     with open(folder.parent / "builds.log", "a") as log:
         log.write(f"{os.getpid()}\n")
 

@@ -113,7 +113,8 @@ def test_push_to_hub_uploads_the_saved_folder_with_its_card(tmp_path):
     hub = LocalHub(tmp_path / "hub")
     hub_named_policy().push_to_hub("me/tiny", hub_api=hub, private=True)
     repo = tmp_path / "hub" / "me" / "tiny"
-    assert {"config.json", "model.safetensors", "README.md", "generation_config.json"} <= {p.name for p in repo.iterdir()}
+    assert {"config.json", "model.safetensors", "README.md", "generation_config.json"} <= {
+        p.name for p in repo.iterdir()}
     assert card_data(repo)["base_model"] == "someone/tiny-base"
     assert hub.created == [("me/tiny", {"repo_type": "model", "private": True, "exist_ok": True})]
     with pytest.raises(ValueError, match="not a hub repo id") as info:
@@ -135,7 +136,8 @@ def test_env_datasets_are_hub_ids_where_known_and_none_for_generated_problems():
 def test_the_push_to_hub_flag_pushes_the_final_model_of_a_tiny_run_with_its_training_card(tmp_path, monkeypatch):
     import huggingface_hub
 
-    from lmgym.training.cli import add_config_arguments, config_from_arguments, example_parser, train_and_report
+    from examples.common import example_parser
+    from lmgym.training.cli import add_config_arguments, config_from_arguments, train_and_report
 
     hub = LocalHub(tmp_path / "hub")
     monkeypatch.setattr(huggingface_hub, "HfApi", lambda token=None: hub)  # the default uploader

@@ -62,3 +62,43 @@ def test_a_fresh_process_prints_one_warning_line_for_an_old_import(tmp_path):
     assert result.stdout.strip() == "lmgym.envs.arithmetic"
     warnings = [line for line in result.stderr.splitlines() if "MovedModuleWarning" in line]
     assert warnings == [warnings[0]] and "envs moved to lmgym.envs" in warnings[0], result.stderr
+
+
+def test_measuring_moved_to_evaluation_and_the_old_paths_and_names_still_work():
+    import lmgym
+    import lmgym.evaluation as evaluation
+
+    for old in ("lmgym.search.evaluate", "lmgym.algorithms.reflection_plots", "lmgym.training.tool_errors"):
+        forget_old(old)
+        with pytest.warns(MovedModuleWarning, match=rf"^{old} moved to {MOVED[old]}"):
+            module = importlib.import_module(old)
+        assert module is importlib.import_module(MOVED[old])
+    from lmgym.algorithms import plot_turn_accuracy, verifier_metrics
+    from lmgym.search import evaluate, evaluate_curves
+
+    assert (evaluate, evaluate_curves) == (evaluation.evaluate, evaluation.evaluate_curves)
+    assert (plot_turn_accuracy, verifier_metrics) == (evaluation.plot_turn_accuracy, evaluation.verifier_metrics)
+    assert lmgym.evaluate is evaluation.evaluate and lmgym.pass_at_k is evaluation.pass_at_k
+    with pytest.raises(AttributeError):
+        importlib.import_module("lmgym.search").no_such_name
+
+
+def test_an_old_module_path_leaves_the_name_its_package_exports():
+    """`lmgym.search.evaluate` was both a module and the function the package exported; importing the old module
+    path keeps the package's name the function (as before the move), and a module path without such a name is
+    reachable as an attribute as usual."""
+    import lmgym.algorithms
+    import lmgym.evaluation as evaluation
+
+    for old in ("lmgym.search.evaluate", "lmgym.search.curves", "lmgym.algorithms.reflection_metrics"):
+        forget_old(old)
+    with pytest.warns(MovedModuleWarning):
+        import lmgym.search.curves
+        import lmgym.search.evaluate  # noqa: F401 - the old module path under test
+        import lmgym.algorithms.reflection_metrics  # noqa: F401
+    from lmgym.search import evaluate
+
+    assert evaluate is evaluation.evaluate
+    assert lmgym.algorithms.reflection_metrics is evaluation.reflection_metrics
+    assert lmgym.search.curves.evaluate_curves is evaluation.evaluate_curves
+    assert sys.modules["lmgym.search.evaluate"] is sys.modules["lmgym.evaluation.evaluate"]

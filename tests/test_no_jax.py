@@ -154,5 +154,5 @@ def test_hidden_modules_restores_sys_modules_when_the_import_fails(monkeypatch):
     monkeypatch.setitem(sys.modules, "pkg_x", types.ModuleType("pkg_x"))
     before = dict(sys.modules)
     with pytest.raises(ZeroDivisionError), hidden_modules(("pkg_x",)):
-        1 / 0
+        _ = 1 / 0
     assert sys.modules == before

@@ -29,7 +29,8 @@ def test_gold_steps_of_arithmetic_and_gsm8k():
 
 
 def test_steps_are_read_with_commas_decimals_negatives_and_chains():
-    steps = answer_steps("So 1,200 + 0.5 = 1,200.5 dollars\n12 + 7 * 3 = 12 + 21 = 33\n3 - 20 = -17\nno result\n#### -17")
+    steps = answer_steps(
+        "So 1,200 + 0.5 = 1,200.5 dollars\n12 + 7 * 3 = 12 + 21 = 33\n3 - 20 = -17\nno result\n#### -17")
     assert [(s.number, s.operands, s.value, s.final) for s in steps] == [
         (1, (1200, Fraction(1, 2)), Fraction(2401, 2), False), (2, (12, 21), 33, False), (3, (3, 20), -17, False),
         (4, (), -17, True)]

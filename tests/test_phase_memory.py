@@ -56,7 +56,8 @@ def grpo(policy, tmp_path, fake: FakeAllocator, monkeypatch, on_cuda: bool, eval
                         eval_episodes=2, save_every=0, progress=False, output_dir=str(tmp_path / "run"), seed=0)
     algo = GRPO(policy, make("ToyDigits-v0"), config, eval_env=make("ToyDigits-v0") if evaluated else None)
     monkeypatch.setattr(algo.memory, "enabled", on_cuda)  # the trainer's device is the CPU here
-    collect, score_in_chunks, update_step, evaluate = algo.collect, algo.score_in_chunks, algo.update_step, algo.evaluate
+    collect, score_in_chunks = algo.collect, algo.score_in_chunks
+    update_step, evaluate = algo.update_step, algo.evaluate
     update_spikes = iter([0.5, 1.0])
     monkeypatch.setattr(algo, "collect", lambda: (fake.spike(3.0), collect())[1])
     monkeypatch.setattr(algo, "score_in_chunks", lambda *a: (fake.spike(2.0), score_in_chunks(*a))[1])

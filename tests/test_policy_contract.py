@@ -58,7 +58,8 @@ class MinimalPolicy:
                 ids, logprobs, reason = [], [], "length"
                 for step in range(max_new_tokens):
                     logits = self.model(torch.tensor([prompt + ids])).logits[:, -1]
-                    token, logprob = sample_tokens(logits, temperature, top_p, generator, torch.tensor([i * n + j]), step)
+                    token, logprob = sample_tokens(logits, temperature, top_p, generator,
+                                                   torch.tensor([i * n + j]), step)
                     ids.append(int(token))
                     logprobs.append(float(logprob))
                     if self.on_tokens is not None:

@@ -111,7 +111,8 @@ def test_progress_is_reported_after_every_batch():
     env, policy = setup(3)
     seen = []
     config = PolicyLabelConfig(problems=3, samples_per_problem=3, rollouts=0, batch_size=2)
-    labels = policy_labels(policy, env, config, on_batch=lambda done, total, tokens, s: seen.append((done, total, tokens)))
+    labels = policy_labels(policy, env, config,
+                           on_batch=lambda done, total, tokens, s: seen.append((done, total, tokens)))
     assert [(done, total) for done, total, _ in seen] == [(2, 3), (3, 3)]
     assert seen[-1][2] == labels.stats["sampled_tokens"] and 0 < seen[0][2] < seen[-1][2]
 

@@ -70,7 +70,8 @@ def test_ppo_loss_uses_clipped_policy_and_value_terms(tiny_policy, tmp_path):
     values = torch.tensor([[0.5, 0.1], [0.0, 0.0]], requires_grad=True)
     z = torch.zeros(2, 2)
     batch = Batch(input_ids=torch.zeros(2, 3, dtype=torch.long), attention_mask=torch.ones(2, 3, dtype=torch.long),
-                  completion_positions=torch.tensor([[1, 2], [1, 2]]), loss_mask=torch.ones(2, 2), old_logprobs=z, token_rewards=z,
+                  completion_positions=torch.tensor([[1, 2], [1, 2]]), loss_mask=torch.ones(2, 2), old_logprobs=z,
+                  token_rewards=z,
                   rewards=torch.zeros(2), group_ids=torch.arange(2), iterations=torch.zeros(2, dtype=torch.long),
                   fields={ADVANTAGES.name: torch.tensor([[1.0, 1.0], [-1.0, -1.0]]), OLD_VALUES.name: z,
                           RETURNS.name: torch.ones(2, 2)})

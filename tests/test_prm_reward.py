@@ -8,7 +8,7 @@ import torch
 from lmgym.algorithms import DrGRPO, DrGRPOConfig, GRPO, GRPOConfig, PPO, PPOConfig, RLConfig
 from lmgym.training import ConfigError
 from lmgym.algorithms.advantages import group_advantages, process_advantages
-from lmgym.algorithms.prm_reward import PRM_REWARDS, STEP_ENDS, add_prm_rewards, weigh_rewards
+from lmgym.algorithms.prm.reward import PRM_REWARDS, STEP_ENDS, add_prm_rewards, weigh_rewards
 from lmgym.buffers import ADVANTAGES, RETURNS, TOKEN_REWARD_SHAPING, Trajectory, collate
 from lmgym.envs import make
 from tests.test_config_validation import one_line_error

@@ -10,7 +10,7 @@ import pytest
 from lmgym.buffers import Trajectory
 from lmgym.core.jsonl import MalformedRowError
 from lmgym.core.problem_records import problems_path, read_problem_records, write_problem_records
-from lmgym.search.evaluate import evaluate, pass_at_k
+from lmgym.evaluation.evaluate import evaluate, pass_at_k
 from tests.test_retrieval_scripts import load_script
 
 REPORT = Path(__file__).resolve().parents[1] / "benchmarks" / "report.py"
@@ -46,17 +46,18 @@ class Problems:
 
 @pytest.fixture
 def scripted_rollout(monkeypatch):
-    """lmgym.search.evaluate's rollout replaced by one that plays PLAN (each start's samples, in order)."""
+    """lmgym.evaluation.evaluate's rollout replaced by one that plays PLAN (each start's samples, in order)."""
     def rollout(env, policy, starts, n, settings, generator, first_group_id=0, **_):
         out = []
         for start in starts:
             i = start["options"]["index"]
             for answer, right in PLAN[i][:n]:
-                info = {"correct": right, "parsed_answer": answer, "gold": "G%d" % i, "problem_id": f"p/{i}"}
+                info = {"correct": right, "parsed_answer": answer, "gold": f"G{i}", "problem_id": f"p/{i}"}
                 out.append(Trajectory([1], [2, 3], [-1.0, -1.0], [1, 1], reward=float(right), info=info))
         return out
 
-    monkeypatch.setattr(sys.modules["lmgym.search.evaluate"], "rollout", rollout)  # the module, not lmgym.search.evaluate()
+    # the module, not the function lmgym.evaluation.evaluate
+    monkeypatch.setattr(sys.modules["lmgym.evaluation.evaluate"], "rollout", rollout)
 
 
 def test_evaluate_reports_the_unbiased_pass_at_k_from_n_samples_beside_any_at_k(scripted_rollout, tmp_path):
@@ -120,7 +121,7 @@ def assert_tampering_is_caught(aggregate: Path, change, row_text: str, folder: P
 
 def test_report_recomputes_the_aggregates_of_a_tiny_evaluation_and_lists_aggregates_only(
         scripted_rollout, tmp_path):
-    from lmgym.algorithms.reflection_metrics import evaluate_reflection
+    from lmgym.evaluation.reflection_metrics import evaluate_reflection
     from lmgym.envs import ReflectionEnv
     from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
     from tests.test_reflection import REFINE, FixedTask, ScriptedRole

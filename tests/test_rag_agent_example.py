@@ -72,10 +72,10 @@ def tiny_argv(model: str, tmp_path: Path) -> list[str]:
 
 def test_every_stage_runs_and_the_table_has_every_row_and_column(tiny_model_dir, tmp_path, capsys, monkeypatch):
     import lmgym.algorithms.base
-    import lmgym.search.rag_evaluate
+    import lmgym.evaluation.rag_evaluate
 
     drawn, evaluated = [], []  # GRPO's training episodes; each evaluation's env and prompts
-    train_rollout, eval_rollout = lmgym.algorithms.base.rollout, lmgym.search.rag_evaluate.rollout
+    train_rollout, eval_rollout = lmgym.algorithms.base.rollout, lmgym.evaluation.rag_evaluate.rollout
 
     def training_draws(env, policy, *args, **kwargs):
         trajectories = train_rollout(env, policy, *args, **kwargs)
@@ -88,7 +88,7 @@ def test_every_stage_runs_and_the_table_has_every_row_and_column(tiny_model_dir,
         return trajectories
 
     monkeypatch.setattr(lmgym.algorithms.base, "rollout", training_draws)
-    monkeypatch.setattr(lmgym.search.rag_evaluate, "rollout", evaluation)
+    monkeypatch.setattr(lmgym.evaluation.rag_evaluate, "rollout", evaluation)
     script, argv, out = load_script(SCRIPT), tiny_argv(tiny_model_dir, tmp_path), tmp_path / "run"
     script.main(argv)
     printed = capsys.readouterr().out

@@ -1,4 +1,4 @@
-"""The RAG table's evaluation (search/rag_evaluate.py) against hand values, the question-search reference env
+"""The RAG table's evaluation (evaluation/rag_evaluate.py) against hand values, the question-search reference env
 (envs/hotpotqa_retrieved.py) over the toy store, and the default reward weights both RAG examples use."""
 from types import SimpleNamespace
 
@@ -7,7 +7,8 @@ import pytest
 from lmgym.envs.hotpotqa_retrieved import QuestionSearchHotpotQAEnv
 from lmgym.envs.rag import RAGHotpotQAEnv, rag_reward_weights
 from lmgym.envs.rag_rewards import DEFAULT_WEIGHTS
-from lmgym.search.rag_evaluate import REPLY_CHARS, episode_metrics, evaluate_rag, mean_metrics, reply_answer, search_queries
+from lmgym.evaluation.rag_evaluate import (REPLY_CHARS, episode_metrics, evaluate_rag, mean_metrics, reply_answer,
+                                           search_queries)
 from tests.rag_toys import RECORDS, LetterEmbedder, ToyStore
 
 
@@ -46,7 +47,8 @@ def test_an_untagged_reply_is_read_leniently_in_its_own_columns_only():
     assert (untagged["em"], untagged["f1"]) == (0.0, 0.0)  # the strict columns need the tags
     assert untagged["reply_answer"] == "Dijon." and (untagged["em_reply"], untagged["f1_reply"]) == (1.0, 1.0)
     partly = episode_metrics(episode(info, None, text="It is the city of Dijon"))
-    assert partly["em_reply"] == 0.0 and partly["f1_reply"] == pytest.approx(2 * (1 / 5) / (1 / 5 + 1))  # "it is city of dijon"
+    # "it is city of dijon"
+    assert partly["em_reply"] == 0.0 and partly["f1_reply"] == pytest.approx(2 * (1 / 5) / (1 / 5 + 1))
     tagged = episode_metrics(episode(info, "Paris", text="Dijon <answer>Paris</answer>"))
     assert (tagged["em_reply"], tagged["f1_reply"]) == (tagged["em"], tagged["f1"]) == (0.0, 0.0)  # tags win
     assert episode_metrics(episode(info, None, text=" \n "))["f1_reply"] == 0.0

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from lmgym.algorithms import GRPO, GRPOConfig
-from lmgym.training.tool_errors import ToolErrorCounter, count_tool_errors
+from lmgym.evaluation.episode_metrics import ToolErrorCounter, count_tool_errors
 from lmgym.buffers import Trajectory
 from lmgym.envs import RAGHotpotQAEnv
 from lmgym.policies.generation import Generation

@@ -41,13 +41,14 @@ def test_github_slugs_match_githubs_rule():
     assert github_slug("Register your own in three lines") == "register-your-own-in-three-lines"
 
 
-def test_the_readme_pieces_train_and_evaluate_as_shown(reader):
+def test_the_readme_pieces_train_and_evaluate_as_shown(reader):  # noqa: F811  (the fixture)
     blocks = python_blocks(README, runnable_only=False)
     assert len(blocks) == 1 and "GRPO(policy, env, config, eval_env=test_env).train()" in blocks[0].code
     namespace = run_block(blocks[0])
     rows = [json.loads(line) for line in (reader / "runs" / "demo" / "metrics.jsonl").read_text().splitlines()]
     assert [row["iteration"] for row in rows] == [0, 1, 2, 3, 4]  # 0: the evaluation before training
-    assert (reader / "runs" / "demo" / "metrics.png").is_file() and list((reader / "runs" / "demo" / "checkpoints").iterdir())
+    assert (reader / "runs" / "demo" / "metrics.png").is_file()
+    assert list((reader / "runs" / "demo" / "checkpoints").iterdir())
     assert 0.0 <= namespace["evaluate"](namespace["policy"], namespace["test_env"], episodes=4)["accuracy"] <= 1.0
 
 

@@ -4,7 +4,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from lmgym.traindata.preference_data import PreferencePair
-from lmgym.algorithms.reflection_metrics import (
+from lmgym.evaluation.reflection_metrics import (
     evaluate_reflection,
     reflection_episodes,
     reflection_metrics,

@@ -4,8 +4,8 @@ import re
 
 import pytest
 
-from lmgym.algorithms.reflection_critic_metrics import critic_metrics
-from lmgym.algorithms.reflection_metrics import evaluate_reflection, reflection_episodes
+from lmgym.evaluation.reflection_critic_metrics import critic_metrics
+from lmgym.evaluation.reflection_metrics import evaluate_reflection, reflection_episodes
 from lmgym.envs import ReflectionEnv
 from lmgym.envs.reflection import DEFAULT_CRITIC_REQUEST
 from tests.test_reflection import REFINE, FixedTask, ScriptedRole
@@ -33,7 +33,8 @@ def test_every_oracle_phrase_reads_back_as_its_verdict():
 CRITIC_SCRIPT = {
     "Q0?": ['Step 1 is wrong: "2" gives 2, but it should be 5. Redo the solution from step 1.', CORRECT_PHRASES[0]],
     "Q1?": ['Check step 1: "2" should give 3 instead of 2. Start again from that step.', CORRECT_PHRASES[2]],
-    "Q2?": ["Hmm.", "The first mistake is in step 1 (\"2\"): the result should be 6, not 2. Recompute from step 1 onward."],
+    "Q2?": ["Hmm.",
+            "The first mistake is in step 1 (\"2\"): the result should be 6, not 2. Recompute from step 1 onward."],
 }
 
 

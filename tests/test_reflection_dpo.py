@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lmgym.algorithms.reflection_critic_metrics import CRITIC_METRICS
+from lmgym.evaluation.reflection_critic_metrics import CRITIC_METRICS
 from tests.test_examples import error_line, load_script, metrics
 from tests.test_problem_records import assert_report_recomputes
 from tests.tiny_models import save_tiny_model_dir

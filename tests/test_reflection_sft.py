@@ -29,7 +29,8 @@ class EosRole:
     def __init__(self, policy, texts):
         self.policy, self.texts, self.seen = policy, texts, []
         self.tokenizer, self.use_chat_template, self.device = policy.tokenizer, True, "cpu"
-        self.format_prompt, self.encode_text, self.encode_turn = policy.format_prompt, policy.encode_text, policy.encode_turn
+        self.format_prompt, self.encode_text = policy.format_prompt, policy.encode_text
+        self.encode_turn = policy.encode_turn
 
     def sample(self, prompts, n=1, max_new_tokens=256, temperature=1.0, top_p=1.0, stop=None, generator=None):
         out = []

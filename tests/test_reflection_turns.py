@@ -4,8 +4,8 @@ import re
 
 import pytest
 
-from lmgym.algorithms.reflection_metrics import evaluate_reflection, turn_accuracy_curve, turn_metrics
-from lmgym.algorithms.reflection_plots import plot_turn_accuracy
+from lmgym.evaluation.reflection_metrics import evaluate_reflection, turn_accuracy_curve, turn_metrics
+from lmgym.evaluation.reflection_metrics import plot_turn_accuracy
 from lmgym.envs import ReflectionEnv
 from tests.test_reflection import REFINE, FixedTask, ScriptedRole
 

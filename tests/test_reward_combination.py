@@ -190,7 +190,7 @@ def test_env_keeps_the_envs_weighted_sum_and_the_others_read_the_raw_components(
 def test_a_reward_through_the_whole_pipeline_as_the_module_docstring_tells():
     from lmgym.algorithms import RLConfig
     from lmgym.algorithms.kl import pay_kl_in_reward
-    from lmgym.algorithms.prm_reward import weigh_rewards
+    from lmgym.algorithms.prm.reward import weigh_rewards
     from lmgym.buffers import REF_LOGPROBS, collate
 
     class HalfScorer:  # a PRM that scores every step 0.5

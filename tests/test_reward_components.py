@@ -14,7 +14,7 @@ import torch
 from lmgym.algorithms import DAPO, DAPOConfig, GRPO, GRPOConfig
 from lmgym.algorithms.advantages import group_advantages
 from lmgym.training.plots import distribution_panels, draw_metrics, progression_panels
-from lmgym.training.reward_metrics import component_metrics
+from lmgym.evaluation.episode_metrics import component_metrics
 from lmgym.algorithms.reward_combination import combine_batch_rewards
 from lmgym.buffers import ADVANTAGES, Trajectory
 from tests.toy_env import DigitsEnv, digit_fraction
@@ -176,15 +176,15 @@ def test_every_iteration_logs_each_component_and_the_run_folder_has_their_plots(
         assert len(values["digits"]) == len(values["letters"]) == 8
         assert row["reward_digits"] == pytest.approx(np.mean(values["digits"]), abs=1e-4)
         assert row["reward_letters"] == pytest.approx(np.mean(values["letters"]), abs=1e-4)
-        uniform = [(d + l) / 2 for d, l in zip(values["digits"], values["letters"])]
+        uniform = [(d + s) / 2 for d, s in zip(values["digits"], values["letters"])]
         assert row["rewards"] == pytest.approx(uniform, abs=1e-3)
     for name in ("metrics.png", "reward_components.png", "reward_distribution.png"):
         assert (run / name).stat().st_size > 0, name
 
 
 def test_evaluate_reports_each_component_mean_over_its_greedy_episodes(tiny_policy):
-    from lmgym.search import evaluate
-    from lmgym.search.evaluate import episode_starts
+    from lmgym.evaluation import evaluate
+    from lmgym.evaluation.evaluate import episode_starts
     from lmgym.episodes.rollout import SamplingSettings, rollout
 
     env = two_components()

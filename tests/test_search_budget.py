@@ -6,7 +6,7 @@ import pytest
 from lmgym.envs import make
 from lmgym.search import SearchSettings, run_search
 from lmgym.search.token_budget import charge_in_order
-from lmgym.search.weighted_vote import weighted_majority, weighted_votes
+from lmgym.search.votes import weighted_majority, weighted_votes
 from lmgym.training.config import ConfigError
 from tests.search_toys import ScriptedPolicy, ScriptedScorer
 

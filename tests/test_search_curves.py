@@ -6,7 +6,7 @@ import pytest
 
 from lmgym.envs import make
 from lmgym.search import SearchSettings
-from lmgym.search.curves import curve_name, evaluate_curves, save_curves
+from lmgym.evaluation.curves import curve_name, evaluate_curves, save_curves
 from lmgym.search.mcts import MCTSConfig
 from tests.search_toys import ScriptedPolicy, ScriptedScorer
 

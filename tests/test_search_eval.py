@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from lmgym.search import SearchSettings
-from lmgym.search.search_eval import evaluate_search, markdown_table, save_table
+from lmgym.evaluation.search_eval import evaluate_search, markdown_table, save_table
 from lmgym.envs import make
 from tests.search_toys import ScriptedPolicy, ScriptedScorer
 from tests.test_examples import error_line, load_script

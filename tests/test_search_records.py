@@ -5,8 +5,8 @@ import json
 from lmgym.core.problem_records import read_problem_records
 from lmgym.envs import make
 from lmgym.search import SearchSettings
-from lmgym.search.curves import evaluate_curves, save_curves
-from lmgym.search.search_eval import evaluate_search, save_table
+from lmgym.evaluation.curves import evaluate_curves, save_curves
+from lmgym.evaluation.search_eval import evaluate_search, save_table
 from tests.search_toys import ScriptedPolicy, ScriptedScorer
 from tests.test_problem_records import assert_report_recomputes, assert_tampering_is_caught
 from tests.test_search_curves import METHODS, env_and_script

@@ -96,7 +96,7 @@ def test_bad_requests_get_a_4xx_with_one_message():
 def test_a_non_finite_temperature_is_refused_in_one_line(number):
     policy = ScriptedPolicy(SCRIPT)
     client = TestClient(create_app(policy))
-    body = '{"prompt": "hi", "max_new_tokens": 2, "temperature": %s}' % number  # Python's json reads these
+    body = f'{{"prompt": "hi", "max_new_tokens": 2, "temperature": {number}}}'  # Python's json reads these
     detail = one_line_detail(client.post("/generate", content=body, headers={"content-type": "application/json"}),
                              422)
     assert detail == "temperature: Input should be a finite number"

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from lmgym.algorithms import GRPO, GRPOConfig
-from lmgym.algorithms.prm_reward import PRM_REWARDS, STEP_ENDS, add_prm_rewards, weigh_rewards
-from lmgym.algorithms.step_credit import progress_advantages, score_progress, spread_over_steps
+from lmgym.algorithms.prm.reward import PRM_REWARDS, STEP_ENDS, add_prm_rewards, weigh_rewards
+from lmgym.algorithms.prm.step_credit import progress_advantages, score_progress, spread_over_steps
 from lmgym.buffers import Trajectory, collate
 from lmgym.envs import make
 from tests.test_config_validation import one_line_error

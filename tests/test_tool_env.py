@@ -191,7 +191,8 @@ def check_stopped_by_its_turns_strings(trajectory, actions, stops, max_new_token
     of an earlier turn: the sampler reads the stop strings per branch and turn)."""
     first = 0
     for action, active, last in zip(actions, stops, trajectory.step_ends):
-        tokens = [t for t, m in zip(trajectory.completion_ids[first : last + 1], trajectory.completion_mask[first:]) if m]
+        tokens = [t for t, m in zip(trajectory.completion_ids[first : last + 1], trajectory.completion_mask[first:])
+                  if m]
         first = last + 1
         assert any(action.endswith(stop) for stop in active) or len(tokens) == max_new_tokens or tokens[-1] == eos_id, (
             action, active)

@@ -89,7 +89,8 @@ def test_the_optimizer_step_is_the_same_whatever_the_micro_batch_size(tmp_path):
         sft = trainer(tmp_path / str(size), 1)
         sft.config.micro_batch_size = size
         tokens = float(sum(len(r) - 1 for r in sft.texts))
-        stats = sft.optimizer_step(sft.texts, lambda chunk: {"nll": sft.token_loss(chunk, tokens)})
+        stats = sft.optimizer_step(sft.texts,
+                                   lambda chunk, sft=sft, tokens=tokens: {"nll": sft.token_loss(chunk, tokens)})
         steps[size] = (stats, [p.grad.clone() for p in sft.policy.parameters()])  # grads stay after the step
     assert steps[1][0]["loss"] == pytest.approx(steps[6][0]["loss"], abs=1e-6)
     assert steps[1][0]["grad_norm"] == pytest.approx(steps[6][0]["grad_norm"], rel=1e-5)

@@ -53,7 +53,8 @@ def test_a_trl_name_given_to_the_constructor_names_ours_and_from_trl(name):
 
 
 def test_an_unknown_keyword_is_one_line_naming_the_config():
-    assert one_line(PPOConfig, learning_rat=1e-5) == "unknown PPOConfig field(s): learning_rat (did you mean learning_rate?)"
+    assert one_line(PPOConfig, learning_rat=1e-5) == (
+        "unknown PPOConfig field(s): learning_rat (did you mean learning_rate?)")
 
 
 def test_trl_names_in_yaml(tmp_path):

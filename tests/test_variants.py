@@ -6,7 +6,7 @@ import torch
 
 from lmgym.algorithms import DAPO, DAPOConfig, DrGRPO, DrGRPOConfig, GRPO, GRPOConfig, RLAlgorithm, RLOO
 from lmgym.algorithms.advantages import informative_groups, leave_one_out_advantages
-from lmgym.algorithms.dapo import overlong_penalty
+from lmgym.algorithms.grpo_variants import overlong_penalty
 from lmgym.algorithms.losses import completion_budget
 from lmgym.buffers import Trajectory
 from lmgym.envs import make

@@ -31,8 +31,8 @@ def test_a_sync_vector_env_is_refused_naming_the_env_itself(tiny_policy, tmp_pat
     vector = gymnasium.vector.SyncVectorEnv([arithmetic, arithmetic, arithmetic])
     message = one_line_value_error(GRPO, tiny_policy, vector, config(tmp_path))
     assert message == ("GRPO: got a gymnasium SyncVectorEnv of 3 envs; pass the env itself (e.g. "
-                       "lmgym.envs.make('Arithmetic-v0')): the trainer batches prompts_per_iteration x samples_per_prompt "
-                       "episodes of one env in each sampling call, branching its saved state")
+                       "lmgym.envs.make('Arithmetic-v0')): the trainer batches prompts_per_iteration x "
+                       "samples_per_prompt episodes of one env in each sampling call, branching its saved state")
     assert "SyncVectorEnv of 3" in one_line_value_error(GRPO, tiny_policy, arithmetic(), config(tmp_path),
                                                         eval_env=vector)
     assert one_line_value_error(EpisodeEngine, vector, tiny_policy).startswith("EpisodeEngine: got a gymnasium")

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lmgym.algorithms.verifier_tables import better_verifier, reliability_markdown, verifier_table
-from lmgym.search.budget_compare import versus_line
+from examples.verifier_tables import better_verifier, reliability_markdown, verifier_table, versus_line
 from tests.test_examples import error_line, load_script
 from tests.test_problem_records import assert_report_recomputes, assert_tampering_is_caught
 from tests.tiny_models import save_tiny_model_dir
@@ -70,7 +69,7 @@ def tiny_argv(model: str, out: Path) -> list[str]:
 
 
 def test_the_loop_runs_every_stage_then_reuses_them(tiny_model_dir, tmp_path, capsys):
-    from lmgym.algorithms import evaluate_verifier
+    from lmgym.evaluation import evaluate_verifier
     from lmgym.envs import make
     from lmgym.policies.prm import ProcessRewardModel
     from lmgym.traindata.step_data import load_policy_labels
@@ -93,8 +92,10 @@ def test_the_loop_runs_every_stage_then_reuses_them(tiny_model_dir, tmp_path, ca
         assert all(x.has_step_labels == (split == "train") for x in samples if x.steps)
         assert s["sampled_tokens"] > 0 and s["tokens_per_second"] > 0 and (s["rollouts"] > 0) == (split == "train")
         assert f"labels {split} L{level}: 4 samples of 2 problems, {s['sampled_tokens']} tokens sampled" in printed
-    test_ids = {x.problem_id for level in (2, 4) for x in load_policy_labels(out / f"labels/test_L{level}.jsonl").samples}
-    train_ids = {x.problem_id for level in (2, 3, 4) for x in load_policy_labels(out / f"labels/train_L{level}.jsonl").samples}
+    test_ids = {x.problem_id for level in (2, 4)
+                for x in load_policy_labels(out / f"labels/test_L{level}.jsonl").samples}
+    train_ids = {x.problem_id for level in (2, 3, 4)
+                 for x in load_policy_labels(out / f"labels/train_L{level}.jsonl").samples}
     assert test_ids.isdisjoint(train_ids)
 
     # 2. verifiers: each a PRM folder; the ORM reads its last step
@@ -128,7 +129,8 @@ def test_the_loop_runs_every_stage_then_reuses_them(tiny_model_dir, tmp_path, ca
         for level in (2, 4):
             report = evaluate_verifier(prm, load_policy_labels(out / f"labels/test_L{level}.jsonl").samples)
             record = saved["verifiers"][kind][f"L{level}"]
-            assert record["solution_count"] == 4 and record["solution_accuracy"] == pytest.approx(report.solution.accuracy)
+            assert record["solution_count"] == 4
+            assert record["solution_accuracy"] == pytest.approx(report.solution.accuracy)
             assert record["solution_ece"] == pytest.approx(report.solution.ece)
             assert sum(b["count"] for b in record["reliability"]) == 4
 
@@ -160,7 +162,8 @@ def test_the_loop_runs_every_stage_then_reuses_them(tiny_model_dir, tmp_path, ca
     assert "policy " not in again
     for what in ("labels train L2", "labels test L4", "verifier orm", "verifier prm_soft", "verifier evaluation",
                  "curves L2", "curves L4"):
-        assert f"{what}: " in again and "exists, skipped (--restart redoes it)" in again.split(f"{what}: ")[1].split("\n")[0]
+        assert f"{what}: " in again
+        assert "exists, skipped (--restart redoes it)" in again.split(f"{what}: ")[1].split("\n")[0]
     assert (out / "verifier_loop.md").read_text() == summary
 
     # --verifiers names the ones a process trains (two processes can train one each, side by side)
@@ -187,7 +190,8 @@ def test_bad_flags_are_one_line_before_any_model_loads(tmp_path):
         "error: --stages: 'rl'; choose from label, train, evaluate, curves (or all)")
     assert error_line(script, common + ["--budgets", "64,x"]) == (
         "error: --budgets must be comma-separated integers, got '64,x'")
-    assert error_line(script, common + ["--budgets", "64,64"]) == "error: --budgets must be distinct integers >= 1, got '64,64'"
+    assert error_line(script, common + ["--budgets", "64,64"]) == (
+        "error: --budgets must be distinct integers >= 1, got '64,64'")
     assert error_line(script, common + ["--test_levels", "2,7"]) == (
         "error: --test_levels must be distinct integers in 0..4, got '2,7'")
     assert error_line(script, common + ["--samples", "0"]) == "error: --samples must be >= 1, got 0"

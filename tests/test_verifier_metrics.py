@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from lmgym.algorithms.verifier_metrics import (
+from lmgym.evaluation.verifier_metrics import (
     ReliabilityBin, expected_calibration_error, reliability_table, roc_auc, verifier_metrics,
 )
 

@@ -7,8 +7,9 @@ import math
 import pytest
 import torch
 
-from lmgym.algorithms import PRMConfig, evaluate_verifier, score_samples, verifier_trainer
-from lmgym.algorithms.verifier_eval import verifier_solution_metrics
+from lmgym.algorithms import PRMConfig, verifier_trainer
+from lmgym.evaluation import evaluate_verifier, score_samples
+from lmgym.evaluation.verifier_eval import verifier_solution_metrics
 from lmgym.buffers.step_pairs import split_by_problem
 from lmgym.envs import make
 from lmgym.policies.prm import ProcessRewardModel
@@ -36,7 +37,9 @@ def constant_prm(tiny_policy, logit: float) -> ProcessRewardModel:
 
 
 def test_orm_and_soft_prm_losses_against_hand_values(tiny_policy, tmp_path):
-    softplus = lambda x: math.log1p(math.exp(x))  # BCE with logits: softplus(x) - y * x
+    def softplus(x):  # BCE with logits: softplus(x) - y * x
+        return math.log1p(math.exp(x))
+
     orm = verifier_trainer(constant_prm(tiny_policy, 1.0), SAMPLES, "orm", config(tmp_path / "orm"))
     assert orm.prm.aggregation == "last"
     # one rated position per solution: its last token, labelled by the outcome

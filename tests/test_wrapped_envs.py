@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from lmgym.algorithms import GRPO, GRPOConfig
-from lmgym.search import evaluate
+from lmgym.evaluation import evaluate
 from lmgym.episodes.rollout import SamplingSettings, rollout
 from lmgym.envs import ArithmeticEnv, make
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)

@@ -1,14 +1,16 @@
 """`RLAlgorithm(Trainer)`: collection, reference scoring, KL, advantages and the loss of every RL algorithm.
 
 One iteration: collect episodes -> combine their reward components (`reward_combination`) -> weigh the
-env's reward and a PRM's step scores (`outcome_weight`, `prm_weight`: algorithms/prm_reward.py) -> select ->
+env's reward and a PRM's step scores (`outcome_weight`, `prm_weight`: algorithms/prm/reward.py) -> select ->
 reference log-probs (and KL in the reward, if asked) -> advantages -> update (epochs x minibatches, each
 one `Trainer.optimizer_step` over micro-batches); after it the reference is re-synced every
-`ref_sync_every` iterations. The loop, evaluation schedule, run folder and checkpoints are the Trainer's."""
+`ref_sync_every` iterations (the `ReferenceSync` callback, algorithms/reference.py). The loop, evaluation
+schedule, run folder, checkpoints and callbacks are the Trainer's."""
 from __future__ import annotations
 
 import time
 from abc import abstractmethod
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -16,19 +18,20 @@ import torch
 from lmgym.training import distributed as dist
 from lmgym.algorithms import reference as ref
 from lmgym.algorithms import replay
+from lmgym.algorithms.advantages import zero_variance_fraction
 from lmgym.algorithms.config import RLConfig
 from lmgym.training.env_info import env_id, env_kwargs
 from lmgym.training.guards import warn
-from lmgym.search.evaluate import evaluate as evaluate_episodes
-from lmgym.training.tool_errors import ToolErrorCounter
-from lmgym.algorithms.episode_metrics import episode_metrics
+from lmgym.evaluation.evaluate import evaluate as evaluate_episodes
+from lmgym.evaluation.episode_metrics import ToolErrorCounter, episode_metrics
 from lmgym.algorithms.kl import kl_estimate, pay_kl_in_reward
 from lmgym.algorithms.losses import completion_budget, token_weights
 from lmgym.training.plots import PANELS
 from lmgym.training.progress import counting_tokens
-from lmgym.algorithms.prm_reward import check_prm, prm_description, weigh_rewards
+from lmgym.algorithms.prm.reward import check_prm, prm_description, weigh_rewards
 from lmgym.algorithms.reward_combination import combine_batch_rewards
 from lmgym.training.token_batches import same_count_on_every_rank, token_micro_batches
+from lmgym.training.callbacks import TrainerCallback
 from lmgym.training.trainer import Trainer
 from lmgym.training.trainer_state import CheckpointFile
 from lmgym.buffers import ADVANTAGES, REF_LOGPROBS, Batch, ReplayBuffer, TokenField, Trajectory, collate
@@ -56,7 +59,8 @@ class RLAlgorithm(Trainer):
     `loss(batch, logprobs, entropy)` (named per-token loss terms). Everything else is shared.
     Optional hooks: `forward` (model outputs the loss needs; PPO adds values), `select_for_update`, and
     the Trainer's (`param_groups`, `extra_state`/`load_extra_state`, ...). `prm`: a process reward model
-    (`score_trajectories`), whose step scores join the reward when `prm_weight` > 0.
+    (`score_trajectories`), whose step scores join the reward when `prm_weight` > 0. `callbacks`: as the
+    Trainer's, with `on_rewards` called too; `ReferenceSync` is added first when `ref_sync_every` > 0.
     """
 
     config_class = RLConfig
@@ -67,19 +71,23 @@ class RLAlgorithm(Trainer):
     progress_metrics = {"reward": ("reward_mean", ".3f"), "acc": ("train_accuracy", ".2f")}
 
     def __init__(self, policy, env, config: RLConfig | None = None, ref_policy=None,
-                 buffer: ReplayBuffer | None = None, eval_env=None, prm=None):
+                 buffer: ReplayBuffer | None = None, eval_env=None, prm=None,
+                 callbacks: Sequence[TrainerCallback] | None = None):
         for given in (env, eval_env):
             check_not_vector(given, type(self).__name__)  # one line naming what to pass, before any set-up
         self.env, self.eval_env = env, eval_env
         # with kl_coeff > 0 and none given: a frozen copy (`before_data_parallel`)
         self.ref_policy = self.checked_reference(ref_policy)
-        super().__init__(policy, config)
+        super().__init__(policy, config, callbacks)
         self.config.check_shards(dist.world_size())
         c = self.config
         self.prm = check_prm(prm, c, getattr(policy, "tokenizer", None))
-        self.buffer = buffer if buffer is not None else ReplayBuffer(max(c.batch_size * (c.replay_iterations + 4), 1024))
+        self.buffer = (buffer if buffer is not None
+                       else ReplayBuffer(max(c.batch_size * (c.replay_iterations + 4), 1024)))
         replay.check_capacity(self.buffer, c.batch_size, c.replay_iterations)
-        self._ref_synced_at: int | None = None  # iteration of the last policy -> reference copy (None: never)
+        self.ref_synced_at: int | None = None  # iteration of the last policy -> reference copy (None: never)
+        if c.ref_sync_every > 0:
+            self.callbacks.add(ref.ReferenceSync(), index=0)
         self.tool_errors = ToolErrorCounter()  # failed tool calls: counted per iteration/evaluation, warned once
         self._warned_long_trajectory = False  # a trajectory over max_tokens_per_microbatch was warned about
 
@@ -94,7 +102,8 @@ class RLAlgorithm(Trainer):
     def compile_models(self) -> None:
         """The policy's layers and, when it has its own model, the KL reference's."""
         super().compile_models()
-        if self.wants_frozen_compile() and ref.has_own_weights(self.ref_policy) and hasattr(self.ref_policy, "compile_layers"):
+        if (self.wants_frozen_compile() and ref.has_own_weights(self.ref_policy)
+                and hasattr(self.ref_policy, "compile_layers")):
             self.ref_policy.compile_layers(self.config.torch_compile_backend)
 
     # ------------------------------------------------------------------ what a subclass supplies
@@ -161,11 +170,6 @@ class RLAlgorithm(Trainer):
         return rollout(self.env, self.policy, starts, self.config.samples_per_prompt, self.sampling_settings(),
                        self.generator, first_group_id=first_group_id, timings=self._times,
                        sample_key=row_key(self.config.seed, self.iteration))
-
-    def after_rewards(self, trajectories: list[Trajectory]) -> dict[str, float]:
-        """Hook: this process's episodes once their rewards are weighed (the PRM has scored them), before selection;
-        returns metrics to record. Nothing here; GRPO refreshes its verifier (algorithms/verifier_refresh.py)."""
-        return {}
 
     # ------------------------------------------------------------------ micro-batches
     def micro_batches(self, trajectories: list[Trajectory]) -> list[list[Trajectory]]:
@@ -295,7 +299,7 @@ class RLAlgorithm(Trainer):
         combine_batch_rewards(trajectories, self.config.reward_combination)  # over all ranks' batch, before any use
         for name, value in weigh_rewards(trajectories, self.prm, self.config).items():  # outcome_weight, prm_weight
             self.record(name, value)
-        for name, value in self.after_rewards(trajectories).items():
+        for name, value in self.callbacks.rewards(self, trajectories).items():  # e.g. VerifierRefresh's
             self.record(name, value)
         selected = self.select_for_update(trajectories)
         if selected:
@@ -310,7 +314,9 @@ class RLAlgorithm(Trainer):
         trajectories = dist.gather_lists(trajectories)  # every rank's share, in group order
         generated = sum(t.num_generated_tokens for t in trajectories)
         sample_time = t1 - t0 - self._times.pop("score", 0.0)
-        metrics = episode_metrics(trajectories, self.iteration + 1, self.config.samples_per_prompt > 1)
+        grouped = self.config.samples_per_prompt > 1  # several samples a prompt: groups can lack signal
+        metrics = episode_metrics(trajectories, self.iteration + 1,
+                                  zero_variance_fraction(trajectories) if grouped else None)
         metrics.update(self.tool_errors.metrics(trajectories, f"iteration {self.iteration + 1}"))
         if self.config.replay_iterations:
             metrics["replayed_trajectories"] = int(dist.all_reduce_sum(float(len(reused))))
@@ -319,12 +325,6 @@ class RLAlgorithm(Trainer):
                 "time_sample": sample_time, "time_score": t1 - t0 - sample_time,
                 "time_prepare": t2 - t1, "time_update": t3 - t2,
                 **{f"loss_{k}" if k not in ("loss", "grad_norm") else k: v for k, v in update_stats.items()}}
-
-    def end_iteration(self, metrics: dict) -> None:
-        """Copy the policy into the reference every `ref_sync_every` iterations (REINFORCE-stable's reset)."""
-        every = self.config.ref_sync_every
-        if every and self.iteration % every == 0 and ref.sync_reference(self.ref_policy, self.policy):
-            self._ref_synced_at = self.iteration
 
     def evaluate(self) -> dict[str, float]:
         """Greedy held-out accuracy on `eval_env` (nothing without one)."""
@@ -353,10 +353,10 @@ class RLAlgorithm(Trainer):
 
     def state_dict(self) -> dict:
         """The Trainer's state, plus the reference (see algorithms/reference.py for when its weights are stored)."""
-        return {**super().state_dict(), **ref.reference_state(self.ref_policy, self._ref_synced_at, self.iteration)}
+        return {**super().state_dict(), **ref.reference_state(self.ref_policy, self.ref_synced_at, self.iteration)}
 
     def load_state_dict(self, state: dict) -> None:
-        self._ref_synced_at = ref.load_reference(self.ref_policy, state, self._ref_synced_at)
+        self.ref_synced_at = ref.load_reference(self.ref_policy, state, self.ref_synced_at)
         super().load_state_dict(state)
         ref.resync_after_load(self.ref_policy, self.policy, state)
         if state.get("buffer.jsonl") is not None:

@@ -21,7 +21,8 @@ class RLConfig(TrainerConfig):
     """
 
     # collection
-    prompts_per_iteration: int = setting(16, "distinct env episodes (prompts) per iteration, over all processes (torchrun splits them; must divide)")
+    prompts_per_iteration: int = setting(16, "distinct env episodes (prompts) per iteration, over all processes "
+                                             "(torchrun splits them; must divide)")
     samples_per_prompt: int = setting(8, "completions per prompt (the GRPO group size; TRL's num_generations)")
     # sampling
     max_new_tokens: int = setting(64, "generation cap per action (per step in stepwise envs)")
@@ -32,7 +33,8 @@ class RLConfig(TrainerConfig):
     loss_length_normalizer: int = setting(0, "divisor of each sequence's token sum in 'constant' aggregation "
                                              "(0: the completion budget)")
     update_epochs: int = setting(1, "passes over each collected batch (TRL's num_iterations, mu)")
-    minibatch_size: int = setting(0, "trajectories per optimizer step, over all processes (0: the whole batch, one step)")
+    minibatch_size: int = setting(0, "trajectories per optimizer step, over all processes "
+                                     "(0: the whole batch, one step)")
     max_tokens_per_microbatch: int = setting(0, "padded tokens (rows x longest row) per forward pass, trajectories "
                                                 "grouped by length (0: use micro_batch_size)")
     replay_iterations: int = setting(0, "also train on the previous N iterations' episodes, importance-weighted "

@@ -107,10 +107,10 @@ class DPO(Trainer):
     progress_metrics = {"loss": ("loss", ".4f"), "margin": ("reward_margin", ".3f")}
 
     def __init__(self, policy, pairs: Sequence, config: DPOConfig | None = None, ref_policy=None,
-                 held_out: Sequence = ()):
+                 held_out: Sequence = (), callbacks: Sequence | None = None):
         self.given_reference = ref_policy is not None
         self.ref_policy = self.checked_reference(ref_policy)  # none given: a frozen copy (`before_data_parallel`)
-        super().__init__(policy, config)
+        super().__init__(policy, config, callbacks)
         c = self.config
         if self.loss_kind == "ipo":
             c.require("label_smoothing", c.label_smoothing == 0, f"0 for {type(self).__name__}")

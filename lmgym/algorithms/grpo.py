@@ -1,25 +1,20 @@
 """GRPO (DeepSeekMath): group-relative advantages and a clipped importance ratio, no value model.
 
-With a PRM (`prm_weight` > 0) the advantages are DeepSeekMath's process supervision
-(`process_advantages`): each step's PRM reward normalised over its group's steps and summed from the
-token's step to the end, plus the group-normalised rest of the reward (the env's, times
-`outcome_weight`, and any shaping paid at the end). With `prm_credit="progress"` each step earns its PRM
-score difference and its tokens get the step's own normalised credit beside the outcome advantage
-(algorithms/step_credit.py). `refresh` retrains the PRM on the policy's own samples as it moves
-(algorithms/verifier_refresh.py)."""
+A_i = (r_i - mean of the group's rewards) / (their std, with `scale_by_std`) for every token of episode i; the
+loss is `clipped_ratio_loss` (algorithms/losses.py). With a PRM (`prm_weight` > 0) the advantages are step-level
+and the verifier may be refreshed as the policy moves (`refresh`): `ProcessCredit`
+(algorithms/prm/process_credit.py). docs/algorithms.md, "GRPO on one page", follows one iteration call by call."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lmgym.algorithms.advantages import group_advantages, informative_groups, process_advantages
+from lmgym.algorithms.advantages import group_advantages, informative_groups
 from lmgym.algorithms.base import RLAlgorithm
-from lmgym.training import distributed as dist
-from lmgym.training.config import ConfigError, setting
+from lmgym.training.config import setting
 from lmgym.algorithms.config import RLConfig
-from lmgym.algorithms.losses import clipped_policy_loss, masked_mean
-from lmgym.algorithms.prm_reward import PRM_REWARDS, STEP_ENDS
-from lmgym.algorithms.step_credit import progress_advantages
-from lmgym.algorithms.verifier_refresh import VerifierRefresh, VerifierRefreshConfig
+from lmgym.algorithms.losses import clipped_ratio_loss
+from lmgym.algorithms.prm.process_credit import ProcessCredit
+from lmgym.algorithms.prm.refresh import VerifierRefreshConfig
 
 
 @dataclass
@@ -48,41 +43,14 @@ class GRPOConfig(RLConfig):
                      "<= 1 with prm_credit 'progress' (the step credit must not outweigh the outcome advantage)")
 
 
-class GRPO(RLAlgorithm):
-    """Group Relative Policy Optimisation. Its variants (Dr. GRPO, DAPO, RLOO) are short subclasses."""
+class GRPO(ProcessCredit, RLAlgorithm):
+    """Group Relative Policy Optimisation; with a PRM, `ProcessCredit`'s step credit. Its variants (Dr. GRPO, DAPO,
+    RLOO) are short subclasses (algorithms/grpo_variants.py)."""
 
     config_class = GRPOConfig
-    token_fields = (PRM_REWARDS, STEP_ENDS)  # collated only when the PRM scored every trajectory
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        c, self.verifier_refresh = self.config, None
-        if c.refresh.every > 0:
-            if self.prm is None:
-                raise ConfigError.of_field(type(c).__name__, "refresh.every", f"is {c.refresh.every}, but no PRM "
-                                           f"was given to refresh: pass prm= or set refresh.every to 0")
-            if dist.world_size() > 1:
-                raise ConfigError.of_field(type(c).__name__, "refresh.every", "needs a single process for now (each "
-                                           "rank would train its own copy of the verifier)")
-            self.verifier_refresh = VerifierRefresh(self.prm, c.refresh, c.seed, c.bf16, f"{c.output_dir}/verifier")
-
-    def after_rewards(self, trajectories):
-        if self.verifier_refresh is None:
-            return {}
-        return self.verifier_refresh.observe(trajectories, self.iteration)
-
-    def advantages(self, batch):
-        c = self.config
-        if PRM_REWARDS.name in batch.fields:
-            prm = batch[PRM_REWARDS]
-            outcome = batch.rewards - prm.sum(1)
-            if c.prm_credit == "progress":
-                adv = progress_advantages(prm, batch[STEP_ENDS], batch.group_ids, outcome, c.prm_weight,
-                                          c.scale_by_std)
-            else:
-                adv = process_advantages(prm, batch[STEP_ENDS], batch.group_ids, outcome, c.scale_by_std)
-            return adv * batch.loss_mask
-        adv = group_advantages(batch.rewards, batch.group_ids, c.scale_by_std)
+    def outcome_advantages(self, batch):
+        adv = group_advantages(batch.rewards, batch.group_ids, self.config.scale_by_std)
         return adv[:, None] * batch.loss_mask
 
     def select_for_update(self, trajectories):
@@ -92,14 +60,4 @@ class GRPO(RLAlgorithm):
 
     def loss(self, batch, logprobs, entropy):
         c = self.config
-        loss, clipped = clipped_policy_loss(logprobs, batch.old_logprobs, batch.advantages, c.clip_low, c.clip_high)
-        self.record("clip_fraction", masked_mean(clipped.float(), batch.loss_mask))
-        return {"policy": loss}
-
-    def extra_state(self):
-        """The refreshed verifier's weights (nothing when it is not refreshed)."""
-        return {"verifier": self.prm.state_dict()} if self.verifier_refresh is not None else {}
-
-    def load_extra_state(self, state):
-        if self.verifier_refresh is not None and "verifier" in state:
-            self.prm.load_state_dict(state["verifier"])
+        return clipped_ratio_loss(batch, logprobs, c.clip_low, c.clip_high, self.record)

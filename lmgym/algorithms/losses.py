@@ -8,6 +8,8 @@ all micro-batches of one optimizer step equals the stated aggregate, whatever th
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 
 from lmgym.episodes.env_state import is_multi_step
@@ -87,3 +89,12 @@ def clipped_value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: 
     v_clipped = old_values + (values - old_values).clamp(-clip, clip)
     loss_clipped = 0.5 * (v_clipped - returns) ** 2
     return torch.maximum(loss, loss_clipped), (loss_clipped > loss).detach()
+
+
+def clipped_ratio_loss(batch, logprobs: torch.Tensor, clip_low: float, clip_high: float,
+                       record: Callable[[str, torch.Tensor], None]) -> dict[str, torch.Tensor]:
+    """GRPO's and MCTSSearch's loss terms: {"policy": `clipped_policy_loss` of the batch's advantages against its
+    behaviour log-probs}; records `clip_fraction`, the share of the batch's loss tokens whose ratio was clipped."""
+    loss, clipped = clipped_policy_loss(logprobs, batch.old_logprobs, batch.advantages, clip_low, clip_high)
+    record("clip_fraction", masked_mean(clipped.float(), batch.loss_mask))
+    return {"policy": loss}

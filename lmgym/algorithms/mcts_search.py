@@ -22,10 +22,10 @@ from lmgym.training import distributed as dist
 from lmgym.algorithms.base import RLAlgorithm
 from lmgym.training.config import ConfigError, setting
 from lmgym.algorithms.config import RLConfig
-from lmgym.algorithms.losses import clipped_policy_loss, masked_mean
+from lmgym.algorithms.losses import clipped_ratio_loss
 from lmgym.search.mcts import MCTS, MCTSConfig, SearchTree, most_visited_leaf
 from lmgym.search.mcts_tree import Node, walk
-from lmgym.algorithms.prm_losses import bradley_terry_loss
+from lmgym.algorithms.prm.trainer import bradley_terry_loss
 from lmgym.buffers import Trajectory, TokenField
 from lmgym.buffers.step_pairs import StepPair
 from lmgym.policies.generation import row_key
@@ -80,7 +80,7 @@ class MCTSSearch(RLAlgorithm):
     token_fields = (STEP_ADVANTAGES,)
 
     def __init__(self, policy, env, config: MCTSSearchConfig | None = None, ref_policy=None, buffer=None,
-                 eval_env=None, prm=None):
+                 eval_env=None, prm=None, callbacks=None):
         config = self.checked_config(config)
         if prm is None and config.mcts.evaluation == "prm":
             raise ConfigError.of_field(type(config).__name__, "mcts.evaluation", "is 'prm', but no PRM is given: "
@@ -91,7 +91,7 @@ class MCTSSearch(RLAlgorithm):
         if config.prm_updates > 0 and dist.world_size() > 1:
             raise ConfigError("MCTSSearchConfig.prm_updates needs a single process for now: each rank would train "
                               "its own PRM on its own pairs", "prm_updates")
-        super().__init__(policy, env, config, ref_policy, buffer, eval_env, prm=prm)
+        super().__init__(policy, env, config, ref_policy, buffer, eval_env, prm=prm, callbacks=callbacks)
         self.step_pairs: list[StepPair] = []
         self.prm_optimizer = (torch.optim.AdamW(prm.parameters(), lr=config.prm_learning_rate)
                               if config.prm_updates > 0 else None)
@@ -134,9 +134,7 @@ class MCTSSearch(RLAlgorithm):
 
     def loss(self, batch, logprobs, entropy):
         c = self.config
-        loss, clipped = clipped_policy_loss(logprobs, batch.old_logprobs, batch.advantages, c.clip_low, c.clip_high)
-        self.record("clip_fraction", masked_mean(clipped.float(), batch.loss_mask))
-        return {"policy": loss}
+        return clipped_ratio_loss(batch, logprobs, c.clip_low, c.clip_high, self.record)  # GRPO's
 
     # ------------------------------------------------------------------ the PRM's share
     def train_iteration(self) -> dict:

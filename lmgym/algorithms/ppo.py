@@ -4,7 +4,7 @@ Token t's state is everything before it; V(s_t) comes from a scalar head on the 
 (one forward pass gives log-probs and values) or from a separate critic (`value_model`). Rewards sit
 where the env pays them: the last token of each step (stepwise envs, process rewards) or of the
 episode (outcome reward), minus a per-token KL penalty when `kl_in_reward`, plus `prm_weight` times a
-process reward model's score of each step at its last token (algorithms/prm_reward.py). Env-injected
+process reward model's score of each step at its last token (algorithms/prm/reward.py). Env-injected
 tokens are skipped by GAE and masked out of both losses.
 """
 from __future__ import annotations
@@ -71,10 +71,10 @@ class PPO(RLAlgorithm):
     kl_reward_per_token = True
 
     def __init__(self, policy, env, config: PPOConfig | None = None, ref_policy=None, buffer=None, eval_env=None,
-                 value_model=None, prm=None):
+                 value_model=None, prm=None, callbacks=None):
         config, policy = self.checked_config(config), self.checked_policy(policy)
         self.value_model = value_model or build_value_model(policy, config.value_model)
-        super().__init__(policy, env, config, ref_policy, buffer, eval_env, prm)
+        super().__init__(policy, env, config, ref_policy, buffer, eval_env, prm, callbacks)
 
     def param_groups(self):
         lr = self.config.value_learning_rate or self.config.learning_rate

@@ -1,4 +1,5 @@
-"""The KL reference model: scoring with it, re-syncing it to the policy, and its part of a checkpoint.
+"""The KL reference model: scoring with it, re-syncing it to the policy (`ReferenceSync`, the callback an
+RLAlgorithm adds when `ref_sync_every` > 0), and its part of a checkpoint.
 
 A checkpoint stores the reference weights only when they can be found nowhere else: never synced, the
 reference is the model the algorithm was built with (rebuilt the same way to resume); synced at the
@@ -19,6 +20,7 @@ import torch
 
 from lmgym.training import distributed as dist
 from lmgym.training import fsdp
+from lmgym.training.callbacks import TrainerCallback
 from lmgym.training.checkpoints import CheckpointError
 from lmgym.policies import reference_adapter as adapter
 
@@ -67,6 +69,16 @@ def sync_reference(ref_policy, policy) -> bool:
         return False
     ref_policy.model.load_state_dict(fsdp.whole_state_dict(policy.model))  # FSDP: gathered on every rank
     return True
+
+
+class ReferenceSync(TrainerCallback):
+    """Copies the policy into the reference every `ref_sync_every` iterations (REINFORCE-stable's reset), when
+    an iteration ends; the trainer's `ref_synced_at` records the last copy (a checkpoint reads it)."""
+
+    def on_iteration_end(self, trainer, metrics: dict[str, Any]) -> None:
+        every = trainer.config.ref_sync_every
+        if every and trainer.iteration % every == 0 and sync_reference(trainer.ref_policy, trainer.policy):
+            trainer.ref_synced_at = trainer.iteration
 
 
 def reference_source(ref_policy, synced_at: int | None, iteration: int) -> str:

@@ -11,13 +11,13 @@ One iteration (algorithms/base.py `train_iteration`) takes a reward through four
 2. **Batch combination** (`reward_combination`, this module: `combine_batch_rewards`). "env", the default,
    keeps the env's reward. uniform, std, pca and l2 replace it with `combine` of the batch's component
    matrix [N, K]: N episodes of the iteration, gathered over all ranks; K components, None as NaN
-   (`lmgym.training.reward_metrics.component_matrix`). These four strategies read the raw components, so the
+   (`lmgym.evaluation.episode_metrics.component_matrix`). These four strategies read the raw components, so the
    env's `reward_weights` count only under "env". `env_reward`, `reward` and the last step's reward move
    by the same amount. Shaping already on the episode is kept, such as DAPO's overlong penalty, which is
    added at sampling. Combining is idempotent: it always starts again from the components. To judge its
    groups, DAPO's dynamic sampling first combines each rank's own episodes; the whole batch is then
    combined over all ranks before the PRM, the KL and the advantages see it.
-3. **The outcome weight and the PRM** (algorithms/prm_reward.py, `weigh_rewards`). `outcome_weight` w
+3. **The outcome weight and the PRM** (algorithms/prm/reward.py, `weigh_rewards`). `outcome_weight` w
    scales the combined reward: shaping "outcome_scale" pays (w - 1) times each step's env reward at the
    step's last token. With `prm_weight` > 0, the PRM scores each step in [0, 1], and `prm_weight` times
    the score is paid at the step's last token (shaping "prm"). `env_reward` keeps the combined value: the
@@ -69,7 +69,7 @@ import numpy as np
 
 from lmgym.buffers import Trajectory
 from lmgym.training import distributed as dist
-from lmgym.training.reward_metrics import component_matrix
+from lmgym.evaluation.episode_metrics import component_matrix
 
 CONSTANT = 1e-12  # a component whose std over the batch is at most this is constant
 ENV = "env"  # reward_combination's default: the env's own (weighted) reward, left as it is

@@ -86,8 +86,8 @@ class SFT(Trainer):
     progress_metrics = {"loss": ("loss", ".4f"), "eval": ("eval_loss", ".4f")}
 
     def __init__(self, policy, train_examples: Sequence[Example], config: SFTConfig | None = None,
-                 held_out: Sequence[Example] = ()):
-        super().__init__(policy, config)
+                 held_out: Sequence[Example] = (), callbacks: Sequence | None = None):
+        super().__init__(policy, config, callbacks)
         c = self.config
         self.examples, self.cut, dropped = encode_examples(policy, list(train_examples), c, "train_examples")
         if not self.examples:

@@ -108,8 +108,8 @@ def prompt_completion_tokens(policy, example: SFTExample, completion_only: bool 
 
 def encode_example(policy, example: Example, completion_only: bool = True, max_length: int | None = None
                    ) -> EncodedExample:
-    """An SFTExample, ChatExample or ReflectionTurnExample (or a message list) as an EncodedExample, cut to `max_length` tokens;
-    ValueError (one line) for anything else."""
+    """An SFTExample, ChatExample or ReflectionTurnExample (or a message list) as an EncodedExample, cut to
+    `max_length` tokens; ValueError (one line) for anything else."""
     if isinstance(example, (list, tuple)) and not isinstance(example, SFTExample):
         example = ChatExample(tuple(example))
     if isinstance(example, SFTExample):

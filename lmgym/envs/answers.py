@@ -128,7 +128,8 @@ _WHITESPACE_RE = re.compile(r"\s+")
 _SPACE_NOT_BETWEEN_LETTERS_RE = re.compile(r"(?<![A-Za-z]) | (?![A-Za-z])")
 # Lookbehinds such as (?<!\d) keep a search from restarting inside a digit run (quadratic otherwise).
 _TEXT_RE = re.compile(r"\\(?:text|mbox)\s*\{([^{}]*)\}(?:\s*\^\s*(?:\{\s*\d+\s*\}|\d))?")
-_FORMAT_RE = re.compile(r"\\(?:textbf|mathrm|mathbf|textrm|textit|textnormal|textsf|texttt|mathit|mathsf|emph)\s*\{([^{}]*)\}")
+_FORMAT_RE = re.compile(
+    r"\\(?:textbf|mathrm|mathbf|textrm|textit|textnormal|textsf|texttt|mathit|mathsf|emph)\s*\{([^{}]*)\}")
 _COMMA_NUMBER_RE = re.compile(r"-?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?%?", re.ASCII)
 _DOUBLE_BACKSLASH_RE = re.compile(r"\\\\(?=[A-Za-z])")
 # A number, then words (checked by _is_unit_word; any script): "10 weeks", "42 Äpfel", "15 яблок", "42个".
@@ -197,7 +198,8 @@ def _strip_words_after_number(s: str) -> tuple[str, tuple[str, ...]]:
     words = [w for part in [first, *per] for w in part.replace("^2", " ").replace("^3", " ").replace(".", " ").split()]
     head = first.replace("^2", " ").replace("^3", " ").replace(".", " ").split()
     spaced = m.start(2) > m.end(1)
-    per_ok = all(w.isascii() and w.isalpha() and len(w) <= 3 and w.lower() not in _MATH_WORDS for p in per for w in p.split())
+    per_ok = all(w.isascii() and w.isalpha() and len(w) <= 3 and w.lower() not in _MATH_WORDS
+                 for p in per for w in p.split())
     if head and per_ok and all(_is_unit_word(w, spaced, len(head) == 1) for w in head):
         return m.group(1), tuple(words)
     return s, ()

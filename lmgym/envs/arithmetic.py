@@ -252,7 +252,8 @@ class ArithmeticEnv(ArithmeticProblems, MathEnv):
     """Arithmetic problems of one level and split, graded as math.
 
     Args:
-        level, split: which problems (see the module docstring).
+        level: the problems' level, 0 to 4 (see the module docstring).
+        split: "train" or "test" (see the module docstring).
         instruction: appended to each question.
         **math_kwargs: MathEnv's and LanguageEnv's keyword arguments (mode, max_steps=8, sym_calc,
             reward_fns, reward_weights, render_mode, last_number_fallback, max_action_chars, reward_timeout).

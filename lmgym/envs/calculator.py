@@ -105,9 +105,8 @@ def _trailing_request(step: str) -> str | None:
         if end - start > MAX_CALC_CHARS:
             return None  # too long to compute; never complete just a suffix
     expr = body[start:end]
-    last_list_comma = None
-    for last_list_comma in _LIST_COMMA_RE.finditer(expr):
-        pass
+    list_commas = list(_LIST_COMMA_RE.finditer(expr))
+    last_list_comma = list_commas[-1] if list_commas else None
     if last_list_comma is not None:  # "so 3, 4 + 5 =" -> "4 + 5"; "1,500 + 200 =" stays whole
         expr = expr[last_list_comma.end() :]
     if ". " in expr:  # "... is 3. 4 * 5 =" -> "4 * 5"

@@ -172,9 +172,8 @@ def _is_prose(s: str) -> bool:
 
 def _answer_is(text: str) -> str | None:
     """The answer after the last "answer is" / "answer:" (e.g. "The final answer is $x$.")."""
-    last = None
-    for last in _ANSWER_IS_RE.finditer(text):
-        pass
+    matches = list(_ANSWER_IS_RE.finditer(text))
+    last = matches[-1] if matches else None
     if last is None:
         return None
     rest = text[last.end() :].lstrip()
@@ -289,9 +288,8 @@ def _standing_number(text: str) -> str | None:
         if end.end() < len(line):  # a stop at the very end ("。") closes the last sentence
             sentence_start = end.end()
     sentence = line[sentence_start:]
-    number = None
-    for number in _NUMBER_RE.finditer(sentence):
-        pass
+    numbers = list(_NUMBER_RE.finditer(sentence))
+    number = numbers[-1] if numbers else None
     if number is None or not _is_unit_tail(sentence[number.end() :]):
         return None
     if _reads_as_code(sentence[: number.start()]):

@@ -93,7 +93,8 @@ class HotpotQAEnv(HotpotQAProblems, LanguageEnv):
         context: "closed_book" (the question only) or "distractor" (the record's ten titled paragraphs,
             the two supporting ones among them, before the question).
         instruction: appended to the question (default: answer in ``<answer>...</answer>``).
-        reward_fns, reward_weights: default EM and F1, weighted 0.5 each (see the module docstring).
+        reward_fns: default EM and F1 (see the module docstring).
+        reward_weights: default 0.5 each.
         **base_kwargs: LanguageEnv's other keyword arguments (render_mode, max_action_chars, reward_timeout).
     """
 

@@ -33,11 +33,17 @@ class QuestionSearchHotpotQAEnv(HotpotQAEnv):
     module docstring).
 
     Args:
-        data_path, split, subset, records: the questions, as HotpotQAEnv takes them.
+        data_path: the questions, as HotpotQAEnv takes them.
+        split: as HotpotQAEnv's.
         store: a document store (``search(query, k, ...)``) or the folder of a saved index; required.
-        k, max_passage_chars, search_kwargs: as ``lmgym.envs.rag.SearchTool``.
+        subset: as HotpotQAEnv's.
+        records: as HotpotQAEnv's.
+        k: passages per question, as ``lmgym.envs.rag.SearchTool``'s.
+        max_passage_chars: as ``lmgym.envs.rag.SearchTool``'s.
+        search_kwargs: as ``lmgym.envs.rag.SearchTool``'s.
         instruction: appended to the question.
-        reward_fns, reward_weights: None: em, f1, mrr and support_recall (weights 0.5, 0.5, 0, 0).
+        reward_fns: None: em, f1, mrr and support_recall.
+        reward_weights: None: 0.5, 0.5, 0 and 0.
         **base_kwargs: LanguageEnv's other keyword arguments.
     """
 

@@ -229,18 +229,24 @@ class RAGHotpotQAEnv(HotpotQAProblems, ToolEnv):
     """HotpotQA questions answered by searching a document store (see the module docstring).
 
     Args:
-        data_path, split, subset, records: the questions, as HotpotQAEnv takes them.
+        data_path: the questions, as HotpotQAEnv takes them.
+        split: as HotpotQAEnv's.
         store: a document store (``search(query, k, ...)``) or the folder of a saved index; required.
+        subset: as HotpotQAEnv's.
+        records: as HotpotQAEnv's.
         k: passages per search.
         max_searches: searches per episode.
         max_steps: actions per episode; None: ``max_searches + 2``.
         format_penalty: subtracted from the format reward per malformed call (>= 0).
-        max_query_chars, max_passage_chars, search_kwargs: as SearchTool.
+        max_query_chars: as SearchTool's.
+        max_passage_chars: as SearchTool's.
+        search_kwargs: as SearchTool's.
         embedder: for the answer-similarity reward (``embed(texts) -> array``); None: the store's
             ``embedder`` attribute if it has one, else no answer-similarity reward.
         result_role: "tool" (default), "user" or None (passages as raw text).
         instruction: appended to the question; None: ``RAG_INSTRUCTION`` filled in.
-        reward_fns, reward_weights: None: ``rag_reward_fns`` with equal weights summing to 1.
+        reward_fns: None: ``rag_reward_fns``.
+        reward_weights: None: equal weights summing to 1.
         **tool_kwargs: ToolEnv's and LanguageEnv's other keyword arguments (nudge, mode, render_mode,
             max_action_chars, reward_timeout).
     """

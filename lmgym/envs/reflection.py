@@ -63,8 +63,11 @@ class ReflectionEnv(LanguageEnv):
         turn_role: None (requests are raw text) or "user" (chat turns).
         stop: stop strings of every turn; None: each turn ends at end-of-sequence or the length limit.
         mode: "multi_turn" (the only mode).
-        reward_fns, reward_weights, render_mode, max_action_chars, reward_timeout: as LanguageEnv; reward_fns
-            defaults to the correctness reward (the final answer's verdict).
+        reward_fns: as LanguageEnv's; None: the correctness reward (the final answer's verdict).
+        reward_weights: as LanguageEnv's.
+        render_mode: as LanguageEnv's.
+        max_action_chars: as LanguageEnv's.
+        reward_timeout: as LanguageEnv's.
         **task_kwargs: keyword arguments of the task env (only with ``task`` an env id).
     """
 

@@ -17,8 +17,9 @@ class ToolArithmeticEnv(ArithmeticProblems, ToolEnv):
     final answer goes in ``<answer>...</answer>`` and is graded by the math grader (``answers_equal``).
 
     Args:
-        level, split: which problems (as ArithmeticEnv; level 2 has two-digit products, where the
+        level: the problems' level, as ArithmeticEnv's (level 2 has two-digit products, where the
             calculator helps).
+        split: "train" or "test", as ArithmeticEnv's.
         max_steps: actions per episode (calls and the answer).
         max_tool_calls: calculator calls per episode.
         **tool_kwargs: ToolEnv's and LanguageEnv's other keyword arguments (result_role, nudge,

@@ -21,7 +21,7 @@ Stop strings, read per turn: the closing strings of the tools available now (eac
 argument, output) and the calls whose tool itself failed (``tool_errors``: tool, error; e.g. a document
 store whose search raised, recorded by a subclass with ``record_tool_error``) are episode state (saved by
 ``get_state``), reported in every step's ``info`` and to the reward functions. Trainers count
-``tool_errors`` in their metrics (training/tool_errors.py).
+``tool_errors`` in their metrics (evaluation/episode_metrics.py).
 """
 
 from __future__ import annotations

@@ -26,8 +26,8 @@ def check_not_vector(env, owner: str) -> None:
     if isinstance(env, gymnasium.vector.VectorEnv):
         raise ValueError(
             f"{owner}: got a gymnasium {type(env).__name__} of {env.num_envs} envs; pass the env itself (e.g. "
-            f"lmgym.envs.make('Arithmetic-v0')): the trainer batches prompts_per_iteration x samples_per_prompt episodes "
-            f"of one env in each sampling call, branching its saved state")
+            f"lmgym.envs.make('Arithmetic-v0')): the trainer batches prompts_per_iteration x samples_per_prompt "
+            f"episodes of one env in each sampling call, branching its saved state")
 
 
 def get_branch_state(env) -> dict[str, Any]:

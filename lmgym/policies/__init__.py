@@ -20,7 +20,8 @@ from lmgym.policies.models import (
 
 __all__ = [
     "Policy", "TrainableModel", "TrainablePolicy", "DataParallelPolicy", "BackbonePolicy", "check_contract",
-    "AdapterRole", "add_adapter", "Generation", "HFPolicy", "FewShotStepwisePolicy", "LoraSettings", "EMBEDDED_MODEL", "ModelNotFoundError",
+    "AdapterRole", "add_adapter", "Generation", "HFPolicy", "FewShotStepwisePolicy", "LoraSettings", "EMBEDDED_MODEL",
+    "ModelNotFoundError",
     "ModelLoadError", "build_tiny_model", "build_tiny_tokenizer", "load_model_and_tokenizer",
     "ProcessRewardModel", "aggregate_step_scores", "prompt_ids", "pad_id",
     "EMBEDDED_HUB_ID", "push_folder", "TrainingDetails", "build_model_card", "write_model_card",

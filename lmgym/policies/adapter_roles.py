@@ -31,7 +31,8 @@ def add_adapter(policy: HFPolicy, name: str, lora: LoraSettings | LoraConfig | N
     new adapter starts as the base model), from `lora`: LoraSettings or a peft LoraConfig. The active adapter
     is unchanged."""
     if not policy.is_lora:
-        raise ValueError("add_adapter: the policy has no LoRA adapters; build it with HFPolicy(..., lora=LoraSettings())")
+        raise ValueError("add_adapter: the policy has no LoRA adapters; "
+                         "build it with HFPolicy(..., lora=LoraSettings())")
     if name in policy.model.peft_config:
         raise ValueError(f"add_adapter: the policy already has an adapter named {name!r}")
     policy.model.add_adapter(name, peft_lora_config(lora or LoraSettings(), "add_adapter"))
@@ -43,7 +44,8 @@ class AdapterRole(Policy):
     def __init__(self, policy: HFPolicy, adapter: str):
         names = list(getattr(policy.model, "peft_config", {}) or {})
         if adapter not in names:
-            raise ValueError(f"AdapterRole: the policy has no adapter {adapter!r} (it has: {', '.join(names) or 'none'})")
+            raise ValueError(f"AdapterRole: the policy has no adapter {adapter!r} "
+                             f"(it has: {', '.join(names) or 'none'})")
         self.policy, self.adapter = policy, adapter
         self.tokenizer = policy.tokenizer
         self.use_chat_template = policy.use_chat_template

@@ -4,8 +4,8 @@ cuDNN's attention builds an execution plan for each new shape on the host: in tr
 passes, where every micro-batch has another length, that planning cost more host time per layer call than
 the GPU work it launched, with the GPU idle meanwhile (benchmarks/RESULTS.md has the profile). Those passes
 (the policy's, a separate critic's and a PRM's backbones, and the decoder's prefill) use FlashAttention or
-the memory-efficient kernel instead, which take any shape without planning; the fixed-shape decode step inside a CUDA graph, where planning happens once
-at capture, keeps PyTorch's choice.
+the memory-efficient kernel instead, which take any shape without planning; the fixed-shape decode step
+inside a CUDA graph, where planning happens once at capture, keeps PyTorch's choice.
 """
 from __future__ import annotations
 

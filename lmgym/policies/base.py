@@ -23,8 +23,9 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, ContextManager, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
@@ -165,7 +166,7 @@ class DataParallelPolicy(TrainablePolicy, Protocol):
         """Run grad-enabled passes through `wrapper` (DDP around `data_parallel_module()`); None: directly."""
 
     @abstractmethod
-    def use_sampling_weights(self, context: Callable[[], ContextManager] | None) -> None:
+    def use_sampling_weights(self, context: Callable[[], AbstractContextManager] | None) -> None:
         """Sample inside `context()` (FSDP: the sharded layers gathered whole); None: no context."""
 
     @abstractmethod
@@ -181,7 +182,7 @@ class BackbonePolicy(TrainablePolicy, Protocol):
     """Positions per chunk when the lm-head scores hidden states (0: all at once)."""
 
     @abstractmethod
-    def autocast(self) -> ContextManager:
+    def autocast(self) -> AbstractContextManager:
         """The autocast context of its forward passes (bf16 on CUDA when `bf16`, else none)."""
 
     @abstractmethod

@@ -29,7 +29,8 @@ def _declared_calls(declared: inspect.Signature) -> Iterator[tuple[str, list, di
     yield "with every argument by position", [None] * len(positional), {p.name: None for p in keyword_only}
     by_position = [p for p in positional if p.kind is inspect.Parameter.POSITIONAL_ONLY]
     yield "with every argument by name", [None] * len(by_position), \
-        {p.name: None for p in params if p not in by_position and p.kind in (*_POSITIONAL, inspect.Parameter.KEYWORD_ONLY)}
+        {p.name: None for p in params
+         if p not in by_position and p.kind in (*_POSITIONAL, inspect.Parameter.KEYWORD_ONLY)}
 
 
 def call_problem(declared: inspect.Signature, member: Any) -> str | None:

@@ -72,7 +72,8 @@ class DecodeWeights:
         self.head_norm_eps = _eps(layers[0].self_attn.q_norm) if hasattr(layers[0].self_attn, "q_norm") else None
 
     @classmethod
-    def build(cls, layers: list[torch.nn.Module], lm_head: torch.nn.Module, dtype: torch.dtype) -> "DecodeWeights | None":
+    def build(cls, layers: list[torch.nn.Module], lm_head: torch.nn.Module,
+              dtype: torch.dtype) -> "DecodeWeights | None":
         """The copies, or None when some layer's weights cannot be copied whole (see the module docstring)."""
         weights = cls(layers, lm_head, dtype)
         return weights if weights.refresh() else None
@@ -86,8 +87,8 @@ class DecodeWeights:
             if not all(hasattr(mlp, n) for n in (*_MLP, "down_proj")) or not _is_silu(mlp):
                 return None
             norms = [layer.input_layernorm, layer.post_attention_layernorm]
-            if any(_eps(n) != self.norm_eps or type(getattr(n, "weight", None)) not in (torch.Tensor, torch.nn.Parameter)
-                   for n in norms):
+            if any(_eps(n) != self.norm_eps
+                   or type(getattr(n, "weight", None)) not in (torch.Tensor, torch.nn.Parameter) for n in norms):
                 return None
             parts = [_effective_parts(getattr(attn, n)) for n in (*_ATTN, "o_proj")]
             parts += [_effective_parts(getattr(mlp, n)) for n in (*_MLP, "down_proj")]

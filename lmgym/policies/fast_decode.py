@@ -264,7 +264,8 @@ class FastDecoder:
         except torch._dynamo.exc.TorchDynamoException as err:  # Inductor missing or failing here: decode eagerly
             if not self.compile_layers:
                 raise
-            warnings.warn(f"compiling the decode step failed, decoding without it: {str(err).splitlines()[0]}")
+            warnings.warn(f"compiling the decode step failed, decoding without it: {str(err).splitlines()[0]}",
+                          stacklevel=2)
             self.compile_layers, buf.graph, buf.captured = False, None, None
             self._replay_or_capture(buf, sampling)
 

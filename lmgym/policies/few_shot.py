@@ -105,7 +105,8 @@ class FewShotStepwisePolicy(HFPolicy):
     """An `HFPolicy` whose prompt carries a system prompt file and `n_few_shot` solved examples.
 
     Args:
-        model, tokenizer: as for `HFPolicy` (a name/path, or a model object plus its tokenizer).
+        model: as for `HFPolicy` (a name/path, or a model object).
+        tokenizer: as for `HFPolicy` (the model object's tokenizer).
         system_prompt_path: file holding the system prompt (default lmgym/prompts/stepwise_solver_sys.txt);
             None: no system message.
         examples: the pool of worked examples: a GSM8K-format JSONL path (a folder means its train.jsonl)

@@ -280,7 +280,7 @@ def decode(
         tokens, token_logp = sample_tokens(logits, temperature, top_p, generator, rows, step)
         row_list = rows.tolist()
         added = 0
-        for i, (r, tok, lp) in enumerate(zip(row_list, tokens.tolist(), token_logp.tolist())):
+        for r, tok, lp in zip(row_list, tokens.tolist(), token_logp.tolist()):
             if done[r]:
                 continue  # finished, not pruned yet: its decoded pad tokens are ignored
             completions[r].append(tok)
@@ -303,7 +303,8 @@ def decode(
         if not bool(live.all()) and (step % prune_every == 0 or live.float().mean() < 0.5):
             keep = live.nonzero().squeeze(-1)
             cache.batch_select_indices(keep)
-            rows, tokens, attention, next_pos, live = rows[keep], tokens[keep], attention[keep], next_pos[keep], live[keep]
+            rows, tokens, attention = rows[keep], tokens[keep], attention[keep]
+            next_pos, live = next_pos[keep], live[keep]
         tokens = torch.where(live, tokens, torch.full_like(tokens, pad_id))
         out = model(input_ids=tokens[:, None], attention_mask=attention, position_ids=next_pos[:, None],
                     past_key_values=cache, use_cache=True)

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import copy
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, ContextManager, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import torch
 
@@ -42,7 +42,9 @@ def default_device() -> torch.device:
     """cuda:LOCAL_RANK (this torchrun rank's GPU; cuda:0 otherwise) when CUDA is available, else the CPU."""
     import os
 
-    return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if torch.cuda.is_available() else torch.device("cpu")
+    if torch.cuda.is_available():
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+    return torch.device("cpu")
 
 
 class HFPolicy(BackbonePolicy, DataParallelPolicy):
@@ -56,7 +58,8 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
             `save`, if any, else the template's default).
         use_chat_template: False feeds observations as raw text (base models, few-shot prompts).
         lora: LoraSettings, or a `peft.LoraConfig` used as given, to train adapters only (LoraSettings with
-            `load_in_4bit`: QLoRA, a 4-bit base, needs bitsandbytes); the reference model is then the adapter-free base, or a re-synced reference adapter.
+            `load_in_4bit`: QLoRA, a 4-bit base, needs bitsandbytes); the reference model is then the adapter-free
+            base, or a re-synced reference adapter.
         gradient_checkpointing: recompute each decoder layer's activations in the backward pass instead of
             keeping them (policies/checkpointing.py); `TrainerConfig.gradient_checkpointing` turns it on too.
         dtype: parameter dtype; default float32 (bf16 autocast is applied by the trainer on GPU).
@@ -107,7 +110,8 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
         self.cancelled_rows = None  # cancel hook: asked at each decoding step which rows (prompt i's sample j is
         # row i * n + j) nobody waits for; they end there, finish_reason "cancelled" (the server's timed-out requests)
         self._parallel_backbone: torch.nn.Module | None = None  # a DDP wrapper of the backbone (training passes)
-        self._sampling_weights: Callable[[], ContextManager] | None = None  # FSDP: the layers gathered to sample
+        # FSDP: the layers gathered to sample
+        self._sampling_weights: Callable[[], AbstractContextManager] | None = None
         self.is_lora = lora is not None or hasattr(self.model, "peft_config")
         # the base an adapter saved from this policy names: a loaded adapter keeps the one it recorded
         self.base_name_or_path = (next(iter(self.model.peft_config.values())).base_model_name_or_path
@@ -212,7 +216,7 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
         gradient hooks fire); passes without gradients (sampling, references, evaluation) stay direct."""
         self._parallel_backbone = wrapper
 
-    def use_sampling_weights(self, context: Callable[[], ContextManager] | None) -> None:
+    def use_sampling_weights(self, context: Callable[[], AbstractContextManager] | None) -> None:
         """Sample inside `context()` (FSDP: the sharded layers gathered whole for the whole decode)."""
         self._sampling_weights = context
 

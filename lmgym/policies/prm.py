@@ -71,7 +71,8 @@ class ProcessRewardModel(nn.Module):
     Args:
         backbone: the base model (e.g. `LlamaModel`), returning `last_hidden_state`.
         tokenizer: its tokenizer (the EOS token pads when it has no pad token).
-        system_prompt, use_chat_template: how an observation becomes a prompt, as for `HFPolicy`.
+        system_prompt: as for `HFPolicy`.
+        use_chat_template: as for `HFPolicy` (with `system_prompt`, how an observation becomes a prompt).
         aggregation: how `solution_score` combines step scores (min | last | product | mean).
         name_or_path: the model it came from (recorded in run folders).
     """

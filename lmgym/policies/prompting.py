@@ -7,11 +7,10 @@ conversational prompts), rendered with the tokenizer's chat template.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Union
 
 from lmgym.core.chat import check_chat_prompt
 
-Observation = Union[str, Sequence[Mapping[str, str]]]
+Observation = str | Sequence[Mapping[str, str]]
 
 
 def prompt_ids(tokenizer, observation: Observation, system_prompt: str | None, use_chat_template: bool) -> list[int]:

@@ -17,8 +17,9 @@ from lmgym.policies.reference_adapter import REFERENCE_ADAPTER
 
 
 def unsharded_copy(policy, state: dict[str, torch.Tensor]) -> TrainablePolicy:
-    """A copy of the HFPolicy `policy` (`HFPolicy.with_model`) around a plain CPU rebuild of `policy.model` holding `state`
-    (the model's whole state dict). The KL reference adapter, if any, is left out (`save` never writes it)."""
+    """A copy of the HFPolicy `policy` (`HFPolicy.with_model`) around a plain CPU rebuild of `policy.model`
+    holding `state` (the model's whole state dict). The KL reference adapter, if any, is left out (`save` never
+    writes it)."""
     model = policy.model
     is_peft = hasattr(model, "peft_config")
     base = model.get_base_model() if is_peft else model

@@ -81,7 +81,8 @@ def read_manifest(folder: str | Path) -> dict[str, Any]:
         manifest = read_json(path)
     except ValueError:  # not JSON, not UTF-8, nested too deeply, a huge integer
         raise IndexLoadError(f"{path}: corrupt manifest (not JSON); rebuild the index") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or not isinstance(manifest.get("files"), dict):
+    if (not isinstance(manifest, dict) or manifest.get("format") != FORMAT
+            or not isinstance(manifest.get("files"), dict)):
         raise IndexLoadError(f"{path}: not a manifest of this toolkit's retrieval index; rebuild the index")
     if manifest.get("version") != VERSION:
         raise IndexLoadError(f"{path}: index format version {manifest.get('version')!r}, this code reads {VERSION}; "

@@ -161,7 +161,8 @@ class DocumentStore:
             config = StoreConfig(**manifest["config"])
             count, name, dim = int(manifest["num_documents"]), manifest["embedder"], manifest["dim"]
         except (KeyError, TypeError, ValueError) as err:
-            raise IndexLoadError(f"{folder}/manifest.json: unreadable settings ({' '.join(str(err).split())})") from None
+            raise IndexLoadError(
+                f"{folder}/manifest.json: unreadable settings ({' '.join(str(err).split())})") from None
         try:
             documents = documents_from_jsonl(folder / DOCUMENTS)
             bm25 = BM25Index.load(folder / BM25_FOLDER, config.stopwords)

@@ -1,20 +1,29 @@
-"""Search and evaluation at inference: greedy accuracy, pass@k and maj@k (`evaluate`), and at equal token
-budgets maj@n, weighted majority and best-of-n with a verifier, beam search and MCTS over reasoning steps (`run_search`,
-`evaluate_search`), accuracy-vs-tokens curves under hard token caps (`evaluate_curves`); HotpotQA episodes' retrieval and answers (`evaluate_rag`)."""
+"""Search at inference: at equal token budgets maj@n, weighted majority and best-of-n with a verifier, beam search
+and MCTS over reasoning steps (`run_search`), and the votes they choose an answer by. Measuring them (accuracy,
+pass@k, equal-budget tables and curves, RAG metrics) is `lmgym.evaluation`'s job."""
+import importlib
+
 from lmgym.search.beam_search import beam_search
-from lmgym.search.evaluate import evaluate, majority_answer, pass_at_k
 from lmgym.search.mcts import MCTS, MCTSConfig
 from lmgym.search.methods import SearchMethod, register_search_method, search_methods, unregister_search_method
-from lmgym.search.rag_evaluate import evaluate_rag
 from lmgym.search.search import SearchSettings, run_search
-from lmgym.search.search_eval import evaluate_search
-from lmgym.search.curves import evaluate_curves, plot_curves, save_curves
-from lmgym.search.weighted_vote import weighted_majority
+from lmgym.search.votes import majority_answer, weighted_majority
 from lmgym.search.search_types import SearchResult, StepScorer
 
+# exported here until 0.3.0, now lmgym.evaluation's (a layer above search): loaded from there on first use, for
+# one release
+_MOVED_NAMES = ("evaluate", "pass_at_k", "evaluate_rag", "evaluate_search", "evaluate_curves", "plot_curves",
+               "save_curves")
+
 __all__ = [
-    "evaluate", "pass_at_k", "majority_answer", "MCTS", "MCTSConfig", "SearchSettings", "run_search",
-    "beam_search", "evaluate_search", "SearchResult", "StepScorer", "evaluate_rag", "evaluate_curves",
-    "plot_curves", "save_curves", "weighted_majority", "SearchMethod", "register_search_method", "search_methods",
-    "unregister_search_method",
+    "MCTS", "MCTSConfig", "SearchSettings", "run_search", "beam_search", "SearchResult", "StepScorer",
+    "majority_answer", "weighted_majority",
+    "SearchMethod", "register_search_method", "search_methods", "unregister_search_method",
 ]
+
+
+def __getattr__(name: str):
+    """A name that moved to `lmgym.evaluation`, loaded from there (the layer order forbids importing it above)."""
+    if name in _MOVED_NAMES:
+        return getattr(importlib.import_module("lmgym.evaluation"), name)
+    raise AttributeError(f"module 'lmgym.search' has no attribute {name!r}")

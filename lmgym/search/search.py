@@ -11,7 +11,7 @@ only; the env's verdict is recorded for reporting.
 - maj: `n` episodes at `temperature`; the most frequent parsed answer wins (ties: first seen), and its
   first episode is the solution.
 - weighted_maj: `n` episodes, scored like best_of_n's; each parsed answer's vote is the sum of its
-  episodes' solution scores (probabilities, `search/weighted_vote.py`), the largest sum wins (ties: first
+  episodes' solution scores (probabilities, `search/votes.py`), the largest sum wins (ties: first
   seen), and its best-scored episode is the solution.
 - best_of_n: `n` episodes; the step scorer scores all of them in one call and the highest solution score
   (`aggregation` of the step scores) wins among the episodes with a parsed answer (among all when none has).
@@ -31,14 +31,13 @@ from collections.abc import Sequence
 
 import torch
 
-from lmgym.search.evaluate import majority_answer
 from lmgym.search.mcts import MCTS
 from lmgym.search.methods import search_method
 from lmgym.search.settings import SearchSettings, engine_for
 from lmgym.search.search_play import parsed_answer, play_out, result_of, step_scores
 from lmgym.search.search_types import SearchResult, StepScorer
 from lmgym.search.token_budget import sampled_within_budget
-from lmgym.search.weighted_vote import weighted_majority, weighted_votes
+from lmgym.search.votes import majority_answer, weighted_majority, weighted_votes
 from lmgym.policies.base import Policy
 from lmgym.policies.prm import aggregate_step_scores
 

@@ -40,6 +40,8 @@ from lmgym.envs.base import Problem
 from lmgym.envs.extraction import extract_answer
 from lmgym.traindata.step_data.arithmetic_gold import arithmetic_expression, arithmetic_steps
 from lmgym.traindata.step_data.equations import format_number, parse_number, solve_steps, tokens
+# how a critic's feedback in the oracle's language is read back: evaluation's, imported here as it was defined here
+from lmgym.evaluation.reflection_critic_metrics import APPROVE, REJECT, UNCLEAR, feedback_verdict  # noqa: F401
 from lmgym.policies.few_shot import gsm8k_solution_steps
 
 MAX_ANSWER_CHARS = 4000  # an answer is read from its first this-many characters
@@ -73,23 +75,6 @@ GENERIC_PHRASES = (
     "This answer is not correct. Work through the problem again one step at a time.",
     "The result is wrong; redo the calculation step by step and check each result.",
 )
-
-
-APPROVE, REJECT, UNCLEAR = "approve", "reject", "unclear"
-# words that mark feedback as asking for a change; every STEP and GENERIC phrase has one, no CORRECT phrase does
-_REJECT_MARKERS = re.compile(r"\b(wrong|mistake|should|not correct|incorrect|redo|recompute|again)\b", re.I)
-_APPROVE_MARKERS = re.compile(r"\b(correct|right|keep)\b", re.I)
-_MAX_FEEDBACK_CHARS = 4000  # model output is untrusted: only the first 4,000 characters are read
-
-
-def feedback_verdict(text: str) -> str:
-    """What a critic's feedback (in the oracle's language) asks for: REJECT when it marks a mistake or asks
-    for a redo, else APPROVE when it says correct / right / keep, else UNCLEAR. A critic trained on the oracle
-    writes one of its phrases, so this reads its verdict back; free text that mixes both counts as REJECT."""
-    head = text[:_MAX_FEEDBACK_CHARS]
-    if _REJECT_MARKERS.search(head):
-        return REJECT
-    return APPROVE if _APPROVE_MARKERS.search(head) else UNCLEAR
 
 
 @dataclass(frozen=True)

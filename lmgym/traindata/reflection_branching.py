@@ -5,7 +5,7 @@ feedbacks share one answer.
 
 Each returned episode is one leaf: first answer, one feedback, one refinement (three actions). With
 ``max_turns`` > 2 the env has not ended it: its Trajectory is marked ``info["unfinished"]``. These are
-training data, not an evaluation: score the roles with ``lmgym.algorithms.reflection_metrics`` on whole episodes.
+training data, not an evaluation: score the roles with ``lmgym.evaluation.reflection_metrics`` on whole episodes.
 """
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 from lmgym.core.chat import check_messages as check_chat_messages
 from lmgym.core.jsonl import parse_jsonl
@@ -39,7 +39,7 @@ class ChatExample:
     trained_from: int = 0
 
 
-Example = Union[SFTExample, ChatExample]
+Example = SFTExample | ChatExample
 
 
 def check_messages(messages: Any, trained_from: int = 0) -> tuple[dict[str, str], ...]:

@@ -1,6 +1,7 @@
-"""What every trainer shares: the `Trainer` loop (optimizer, run folder, logging, plots, resume),
+"""What every trainer shares: the `Trainer` loop (optimizer, run folder, logging, plots, resume), its callbacks,
 configuration (`TrainerConfig`, checked fields, YAML files, CLI flags, TRL's names), checkpoints and
 distributed set-up (DDP, FSDP2 through torch.distributed)."""
+from lmgym.training.callbacks import EarlyStopping, TrainerCallback
 from lmgym.training.checkpoints import CheckpointError, CorruptCheckpointError
 from lmgym.training.cli import add_config_arguments, config_from_arguments, run_with_clear_errors
 from lmgym.training.config import ConfigError, TrainerConfig, load_config, setting
@@ -10,7 +11,7 @@ from lmgym.training.run_logger import RunLogger
 from lmgym.training.trainer import Trainer
 
 __all__ = [
-    "Trainer", "TrainerConfig", "ConfigError", "load_config", "setting",
+    "Trainer", "TrainerConfig", "TrainerCallback", "EarlyStopping", "ConfigError", "load_config", "setting",
     "add_config_arguments", "config_from_arguments", "run_with_clear_errors",
     "CheckpointError", "CorruptCheckpointError", "NonFiniteTrainingError", "RunLogger", "plot_run", "plot_metrics",
 ]

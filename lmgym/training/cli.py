@@ -13,13 +13,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import typing
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 from lmgym.core.checked_config import field_help
 from lmgym.core.extras import MissingExtraError
 from lmgym.core.dotted_names import Setting, flatten, settings_of
 from lmgym.training import trl_names
-from lmgym.training.flag_parser import SuggestingParser, example_parser  # noqa: F401 (the examples' parser)
 from lmgym.training.config import field_types, load_config, nested_fields
 from lmgym.training.interrupts import EXIT_STATUS
 from lmgym.envs import make
@@ -48,22 +47,6 @@ def _add_flag(group, setting: Setting, default: Any, presets: dict[str, dict[str
         group.add_argument(flag, type=FLAG_TYPES.get(args[0], str), nargs=len(args), default=None, help=text)
     else:
         group.add_argument(flag, type=FLAG_TYPES.get(kind, str), default=None, help=text)
-
-
-def add_preset_sizes(group, presets: dict[str, dict[str, Any]], helps: dict[str, str],
-                     floats: Sequence[str] = ()) -> None:
-    """`--<name>` for each of a script's preset sizes (`presets[p]["run"][name]`), default None (the preset's
-    value), its help naming every preset's value; the names in `floats` parse as float, the others as int."""
-    for name, what in helps.items():
-        shown = ", ".join(f"{p} {values['run'][name]}" for p, values in presets.items())
-        group.add_argument(f"--{name}", type=float if name in floats else int, default=None,
-                           help=f"{what} (default: {shown})")
-
-
-def preset_sizes(args: argparse.Namespace, sizes: dict[str, Any]) -> dict[str, Any]:
-    """Each of a preset's sizes: its flag where given, else the preset's value."""
-    return {name: value if getattr(args, name, None) is None else getattr(args, name)
-            for name, value in sizes.items()}
 
 
 def old_flat_names(config_class: type) -> list[str]:
@@ -120,31 +103,6 @@ def config_from_arguments(config_class: type, args: argparse.Namespace, defaults
 # an optional library a feature needs (its extra's pip command)
 USER_ERRORS = (ValueError, FileNotFoundError, KeyError, PermissionError, IsADirectoryError, NotADirectoryError,
                MissingExtraError)
-
-
-def parse_stages(text: str, stages: Sequence[str], flag: str = "--stages") -> list[str]:
-    """A multi-stage example's --stages (or another `flag` naming some of `stages`): names from `stages`,
-    comma-separated, or "all" (every stage, in order); anything else is one ValueError line naming the choices."""
-    names = [s.strip() for s in text.split(",") if s.strip()]
-    if names == ["all"]:
-        return list(stages)
-    unknown = [s for s in names if s not in stages]
-    if unknown or not names:
-        raise ValueError(f"{flag}: {', '.join(map(repr, unknown)) or 'none given'}; choose from "
-                         f"{', '.join(stages)} (or all)")
-    return names
-
-
-def release_memory() -> None:
-    """Between a multi-stage example's stages: collect the last stage's models and return the GPU's cached
-    blocks, before the next stage loads its own."""
-    import gc
-
-    import torch
-
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
 
 
 def run_with_clear_errors(run: Callable[..., Any], *args: Any) -> Any:

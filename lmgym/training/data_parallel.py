@@ -23,8 +23,8 @@ and `clip_grad_norm` takes the norm over both.
 from __future__ import annotations
 
 import inspect
-from contextlib import nullcontext
-from typing import ContextManager, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from typing import Sequence
 
 import torch
 
@@ -63,7 +63,7 @@ class GradientAverager:
             return "ddp" if self.ddp is not None else "fsdp"
         return "allreduce" if dist.world_size() > 1 else "none"
 
-    def micro_batch(self, last: bool) -> ContextManager:
+    def micro_batch(self, last: bool) -> AbstractContextManager:
         """Wrap a micro-batch's forward AND backward: DDP's `no_sync` (FSDP: no reduce-scatter) unless it
         is the step's last; with `keep_gathered`, FSDP's layers stay whole until that backward."""
         if self.sharded:

@@ -1,4 +1,5 @@
-"""The examples' and benchmarks' argument parser: no prefix matching, and one-line errors that say what was meant.
+"""An argument parser without prefix matching whose errors are one line saying what was meant (the examples' and
+benchmarks' parser: examples/common.py's `example_parser`).
 
 argparse takes any unambiguous prefix of a flag (`--learn` silently sets `--learning_rate`, `--lr` reaches
 `--lr_scheduler_type`), and answers an unknown flag with the whole usage (60 lines for a trainer's flags)
@@ -68,8 +69,3 @@ class SuggestingParser(argparse.ArgumentParser):
                     (f"; write {ours}" if ours in known else f", which {self.prog} does not take"))
         by_name = {f.lstrip(self.prefix_chars): f for f in known}
         return f"unknown flag {flag}" + did_you_mean(name, by_name, quote=by_name.__getitem__)
-
-
-def example_parser(**kwargs: Any) -> SuggestingParser:
-    """An example's or benchmark's parser (`argparse.ArgumentParser`'s keywords): `allow_abbrev` is always off."""
-    return SuggestingParser(**kwargs)

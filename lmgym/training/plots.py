@@ -7,11 +7,16 @@ values per iteration).
 
 Iteration 0 is the evaluation before training; the x axes tick whole iterations only. Rewards that are
 all 0 or 1 are drawn as the fraction of reward-1 episodes per iteration (a box plot of 0/1 values
-collapses to a line); other rewards as box plots."""
+collapses to a line); other rewards as box plots.
+
+`RunPlots` is the callback by which every `Trainer` draws them when training ends (training/callbacks.py)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+from lmgym.training import distributed as dist
+from lmgym.training.callbacks import TrainerCallback
 
 PANELS = [
     ("reward", ["reward_mean"] , "reward (mean of batch)"),
@@ -34,6 +39,15 @@ def plot_run(rows: list[dict], run_dir: str | Path, title: str = "", panels=PANE
                     plot_metrics(rows, run_dir / "reward_distribution.png", f"{title}: reward distributions",
                                  distribution_panels(names))]
     return [path for path in written if path is not None]
+
+
+class RunPlots(TrainerCallback):
+    """When training ends (not on Ctrl-C), rank 0 draws the run's plots into `output_dir` (`plot_run`), with the
+    trainer's `plot_panels` and `title()`."""
+
+    def on_train_end(self, trainer, rows: list[dict] | None) -> None:
+        if rows is not None and dist.is_main():
+            plot_run(rows, trainer.config.output_dir, title=trainer.title(), panels=trainer.plot_panels)
 
 
 def memory_panels(rows: list[dict]) -> list[tuple[str, list[str], str]]:

@@ -7,6 +7,8 @@ metrics.jsonl is append-only and flushed to disk per line. A line cut short by a
 when reading and set aside on resume; rows logged after the checkpoint a run resumes from are moved
 to metrics.discarded.jsonl (never deleted), and the file is rewritten atomically. A resume whose
 metrics.jsonl lacks rows up to the checkpoint's iteration is refused (`check_history`).
+
+`RunLog` is the callback by which every `Trainer` keeps this log (training/callbacks.py).
 """
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ from typing import Any
 
 from lmgym.core.atomic_io import append_synced, atomic_write_text
 from lmgym.core.jsonl import read_json
+from lmgym.training import distributed as dist
+from lmgym.training.callbacks import TrainerCallback
 from lmgym.training.checkpoints import archive_history
 
 DISCARDED = "metrics.discarded.jsonl"
@@ -146,9 +150,32 @@ class RunLogger:
         if self._wandb is not None:
             import wandb
 
-            images = {f"plots/{p.stem}": wandb.Image(str(p)) for p in sorted(self.run_dir.glob("*.png"))} if plots else {}
+            images = ({f"plots/{p.stem}": wandb.Image(str(p)) for p in sorted(self.run_dir.glob("*.png"))}
+                      if plots else {})
             if images:
                 self._wandb.log(images)
             self._wandb.finish()
             self._wandb = None
 
+
+class RunLog(TrainerCallback):
+    """A trainer's run log as a callback, on rank 0: opens a `RunLogger` as `trainer.logger` when training begins
+    (config.json from `describe()`; wandb per `wandb`, `wandb_project`; a resumed run keeps the rows up to its
+    checkpoint), appends each logged row, and closes it when training ends (with the plots sent to wandb, unless
+    Ctrl-C stopped the run)."""
+
+    def on_train_begin(self, trainer) -> None:
+        if not dist.is_main():
+            return
+        c, continuing = trainer.config, trainer.iteration > 0
+        trainer.logger = RunLogger(c.output_dir, trainer.describe(), c.wandb, c.wandb_project, resume=continuing)
+        if continuing:
+            trainer.logger.truncate_after(trainer.iteration)
+
+    def on_log(self, trainer, row: dict[str, Any]) -> None:
+        if trainer.logger is not None:
+            trainer.logger.log(row)
+
+    def on_train_end(self, trainer, rows: list[dict] | None) -> None:
+        if trainer.logger is not None:
+            trainer.logger.close(plots=rows is not None)

@@ -1,9 +1,10 @@
 """`Trainer`: what every training loop here shares, whatever it learns from.
 
 `train()` runs `train_iteration()` (the one method a subclass must write) `train_iterations` times
-around the shared machinery: resume, evaluation (at start, every N, last), the run folder
-(config.json from `describe()`, metrics.jsonl, metrics.png and the reward plots, wandb), checkpoints
-(training/trainer_state.py), progress bars. `optimizer_step(items, micro_loss)` is one AdamW step over
+around the shared machinery: resume, evaluation (at start, every N, last), checkpoints
+(training/trainer_state.py), progress bars, and the callbacks (training/callbacks.py), among them the run
+folder's log (config.json from `describe()`, metrics.jsonl, wandb: `RunLog`) and plots (metrics.png and the
+reward plots: `RunPlots`). `optimizer_step(items, micro_loss)` is one AdamW step over
 micro-batches: gradient accumulation, gradients averaged over processes (torch DDP or one all-reduce:
 training/data_parallel.py), clipping, the non-finite guard. RL algorithms are `RLAlgorithm(Trainer)`
 (algorithms/base.py); a supervised trainer takes a few dozen lines (tests/test_trainer.py).
@@ -26,15 +27,16 @@ from lmgym.training import distributed as dist
 from lmgym.training import fsdp
 from lmgym.training import sharded_checkpoints
 from lmgym.training import trainer_state
+from lmgym.training.callbacks import CallbackList, TrainerCallback
 from lmgym.training.config import TrainerConfig, checked_config
 from lmgym.training.data_parallel import GradientAverager
 from lmgym.training.guards import NonFiniteTrainingError, warn
 from lmgym.training.interrupts import StopRequests, TrainingInterrupted, interrupted_line
 from lmgym.training.lr_schedules import build_scheduler
 from lmgym.training.phase_memory import PhaseMemory
-from lmgym.training.plots import plot_run
+from lmgym.training.plots import RunPlots
 from lmgym.training.progress import phase_bar
-from lmgym.training.run_logger import RunLogger, check_history
+from lmgym.training.run_logger import RunLog, RunLogger, check_history
 from lmgym.policies.base import TrainableModel, TrainablePolicy
 from lmgym.policies.lora_config import lora_description
 from lmgym.policies.quantization import quantization_description
@@ -48,10 +50,11 @@ class Trainer(ABC):
 
     A subclass writes `train_iteration()` (one iteration's work, returning its metrics), usually with
     `optimizer_step`. Optional hooks: `param_groups` (what AdamW trains), `evaluate` (held-out
-    metrics, logged as `eval_*`), `end_iteration` (after the counter moves, before evaluation and the
-    checkpoint), `state_dict`/`load_state_dict` (checkpoint state entries of its own), `checkpoint_files`
-    (other checkpoint files), `extra_state`/`load_extra_state` (modules besides the policy, stored
+    metrics, logged as `eval_*`), `state_dict`/`load_state_dict` (checkpoint state entries of its own),
+    `checkpoint_files` (other checkpoint files), `extra_state`/`load_extra_state` (modules besides the policy, stored
     under "extra"), `describe` (config.json), `generation_settings` (the saved model's generation config).
+    Code that runs at points of the loop without subclassing goes in `callbacks` (training/callbacks.py): the
+    trainer's own (`RunPlots`, `RunLog`; subclasses add theirs) first, then the ones given, in order.
     """
 
     config_class = TrainerConfig
@@ -59,8 +62,11 @@ class Trainer(ABC):
     plot_panels: Sequence = (("loss", ["loss", "eval_loss"], "loss"),)   # metrics.png (see training/plots.py)
     progress_metrics: dict[str, tuple[str, str]] = {"loss": ("loss", ".4f")}  # bar label -> (metric, format)
 
-    def __init__(self, policy, config: TrainerConfig | None = None):
+    def __init__(self, policy, config: TrainerConfig | None = None,
+                 callbacks: Sequence[TrainerCallback] | None = None):
         self.config = self.checked_config(config)
+        self.callbacks = CallbackList([RunPlots(), RunLog(), *(callbacks or ())])
+        self.should_stop = False  # a callback sets it to end the run after the current iteration
         self.policy = self.checked_policy(policy)
         dist.init_from_env()  # a torchrun launch: join the process group (no-op otherwise, or if joined)
         self.device = getattr(policy, "device", torch.device("cpu"))
@@ -70,7 +76,8 @@ class Trainer(ABC):
         self.rng = np.random.default_rng(self.config.seed)  # draws shared by every rank (e.g. which prompts)
         self.local_rng = self._local_rng()                   # this rank's own draws, renewed each iteration
         torch.manual_seed(self.config.seed)
-        random.seed(self.config.seed)  # Python's own, which checkpoints store (rng_state.pth) and user code may draw from
+        # Python's own, which checkpoints store (rng_state.pth) and user code may draw from
+        random.seed(self.config.seed)
         self.generator = torch.Generator(device=self.device).manual_seed(self.config.seed)
         dist.broadcast_parameters(policy.parameters())  # every rank starts from rank 0's weights
         self.before_data_parallel()  # copies of the policy, while it can still be copied
@@ -129,12 +136,9 @@ class Trainer(ABC):
         """Held-out metrics (logged with an `eval_` prefix); run by rank 0 alone; nothing by default."""
         return {}
 
-    def before_data_parallel(self) -> None:
+    def before_data_parallel(self) -> None:  # noqa: B027  (an optional hook: a no-op by default)
         """Hook in __init__ once every rank holds rank 0's weights, before the policy is wrapped (DDP) or
         sharded (FSDP, whose modules cannot be copied): where copies of the policy (a KL reference) are made."""
-
-    def end_iteration(self, metrics: dict[str, Any]) -> None:
-        """Hook after `self.iteration` counts the finished iteration, before evaluation, logging and saving."""
 
     def checkpointed_models(self) -> list:
         """What `gradient_checkpointing` applies to: the models trained with gradients (the policy; PPO adds a
@@ -187,7 +191,7 @@ class Trainer(ABC):
         """State of modules besides the policy (e.g. a value head), saved in checkpoints under "extra"."""
         return {}
 
-    def load_extra_state(self, state: dict) -> None:
+    def load_extra_state(self, state: dict) -> None:  # noqa: B027  (an optional hook: a no-op by default)
         """Counterpart of `extra_state`."""
 
     def state_dict(self) -> dict[str, Any]:
@@ -327,19 +331,16 @@ class Trainer(ABC):
                 resumed = self.resume_from(run_dir)
         if resumed is not None:  # rank 0 reads metrics.jsonl; rows missing before the checkpoint stop every rank
             dist.main_result(lambda: check_history(run_dir, self.iteration, resumed))
-        if dist.is_main():
-            continuing = self.iteration > 0
-            if not continuing:
-                trainer_state.start_over(run_dir, resume)
-            self.logger = RunLogger(run_dir, self.describe(), c.wandb, c.wandb_project, resume=continuing)
-            if continuing:
-                self.logger.truncate_after(self.iteration)
+        if dist.is_main() and self.iteration == 0:
+            trainer_state.start_over(run_dir, resume)
+        self.should_stop = False
+        self.callbacks.call("on_train_begin", self)  # RunLog opens the run's log (rank 0)
         bar = tqdm(total=c.train_iterations, initial=self.iteration, disable=not (c.progress and dist.is_main()),
                    desc=type(self).__name__)
         if self.iteration == 0 and c.eval_at_start:
             self._log({"iteration": 0, **self._eval_metrics()})
         with StopRequests() as stop:  # Ctrl-C: finish this iteration, checkpoint it, stop (training/interrupts.py)
-            while self.iteration < c.train_iterations:
+            while self.iteration < c.train_iterations and not self.should_stop:
                 started = self.iteration
                 try:
                     stopping = self._train_step(run_dir, bar, stop)
@@ -350,36 +351,37 @@ class Trainer(ABC):
                 if stopping:
                     self._stop(bar, interrupted_line(self.iteration, run_dir, saved=True))
         bar.close()
-        rows = self.logger.read() if self.logger else []
-        if self.logger:
-            plot_run(rows, run_dir, title=self.title(), panels=self.plot_panels)  # metrics.png (+ reward components)
-            self.logger.close()
-        return dist.broadcast_object(rows)  # rank 0 wrote them; every rank returns the same rows
+        # rank 0 wrote them; every rank returns the same rows
+        rows = dist.broadcast_object(self.logger.read() if self.logger else [])
+        self.callbacks.call("on_train_end", self, rows)  # RunPlots draws them, RunLog closes the log
+        return rows
 
     def _train_step(self, run_dir: Path, bar, stop: StopRequests) -> bool:
-        """One iteration of `train`'s loop: train, evaluate, log, checkpoint. Returns whether to stop now (Ctrl-C
-        before the last iteration: its checkpoint is written)."""
+        """One iteration of `train`'s loop: train, evaluate, log, checkpoint, each with its callbacks. Returns
+        whether Ctrl-C asks to stop now (before the last iteration: its checkpoint is written); a callback's
+        `should_stop` also ends the loop after a checkpoint, without an interruption."""
         c = self.config
+        self.callbacks.call("on_iteration_begin", self)
         metrics = self.run_iteration()
         self.iteration += 1
         metrics["iteration"] = self.iteration
-        self.end_iteration(metrics)
+        self.callbacks.call("on_iteration_end", self, metrics)  # ReferenceSync re-syncs the reference
         last, stopping = self.iteration == c.train_iterations, stop.requested()
         if (c.eval_every and self.iteration % c.eval_every == 0) or last:
             metrics.update(self._eval_metrics())
         self._log(metrics)
-        if (c.save_every and self.iteration % c.save_every == 0) or last or stopping:
-            self.save(run_dir)
+        if (c.save_every and self.iteration % c.save_every == 0) or last or stopping or self.should_stop:
+            self.callbacks.call("on_save", self, self.save(run_dir))
         bar.update(1)
         bar.set_postfix({label: format(metrics[key], spec) for label, (key, spec) in self.progress_metrics.items()
                          if key in metrics})
         return stopping and not last
 
     def _stop(self, bar, line: str) -> None:
-        """End the run on Ctrl-C: close the progress bar and the run's log (wandb too), raise TrainingInterrupted."""
+        """End the run on Ctrl-C: close the progress bar, tell the callbacks (`on_train_end` with rows None: RunLog
+        closes the log, wandb too), raise TrainingInterrupted."""
         bar.close()
-        if self.logger is not None:
-            self.logger.close(plots=False)
+        self.callbacks.call("on_train_end", self, None)
         raise TrainingInterrupted(line) from None
 
     def run_iteration(self) -> dict[str, Any]:
@@ -409,11 +411,12 @@ class Trainer(ABC):
             result = self.evaluate() if dist.is_main() or self.gradients.mode == "fsdp" else {}
         peaks = self.memory.metrics()  # read even when unused, so that the next iteration starts afresh
         out = {f"eval_{k}": v for k, v in dist.broadcast_object(result).items()}
+        self.callbacks.call("on_evaluate", self, out)
         return {**out, **peaks} if out else out  # no evaluation (no eval env): no measurement of it
 
     def _log(self, metrics: dict) -> None:
-        if self.logger is not None:  # rank 0 only
-            self.logger.log(metrics)
+        """A row of the run's metrics to every callback's `on_log` (RunLog writes it, on rank 0)."""
+        self.callbacks.call("on_log", self, metrics)
 
     # ------------------------------------------------------------------ checkpoints and the model folder
     def save(self, run_dir: str | Path | None = None) -> Path | None:

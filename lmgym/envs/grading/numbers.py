@@ -114,8 +114,8 @@ def compare_numbers(predicted: PlainNumber, gold: PlainNumber) -> bool:
     Rounding: a prediction that is the gold correctly rounded to its own decimal places, with at least four
     significant digits (0.3333 == 1/3, 0.33 != 1/3, 0.5000001 != 1/2), or a gold decimal with at least three
     significant digits that is the prediction rounded, where the prediction is exact or two places finer
-    (1/3 == 0.333, 3.14159 == 3.14; 3.144 != 3.14); both as written, not across a percent sign.  Percent: when exactly one side has ``%``, "50%" matches
-    both 50 and 0.5.
+    (1/3 == 0.333, 3.14159 == 3.14; 3.144 != 3.14); both as written, not across a percent sign.  Percent:
+    when exactly one side has ``%``, "50%" matches both 50 and 0.5.
     """
     tolerant = not gold.exact
     pairs = [(predicted.value, gold.value)]

@@ -134,7 +134,8 @@ def _child_cpu(rusage) -> float:
 class CpuBoundedWorker:
     """A lazily forked, reused worker running ``serve(request)`` under a per-request CPU budget."""
 
-    def __init__(self, serve: Callable[[Any], Any], preload: Callable[[], None], min_wall_s: float = MIN_WALL_S) -> None:
+    def __init__(self, serve: Callable[[Any], Any], preload: Callable[[], None],
+                 min_wall_s: float = MIN_WALL_S) -> None:
         self._serve, self._preload, self._min_wall_s = serve, preload, min_wall_s
         self.total_request_cpu = 0.0  # CPU seconds the worker spent on requests (all workers so far)
         self.requests = 0  # requests sent to a worker (all workers so far)

@@ -102,8 +102,8 @@ def shepherd_data(policy: Policy, env, starts: Sequence[dict], config: ShepherdC
         labels = [sum(outcomes[(index, j)]) / len(outcomes[(index, j)]) if (index, j) in outcomes
                   else float(ended_right(p.branch)) for j in range(len(p.steps))]
         kept = [(text, label) for text, label in zip(p.steps, labels) if text]
-        rated.append(RatedSteps(questions[p.branch.group_id], tuple(t for t, _ in kept), tuple(l for _, l in kept),
-                                "shepherd", p.branch.outcome.problem_id))
+        rated.append(RatedSteps(questions[p.branch.group_id], tuple(t for t, _ in kept),
+                                tuple(label for _, label in kept), "shepherd", p.branch.outcome.problem_id))
         for j, (text, label) in enumerate(zip(p.steps, labels)):
             if not text:
                 continue

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import os
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -13,9 +12,9 @@ import torch
 from lmgym.buffers import Trajectory
 from lmgym.core.problem_records import write_problem_records
 from lmgym.training.progress import counting_tokens, phase_bar, token_postfix
-from lmgym.training.reward_metrics import component_means
-from lmgym.training.tool_errors import ToolErrorCounter
+from lmgym.evaluation.episode_metrics import ToolErrorCounter, component_means
 from lmgym.episodes.rollout import SamplingSettings, rollout
+from lmgym.search.votes import majority_answer
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -27,12 +26,6 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     if n - c < k:
         return 1.0
     return 1.0 - math.prod((n - c - i) / (n - i) for i in range(k))
-
-
-def majority_answer(answers: list[str | None]) -> str | None:
-    """The most frequent parsed answer (ties: the first seen; unparsed answers do not vote), or None."""
-    votes = Counter(a for a in answers if a is not None)
-    return votes.most_common(1)[0][0] if votes else None
 
 
 def winner_correct(winner: str | None, answers: list[str | None], correct: list[bool]) -> bool:

@@ -2,9 +2,9 @@
 
 Solution level: each sample's score (its step scores combined by the verifier's aggregation: an ORM's is
 "last") against the env's verdict, as accuracy at 0.5, ROC AUC, ECE and the reliability table
-(lmgym.algorithms.verifier_metrics); with the best-of-N accuracy this score gives per problem beside the samples'
+(lmgym.evaluation.verifier_metrics); with the best-of-N accuracy this score gives per problem beside the samples'
 own accuracy and pass@N, and the two votes over the same samples: maj@N (the most frequent parsed answer) and
-weighted maj@N (each answer's scores summed, lmgym.search.weighted_vote). Best-of-N, maj@N and weighted maj@N read
+weighted maj@N (each answer's scores summed, lmgym.search.votes). Best-of-N, maj@N and weighted maj@N read
 the same N samples of a problem, so they are compared at equal sampled tokens. Step level (samples with MC
 labels): each step's score against its hard label
 (some completion from that prefix ended correct), and the ECE against the soft label (the fraction that did).
@@ -13,12 +13,29 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
-from lmgym.algorithms.verifier_metrics import VerifierMetrics, expected_calibration_error, verifier_metrics
+from lmgym.evaluation.verifier_metrics import VerifierMetrics, expected_calibration_error, verifier_metrics
 from lmgym.policies.prm import ProcessRewardModel
-from lmgym.search.evaluate import majority_correct, winner_correct
-from lmgym.search.weighted_vote import weighted_majority
-from lmgym.traindata.step_data.labelled_samples import LabelledSample
+from lmgym.evaluation.evaluate import majority_correct, winner_correct
+from lmgym.search.votes import weighted_majority
+
+
+class LabelledSolution(Protocol):
+    """What a verifier is evaluated on: a sampled solution with its verdict and step labels, as
+    `lmgym.traindata.step_data.LabelledSample` holds it (traindata is a layer above; evaluation only reads it)."""
+
+    question: str
+    problem_id: str
+    steps: tuple[str, ...]
+    correct: bool
+    answer: str | None
+    soft: tuple[float, ...]
+    hard: tuple[float, ...]
+
+    @property
+    def has_step_labels(self) -> bool:
+        """Every step has its MC labels."""
 
 
 @dataclass(frozen=True)
@@ -47,7 +64,7 @@ class VerifierReport:
         return {f"{prefix}{k}": v for k, v in values.items()}
 
 
-def score_samples(prm: ProcessRewardModel, samples: Sequence[LabelledSample], batch_size: int = 16
+def score_samples(prm: ProcessRewardModel, samples: Sequence[LabelledSolution], batch_size: int = 16
                   ) -> list[list[float]]:
     """Each sample's step scores (empty for a sample without steps), `batch_size` sequences per pass."""
     encoded = [prm.encode_steps(s.question, s.steps) for s in samples if s.steps]
@@ -55,7 +72,7 @@ def score_samples(prm: ProcessRewardModel, samples: Sequence[LabelledSample], ba
     return [next(scores) if s.steps else [] for s in samples]
 
 
-def evaluate_verifier(prm: ProcessRewardModel, samples: Sequence[LabelledSample], threshold: float = 0.5,
+def evaluate_verifier(prm: ProcessRewardModel, samples: Sequence[LabelledSolution], threshold: float = 0.5,
                       bins: int = 10, batch_size: int = 16) -> VerifierReport:
     """The verifier's held-out metrics on `samples` (see the module docstring). A sample without steps scores
     0.0 (no text: never chosen over one with text)."""
@@ -77,12 +94,12 @@ def evaluate_verifier(prm: ProcessRewardModel, samples: Sequence[LabelledSample]
                           per_problem["weighted_majority_accuracy"], tuple(problems))
 
 
-def problem_records(samples: Sequence[LabelledSample], solution_scores: Sequence[float]) -> list[dict]:
+def problem_records(samples: Sequence[LabelledSolution], solution_scores: Sequence[float]) -> list[dict]:
     """One record per problem (kind "verifier", lmgym.core.problem_records), in first-sampled order: its `id`, its
     samples' parsed answers (`predictions`), verdicts (`correct`) and solution scores (`scores`), in sampling
     order, and the counts `n` and `c`. (Labelled samples carry no gold answer: their verdicts stand for it.)
     `evaluate_verifier` adds the `threshold` and `bins` its solution metrics used."""
-    by_problem: dict[str, list[tuple[float, LabelledSample]]] = {}  # in sampling order
+    by_problem: dict[str, list[tuple[float, LabelledSolution]]] = {}  # in sampling order
     for score, s in zip(solution_scores, samples):
         by_problem.setdefault(s.problem_id or s.question, []).append((score, s))
     return [{"index": index, "id": problem, "predictions": [s.answer for _, s in scored],

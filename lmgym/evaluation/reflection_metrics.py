@@ -17,21 +17,26 @@ Per turn (``turn_metrics``), for k = 1..T:
   with a turn k (1.0: every right answer was broken by the refinement).
 
 A rate whose denominator is empty (no episode wrong, or right, at turn k - 1) is None, not 0.
+
+``plot_turn_accuracy`` draws the turn-k accuracy curve of each stage (base, SFT, DPO, ...) as one PNG: a flat
+line is an actor that repeats itself; a rising one, refinement that fixes answers.
 """
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
 
-from lmgym.search.evaluate import episode_starts, majority_correct
+from lmgym.evaluation.evaluate import episode_starts, majority_correct
 from lmgym.buffers import EpisodeOutcome, Trajectory
 from lmgym.episodes.rollout import SamplingSettings, rollout
 from lmgym.policies.base import Policy
-from lmgym.algorithms.reflection_critic_metrics import critic_metrics, critic_turns
+from lmgym.evaluation.reflection_critic_metrics import critic_metrics, critic_turns
 from lmgym.core.problem_records import write_problem_records
+from lmgym.training.plots import save_line_plot
 
 DEFAULT_TURNS = 5
 
@@ -159,3 +164,20 @@ def _check_turns(turns: int) -> None:
 
 def _mean(values: list[bool]) -> float:
     return sum(values) / len(values)
+
+
+def plot_turn_accuracy(stages: Mapping[str, Mapping[str, Any] | Sequence[float | None]], path: str | Path,
+                       title: str = "") -> Path:
+    """Save the curves of ``stages`` (stage name -> a ``turn_metrics``/``evaluate_reflection`` result, or the
+    accuracies at turns 1, 2, ... as fractions; None: turn not reached, left out) to ``path``; returns it."""
+    if not isinstance(stages, Mapping) or not stages:
+        raise ValueError("plot_turn_accuracy: stages must be a non-empty mapping of stage name -> metrics or curve")
+    lines = {}
+    for name, value in stages.items():
+        curve = turn_accuracy_curve(value) if isinstance(value, Mapping) else list(value)
+        points = [(k, 100 * acc) for k, acc in enumerate(curve, start=1) if acc is not None]
+        if not points:
+            raise ValueError(f"plot_turn_accuracy: stage {name!r} has no turn accuracy")
+        lines[name] = ([k for k, _ in points], [acc for _, acc in points])
+    return save_line_plot(lines, path, title or "turn-k accuracy per stage", "turn k", "accuracy at turn k (%)",
+                          integer_x=True)

@@ -1,15 +1,21 @@
-"""Held-out verifier reports (`lmgym.algorithms.verifier_eval.VerifierReport`) as plain records for JSON files, and
-as markdown: one row per (verifier, problem set), the reliability table of each, and the better verifier.
+"""examples/verifier_loop.py's tables: held-out verifier reports (`lmgym.evaluation.verifier_eval.VerifierReport`) as
+plain records for JSON files, and as markdown: one row per (verifier, problem set), the reliability table of each,
+and the better verifier; and methods compared at one method's budget (`versus_line`).
 
 A record is `report.as_dict()` with the solution-level reliability table under "reliability" (a list of
 {lower, upper, count, mean_score, positive_rate}): what a result file keeps and a summary reads back.
+
+"At maj@8's budget: weighted maj@8 / best-of-8 vs maj@8": maj@n, weighted_maj@n and best_of_n run by
+`evaluate_search` with one seed sample the same n episodes per problem (they differ only in how one answer is
+chosen), so they spend the same tokens: the comparison is at equal tokens by construction, and the line states
+the tokens of each.
 """
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-from lmgym.algorithms.verifier_eval import VerifierReport
+from lmgym.evaluation.verifier_eval import VerifierReport
 
 COLUMNS = (("samples", "samples", "{:.0f}"), ("positive_rate", "correct", "{:.1%}"),
            ("accuracy", "accuracy", "{:.1%}"), ("auc", "AUC", "{:.3f}"), ("ece", "ECE", "{:.3f}"))
@@ -64,3 +70,24 @@ def better_verifier(records: Mapping[str, Sequence[Mapping]]) -> str:
         aucs = [r.get("solution_auc") for r in rows]
         means[name] = sum(0.5 if a is None else a for a in aucs) / len(aucs)
     return max(means, key=lambda name: means[name])  # max keeps the first of equal values
+
+
+def _row(rows: Sequence[dict], method: str) -> dict:
+    for row in rows:
+        if row["method"] == method:
+            return row
+    raise ValueError(f"budget comparison: no row for {method!r} (rows: {', '.join(r['method'] for r in rows)})")
+
+
+def versus_line(rows: Sequence[dict], base: str, others: Sequence[str]) -> str:
+    """One line: each of `others` (accuracy, points over `base`, tokens/problem) against `base`, from rows of
+    `evaluate_search` (method, accuracy, tokens_per_problem)."""
+    reference = _row(rows, base)
+    parts = []
+    for name in others:
+        row = _row(rows, name)
+        points = 100 * (row["accuracy"] - reference["accuracy"])
+        parts.append(f"{name} {100 * row['accuracy']:.1f}% ({points:+.1f} points, {row['tokens_per_problem']:.1f} "
+                     f"tokens/problem)")
+    return (f"at {base}'s budget ({reference['tokens_per_problem']:.1f} tokens/problem): " + ", ".join(parts)
+            + f" vs {base} {100 * reference['accuracy']:.1f}%")

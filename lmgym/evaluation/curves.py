@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lmgym.core.problem_records import write_problem_records
-from lmgym.search.search_eval import search_outcomes
+from lmgym.evaluation.search_eval import search_outcomes
 from lmgym.search.search_types import StepScorer
 from lmgym.search.settings import SearchSettings
 from lmgym.training.plots import save_line_plot

@@ -6,7 +6,7 @@ the step moved the estimated chance of ending correct. This is the *process adva
 the verifier standing in for the value function. It is also potential-based shaping (Ng et al., 1999) with the
 score as potential: an episode's summed step rewards telescope to s_T - s_0, so a policy cannot collect
 dense reward by writing more steps, the reward hacking that summed absolute scores invite (PURE, Cheng et al.,
-2025, "Stop Summation"; the "score" credit of algorithms/prm_reward.py pays every step's absolute score).
+2025, "Stop Summation"; the "score" credit of algorithms/prm/reward.py pays every step's absolute score).
 
 **The first step's prior s_0** is the mean of the group's first-step scores: every member of a GRPO group
 starts from the same question, so V(question) = E_a[Q(question, a)] is estimated by the G sampled first steps,

@@ -8,7 +8,7 @@ the env's own (so the reward and accuracy metrics and DAPO's dynamic sampling ar
 `Trajectory.reset_run_data` takes them off again. GRPO reads the per-step scores from the declared
 fields PRM_REWARDS and STEP_ENDS (lmgym.algorithms.advantages.process_advantages).
 
-With `prm_credit="progress"` a step is paid its score minus the score before it (algorithms/step_credit.py:
+With `prm_credit="progress"` a step is paid its score minus the score before it (algorithms/prm/step_credit.py:
 Setlur et al.'s process advantage; the episode's PRM rewards telescope, so longer solutions earn no more), and
 GRPO gives each step's tokens the step's own normalised credit beside the outcome advantage.
 
@@ -28,7 +28,7 @@ from typing import Protocol, Sequence
 
 from lmgym.training.config import ConfigError
 from lmgym.algorithms.config import RLConfig
-from lmgym.algorithms.step_credit import score_progress
+from lmgym.algorithms.prm.step_credit import score_progress
 from lmgym.buffers import TOKEN_REWARD_SHAPING, TokenField, Trajectory
 
 PRM_CREDITS = ("score", "progress")  # what a step is paid: its score, or its score minus the one before
@@ -114,7 +114,7 @@ def add_prm_rewards(trajectories: list[Trajectory], prm: TrajectoryScorer, weigh
                     credit: str = "score") -> dict[str, float]:
     """Score every trajectory's steps with `prm` (one batched `score_trajectories` call) and pay `weight`
     times each step's credit at its last token (shaping "prm"; fields PRM_REWARDS and STEP_ENDS set): with
-    `credit` "score" the step's score, with "progress" its score minus the one before (algorithms/step_credit.py;
+    `credit` "score" the step's score, with "progress" its score minus the one before (algorithms/prm/step_credit.py;
     the first step against its group's mean first-step score). Returns `prm_score`, the mean step score, and
     `prm_solution_score`, the mean over trajectories of their lowest step score (with "progress" also
     `prm_progress`, the mean absolute step credit). Trajectories without completion tokens get empty fields

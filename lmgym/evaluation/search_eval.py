@@ -1,5 +1,5 @@
 """Search methods side by side: accuracy, tokens sampled per problem and throughput on the same problems,
-as rows and as a markdown table (`search/evaluate.py` stays the plain greedy / pass@k evaluation)."""
+as rows and as a markdown table (`evaluation/evaluate.py` is the plain greedy / pass@k evaluation)."""
 from __future__ import annotations
 
 import json
@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from lmgym.core.problem_records import write_problem_records
-from lmgym.search.evaluate import episode_starts
+from lmgym.evaluation.evaluate import episode_starts
 from lmgym.training.progress import phase_bar
 from lmgym.search.search import run_search
 from lmgym.search.methods import search_method

@@ -29,7 +29,7 @@ from lmgym.buffers import Trajectory
 from lmgym.envs.qa_metrics import exact_match, hotpot_f1
 from lmgym.envs.rag_rewards import reciprocal_rank, title_recall
 from lmgym.episodes.rollout import SamplingSettings, rollout
-from lmgym.search.evaluate import episode_starts
+from lmgym.evaluation.evaluate import episode_starts
 
 RECALL_AT = 3
 REPLY_CHARS = 300  # an untagged reply read as an answer: its first line, cut to this length

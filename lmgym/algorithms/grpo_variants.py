@@ -1,22 +1,61 @@
-"""DAPO (Yu et al., 2025): GRPO with clip-higher, token-level loss, dynamic sampling and a soft overlong penalty.
+"""GRPO's variants, each a short subclass of `GRPO` (algorithms/grpo.py) whose differences are mostly defaults.
 
-Dynamic sampling: groups whose env rewards (before the length penalty; combined by `reward_combination`)
-are all equal carry no signal; they are dropped and more groups are collected (at most
-`max_refill_rounds` extra rounds) until `prompts_per_iteration` informative groups are in hand. The
-reward/accuracy metrics cover every sampled episode, dropped ones included.
+- Dr. GRPO (Liu et al., 2025, "Understanding R1-Zero-Like Training"): GRPO without its two biases. No division by
+  the group std (question-difficulty bias) and a constant length normaliser instead of per-sequence means
+  (response-length bias): the loss sums token terms and divides by (sequences x completion budget), the same for
+  every sequence.
+- RLOO (Ahmadian et al., 2024): REINFORCE with a leave-one-out baseline, A_i = r_i - mean of the other G - 1.
+- DAPO (Yu et al., 2025): GRPO with clip-higher, token-level loss, dynamic sampling and a soft overlong penalty.
+  Dynamic sampling: groups whose env rewards (before the length penalty; combined by `reward_combination`) are
+  all equal carry no signal; they are dropped and more groups are collected (at most `max_refill_rounds` extra
+  rounds) until `prompts_per_iteration` informative groups are in hand. The reward/accuracy metrics cover every
+  sampled episode, dropped ones included.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
-from lmgym.algorithms.advantages import informative_groups
+from lmgym.algorithms.advantages import informative_groups, leave_one_out_advantages
 from lmgym.training.config import setting
 from lmgym.algorithms.grpo import GRPO, GRPOConfig
 from lmgym.algorithms.losses import completion_budget
 from lmgym.algorithms.reward_combination import combine_batch_rewards
 
 
+# ---------------------------------------------------------------------- Dr. GRPO
+@dataclass
+class DrGRPOConfig(GRPOConfig):
+    """GRPO settings with Dr. GRPO's defaults (`loss_length_normalizer` sets the constant; 0: the budget)."""
+
+    scale_by_std: bool = False          # no division by the group std (question-difficulty bias)
+    loss_aggregation: str = "constant"  # constant length normaliser (response-length bias)
+    kl_coeff: float = 0.0               # no KL term by default
+
+
+class DrGRPO(GRPO):
+    """GRPO done right: same loss, unbiased advantages and normaliser (all in the config)."""
+
+    config_class = DrGRPOConfig
+
+
+# ---------------------------------------------------------------------- RLOO
+@dataclass
+class RLOOConfig(GRPOConfig):
+    """GRPO's settings; `scale_by_std` is unused. With one update epoch the clipped ratio is 1, so the
+    gradient is exactly REINFORCE with the leave-one-out baseline."""
+
+    kl_coeff: float = 0.0             # no KL term by default
+
+
+class RLOO(GRPO):
+    config_class = RLOOConfig
+
+    def advantages(self, batch):
+        return leave_one_out_advantages(batch.rewards, batch.group_ids)[:, None] * batch.loss_mask
+
+
+# ---------------------------------------------------------------------- DAPO
 def overlong_penalty(length: int, max_length: int, buffer: int, factor: float = 1.0) -> float:
     """0 up to `max_length - buffer` tokens, then linearly down to -factor at `max_length` (and beyond)."""
     if buffer <= 0 or length <= max_length - buffer:

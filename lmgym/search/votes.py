@@ -1,5 +1,6 @@
-"""Weighted majority voting: each parsed answer's votes are the verifier's solution scores summed over the
-samples that gave it; the answer with the largest sum wins.
+"""Voting over sampled answers, as search's maj@n and weighted maj@n choose one: `majority_answer`, the most
+frequent parsed answer; and weighted majority voting (`weighted_majority`): each parsed answer's votes are the
+verifier's solution scores summed over the samples that gave it; the answer with the largest sum wins.
 
 Scores are summed as probabilities in [0, 1] (the `StepScorer` contract), never as logits: a logit's
 negative part would let a confidently wrong sample cancel other samples' votes, and an unscored
@@ -12,7 +13,14 @@ beyond the exact sums.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
+
+
+def majority_answer(answers: list[str | None]) -> str | None:
+    """The most frequent parsed answer (ties: the first seen; unparsed answers do not vote), or None."""
+    votes = Counter(a for a in answers if a is not None)
+    return votes.most_common(1)[0][0] if votes else None
 
 
 def weighted_votes(answers: Sequence[str | None], scores: Sequence[float]) -> dict[str, float]:

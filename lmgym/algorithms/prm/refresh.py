@@ -9,7 +9,7 @@ PRM. Labels are free: the env already graded every episode (`outcome.correct`, i
 - "outcome": each sample rated at its last step by the verdict (an outcome reward model's label);
 - "outcome_steps": every step prefix rated by the sample's verdict: the sample's own continuation is one
   Monte-Carlo rollout from each of its prefixes (Math-Shepherd's label with k = 1), so the verifier learns the
-  policy's value at every step, which the step credit (algorithms/step_credit.py) differences.
+  policy's value at every step, which the step credit (algorithms/prm/step_credit.py) differences.
 
 Monte-Carlo step labels with k > 1 rollouts (lmgym.traindata.step_data.policy_labels) cost k more samplings per step
 and are left to the offline loop (examples/verifier_loop.py). The sampled token ids are trained on as they are
@@ -24,9 +24,10 @@ from dataclasses import dataclass
 
 import torch
 
-from lmgym.algorithms.prm_trainer import EncodedRated, PRMConfig, PRMTrainer
+from lmgym.algorithms.prm.trainer import EncodedRated, PRMConfig, PRMTrainer
 from lmgym.buffers import Trajectory
 from lmgym.core.checked_config import CheckedConfig, setting
+from lmgym.training.callbacks import TrainerCallback
 
 REFRESH_LABELS = ("outcome", "outcome_steps")
 
@@ -64,11 +65,13 @@ def labelled(t: Trajectory, labels: str) -> EncodedRated | None:
     return EncodedRated(ids, positions, [float(t.outcome.correct)] * len(positions))
 
 
-class VerifierRefresh:
+class VerifierRefresh(TrainerCallback):
     """Collects each iteration's labelled samples and trains `prm` on the window when a refresh is due.
 
     `observe(trajectories, iteration)` (0-based iteration) returns the refresh's metrics, or {} when none ran.
-    One PRMTrainer is made at the first refresh and kept (its AdamW moments carry over between refreshes)."""
+    As a callback (what GRPO adds with `refresh.every` > 0: algorithms/prm/process_credit.py) it observes each
+    iteration's episodes in `on_rewards`, once the PRM has scored them. One PRMTrainer is made at the first
+    refresh and kept (its AdamW moments carry over between refreshes)."""
 
     def __init__(self, prm, config: VerifierRefreshConfig, seed: int = 0, bf16: bool = True,
                  output_dir: str = "runs/run/verifier"):
@@ -83,6 +86,10 @@ class VerifierRefresh:
         self.trainer: PRMTrainer | None = None
         self.window: dict[int, list[EncodedRated]] = {}
         self.refreshed_at: list[int] = []  # iterations (0-based) after whose sampling the verifier trained
+
+    def on_rewards(self, trainer, trajectories: list[Trajectory]) -> dict[str, float]:
+        """This process's episodes of the trainer's current iteration, scored and weighed: `observe` them."""
+        return self.observe(trajectories, trainer.iteration)
 
     def due(self, iteration: int) -> bool:
         """Whether a refresh runs at 0-based `iteration`: after every `every`-th iteration's sampling."""

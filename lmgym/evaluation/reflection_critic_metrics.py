@@ -1,10 +1,10 @@
 """What the critic said and what the actor did with it, over finished reflection episodes: the split of the
-wrong->right and right->wrong transitions (lmgym.algorithms.reflection_metrics) into the critic's part and the
+wrong->right and right->wrong transitions (lmgym.evaluation.reflection_metrics) into the critic's part and the
 actor's part.
 
 Each critic turn reads the actor's answer before it and is followed by the actor's next answer. Its verdict
-is read back from its text (`lmgym.traindata.oracle_feedback.feedback_verdict`: approve, reject or unclear). Pooled
-over every critic turn of every episode:
+is read back from its text (`feedback_verdict`: approve, reject or unclear; each phrase of
+lmgym.traindata.oracle_feedback reads as the verdict it gives). Pooled over every critic turn of every episode:
 
 - ``critic_false_alarm``: the critic rejected a right answer, out of the right answers it judged;
 - ``critic_miss``: it approved a wrong answer, out of the wrong answers it judged;
@@ -18,15 +18,31 @@ A rate whose denominator is empty is None, not 0.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from lmgym.buffers import Trajectory
-from lmgym.traindata.oracle_feedback import APPROVE, REJECT, UNCLEAR, feedback_verdict
 
 CRITIC_ROLE = "critic"
 CRITIC_METRICS = ("critic_false_alarm", "critic_miss", "critic_unclear", "keep_after_approve", "fix_after_reject",
                   "break_after_alarm", "break_after_approve")
+
+APPROVE, REJECT, UNCLEAR = "approve", "reject", "unclear"
+# words that mark feedback as asking for a change; every STEP and GENERIC phrase has one, no CORRECT phrase does
+_REJECT_MARKERS = re.compile(r"\b(wrong|mistake|should|not correct|incorrect|redo|recompute|again)\b", re.I)
+_APPROVE_MARKERS = re.compile(r"\b(correct|right|keep)\b", re.I)
+_MAX_FEEDBACK_CHARS = 4000  # model output is untrusted: only the first 4,000 characters are read
+
+
+def feedback_verdict(text: str) -> str:
+    """What a critic's feedback (in the oracle's language) asks for: REJECT when it marks a mistake or asks
+    for a redo, else APPROVE when it says correct / right / keep, else UNCLEAR. A critic trained on the oracle
+    writes one of its phrases, so this reads its verdict back; free text that mixes both counts as REJECT."""
+    head = text[:_MAX_FEEDBACK_CHARS]
+    if _REJECT_MARKERS.search(head):
+        return REJECT
+    return APPROVE if _APPROVE_MARKERS.search(head) else UNCLEAR
 
 
 def critic_turns(episode: Trajectory) -> list[tuple[bool, str, bool, bool]]:
@@ -39,7 +55,7 @@ def critic_turns(episode: Trajectory) -> list[tuple[bool, str, bool, bool]]:
 
 
 def record_critic_turns(record: Mapping[str, Any]) -> list[tuple[bool, str, bool, bool]]:
-    """`critic_turns` from an episode's problem record (lmgym.algorithms.reflection_metrics.reflection_records:
+    """`critic_turns` from an episode's problem record (lmgym.evaluation.reflection_metrics.reflection_records:
     its `turn_correct`, `turn_answers` and `critic_verdicts`)."""
     return _paired(list(record["turn_correct"]), list(record["turn_answers"]), list(record["critic_verdicts"]))
 

@@ -1,5 +1,5 @@
 """Verifiers trained on the policy's own labelled samples (lmgym.traindata.step_data.policy_labels), with the PRM
-model and trainer (lmgym.policies.prm, lmgym.algorithms.prm_trainer):
+model and trainer (lmgym.policies.prm, lmgym.algorithms.prm.trainer):
 
 - "orm": an outcome reward model: the scalar head read at the solution's last token, BCE against the
   outcome label (the PRM rated at its last step only); its solution score is the last step's (aggregation
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lmgym.algorithms.prm_trainer import PRMConfig, PRMTrainer
+from lmgym.algorithms.prm.trainer import PRMConfig, PRMTrainer
 from lmgym.buffers.step_pairs import RatedSteps
 from lmgym.policies.prm import ProcessRewardModel
 from lmgym.traindata.step_data.labelled_samples import LabelledSample, outcome_items, step_items

@@ -1,5 +1,6 @@
 """`PRMTrainer`: trains a `ProcessRewardModel` on step preferences (Bradley-Terry) and, optionally, on
-rated steps (pointwise BCE), as a `Trainer`: same run folder, logging, checkpoints and resume.
+rated steps (pointwise BCE), as a `Trainer`: same run folder, logging, checkpoints and resume. Its two
+losses (`bradley_terry_loss`, `pointwise_loss`) are here too.
 
 Each iteration is one optimizer step over `pairs_per_iteration` items drawn in a seeded order that
 cycles through epochs (epoch e's order is a permutation seeded by (seed, e), so a resumed run draws
@@ -12,14 +13,41 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Sequence
 
 import torch
+import torch.nn.functional as F
 
 from lmgym.training import distributed as dist
 from lmgym.training.config import TrainerConfig, setting
 from lmgym.training.epoch_draws import EpochDraws
-from lmgym.algorithms.prm_losses import bradley_terry_loss, pointwise_loss
-from lmgym.algorithms.verifier_metrics import expected_calibration_error, roc_auc
+from lmgym.evaluation.verifier_metrics import expected_calibration_error, roc_auc
 from lmgym.training.trainer import Trainer
 from lmgym.buffers.step_pairs import RatedSteps, StepPair
+
+
+def bradley_terry_loss(chosen_logits: torch.Tensor, rejected_logits: torch.Tensor,
+                       margin: torch.Tensor | float | None = None) -> torch.Tensor:
+    """Mean over pairs of -log sigmoid(chosen - rejected [- margin]): the negative log-likelihood that each
+    chosen step beats its rejected sibling (Bradley-Terry), computed in float32. No pairs is a ValueError."""
+    if chosen_logits.shape != rejected_logits.shape:
+        raise ValueError(f"bradley_terry_loss: chosen {tuple(chosen_logits.shape)} and rejected "
+                         f"{tuple(rejected_logits.shape)} logits differ in shape")
+    if chosen_logits.numel() == 0:
+        raise ValueError("bradley_terry_loss: no pairs")
+    difference = chosen_logits.float() - rejected_logits.float()
+    if margin is not None:
+        difference = difference - margin
+    return -F.logsigmoid(difference).mean()
+
+
+def pointwise_loss(logits: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Binary cross-entropy with logits (labels in [0, 1], soft labels allowed), averaged over the entries
+    where `mask` is set (the rated steps), in float32. No rated entry is a ValueError."""
+    if not (logits.shape == labels.shape == mask.shape):
+        raise ValueError(f"pointwise_loss: logits {tuple(logits.shape)}, labels {tuple(labels.shape)} and mask "
+                         f"{tuple(mask.shape)} differ in shape")
+    rated = mask.bool()
+    if not bool(rated.any()):
+        raise ValueError("pointwise_loss: no rated steps")
+    return F.binary_cross_entropy_with_logits(logits[rated].float(), labels[rated].float())
 
 
 @dataclass
@@ -112,8 +140,8 @@ class PRMTrainer(Trainer):
     progress_metrics = {"loss": ("loss", ".4f"), "acc": ("eval_pairwise_accuracy", ".3f")}
 
     def __init__(self, prm, train_items: Sequence[StepPair | RatedSteps], config: PRMConfig | None = None,
-                 held_out: Sequence[StepPair | RatedSteps] = ()):
-        super().__init__(prm, config)
+                 held_out: Sequence[StepPair | RatedSteps] = (), callbacks: Sequence | None = None):
+        super().__init__(prm, config, callbacks)
         self.prm = prm
         self.set_items(train_items)
         self.held_out = encode_items(prm, list(held_out), "held_out")

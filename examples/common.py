@@ -1,0 +1,57 @@
+"""What several examples share: their argument parser (`example_parser`), a staged example's `--stages` and
+preset sizes, and freeing the GPU between its stages. Examples run as scripts (`python examples/x.py`), so their
+folder is on the path and they `import common`.
+"""
+from __future__ import annotations
+
+import argparse
+from typing import Any, Sequence
+
+from lmgym.training.flag_parser import SuggestingParser
+
+
+def example_parser(**kwargs: Any) -> SuggestingParser:
+    """An example's or benchmark's parser (`argparse.ArgumentParser`'s keywords): `allow_abbrev` is always off, and
+    an unknown flag is one line naming what was meant (lmgym.training.flag_parser)."""
+    return SuggestingParser(**kwargs)
+
+
+def add_preset_sizes(group, presets: dict[str, dict[str, Any]], helps: dict[str, str],
+                     floats: Sequence[str] = ()) -> None:
+    """`--<name>` for each of a script's preset sizes (`presets[p]["run"][name]`), default None (the preset's
+    value), its help naming every preset's value; the names in `floats` parse as float, the others as int."""
+    for name, what in helps.items():
+        shown = ", ".join(f"{p} {values['run'][name]}" for p, values in presets.items())
+        group.add_argument(f"--{name}", type=float if name in floats else int, default=None,
+                           help=f"{what} (default: {shown})")
+
+
+def preset_sizes(args: argparse.Namespace, sizes: dict[str, Any]) -> dict[str, Any]:
+    """Each of a preset's sizes: its flag where given, else the preset's value."""
+    return {name: value if getattr(args, name, None) is None else getattr(args, name)
+            for name, value in sizes.items()}
+
+
+def parse_stages(text: str, stages: Sequence[str], flag: str = "--stages") -> list[str]:
+    """A multi-stage example's --stages (or another `flag` naming some of `stages`): names from `stages`,
+    comma-separated, or "all" (every stage, in order); anything else is one ValueError line naming the choices."""
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    if names == ["all"]:
+        return list(stages)
+    unknown = [s for s in names if s not in stages]
+    if unknown or not names:
+        raise ValueError(f"{flag}: {', '.join(map(repr, unknown)) or 'none given'}; choose from "
+                         f"{', '.join(stages)} (or all)")
+    return names
+
+
+def release_memory() -> None:
+    """Between a multi-stage example's stages: collect the last stage's models and return the GPU's cached
+    blocks, before the next stage loads its own."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
