@@ -39,7 +39,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["PerSampleReward", "RewardFn", "TRLReward", "as_per_sample", "per_sample_reward", "reward_form", "trl_reward"]
+__all__ = ["PerSampleReward", "RewardFn", "TRLReward", "as_per_sample", "per_sample_reward", "reward_form",
+           "trl_reward"]
 
 RewardFn = Callable[[str, str, dict], float]  # the per-sample form, as an env holds every reward function
 
