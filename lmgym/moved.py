@@ -16,7 +16,45 @@ import warnings
 
 OLD_PACKAGES = ("core", "envs", "retrieval", "buffers", "policies", "episodes", "training", "search", "traindata",
                 "algorithms", "serving")
-MOVED_MODULES: dict[str, str] = {}  # modules that moved inside lmgym in 0.3.0: old dotted path -> new one
+MOVED_MODULES: dict[str, str] = {  # modules that moved inside lmgym in 0.3.0: old dotted path -> new one
+    "lmgym.training.checkpoint_layout": "lmgym.training.checkpoints.layout",
+    "lmgym.training.sharded_checkpoints": "lmgym.training.checkpoints.sharded",
+    "lmgym.training.trainer_state": "lmgym.training.checkpoints.trainer_state",
+    "lmgym.training.state_checks": "lmgym.training.checkpoints.state_checks",
+    "lmgym.training.env_info": "lmgym.envs.registry",
+    "lmgym.training.epoch_draws": "lmgym.training.token_batches",
+    "lmgym.training.interrupts": "lmgym.training.guards",
+    "lmgym.training.wandb_auth": "lmgym.training.config",
+    "lmgym.policies.fast_decode": "lmgym.policies.decoding.fast",
+    "lmgym.policies.decode_layers": "lmgym.policies.decoding.layers",
+    "lmgym.policies.decode_step": "lmgym.policies.decoding.step",
+    "lmgym.policies.decode_weights": "lmgym.policies.decoding.weights",
+    "lmgym.policies.generation": "lmgym.policies.decoding.generation",
+    "lmgym.policies.models": "lmgym.policies.loading.models",
+    "lmgym.policies.pretrained_files": "lmgym.policies.loading.pretrained_files",
+    "lmgym.policies.hub": "lmgym.policies.loading.hub",
+    "lmgym.policies.quantization": "lmgym.policies.loading.quantization",
+    "lmgym.policies.lora_config": "lmgym.policies.loading.lora_config",
+    "lmgym.policies.unsharded": "lmgym.policies.loading.unsharded",
+    "lmgym.policies.model_card": "lmgym.policies.loading.model_card",
+    "lmgym.policies.card_metadata": "lmgym.policies.loading.models",
+    "lmgym.policies.attention_backends": "lmgym.policies.padded_passes",
+    "lmgym.policies.checkpointing": "lmgym.policies.padded_passes",
+    "lmgym.policies.compile_options": "lmgym.policies.hf",
+    "lmgym.envs.reward_batch": "lmgym.envs.rewards.batch",
+    "lmgym.envs.reward_forms": "lmgym.envs.rewards.forms",
+    "lmgym.envs.reward_guard": "lmgym.envs.rewards.guard",
+    "lmgym.envs.hotpotqa_data": "lmgym.envs.hotpotqa.data",
+    "lmgym.envs.hotpotqa_retrieved": "lmgym.envs.hotpotqa.retrieved",
+    "lmgym.envs.rag": "lmgym.envs.hotpotqa.rag",
+    "lmgym.envs.qa_metrics": "lmgym.envs.hotpotqa.metrics",
+    "lmgym.envs.rag_rewards": "lmgym.envs.hotpotqa.rewards",
+    "lmgym.envs.tool_arithmetic": "lmgym.envs.arithmetic",
+    "lmgym.envs.grading.options": "lmgym.envs.answers",
+    "lmgym.core.suggestions": "lmgym.core.messages",
+    "lmgym.retrieval.metrics": "lmgym.retrieval.fusion",
+    "lmgym.episodes.limits": "lmgym.episodes.env_state",
+}
 # old dotted path -> new dotted path; an entry covers the modules below it too
 MOVED: dict[str, str] = {**{name: f"lmgym.{name}" for name in OLD_PACKAGES}, **MOVED_MODULES}
 

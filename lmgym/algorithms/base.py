@@ -17,7 +17,7 @@ from lmgym.training import distributed as dist
 from lmgym.algorithms import reference as ref
 from lmgym.algorithms import replay
 from lmgym.algorithms.config import RLConfig
-from lmgym.training.env_info import env_id, env_kwargs
+from lmgym.envs.registry import env_id, env_kwargs
 from lmgym.training.guards import warn
 from lmgym.search.evaluate import evaluate as evaluate_episodes
 from lmgym.training.tool_errors import ToolErrorCounter
@@ -30,12 +30,12 @@ from lmgym.algorithms.prm_reward import check_prm, prm_description, weigh_reward
 from lmgym.algorithms.reward_combination import combine_batch_rewards
 from lmgym.training.token_batches import same_count_on_every_rank, token_micro_batches
 from lmgym.training.trainer import Trainer
-from lmgym.training.trainer_state import CheckpointFile
+from lmgym.training.checkpoints.trainer_state import CheckpointFile
 from lmgym.buffers import ADVANTAGES, REF_LOGPROBS, Batch, ReplayBuffer, TokenField, Trajectory, collate
 from lmgym.episodes.env_state import check_not_vector
 from lmgym.episodes.rollout import SamplingSettings, rollout
 from lmgym.policies.base import TrainablePolicy
-from lmgym.policies.generation import row_key
+from lmgym.policies.decoding.generation import row_key
 
 
 def by_length(trajectories: list[Trajectory]) -> list[Trajectory]:

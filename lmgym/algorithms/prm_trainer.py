@@ -15,7 +15,7 @@ import torch
 
 from lmgym.training import distributed as dist
 from lmgym.training.config import TrainerConfig, setting
-from lmgym.training.epoch_draws import EpochDraws
+from lmgym.training.token_batches import EpochDraws
 from lmgym.algorithms.prm_losses import bradley_terry_loss, pointwise_loss
 from lmgym.algorithms.verifier_metrics import expected_calibration_error, roc_auc
 from lmgym.training.trainer import Trainer

@@ -19,7 +19,7 @@ import torch
 
 from lmgym.training import distributed as dist
 from lmgym.training import fsdp
-from lmgym.training.checkpoints import CheckpointError
+from lmgym.training.checkpoints.folders import CheckpointError
 from lmgym.policies import reference_adapter as adapter
 
 

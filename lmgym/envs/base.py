@@ -42,8 +42,8 @@ function sees the solution (multi-step: the steps with their injected text) and 
 worth; an episode with no parsable answer (unparseable, or truncated at ``max_steps``) has
 ``info["parsed_answer"] = None`` and ``info["unparseable"] = True``, and the built-in correctness
 reward gives it 0.0. Reward functions may be per-sample ``fn(completion, gold, info)`` or TRL-style
-``fn(prompts, completions, **kwargs)`` (see ``envs/reward_forms.py``); rollouts call a TRL-style one once
-per batch of episodes (``envs/reward_batch.py``), ``step`` alone once per episode. A function may return None
+``fn(prompts, completions, **kwargs)`` (see ``envs/rewards/forms.py``); rollouts call a TRL-style one once
+per batch of episodes (``envs/rewards/batch.py``), ``step`` alone once per episode. A function may return None
 ("not applicable"): that component is left out of the weighted sum (weights default to 1.0), as TRL's
 nansum does; if every component is None the episode scores 0.0 and ``info["no_applicable_reward"]`` is
 True.
@@ -75,10 +75,10 @@ from lmgym.envs.checks import (
     checked_reward_fns,
     checked_reward_weights,
 )
-from lmgym.envs.reward_batch import PENDING, PendingRewards, weighted_total
-from lmgym.envs.reward_forms import TRLReward, reward_fields
-from lmgym.envs.reward_guard import call_reward
-from lmgym.envs.rewards import RewardFn
+from lmgym.envs.rewards.batch import PENDING, PendingRewards, weighted_total
+from lmgym.envs.rewards.forms import TRLReward, reward_fields
+from lmgym.envs.rewards.guard import call_reward
+from lmgym.envs.rewards.functions import RewardFn
 from lmgym.envs.spaces import AnyText
 
 DEFAULT_MAX_ACTION_CHARS = 20_000
@@ -162,7 +162,7 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
         self.render_mode = render_mode
         self.reward_fns = checked_reward_fns(reward_fns)
         self.reward_weights = checked_reward_weights(reward_weights, self.reward_fns)
-        self.defer_batched_rewards = False  # set by lmgym.envs.reward_batch.batched_trl_rewards (the episode engine)
+        self.defer_batched_rewards = False  # set by lmgym.envs.rewards.batch.batched_trl_rewards (the episode engine)
         self.observation_space = AnyText()
         self.action_space = AnyText()
         vars(self).update(episode_state.start_values(type(self)))
@@ -388,7 +388,7 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
                        "fields": reward_fields(problem.fields, gold, env_keys)}
             for name, fn in self.reward_fns.items():
                 if isinstance(fn, TRLReward) and getattr(self, "defer_batched_rewards", False):
-                    deferred.append(name)  # scored with its batch (envs/reward_batch.py)
+                    deferred.append(name)  # scored with its batch (envs/rewards/batch.py)
                     components[name] = None
                     continue
                 components[name], error = call_reward(fn, solution, gold, copy.deepcopy(context), self.reward_timeout)

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from lmgym.policies.hf import HFPolicy
-from lmgym.policies.models import EMBEDDED_MODEL
+from lmgym.policies.loading.models import EMBEDDED_MODEL
 
 PROMPTS_DIR = Path(__file__).resolve().parents[1] / "prompts"
 DEFAULT_SYSTEM_PROMPT_PATH = PROMPTS_DIR / "stepwise_solver_sys.txt"

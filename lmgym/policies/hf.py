@@ -1,4 +1,14 @@
-"""`HFPolicy`: any Hugging Face causal LM (hub name, local path, or the embedded default) as a policy."""
+"""`HFPolicy`: any Hugging Face causal LM (hub name, local path, or the embedded default) as a policy.
+
+The Inductor options of the training layers' `torch.compile` (`HFPolicy.compile_layers`, `inductor_options`).
+
+Every micro-batch has its own length, so the layers are compiled with symbolic shapes. Inductor still
+specialises some decisions on the sizes and guards them; crossing such a guard mid-run recompiles every
+layer's code (5-7 s a step for W1's 135M model on an H100, several times a run). One of them is the
+mix-order reduction fusion (the norms' backward), which Inductor applies only above 5 Mi elements unless its
+non-strict mode is on: on, the fusion is chosen whatever the size, and no guard is made. Inductor's own note
+on that option says it helps avoid recompilations. Options this torch does not have are left out.
+"""
 from __future__ import annotations
 
 import copy
@@ -9,18 +19,18 @@ from typing import TYPE_CHECKING, Callable, ContextManager, Iterator
 import torch
 
 from lmgym.policies.base import BackbonePolicy, DataParallelPolicy
-from lmgym.policies.checkpointing import enable_activation_checkpointing
-from lmgym.policies.generation import RowKeys, decode, stop_lists
-from lmgym.policies.lora_config import LoraSettings, peft_lora_config, wants_4bit
+from lmgym.policies.decoding.generation import RowKeys, decode, stop_lists
+from lmgym.policies.loading.lora_config import LoraSettings, peft_lora_config, wants_4bit
 from lmgym.policies.logprobs import chunked_token_logprobs, completion_hidden_states, completion_targets
-from lmgym.policies.models import EMBEDDED_ALIASES, EMBEDDED_MODEL, SYSTEM_PROMPT_FILE, load_model_and_tokenizer
-from lmgym.policies.compile_options import inductor_options
-from lmgym.policies.padded_passes import backbone_hidden
+from lmgym.policies.loading.models import EMBEDDED_ALIASES, EMBEDDED_MODEL, SYSTEM_PROMPT_FILE, load_model_and_tokenizer
+from lmgym.policies.padded_passes import backbone_hidden, enable_activation_checkpointing
 from lmgym.policies.prompting import Observation, is_observation, prompt_ids
 from lmgym.policies.reference_adapter import REFERENCE_ADAPTER
 
 if TYPE_CHECKING:
     from peft import LoraConfig
+
+WANTED = {"triton.mix_order_reduction_non_strict_mode": True}  # Inductor options (module docstring)
 
 
 def cast_linear_weights(module: torch.nn.Module, dtype: torch.dtype) -> None:
@@ -39,6 +49,21 @@ def default_device() -> torch.device:
     return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if torch.cuda.is_available() else torch.device("cpu")
 
 
+def inductor_options() -> dict[str, object] | None:
+    """The options of WANTED this torch's Inductor knows (None when it knows none of them)."""
+    try:
+        from torch._inductor import config
+    except ImportError:  # a torch without Inductor: the caller compiles with the backend's defaults
+        return None
+    known = {}
+    for name, value in WANTED.items():
+        section, _, leaf = name.rpartition(".")
+        holder = getattr(config, section, None) if section else config
+        if holder is not None and hasattr(holder, leaf):
+            known[name] = value
+    return known or None
+
+
 class HFPolicy(BackbonePolicy, DataParallelPolicy):
     """Wraps an `AutoModelForCausalLM` and its tokenizer; implements every protocol of policies/base.py.
 
@@ -52,7 +77,7 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
         lora: LoraSettings, or a `peft.LoraConfig` used as given, to train adapters only (LoraSettings with
             `load_in_4bit`: QLoRA, a 4-bit base, needs bitsandbytes); the reference model is then the adapter-free base, or a re-synced reference adapter.
         gradient_checkpointing: recompute each decoder layer's activations in the backward pass instead of
-            keeping them (policies/checkpointing.py); `TrainerConfig.gradient_checkpointing` turns it on too.
+            keeping them (policies/padded_passes.py); `TrainerConfig.gradient_checkpointing` turns it on too.
         dtype: parameter dtype; default float32 (bf16 autocast is applied by the trainer on GPU).
         logprob_chunk: positions per chunk when scoring completions (0: no chunking).
         fast_decode: sample with the static-cache decoder (CUDA graphs on GPU); None = on CUDA when the
@@ -76,7 +101,7 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
         quantization = None
         peft_config = peft_lora_config(lora) if lora is not None else None  # a wrong type: one line, first
         if wants_4bit(lora):
-            from lmgym.policies.quantization import four_bit_config
+            from lmgym.policies.loading.quantization import four_bit_config
 
             if not isinstance(model, str):
                 raise ValueError("HFPolicy: lora.load_in_4bit loads the base itself: pass a model name or path")
@@ -114,7 +139,7 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
             from peft import get_peft_model
 
             if quantization is not None:  # checkpointing, if any, is set below
-                from lmgym.policies.quantization import prepare_for_adapters
+                from lmgym.policies.loading.quantization import prepare_for_adapters
 
                 self.model = prepare_for_adapters(self.model, dtype)
 
@@ -123,7 +148,7 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
         if gradient_checkpointing:
             self.enable_gradient_checkpointing()
         self.model.eval()  # dropout off: sampling and scoring must see the same function
-        from lmgym.policies.fast_decode import FastDecoder, supports_fast_decode
+        from lmgym.policies.decoding.fast import FastDecoder, supports_fast_decode
 
         if fast_decode is None:
             fast_decode = self.device.type == "cuda" and supports_fast_decode(self.model)
@@ -176,7 +201,7 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
         return torch.autocast("cpu", enabled=False)
 
     def enable_gradient_checkpointing(self) -> None:
-        """Checkpoint each decoder layer's activations in training passes (policies/checkpointing.py); the
+        """Checkpoint each decoder layer's activations in training passes (policies/padded_passes.py); the
         trainer calls it for `TrainerConfig.gradient_checkpointing`. Passes without gradients are unchanged."""
         enable_activation_checkpointing(self.model)
         self.gradient_checkpointing = True
@@ -184,8 +209,8 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
     def compile_layers(self, backend: str = "inductor") -> bool:
         """`torch.compile` each decoder layer in place (regional compilation: the layers share code, so
         one compilation, with symbolic batch and length, serves them all); the sampling
-        path has its own (policies/fast_decode.py). With gradient checkpointing the compiled layer holds
-        the checkpoint (policies/checkpointing.py). Not with a 4-bit base; returns whether it compiled."""
+        path has its own (policies/decoding/fast.py). With gradient checkpointing the compiled layer holds
+        the checkpoint (policies/padded_passes.py). Not with a 4-bit base; returns whether it compiled."""
         backbone = self.backbone_and_head()[0]
         layers = getattr(backbone, "layers", None)
         if layers is None or self.quantized:
@@ -269,8 +294,8 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
 
     def unsharded_copy(self, state_dict: dict[str, torch.Tensor]) -> "HFPolicy":
         """A whole CPU copy holding `state_dict`, the gathered weights of this FSDP-sharded policy, to `save`
-        from (policies/unsharded.py)."""
-        from lmgym.policies.unsharded import unsharded_copy
+        from (policies/loading/unsharded.py)."""
+        from lmgym.policies.loading.unsharded import unsharded_copy
 
         return unsharded_copy(self, state_dict)
 
@@ -295,10 +320,10 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
         `AutoModelForCausalLM.from_pretrained`, `pipeline("text-generation")` and `HFPolicy(directory)`
         load it. An adapter records this policy's model name as its base (a hub id; the embedded model's
         is `HuggingFaceTB/SmolLM2-135M-Instruct`; a local folder as given), never the local cache folder it
-        was loaded from. `README.md` is a model card (policies/model_card.py) naming the base model.
+        was loaded from. `README.md` is a model card (policies/loading/model_card.py) naming the base model.
         """
-        from lmgym.policies.hub import recorded_base
-        from lmgym.policies.model_card import write_model_card
+        from lmgym.policies.loading.hub import recorded_base
+        from lmgym.policies.loading.model_card import write_model_card
 
         directory = Path(directory)
         model = self.model
@@ -333,7 +358,7 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
         Returns what upload_folder returns."""
         import tempfile
 
-        from lmgym.policies.hub import check_repo_id, push_folder
+        from lmgym.policies.loading.hub import check_repo_id, push_folder
 
         check_repo_id(repo_id)
         with tempfile.TemporaryDirectory(prefix="rlgym-push-") as tmp:
@@ -345,8 +370,8 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
     def pretrained_files(self) -> dict[str, Callable[[Path], None]]:
         """Writers of the files that make a training checkpoint of this policy load the Hugging Face way
         (config.json and generation_config.json; under LoRA the adapter as peft saves it):
-        policies/pretrained_files.py."""
-        from lmgym.policies.pretrained_files import pretrained_files
+        policies/loading/pretrained_files.py."""
+        from lmgym.policies.loading.pretrained_files import pretrained_files
 
         return pretrained_files(self)
 

@@ -25,7 +25,7 @@ from torch import nn
 from lmgym.core.jsonl import read_json
 from lmgym.core.messages import first_line
 from lmgym.policies.base import BackbonePolicy
-from lmgym.policies.checkpointing import enable_activation_checkpointing
+from lmgym.policies.padded_passes import enable_activation_checkpointing
 from lmgym.policies.padded_passes import backbone_hidden
 from lmgym.policies.prompting import Observation, prompt_ids
 from lmgym.policies.value import ValueHead
@@ -112,7 +112,7 @@ class ProcessRewardModel(nn.Module):
         from transformers import AutoModel, AutoTokenizer
 
         from lmgym.policies.hf import default_device
-        from lmgym.policies.models import ModelLoadError, ModelNotFoundError, _corrupt_weights_error
+        from lmgym.policies.loading.models import ModelLoadError, ModelNotFoundError, _corrupt_weights_error
 
         folder = Path(path)
         if not folder.is_dir():
@@ -169,7 +169,7 @@ class ProcessRewardModel(nn.Module):
         return next(self.parameters()).device
 
     def enable_gradient_checkpointing(self) -> None:
-        """Checkpoint the backbone's decoder layers in training passes (policies/checkpointing.py); the
+        """Checkpoint the backbone's decoder layers in training passes (policies/padded_passes.py); the
         Trainer calls it for `TrainerConfig.gradient_checkpointing`."""
         enable_activation_checkpointing(self.backbone)
 
@@ -275,7 +275,7 @@ class ProcessRewardModel(nn.Module):
 
 def _read_settings(path: Path) -> dict:
     """prm_config.json's aggregation, system prompt and chat-template setting, checked (ModelLoadError)."""
-    from lmgym.policies.models import ModelLoadError
+    from lmgym.policies.loading.models import ModelLoadError
 
     try:
         settings = read_json(path)

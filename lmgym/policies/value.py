@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from lmgym.policies.base import BackbonePolicy
-from lmgym.policies.checkpointing import enable_activation_checkpointing
+from lmgym.policies.padded_passes import enable_activation_checkpointing
 from lmgym.policies.logprobs import completion_hidden_states
 from lmgym.policies.padded_passes import backbone_hidden
 
@@ -55,7 +55,7 @@ class CriticModel(nn.Module):
         return self.head(completion_hidden_states(hidden, completion_start))
 
     def enable_gradient_checkpointing(self) -> None:
-        """Checkpoint the backbone's decoder layers in training passes (policies/checkpointing.py)."""
+        """Checkpoint the backbone's decoder layers in training passes (policies/padded_passes.py)."""
         enable_activation_checkpointing(self.backbone)
 
 
@@ -68,7 +68,7 @@ def build_value_model(policy: BackbonePolicy, spec: str = "shared") -> nn.Module
     if spec == "copy":
         critic_backbone = copy.deepcopy(backbone)
     else:
-        from lmgym.policies.models import load_model_and_tokenizer
+        from lmgym.policies.loading.models import load_model_and_tokenizer
 
         model, tokenizer = load_model_and_tokenizer(spec, device="cpu")
         if tokenizer.get_vocab() != policy.tokenizer.get_vocab():

@@ -1,6 +1,6 @@
 """The files that make a training checkpoint folder load the Hugging Face way, beside the trainer's own.
 
-A checkpoint's `model.safetensors` holds the policy's state dict (training/checkpoint_layout.py). For full
+A checkpoint's `model.safetensors` holds the policy's state dict (training/checkpoints/layout.py). For full
 fine-tuning that is the transformers model's own state dict, under the names `from_pretrained` expects
 (tied embeddings stored once, which `from_pretrained` ties back), so `config.json` and
 `generation_config.json` beside it are all `AutoModelForCausalLM.from_pretrained(checkpoint)` needs, as in
@@ -56,7 +56,7 @@ def _adapter_files(policy, model: torch.nn.Module) -> dict[str, Callable[[Path],
     from peft.utils import get_peft_model_state_dict
     from safetensors.torch import save_file
 
-    from lmgym.policies.hub import recorded_base
+    from lmgym.policies.loading.hub import recorded_base
 
     name = getattr(model, "active_adapter", "default")
     name = name if isinstance(name, str) and name != REFERENCE_ADAPTER else "default"

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from lmgym.envs.base import Problem
-from lmgym.envs.hotpotqa import ANSWER_INSTRUCTION, HotpotQAEnv
-from lmgym.envs.hotpotqa_data import HotpotQARecord
-from lmgym.envs.rag import DEFAULT_MAX_PASSAGE_CHARS, SearchTool, open_store
-from lmgym.envs.rag_rewards import exact_match_reward, f1_reward, mrr_reward, support_recall_reward
-from lmgym.envs.rewards import RewardFn
+from lmgym.envs.hotpotqa.env import ANSWER_INSTRUCTION, HotpotQAEnv
+from lmgym.envs.hotpotqa.data import HotpotQARecord
+from lmgym.envs.hotpotqa.rag import DEFAULT_MAX_PASSAGE_CHARS, SearchTool, open_store
+from lmgym.envs.hotpotqa.rewards import exact_match_reward, f1_reward, mrr_reward, support_recall_reward
+from lmgym.envs.rewards.functions import RewardFn
 
 QUESTION_SEARCH_REWARD_FNS: dict[str, RewardFn] = {"em": exact_match_reward, "f1": f1_reward, "mrr": mrr_reward,
                                                    "support_recall": support_recall_reward}
@@ -35,7 +35,7 @@ class QuestionSearchHotpotQAEnv(HotpotQAEnv):
     Args:
         data_path, split, subset, records: the questions, as HotpotQAEnv takes them.
         store: a document store (``search(query, k, ...)``) or the folder of a saved index; required.
-        k, max_passage_chars, search_kwargs: as ``lmgym.envs.rag.SearchTool``.
+        k, max_passage_chars, search_kwargs: as ``lmgym.envs.hotpotqa.rag.SearchTool``.
         instruction: appended to the question.
         reward_fns, reward_weights: None: em, f1, mrr and support_recall (weights 0.5, 0.5, 0, 0).
         **base_kwargs: LanguageEnv's other keyword arguments.

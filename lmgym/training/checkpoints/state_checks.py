@@ -1,4 +1,4 @@
-"""Checks of a checkpoint's state (training/checkpoint_layout.py) before any of it is applied: every field that resuming reads has the
+"""Checks of a checkpoint's state (training/checkpoints/layout.py) before any of it is applied: every field that resuming reads has the
 type and range it was written with. A wrong one is one CorruptCheckpointError line naming the file and
 the field (e.g. `.../iter-000003/trainer_state.json: field iteration must be a whole number >= 0, got -5`).
 
@@ -16,9 +16,9 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from lmgym.training.checkpoints import CorruptCheckpointError
+from lmgym.training.checkpoints.folders import CorruptCheckpointError
 from lmgym.training.config import shown
-from lmgym.training.sharded_checkpoints import SHARDED
+from lmgym.training.checkpoints.sharded import SHARDED
 from lmgym.core.messages import first_line
 
 REFERENCE_SOURCES = ("none", "adapter", "initial", "policy", "stored")

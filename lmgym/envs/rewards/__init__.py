@@ -1,0 +1,17 @@
+"""Reward functions and how an env calls them.
+
+- `functions`: the plain per-sample reward functions ``(completion, gold, info) -> float`` (`RewardFn`):
+  `correctness_reward`, `format_reward`;
+- `forms`: the two forms a reward function may take (per sample, or TRL's ``fn(prompts, completions,
+  **kwargs)``) and how an env calls either;
+- `guard`: calling one without letting it crash or stall the episode (time limits, contained errors);
+- `batch`: TRL-style reward functions scored once per batch of finished episodes.
+
+The HotpotQA envs' own rewards (exact match, F1, retrieval MRR and recall) are in `lmgym.envs.hotpotqa.rewards`.
+"""
+from lmgym.envs.rewards.forms import TRLReward, per_sample_reward, reward_form, trl_reward
+from lmgym.envs.rewards.functions import RewardFn, correctness_reward, format_reward
+from lmgym.envs.rewards.guard import RewardTimeout
+
+__all__ = ["RewardFn", "correctness_reward", "format_reward", "TRLReward", "per_sample_reward", "reward_form",
+           "trl_reward", "RewardTimeout"]
