@@ -2,7 +2,8 @@
 the workloads' settings, prompts and reward, and the measurement (each phase's seconds and peak memory, the
 memory breakdown), so that this toolkit's side (benchmarks/user_scale.py) and TRL's
 (benchmarks/trl_user_scale_baseline.py) are set up and measured by the same code. Importing it loads torch
-alone (TRL's process imports nothing of the toolkit; building a folder borrows `lmgym.policies.loading.models.build_once`).
+alone (TRL's process imports nothing of the toolkit; building a folder borrows
+`lmgym.policies.loading.models.build_once`).
 
 Shapes (`SHAPES`): "w2" is Qwen2.5-1.5B's (Qwen2ForCausalLM: 28 layers, hidden 1536, 12 query / 2 key-value
 heads, vocabulary 151,936, tied embeddings; 1,543,714,304 parameters), "w3" Llama-3.1-8B's (LlamaForCausalLM:

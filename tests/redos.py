@@ -30,7 +30,8 @@ import lmgym.envs.rewards.guard
 import lmgym.envs.rewards.functions
 from lmgym.envs.rewards.guard import RewardTimeout, cpu_time_limit
 
-TEXT_MODULES = (lmgym.envs.extraction, lmgym.envs.calculator, lmgym.envs.rewards.functions, lmgym.envs.base, lmgym.envs.rewards.guard)
+TEXT_MODULES = (lmgym.envs.extraction, lmgym.envs.calculator, lmgym.envs.rewards.functions, lmgym.envs.base,
+                lmgym.envs.rewards.guard)
 MAX_ALPHABET = 8
 LONG, MEDIUM = 100_000, 20_000
 KILLERS = ("", "\x00", "!")

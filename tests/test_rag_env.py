@@ -171,7 +171,7 @@ def test_the_store_may_be_an_index_folder_opened_lazily_and_bad_stores_are_one_l
     loaded = []
     fake = types.ModuleType("retrieval")
     fake.DocumentStore = type("DocumentStore", (), {"load": staticmethod(lambda path: loaded.append(path) or ToyStore())})
-    monkeypatch.setitem(sys.modules, "retrieval", fake)
+    monkeypatch.setitem(sys.modules, "lmgym.retrieval", fake)
     assert isinstance(open_store(tmp_path), ToyStore) and loaded == [tmp_path]
     with pytest.raises(ValueError, match="^store must be a document store .*; got None$"):
         RAGHotpotQAEnv(records=RECORDS)

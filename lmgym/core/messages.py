@@ -3,8 +3,8 @@ made of), and "did you mean ...?" for a mistyped name.
 
 `close_names` puts first the names the mistyped one abbreviates (`learn` -> `learning_rate`, what
 argparse's prefix matching used to take silently), then those whose words' initials it spells (`lr` ->
-`learning_rate`), then difflib's closest matches (`learning_rat` -> `learning_rate`). A dotted name (`mcts.simulatons`) is
-matched on its last part among the known names under the same prefix.
+`learning_rate`), then difflib's closest matches (`learning_rat` -> `learning_rate`). A dotted name
+(`mcts.simulatons`) is matched on its last part among the known names under the same prefix.
 """
 from __future__ import annotations
 

@@ -78,7 +78,7 @@ from lmgym.envs.checks import (
 from lmgym.envs.rewards.batch import PENDING, PendingRewards, weighted_total
 from lmgym.envs.rewards.forms import TRLReward, reward_fields
 from lmgym.envs.rewards.guard import call_reward
-from lmgym.envs.rewards.functions import RewardFn
+from lmgym.envs.rewards import RewardFn
 from lmgym.envs.spaces import AnyText
 
 DEFAULT_MAX_ACTION_CHARS = 20_000

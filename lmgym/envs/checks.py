@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lmgym.envs.rewards.forms import as_per_sample
-from lmgym.envs.rewards.functions import RewardFn, correctness_reward
+from lmgym.envs.rewards import RewardFn, correctness_reward
 
 
 def check_choice(name: str, value: Any, choices: tuple) -> None:

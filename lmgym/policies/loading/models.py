@@ -165,7 +165,8 @@ def load_model_and_tokenizer(
 
     A LoRA adapter folder (as `HFPolicy.save` writes it) loads its recorded base, then the adapter
     (trainable), with the tokenizer saved next to the adapter. `quantization_config` (e.g. QLoRA's
-    lmgym.policies.loading.quantization.four_bit_config) loads the weights quantized, placed on `device` as they load."""
+    lmgym.policies.loading.quantization.four_bit_config) loads the weights quantized, placed on `device` as they
+    load."""
     path = resolve_model_path(name_or_path)
     local = Path(path)
     if quantization_config is not None and (local / ADAPTER_CONFIG).is_file():

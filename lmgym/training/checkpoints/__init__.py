@@ -10,8 +10,8 @@
 """
 from lmgym.training.checkpoints.folders import (
     CHECKPOINTS, LEGACY, MANIFEST, Checkpoint, CheckpointError, CorruptCheckpointError, UnsafeCheckpointError,
-    checkpoint_name, complete_checkpoints, iteration_of, load_state, resume_candidates, set_aside_corrupt,
-    unsealed_checkpoints, verify, write_checkpoint,
+    checkpoint_name, complete_checkpoints, file_entry, iteration_of, load_state, resume_candidates, seal,
+    set_aside_corrupt, staging_folder, unsealed_checkpoints, verify, write_checkpoint, write_files,
 )
 from lmgym.training.run_logger import archive_history
 
@@ -19,5 +19,5 @@ __all__ = [
     "CHECKPOINTS", "LEGACY", "MANIFEST", "Checkpoint", "CheckpointError", "CorruptCheckpointError",
     "UnsafeCheckpointError", "checkpoint_name", "complete_checkpoints", "iteration_of", "load_state",
     "resume_candidates", "set_aside_corrupt", "unsealed_checkpoints", "verify", "write_checkpoint",
-    "archive_history",
+    "archive_history", "file_entry", "staging_folder", "seal", "write_files",
 ]

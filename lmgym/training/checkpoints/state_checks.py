@@ -1,6 +1,7 @@
-"""Checks of a checkpoint's state (training/checkpoints/layout.py) before any of it is applied: every field that resuming reads has the
-type and range it was written with. A wrong one is one CorruptCheckpointError line naming the file and
-the field (e.g. `.../iter-000003/trainer_state.json: field iteration must be a whole number >= 0, got -5`).
+"""Checks of a checkpoint's state (training/checkpoints/layout.py) before any of it is applied: every field
+that resuming reads has the type and range it was written with. A wrong one is one CorruptCheckpointError
+line naming the file and the field (e.g. `.../iter-000003/trainer_state.json: field iteration must be a whole
+number >= 0, got -5`).
 
 The RNG states are tried on throwaway generators of the same kind (numpy's, Python's, torch's), so a
 state that the trainer's own generators would refuse is caught here, with the file named, and nothing
