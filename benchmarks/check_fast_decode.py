@@ -21,7 +21,7 @@ import torch  # noqa: E402
 
 from lmgym.envs import make  # noqa: E402
 from lmgym.policies import HFPolicy  # noqa: E402
-from lmgym.policies.generation import decode  # noqa: E402
+from lmgym.policies.decoding.generation import decode  # noqa: E402
 
 
 def main() -> None:

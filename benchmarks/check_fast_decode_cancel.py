@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from lmgym.policies import build_tiny_model, build_tiny_tokenizer  # noqa: E402
-from lmgym.policies.fast_decode import FastDecoder  # noqa: E402
+from lmgym.policies.decoding.fast import FastDecoder  # noqa: E402
 
 CANCELLED = (1, 4)
 

@@ -25,8 +25,8 @@ from examples.common import example_parser  # noqa: E402
 import torch  # noqa: E402
 
 from lmgym.policies import HFPolicy, build_tiny_tokenizer  # noqa: E402
-from lmgym.policies.fast_decode import FastDecoder  # noqa: E402
-from lmgym.policies.generation import decode  # noqa: E402
+from lmgym.policies.decoding.fast import FastDecoder  # noqa: E402
+from lmgym.policies.decoding.generation import decode  # noqa: E402
 
 GiB = 1 << 30
 

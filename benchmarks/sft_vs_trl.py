@@ -37,7 +37,7 @@ from lmgym.evaluation import evaluate  # noqa: E402
 from lmgym.traindata.sft_data import gsm8k_sft_examples  # noqa: E402
 from lmgym.envs import make  # noqa: E402
 from lmgym.policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
-from lmgym.policies.models import resolve_model_path  # noqa: E402
+from lmgym.policies.loading.models import resolve_model_path  # noqa: E402
 
 
 def sync() -> None:

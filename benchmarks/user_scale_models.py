@@ -2,7 +2,8 @@
 the workloads' settings, prompts and reward, and the measurement (each phase's seconds and peak memory, the
 memory breakdown), so that this toolkit's side (benchmarks/user_scale.py) and TRL's
 (benchmarks/trl_user_scale_baseline.py) are set up and measured by the same code. Importing it loads torch
-alone (TRL's process imports nothing of the toolkit; building a folder borrows `lmgym.policies.models.build_once`).
+alone (TRL's process imports nothing of the toolkit; building a folder borrows
+`lmgym.policies.loading.models.build_once`).
 
 Shapes (`SHAPES`): "w2" is Qwen2.5-1.5B's (Qwen2ForCausalLM: 28 layers, hidden 1536, 12 query / 2 key-value
 heads, vocabulary 151,936, tied embeddings; 1,543,714,304 parameters), "w3" Llama-3.1-8B's (LlamaForCausalLM:
@@ -220,7 +221,7 @@ def write_model_folder(name: str, out_dir: Path, seed: int = 0, device: str | No
 def build_model_folder(name: str, out_dir: str | Path, seed: int = 0, device: str | None = None) -> Path:
     """`out_dir` holding shape `name` (built once: a complete folder of the same shape and seed is reused;
     one of another shape or seed is a one-line error)."""
-    from lmgym.policies.models import build_once
+    from lmgym.policies.loading.models import build_once
 
     shape(name)
     out = Path(out_dir)

@@ -163,7 +163,7 @@ def run_sampling(gsm8k: str, batches: list[int]) -> list[dict]:
     """Our fast decoder against `model.generate` (bf16, sampling, 256 new tokens) at each batch size."""
     from transformers import AutoModelForCausalLM
 
-    from lmgym.policies.models import resolve_model_path
+    from lmgym.policies.loading.models import resolve_model_path
 
     policy = HFPolicy(EMBEDDED_MODEL, system_prompt=SYSTEM_PROMPT, fast_decode=True)
     env = make("GSM8K-v0", data_path=gsm8k, instruction="")

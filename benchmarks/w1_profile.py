@@ -28,7 +28,7 @@ import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 from benchmarks.w1_benchmark import COMPILE_CHOICES, build  # noqa: E402
-from lmgym.policies.fast_decode import FastDecoder  # noqa: E402
+from lmgym.policies.decoding.fast import FastDecoder  # noqa: E402
 
 VARIANTS = {"modules": {"fused_weights": False}, "fused": {"fused_weights": True},
             "fused+compile": {"fused_weights": True, "compile_layers": True}}

@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> DocumentStore:
     if args.jsonl:
         documents = documents_from_jsonl(args.jsonl)
     else:
-        from lmgym.envs.hotpotqa_data import load_hotpotqa
+        from lmgym.envs.hotpotqa.data import load_hotpotqa
 
         documents = documents_from_hotpotqa(load_hotpotqa(args.hotpotqa))
     embedder = None

@@ -6,7 +6,7 @@ HotpotQA questions.
     python examples/rag_agent.py --preset gpu --data_path ../shared/data/hotpotqa --seeds 3
 
 Questions: every question of --data_path (a HotpotQA file in either layout, or a folder of them). The last
---hold_out (`lmgym.envs.hotpotqa_data.held_out_ranges`) are held out: never trained on, never in a transcript,
+--hold_out (`lmgym.envs.hotpotqa.data.held_out_ranges`) are held out: never trained on, never in a transcript,
 evaluated in every row. The first --train_questions of the others (0: all) are trained on. Every
 paragraph of every question, held-out ones included, is in the store, as in open-domain QA.
 Store: --index (a folder examples/build_index.py or examples/rag_grpo.py wrote), else <output_dir>/index,
@@ -24,7 +24,7 @@ Stages (each in <output_dir>/<stage>/, a Trainer run folder with its model in mo
    saved with the model. --sft_epochs over the transcripts set its iterations (--sft_iterations: exactly).
 2. grpo_seed<S>, for S = --seed ... --seed + --seeds - 1: `lmgym.algorithms.GRPO` from the SFT model (LoRA r
    --lora_r) on RAG-HotpotQA-v0 over the training questions, each seed its own run, rewarded with the env's
-   sum under `lmgym.envs.rag_rewards.DEFAULT_WEIGHTS` (answering pays more than finding paragraphs; reward
+   sum under `lmgym.envs.hotpotqa.rewards.DEFAULT_WEIGHTS` (answering pays more than finding paragraphs; reward
    combination "env"). Each run folder keeps metrics.jsonl, reward_components.png (each component's batch
    mean per iteration) and reward_distribution.png.
 
@@ -32,7 +32,7 @@ Rows, each evaluated greedily (--max_new_tokens a turn) on the held-out question
 - base: --model as the agent in RAG-HotpotQA-v0, with the system prompt; SFT: the SFT model, the same way;
 - SFT + GRPO: each seed's model, then the mean of the seeds' numbers;
 - question_search (reference): one scripted search with the question as the query (top --k passages, no
-  agent), then the model answers (`lmgym.envs.hotpotqa_retrieved.QuestionSearchHotpotQAEnv`);
+  agent), then the model answers (`lmgym.envs.hotpotqa.retrieved.QuestionSearchHotpotQAEnv`);
 - closed_book (reference): the model answers the question alone (HotpotQA-v0 closed book);
 - gold_context (reference): the model answers given the record's own context paragraphs, the supporting
   ones among its distractors (HotpotQA-v0 distractor).
@@ -63,7 +63,7 @@ from typing import Any
 from lmgym.algorithms import GRPO, GRPOConfig, SFT, SFTConfig  # noqa: E402
 from lmgym.core.atomic_io import atomic_write_text  # noqa: E402
 from lmgym.core.problem_records import write_problem_records  # noqa: E402
-from lmgym.envs.hotpotqa_data import held_out_ranges, load_hotpotqa  # noqa: E402
+from lmgym.envs.hotpotqa.data import held_out_ranges, load_hotpotqa  # noqa: E402
 from lmgym.policies import EMBEDDED_MODEL  # noqa: E402
 from lmgym.policies.few_shot import PROMPTS_DIR, read_system_prompt  # noqa: E402
 from lmgym.evaluation.rag_evaluate import METRICS, evaluate_rag  # noqa: E402
@@ -257,7 +257,7 @@ class Stages:
     """The run's store and envs, and each stage's training and evaluation."""
 
     def __init__(self, plan: Plan):
-        from lmgym.envs.rag import rag_reward_weights
+        from lmgym.envs.hotpotqa.rag import rag_reward_weights
 
         self.plan = plan
         self.store, self.store_about = open_store(plan)
@@ -267,14 +267,14 @@ class Stages:
         self.search_label = plan.args.search_method or self.store.config.default_method
 
     def rag_env(self, records):
-        from lmgym.envs.rag import RAGHotpotQAEnv
+        from lmgym.envs.hotpotqa.rag import RAGHotpotQAEnv
 
         return RAGHotpotQAEnv(records=records, **self.rag_kwargs)
 
     def reference_env(self, row: str):
         """The env of a reference row over the held-out questions."""
-        from lmgym.envs.hotpotqa import HotpotQAEnv
-        from lmgym.envs.hotpotqa_retrieved import QuestionSearchHotpotQAEnv
+        from lmgym.envs.hotpotqa.env import HotpotQAEnv
+        from lmgym.envs.hotpotqa.retrieved import QuestionSearchHotpotQAEnv
 
         if row == "question_search":
             return QuestionSearchHotpotQAEnv(records=self.plan.held_out, store=self.store, k=self.plan.args.k,

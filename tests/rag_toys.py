@@ -12,7 +12,7 @@ import re
 
 import numpy as np
 
-from lmgym.envs.hotpotqa_data import HotpotQARecord
+from lmgym.envs.hotpotqa.data import HotpotQARecord
 from lmgym.retrieval import Hit
 
 CORPUS = {

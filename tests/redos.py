@@ -26,12 +26,12 @@ except ImportError:  # Python 3.10
 import lmgym.envs.base
 import lmgym.envs.calculator
 import lmgym.envs.extraction
-import lmgym.envs.reward_guard
-import lmgym.envs.rewards
-from lmgym.envs.reward_guard import RewardTimeout, cpu_time_limit
+import lmgym.envs.rewards.guard
+import lmgym.envs.rewards.functions
+from lmgym.envs.rewards.guard import RewardTimeout, cpu_time_limit
 
-TEXT_MODULES = (lmgym.envs.extraction, lmgym.envs.calculator, lmgym.envs.rewards, lmgym.envs.base,
-                lmgym.envs.reward_guard)
+TEXT_MODULES = (lmgym.envs.extraction, lmgym.envs.calculator, lmgym.envs.rewards.functions, lmgym.envs.base,
+                lmgym.envs.rewards.guard)
 MAX_ALPHABET = 8
 LONG, MEDIUM = 100_000, 20_000
 KILLERS = ("", "\x00", "!")

@@ -3,7 +3,7 @@ from contextlib import nullcontext
 
 import torch
 
-from lmgym.policies.attention_backends import variable_length_attention
+from lmgym.policies.padded_passes import variable_length_attention
 
 
 def test_cuda_passes_exclude_cudnn_attention_and_restore_the_choice_after():

@@ -1,5 +1,5 @@
 """TRL-style reward functions are called once per batch of episodes, as TRL's GRPOTrainer calls them: with
-prompts, completions, completion_ids and every extra column as lists (envs/reward_batch.py)."""
+prompts, completions, completion_ids and every extra column as lists (envs/rewards/batch.py)."""
 import gymnasium
 import pytest
 import torch

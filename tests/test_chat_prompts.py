@@ -2,7 +2,7 @@
 import pytest
 
 from lmgym.envs import LanguageEnv, Problem, correctness_reward
-from lmgym.envs.reward_forms import trl_reward
+from lmgym.envs.rewards.forms import trl_reward
 from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
 from lmgym.policies.prompting import prompt_ids
 

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from lmgym.algorithms import GRPO, GRPOConfig
-from lmgym.training import checkpoints as ckpt
-from lmgym.training import checkpoint_layout as layout
+from lmgym.training.checkpoints import folders as ckpt
+from lmgym.training.checkpoints import layout
 from lmgym.training.cli import run_with_clear_errors
 from tests import checkpoint_state
 from lmgym.envs import make

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from lmgym.algorithms import GRPOConfig, PPOConfig
-from lmgym.core.suggestions import close_names
+from lmgym.core.messages import close_names
 from lmgym.training import ConfigError, load_config
 from examples.common import example_parser
 

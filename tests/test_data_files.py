@@ -15,7 +15,7 @@ from lmgym.traindata.sft_data import load_sft_examples
 from lmgym.traindata.step_data import load_prm800k
 from lmgym.buffers import ReplayBuffer, load_step_data
 from lmgym.envs.data import read_jsonl
-from lmgym.envs.hotpotqa_data import read_hotpotqa_file
+from lmgym.envs.hotpotqa.data import read_hotpotqa_file
 from lmgym.policies.few_shot import load_examples
 from lmgym.retrieval.documents import documents_from_jsonl
 from lmgym.retrieval.index_files import IndexLoadError, read_manifest

@@ -6,7 +6,7 @@ import torch
 import torch.distributed as td
 
 from lmgym.policies import build_tiny_model, build_tiny_tokenizer
-from lmgym.policies.checkpointing import checkpointed_layers, enable_activation_checkpointing
+from lmgym.policies.padded_passes import checkpointed_layers, enable_activation_checkpointing
 from lmgym.training.data_parallel import wrap
 from tests.test_distributed import free_port
 

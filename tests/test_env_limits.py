@@ -10,10 +10,10 @@ import pytest
 
 import lmgym.envs.base
 import lmgym.envs.math_env
-import lmgym.envs.rewards
+import lmgym.envs.rewards.functions
 from lmgym.envs import ArithmeticEnv, correctness_reward, format_reward, make
 from lmgym.envs.base import DEFAULT_MAX_ACTION_CHARS
-from lmgym.envs.reward_guard import call_reward, cpu_time_limit
+from lmgym.envs.rewards.guard import call_reward, cpu_time_limit
 from tests.cpu_timing import cpu_step
 
 
@@ -74,7 +74,7 @@ def test_each_answer_is_graded_once_per_step(monkeypatch, reward_fns):
         return predicted == gold
 
     monkeypatch.setattr(lmgym.envs.math_env, "answers_equal", counting)
-    monkeypatch.setattr(lmgym.envs.rewards, "answers_equal", counting)
+    monkeypatch.setattr(lmgym.envs.rewards.functions, "answers_equal", counting)
     env, gold = started(reward_fns=reward_fns)
     _, reward, _, _, info = env.step(f"#### {gold}")
     assert calls == [(gold, gold)] and info["correct"] is True and info["reward_components"]["correctness"] == 1.0

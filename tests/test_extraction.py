@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lmgym.envs.extraction import MAX_SCAN_CHARS, extract_answer, find_boxes
-from lmgym.envs.rewards import format_reward
+from lmgym.envs.rewards.functions import format_reward
 from tests.cpu_timing import cpu_call
 
 
@@ -152,13 +152,13 @@ def test_last_number_fallback_refuses_numbers_inside_code_or_expressions(text):
     ],
 )
 def test_fallback_answers_in_any_language_score_end_to_end(text, gold, reward):
-    from lmgym.envs.rewards import correctness_reward
+    from lmgym.envs.rewards.functions import correctness_reward
 
     assert correctness_reward(text, gold) == reward
 
 
 def test_code_payload_does_not_score_for_gold_zero():
-    from lmgym.envs.rewards import correctness_reward
+    from lmgym.envs.rewards.functions import correctness_reward
 
     assert correctness_reward("__import__('os').system('x') or 0", "0") == 0.0
 

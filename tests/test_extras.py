@@ -45,7 +45,7 @@ def test_bm25_retrieval_without_bm25s(monkeypatch):
 
 
 def test_a_saved_index_without_bm25s_is_the_extra_not_a_corrupt_index(monkeypatch, tmp_path):
-    from lmgym.envs.rag import open_store
+    from lmgym.envs.hotpotqa.rag import open_store
 
     DocumentStore.build(DOCUMENTS, StoreConfig(dense=False), progress=False).save(tmp_path / "index")
     missing(monkeypatch, "bm25s")

@@ -3,8 +3,8 @@ import pytest
 import torch
 
 from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
-from lmgym.policies.fast_decode import FastDecoder, supports_fast_decode
-from lmgym.policies.generation import RowKeys, decode
+from lmgym.policies.decoding.fast import FastDecoder, supports_fast_decode
+from lmgym.policies.decoding.generation import RowKeys, decode
 from lmgym.policies.logprobs import chunked_token_logprobs
 
 

@@ -1,4 +1,4 @@
-"""Sharded checkpoints and the model folder under data_parallel="fsdp" (training/sharded_checkpoints.py), on
+"""Sharded checkpoints and the model folder under data_parallel="fsdp" (training/checkpoints/sharded.py), on
 two CPU processes (gloo; tests/fsdp_checkpoint_worker.py): a run stopped after its first iteration and resumed
 ends with the parameters and per-rank RNG states of an uninterrupted run (full fine-tuning, LoRA, and a KL
 reference re-synced to the policy, which a sharded checkpoint restores from the loaded shards); the
@@ -12,8 +12,8 @@ import torch
 import torch.multiprocessing as mp
 from safetensors.torch import load_file
 
-from lmgym.training.checkpoints import CheckpointError, CorruptCheckpointError
-from lmgym.training.trainer_state import write_model_folder
+from lmgym.training.checkpoints.folders import CheckpointError, CorruptCheckpointError
+from lmgym.training.checkpoints.trainer_state import write_model_folder
 from tests import checkpoint_state
 from tests.distributed_worker import build_algorithm
 from tests.fsdp_checkpoint_worker import SETTINGS, VARIANTS, run

@@ -1,16 +1,16 @@
-"""The fast decoder's fused weight copy (policies/decode_weights.py) and layer functions
-(policies/decode_layers.py) against the decoder calling the model's own modules, on the CPU."""
+"""The fast decoder's fused weight copy (policies/decoding/weights.py) and layer functions
+(policies/decoding/layers.py) against the decoder calling the model's own modules, on the CPU."""
 import torch
 
 from lmgym.policies import HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
-from lmgym.policies.decode_layers import (
+from lmgym.policies.decoding.layers import (
     attention_inputs,
     attention_output_and_mlp,
     compiled_layer_functions,
 )
-from lmgym.policies.decode_weights import DecodeWeights
-from lmgym.policies.fast_decode import FastDecoder
-from lmgym.policies.generation import decode
+from lmgym.policies.decoding.weights import DecodeWeights
+from lmgym.policies.decoding.fast import FastDecoder
+from lmgym.policies.decoding.generation import decode
 
 
 def setup(seed=1):
@@ -113,7 +113,7 @@ def test_a_failing_compilation_falls_back_to_the_eager_layer_functions(monkeypat
     import pytest
     import torch._dynamo
 
-    import lmgym.policies.fast_decode as fast_decode
+    import lmgym.policies.decoding.fast as fast_decode
 
     def broken(*args, **kwargs):
         raise torch._dynamo.exc.TorchDynamoException("no compiler here")

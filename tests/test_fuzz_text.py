@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 import lmgym.envs.base
 import lmgym.envs.calculator
 import lmgym.envs.extraction
-import lmgym.envs.rewards
+import lmgym.envs.rewards.functions
 from lmgym.envs import ArithmeticEnv, correctness_reward, format_reward
 from lmgym.envs.calculator import apply_calculator, find_calculation, safe_calculate
 from lmgym.envs.extraction import extract_answer

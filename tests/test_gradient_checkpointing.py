@@ -10,7 +10,7 @@ import torch
 from lmgym.algorithms import GRPO, GRPOConfig, PPO, PPOConfig, PRMConfig, PRMTrainer
 from lmgym.envs import make
 from lmgym.policies import HFPolicy, LoraSettings, ProcessRewardModel, build_tiny_model, build_tiny_tokenizer
-from lmgym.policies.checkpointing import checkpointed_layers
+from lmgym.policies.padded_passes import checkpointed_layers
 from lmgym.training import ConfigError, load_config
 from tests.distributed_worker import build_algorithm, fixed_trajectories, join_gloo, whole
 from tests.test_compile_training import batch

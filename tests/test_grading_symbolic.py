@@ -14,7 +14,7 @@ from lmgym.envs.grading.symbolic import (
     parse_latex,
     serve,
 )
-from lmgym.envs.reward_guard import cpu_time_limit
+from lmgym.envs.rewards.guard import cpu_time_limit
 from tests.cpu_timing import cpu_call
 
 

@@ -4,7 +4,7 @@ import json
 import pytest
 
 from lmgym.envs.data import MalformedRowError
-from lmgym.envs.hotpotqa_data import load_hotpotqa, record_from_row
+from lmgym.envs.hotpotqa.data import load_hotpotqa, record_from_row
 
 HUB_ROW = {"id": "q1", "question": "Who?", "answer": "Ann", "type": "bridge", "level": "easy",
            "supporting_facts": {"title": ["A", "B", "A"], "sent_id": [0, 1, 2]},

@@ -11,7 +11,7 @@ import torch
 
 from lmgym.training.callbacks import TrainerCallback
 from lmgym.training.cli import run_with_clear_errors
-from lmgym.training.interrupts import TrainingInterrupted
+from lmgym.training.guards import TrainingInterrupted
 from tests.test_checkpoint_layout import algorithm, rows
 from tests.test_run_folder import save_tiny
 

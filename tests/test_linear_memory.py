@@ -15,8 +15,8 @@ from torch.utils._pytree import tree_flatten
 
 from lmgym.algorithms.reference import reference_logprobs
 from lmgym.policies import HFPolicy, build_tiny_tokenizer
-from lmgym.policies.fast_decode import FastDecoder
-from lmgym.policies.generation import PREFILL_CHUNK, decode
+from lmgym.policies.decoding.fast import FastDecoder
+from lmgym.policies.decoding.generation import PREFILL_CHUNK, decode
 from lmgym.policies.value import ValueHead, build_value_model
 
 VOCAB, CONTEXT, CHUNK = 50_000, 2 * PREFILL_CHUNK, 64  # the plain sampler's prefill chunks have CONTEXT // 2 queries

@@ -191,7 +191,7 @@ def one_line(call, *args, **kwargs) -> str:
 
 
 def test_gradient_checkpointing_reaches_a_prm_trained_online(tiny_policy, tmp_path):
-    from lmgym.policies.checkpointing import checkpointed_layers
+    from lmgym.policies.padded_passes import checkpointed_layers
     from lmgym.policies.prm import ProcessRewardModel
 
     env = make("ToyDigits-v0", mode="stepwise", max_steps=2)

@@ -6,7 +6,7 @@ import os
 import time
 from pathlib import Path
 
-from lmgym.policies.models import build_once
+from lmgym.policies.loading.models import build_once
 
 
 def slow_build(folder: Path) -> None:
@@ -57,7 +57,7 @@ def test_a_rank_other_than_zero_writes_a_whole_copy(tmp_path):
     import torch.multiprocessing as mp
 
     from lmgym.policies import build_tiny_model, build_tiny_tokenizer
-    from lmgym.policies.models import load_model_and_tokenizer
+    from lmgym.policies.loading.models import load_model_and_tokenizer
     from tests.distributed_worker import save_copy_run
     from tests.test_distributed import free_port
 

@@ -10,7 +10,7 @@ from lmgym.algorithms.mcts_search import last_step_logits
 from lmgym.algorithms.preference_encoding import completion_logprobs
 from lmgym.envs import make
 from lmgym.policies import HFPolicy, ProcessRewardModel, build_tiny_model, build_tiny_tokenizer, pad_id
-from lmgym.policies import generation
+from lmgym.policies.decoding import generation
 from lmgym.traindata import SFTExample
 
 

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from lmgym.policies import build_tiny_model, build_tiny_tokenizer
-from lmgym.policies.fast_decode import FastDecoder
-from lmgym.policies.generation import decode
+from lmgym.policies.decoding.fast import FastDecoder
+from lmgym.policies.decoding.generation import decode
 from lmgym.policies.padded_passes import backbone_hidden, column_multiple, contiguous_starts
 
 LAYOUTS = {  # 1: token, 0: padding
@@ -74,10 +74,10 @@ def test_chunked_prefill_and_the_fast_decoders_causal_prefill_sample_what_one_ma
 
 
 def test_training_layers_compile_with_options_that_make_no_size_guards(monkeypatch):
-    """HFPolicy.compile_layers hands Inductor the options of policies/compile_options.py (this torch knows the
+    """HFPolicy.compile_layers hands Inductor the options of policies/hf.py (this torch knows the
     mix-order non-strict mode), and no options to another backend."""
     from lmgym.policies import HFPolicy
-    from lmgym.policies.compile_options import inductor_options
+    from lmgym.policies.hf import inductor_options
 
     policy = HFPolicy(build_tiny_model(build_tiny_tokenizer(), seed=0), build_tiny_tokenizer(), device="cpu")
     calls = []

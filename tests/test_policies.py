@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from lmgym.policies import HFPolicy, LoraSettings, ModelNotFoundError, build_tiny_model, build_tiny_tokenizer
-from lmgym.policies.generation import filter_top_p, sample_tokens
+from lmgym.policies.decoding.generation import filter_top_p, sample_tokens
 
 
 def test_format_prompt_uses_chat_template_and_system_prompt():

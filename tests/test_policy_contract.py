@@ -15,7 +15,7 @@ from lmgym.policies import (AdapterRole, BackbonePolicy, DataParallelPolicy, HFP
                       ProcessRewardModel, TrainableModel, TrainablePolicy, add_adapter, build_tiny_model,
                       build_tiny_tokenizer)
 from lmgym.policies.contract import check_contract, incompatible_members, missing_members
-from lmgym.policies.generation import Generation, RowKeys, sample_tokens, stop_lists
+from lmgym.policies.decoding.generation import Generation, RowKeys, sample_tokens, stop_lists
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 from lmgym.training.progress import counting_tokens
 

@@ -11,7 +11,7 @@ from lmgym.buffers.step_pairs import RatedSteps
 from lmgym.envs import make
 from lmgym.policies import build_tiny_tokenizer
 from lmgym.policies.base import Policy
-from lmgym.policies.generation import Generation
+from lmgym.policies.decoding.generation import Generation
 from lmgym.training.config import ConfigError
 from lmgym.traindata.step_data.policy_labels import LABEL_PRESETS
 from lmgym.traindata.step_data import (

@@ -2,8 +2,8 @@
 
 import pytest
 
-from lmgym.envs import qa_metrics
-from lmgym.envs.qa_metrics import exact_match, hotpot_f1, max_over_golds, normalize_answer, squad_f1
+from lmgym.envs.hotpotqa import metrics as qa_metrics
+from lmgym.envs.hotpotqa.metrics import exact_match, hotpot_f1, max_over_golds, normalize_answer, squad_f1
 
 ARTICLES = qa_metrics._ARTICLES
 

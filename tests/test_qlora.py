@@ -6,7 +6,7 @@ import importlib.util
 import pytest
 
 from lmgym.policies import HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
-from lmgym.policies.quantization import QuantizationUnavailableError, four_bit_config
+from lmgym.policies.loading.quantization import QuantizationUnavailableError, four_bit_config
 
 HAS_BNB = importlib.util.find_spec("bitsandbytes") is not None
 
@@ -52,7 +52,7 @@ def test_a_4bit_base_keeps_the_unquantized_weights_in_the_asked_dtype(dtype):
     bf16 (peft's cast made W3's QLoRA residual stream float32: 70 GB against TRL's 42 GB); frozen either way."""
     import torch
 
-    from lmgym.policies.quantization import prepare_for_adapters
+    from lmgym.policies.loading.quantization import prepare_for_adapters
 
     model = build_tiny_model(build_tiny_tokenizer(), seed=0).to(torch.bfloat16)
     prepared = prepare_for_adapters(model, getattr(torch, dtype))

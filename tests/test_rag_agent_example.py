@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lmgym.envs.hotpotqa_data import HotpotQARecord
+from lmgym.envs.hotpotqa.data import HotpotQARecord
 from tests.rag_toys import CORPUS
 from tests.test_examples import error_line, load_script
 from tests.test_problem_records import assert_report_recomputes

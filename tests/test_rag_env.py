@@ -10,9 +10,9 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from lmgym.envs import RAGHotpotQAEnv, SearchTool, Tool, ToolCall, make
-from lmgym.envs.rag import VIOLATION_MESSAGES, open_store
+from lmgym.envs.hotpotqa.rag import VIOLATION_MESSAGES, open_store
 from lmgym.episodes.rollout import SamplingSettings, rollout
-from lmgym.policies.generation import Generation
+from lmgym.policies.decoding.generation import Generation
 from tests import rag_toys
 from tests.rag_toys import RECORDS, LetterEmbedder, ToyStore
 

@@ -1,12 +1,12 @@
 """The RAG table's evaluation (evaluation/rag_evaluate.py) against hand values, the question-search reference env
-(envs/hotpotqa_retrieved.py) over the toy store, and the default reward weights both RAG examples use."""
+(envs/hotpotqa/retrieved.py) over the toy store, and the default reward weights both RAG examples use."""
 from types import SimpleNamespace
 
 import pytest
 
-from lmgym.envs.hotpotqa_retrieved import QuestionSearchHotpotQAEnv
-from lmgym.envs.rag import RAGHotpotQAEnv, rag_reward_weights
-from lmgym.envs.rag_rewards import DEFAULT_WEIGHTS
+from lmgym.envs.hotpotqa.retrieved import QuestionSearchHotpotQAEnv
+from lmgym.envs.hotpotqa.rag import RAGHotpotQAEnv, rag_reward_weights
+from lmgym.envs.hotpotqa.rewards import DEFAULT_WEIGHTS
 from lmgym.evaluation.rag_evaluate import (REPLY_CHARS, episode_metrics, evaluate_rag, mean_metrics, reply_answer,
                                            search_queries)
 from tests.rag_toys import RECORDS, LetterEmbedder, ToyStore

@@ -63,7 +63,7 @@ def hotpotqa_file(folder: Path) -> str:
 
 def test_a_search_method_the_index_cannot_run_is_refused_before_the_model_loads(tmp_path):
     from lmgym.retrieval import DocumentStore, StoreConfig, documents_from_hotpotqa
-    from lmgym.envs.hotpotqa_data import load_hotpotqa
+    from lmgym.envs.hotpotqa.data import load_hotpotqa
     from tests.test_examples import error_line
 
     data = hotpotqa_file(tmp_path)

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from lmgym.envs.rag_rewards import (
+from lmgym.envs.hotpotqa.rewards import (
     answer_similarity_reward,
     cosine_similarity,
     exact_match_reward,

@@ -4,7 +4,7 @@ the strict format, on hand-built infos and on scripted episodes of the env over 
 import pytest
 
 from lmgym.envs import RAGHotpotQAEnv
-from lmgym.envs.rag_rewards import (
+from lmgym.envs.hotpotqa.rewards import (
     MAX_REDUNDANT_COST,
     REDUNDANT_SEARCH_COST,
     redundant_search_reward,

@@ -10,7 +10,7 @@ from lmgym.algorithms import GRPO, GRPOConfig
 from lmgym.evaluation.episode_metrics import ToolErrorCounter, count_tool_errors
 from lmgym.buffers import Trajectory
 from lmgym.envs import RAGHotpotQAEnv
-from lmgym.policies.generation import Generation
+from lmgym.policies.decoding.generation import Generation
 from tests.rag_toys import RECORDS, ToyStore
 
 

@@ -15,7 +15,7 @@ REGEXES = module_regexes()
 def test_the_text_modules_hold_their_regexes():
     names = {name for name, _ in REGEXES}
     assert {"lmgym.envs.extraction._BOX_RE", "lmgym.envs.calculator._ANNOTATION_RE",
-            "lmgym.envs.rewards._HASH_ANSWER_RE"} <= names
+            "lmgym.envs.rewards.functions._HASH_ANSWER_RE"} <= names
 
 
 @pytest.mark.parametrize(("name", "regex"), REGEXES, ids=[name for name, _ in REGEXES])

@@ -18,7 +18,7 @@ from lmgym.envs import MathEnv, Problem, ReflectionEnv, make, registered_ids
 from lmgym.envs.reflection import DEFAULT_CRITIC_REQUEST, REFINE_LEAD, improvement_reward
 from lmgym.episodes import SamplingSettings, rollout
 from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
-from lmgym.policies.generation import Generation
+from lmgym.policies.decoding.generation import Generation
 
 CRITIC_TEXT = f"\n\n{DEFAULT_CRITIC_REQUEST}\n"
 REFINE = "Use the feedback to write a corrected solution. Give the final answer after ####."

@@ -8,7 +8,7 @@ from lmgym.envs.arithmetic import ArithmeticEnv
 from lmgym.envs.base import Problem
 from lmgym.envs.reflection import DEFAULT_CRITIC_REQUEST
 from lmgym.episodes import SamplingSettings, rollout
-from lmgym.policies.generation import Generation
+from lmgym.policies.decoding.generation import Generation
 from lmgym.traindata.oracle_feedback import arithmetic_gold, oracle_feedback
 from lmgym.traindata.reflection_sft import (
     AnswerRow, actor_refinement_sft_examples, answer_rows, critic_sft_examples, turn_tokens,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from lmgym.envs.data import MalformedRowError
-from lmgym.envs.hotpotqa_data import HotpotQARecord, load_hotpotqa
+from lmgym.envs.hotpotqa.data import HotpotQARecord, load_hotpotqa
 from lmgym.retrieval import (
     Document, StoreConfig, chunk_documents, chunk_words, documents_from_hotpotqa, documents_from_jsonl,
     documents_to_jsonl, mean_reciprocal_rank, minmax_normalise, recall_at_k, reciprocal_rank,

@@ -39,10 +39,10 @@ def test_format_reward(completion, expected):
 
 
 def test_correctness_reward_uses_the_env_verdict_when_present(monkeypatch):
-    import lmgym.envs.rewards
+    import lmgym.envs.rewards.functions
 
     calls = []
-    monkeypatch.setattr(lmgym.envs.rewards, "answers_equal", lambda *a, **k: calls.append(a) or True)
+    monkeypatch.setattr(lmgym.envs.rewards.functions, "answers_equal", lambda *a, **k: calls.append(a) or True)
     assert correctness_reward("#### 71", "72", {"correct": False}) == 0.0
     assert correctness_reward("#### 72", "72", {"correct": True}) == 1.0
     assert calls == []

@@ -19,7 +19,7 @@ from lmgym.envs import make
 from lmgym.envs.arithmetic import generate, split_indices
 from lmgym.policies import build_tiny_tokenizer
 from lmgym.policies.base import Policy
-from lmgym.policies.generation import Generation
+from lmgym.policies.decoding.generation import Generation
 
 NATALIA = ("Natalia sold 48/2 = <<48/2=24>>24 clips in May.\n"
            "Natalia sold 48+24 = <<48+24=72>>72 clips altogether in April and May.\n#### 72")

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from lmgym.algorithms.sft_tokens import encode_example
-from lmgym.envs.hotpotqa_data import HotpotQARecord, held_out_ranges
-from lmgym.envs.rag import RAGHotpotQAEnv
+from lmgym.envs.hotpotqa.data import HotpotQARecord, held_out_ranges
+from lmgym.envs.hotpotqa.rag import RAGHotpotQAEnv
 from lmgym.retrieval import Hit
 from lmgym.traindata import ChatExample, hop2_queries, load_sft_examples, tool_transcript, tool_transcripts
 

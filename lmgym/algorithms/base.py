@@ -20,7 +20,7 @@ from lmgym.algorithms import reference as ref
 from lmgym.algorithms import replay
 from lmgym.algorithms.advantages import zero_variance_fraction
 from lmgym.algorithms.config import RLConfig
-from lmgym.training.env_info import env_id, env_kwargs
+from lmgym.envs.registry import env_id, env_kwargs
 from lmgym.training.guards import warn
 from lmgym.evaluation.evaluate import evaluate as evaluate_episodes
 from lmgym.evaluation.episode_metrics import ToolErrorCounter, episode_metrics
@@ -33,12 +33,12 @@ from lmgym.algorithms.reward_combination import combine_batch_rewards
 from lmgym.training.token_batches import same_count_on_every_rank, token_micro_batches
 from lmgym.training.callbacks import TrainerCallback
 from lmgym.training.trainer import Trainer
-from lmgym.training.trainer_state import CheckpointFile
+from lmgym.training.checkpoints.trainer_state import CheckpointFile
 from lmgym.buffers import ADVANTAGES, REF_LOGPROBS, Batch, ReplayBuffer, TokenField, Trajectory, collate
 from lmgym.episodes.env_state import check_not_vector
 from lmgym.episodes.rollout import SamplingSettings, rollout
 from lmgym.policies.base import TrainablePolicy
-from lmgym.policies.generation import row_key
+from lmgym.policies.decoding.generation import row_key
 from lmgym.policies.prompting import pad_id
 
 

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from lmgym.training import distributed as dist
 from lmgym.algorithms import reference as ref
 from lmgym.training.config import TrainerConfig, setting
-from lmgym.training.epoch_draws import EpochDraws
+from lmgym.training.token_batches import EpochDraws
 from lmgym.algorithms.preference_encoding import EncodedPair, completion_logprobs, encode_pairs
 from lmgym.training.trainer import Trainer
 from lmgym.policies.base import TrainablePolicy

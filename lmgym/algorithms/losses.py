@@ -13,7 +13,7 @@ from typing import Callable
 import torch
 
 from lmgym.episodes.env_state import is_multi_step
-from lmgym.episodes.limits import episode_step_limit
+from lmgym.episodes.env_state import episode_step_limit
 
 
 def completion_budget(config, env=None) -> int:

@@ -28,7 +28,7 @@ from lmgym.search.mcts_tree import Node, walk
 from lmgym.algorithms.prm.trainer import bradley_terry_loss
 from lmgym.buffers import Trajectory, TokenField
 from lmgym.buffers.step_pairs import StepPair
-from lmgym.policies.generation import row_key
+from lmgym.policies.decoding.generation import row_key
 from lmgym.policies.prompting import pad_id
 
 STEP_ADVANTAGES = TokenField("step_advantages", "Q(node) - Q(parent) of the tree step each token belongs to "

@@ -17,7 +17,7 @@ import torch
 
 from lmgym.training import distributed as dist
 from lmgym.training.config import TrainerConfig, setting
-from lmgym.training.epoch_draws import EpochDraws
+from lmgym.training.token_batches import EpochDraws
 from lmgym.training.guards import warn
 from lmgym.traindata.sft_data import Example
 from lmgym.algorithms.sft_tokens import EncodedExample, collate_rows, encode_example, pack, packed_token_logprobs

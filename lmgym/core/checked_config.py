@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from lmgym.core.coercion import Mismatch, coerce, shown
-from lmgym.core.suggestions import did_you_mean
+from lmgym.core.messages import did_you_mean
 
 __all__ = ["CheckedConfig", "ConfigError", "UnknownFieldError", "setting", "field_help", "field_types",
            "field_default", "nested_fields", "coerce_field", "merged", "unknown_fields_line"]

@@ -72,6 +72,7 @@ import math
 import os
 import re
 import unicodedata
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from lmgym.core.extras import require_extra
@@ -79,7 +80,6 @@ from lmgym.envs.extraction import extract_answer, gsm8k_gold
 from lmgym.envs.grading.code_screen import looks_like_code
 from lmgym.envs.grading.number_in_text import is_greek, sole_number
 from lmgym.envs.grading.numbers import REL_TOL, PlainNumber, compare_numbers, is_number_literal, parse_number
-from lmgym.envs.grading.options import DEFAULT_OPTIONS, GradingOptions
 from lmgym.envs.grading.symbolic import preload, serve
 from lmgym.envs.grading.worker import CpuBoundedWorker
 from lmgym.envs.safe_arith import MAX_ANSWER_CHARS, MAX_NESTING, closing_brace, max_nesting
@@ -89,6 +89,34 @@ __all__ = [
     "worker_cpu_seconds", "start_grading_worker", "GRADERS", "REL_TOL", "GradingOptions",
 ]
 
+
+@dataclass(frozen=True)
+class GradingOptions:
+    """Conventions where graders differ; the defaults favour fewer false positives.
+
+    Attributes:
+        unordered_lists: compare two bare comma lists ("1, 2, 3" vs "3, 1, 2") as sets.  Default False:
+            in the written order, as MATH's ``is_equiv`` (a string comparison) and MARIO/ToRA's
+            ``math_equal`` (element by element) do; Math-Verify and lighteval (which uses it) sort
+            both lists, which credits "(b, a)"-style answers whose order the question asked for.
+            Braces (``\\{1, 2\\}``), ``\\pm`` and "x = 1 or x = 2" are sets whatever this says.
+        compare_units: when BOTH answers carry a unit after the number, the units must name the same unit
+            (``5 km`` != ``5 m``; ``5 cm`` == ``5 centimeters``).  Default True.  A unit on one side only
+            is dropped, as every grader does (MATH's ``_remove_right_units``, Math-Verify's unit list):
+            golds often omit it.  Units are never converted (``50 mm`` != ``5 cm``).
+    """
+
+    unordered_lists: bool = False
+    compare_units: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("unordered_lists", "compare_units"):
+            value = getattr(self, name)
+            if not isinstance(value, bool):
+                raise ValueError(f"GradingOptions.{name} must be True or False; got {value!r}")
+
+
+DEFAULT_OPTIONS = GradingOptions()
 GRADERS = ("default", "math_verify")
 MAX_MATH_VERIFY_CHARS = 20_000  # grader="math_verify" gets the raw text (it extracts itself)
 

@@ -22,9 +22,9 @@ from lmgym.envs.checks import (
     checked_reward_fns,
     checked_reward_weights,
 )
-from lmgym.envs.reward_batch import PENDING, PendingRewards, weighted_total
-from lmgym.envs.reward_forms import RewardFn, TRLReward, reward_fields
-from lmgym.envs.reward_guard import call_reward
+from lmgym.envs.rewards.batch import PENDING, PendingRewards, weighted_total
+from lmgym.envs.rewards.forms import RewardFn, TRLReward, reward_fields
+from lmgym.envs.rewards.guard import call_reward
 from lmgym.envs.spaces import AnyText
 
 DEFAULT_MAX_ACTION_CHARS = 20_000
@@ -117,7 +117,7 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
         self.render_mode = render_mode
         self.reward_fns = checked_reward_fns(reward_fns, self.default_reward_fns)
         self.reward_weights = checked_reward_weights(reward_weights, self.reward_fns)
-        self.defer_batched_rewards = False  # set by lmgym.envs.reward_batch.batched_trl_rewards (the episode engine)
+        self.defer_batched_rewards = False  # set by lmgym.envs.rewards.batch.batched_trl_rewards (the episode engine)
         self.observation_space = AnyText()
         self.action_space = AnyText()
         vars(self).update(episode_state.start_values(type(self)))
@@ -346,7 +346,7 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
                        "fields": reward_fields(problem.fields, gold, env_keys)}
             for name, fn in self.reward_fns.items():
                 if isinstance(fn, TRLReward) and getattr(self, "defer_batched_rewards", False):
-                    deferred.append(name)  # scored with its batch (envs/reward_batch.py)
+                    deferred.append(name)  # scored with its batch (envs/rewards/batch.py)
                     components[name] = None
                     continue
                 components[name], error = call_reward(fn, solution, gold, copy.deepcopy(context), self.reward_timeout)

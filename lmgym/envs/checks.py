@@ -6,7 +6,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lmgym.envs.reward_forms import RewardFn, as_per_sample
+from lmgym.envs.rewards.forms import RewardFn, as_per_sample
 
 
 def check_choice(name: str, value: Any, choices: tuple) -> None:

@@ -20,9 +20,9 @@ Built-in ids: ``Arithmetic-v0`` / ``ArithmeticStepwise-v0`` (level 1), ``GSM8K-v
 ``GSM8KStepwise-v0``, ``MATH-v0`` / ``MATHStepwise-v0``, and ``ToolArithmetic-v0``: level-2 arithmetic
 in mode "multi_turn" with the calculator tool (``<calc>EXPRESSION</calc>``, answered with
 ``<result>VALUE</result>``; the final answer in ``<answer>...</answer>``; see ``envs/tool_env.py``),
-``HotpotQA-v0`` (single turn, ``context="closed_book"`` or ``"distractor"``; ``envs/hotpotqa.py``) and
+``HotpotQA-v0`` (single turn, ``context="closed_book"`` or ``"distractor"``; ``envs/hotpotqa/env.py``) and
 ``RAG-HotpotQA-v0`` (multi-turn: ``<search>QUERY</search>`` over a document store given as ``store=``,
-then ``<answer>...</answer>``; ``envs/rag.py``) and ``Questions-v0``: stepwise math over the questions
+then ``<answer>...</answer>``; ``envs/hotpotqa/rag.py``) and ``Questions-v0``: stepwise math over the questions
 given as ``questions=[...]``, without gold answers (``envs/questions.py``; the server's /solve).
 ``Dataset-v0``: single-turn episodes over a ``datasets.Dataset`` or list of dicts with a "prompt" column (text
 or chat messages), scored by TRL-style or per-sample reward functions:
@@ -36,6 +36,9 @@ Adding an env takes three lines::
     class MyEnv(LanguageEnv): ...           # provide num_problems and get_problem
     register("MyEnv-v0", MyEnv)             # or "my_module:MyEnv"
     env = make("MyEnv-v0", reward_fns={"exact": my_reward})  # or a class-level default_reward_fns
+
+What a run records about its envs reads their gymnasium spec: `env_id` (the registered id, through wrappers)
+and `env_kwargs` (the keyword arguments it was made with).
 """
 
 from __future__ import annotations
@@ -128,12 +131,28 @@ _register_built_in("GSM8K-v0", "lmgym.envs.math:GSM8KEnv", mode="single")
 _register_built_in("GSM8KStepwise-v0", "lmgym.envs.math:GSM8KEnv", mode="stepwise")
 _register_built_in("MATH-v0", "lmgym.envs.math:MATHEnv", mode="single")
 _register_built_in("MATHStepwise-v0", "lmgym.envs.math:MATHEnv", mode="stepwise")
-_register_built_in("ToolArithmetic-v0", "lmgym.envs.tool_arithmetic:ToolArithmeticEnv", level=2, mode="multi_turn")
-_register_built_in("HotpotQA-v0", "lmgym.envs.hotpotqa:HotpotQAEnv", mode="single", context="closed_book")
-_register_built_in("RAG-HotpotQA-v0", "lmgym.envs.rag:RAGHotpotQAEnv", mode="multi_turn")
+_register_built_in("ToolArithmetic-v0", "lmgym.envs.arithmetic:ToolArithmeticEnv", level=2, mode="multi_turn")
+_register_built_in("HotpotQA-v0", "lmgym.envs.hotpotqa.env:HotpotQAEnv", mode="single", context="closed_book")
+_register_built_in("RAG-HotpotQA-v0", "lmgym.envs.hotpotqa.rag:RAGHotpotQAEnv", mode="multi_turn")
 _register_built_in("Questions-v0", "lmgym.envs.questions:QuestionsEnv", mode="stepwise")
 _register_built_in("Dataset-v0", "lmgym.envs.dataset_env:DatasetEnv", mode="single")
 _register_built_in("Reflection-MATH-v0", "lmgym.envs.reflection:ReflectionEnv", task="MATH-v0", mode="multi_turn")
 _register_built_in("Reflection-GSM8K-v0", "lmgym.envs.reflection:ReflectionEnv", task="GSM8K-v0", mode="multi_turn")
 _register_built_in("Reflection-Arithmetic-v0", "lmgym.envs.reflection:ReflectionEnv", task="Arithmetic-v0", level=2,
                    mode="multi_turn")
+
+
+def _spec(env):
+    inner = getattr(env, "unwrapped", env)
+    return getattr(env, "spec", None) or getattr(inner, "spec", None)
+
+
+def env_id(env) -> str:
+    """The registered id of an env (through wrappers), else its class name."""
+    return getattr(_spec(env), "id", None) or type(getattr(env, "unwrapped", env)).__name__
+
+
+def env_kwargs(env) -> dict:
+    """The keyword arguments an env was made with (registered defaults included), as recorded in its
+    gymnasium spec; `{}` for an env built directly."""
+    return dict(getattr(_spec(env), "kwargs", None) or {})

@@ -3,7 +3,7 @@
 
 A tool's text comes from the model, so it is untrusted: ``parse`` refuses arguments longer than
 ``max_input_chars`` or with brackets nested deeper than ``max_nesting`` (before anything reads them), and
-``execute`` runs under a CPU-time bound (:func:`lmgym.envs.reward_guard.cpu_time_limit`: SIGPROF, main thread
+``execute`` runs under a CPU-time bound (:func:`lmgym.envs.rewards.guard.cpu_time_limit`: SIGPROF, main thread
 only; elsewhere a tool runs unbounded, so a tool must bound its own work too, as the calculator does)
 and never raises: a failure is an ``"error: ..."`` output the model sees. Outputs longer than
 ``max_output_chars`` are cut.
@@ -17,7 +17,7 @@ from typing import Protocol, runtime_checkable
 
 from lmgym.envs.calculator import MAX_CALC_CHARS, safe_calculate
 from lmgym.envs.checks import check_positive_int, check_timeout
-from lmgym.envs.reward_guard import RewardTimeout, cpu_time_limit
+from lmgym.envs.rewards.guard import RewardTimeout, cpu_time_limit
 from lmgym.envs.safe_arith import MAX_NESTING, max_nesting
 
 __all__ = ["CalculatorTool", "TagTool", "Tool", "ToolCall"]

@@ -2,7 +2,7 @@
 from lmgym.episodes.engine import INJECTED_ROLE, Branch, EpisodeEngine, SamplingSettings
 from lmgym.episodes.env_state import (DEFAULT_ROLE, check_not_vector, get_branch_state, is_multi_step, is_stepwise,
                                 next_role, next_stop_strings, set_branch_state)
-from lmgym.episodes.limits import episode_step_limit
+from lmgym.episodes.env_state import episode_step_limit
 from lmgym.episodes.rollout import rollout
 
 __all__ = [

@@ -32,12 +32,12 @@ import torch
 
 from lmgym.buffers import ActionRecord, EpisodeOutcome, Trajectory
 from lmgym.core.checked_config import CheckedConfig
-from lmgym.envs.reward_batch import PENDING, batched_trl_rewards, settle
+from lmgym.envs.rewards.batch import PENDING, batched_trl_rewards, settle
 from lmgym.episodes.env_state import (DEFAULT_ROLE, check_not_vector, get_branch_state, next_role, next_stop_strings,
                                 set_branch_state)
-from lmgym.episodes.limits import episode_step_limit
+from lmgym.episodes.env_state import episode_step_limit
 from lmgym.policies.base import Policy
-from lmgym.policies.generation import Generation, RowKeys, row_key
+from lmgym.policies.decoding.generation import Generation, RowKeys, row_key
 
 INJECTED_ROLE = "env"  # the role of raw text the env injects (a chat turn's tokens carry that turn's role)
 
@@ -184,7 +184,7 @@ class EpisodeEngine:
 
     def score_pending(self, branches: Sequence[Branch]) -> None:
         """Score the TRL-style rewards that `branches`' finished episodes left pending: each function once over
-        all of them, with their completions and completion token ids (see envs/reward_batch.py)."""
+        all of them, with their completions and completion token ids (see envs/rewards/batch.py)."""
         pending = [b for b in branches if PENDING in b.info]
         if not pending:
             return

@@ -8,6 +8,8 @@ strings, None and lists, tuples, dicts of them, e.g. TimeLimit's step counter) a
 with the episode state, so branches never see each other's steps; any other attribute is shared by all
 branches. A gymnasium vector env is refused in one line (``check_not_vector``): branching one env's
 state is how many episodes run at once here.
+
+How many actions one episode may take (`episode_step_limit`) is the env's own limit, the only one.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from typing import Any
 import gymnasium
 
 DEFAULT_ROLE = "policy"  # the role that acts in an env that names none
+DEFAULT_STEP_LIMIT = 32  # an env that states no limit of its own (no max_steps, no TimeLimit wrapper)
 _UNSET = object()
 
 
@@ -111,3 +114,27 @@ def _is_plain(value: Any, depth: int = 0) -> bool:
     if isinstance(value, dict):
         return all(isinstance(k, str) and _is_plain(v, depth + 1) for k, v in value.items())
     return False
+
+
+def episode_step_limit(env) -> int:
+    """The most actions an episode of `env` takes: its `max_steps` (a `LanguageEnv`'s truncation) and every
+    `TimeLimit` wrapper's `max_episode_steps`, whichever is smallest; `DEFAULT_STEP_LIMIT` when it states none.
+
+    Single-turn envs end after one action whatever this says; a trainer's token budget for a whole episode
+    is `max_new_tokens * episode_step_limit(env)` for multi-step envs.
+    """
+    limits = []
+    layer = env
+    while True:
+        own = getattr(layer, "_max_episode_steps", None)  # gymnasium.wrappers.TimeLimit
+        if isinstance(own, int) and own > 0:
+            limits.append(own)
+        inner = getattr(layer, "env", None)
+        if inner is None or inner is layer:
+            break
+        layer = inner
+    base = getattr(env, "unwrapped", env)
+    steps = getattr(base, "max_steps", None)
+    if isinstance(steps, int) and not isinstance(steps, bool) and steps > 0:
+        limits.append(steps)
+    return min(limits) if limits else DEFAULT_STEP_LIMIT

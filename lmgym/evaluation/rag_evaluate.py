@@ -5,7 +5,7 @@ averaged.
 Per episode (``episode_metrics``), from the env's final info:
 
 - ``mrr``: the reciprocal rank of the first supporting title among every passage the episode retrieved,
-  in order (``lmgym.envs.rag_rewards.mrr_reward``; 0 when it retrieved none);
+  in order (``lmgym.envs.hotpotqa.rewards.mrr_reward``; 0 when it retrieved none);
 - ``recall@3``: the share of the distinct supporting titles among the first ``RECALL_AT`` (3) passages it
   retrieved (its first search's, at k = 3), so every episode is judged on the same number of passages;
 - ``recall``: that share among every passage it retrieved (``support_recall``, all searches);
@@ -26,8 +26,8 @@ from typing import Any
 import torch
 
 from lmgym.buffers import Trajectory
-from lmgym.envs.qa_metrics import exact_match, hotpot_f1
-from lmgym.envs.rag_rewards import reciprocal_rank, title_recall
+from lmgym.envs.hotpotqa.metrics import exact_match, hotpot_f1
+from lmgym.envs.hotpotqa.rewards import reciprocal_rank, title_recall
 from lmgym.episodes.rollout import SamplingSettings, rollout
 from lmgym.evaluation.evaluate import episode_starts
 

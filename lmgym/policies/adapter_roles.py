@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 import torch
 
 from lmgym.policies.base import Policy
-from lmgym.policies.generation import Generation, StopLists
+from lmgym.policies.decoding.generation import Generation, StopLists
 from lmgym.policies.prompting import Observation
 from lmgym.policies.hf import HFPolicy, LoraSettings
-from lmgym.policies.lora_config import peft_lora_config
+from lmgym.policies.loading.lora_config import peft_lora_config
 
 if TYPE_CHECKING:
     from peft import LoraConfig

@@ -8,7 +8,7 @@ Five protocols, each adding what one group of callers needs, so a new policy imp
 - `TrainablePolicy(Policy, TrainableModel)`: what every RL algorithm (GRPO, REINFORCE, RLOO, DAPO, MCTS
   search), DPO, checkpoints and the KL reference (algorithms/reference.py) call.
 - `DataParallelPolicy(TrainablePolicy)`: the seam DDP and FSDP use (training/data_parallel.py,
-  training/fsdp.py, training/trainer_state.py); without it DDP falls back to one all-reduce, FSDP refuses.
+  training/fsdp.py, training/checkpoints/trainer_state.py); without it DDP falls back to one all-reduce, FSDP refuses.
 - `BackbonePolicy(TrainablePolicy)`: a decoder backbone and lm-head to reach into: PPO's value head, SFT's
   packed pass, `ProcessRewardModel.from_policy`, regional compilation.
 
@@ -30,7 +30,7 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 
 from lmgym.policies.chat_turns import turn_ids
-from lmgym.policies.generation import Generation, RowKeys, StopLists
+from lmgym.policies.decoding.generation import Generation, RowKeys, StopLists
 from lmgym.policies.prompting import Observation
 
 
@@ -108,7 +108,7 @@ class Policy(Protocol):
 
 @runtime_checkable
 class TrainableModel(Protocol):
-    """What `Trainer` (training/trainer.py, training/trainer_state.py) calls on the model it trains."""
+    """What `Trainer` (training/trainer.py, training/checkpoints/trainer_state.py) calls on the model it trains."""
 
     device: torch.device
     """Where its weights are: the trainer's generator and batches are made there."""

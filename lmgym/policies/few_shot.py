@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from lmgym.policies.hf import HFPolicy
-from lmgym.policies.models import EMBEDDED_MODEL
+from lmgym.policies.loading.models import EMBEDDED_MODEL
 from lmgym.envs.data import read_jsonl, resolve_data_file
 from lmgym.envs.math import GSM8K_INSTRUCTION
 

@@ -1,4 +1,14 @@
-"""`HFPolicy`: any Hugging Face causal LM (hub name, local path, or the embedded default) as a policy."""
+"""`HFPolicy`: any Hugging Face causal LM (hub name, local path, or the embedded default) as a policy.
+
+The Inductor options of the training layers' `torch.compile` (`HFPolicy.compile_layers`, `inductor_options`).
+
+Every micro-batch has its own length, so the layers are compiled with symbolic shapes. Inductor still
+specialises some decisions on the sizes and guards them; crossing such a guard mid-run recompiles every
+layer's code (5-7 s a step for W1's 135M model on an H100, several times a run). One of them is the
+mix-order reduction fusion (the norms' backward), which Inductor applies only above 5 Mi elements unless its
+non-strict mode is on: on, the fusion is chosen whatever the size, and no guard is made. Inductor's own note
+on that option says it helps avoid recompilations. Options this torch does not have are left out.
+"""
 from __future__ import annotations
 
 import copy
@@ -9,24 +19,24 @@ from typing import TYPE_CHECKING, Callable, Iterator
 import torch
 
 from lmgym.policies.base import BackbonePolicy, DataParallelPolicy
-from lmgym.policies.checkpointing import enable_activation_checkpointing
-from lmgym.policies.generation import RowKeys, decode, stop_lists
-from lmgym.policies.lora_config import LoraSettings, peft_lora_config, wants_4bit
+from lmgym.policies.decoding.generation import RowKeys, decode, stop_lists
+from lmgym.policies.loading.lora_config import LoraSettings, peft_lora_config, wants_4bit
 from lmgym.policies.logprobs import chunked_token_logprobs, completion_hidden_states, completion_targets
-from lmgym.policies.models import EMBEDDED_ALIASES, EMBEDDED_MODEL, SYSTEM_PROMPT_FILE, load_model_and_tokenizer
-from lmgym.policies.compile_options import inductor_options
-from lmgym.policies.padded_passes import backbone_hidden
+from lmgym.policies.loading.models import EMBEDDED_ALIASES, EMBEDDED_MODEL, SYSTEM_PROMPT_FILE, load_model_and_tokenizer
+from lmgym.policies.padded_passes import backbone_hidden, enable_activation_checkpointing
 from lmgym.policies.prompting import Observation, is_observation, prompt_ids
 from lmgym.policies.reference_adapter import REFERENCE_ADAPTER
-from lmgym.policies.fast_decode import FastDecoder, supports_fast_decode
-from lmgym.policies.hub import check_repo_id, push_folder, recorded_base
-from lmgym.policies.model_card import write_model_card
-from lmgym.policies.pretrained_files import pretrained_files
-from lmgym.policies.quantization import four_bit_config, prepare_for_adapters
-from lmgym.policies.unsharded import unsharded_copy
+from lmgym.policies.decoding.fast import FastDecoder, supports_fast_decode
+from lmgym.policies.loading.hub import check_repo_id, push_folder, recorded_base
+from lmgym.policies.loading.model_card import write_model_card
+from lmgym.policies.loading.pretrained_files import pretrained_files
+from lmgym.policies.loading.quantization import four_bit_config, prepare_for_adapters
+from lmgym.policies.loading.unsharded import unsharded_copy
 
 if TYPE_CHECKING:
     from peft import LoraConfig
+
+WANTED = {"triton.mix_order_reduction_non_strict_mode": True}  # Inductor options (module docstring)
 
 
 def cast_linear_weights(module: torch.nn.Module, dtype: torch.dtype) -> None:
@@ -47,6 +57,21 @@ def default_device() -> torch.device:
     return torch.device("cpu")
 
 
+def inductor_options() -> dict[str, object] | None:
+    """The options of WANTED this torch's Inductor knows (None when it knows none of them)."""
+    try:
+        from torch._inductor import config
+    except ImportError:  # a torch without Inductor: the caller compiles with the backend's defaults
+        return None
+    known = {}
+    for name, value in WANTED.items():
+        section, _, leaf = name.rpartition(".")
+        holder = getattr(config, section, None) if section else config
+        if holder is not None and hasattr(holder, leaf):
+            known[name] = value
+    return known or None
+
+
 class HFPolicy(BackbonePolicy, DataParallelPolicy):
     """Wraps an `AutoModelForCausalLM` and its tokenizer; implements every protocol of policies/base.py.
 
@@ -61,7 +86,7 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
             `load_in_4bit`: QLoRA, a 4-bit base, needs bitsandbytes); the reference model is then the adapter-free
             base, or a re-synced reference adapter.
         gradient_checkpointing: recompute each decoder layer's activations in the backward pass instead of
-            keeping them (policies/checkpointing.py); `TrainerConfig.gradient_checkpointing` turns it on too.
+            keeping them (policies/padded_passes.py); `TrainerConfig.gradient_checkpointing` turns it on too.
         dtype: parameter dtype; default float32 (bf16 autocast is applied by the trainer on GPU).
         logprob_chunk: positions per chunk when scoring completions (0: no chunking).
         fast_decode: sample with the static-cache decoder (CUDA graphs on GPU); None = on CUDA when the
@@ -182,7 +207,7 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
         return torch.autocast("cpu", enabled=False)
 
     def enable_gradient_checkpointing(self) -> None:
-        """Checkpoint each decoder layer's activations in training passes (policies/checkpointing.py); the
+        """Checkpoint each decoder layer's activations in training passes (policies/padded_passes.py); the
         trainer calls it for `TrainerConfig.gradient_checkpointing`. Passes without gradients are unchanged."""
         enable_activation_checkpointing(self.model)
         self.gradient_checkpointing = True
@@ -190,8 +215,8 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
     def compile_layers(self, backend: str = "inductor") -> bool:
         """`torch.compile` each decoder layer in place (regional compilation: the layers share code, so
         one compilation, with symbolic batch and length, serves them all); the sampling
-        path has its own (policies/fast_decode.py). With gradient checkpointing the compiled layer holds
-        the checkpoint (policies/checkpointing.py). Not with a 4-bit base; returns whether it compiled."""
+        path has its own (policies/decoding/fast.py). With gradient checkpointing the compiled layer holds
+        the checkpoint (policies/padded_passes.py). Not with a 4-bit base; returns whether it compiled."""
         backbone = self.backbone_and_head()[0]
         layers = getattr(backbone, "layers", None)
         if layers is None or self.quantized:
@@ -275,7 +300,7 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
 
     def unsharded_copy(self, state_dict: dict[str, torch.Tensor]) -> "HFPolicy":
         """A whole CPU copy holding `state_dict`, the gathered weights of this FSDP-sharded policy, to `save`
-        from (policies/unsharded.py)."""
+        from (policies/loading/unsharded.py)."""
         return unsharded_copy(self, state_dict)
 
     @contextmanager
@@ -299,7 +324,7 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
         `AutoModelForCausalLM.from_pretrained`, `pipeline("text-generation")` and `HFPolicy(directory)`
         load it. An adapter records this policy's model name as its base (a hub id; the embedded model's
         is `HuggingFaceTB/SmolLM2-135M-Instruct`; a local folder as given), never the local cache folder it
-        was loaded from. `README.md` is a model card (policies/model_card.py) naming the base model.
+        was loaded from. `README.md` is a model card (policies/loading/model_card.py) naming the base model.
         """
         directory = Path(directory)
         model = self.model
@@ -344,7 +369,7 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
     def pretrained_files(self) -> dict[str, Callable[[Path], None]]:
         """Writers of the files that make a training checkpoint of this policy load the Hugging Face way
         (config.json and generation_config.json; under LoRA the adapter as peft saves it):
-        policies/pretrained_files.py."""
+        policies/loading/pretrained_files.py."""
         return pretrained_files(self)
 
     def generation_config(self, **fields):

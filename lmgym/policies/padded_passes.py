@@ -1,6 +1,8 @@
-"""Backbone passes over padded rows without a [batch, query, key] attention mask.
+"""The backbone's passes in training and scoring: no [batch, query, key] mask, no cuDNN attention, and
+activation checkpointing.
 
-Given a 2-D attention mask with padding, transformers builds a [batch, 1, length, length] mask for SDPA, and
+Backbone passes over padded rows without a mask (`backbone_hidden`). Given a 2-D attention mask with
+padding, transformers builds a [batch, 1, length, length] mask for SDPA, and
 SDPA with a mask cannot use FlashAttention (with grouped-query attention on CUDA it falls back to the math
 kernel, which also holds every head's scores): both grow with the square of the context. Here each row's
 tokens are moved to its first columns, so the padding comes after every real token and a plain causal pass
@@ -12,13 +14,35 @@ mask then); rows with a hole in their mask (not one contiguous run of tokens) ke
 On CUDA the columns are padded to a multiple of 8 first (`column_multiple`): the compiled layers' kernels
 are specialised on whether the length's strides are 8-aligned, so lengths of both kinds recompiled the layers
 mid-run (5-7 s a step, W1 on an H100); padding after every row's tokens changes no real token's result.
+
+Which scaled-dot-product-attention kernels the variable-length passes may use (`variable_length_attention`).
+cuDNN's attention builds an execution plan for each new shape on the host: in training and scoring
+passes, where every micro-batch has another length, that planning cost more host time per layer call than
+the GPU work it launched, with the GPU idle meanwhile (benchmarks/RESULTS.md has the profile). Those passes
+(the policy's, a separate critic's and a PRM's backbones, and the decoder's prefill) use FlashAttention or
+the memory-efficient kernel instead, which take any shape without planning; the fixed-shape decode step inside
+a CUDA graph, where planning happens once at capture, keeps PyTorch's choice.
+
+Activation checkpointing of a Hugging Face model's decoder layers (TRL's `gradient_checkpointing`,
+`enable_activation_checkpointing`). It is transformers' own: each decoder layer (a `GradientCheckpointingLayer`)
+runs under `torch.utils.checkpoint` with `use_reentrant=False` while it is in training mode with gradients on, so
+its activations are recomputed in the backward pass instead of kept; passes without gradients (sampling,
+the KL reference, scoring) run as before. Where the checkpoint sits depends on the transformers release:
+5.x checkpoints the layer's `forward`, so module hooks (FSDP2's all-gathers) stay outside it and a layer
+compiled with `Module.compile` compiles the checkpoint inside its graph (the partitioner recomputes);
+4.x checkpoints the layer's call, around the compiled layer. Either way the gradients are those of a pass
+without it (tests/test_gradient_checkpointing.py). Non-reentrant checkpointing differentiates LoRA
+adapters behind a frozen embedding; transformers also makes the embedding's output require grad.
 """
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from lmgym.policies.attention_backends import variable_length_attention
+USE_REENTRANT = False  # torch's recommended mode: no inputs that must require grad, works under DDP and FSDP2
 
 
 def contiguous_starts(attention_mask: torch.Tensor) -> torch.Tensor | None:
@@ -68,3 +92,32 @@ def _backbone_hidden(backbone: torch.nn.Module, input_ids: torch.Tensor, attenti
         ids = _rotate(input_ids, starts) if moved else input_ids
         hidden = backbone(input_ids=ids, use_cache=False).last_hidden_state  # positions 0, 1, ...: causal, no mask
         return _rotate(hidden, -starts) if moved else hidden
+
+
+def variable_length_attention(device: torch.device):
+    """A context choosing FlashAttention, memory-efficient or math SDPA (not cuDNN) on CUDA; nothing elsewhere."""
+    if torch.device(device).type != "cuda":
+        return nullcontext()
+    return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
+
+
+def enable_activation_checkpointing(model: torch.nn.Module) -> None:
+    """Checkpoint every decoder layer of `model` (a transformers model, or a peft model around one); its
+    KV cache is turned off for forward passes (sampling turns it back on for itself). A model whose
+    architecture does not support it is transformers' one-line ValueError."""
+    kwargs = {"use_reentrant": USE_REENTRANT}
+    enable = getattr(model, "activation_checkpointing_enable", None)  # transformers 5.x: the old name warns there
+    if enable is not None:
+        enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+    config = getattr(model, "config", None)
+    if config is not None:
+        config.use_cache = False
+
+
+def checkpointed_layers(model: torch.nn.Module) -> int:
+    """How many of `model`'s decoder layers checkpoint their activations."""
+    from transformers.modeling_layers import GradientCheckpointingLayer
+
+    return sum(isinstance(m, GradientCheckpointingLayer) and bool(m.gradient_checkpointing) for m in model.modules())

@@ -25,12 +25,12 @@ from torch import nn
 from lmgym.core.jsonl import read_json
 from lmgym.core.messages import first_line
 from lmgym.policies.base import BackbonePolicy
-from lmgym.policies.checkpointing import enable_activation_checkpointing
+from lmgym.policies.padded_passes import enable_activation_checkpointing
 from lmgym.policies.padded_passes import backbone_hidden
 from lmgym.policies.prompting import Observation, pad_id, prompt_ids
 from lmgym.policies.value import ValueHead
 from lmgym.policies.hf import default_device
-from lmgym.policies.models import _corrupt_weights_error, ModelLoadError, ModelNotFoundError
+from lmgym.policies.loading.models import _corrupt_weights_error, ModelLoadError, ModelNotFoundError
 
 if TYPE_CHECKING:
     from lmgym.buffers import Trajectory
@@ -169,7 +169,7 @@ class ProcessRewardModel(nn.Module):
         return next(self.parameters()).device
 
     def enable_gradient_checkpointing(self) -> None:
-        """Checkpoint the backbone's decoder layers in training passes (policies/checkpointing.py); the
+        """Checkpoint the backbone's decoder layers in training passes (policies/padded_passes.py); the
         Trainer calls it for `TrainerConfig.gradient_checkpointing`."""
         enable_activation_checkpointing(self.backbone)
 

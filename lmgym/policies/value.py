@@ -11,10 +11,10 @@ import torch
 from torch import nn
 
 from lmgym.policies.base import BackbonePolicy
-from lmgym.policies.checkpointing import enable_activation_checkpointing
+from lmgym.policies.padded_passes import enable_activation_checkpointing
 from lmgym.policies.logprobs import completion_hidden_states
 from lmgym.policies.padded_passes import backbone_hidden
-from lmgym.policies.models import load_model_and_tokenizer
+from lmgym.policies.loading.models import load_model_and_tokenizer
 
 
 class ValueHead(nn.Module):
@@ -56,7 +56,7 @@ class CriticModel(nn.Module):
         return self.head(completion_hidden_states(hidden, completion_start))
 
     def enable_gradient_checkpointing(self) -> None:
-        """Checkpoint the backbone's decoder layers in training passes (policies/checkpointing.py)."""
+        """Checkpoint the backbone's decoder layers in training passes (policies/padded_passes.py)."""
         enable_activation_checkpointing(self.backbone)
 
 

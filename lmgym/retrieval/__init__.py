@@ -10,7 +10,7 @@ from lmgym.retrieval.embedders import (
 )
 from lmgym.retrieval.fusion import minmax_normalise, reciprocal_rank_fusion, top_k, weighted_fusion
 from lmgym.retrieval.index_files import IndexLoadError, IndexNotFoundError
-from lmgym.retrieval.metrics import mean_reciprocal_rank, recall_at_k, reciprocal_rank
+from lmgym.retrieval.fusion import mean_reciprocal_rank, recall_at_k, reciprocal_rank
 from lmgym.retrieval.store import DocumentStore, Hit
 
 __all__ = [

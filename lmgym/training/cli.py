@@ -20,7 +20,7 @@ from lmgym.core.extras import MissingExtraError
 from lmgym.core.dotted_names import Setting, flatten, settings_of
 from lmgym.training import trl_names
 from lmgym.training.config import field_types, load_config, nested_fields
-from lmgym.training.interrupts import EXIT_STATUS
+from lmgym.training.guards import EXIT_STATUS
 from lmgym.envs import make
 
 FLAG_TYPES = {int: int, float: float, str: str}
@@ -109,7 +109,7 @@ def run_with_clear_errors(run: Callable[..., Any], *args: Any) -> Any:
     """Call `run(*args)`; a bad input (config value, missing file or model, unknown env id, malformed row)
     exits with one line `error: ...` instead of a traceback (set RLGYM_TRACEBACK=1 to see it). Ctrl-C exits
     with status 130 and one line: training's "interrupted at iteration N; resume with --resume ..."
-    (training/interrupts.py), or "interrupted" elsewhere.
+    (training/guards.py), or "interrupted" elsewhere.
 
     Parse the flags inside `run` (`run_with_clear_errors(lambda: run(parser.parse_args(argv)))`) so that
     errors raised while parsing get the same treatment; argparse's own usage errors exit as usual."""

@@ -6,6 +6,14 @@ The checked-config base (coercion to the declared types, `require`, `to_dict`, f
 mapping (`mcts: {simulations: 24}`) or as dotted names (`mcts.simulations`), and may use TRL's names
 (training/trl_names.py; in Python: `GRPOConfig.from_trl(...)`). Every bad value is a one-line
 ConfigError naming the field, the bad value and, when it came from a file, the file.
+
+Whether wandb's "online" mode can log in is found when the config is built (before any model loads).
+
+`wandb.init` in online mode without credentials stops with a traceback (or waits at a prompt) only once
+the run starts; `online_login_problem` asks wandb's own credential lookup first: an earlier `wandb.login`
+in this process, WANDB_API_KEY (or WANDB_IDENTITY_TOKEN_FILE), the .netrc file (~/.netrc, or NETRC), then
+wandb's settings files, for wandb's server (WANDB_BASE_URL). All of it is read locally: no network, no
+prompt, and nothing is stored.
 """
 from __future__ import annotations
 
@@ -18,18 +26,19 @@ from lmgym.core.checked_config import (CheckedConfig, ConfigError, UnknownFieldE
                                  field_help, field_types, nested_fields, setting, unknown_fields_line)
 from lmgym.core.coercion import BOOL_WORDS, shown
 from lmgym.core.extras import module_available
+from lmgym.core.messages import first_line
 from lmgym.core.dotted_names import coerce_setting, flatten, settings_of, unflatten
 from lmgym.training import trl_names
 from lmgym.training.lr_schedules import schedule_problem
 from lmgym.training.trl_names import REMOVED
-from lmgym.training.wandb_auth import LOGIN_FIXES, online_login_problem
-from lmgym.policies.hub import check_repo_id
+from lmgym.policies.loading.hub import check_repo_id
 
 __all__ = ["TrainerConfig", "ConfigError", "UnknownFieldError", "CheckedConfig", "setting", "field_help",
            "field_types", "field_default", "nested_fields", "coerce_field", "shown", "BOOL_WORDS", "REMOVED",
            "load_config", "read_config_file", "checked_config", "module_available"]
 
 WANDB_MODES = ("off", "offline", "online")
+LOGIN_FIXES = "run `wandb login`, set WANDB_API_KEY, or use --wandb offline (and `wandb sync` later)"
 DATA_PARALLEL_MODES = ("ddp", "fsdp", "allreduce")  # training/data_parallel.py
 MAX_SEED = 2**32  # numpy's legacy seeding and many tools take 32-bit seeds
 
@@ -43,6 +52,23 @@ def _blocking_file(path: Path) -> Path | None:
         except OSError:  # a name too long, a permission: left to the run to report
             return None
     return None
+
+
+def online_login_problem() -> str | None:
+    """None when wandb would find credentials for its server without asking; otherwise the problem, one line.
+    A wandb without this lookup (wbauth, wandb >= 0.22) gives None: wandb.init decides then."""
+    try:
+        from wandb.errors import Error as WandbError
+        from wandb.sdk import wandb_setup
+        from wandb.sdk.lib.wbauth import authenticate
+    except ImportError:
+        return None
+    try:
+        host = wandb_setup.singleton().settings.base_url
+        found = authenticate.authenticate_session(host=host, source="rlgym", prompt=False, update_session=False)
+    except WandbError as err:  # e.g. a malformed WANDB_API_KEY
+        return f"wandb cannot use its credentials ({first_line(err)[:200]})"
+    return None if found is not None else f"wandb finds no API key for {host}"
 
 
 @dataclass

@@ -5,7 +5,7 @@ argparse takes any unambiguous prefix of a flag (`--learn` silently sets `--lear
 `--lr_scheduler_type`), and answers an unknown flag with the whole usage (60 lines for a trainer's flags)
 and no suggestion. `allow_abbrev=False` turns the first off. Python 3.11's argparse has nothing for the second,
 and 3.14's `suggest_on_error` covers mistyped choices and subcommand names only, not flags; so an unknown
-flag here is one line naming it and the close known flags (lmgym.core.suggestions: prefixes, initials, difflib),
+flag here is one line naming it and the close known flags (lmgym.core.messages: prefixes, initials, difflib),
 or, for a TRL name, what this toolkit calls it (training/trl_names.py). Exit status 2, as argparse's.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, NoReturn, Sequence
 
-from lmgym.core.suggestions import did_you_mean
+from lmgym.core.messages import did_you_mean
 from lmgym.training import trl_names
 
 

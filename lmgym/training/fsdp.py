@@ -15,7 +15,7 @@ weights: `full_weights` all-gathers each layer once and keeps it whole until the
 token-by-token decode (generation.decode on CPU, fast_decode's direct submodule calls on CUDA) does no
 collective per token and ranks may stop at different lengths.
 
-Activation checkpointing (`gradient_checkpointing`, policies/checkpointing.py) is per decoder layer, the
+Activation checkpointing (`gradient_checkpointing`, policies/padded_passes.py) is per decoder layer, the
 unit each `fully_shard` covers, and is set before sharding. transformers 5.x checkpoints the layer's
 `forward`, inside FSDP's hooks, so the recompute runs on the layer the pre-backward hook has gathered;
 4.x checkpoints the layer's call, around the hooks, which FSDP2 then skips in the recompute (its pre- and

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from lmgym.core.suggestions import did_you_mean
+from lmgym.core.messages import did_you_mean
 
 # transformers.SchedulerType values that need nothing but the warmup and the number of steps
 SCHEDULES = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup",

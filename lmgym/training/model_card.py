@@ -1,6 +1,6 @@
 """What a trainer puts on its saved model's card: algorithm, env and dataset, config, last evaluation.
 
-The card itself is policies/model_card.py's (huggingface_hub.ModelCard); this module only gathers the
+The card itself is policies/loading/model_card.py's (huggingface_hub.ModelCard); this module only gathers the
 run's details, which live here (the trainer, its config, its metrics) and not in policies/.
 """
 from __future__ import annotations
@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from lmgym.policies.model_card import CARD_FILE, TrainingDetails, write_model_card
-from lmgym.training.env_info import env_id
+from lmgym.policies.loading.model_card import CARD_FILE, TrainingDetails, write_model_card
+from lmgym.envs.registry import env_id
 
 # Hub datasets of the built-in envs (the env's own HUB_ID attribute is used for any other env that has one).
 # Generated envs (Arithmetic-v0, ToolArithmetic-v0) have none.

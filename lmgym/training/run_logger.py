@@ -13,20 +13,43 @@ metrics.jsonl lacks rows up to the checkpoint's iteration is refused (`check_his
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from pathlib import Path
 from typing import Any
 
-from lmgym.core.atomic_io import append_synced, atomic_write_text
+from lmgym.core.atomic_io import append_synced, atomic_write_text, move_aside
 from lmgym.core.jsonl import read_json
 from lmgym.training import distributed as dist
 from lmgym.training.callbacks import TrainerCallback
-from lmgym.training.checkpoints import archive_history
 
 DISCARDED = "metrics.discarded.jsonl"
 WANDB_ID = "wandb_run.json"  # the W&B run's id, so that --resume continues that run (wandb.init(id=..., resume=))
 _WANDB_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+
+
+def archive_history(run_dir: str | os.PathLike, names: tuple[str, ...]) -> int | None:
+    """Move the given entries of a run folder aside as `<stem>.<n>.<suffix>.bak` (one free n for all).
+
+    Used when a run starts over in a folder that already has a history: nothing is deleted.
+    Returns n, or None when there was nothing to move.
+    """
+    run_dir = Path(run_dir)
+    present = [name for name in names if os.path.lexists(run_dir / name)]  # a link is moved itself
+    if not present:
+        return None
+    n = 1
+    while any(os.path.lexists(run_dir / _archived(name, n)) for name in names):
+        n += 1
+    for name in present:
+        move_aside(run_dir / name, run_dir / _archived(name, n))
+    return n
+
+
+def _archived(name: str, n: int) -> str:
+    stem, dot, suffix = name.partition(".")
+    return f"{stem}.{n}.{suffix}.bak" if dot else f"{stem}.{n}.bak"
 
 
 def read_wandb_id(run_dir: Path) -> str | None:

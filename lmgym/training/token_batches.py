@@ -1,4 +1,8 @@
-"""Micro-batches sized by tokens (`max_tokens_per_microbatch`) rather than by a count of items.
+"""Which items a trainer's iterations take, and how they are cut into micro-batches.
+
+`EpochDraws`: which items a supervised trainer (PRM, SFT, DPO) takes at each iteration: seeded epochs.
+
+Micro-batches sized by tokens (`max_tokens_per_microbatch`) rather than by a count of items.
 
 A micro-batch of rows padded to its longest row allocates rows x longest tokens: `token_micro_batches`
 sorts the items by length (so similar lengths share a micro-batch and little is padding) and cuts the
@@ -15,6 +19,8 @@ busiest one (verl's dynamic batch size does the same with a max over ranks).
 from __future__ import annotations
 
 from typing import Sequence
+
+import numpy as np
 
 from lmgym.training import distributed as dist
 
@@ -66,3 +72,27 @@ def same_count_on_every_rank(groups: list[list[int]], lengths: Sequence[int], se
         raise ValueError(f"{setting}: under FSDP every rank must run the same number of micro-batches, here "
                          f"{target}, but a rank holds only {fewest} items; raise {setting}")
     return split_to_count(groups, lengths, target)
+
+
+class EpochDraws:
+    """Iteration i takes the next `per_iteration` positions of an endless sequence of epochs; epoch e
+    visits every one of `count` items once, in a permutation seeded by (seed, e). What an iteration draws
+    depends only on its number, so a resumed run draws what an uninterrupted one would."""
+
+    def __init__(self, count: int, seed: int):
+        if count < 1:
+            raise ValueError(f"EpochDraws: nothing to draw from (count {count})")
+        self.count, self.seed = count, seed
+        self._order: tuple[int, np.ndarray] | None = None  # (epoch, its permutation)
+
+    def order(self, epoch: int) -> np.ndarray:
+        """The item order of `epoch`."""
+        if self._order is None or self._order[0] != epoch:
+            self._order = (epoch, np.random.default_rng([self.seed, epoch]).permutation(self.count))
+        return self._order[1]
+
+    def indices(self, iteration: int, per_iteration: int) -> list[int]:
+        """The item indices iteration `iteration` takes (0-based)."""
+        start = iteration * per_iteration
+        return [int(self.order(epoch)[index])
+                for epoch, index in (divmod(p, self.count) for p in range(start, start + per_iteration))]

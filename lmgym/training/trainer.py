@@ -2,7 +2,7 @@
 
 `train()` runs `train_iteration()` (the one method a subclass must write) `train_iterations` times
 around the shared machinery: resume, evaluation (at start, every N, last), checkpoints
-(training/trainer_state.py), progress bars, and the callbacks (training/callbacks.py), among them the run
+(training/checkpoints/trainer_state.py), progress bars, and the callbacks (training/callbacks.py), among them the run
 folder's log (config.json from `describe()`, metrics.jsonl, wandb: `RunLog`) and plots (metrics.png and the
 reward plots: `RunPlots`). `optimizer_step(items, micro_loss)` is one AdamW step over
 micro-batches: gradient accumulation, gradients averaged over processes (torch DDP or one all-reduce:
@@ -25,23 +25,23 @@ from tqdm.auto import tqdm
 
 from lmgym.training import distributed as dist
 from lmgym.training import fsdp
-from lmgym.training import sharded_checkpoints
-from lmgym.training import trainer_state
+from lmgym.training.checkpoints import sharded as sharded_checkpoints
+from lmgym.training.checkpoints import trainer_state
 from lmgym.training.callbacks import CallbackList, TrainerCallback
 from lmgym.training.config import TrainerConfig, checked_config
 from lmgym.training.data_parallel import GradientAverager
 from lmgym.training.guards import NonFiniteTrainingError, warn
-from lmgym.training.interrupts import StopRequests, TrainingInterrupted, interrupted_line
+from lmgym.training.guards import StopRequests, TrainingInterrupted, interrupted_line
 from lmgym.training.lr_schedules import build_scheduler
 from lmgym.training.phase_memory import PhaseMemory
 from lmgym.training.plots import RunPlots
 from lmgym.training.progress import phase_bar
 from lmgym.training.run_logger import RunLog, RunLogger, check_history
 from lmgym.policies.base import TrainableModel, TrainablePolicy
-from lmgym.policies.lora_config import lora_description
-from lmgym.policies.quantization import quantization_description
+from lmgym.policies.loading.lora_config import lora_description
+from lmgym.policies.loading.quantization import quantization_description
 from lmgym.policies.contract import check_contract
-from lmgym.policies.hub import push_folder
+from lmgym.policies.loading.hub import push_folder
 from lmgym.training.model_card import write_trainer_cards
 
 
@@ -195,7 +195,7 @@ class Trainer(ABC):
         """Counterpart of `extra_state`."""
 
     def state_dict(self) -> dict[str, Any]:
-        """What a checkpoint's state holds (training/checkpoint_layout.py splits it into files); a subclass adds
+        """What a checkpoint's state holds (training/checkpoints/layout.py splits it into files); a subclass adds
         entries to `super().state_dict()`."""
         return trainer_state.core_state(self)
 
@@ -339,7 +339,7 @@ class Trainer(ABC):
                    desc=type(self).__name__)
         if self.iteration == 0 and c.eval_at_start:
             self._log({"iteration": 0, **self._eval_metrics()})
-        with StopRequests() as stop:  # Ctrl-C: finish this iteration, checkpoint it, stop (training/interrupts.py)
+        with StopRequests() as stop:  # Ctrl-C: finish this iteration, checkpoint it, stop (training/guards.py)
             while self.iteration < c.train_iterations and not self.should_stop:
                 started = self.iteration
                 try:
@@ -421,7 +421,7 @@ class Trainer(ABC):
     # ------------------------------------------------------------------ checkpoints and the model folder
     def save(self, run_dir: str | Path | None = None) -> Path | None:
         """Checkpoint all it takes to continue exactly, as `<run_dir or output_dir>/checkpoints/iter-<N>`.
-        Under FSDP every rank must call it: each writes its shards (training/sharded_checkpoints.py)."""
+        Under FSDP every rank must call it: each writes its shards (training/checkpoints/sharded.py)."""
         return trainer_state.save_checkpoint(self, run_dir)
 
     def load(self, directory: str | Path) -> None:
@@ -438,7 +438,7 @@ class Trainer(ABC):
         `HFPolicy.save`) with `generation_settings()`; a LoRA policy is saved merged, with its adapter in
         `model/adapter`. Written aside and renamed into place. Its model cards (README.md) carry the run's
         algorithm, env, datasets, config and last evaluation (training/model_card.py); with
-        `config.push_to_hub` the folder is then uploaded there (`hub_api`: lmgym.policies.hub.push_folder's).
+        `config.push_to_hub` the folder is then uploaded there (`hub_api`: lmgym.policies.loading.hub.push_folder's).
         Returns the folder (None off rank 0). Under FSDP every rank must call it: the shards are gathered
         on rank 0, which writes."""
         final = Path(directory) if directory is not None else Path(self.config.output_dir) / "model"

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 from lmgym.training import distributed as dist
 from lmgym.training.config import TrainerConfig, setting
-from lmgym.training.epoch_draws import EpochDraws
+from lmgym.training.token_batches import EpochDraws
 from lmgym.evaluation.verifier_metrics import expected_calibration_error, roc_auc
 from lmgym.training.trainer import Trainer
 from lmgym.buffers.step_pairs import RatedSteps, StepPair

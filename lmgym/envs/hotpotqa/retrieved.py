@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from lmgym.envs.base import Problem
-from lmgym.envs.hotpotqa import ANSWER_INSTRUCTION, HotpotQAEnv
-from lmgym.envs.hotpotqa_data import HotpotQARecord
-from lmgym.envs.rag import DEFAULT_MAX_PASSAGE_CHARS, SearchTool, open_store
-from lmgym.envs.rag_rewards import exact_match_reward, f1_reward, mrr_reward, support_recall_reward
-from lmgym.envs.rewards import RewardFn
+from lmgym.envs.hotpotqa.env import ANSWER_INSTRUCTION, HotpotQAEnv
+from lmgym.envs.hotpotqa.data import HotpotQARecord
+from lmgym.envs.hotpotqa.rag import DEFAULT_MAX_PASSAGE_CHARS, SearchTool, open_store
+from lmgym.envs.hotpotqa.rewards import exact_match_reward, f1_reward, mrr_reward, support_recall_reward
+from lmgym.envs.rewards.functions import RewardFn
 
 QUESTION_SEARCH_REWARD_FNS: dict[str, RewardFn] = {"em": exact_match_reward, "f1": f1_reward, "mrr": mrr_reward,
                                                    "support_recall": support_recall_reward}
@@ -38,9 +38,9 @@ class QuestionSearchHotpotQAEnv(HotpotQAEnv):
         store: a document store (``search(query, k, ...)``) or the folder of a saved index; required.
         subset: as HotpotQAEnv's.
         records: as HotpotQAEnv's.
-        k: passages per question, as ``lmgym.envs.rag.SearchTool``'s.
-        max_passage_chars: as ``lmgym.envs.rag.SearchTool``'s.
-        search_kwargs: as ``lmgym.envs.rag.SearchTool``'s.
+        k: passages per question, as ``lmgym.envs.hotpotqa.rag.SearchTool``'s.
+        max_passage_chars: as ``lmgym.envs.hotpotqa.rag.SearchTool``'s.
+        search_kwargs: as ``lmgym.envs.hotpotqa.rag.SearchTool``'s.
         instruction: appended to the question.
         reward_fns: None: em, f1, mrr and support_recall.
         reward_weights: None: 0.5, 0.5, 0 and 0.

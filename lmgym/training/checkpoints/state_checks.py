@@ -1,7 +1,7 @@
-"""Checks of a checkpoint's state (training/checkpoint_layout.py) before any of it is applied: every field
+"""Checks of a checkpoint's state (training/checkpoints/layout.py) before any of it is applied: every field
 that resuming reads has the type and range it was written with. A wrong one is one CorruptCheckpointError
-line naming the file and the field
-(e.g. `.../iter-000003/trainer_state.json: field iteration must be a whole number >= 0, got -5`).
+line naming the file and the field (e.g. `.../iter-000003/trainer_state.json: field iteration must be a whole
+number >= 0, got -5`).
 
 The RNG states are tried on throwaway generators of the same kind (numpy's, Python's, torch's), so a
 state that the trainer's own generators would refuse is caught here, with the file named, and nothing
@@ -17,9 +17,9 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from lmgym.training.checkpoints import CorruptCheckpointError
+from lmgym.training.checkpoints.folders import CorruptCheckpointError
 from lmgym.training.config import shown
-from lmgym.training.sharded_checkpoints import SHARDED
+from lmgym.training.checkpoints.sharded import SHARDED
 from lmgym.core.messages import first_line
 
 REFERENCE_SOURCES = ("none", "adapter", "initial", "policy", "stored")

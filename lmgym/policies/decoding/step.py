@@ -1,4 +1,4 @@
-"""The fast decoder's per-step sampling and bookkeeping, on device tensors only (policies/fast_decode.py).
+"""The fast decoder's per-step sampling and bookkeeping, on device tensors only (policies/decoding/fast.py).
 
 Between host syncs the decode loop's state lives in one bucket's tensors (`LoopState`): the index of the
 token to sample next, each row's next input token, its position and KV column, the tokens and log-probs
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from lmgym.policies.generation import RowKeys, sample_step
+from lmgym.policies.decoding.generation import RowKeys, sample_step
 
 _NO_PROMPT = torch.iinfo(torch.long).max  # `rows` of duplicate filler rows
 

@@ -26,7 +26,7 @@ import torch
 
 from lmgym.core.jsonl import read_json
 from lmgym.core.messages import first_line
-from lmgym.training.checkpoints import CorruptCheckpointError, load_state
+from lmgym.training.checkpoints.folders import CorruptCheckpointError, load_state
 
 STATE_JSON = "trainer_state.json"
 LEGACY_STATE = "state.pt"  # the single-pickle layout of earlier versions (still read)

@@ -3,20 +3,20 @@ redundant searches, answer similarity, format (lenient and strict).
 
 Each is a per-sample reward ``fn(completion, gold, info) -> float`` reading what the env put in ``info``:
 
-- ``exact_match_reward`` / ``f1_reward``: SQuAD exact match and HotpotQA's F1 (``lmgym.envs.qa_metrics``) of
+- ``exact_match_reward`` / ``f1_reward``: SQuAD exact match and HotpotQA's F1 (``lmgym.envs.hotpotqa.metrics``) of
   ``info["parsed_answer"]`` (the text of the last ``<answer>...</answer>``) against the gold; 0.0 without
   an answer.
 - ``mrr_reward``: the reciprocal rank of the first supporting paragraph (``info["supporting_titles"]``)
   among every passage the episode retrieved (``info["retrieved"]``, in the order retrieved: search 1's
   top k, then search 2's, ...; a passage retrieved twice takes two places, as in the transcript); 0.0
-  when none was retrieved. Averaged over episodes this is the MRR, as ``lmgym.retrieval.metrics`` defines it.
+  when none was retrieved. Averaged over episodes this is the MRR, as ``lmgym.retrieval.fusion`` defines it.
 - ``answer_similarity_reward(embedder)``: a reward function giving the cosine similarity of the
   embeddings of the answer and the gold, clipped below at 0 (as the seed's ``get_answer_similarity``);
   0.0 without an answer. ``embedder`` is anything with ``embed(texts) -> array [len(texts), dim]``
   (``retrieval``'s ``Embedder`` protocol), so tests pass a tiny deterministic one.
 - ``format_reward``: 1.0 for an episode that ends with a complete ``<answer>...</answer>``, 0.0 otherwise,
   minus ``info["format_penalty"]`` (the env's penalty per malformed call times the number of malformed
-  calls in the episode, see ``envs/rag.py``). It pays for any answer, however sloppy the episode around it.
+  calls in the episode, see ``envs/hotpotqa/rag.py``). It pays for any answer, however sloppy the episode around it.
 
 Rewards for searching, which pay for finding the supporting paragraphs without paying more than answering
 (the weights decide that: ``DEFAULT_WEIGHTS``), and for the structure only when it is right:
@@ -44,10 +44,10 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from lmgym.envs.qa_metrics import exact_match, hotpot_f1
-from lmgym.envs.rewards import RewardFn
+from lmgym.envs.hotpotqa.metrics import exact_match, hotpot_f1
+from lmgym.envs.rewards.functions import RewardFn
 from lmgym.envs.tool_env import ANSWER_CLOSE, ANSWER_OPEN
-from lmgym.retrieval.metrics import reciprocal_rank as ranked
+from lmgym.retrieval.fusion import reciprocal_rank as ranked
 
 SEARCH_OPEN, SEARCH_CLOSE = "<search>", "</search>"
 REDUNDANT_SEARCH_COST = 0.1  # per search that found no title the episode had not retrieved already
@@ -111,7 +111,7 @@ def f1_reward(completion: str, gold: str, info: Mapping[str, Any]) -> float:
 def reciprocal_rank(retrieved_titles: Sequence[str], relevant_titles: Sequence[str]) -> float:
     """1 / (1-based position of the first relevant title in ``retrieved_titles``); 0.0 when none is there.
 
-    ``lmgym.retrieval.metrics.reciprocal_rank``, except that a question naming no relevant title scores 0.0 where
+    ``lmgym.retrieval.fusion.reciprocal_rank``, except that a question naming no relevant title scores 0.0 where
     that metric refuses it."""
     return ranked(retrieved_titles, relevant_titles) if relevant_titles else 0.0
 

@@ -1,6 +1,6 @@
 """Hugging Face Hub names and uploads: which hub id a model folder records, and `push_folder`.
 
-The embedded default model (policies/models.py) is SmolLM2-135M-Instruct from a GGUF file; saved folders
+The embedded default model (policies/loading/models.py) is SmolLM2-135M-Instruct from a GGUF file; saved folders
 record its hub id, `EMBEDDED_HUB_ID`, so that peft and the Hub resolve it. The uploader is
 `huggingface_hub.HfApi` (create_repo + upload_folder); `hub_api` takes any object with those two methods,
 so tests push into a local folder standing in for the hub.
@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
-from lmgym.policies.models import EMBEDDED_ALIASES, EMBEDDED_HUB_ID
+from lmgym.policies.loading.models import EMBEDDED_ALIASES, EMBEDDED_HUB_ID
 
 
 class HubApi(Protocol):

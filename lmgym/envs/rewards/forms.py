@@ -6,7 +6,7 @@
 - **TRL-style** (``trl.GRPOTrainer``'s): ``fn(prompts, completions, **kwargs) -> list[float | None]``,
   called by keyword with lists, one element per completion: ``prompts``, ``completions``,
   ``completion_ids`` and every other field as ``name=[...]``. Rollouts (every trainer, evaluation) call
-  it once per batch of finished episodes (``envs/reward_batch.py``); ``env.step`` alone calls it with
+  it once per batch of finished episodes (``envs/rewards/batch.py``); ``env.step`` alone calls it with
   one-element lists and no ``completion_ids``.
 
 Detection (``reward_form``): a function with a parameter named ``completions`` or ``prompts`` is

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from lmgym.envs.answers import answers_equal
 from lmgym.envs.extraction import MAX_SCAN_CHARS, extract_answer, find_boxes
-from lmgym.envs.reward_forms import RewardFn
+from lmgym.envs.rewards.forms import RewardFn
 
 __all__ = ["RewardFn", "correctness_reward", "format_reward"]
 

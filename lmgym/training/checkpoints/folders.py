@@ -2,7 +2,7 @@
 
 Layout: `<run>/checkpoints/iter-000012/` holds the trainer's state in the HF Trainer's files
 (`model.safetensors`, `optimizer.pt`, `scheduler.pt`, `rng_state.pth`, `trainer_state.json`:
-training/checkpoint_layout.py; torch files hold tensors and plain data only, loaded with
+training/checkpoints/layout.py; torch files hold tensors and plain data only, loaded with
 `weights_only=True`), `buffer.jsonl` and `MANIFEST.json` (written last: every file's size and sha256).
 Earlier versions wrote one `state.pt` instead; such checkpoints are still read.
 A checkpoint is written in a temporary folder, flushed to disk and renamed into place, so a folder
@@ -252,25 +252,3 @@ def set_aside_corrupt(checkpoint: Checkpoint) -> Path:
     move_aside(path, target)
     return target
 
-
-def archive_history(run_dir: str | os.PathLike, names: tuple[str, ...]) -> int | None:
-    """Move the given entries of a run folder aside as `<stem>.<n>.<suffix>.bak` (one free n for all).
-
-    Used when a run starts over in a folder that already has a history: nothing is deleted.
-    Returns n, or None when there was nothing to move.
-    """
-    run_dir = Path(run_dir)
-    present = [name for name in names if os.path.lexists(run_dir / name)]  # a link is moved itself
-    if not present:
-        return None
-    n = 1
-    while any(os.path.lexists(run_dir / _archived(name, n)) for name in names):
-        n += 1
-    for name in present:
-        move_aside(run_dir / name, run_dir / _archived(name, n))
-    return n
-
-
-def _archived(name: str, n: int) -> str:
-    stem, dot, suffix = name.partition(".")
-    return f"{stem}.{n}.{suffix}.bak" if dot else f"{stem}.{n}.bak"

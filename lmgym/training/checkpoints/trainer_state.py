@@ -2,10 +2,10 @@
 
 What a checkpoint holds comes from the trainer's hooks: `state_dict()` (the core state below plus
 whatever a subclass adds, e.g. RLAlgorithm's reference; written as the HF Trainer's files, weights in
-safetensors: training/checkpoint_layout.py) and `checkpoint_files()` (other files, e.g. RLAlgorithm's
+safetensors: training/checkpoints/layout.py) and `checkpoint_files()` (other files, e.g. RLAlgorithm's
 buffer.jsonl, each with its writer and reader). Reading verifies and reads
 everything before anything is applied (`load_state_dict`), so a bad checkpoint changes nothing it
-can detect early. The folder layout, manifests and safe loading are training/checkpoints.py's.
+can detect early. The folder layout, manifests and safe loading are training/checkpoints/folders.py's.
 """
 from __future__ import annotations
 
@@ -15,14 +15,14 @@ from typing import Any, Callable, NamedTuple
 
 import torch
 
-from lmgym.training import checkpoint_layout as layout
-from lmgym.training import checkpoints as ckpt
+from lmgym.training.checkpoints import layout
+from lmgym.training.checkpoints import folders as ckpt
 from lmgym.training import distributed as dist
-from lmgym.training import sharded_checkpoints as sharded
-from lmgym.training import state_checks
+from lmgym.training.checkpoints import sharded
+from lmgym.training.checkpoints import state_checks
 from lmgym.core.atomic_io import refuse_symlink, remove_tree
 from lmgym.training.guards import warn
-from lmgym.training.run_logger import DISCARDED, WANDB_ID
+from lmgym.training.run_logger import DISCARDED, WANDB_ID, archive_history
 from lmgym.core.messages import first_line
 
 REQUIRED = ("iteration", "policy", "optimizer", "scheduler", "rng")  # what every checkpoint's state holds
@@ -40,7 +40,7 @@ class CheckpointFile(NamedTuple):
 def core_state(trainer) -> dict[str, Any]:
     """What every trainer's checkpoint state holds: iteration, weights, optimizer, scheduler, RNG states, guards.
     Under FSDP the weights and optimizer go to the sharded folder instead, and every rank's RNG states
-    and the world size are added (training/sharded_checkpoints.py; every rank must call it then)."""
+    and the world size are added (training/checkpoints/sharded.py; every rank must call it then)."""
     if sharded.is_sharded(trainer):
         rng = rng_state(trainer)
         return {"iteration": trainer.iteration, "scheduler": trainer.scheduler.state_dict(),
@@ -103,7 +103,7 @@ def save_checkpoint(trainer, run_dir: str | Path | None = None) -> Path | None:
 
 def read_checkpoint(trainer, directory: Path) -> dict[str, Any]:
     """Verify a checkpoint folder and read it (nothing applied yet): the state's entries (each field that
-    loading reads checked: training/state_checks.py), plus each of the trainer's other files that is
+    loading reads checked: training/checkpoints/state_checks.py), plus each of the trainer's other files that is
     present, under its name."""
     ckpt.verify(directory)
     state = layout.read_state(directory)
@@ -224,7 +224,7 @@ def start_over(run_dir: Path, resume: bool) -> None:
     """Iteration 0 in a folder that may hold an earlier run: its files are moved aside, never deleted."""
     if resume:
         print(f"note: --resume: no checkpoint in {run_dir}, starting from iteration 0", flush=True)
-    n = ckpt.archive_history(run_dir, (ckpt.CHECKPOINTS, ckpt.LEGACY, "metrics.jsonl", DISCARDED))
+    n = archive_history(run_dir, (ckpt.CHECKPOINTS, ckpt.LEGACY, "metrics.jsonl", DISCARDED))
     if n is not None:
         print(f"note: {run_dir} held an earlier run; its metrics and checkpoints are kept as *.{n}.*bak", flush=True)
 
@@ -245,7 +245,7 @@ def write_model_folder(policy, final: Path, generation: dict | None) -> Path:
 
 def write_sharded_model_folder(policy, final: Path, generation: dict | None) -> Path | None:
     """`write_model_folder` under FSDP, called on every rank: the shards are gathered on rank 0's CPU,
-    which writes the folder from the policy's `unsharded_copy` (policies/unsharded.py). Returns the
+    which writes the folder from the policy's `unsharded_copy` (policies/loading/unsharded.py). Returns the
     folder (None off rank 0)."""
     state = sharded.gathered_state(policy.model)
     folder = dist.main_result(lambda: write_model_folder(policy.unsharded_copy(state), final, generation))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from lmgym.policies.decode_weights import LayerWeights
+from lmgym.policies.decoding.weights import LayerWeights
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:

@@ -18,8 +18,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from lmgym.envs.reward_forms import TRLReward
-from lmgym.envs.reward_guard import call_batch_reward
+from lmgym.envs.rewards.forms import TRLReward
+from lmgym.envs.rewards.guard import call_batch_reward
 
 __all__ = ["PENDING", "PendingRewards", "batched_trl_rewards", "settle", "weighted_total"]
 

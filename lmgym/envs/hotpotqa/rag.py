@@ -32,7 +32,7 @@ info carry them with ``format_penalty`` and ``supporting_titles``.
 
 Rewards (``reward_fns``): by default ``em``, ``f1``, ``mrr``, ``support_recall``, ``redundant_search``,
 ``format``, ``strict_format`` and, with an embedder (the ``embedder`` argument, else the store's
-``embedder`` attribute), ``answer_similarity``, all in ``envs/rag_rewards.py``, with equal weights that
+``embedder`` attribute), ``answer_similarity``, all in ``envs/hotpotqa/rewards.py``, with equal weights that
 sum to 1 (``rag_reward_weights`` gives ``DEFAULT_WEIGHTS``, which examples/rag_grpo.py and
 examples/rag_agent.py use); each shows in ``info["reward_components"]``.
 
@@ -57,9 +57,9 @@ from typing import Any, ClassVar
 from lmgym.core import messages
 from lmgym.core.extras import require_extra
 from lmgym.envs.checks import check_positive_int
-from lmgym.envs.hotpotqa import HotpotQAProblems, format_paragraphs
-from lmgym.envs.hotpotqa_data import HotpotQARecord
-from lmgym.envs.rag_rewards import (
+from lmgym.envs.hotpotqa.env import HotpotQAProblems, format_paragraphs
+from lmgym.envs.hotpotqa.data import HotpotQARecord
+from lmgym.envs.hotpotqa.rewards import (
     DEFAULT_WEIGHTS,
     SEARCH_CLOSE,
     SEARCH_OPEN,
@@ -73,7 +73,7 @@ from lmgym.envs.rag_rewards import (
     strict_format_reward,
     support_recall_reward,
 )
-from lmgym.envs.rewards import RewardFn
+from lmgym.envs.rewards.functions import RewardFn
 from lmgym.envs.tool_env import ANSWER_CLOSE, ANSWER_OPEN, ToolEnv
 from lmgym.envs.tools import TagTool, ToolCall
 from lmgym.retrieval import DocumentStore
@@ -209,7 +209,7 @@ def unclosed_tag(text: str) -> bool:
 
 def rag_reward_fns(embedder: Embedder | None) -> dict[str, RewardFn]:
     """The default rewards: em, f1, mrr, support_recall, redundant_search, format, strict_format, and
-    answer_similarity when there is an embedder (each in ``envs/rag_rewards.py``)."""
+    answer_similarity when there is an embedder (each in ``envs/hotpotqa/rewards.py``)."""
     fns: dict[str, RewardFn] = {"em": exact_match_reward, "f1": f1_reward, "mrr": mrr_reward,
                                 "support_recall": support_recall_reward, "redundant_search": redundant_search_reward,
                                 "format": format_reward, "strict_format": strict_format_reward}
@@ -219,7 +219,7 @@ def rag_reward_fns(embedder: Embedder | None) -> dict[str, RewardFn]:
 
 
 def rag_reward_weights(embedder: Embedder | None) -> dict[str, float]:
-    """``lmgym.envs.rag_rewards.DEFAULT_WEIGHTS`` (answering pays more than finding paragraphs) for the default
+    """``lmgym.envs.hotpotqa.rewards.DEFAULT_WEIGHTS`` (answering pays more than finding paragraphs) for the default
     rewards ``rag_reward_fns(embedder)`` (answer_similarity only with an embedder)."""
     names = rag_reward_fns(embedder)
     return {name: weight for name, weight in DEFAULT_WEIGHTS.items() if name in names}

@@ -3,7 +3,7 @@
 `save` runs on every rank: each writes its shards of the policy and of the optimizer state through
 `torch.distributed.checkpoint` (DCP) into `<checkpoint>/sharded/`; rank 0 writes the trainer's state
 without weights or optimizer, plus the world size and every rank's RNG states (scheduler.pt,
-rng_state.pth, extra_state.pt, trainer_state.json: training/checkpoint_layout.py) and the trainer's
+rng_state.pth, extra_state.pt, trainer_state.json: training/checkpoints/layout.py) and the trainer's
 other files. Only after every rank has written does rank 0 write the manifest (which lists the shard
 files with their hashes, so `checkpoints.verify` checks them too) and rename the folder into place: a
 folder named `iter-*` is complete, as on one process. The shards are laid out for the world size that
@@ -18,8 +18,8 @@ from typing import Any
 
 import torch
 
-from lmgym.training import checkpoint_layout as layout
-from lmgym.training import checkpoints as ckpt
+from lmgym.training.checkpoints import layout
+from lmgym.training.checkpoints import folders as ckpt
 from lmgym.training import distributed as dist
 from lmgym.core.messages import first_line
 

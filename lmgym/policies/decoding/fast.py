@@ -4,7 +4,7 @@
 launching kernels from Python (30 layers x ~15 kernels). Here the one-token decode step of a
 Llama-family model (Llama, SmolLM2, Mistral, Qwen2/3) runs against preallocated key/value buffers, so
 it has fixed shapes and addresses. The step's sampling and bookkeeping (the sampled token and its
-log-prob, end-of-sequence, the next input) run on device tensors too (policies/decode_step.py), so the
+log-prob, end-of-sequence, the next input) run on device tensors too (policies/decoding/step.py), so the
 whole step is captured as a CUDA graph once per (batch, length) bucket (again when the sampling settings
 change), and between host syncs the loop only replays it. The host looks every `sync_every` steps (stop
 strings, all-done, progress), and when half the rows are finished the survivors are compacted into a
@@ -18,9 +18,9 @@ row's padding columns through their [batch, 1, 1, length] mask.
 On the CPU the same code runs eagerly (no graphs): tests compare it with the plain path token by token.
 
 Each call first copies the projection weights into a decode-dtype copy with q/k/v and gate/up fused
-(policies/decode_weights.py; LoRA adapters merged in), so the step casts no weight and runs fewer
+(policies/decoding/weights.py; LoRA adapters merged in), so the step casts no weight and runs fewer
 matmuls; on CUDA the layer's elementwise work (norms, rotary, SiLU gate, residuals) is compiled into a
-few kernels (policies/decode_layers.py). Where the weights cannot be copied whole (4-bit layers, DoRA)
+few kernels (policies/decoding/layers.py). Where the weights cannot be copied whole (4-bit layers, DoRA)
 the step calls the model's own submodules (projections, norms, MLP, rotary embedding) under autocast.
 Either way, weights the trainer updates in place are what the graph computes with.
 """
@@ -35,17 +35,17 @@ import torch
 import torch._dynamo
 import torch.nn.functional as F
 
-from lmgym.policies.attention_backends import variable_length_attention
-from lmgym.policies.decode_layers import (
+from lmgym.policies.padded_passes import variable_length_attention
+from lmgym.policies.decoding.layers import (
     attention_inputs,
     attention_output_and_mlp,
     compiled_layer_functions,
     rotate_half,
 )
-from lmgym.policies.decode_step import LoopState, Outputs, Sampling, sample_and_record
-from lmgym.policies.decode_weights import DecodeWeights
+from lmgym.policies.decoding.step import LoopState, Outputs, Sampling, sample_and_record
+from lmgym.policies.decoding.weights import DecodeWeights
 from lmgym.policies.prompting import pad_id as padding_id
-from lmgym.policies.generation import (
+from lmgym.policies.decoding.generation import (
     Generation,
     RowKeys,
     StopChecker,
@@ -103,9 +103,9 @@ class FastDecoder:
         """max_batch: most prompts decoded at once (more are sampled in chunks); cache_bytes: most bytes of KV
         buffers kept in reusable buckets (None: 1/KEPT_CACHE_SHARE of the device's memory on CUDA, unbounded on CPU);
         fused_weights: decode with a decode-dtype copy of the projections, q/k/v and gate/up fused
-        (policies/decode_weights.py; None: when the copy takes at most an eighth of the device's memory,
+        (policies/decoding/weights.py; None: when the copy takes at most an eighth of the device's memory,
         or 1 GiB on the CPU); compile_layers: `torch.compile` the decode step's layer functions
-        (policies/decode_layers.py; with fused weights only; None: on CUDA, where it shortens sampling for
+        (policies/decoding/layers.py; with fused weights only; None: on CUDA, where it shortens sampling for
         a one-time compilation per process; benchmarks/RESULTS.md has the figures)."""
         if not supports_fast_decode(model):
             raise ValueError(f"{type(_unwrap(model)).__name__} is not supported by the fast decoder")

@@ -2,13 +2,13 @@
 
 The model answers in ``<answer>...</answer>`` (generation stops at ``</answer>``); the answer is the text
 of the last such tag, and a completion without one is unparseable (scored 0). ``is_correct`` is SQuAD's
-exact match after normalisation (``lmgym.envs.qa_metrics``).
+exact match after normalisation (``lmgym.envs.hotpotqa.metrics``).
 
 Rewards (``reward_fns``): by default ``{"em": exact_match_reward, "f1": f1_reward}`` with weights 0.5 each,
 so the reward is in [0, 1], an exact answer scores 1 and a partly right one gets half its F1; both show in
 ``info["reward_components"]``. Pass ``reward_fns`` / ``reward_weights`` to change that.
 
-Data: ``load_hotpotqa`` (``envs/hotpotqa_data.py``): a local file in either layout (the hub's JSONL or the
+Data: ``load_hotpotqa`` (``envs/hotpotqa/data.py``): a local file in either layout (the hub's JSONL or the
 official JSON array), a folder of them, or the hub (``hotpot_qa``, distractor) when ``data_path`` is None;
 or ``records`` built in code.
 """
@@ -21,10 +21,10 @@ from typing import Any
 
 from lmgym.envs.base import LanguageEnv, Problem
 from lmgym.envs.checks import check_choice
-from lmgym.envs.hotpotqa_data import HotpotQARecord, load_hotpotqa
-from lmgym.envs.qa_metrics import exact_match
-from lmgym.envs.rag_rewards import exact_match_reward, f1_reward
-from lmgym.envs.rewards import RewardFn
+from lmgym.envs.hotpotqa.data import HotpotQARecord, load_hotpotqa
+from lmgym.envs.hotpotqa.metrics import exact_match
+from lmgym.envs.hotpotqa.rewards import exact_match_reward, f1_reward
+from lmgym.envs.rewards.functions import RewardFn
 from lmgym.envs.tool_env import ANSWER_CLOSE, last_answer
 
 CONTEXTS = ("closed_book", "distractor")

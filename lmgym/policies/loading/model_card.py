@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lmgym.policies.card_metadata import CARD_FILE, EMBEDDED_BASE_KEY, card_metadata
-from lmgym.policies.hub import is_hub_id, recorded_base
-from lmgym.policies.models import EMBEDDED_ALIASES, EMBEDDED_HUB_ID, EMBEDDED_MODEL
+from lmgym.policies.loading.models import CARD_FILE, EMBEDDED_BASE_KEY, card_metadata
+from lmgym.policies.loading.hub import is_hub_id, recorded_base
+from lmgym.policies.loading.models import EMBEDDED_ALIASES, EMBEDDED_HUB_ID, EMBEDDED_MODEL
 
 LIBRARY_TAG = "rlgym-llm"
 

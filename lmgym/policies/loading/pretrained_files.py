@@ -1,6 +1,6 @@
 """The files that make a training checkpoint folder load the Hugging Face way, beside the trainer's own.
 
-A checkpoint's `model.safetensors` holds the policy's state dict (training/checkpoint_layout.py). For full
+A checkpoint's `model.safetensors` holds the policy's state dict (training/checkpoints/layout.py). For full
 fine-tuning that is the transformers model's own state dict, under the names `from_pretrained` expects
 (tied embeddings stored once, which `from_pretrained` ties back), so `config.json` and
 `generation_config.json` beside it are all `AutoModelForCausalLM.from_pretrained(checkpoint)` needs, as in
@@ -18,7 +18,7 @@ from typing import Callable
 import torch
 
 from lmgym.policies.reference_adapter import REFERENCE_ADAPTER
-from lmgym.policies.hub import recorded_base
+from lmgym.policies.loading.hub import recorded_base
 
 CONFIG = "config.json"
 GENERATION_CONFIG = "generation_config.json"
