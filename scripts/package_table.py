@@ -23,7 +23,7 @@ def package_sizes() -> dict[str, tuple[int, int]]:
     """Package -> (Python files, lines), bottom layer first."""
     sizes = {}
     for package in reversed(layers()):
-        files = sorted((ROOT / package).rglob("*.py"))
+        files = sorted((ROOT / "lmgym" / package).rglob("*.py"))
         sizes[package] = (len(files), sum(len(f.read_text().splitlines()) for f in files))
     return sizes
 
