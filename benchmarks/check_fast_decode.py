@@ -15,10 +15,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from examples.common import example_parser  # noqa: E402
-
 import torch  # noqa: E402
 
+from examples.common import example_parser  # noqa: E402
 from lmgym.envs import make  # noqa: E402
 from lmgym.policies import HFPolicy  # noqa: E402
 from lmgym.policies.decoding.generation import decode  # noqa: E402

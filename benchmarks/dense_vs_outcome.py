@@ -26,12 +26,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from examples.common import example_parser  # noqa: E402
 from lmgym.algorithms import GRPO, GRPOConfig  # noqa: E402
 from lmgym.core.atomic_io import atomic_write_text  # noqa: E402
 from lmgym.envs import make  # noqa: E402
-from lmgym.policies import EMBEDDED_MODEL, HFPolicy, ProcessRewardModel  # noqa: E402
 from lmgym.evaluation import evaluate  # noqa: E402
-from examples.common import example_parser  # noqa: E402
+from lmgym.policies import EMBEDDED_MODEL, HFPolicy, ProcessRewardModel  # noqa: E402
 
 # gpu: one GPU, the embedded model; cpu: the tiny model built in code, seconds per run
 PRESETS: dict[str, dict] = {

@@ -12,9 +12,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from examples.common import example_parser  # noqa: E402
-
 import tests.kill_harness as harness  # noqa: E402
+from examples.common import example_parser  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,15 +21,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))  # examples import their `common`
 
-from examples.common import example_parser  # noqa: E402
-
-from lmgym.algorithms import GRPO, GRPOConfig, PPO, PPOConfig  # noqa: E402
-from lmgym.evaluation import evaluate  # noqa: E402
-from lmgym.envs import make  # noqa: E402
-from examples.quickstart import PRESETS  # noqa: E402
-from lmgym.policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
-
 from benchmarks.ppo_vs_grpo_arithmetic import SETTINGS  # noqa: E402
+from examples.common import example_parser  # noqa: E402
+from examples.quickstart import PRESETS  # noqa: E402
+from lmgym.algorithms import GRPO, PPO, GRPOConfig, PPOConfig  # noqa: E402
+from lmgym.envs import make  # noqa: E402
+from lmgym.evaluation import evaluate  # noqa: E402
+from lmgym.policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
 
 GRPO_SETTINGS = {k: v for k, v in PRESETS["gpu"].items()
                  if k not in ("train_iterations", "output_dir", "eval_at_start")}

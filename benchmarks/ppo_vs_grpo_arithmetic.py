@@ -18,10 +18,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from examples.common import example_parser  # noqa: E402
-
-from lmgym.algorithms import GRPO, GRPOConfig, PPO, PPOConfig  # noqa: E402
-from lmgym.evaluation import evaluate  # noqa: E402
+from lmgym.algorithms import GRPO, PPO, GRPOConfig, PPOConfig  # noqa: E402
 from lmgym.envs import make  # noqa: E402
+from lmgym.evaluation import evaluate  # noqa: E402
 from lmgym.policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
 
 COMMON = dict(max_new_tokens=64, temperature=1.0, eval_at_start=False, progress=False, eval_episodes=256)

@@ -20,10 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from examples.common import example_parser  # noqa: E402
-
 import torch  # noqa: E402
 
+from examples.common import example_parser  # noqa: E402
 from lmgym.policies import HFPolicy, build_tiny_tokenizer  # noqa: E402
 from lmgym.policies.decoding.fast import FastDecoder  # noqa: E402
 from lmgym.policies.decoding.generation import decode  # noqa: E402

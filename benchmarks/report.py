@@ -33,13 +33,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lmgym.evaluation.reflection_critic_metrics import critic_rates, record_critic_turns  # noqa: E402
-from lmgym.evaluation.reflection_metrics import reflection_metrics, turn_metrics  # noqa: E402
-from lmgym.evaluation.verifier_eval import verifier_problem_metrics, verifier_solution_metrics  # noqa: E402
 from lmgym.core.problem_records import SUFFIX, problems_path, read_problem_records  # noqa: E402
 from lmgym.evaluation.evaluate import sampled_metrics  # noqa: E402
 from lmgym.evaluation.rag_evaluate import mean_metrics  # noqa: E402
+from lmgym.evaluation.reflection_critic_metrics import critic_rates, record_critic_turns  # noqa: E402
+from lmgym.evaluation.reflection_metrics import reflection_metrics, turn_metrics  # noqa: E402
 from lmgym.evaluation.search_eval import search_metrics  # noqa: E402
+from lmgym.evaluation.verifier_eval import verifier_problem_metrics, verifier_solution_metrics  # noqa: E402
 
 # aggregate files that carry headline numbers (RESULTS.md's): listed when no records file stands beside them
 AGGREGATE_NAMES = ("eval.json", "*.eval.json", "*_eval.json", "verifier_eval.json", "reflection.json",

@@ -26,12 +26,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from examples.common import example_parser  # noqa: E402
-from lmgym.training.cli import run_with_clear_errors  # noqa: E402
 from lmgym.envs.hotpotqa.data import load_hotpotqa  # noqa: E402
 from lmgym.retrieval import (  # noqa: E402
-    EMBEDDED_EMBEDDER, DocumentStore, StoreConfig, documents_from_hotpotqa, embedder_from_name,
-    mean_reciprocal_rank, recall_at_k,
+    EMBEDDED_EMBEDDER,
+    DocumentStore,
+    StoreConfig,
+    documents_from_hotpotqa,
+    embedder_from_name,
+    mean_reciprocal_rank,
+    recall_at_k,
 )
+from lmgym.training.cli import run_with_clear_errors  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = (("BM25", "bm25", None), ("dense", "dense", None), ("hybrid, weighted", "hybrid", "weighted"),

@@ -21,10 +21,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from examples.common import example_parser  # noqa: E402
-
 from lmgym.algorithms import GRPO, GRPOConfig, MCTSSearch, MCTSSearchConfig  # noqa: E402
-from lmgym.evaluation import evaluate  # noqa: E402
 from lmgym.envs import make  # noqa: E402
+from lmgym.evaluation import evaluate  # noqa: E402
 from lmgym.policies import EMBEDDED_MODEL, HFPolicy, ProcessRewardModel  # noqa: E402
 
 COMMON = dict(max_new_tokens=48, eval_at_start=False, progress=False, learning_rate=5e-5, kl_coeff=0.04,

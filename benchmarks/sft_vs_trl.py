@@ -28,16 +28,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from examples.common import example_parser  # noqa: E402
-
 import torch  # noqa: E402
 
+from examples.common import example_parser  # noqa: E402
 from lmgym.algorithms import SFT, SFTConfig  # noqa: E402
-from lmgym.evaluation import evaluate  # noqa: E402
-from lmgym.traindata.sft_data import gsm8k_sft_examples  # noqa: E402
 from lmgym.envs import make  # noqa: E402
+from lmgym.evaluation import evaluate  # noqa: E402
 from lmgym.policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
 from lmgym.policies.loading.models import resolve_model_path  # noqa: E402
+from lmgym.traindata.sft_data import gsm8k_sft_examples  # noqa: E402
 
 
 def sync() -> None:

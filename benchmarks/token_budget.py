@@ -22,11 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from examples.common import example_parser  # noqa: E402
-
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from examples.common import example_parser  # noqa: E402
 from lmgym.algorithms import GRPO, GRPOConfig  # noqa: E402
 from lmgym.algorithms.base import padded_length  # noqa: E402
 from lmgym.buffers import Trajectory  # noqa: E402

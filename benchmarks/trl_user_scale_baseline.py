@@ -44,10 +44,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
-
 from user_scale_models import (  # noqa: E402
-    SYSTEM_PROMPT, PhaseMeter, cap_memory, device_name, load_questions, memory_breakdown, module_tensors, optimizer_tensors,
-    steady_summary, text_reward)
+    SYSTEM_PROMPT,
+    PhaseMeter,
+    cap_memory,
+    device_name,
+    load_questions,
+    memory_breakdown,
+    module_tensors,
+    optimizer_tensors,
+    steady_summary,
+    text_reward,
+)
 
 MODES = ("static", "default", "paged")
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]

@@ -32,10 +32,11 @@ import tempfile
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -56,7 +57,7 @@ class Expectation:
     name: str
     area: str
     expects: str  # what the user expects, one line
-    check: Callable[["Walk"], Verdict]
+    check: Callable[[Walk], Verdict]
 
 
 EXPECTATIONS: list[Expectation] = []
@@ -64,7 +65,7 @@ EXPECTATIONS: list[Expectation] = []
 
 def expectation(area: str, expects: str):
     """Register `fn(walk) -> Verdict` as one expectation of the walk, named after the function."""
-    def register(fn: Callable[["Walk"], Verdict]) -> Callable[["Walk"], Verdict]:
+    def register(fn: Callable[[Walk], Verdict]) -> Callable[[Walk], Verdict]:
         EXPECTATIONS.append(Expectation(fn.__name__, area, expects, fn))
         return fn
     return register
@@ -287,7 +288,6 @@ class Walk:
     def lora_run(self) -> dict[str, Any]:
         """A LoRA GRPO run over the tiny model's folder (a local base), saved as a run's model/ and adapter."""
         from lmgym.algorithms import GRPO
-        from lmgym.envs import make
         from lmgym.policies import HFPolicy, LoraSettings
 
         policy = HFPolicy(str(self.tiny_dir), device="cpu", lora=LoraSettings(r=4, alpha=8))
@@ -684,7 +684,6 @@ def lora_peft_config(walk: Walk) -> Verdict:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from lmgym.algorithms import GRPO
-    from lmgym.envs import make
     from lmgym.policies import HFPolicy
 
     config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
@@ -738,7 +737,6 @@ def readme_new_algorithm_block(walk: Walk) -> Verdict:
 @expectation("models", "a fixed seed repeats a run exactly (same metrics, same weights) on the CPU")
 def seeded_runs_repeat(walk: Walk) -> Verdict:
     from lmgym.algorithms import GRPO
-    from lmgym.envs import make
 
     results = []
     for name in ("seed-a", "seed-b"):
@@ -1098,8 +1096,8 @@ def merge_lora(walk: Walk) -> Verdict:
 @expectation("export", "evaluate a saved model folder on held-out problems in a few lines")
 def evaluate_model_folder(walk: Walk) -> Verdict:
     from lmgym.envs import make
-    from lmgym.policies import HFPolicy
     from lmgym.evaluation import evaluate
+    from lmgym.policies import HFPolicy
 
     policy = HFPolicy(str(walk.cli_runs["straight"] / "model"), device="cpu")
     result = evaluate(policy, make("Arithmetic-v0", level=0, split="test"), episodes=4)

@@ -78,14 +78,25 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from examples.common import example_parser  # noqa: E402
-
 import torch  # noqa: E402
-
-from lmgym.training import distributed as dist  # noqa: E402
 from user_scale_models import (  # noqa: E402
-    SYSTEM_PROMPT, WORKLOADS, PhaseMeter, build_model_folder, cap_memory, device_name, folder_shape, load_questions,
-    memory_breakdown, module_tensors, optimizer_tensors, steady_summary, text_reward)
+    SYSTEM_PROMPT,
+    WORKLOADS,
+    PhaseMeter,
+    build_model_folder,
+    cap_memory,
+    device_name,
+    folder_shape,
+    load_questions,
+    memory_breakdown,
+    module_tensors,
+    optimizer_tensors,
+    steady_summary,
+    text_reward,
+)
+
+from examples.common import example_parser  # noqa: E402
+from lmgym.training import distributed as dist  # noqa: E402
 
 COMPILE_CHOICES = {"auto": None, "on": True, "off": False}
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}

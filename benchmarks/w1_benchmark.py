@@ -52,15 +52,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from examples.common import example_parser  # noqa: E402
-
 import torch  # noqa: E402
 
+from examples.common import example_parser  # noqa: E402
 from lmgym.algorithms import GRPO, GRPOConfig  # noqa: E402
-from lmgym.training import distributed as dist  # noqa: E402
-from lmgym.episodes.rollout import rollout  # noqa: E402
 from lmgym.envs import make  # noqa: E402
+from lmgym.episodes.rollout import rollout  # noqa: E402
 from lmgym.policies import EMBEDDED_MODEL, HFPolicy, LoraSettings  # noqa: E402
+from lmgym.training import distributed as dist  # noqa: E402
 
 SYSTEM_PROMPT = "Solve the math word problem step by step. End with '#### <number>'."
 PROMPTS, GROUP, MAX_NEW = 16, 8, 256

@@ -22,12 +22,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from examples.common import example_parser  # noqa: E402
-
 import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 from benchmarks.w1_benchmark import COMPILE_CHOICES, build  # noqa: E402
+from examples.common import example_parser  # noqa: E402
 from lmgym.policies.decoding.fast import FastDecoder  # noqa: E402
 
 VARIANTS = {"modules": {"fused_weights": False}, "fused": {"fused_weights": True},

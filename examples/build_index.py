@@ -15,15 +15,20 @@ import argparse
 import dataclasses
 import time
 import typing
-from typing import Any, Callable
-
+from collections.abc import Callable
+from typing import Any
 
 from common import example_parser  # noqa: E402
-from lmgym.training.cli import run_with_clear_errors  # noqa: E402
+
 from lmgym.retrieval import (  # noqa: E402
-    EMBEDDED_EMBEDDER, DocumentStore, StoreConfig, documents_from_hotpotqa, documents_from_jsonl,
+    EMBEDDED_EMBEDDER,
+    DocumentStore,
+    StoreConfig,
+    documents_from_hotpotqa,
+    documents_from_jsonl,
     embedder_from_name,
 )
+from lmgym.training.cli import run_with_clear_errors  # noqa: E402
 
 
 def _flag_type(kind: Any) -> Callable[[str], Any]:

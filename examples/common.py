@@ -5,7 +5,8 @@ folder is on the path and they `import common`.
 from __future__ import annotations
 
 import argparse
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from lmgym.training.flag_parser import SuggestingParser
 

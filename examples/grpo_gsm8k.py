@@ -13,16 +13,20 @@ from __future__ import annotations
 
 import argparse
 
+from common import example_parser  # noqa: E402
 
 from lmgym.algorithms import GRPO, GRPOConfig  # noqa: E402
-from common import example_parser  # noqa: E402
-from lmgym.training.cli import (  # noqa: E402
-    add_config_arguments, config_from_arguments, gsm8k_train_test, run_with_clear_errors, train_and_report,
-)
-from lmgym.training.distributed import init_from_env  # noqa: E402
 from lmgym.envs import DataFileNotFoundError  # noqa: E402
 from lmgym.policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
 from lmgym.policies.few_shot import PROMPTS_DIR, read_system_prompt  # noqa: E402
+from lmgym.training.cli import (  # noqa: E402
+    add_config_arguments,
+    config_from_arguments,
+    gsm8k_train_test,
+    run_with_clear_errors,
+    train_and_report,
+)
+from lmgym.training.distributed import init_from_env  # noqa: E402
 
 DEFAULTS = dict(train_iterations=100, prompts_per_iteration=16, samples_per_prompt=8, max_new_tokens=256,
                 kl_coeff=0.04, eval_every=10, eval_episodes=200, eval_at_start=True,

@@ -17,12 +17,12 @@ import argparse
 import shutil
 from pathlib import Path
 
+from common import example_parser  # noqa: E402
 
 from lmgym.core.atomic_io import refuse_symlink, remove_tree  # noqa: E402
-from common import example_parser  # noqa: E402
-from lmgym.training.cli import run_with_clear_errors  # noqa: E402
 from lmgym.core.jsonl import read_json  # noqa: E402
 from lmgym.policies.loading.models import ADAPTER_CONFIG, load_model_and_tokenizer  # noqa: E402
+from lmgym.training.cli import run_with_clear_errors  # noqa: E402
 
 DTYPES = ("float32", "bfloat16", "float16")
 # files of an adapter folder that are not carried over: the adapter itself and peft's model card

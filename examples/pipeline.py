@@ -54,22 +54,23 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-
-from lmgym.algorithms import GRPO, GRPOConfig, PRMConfig, SFT, SFTConfig, verifier_trainer  # noqa: E402
-from lmgym.search import MCTSConfig  # noqa: E402
-from lmgym.training import load_config  # noqa: E402
 from common import add_preset_sizes, example_parser, parse_stages, preset_sizes, release_memory  # noqa: E402
-from lmgym.training.cli import run_with_clear_errors  # noqa: E402
 from pipeline_table import EVAL_FILE, ROWS, load_row, markdown_table, save_pipeline, save_row  # noqa: E402
-from lmgym.search import SearchSettings  # noqa: E402
-from lmgym.evaluation.search_eval import search_outcomes  # noqa: E402
-from lmgym.core.problem_records import problems_path, write_problem_records  # noqa: E402
-from lmgym.traindata.sft_data import arithmetic_sft_examples, gsm8k_sft_examples  # noqa: E402
-from lmgym.traindata.step_data import (LabelledSample, load_policy_labels, policy_labels,  # noqa: E402
-                                 save_policy_labels)
-from lmgym.traindata.step_data.policy_labels import PolicyLabelConfig  # noqa: E402
+
+from lmgym.algorithms import GRPO, SFT, GRPOConfig, PRMConfig, SFTConfig, verifier_trainer  # noqa: E402
 from lmgym.buffers.step_pairs import split_by_problem  # noqa: E402
+from lmgym.core.problem_records import problems_path, write_problem_records  # noqa: E402
+from lmgym.evaluation.search_eval import search_outcomes  # noqa: E402
 from lmgym.policies import EMBEDDED_MODEL  # noqa: E402
+from lmgym.search import (
+    MCTSConfig,  # noqa: E402
+    SearchSettings,  # noqa: E402
+)
+from lmgym.traindata.sft_data import arithmetic_sft_examples, gsm8k_sft_examples  # noqa: E402
+from lmgym.traindata.step_data import LabelledSample, load_policy_labels, policy_labels, save_policy_labels  # noqa: E402
+from lmgym.traindata.step_data.policy_labels import PolicyLabelConfig  # noqa: E402
+from lmgym.training import load_config  # noqa: E402
+from lmgym.training.cli import run_with_clear_errors  # noqa: E402
 
 STAGES = ("base", "sft", "prm", "grpo", "grpo_prm", "mcts")
 TITLES = dict(ROWS)

@@ -17,14 +17,18 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from common import example_parser  # noqa: E402
 
 from lmgym.algorithms import PPO, PPOConfig  # noqa: E402
-from common import example_parser  # noqa: E402
+from lmgym.policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
 from lmgym.training.cli import (  # noqa: E402
-    add_config_arguments, config_from_arguments, gsm8k_train_test, run_with_clear_errors, train_and_report,
+    add_config_arguments,
+    config_from_arguments,
+    gsm8k_train_test,
+    run_with_clear_errors,
+    train_and_report,
 )
 from lmgym.training.distributed import init_from_env  # noqa: E402
-from lmgym.policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
 
 SYSTEM_PROMPT = Path(__file__).resolve().parents[1] / "lmgym" / "prompts" / "single_turn_sys.txt"
 

@@ -20,17 +20,20 @@ import argparse
 import time
 from pathlib import Path
 
+from common import example_parser  # noqa: E402
 
 from lmgym.algorithms import GRPO, GRPOConfig  # noqa: E402
-from lmgym.training import ConfigError  # noqa: E402
-from common import example_parser  # noqa: E402
-from lmgym.training.cli import (  # noqa: E402
-    add_config_arguments, config_from_arguments, run_with_clear_errors, train_and_report,
-)
-from lmgym.training.distributed import init_from_env  # noqa: E402
 from lmgym.envs import make  # noqa: E402
 from lmgym.policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
 from lmgym.policies.prm import ProcessRewardModel  # noqa: E402
+from lmgym.training import ConfigError  # noqa: E402
+from lmgym.training.cli import (  # noqa: E402
+    add_config_arguments,
+    config_from_arguments,
+    run_with_clear_errors,
+    train_and_report,
+)
+from lmgym.training.distributed import init_from_env  # noqa: E402
 
 PRESETS = {
     # sized for 2 CPU cores: short answers, small groups, a large step size

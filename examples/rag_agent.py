@@ -59,18 +59,18 @@ import math
 from pathlib import Path
 from typing import Any
 
+from common import add_preset_sizes, example_parser, parse_stages, preset_sizes, release_memory  # noqa: E402
+from pipeline_table import EVAL_FILE, load_row, save_row  # noqa: E402
 
-from lmgym.algorithms import GRPO, GRPOConfig, SFT, SFTConfig  # noqa: E402
+from lmgym.algorithms import GRPO, SFT, GRPOConfig, SFTConfig  # noqa: E402
 from lmgym.core.atomic_io import atomic_write_text  # noqa: E402
 from lmgym.core.problem_records import write_problem_records  # noqa: E402
 from lmgym.envs.hotpotqa.data import held_out_ranges, load_hotpotqa  # noqa: E402
+from lmgym.evaluation.rag_evaluate import METRICS, evaluate_rag  # noqa: E402
 from lmgym.policies import EMBEDDED_MODEL  # noqa: E402
 from lmgym.policies.few_shot import PROMPTS_DIR, read_system_prompt  # noqa: E402
-from lmgym.evaluation.rag_evaluate import METRICS, evaluate_rag  # noqa: E402
 from lmgym.training import load_config  # noqa: E402
-from common import add_preset_sizes, example_parser, parse_stages, preset_sizes, release_memory  # noqa: E402
 from lmgym.training.cli import run_with_clear_errors  # noqa: E402
-from pipeline_table import EVAL_FILE, load_row, save_row  # noqa: E402
 
 STAGES = ("sft", "grpo", "base", "question_search", "closed_book", "gold_context")
 REFERENCES = {"question_search": "question as the only query, top {k}, then answer",
@@ -225,8 +225,14 @@ def open_store(plan: Plan):
     """(the store, its description): --index loaded, else <output_dir>/index loaded or built (see the
     module docstring)."""
     from lmgym.core.extras import MissingExtraError
-    from lmgym.retrieval import (EMBEDDED_EMBEDDER, DocumentStore, EmbedderNotFoundError, StoreConfig,
-                           documents_from_hotpotqa, embedder_from_name)
+    from lmgym.retrieval import (
+        EMBEDDED_EMBEDDER,
+        DocumentStore,
+        EmbedderNotFoundError,
+        StoreConfig,
+        documents_from_hotpotqa,
+        embedder_from_name,
+    )
     from lmgym.retrieval.index_files import IndexNotFoundError
 
     args, device = plan.args, device_name()

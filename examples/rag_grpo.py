@@ -38,18 +38,21 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from common import example_parser  # noqa: E402
 
 from lmgym.algorithms import GRPO, GRPOConfig  # noqa: E402
-from common import example_parser  # noqa: E402
-from lmgym.training.cli import (  # noqa: E402
-    add_config_arguments, config_from_arguments, run_with_clear_errors, train_and_report,
-)
-from lmgym.training.distributed import init_from_env, is_main, main_first  # noqa: E402
 from lmgym.envs import make  # noqa: E402
 from lmgym.envs.hotpotqa.rag import open_store, rag_reward_weights  # noqa: E402
 from lmgym.envs.hotpotqa.rewards import DEFAULT_WEIGHTS  # noqa: E402
 from lmgym.policies import EMBEDDED_MODEL, HFPolicy, LoraSettings  # noqa: E402
 from lmgym.policies.few_shot import PROMPTS_DIR, read_system_prompt  # noqa: E402
+from lmgym.training.cli import (  # noqa: E402
+    add_config_arguments,
+    config_from_arguments,
+    run_with_clear_errors,
+    train_and_report,
+)
+from lmgym.training.distributed import init_from_env, is_main, main_first  # noqa: E402
 
 PRESETS = {
     # sized for 2 CPU cores: a couple of short iterations, to see the whole loop run
@@ -143,7 +146,13 @@ def index_folder(args: argparse.Namespace, output_dir: str) -> str:
 def build_index(folder: Path, args: argparse.Namespace) -> None:
     """Unless `folder` holds an index already (and no --rebuild_index): every paragraph of the questions
     pooled into one corpus, indexed (BM25, and the embedder's vectors unless --no_dense) and saved there."""
-    from lmgym.retrieval import EMBEDDED_EMBEDDER, DocumentStore, StoreConfig, documents_from_hotpotqa, embedder_from_name
+    from lmgym.retrieval import (
+        EMBEDDED_EMBEDDER,
+        DocumentStore,
+        StoreConfig,
+        documents_from_hotpotqa,
+        embedder_from_name,
+    )
     from lmgym.retrieval.index_files import IndexNotFoundError
 
     if not args.rebuild_index:

@@ -23,12 +23,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+from common import example_parser  # noqa: E402
 
 from lmgym.envs.hotpotqa.data import held_out_ranges, load_hotpotqa  # noqa: E402
 from lmgym.envs.hotpotqa.rag import RAGHotpotQAEnv  # noqa: E402
 from lmgym.policies.few_shot import PROMPTS_DIR, read_system_prompt  # noqa: E402
 from lmgym.traindata.tool_transcripts import tool_transcripts  # noqa: E402
-from common import example_parser  # noqa: E402
 from lmgym.training.cli import run_with_clear_errors  # noqa: E402
 
 DEFAULT_HOLD_OUT = 150

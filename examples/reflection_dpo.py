@@ -59,32 +59,37 @@ import argparse
 import json
 import random
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from collections.abc import Callable, Sequence
 from typing import Any
 
+from common import example_parser  # noqa: E402
 
-from lmgym.algorithms import DPOConfig, SFT, SFTConfig  # noqa: E402
-from lmgym.evaluation import evaluate_reflection, reflection_episodes  # noqa: E402
+from lmgym.algorithms import SFT, DPOConfig, SFTConfig  # noqa: E402
 from lmgym.algorithms.dpo import VARIANTS  # noqa: E402
-from lmgym.evaluation.reflection_critic_metrics import CRITIC_METRICS  # noqa: E402
-from lmgym.evaluation.reflection_metrics import plot_turn_accuracy  # noqa: E402
 from lmgym.core.atomic_io import atomic_write_text  # noqa: E402
 from lmgym.core.jsonl import read_json  # noqa: E402
 from lmgym.core.problem_records import problems_path  # noqa: E402
 from lmgym.envs import make  # noqa: E402
 from lmgym.episodes.engine import SamplingSettings  # noqa: E402
+from lmgym.evaluation import evaluate_reflection, reflection_episodes  # noqa: E402
+from lmgym.evaluation.reflection_critic_metrics import CRITIC_METRICS  # noqa: E402
+from lmgym.evaluation.reflection_metrics import plot_turn_accuracy  # noqa: E402
 from lmgym.policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
 from lmgym.traindata import load_triples, pairs_from_triples, save_preference_pairs  # noqa: E402
 from lmgym.traindata.preference_data import load_preference_pairs  # noqa: E402
 from lmgym.traindata.reflection_branching import branched_reflection_episodes  # noqa: E402
 from lmgym.traindata.reflection_context_pairs import context_pairs  # noqa: E402
 from lmgym.traindata.reflection_sft import (  # noqa: E402
-    FEEDBACK_STYLES, AnswerRow, ReflectionTurnExample, actor_refinement_sft_examples, answer_rows, critic_sft_examples,
+    FEEDBACK_STYLES,
+    AnswerRow,
+    ReflectionTurnExample,
+    actor_refinement_sft_examples,
+    answer_rows,
+    critic_sft_examples,
     gold_text,
 )
-from common import example_parser  # noqa: E402
 from lmgym.training.cli import run_with_clear_errors  # noqa: E402
 from lmgym.training.config import load_config  # noqa: E402
 

@@ -46,19 +46,23 @@ import dataclasses
 import os
 from pathlib import Path
 
+from common import example_parser  # noqa: E402
 
 from lmgym.algorithms import ReinforceStable, ReinforceStableConfig  # noqa: E402
-from lmgym.training import ConfigError  # noqa: E402
-from common import example_parser  # noqa: E402
-from lmgym.training.cli import (  # noqa: E402
-    config_from_arguments, gsm8k_train_test, run_with_clear_errors, same_file, train_and_report,
-)
-from lmgym.training.distributed import init_from_env  # noqa: E402
 from lmgym.buffers import ReplayBuffer  # noqa: E402
 from lmgym.envs import DataFileNotFoundError, GSM8KEnv  # noqa: E402
 from lmgym.envs.data import load_rows  # noqa: E402
 from lmgym.policies import EMBEDDED_MODEL, HFPolicy, LoraSettings  # noqa: E402
 from lmgym.policies.few_shot import DEFAULT_SYSTEM_PROMPT_PATH, FewShotStepwisePolicy  # noqa: E402
+from lmgym.training import ConfigError  # noqa: E402
+from lmgym.training.cli import (  # noqa: E402
+    config_from_arguments,
+    gsm8k_train_test,
+    run_with_clear_errors,
+    same_file,
+    train_and_report,
+)
+from lmgym.training.distributed import init_from_env  # noqa: E402
 
 # the script's defaults (seed 002's where it had one); a --config file and then flags override them
 DEFAULTS = dict(

@@ -25,18 +25,17 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-
 from common import example_parser  # noqa: E402
-from lmgym.training.cli import run_with_clear_errors  # noqa: E402
-from lmgym.search.mcts import MCTSConfig  # noqa: E402
+
+from lmgym.core.problem_records import problems_path  # noqa: E402
+from lmgym.evaluation.curves import curves_table, evaluate_curves, save_curves  # noqa: E402
+from lmgym.evaluation.search_eval import evaluate_search, markdown_table, save_table  # noqa: E402
+from lmgym.policies import EMBEDDED_MODEL  # noqa: E402
 from lmgym.policies.prm import AGGREGATIONS  # noqa: E402
+from lmgym.search.mcts import MCTSConfig  # noqa: E402
 from lmgym.search.methods import search_methods  # noqa: E402
 from lmgym.search.settings import SearchSettings  # noqa: E402
-from lmgym.evaluation.search_eval import evaluate_search, markdown_table, save_table  # noqa: E402
-from lmgym.evaluation.curves import curves_table, evaluate_curves, save_curves  # noqa: E402
-from lmgym.policies import EMBEDDED_MODEL  # noqa: E402
-from lmgym.core.problem_records import problems_path  # noqa: E402
-
+from lmgym.training.cli import run_with_clear_errors  # noqa: E402
 
 # --preset: flag defaults for the curves (explicit flags still win); gpu: L2 test problems, budgets around
 # maj@8's 366 tokens per problem there (benchmarks/RESULTS.md)

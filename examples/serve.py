@@ -15,16 +15,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
+from common import example_parser  # noqa: E402
 
 from lmgym.core.extras import import_extra  # noqa: E402
-from common import example_parser  # noqa: E402
-from lmgym.training.cli import run_with_clear_errors  # noqa: E402
-from lmgym.search.mcts import MCTSConfig  # noqa: E402
+from lmgym.policies import EMBEDDED_MODEL  # noqa: E402
 from lmgym.policies.prm import AGGREGATIONS  # noqa: E402
 from lmgym.search import SearchSettings  # noqa: E402
-from lmgym.policies import EMBEDDED_MODEL  # noqa: E402
+from lmgym.search.mcts import MCTSConfig  # noqa: E402
 from lmgym.serving.batcher import BatchSettings  # noqa: E402
 from lmgym.serving.limits import ServerLimits  # noqa: E402
+from lmgym.training.cli import run_with_clear_errors  # noqa: E402
 
 
 def build_parser() -> argparse.ArgumentParser:

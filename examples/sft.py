@@ -23,18 +23,24 @@ import argparse
 import time
 from pathlib import Path
 
+from common import example_parser  # noqa: E402
 
 from lmgym.algorithms import SFT, SFTConfig  # noqa: E402
-from lmgym.evaluation import evaluate  # noqa: E402
-from common import example_parser  # noqa: E402
-from lmgym.training.cli import (  # noqa: E402
-    add_config_arguments, config_from_arguments, gsm8k_train_test, run_with_clear_errors,
-)
-from lmgym.traindata.sft_data import (  # noqa: E402
-    arithmetic_sft_examples, gsm8k_sft_examples, load_sft_examples, split_examples,
-)
 from lmgym.envs import make  # noqa: E402
+from lmgym.evaluation import evaluate  # noqa: E402
 from lmgym.policies import EMBEDDED_MODEL, HFPolicy, LoraSettings  # noqa: E402
+from lmgym.traindata.sft_data import (  # noqa: E402
+    arithmetic_sft_examples,
+    gsm8k_sft_examples,
+    load_sft_examples,
+    split_examples,
+)
+from lmgym.training.cli import (  # noqa: E402
+    add_config_arguments,
+    config_from_arguments,
+    gsm8k_train_test,
+    run_with_clear_errors,
+)
 
 PRESETS = {
     "cpu": dict(train_iterations=30, examples_per_iteration=16, max_length=256, micro_batch_size=8,

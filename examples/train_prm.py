@@ -24,17 +24,21 @@ import random
 from collections import Counter
 from pathlib import Path
 
+from common import example_parser  # noqa: E402
 
 from lmgym.algorithms import PRMConfig, PRMTrainer  # noqa: E402
-from common import example_parser  # noqa: E402
-from lmgym.training.cli import add_config_arguments, config_from_arguments, run_with_clear_errors  # noqa: E402
-from lmgym.traindata.step_data import (  # noqa: E402
-    ShepherdConfig, arithmetic_pairs, gsm8k_pairs, load_prm800k, shepherd_data,
-)
 from lmgym.buffers.step_pairs import StepPair, save_step_data, split_by_problem  # noqa: E402
 from lmgym.envs import make  # noqa: E402
 from lmgym.policies import EMBEDDED_MODEL, HFPolicy  # noqa: E402
 from lmgym.policies.prm import ProcessRewardModel  # noqa: E402
+from lmgym.traindata.step_data import (  # noqa: E402
+    ShepherdConfig,
+    arithmetic_pairs,
+    gsm8k_pairs,
+    load_prm800k,
+    shepherd_data,
+)
+from lmgym.training.cli import add_config_arguments, config_from_arguments, run_with_clear_errors  # noqa: E402
 
 PRESETS = {
     "cpu": dict(train_iterations=30, pairs_per_iteration=16, micro_batch_size=8, learning_rate=2e-5,

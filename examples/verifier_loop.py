@@ -39,6 +39,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+from common import example_parser, parse_stages, release_memory  # noqa: E402
 
 from lmgym.algorithms import PRMConfig  # noqa: E402
 from lmgym.core.atomic_io import atomic_write_text  # noqa: E402
@@ -49,7 +50,6 @@ from lmgym.search.mcts import MCTSConfig  # noqa: E402
 from lmgym.search.settings import SearchSettings  # noqa: E402
 from lmgym.traindata.step_data.policy_labels import LABEL_PRESETS, PolicyLabelConfig  # noqa: E402
 from lmgym.training import load_config  # noqa: E402
-from common import example_parser, parse_stages, release_memory  # noqa: E402
 from lmgym.training.cli import run_with_clear_errors  # noqa: E402
 
 STAGES = ("label", "train", "evaluate", "curves")
@@ -293,8 +293,9 @@ class Loop:
             release_memory()
 
     def evaluate(self) -> None:
-        from lmgym.evaluation import evaluate_verifier
         from verifier_tables import better_verifier, report_record
+
+        from lmgym.evaluation import evaluate_verifier
         from lmgym.policies.prm import ProcessRewardModel
         from lmgym.traindata.step_data import load_policy_labels
 
@@ -322,9 +323,9 @@ class Loop:
         print(f"better verifier (mean held-out AUC): {better}")
 
     def curves(self) -> None:
-        from lmgym.policies.prm import ProcessRewardModel
         from lmgym.evaluation.curves import evaluate_curves, save_curves
         from lmgym.evaluation.search_eval import evaluate_search, save_table
+        from lmgym.policies.prm import ProcessRewardModel
 
         plan = self.plan
         better = json.loads((plan.out / "verifier_eval.json").read_text())["better"]
@@ -358,6 +359,7 @@ class Loop:
 def summary(plan: Plan) -> tuple[str, dict]:
     """The markdown summary and its JSON, from whatever the stages saved."""
     from verifier_tables import reliability_markdown, verifier_table, versus_line
+
     from lmgym.evaluation.curves import curves_table
     from lmgym.evaluation.search_eval import markdown_table
 

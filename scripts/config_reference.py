@@ -16,7 +16,19 @@ ROOT = Path(__file__).resolve().parents[1]
 TARGET = ROOT / "docs" / "config-reference.md"
 sys.path.insert(0, str(ROOT))
 
-from lmgym.algorithms import DAPOConfig, DPOConfig, DrGRPOConfig, GRPOConfig, MCTSSearchConfig, PPOConfig, PRMConfig, ReinforceStableConfig, RLConfig, RLOOConfig, SFTConfig  # noqa: E402
+from lmgym.algorithms import (  # noqa: E402
+    DAPOConfig,
+    DPOConfig,
+    DrGRPOConfig,
+    GRPOConfig,
+    MCTSSearchConfig,
+    PPOConfig,
+    PRMConfig,
+    ReinforceStableConfig,
+    RLConfig,
+    RLOOConfig,
+    SFTConfig,
+)
 from lmgym.core.dotted_names import settings_of  # noqa: E402
 from lmgym.training import TrainerConfig, trl_names  # noqa: E402
 

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
-from lmgym.training.checkpoints import layout
 from lmgym.training.checkpoints import folders as ckpt
+from lmgym.training.checkpoints import layout
 
 
 def read(folder: Path) -> dict[str, Any]:

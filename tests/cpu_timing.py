@@ -20,7 +20,8 @@ from __future__ import annotations
 import copy
 import gc
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from lmgym.envs.answers import start_grading_worker, worker_cpu_seconds
 

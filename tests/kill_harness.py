@@ -32,9 +32,9 @@ import torch  # noqa: E402
 torch.set_num_threads(1)  # no OpenMP pool in the parent: forking is safe, and every child computes alike
 
 from lmgym.algorithms import GRPO, GRPOConfig  # noqa: E402  (imported once here; forked attempts start warm)
-from lmgym.training.checkpoints import folders as ckpt  # noqa: E402
 from lmgym.envs import make  # noqa: E402
 from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer  # noqa: E402
+from lmgym.training.checkpoints import folders as ckpt  # noqa: E402
 from tests import checkpoint_state, faults  # noqa: E402
 from tests.toy_env import DigitsEnv  # noqa: E402,F401  (registers ToyDigits-v0)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import re
 import time
-from functools import lru_cache
+from functools import cache
 
 try:  # Python >= 3.11
     import re._constants as sre_constants  # noqa: PLC2701 - the parser's opcodes
@@ -26,8 +26,8 @@ except ImportError:  # Python 3.10
 import lmgym.envs.base
 import lmgym.envs.calculator
 import lmgym.envs.extraction
-import lmgym.envs.rewards.guard
 import lmgym.envs.rewards.functions
+import lmgym.envs.rewards.guard
 from lmgym.envs.rewards.guard import RewardTimeout, cpu_time_limit
 
 TEXT_MODULES = (lmgym.envs.extraction, lmgym.envs.calculator, lmgym.envs.rewards.functions, lmgym.envs.base,
@@ -110,7 +110,7 @@ def _walk(items, branch_choice: int) -> str:
     return "".join(parts)
 
 
-@lru_cache(maxsize=None)
+@cache
 def pumps_for(pattern: str, flags: int) -> tuple[str, ...]:
     """Pump strings for one regex (deduplicated, in a fixed order)."""
     tree = sre_parse.parse(pattern, flags)

@@ -4,9 +4,9 @@ import pytest
 import torch
 
 from lmgym.algorithms import GRPO, GRPOConfig, ReinforceStable, ReinforceStableConfig
-from lmgym.training import ConfigError, load_config
 from lmgym.buffers import Trajectory
 from lmgym.envs import make
+from lmgym.training import ConfigError, load_config
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import pytest
 
 from lmgym.envs.calculator import apply_calculator, find_calculation, safe_calculate

@@ -5,8 +5,19 @@ from types import SimpleNamespace
 
 import pytest
 
-from lmgym.algorithms import DPO, GRPO, PPO, RLOO, SFT, DAPO, DrGRPO, GRPOConfig, MCTSSearch, PRMTrainer
-from lmgym.algorithms import ReinforceStable
+from lmgym.algorithms import (
+    DAPO,
+    DPO,
+    GRPO,
+    PPO,
+    RLOO,
+    SFT,
+    DrGRPO,
+    GRPOConfig,
+    MCTSSearch,
+    PRMTrainer,
+    ReinforceStable,
+)
 from lmgym.algorithms.prm.refresh import VerifierRefresh
 from lmgym.algorithms.reference import ReferenceSync
 from lmgym.envs import make

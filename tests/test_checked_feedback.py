@@ -4,8 +4,18 @@ import pytest
 
 from lmgym.envs import make
 from lmgym.traindata.checked_feedback import MAX_CHECKED_STEPS, check_step, checked_feedback
-from lmgym.traindata.oracle_feedback import (APPROVE, CORRECT, GENERIC, REJECT, STEP, answer_steps, arithmetic_gold,
-                                       feedback_verdict, gsm8k_gold_solution, oracle_feedback)
+from lmgym.traindata.oracle_feedback import (
+    APPROVE,
+    CORRECT,
+    GENERIC,
+    REJECT,
+    STEP,
+    answer_steps,
+    arithmetic_gold,
+    feedback_verdict,
+    gsm8k_gold_solution,
+    oracle_feedback,
+)
 from lmgym.traindata.reflection_sft import AnswerRow, actor_refinement_sft_examples, critic_sft_examples
 
 LENA = ("Lena has 5 stickers, buys 2 bags of 5 stickers, and gives away 3. How many stickers does Lena have? "

@@ -10,8 +10,8 @@ from safetensors.torch import load_file
 from lmgym.algorithms import GRPO, PPO, GRPOConfig, PPOConfig
 from lmgym.envs import make
 from lmgym.policies import HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
-from lmgym.training.checkpoints import layout
 from lmgym.training.checkpoints import folders as ckpt
+from lmgym.training.checkpoints import layout
 from tests import checkpoint_state
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 

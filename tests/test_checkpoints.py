@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from lmgym.algorithms import GRPO, GRPOConfig
+from lmgym.envs import make
 from lmgym.training.checkpoints import folders as ckpt
 from lmgym.training.checkpoints import layout
 from lmgym.training.cli import run_with_clear_errors
 from tests import checkpoint_state
-from lmgym.envs import make
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 

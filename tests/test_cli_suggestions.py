@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from examples.common import example_parser
 from lmgym.algorithms import GRPOConfig, PPOConfig
 from lmgym.core.messages import close_names
 from lmgym.training import ConfigError, load_config
-from examples.common import example_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,7 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from lmgym.algorithms import DAPOConfig, DPOConfig, DrGRPOConfig, GRPOConfig, MCTSSearchConfig, PPOConfig, PRMConfig, ReinforceStableConfig, RLConfig, RLOOConfig, SFTConfig
+from lmgym.algorithms import (
+    DAPOConfig,
+    DPOConfig,
+    DrGRPOConfig,
+    GRPOConfig,
+    MCTSSearchConfig,
+    PPOConfig,
+    PRMConfig,
+    ReinforceStableConfig,
+    RLConfig,
+    RLOOConfig,
+    SFTConfig,
+)
 from lmgym.core.dotted_names import settings_of
 from lmgym.training.cli import add_config_arguments
 from lmgym.training.config import field_help

@@ -8,7 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from lmgym.algorithms import DAPOConfig, DrGRPOConfig, GRPOConfig, PPOConfig, ReinforceStableConfig, RLConfig, RLOOConfig, SFTConfig
+from lmgym.algorithms import (
+    DAPOConfig,
+    DrGRPOConfig,
+    GRPOConfig,
+    PPOConfig,
+    ReinforceStableConfig,
+    RLConfig,
+    RLOOConfig,
+    SFTConfig,
+)
 from lmgym.training import ConfigError, load_config
 from lmgym.training.cli import add_config_arguments, config_from_arguments, run_with_clear_errors
 from lmgym.training.config import field_types, read_config_file

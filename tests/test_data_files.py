@@ -7,18 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from lmgym.training import checkpoints as ckpt
 from examples.pipeline_table import EVAL_FILE, load_row
-from lmgym.traindata.preference_data import load_preference_pairs
-from lmgym.traindata.reflection_pairs import load_triples
-from lmgym.traindata.sft_data import load_sft_examples
-from lmgym.traindata.step_data import load_prm800k
 from lmgym.buffers import ReplayBuffer, load_step_data
 from lmgym.envs.data import read_jsonl
 from lmgym.envs.hotpotqa.data import read_hotpotqa_file
 from lmgym.policies.few_shot import load_examples
 from lmgym.retrieval.documents import documents_from_jsonl
 from lmgym.retrieval.index_files import IndexLoadError, read_manifest
+from lmgym.traindata.preference_data import load_preference_pairs
+from lmgym.traindata.reflection_pairs import load_triples
+from lmgym.traindata.sft_data import load_sft_examples
+from lmgym.traindata.step_data import load_prm800k
+from lmgym.training import checkpoints as ckpt
 
 ROOT = Path(__file__).resolve().parents[1]
 DEEP = b"[" * 100_000 + b"]" * 100_000  # RecursionError in json.loads

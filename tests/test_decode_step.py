@@ -3,9 +3,9 @@ capture of that step keyed on the sampling settings, on the CPU."""
 import pytest
 import torch
 
-from lmgym.policies.decoding.step import LoopState, Outputs, Sampling, sample_and_record
 from lmgym.policies.decoding.fast import FastDecoder
 from lmgym.policies.decoding.generation import RowKeys, _eos_ids, keyed_uniform, row_key, sample_tokens
+from lmgym.policies.decoding.step import LoopState, Outputs, Sampling, sample_and_record
 from tests.test_fast_decode import eos_prone_model, prompts_for
 
 BATCH, COUNT, VOCAB, STEPS, EOS, PAD = 8, 6, 16, 10, [3, 7], 0

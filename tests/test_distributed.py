@@ -26,8 +26,8 @@ def test_two_ranks_match_one_process(tmp_path):
 def test_groups_sample_the_same_alone_or_batched(tiny_policy):
     """What torchrun sharding relies on: with a sample key, a group's episodes do not depend on the other
     groups in its batch (two half-batches == one batch), while another key samples something else."""
-    from lmgym.episodes.rollout import SamplingSettings, rollout
     from lmgym.envs import make
+    from lmgym.episodes.rollout import SamplingSettings, rollout
 
     env = make("Arithmetic-v0", level=0, split="train")
     starts, settings = [{"seed": s} for s in range(4)], SamplingSettings(max_new_tokens=8, temperature=1.0)

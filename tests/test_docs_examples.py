@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from lmgym.moved import MOVED
-from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 from tests.doc_blocks import DOCS, ROOT, docs_pages, python_blocks, reader, run_block  # noqa: F401  (reader: a fixture)
+from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 BLOCKS = [block for page in docs_pages() for block in python_blocks(page, runnable_only=True)]
 LIBRARY = ("core", "retrieval", "envs", "buffers", "policies", "episodes", "training", "search",

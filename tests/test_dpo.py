@@ -6,11 +6,11 @@ import math
 import pytest
 import torch
 
-from lmgym.algorithms import DPO, dpo_loss, DPOConfig, IPO, LengthNormalizedDPO
-from lmgym.traindata import PreferencePair
-from lmgym.training import ConfigError
-from lmgym.traindata.preference_data import load_preference_pairs, save_preference_pairs
+from lmgym.algorithms import DPO, IPO, DPOConfig, LengthNormalizedDPO, dpo_loss
 from lmgym.policies import HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
+from lmgym.traindata import PreferencePair
+from lmgym.traindata.preference_data import load_preference_pairs, save_preference_pairs
+from lmgym.training import ConfigError
 
 PAIRS = [PreferencePair("2+3=", "5", "7"), PreferencePair("4+4=", "8", "9"), PreferencePair("6-1=", "5", "15"),
          PreferencePair("1+2=", "3", "12"), PreferencePair("9-3=", "6", "3"), PreferencePair("2*4=", "8", "6")]

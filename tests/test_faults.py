@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults import FaultInjector, Killed, crash_at_fixture  # noqa: F401  (the crash_at fixture)
 from lmgym.training.checkpoints.folders import write_checkpoint
 from lmgym.training.run_logger import RunLogger
+from tests.faults import FaultInjector, Killed, crash_at_fixture  # noqa: F401  (the crash_at fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 LIBRARY = ("core", "retrieval", "envs", "buffers", "policies", "episodes", "training", "search",

@@ -4,9 +4,18 @@ import json
 import pytest
 import torch
 
-from lmgym.algorithms import GRPO, GRPOConfig, PPO, PPOConfig
-from lmgym.buffers import (ADVANTAGES, OLD_VALUES, REF_LOGPROBS, RETURNS, TOKEN_REWARD_SHAPING, ReplayBuffer, TokenField,
-                     Trajectory, collate)
+from lmgym.algorithms import GRPO, PPO, GRPOConfig, PPOConfig
+from lmgym.buffers import (
+    ADVANTAGES,
+    OLD_VALUES,
+    REF_LOGPROBS,
+    RETURNS,
+    TOKEN_REWARD_SHAPING,
+    ReplayBuffer,
+    TokenField,
+    Trajectory,
+    collate,
+)
 from lmgym.envs import make
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 

@@ -8,7 +8,10 @@ import pytest
 import torch
 
 from tests.distributed_worker import (
-    SAMPLE_PROMPTS, build_algorithm, ranks_and_one_process, two_rank_step,
+    SAMPLE_PROMPTS,
+    build_algorithm,
+    ranks_and_one_process,
+    two_rank_step,
 )
 from tests.test_distributed import free_port
 

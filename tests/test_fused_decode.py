@@ -3,14 +3,14 @@
 import torch
 
 from lmgym.policies import HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
+from lmgym.policies.decoding.fast import FastDecoder
+from lmgym.policies.decoding.generation import decode
 from lmgym.policies.decoding.layers import (
     attention_inputs,
     attention_output_and_mlp,
     compiled_layer_functions,
 )
 from lmgym.policies.decoding.weights import DecodeWeights
-from lmgym.policies.decoding.fast import FastDecoder
-from lmgym.policies.decoding.generation import decode
 
 
 def setup(seed=1):

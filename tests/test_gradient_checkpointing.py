@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from lmgym.algorithms import GRPO, GRPOConfig, PPO, PPOConfig, PRMConfig, PRMTrainer
+from lmgym.algorithms import GRPO, PPO, GRPOConfig, PPOConfig, PRMConfig, PRMTrainer
 from lmgym.envs import make
 from lmgym.policies import HFPolicy, LoraSettings, ProcessRewardModel, build_tiny_model, build_tiny_tokenizer
 from lmgym.policies.padded_passes import checkpointed_layers
@@ -15,8 +15,8 @@ from lmgym.training import ConfigError, load_config
 from tests.distributed_worker import build_algorithm, fixed_trajectories, join_gloo, whole
 from tests.test_compile_training import batch
 from tests.test_config_validation import one_line_error
-from tests.test_prm_trainer import PAIRS
 from tests.test_distributed import free_port
+from tests.test_prm_trainer import PAIRS
 from tests.toy_env import DigitsEnv  # noqa: F401
 
 BACKEND = "aot_eager"  # as tests/test_compile_training.py: traces and differentiates as Inductor does

@@ -3,10 +3,10 @@ import pytest
 import torch
 
 from lmgym.algorithms import GRPO, GRPOConfig
+from lmgym.envs import make
+from lmgym.episodes.rollout import SamplingSettings, rollout
 from lmgym.training.cli import run_with_clear_errors
 from lmgym.training.guards import NonFiniteTrainingError
-from lmgym.episodes.rollout import SamplingSettings, rollout
-from lmgym.envs import make
 from tests.toy_env import DigitsEnv
 
 

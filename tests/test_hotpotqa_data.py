@@ -48,7 +48,7 @@ def test_subset_and_a_folder_without_files(tmp_path):
 def test_a_malformed_record_is_one_line_naming_it(tmp_path, change, what):
     path = tmp_path / "bad.jsonl"
     path.write_text(json.dumps(HUB_ROW) + "\n" + json.dumps({**HUB_ROW, **change}) + "\n")
-    with pytest.raises(MalformedRowError, match=f"bad.jsonl record 2: not a HotpotQA record") as err:
+    with pytest.raises(MalformedRowError, match="bad.jsonl record 2: not a HotpotQA record") as err:
         load_hotpotqa(path)
     assert what in str(err.value) and "\n" not in str(err.value)
 

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from lmgym.algorithms.advantages import discounted_returns, group_advantages, zero_variance_groups
-from lmgym.evaluation.evaluate import majority_correct, pass_at_k
 from lmgym.algorithms.kl import kl_estimate
+from lmgym.evaluation.evaluate import majority_correct, pass_at_k
 
 
 def test_kl_estimators_match_hand_values():

@@ -2,7 +2,18 @@
 import numpy as np
 import pytest
 
-from lmgym.algorithms import DrGRPO, DrGRPOConfig, GRPO, GRPOConfig, PPO, PPOConfig, ReinforceStable, ReinforceStableConfig, RLOO, RLOOConfig
+from lmgym.algorithms import (
+    GRPO,
+    PPO,
+    RLOO,
+    DrGRPO,
+    DrGRPOConfig,
+    GRPOConfig,
+    PPOConfig,
+    ReinforceStable,
+    ReinforceStableConfig,
+    RLOOConfig,
+)
 from lmgym.envs import make
 from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)

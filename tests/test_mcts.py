@@ -5,11 +5,11 @@ import zlib
 
 import pytest
 
-from lmgym.training.config import ConfigError
-from lmgym.search.mcts import MCTS, MCTSConfig
-from lmgym.search.search_play import checked_scores
-from lmgym.search.mcts_tree import walk
 from lmgym.envs import make
+from lmgym.search.mcts import MCTS, MCTSConfig
+from lmgym.search.mcts_tree import walk
+from lmgym.search.search_play import checked_scores
+from lmgym.training.config import ConfigError
 from tests.mcts_toys import SCORES, ScriptedPolicy, SevenEnv, TableScorer
 
 STARTS = [{"options": {"index": i}} for i in range(3)]

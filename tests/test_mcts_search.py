@@ -6,14 +6,14 @@ import argparse
 import pytest
 import torch
 
-from lmgym.algorithms import MCTSSearch, MCTSSearchConfig
-from lmgym.search.mcts import MCTSConfig
-from lmgym.training import ConfigError, add_config_arguments, config_from_arguments, load_config
 from examples.common import example_parser
+from lmgym.algorithms import MCTSSearch, MCTSSearchConfig
 from lmgym.algorithms.mcts_search import STEP_ADVANTAGES
 from lmgym.buffers import ADVANTAGES
 from lmgym.buffers.step_pairs import StepPair
 from lmgym.envs import make
+from lmgym.search.mcts import MCTSConfig
+from lmgym.training import ConfigError, add_config_arguments, config_from_arguments, load_config
 from tests.mcts_toys import SCORES, ScriptedPolicy, SevenEnv, TableScorer
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 

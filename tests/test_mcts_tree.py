@@ -3,8 +3,8 @@ import math
 
 import pytest
 
-from lmgym.search.mcts_tree import Node, add_virtual_loss, backup, puct, select_child, select_leaf, ucb1, walk
 from lmgym.episodes.engine import Branch
+from lmgym.search.mcts_tree import Node, add_virtual_loss, backup, puct, select_child, select_leaf, ucb1, walk
 
 
 def node(visits=0, value_sum=0.0, prior=1.0) -> Node:

@@ -13,10 +13,17 @@ from huggingface_hub import ModelCard
 
 from lmgym.algorithms import GRPO, GRPOConfig
 from lmgym.envs import make
-from lmgym.policies import EMBEDDED_HUB_ID, EMBEDDED_MODEL, HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
+from lmgym.policies import (
+    EMBEDDED_HUB_ID,
+    EMBEDDED_MODEL,
+    HFPolicy,
+    LoraSettings,
+    build_tiny_model,
+    build_tiny_tokenizer,
+)
 from lmgym.policies.loading.models import EMBEDDED_BASE_KEY
-from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 from lmgym.training.model_card import env_dataset
+from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 
 class LocalHub:

@@ -80,7 +80,7 @@ def test_measuring_moved_to_evaluation_and_the_old_paths_and_names_still_work():
     assert (plot_turn_accuracy, verifier_metrics) == (evaluation.plot_turn_accuracy, evaluation.verifier_metrics)
     assert lmgym.evaluate is evaluation.evaluate and lmgym.pass_at_k is evaluation.pass_at_k
     with pytest.raises(AttributeError):
-        importlib.import_module("lmgym.search").no_such_name
+        _ = importlib.import_module("lmgym.search").no_such_name
 
 
 def test_an_old_module_path_leaves_the_name_its_package_exports():
@@ -93,9 +93,9 @@ def test_an_old_module_path_leaves_the_name_its_package_exports():
     for old in ("lmgym.search.evaluate", "lmgym.search.curves", "lmgym.algorithms.reflection_metrics"):
         forget_old(old)
     with pytest.warns(MovedModuleWarning):
+        import lmgym.algorithms.reflection_metrics  # noqa: F401
         import lmgym.search.curves
         import lmgym.search.evaluate  # noqa: F401 - the old module path under test
-        import lmgym.algorithms.reflection_metrics  # noqa: F401
     from lmgym.search import evaluate
 
     assert evaluate is evaluation.evaluate

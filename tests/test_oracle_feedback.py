@@ -5,8 +5,14 @@ import pytest
 
 from lmgym.envs.base import Problem
 from lmgym.traindata.oracle_feedback import (
-    CORRECT_PHRASES, GENERIC_PHRASES, STEP_PHRASES, answer_steps, arithmetic_gold, gold_solution,
-    gsm8k_gold_solution, oracle_feedback,
+    CORRECT_PHRASES,
+    GENERIC_PHRASES,
+    STEP_PHRASES,
+    answer_steps,
+    arithmetic_gold,
+    gold_solution,
+    gsm8k_gold_solution,
+    oracle_feedback,
 )
 
 ARITH_Q = "What is 12 + 7 * 3?"  # gold: 7 * 3 = 21, 12 + 21 = 33

@@ -10,9 +10,9 @@ import torch
 
 from lmgym.algorithms import GRPO, GRPOConfig
 from lmgym.envs import make
-from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 from lmgym.training.phase_memory import PhaseMemory
 from lmgym.training.plots import memory_panels
+from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 RESERVED_EXTRA = 0.25  # GB the fake allocator reserves above what it allocated
 

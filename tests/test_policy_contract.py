@@ -9,15 +9,26 @@ import pytest
 import torch
 from typing_extensions import get_protocol_members
 
-from lmgym.algorithms import GRPO, GRPOConfig, PPO, PPOConfig
+from lmgym.algorithms import GRPO, PPO, GRPOConfig, PPOConfig
 from lmgym.envs import make
-from lmgym.policies import (AdapterRole, BackbonePolicy, DataParallelPolicy, HFPolicy, LoraSettings, Policy,
-                      ProcessRewardModel, TrainableModel, TrainablePolicy, add_adapter, build_tiny_model,
-                      build_tiny_tokenizer)
+from lmgym.policies import (
+    AdapterRole,
+    BackbonePolicy,
+    DataParallelPolicy,
+    HFPolicy,
+    LoraSettings,
+    Policy,
+    ProcessRewardModel,
+    TrainableModel,
+    TrainablePolicy,
+    add_adapter,
+    build_tiny_model,
+    build_tiny_tokenizer,
+)
 from lmgym.policies.contract import check_contract, incompatible_members, missing_members
 from lmgym.policies.decoding.generation import Generation, RowKeys, sample_tokens, stop_lists
-from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 from lmgym.training.progress import counting_tokens
+from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 ROOT = Path(__file__).resolve().parents[1]
 PROTOCOLS = (Policy, TrainableModel, TrainablePolicy, DataParallelPolicy, BackbonePolicy)

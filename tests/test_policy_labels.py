@@ -12,12 +12,18 @@ from lmgym.envs import make
 from lmgym.policies import build_tiny_tokenizer
 from lmgym.policies.base import Policy
 from lmgym.policies.decoding.generation import Generation
-from lmgym.training.config import ConfigError
-from lmgym.traindata.step_data.policy_labels import LABEL_PRESETS
 from lmgym.traindata.step_data import (
-    LabelledSample, PolicyLabelConfig, PolicyLabels, load_policy_labels, outcome_items, policy_labels,
-    save_policy_labels, step_items,
+    LabelledSample,
+    PolicyLabelConfig,
+    PolicyLabels,
+    load_policy_labels,
+    outcome_items,
+    policy_labels,
+    save_policy_labels,
+    step_items,
 )
+from lmgym.traindata.step_data.policy_labels import LABEL_PRESETS
+from lmgym.training.config import ConfigError
 
 # per solution so far, the options handed out in turn (cycling, counted per problem); {gold} is the problem's answer
 SCRIPT = {"": ["Add.\n", "Subtract.\n", "Guess.\n"],

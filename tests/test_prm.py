@@ -6,11 +6,18 @@ import pytest
 import torch
 from transformers import AutoModel, AutoModelForCausalLM
 
-from lmgym.search.search_types import StepScorer
 from lmgym.envs import make
 from lmgym.episodes import EpisodeEngine, SamplingSettings
-from lmgym.policies import Generation, HFPolicy, ModelLoadError, ModelNotFoundError, Policy, ProcessRewardModel, \
-    aggregate_step_scores
+from lmgym.policies import (
+    Generation,
+    HFPolicy,
+    ModelLoadError,
+    ModelNotFoundError,
+    Policy,
+    ProcessRewardModel,
+    aggregate_step_scores,
+)
+from lmgym.search.search_types import StepScorer
 
 STEPS = ["14 * 18 = 252\n", "252 - 5 = 247\n", "#### 247\n"]
 

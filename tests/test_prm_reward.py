@@ -5,9 +5,8 @@ import math
 import pytest
 import torch
 
-from lmgym.algorithms import DrGRPO, DrGRPOConfig, GRPO, GRPOConfig, PPO, PPOConfig, RLConfig
-from lmgym.training import ConfigError
-from lmgym.algorithms.advantages import group_advantages, process_advantages
+from lmgym.algorithms import GRPO, PPO, DrGRPO, DrGRPOConfig, GRPOConfig, PPOConfig, RLConfig
+from lmgym.algorithms.advantages import process_advantages
 from lmgym.algorithms.prm.reward import PRM_REWARDS, STEP_ENDS, add_prm_rewards, weigh_rewards
 from lmgym.buffers import ADVANTAGES, RETURNS, TOKEN_REWARD_SHAPING, Trajectory, collate
 from lmgym.envs import make

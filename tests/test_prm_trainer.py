@@ -6,10 +6,10 @@ import math
 import pytest
 import torch
 
-from lmgym.algorithms import bradley_terry_loss, pointwise_loss, PRMConfig, PRMTrainer
-from lmgym.training import ConfigError
+from lmgym.algorithms import PRMConfig, PRMTrainer, bradley_terry_loss, pointwise_loss
 from lmgym.buffers import RatedSteps, StepPair
 from lmgym.policies import ProcessRewardModel
+from lmgym.training import ConfigError
 
 PAIRS = [
     StepPair("What is 12 + 7 * 3?", ("7 * 3 = 21\n",), "12 + 21 = 33\n", "12 + 21 = 35\n", problem_id="a"),

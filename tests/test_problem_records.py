@@ -121,8 +121,8 @@ def assert_tampering_is_caught(aggregate: Path, change, row_text: str, folder: P
 
 def test_report_recomputes_the_aggregates_of_a_tiny_evaluation_and_lists_aggregates_only(
         scripted_rollout, tmp_path):
-    from lmgym.evaluation.reflection_metrics import evaluate_reflection
     from lmgym.envs import ReflectionEnv
+    from lmgym.evaluation.reflection_metrics import evaluate_reflection
     from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
     from tests.test_reflection import REFINE, FixedTask, ScriptedRole
 

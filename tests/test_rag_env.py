@@ -275,7 +275,7 @@ def test_a_failing_search_is_recorded_in_the_episodes_tool_errors():
 
 
 def bm25_only_store():
-    from lmgym.retrieval import DocumentStore, Document, StoreConfig
+    from lmgym.retrieval import Document, DocumentStore, StoreConfig
 
     documents = [Document(f"doc{i}", title, text) for i, (title, text) in enumerate(rag_toys.CORPUS.items())]
     return DocumentStore.build(documents, StoreConfig(dense=False), progress=False)

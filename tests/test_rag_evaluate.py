@@ -4,11 +4,17 @@ from types import SimpleNamespace
 
 import pytest
 
-from lmgym.envs.hotpotqa.retrieved import QuestionSearchHotpotQAEnv
 from lmgym.envs.hotpotqa.rag import RAGHotpotQAEnv, rag_reward_weights
+from lmgym.envs.hotpotqa.retrieved import QuestionSearchHotpotQAEnv
 from lmgym.envs.hotpotqa.rewards import DEFAULT_WEIGHTS
-from lmgym.evaluation.rag_evaluate import (REPLY_CHARS, episode_metrics, evaluate_rag, mean_metrics, reply_answer,
-                                           search_queries)
+from lmgym.evaluation.rag_evaluate import (
+    REPLY_CHARS,
+    episode_metrics,
+    evaluate_rag,
+    mean_metrics,
+    reply_answer,
+    search_queries,
+)
 from tests.rag_toys import RECORDS, LetterEmbedder, ToyStore
 
 

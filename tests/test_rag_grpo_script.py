@@ -2,7 +2,6 @@
 the integration tests): the flags, the held-out split of the questions and the before/after report."""
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -62,8 +61,8 @@ def hotpotqa_file(folder: Path) -> str:
 
 
 def test_a_search_method_the_index_cannot_run_is_refused_before_the_model_loads(tmp_path):
-    from lmgym.retrieval import DocumentStore, StoreConfig, documents_from_hotpotqa
     from lmgym.envs.hotpotqa.data import load_hotpotqa
+    from lmgym.retrieval import DocumentStore, StoreConfig, documents_from_hotpotqa
     from tests.test_examples import error_line
 
     data = hotpotqa_file(tmp_path)

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from lmgym.algorithms import GRPO, GRPOConfig
-from lmgym.evaluation.episode_metrics import ToolErrorCounter, count_tool_errors
 from lmgym.buffers import Trajectory
 from lmgym.envs import RAGHotpotQAEnv
+from lmgym.evaluation.episode_metrics import ToolErrorCounter, count_tool_errors
 from lmgym.policies.decoding.generation import Generation
 from tests.rag_toys import RECORDS, ToyStore
 

@@ -3,22 +3,22 @@ preference pairs from recorded triples and from the env's own episodes."""
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from lmgym.traindata.preference_data import PreferencePair
+from lmgym.envs import MathEnv, Problem, ReflectionEnv, make, registered_ids
+from lmgym.envs.reflection import DEFAULT_CRITIC_REQUEST, REFINE_LEAD, improvement_reward
+from lmgym.episodes import SamplingSettings, rollout
 from lmgym.evaluation.reflection_metrics import (
     evaluate_reflection,
     reflection_episodes,
     reflection_metrics,
 )
+from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+from lmgym.policies.decoding.generation import Generation
+from lmgym.traindata.preference_data import PreferencePair
 from lmgym.traindata.reflection_pairs import (
     ReflectionTriple,
     pairs_from_episodes,
     pairs_from_triples,
 )
-from lmgym.envs import MathEnv, Problem, ReflectionEnv, make, registered_ids
-from lmgym.envs.reflection import DEFAULT_CRITIC_REQUEST, REFINE_LEAD, improvement_reward
-from lmgym.episodes import SamplingSettings, rollout
-from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
-from lmgym.policies.decoding.generation import Generation
 
 CRITIC_TEXT = f"\n\n{DEFAULT_CRITIC_REQUEST}\n"
 REFINE = "Use the feedback to write a corrected solution. Give the final answer after ####."

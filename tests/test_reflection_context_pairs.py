@@ -4,11 +4,11 @@ ties giving no pair, and degenerate pairs dropped and counted by reason."""
 import pytest
 
 from lmgym.envs import ReflectionEnv
-from tests.test_reflection import CRITIC_TEXT, REFINE, REFINE_TEXT, FixedTask, ScriptedRole
+from lmgym.episodes import SamplingSettings
 from lmgym.traindata.preference_data import PreferencePair
 from lmgym.traindata.reflection_branching import branched_reflection_episodes
 from lmgym.traindata.reflection_context_pairs import context_pairs
-from lmgym.episodes import SamplingSettings
+from tests.test_reflection import CRITIC_TEXT, REFINE, REFINE_TEXT, FixedTask, ScriptedRole
 
 QUESTION = "Q0? Give the final answer after ####."
 FEEDBACK = ["Redo the sum.", "Looks right.", "Check it."]

@@ -4,13 +4,20 @@ import re
 
 import pytest
 
-from lmgym.evaluation.reflection_critic_metrics import critic_metrics
-from lmgym.evaluation.reflection_metrics import evaluate_reflection, reflection_episodes
 from lmgym.envs import ReflectionEnv
 from lmgym.envs.reflection import DEFAULT_CRITIC_REQUEST
+from lmgym.evaluation.reflection_critic_metrics import critic_metrics
+from lmgym.evaluation.reflection_metrics import evaluate_reflection, reflection_episodes
+from lmgym.traindata.oracle_feedback import (
+    APPROVE,
+    CORRECT_PHRASES,
+    GENERIC_PHRASES,
+    REJECT,
+    STEP_PHRASES,
+    UNCLEAR,
+    feedback_verdict,
+)
 from tests.test_reflection import REFINE, FixedTask, ScriptedRole
-from lmgym.traindata.oracle_feedback import (APPROVE, CORRECT_PHRASES, GENERIC_PHRASES, REJECT, STEP_PHRASES, UNCLEAR,
-                                       feedback_verdict)
 
 
 def test_every_oracle_phrase_reads_back_as_its_verdict():

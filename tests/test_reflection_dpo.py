@@ -151,8 +151,8 @@ def test_triples_load_from_jsonl_and_bad_lines_name_file_and_line(tmp_path):
 
 
 def test_math_gold_solutions_complete_the_math_envs_prompts(shared_data):
-    from lmgym.traindata.sft_data import math_sft_examples
     from lmgym.envs import make
+    from lmgym.traindata.sft_data import math_sft_examples
 
     if not (shared_data / "math500" / "test.jsonl").is_file():
         pytest.skip("../shared/data/math500 is not present")

@@ -11,7 +11,11 @@ from lmgym.episodes import SamplingSettings, rollout
 from lmgym.policies.decoding.generation import Generation
 from lmgym.traindata.oracle_feedback import arithmetic_gold, oracle_feedback
 from lmgym.traindata.reflection_sft import (
-    AnswerRow, actor_refinement_sft_examples, answer_rows, critic_sft_examples, turn_tokens,
+    AnswerRow,
+    actor_refinement_sft_examples,
+    answer_rows,
+    critic_sft_examples,
+    turn_tokens,
 )
 
 REFINE = "Use the feedback to write a corrected solution. Give the final answer after ####."

@@ -4,9 +4,13 @@ import re
 
 import pytest
 
-from lmgym.evaluation.reflection_metrics import evaluate_reflection, turn_accuracy_curve, turn_metrics
-from lmgym.evaluation.reflection_metrics import plot_turn_accuracy
 from lmgym.envs import ReflectionEnv
+from lmgym.evaluation.reflection_metrics import (
+    evaluate_reflection,
+    plot_turn_accuracy,
+    turn_accuracy_curve,
+    turn_metrics,
+)
 from tests.test_reflection import REFINE, FixedTask, ScriptedRole
 
 VERDICTS = [[False, True, False], [True, False, False], [True, True], [False, False, True]]

@@ -6,11 +6,11 @@ import pytest
 import torch
 
 from lmgym.algorithms import GRPO, GRPOConfig, ReinforceStable, ReinforceStableConfig
-from lmgym.training.config import ConfigError
 from lmgym.algorithms.replay import truncated_importance_weights
 from lmgym.buffers import ReplayBuffer
 from lmgym.envs import make
 from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+from lmgym.training.config import ConfigError
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 

@@ -9,9 +9,20 @@ import pytest
 from lmgym.envs.data import MalformedRowError
 from lmgym.envs.hotpotqa.data import HotpotQARecord, load_hotpotqa
 from lmgym.retrieval import (
-    Document, StoreConfig, chunk_documents, chunk_words, documents_from_hotpotqa, documents_from_jsonl,
-    documents_to_jsonl, mean_reciprocal_rank, minmax_normalise, recall_at_k, reciprocal_rank,
-    reciprocal_rank_fusion, top_k, weighted_fusion,
+    Document,
+    StoreConfig,
+    chunk_documents,
+    chunk_words,
+    documents_from_hotpotqa,
+    documents_from_jsonl,
+    documents_to_jsonl,
+    mean_reciprocal_rank,
+    minmax_normalise,
+    recall_at_k,
+    reciprocal_rank,
+    reciprocal_rank_fusion,
+    top_k,
+    weighted_fusion,
 )
 
 

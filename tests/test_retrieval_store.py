@@ -11,8 +11,16 @@ import pytest
 
 from lmgym.core.extras import MissingExtraError
 from lmgym.retrieval import (
-    Document, DocumentStore, HashingEmbedder, IndexLoadError, IndexNotFoundError,
-    SentenceTransformerEmbedder, StoreConfig, embedder_from_name, minilm_path, reciprocal_rank_fusion,
+    Document,
+    DocumentStore,
+    HashingEmbedder,
+    IndexLoadError,
+    IndexNotFoundError,
+    SentenceTransformerEmbedder,
+    StoreConfig,
+    embedder_from_name,
+    minilm_path,
+    reciprocal_rank_fusion,
 )
 
 CORPUS = [

@@ -8,8 +8,13 @@ import math
 import numpy as np
 import pytest
 
-from lmgym.algorithms.reward_combination import (COMBINATIONS, REWARD_COMBINATIONS, combine, combine_batch_rewards,
-                                           std_weights)
+from lmgym.algorithms.reward_combination import (
+    COMBINATIONS,
+    REWARD_COMBINATIONS,
+    combine,
+    combine_batch_rewards,
+    std_weights,
+)
 from lmgym.buffers import Trajectory
 from tests.toy_env import DigitsEnv
 

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 import torch
 
-from lmgym.algorithms import DAPO, DAPOConfig, GRPO, GRPOConfig
+from lmgym.algorithms import DAPO, GRPO, DAPOConfig, GRPOConfig
 from lmgym.algorithms.advantages import group_advantages
-from lmgym.training.plots import distribution_panels, draw_metrics, progression_panels
-from lmgym.evaluation.episode_metrics import component_metrics
 from lmgym.algorithms.reward_combination import combine_batch_rewards
 from lmgym.buffers import ADVANTAGES, Trajectory
+from lmgym.evaluation.episode_metrics import component_metrics
+from lmgym.training.plots import distribution_panels, draw_metrics, progression_panels
 from tests.toy_env import DigitsEnv, digit_fraction
 
 
@@ -183,9 +183,9 @@ def test_every_iteration_logs_each_component_and_the_run_folder_has_their_plots(
 
 
 def test_evaluate_reports_each_component_mean_over_its_greedy_episodes(tiny_policy):
+    from lmgym.episodes.rollout import SamplingSettings, rollout
     from lmgym.evaluation import evaluate
     from lmgym.evaluation.evaluate import episode_starts
-    from lmgym.episodes.rollout import SamplingSettings, rollout
 
     env = two_components()
     result = evaluate(tiny_policy, env, episodes=4, max_new_tokens=6)

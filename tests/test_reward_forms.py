@@ -6,8 +6,16 @@ import numpy as np
 import pytest
 
 from lmgym.algorithms import GRPO, GRPOConfig
-from lmgym.envs import (ArithmeticEnv, GSM8KEnv, MathEnv, Problem, correctness_reward, per_sample_reward,
-                  reward_form, trl_reward)
+from lmgym.envs import (
+    ArithmeticEnv,
+    GSM8KEnv,
+    MathEnv,
+    Problem,
+    correctness_reward,
+    per_sample_reward,
+    reward_form,
+    trl_reward,
+)
 from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
 
 

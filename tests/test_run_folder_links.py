@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from lmgym.training.checkpoints import folders as ckpt
 from lmgym.core.atomic_io import SymlinkRefusedError, purge_trash, remove_tree
-from lmgym.training.cli import run_with_clear_errors
+from lmgym.training.checkpoints import folders as ckpt
 from lmgym.training.checkpoints.trainer_state import write_model_folder
+from lmgym.training.cli import run_with_clear_errors
 from tests.test_checkpoints import save_at, tiny_algo
 
 

@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from tests.faults import Killed, crash_at_fixture  # noqa: F401  (the crash_at fixture)
 from lmgym.training.run_logger import DISCARDED, MetricsHistoryError, RunLogger, check_history
+from tests.faults import Killed, crash_at_fixture  # noqa: F401  (the crash_at fixture)
 
 
 def rows(n):

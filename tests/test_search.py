@@ -3,10 +3,10 @@ samples in one batched call per step, and counts exactly the tokens it sampled."
 import pytest
 import torch
 
-from lmgym.training.config import ConfigError
-from lmgym.search.mcts import MCTSConfig
-from lmgym.search import SearchSettings, run_search
 from lmgym.envs import make
+from lmgym.search import SearchSettings, run_search
+from lmgym.search.mcts import MCTSConfig
+from lmgym.training.config import ConfigError
 from tests.search_toys import ScriptedPolicy, ScriptedScorer
 
 STARTS = [{"options": {"index": 0}}, {"options": {"index": 1}}]

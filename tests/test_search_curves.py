@@ -5,8 +5,8 @@ import json
 import pytest
 
 from lmgym.envs import make
-from lmgym.search import SearchSettings
 from lmgym.evaluation.curves import curve_name, evaluate_curves, save_curves
+from lmgym.search import SearchSettings
 from lmgym.search.mcts import MCTSConfig
 from tests.search_toys import ScriptedPolicy, ScriptedScorer
 

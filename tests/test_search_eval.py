@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from lmgym.search import SearchSettings
-from lmgym.evaluation.search_eval import evaluate_search, markdown_table, save_table
 from lmgym.envs import make
+from lmgym.evaluation.search_eval import evaluate_search, markdown_table, save_table
+from lmgym.search import SearchSettings
 from tests.search_toys import ScriptedPolicy, ScriptedScorer
 from tests.test_examples import error_line, load_script
 from tests.test_problem_records import assert_report_recomputes

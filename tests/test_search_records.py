@@ -1,12 +1,11 @@
 """Per-problem records of the search evaluations (evaluate_search: kind "search", evaluate_curves: kind
 "search_curves") on a scripted policy and scorer, and benchmarks/report.py recomputing their tables from them."""
-import json
 
 from lmgym.core.problem_records import read_problem_records
 from lmgym.envs import make
-from lmgym.search import SearchSettings
 from lmgym.evaluation.curves import evaluate_curves, save_curves
 from lmgym.evaluation.search_eval import evaluate_search, save_table
+from lmgym.search import SearchSettings
 from tests.search_toys import ScriptedPolicy, ScriptedScorer
 from tests.test_problem_records import assert_report_recomputes, assert_tampering_is_caught
 from tests.test_search_curves import METHODS, env_and_script

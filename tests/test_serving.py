@@ -7,10 +7,10 @@ import pytest
 from fastapi.testclient import TestClient
 from gymnasium.utils.env_checker import check_env
 
-from lmgym.training.config import ConfigError
 from lmgym.envs import QuestionsEnv, make
 from lmgym.serving import ServerLimits, create_app
 from lmgym.serving import limits as limits_module
+from lmgym.training.config import ConfigError
 from tests.search_toys import ScriptedPolicy, ScriptedScorer
 from tests.test_examples import error_line, load_script
 from tests.tiny_models import save_tiny_model_dir

@@ -12,8 +12,8 @@ from fastapi.testclient import TestClient
 
 from lmgym.policies import Generation, Policy, build_tiny_tokenizer
 from lmgym.serving import BatchSettings, ServerLimits, create_app
-from lmgym.serving.batcher import Batcher, QueueFull
 from lmgym.serving import limits as limits_module
+from lmgym.serving.batcher import Batcher, QueueFull
 from lmgym.serving.limits import Deadline
 
 STEP_SECONDS = 0.03  # what one decoding step of the fake engine costs

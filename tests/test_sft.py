@@ -10,10 +10,9 @@ import pytest
 import torch
 
 from lmgym.algorithms import SFT, SFTConfig
-from lmgym.traindata import arithmetic_sft_examples, ChatExample, gsm8k_sft_examples, SFTExample
-from lmgym.traindata import load_sft_examples
 from lmgym.algorithms.sft_tokens import collate_rows, encode_example, pack, packed_token_logprobs
 from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+from lmgym.traindata import ChatExample, SFTExample, arithmetic_sft_examples, gsm8k_sft_examples, load_sft_examples
 from tests.tiny_models import save_tiny_model_dir
 
 ROOT = Path(__file__).resolve().parents[1]

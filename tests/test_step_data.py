@@ -8,18 +8,26 @@ from collections import Counter
 
 import pytest
 
-from lmgym.training.config import ConfigError
-from lmgym.traindata.step_data import (
-    KINDS, ShepherdConfig, arithmetic_pairs, arithmetic_steps, corruptions, gold_step_pairs, gsm8k_pairs,
-    gsm8k_solution_steps, load_prm800k, shepherd_data,
-)
-from lmgym.traindata.step_data.equations import find_equations
 from lmgym.buffers.step_pairs import RatedSteps, StepPair
 from lmgym.envs import make
 from lmgym.envs.arithmetic import generate, split_indices
 from lmgym.policies import build_tiny_tokenizer
 from lmgym.policies.base import Policy
 from lmgym.policies.decoding.generation import Generation
+from lmgym.traindata.step_data import (
+    KINDS,
+    ShepherdConfig,
+    arithmetic_pairs,
+    arithmetic_steps,
+    corruptions,
+    gold_step_pairs,
+    gsm8k_pairs,
+    gsm8k_solution_steps,
+    load_prm800k,
+    shepherd_data,
+)
+from lmgym.traindata.step_data.equations import find_equations
+from lmgym.training.config import ConfigError
 
 NATALIA = ("Natalia sold 48/2 = <<48/2=24>>24 clips in May.\n"
            "Natalia sold 48+24 = <<48+24=72>>72 clips altogether in April and May.\n#### 72")

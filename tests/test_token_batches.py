@@ -15,7 +15,6 @@ from lmgym.training.config import ConfigError, field_help
 from lmgym.training.token_batches import padded_tokens, split_to_count, token_micro_batches
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
-
 # --- the grouping -----------------------------------------------------------------------------------
 
 def check_partition(lengths, groups, budget):

@@ -129,9 +129,9 @@ def test_torchrun_two_ranks_write_one_run_folder_equal_to_one_process(tiny_model
 def test_global_batch_must_split_over_ranks(tiny_policy, monkeypatch, tmp_path):
     """prompts_per_iteration (and minibatch_size) are global: one clear line when N ranks cannot split them."""
     from lmgym.algorithms import GRPO, GRPOConfig
+    from lmgym.envs import make
     from lmgym.training import distributed
     from lmgym.training.config import ConfigError
-    from lmgym.envs import make
 
     monkeypatch.setattr(distributed, "world_size", lambda: 2)
     env = make("Arithmetic-v0", level=0, split="train")

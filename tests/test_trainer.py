@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lmgym.training import Trainer, TrainerConfig
 from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+from lmgym.training import Trainer, TrainerConfig
 
 TEXTS = ["2 + 3 = 5", "7 - 4 = 3", "6 * 2 = 12", "9 / 3 = 3", "1 + 1 = 2", "8 - 8 = 0"]
 HELD_OUT = ["4 + 4 = 8", "5 * 1 = 5"]

@@ -8,9 +8,18 @@ import argparse
 
 import pytest
 
-from lmgym.algorithms import DAPO, DAPOConfig, DrGRPO, GRPOConfig, PPO, PPOConfig, ReinforceStableConfig, RLOO, RLOOConfig
-from lmgym.training import ConfigError, load_config
-from lmgym.training import trl_names
+from lmgym.algorithms import (
+    DAPO,
+    PPO,
+    RLOO,
+    DAPOConfig,
+    DrGRPO,
+    GRPOConfig,
+    PPOConfig,
+    ReinforceStableConfig,
+    RLOOConfig,
+)
+from lmgym.training import load_config, trl_names
 from lmgym.training.cli import add_config_arguments, config_from_arguments
 from lmgym.training.config import read_config_file
 from tests.test_config_validation import one_line_error as one_line

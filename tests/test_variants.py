@@ -4,7 +4,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from lmgym.algorithms import DAPO, DAPOConfig, DrGRPO, DrGRPOConfig, GRPO, GRPOConfig, RLAlgorithm, RLOO
+from lmgym.algorithms import DAPO, GRPO, RLOO, DAPOConfig, DrGRPO, DrGRPOConfig, GRPOConfig, RLAlgorithm
 from lmgym.algorithms.advantages import informative_groups, leave_one_out_advantages
 from lmgym.algorithms.grpo_variants import overlong_penalty
 from lmgym.algorithms.losses import completion_budget

@@ -69,8 +69,8 @@ def tiny_argv(model: str, out: Path) -> list[str]:
 
 
 def test_the_loop_runs_every_stage_then_reuses_them(tiny_model_dir, tmp_path, capsys):
-    from lmgym.evaluation import evaluate_verifier
     from lmgym.envs import make
+    from lmgym.evaluation import evaluate_verifier
     from lmgym.policies.prm import ProcessRewardModel
     from lmgym.traindata.step_data import load_policy_labels
 

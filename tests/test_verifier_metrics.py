@@ -7,7 +7,11 @@ import random
 import pytest
 
 from lmgym.evaluation.verifier_metrics import (
-    ReliabilityBin, expected_calibration_error, reliability_table, roc_auc, verifier_metrics,
+    ReliabilityBin,
+    expected_calibration_error,
+    reliability_table,
+    roc_auc,
+    verifier_metrics,
 )
 
 

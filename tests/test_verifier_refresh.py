@@ -4,9 +4,9 @@ import pytest
 import torch
 
 from lmgym.algorithms import GRPO, GRPOConfig
+from lmgym.algorithms.prm.refresh import VerifierRefresh, VerifierRefreshConfig, labelled
 from lmgym.algorithms.prm.reward import PRM_REWARDS, STEP_ENDS
 from lmgym.algorithms.prm.step_credit import progress_advantages
-from lmgym.algorithms.prm.refresh import VerifierRefresh, VerifierRefreshConfig, labelled
 from lmgym.buffers import Trajectory, collate
 from lmgym.buffers.outcome import EpisodeOutcome
 from lmgym.envs import make

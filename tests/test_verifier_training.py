@@ -8,13 +8,17 @@ import pytest
 import torch
 
 from lmgym.algorithms import PRMConfig, verifier_trainer
-from lmgym.evaluation import evaluate_verifier, score_samples
-from lmgym.evaluation.verifier_eval import verifier_solution_metrics
 from lmgym.buffers.step_pairs import split_by_problem
 from lmgym.envs import make
+from lmgym.evaluation import evaluate_verifier, score_samples
+from lmgym.evaluation.verifier_eval import verifier_solution_metrics
 from lmgym.policies.prm import ProcessRewardModel
 from lmgym.traindata.step_data import (
-    LabelledSample, PolicyLabelConfig, load_policy_labels, policy_labels, save_policy_labels,
+    LabelledSample,
+    PolicyLabelConfig,
+    load_policy_labels,
+    policy_labels,
+    save_policy_labels,
 )
 
 Q = "What is 1 + 2? Give the final answer after ####.\n"

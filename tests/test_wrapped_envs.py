@@ -4,9 +4,9 @@ import pytest
 import torch
 
 from lmgym.algorithms import GRPO, GRPOConfig
-from lmgym.evaluation import evaluate
-from lmgym.episodes.rollout import SamplingSettings, rollout
 from lmgym.envs import ArithmeticEnv, make
+from lmgym.episodes.rollout import SamplingSettings, rollout
+from lmgym.evaluation import evaluate
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 

@@ -9,8 +9,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.distributed_worker import build_algorithm, count_synced_backwards, join_gloo, whole  # noqa: E402
 from lmgym.training import distributed as dist  # noqa: E402
+from tests.distributed_worker import build_algorithm, count_synced_backwards, join_gloo, whole  # noqa: E402
 
 BUDGET = 24  # padded tokens: the short group's 4 rows of <= 6 fit at once; the long group's rows of 12..15 go alone
 CASES = (("ddp", "ddp", "kl"), ("fsdp", "fsdp", "lora_kl"))  # fsdp + LoRA: the reference forward is sharded too

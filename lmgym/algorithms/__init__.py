@@ -4,23 +4,31 @@ advantages, reward combination, the reference model). Training infrastructure is
 inference in `search`, measuring policies, verifiers and runs in `evaluation`."""
 from lmgym.algorithms.base import RLAlgorithm
 from lmgym.algorithms.config import RLConfig
-from lmgym.algorithms.grpo_variants import DAPO, DAPOConfig
 from lmgym.algorithms.dpo import DPO, IPO, DPOConfig, LengthNormalizedDPO, dpo_loss
-from lmgym.algorithms.grpo_variants import DrGRPO, DrGRPOConfig
 from lmgym.algorithms.grpo import GRPO, GRPOConfig
+from lmgym.algorithms.grpo_variants import DAPO, RLOO, DAPOConfig, DrGRPO, DrGRPOConfig, RLOOConfig
 from lmgym.algorithms.mcts_search import MCTSSearch, MCTSSearchConfig
 from lmgym.algorithms.ppo import PPO, PPOConfig
-from lmgym.algorithms.prm.trainer import bradley_terry_loss, pointwise_loss
-from lmgym.algorithms.prm.trainer import PRMConfig, PRMTrainer
-from lmgym.algorithms.reinforce import ReinforceStable, ReinforceStableConfig
-from lmgym.algorithms.grpo_variants import RLOO, RLOOConfig
-from lmgym.algorithms.sft import SFT, SFTConfig
+from lmgym.algorithms.prm.trainer import PRMConfig, PRMTrainer, bradley_terry_loss, pointwise_loss
 from lmgym.algorithms.prm.verifier_training import VERIFIER_KINDS, verifier_items, verifier_trainer
+from lmgym.algorithms.reinforce import ReinforceStable, ReinforceStableConfig
+from lmgym.algorithms.sft import SFT, SFTConfig
+
 # exported here until 0.3.0, now lmgym.evaluation's: still importable from here for one release (not in __all__)
 from lmgym.evaluation import (  # noqa: F401
-    VerifierMetrics, VerifierReport, evaluate_reflection, evaluate_verifier, expected_calibration_error,
-    plot_turn_accuracy, reflection_episodes, reflection_metrics, roc_auc, score_samples, turn_accuracy_curve,
-    turn_metrics, verifier_metrics,
+    VerifierMetrics,
+    VerifierReport,
+    evaluate_reflection,
+    evaluate_verifier,
+    expected_calibration_error,
+    plot_turn_accuracy,
+    reflection_episodes,
+    reflection_metrics,
+    roc_auc,
+    score_samples,
+    turn_accuracy_curve,
+    turn_metrics,
+    verifier_metrics,
 )
 
 __all__ = [

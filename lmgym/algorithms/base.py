@@ -10,36 +10,36 @@ from __future__ import annotations
 
 import time
 from abc import abstractmethod
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 
-from lmgym.training import distributed as dist
 from lmgym.algorithms import reference as ref
 from lmgym.algorithms import replay
 from lmgym.algorithms.advantages import zero_variance_fraction
 from lmgym.algorithms.config import RLConfig
-from lmgym.envs.registry import env_id, env_kwargs
-from lmgym.training.guards import warn
-from lmgym.evaluation.evaluate import evaluate as evaluate_episodes
-from lmgym.evaluation.episode_metrics import ToolErrorCounter, episode_metrics
 from lmgym.algorithms.kl import kl_estimate, pay_kl_in_reward
 from lmgym.algorithms.losses import completion_budget, token_weights
-from lmgym.training.plots import PANELS
-from lmgym.training.progress import counting_tokens
 from lmgym.algorithms.prm.reward import check_prm, prm_description, weigh_rewards
 from lmgym.algorithms.reward_combination import combine_batch_rewards
-from lmgym.training.token_batches import same_count_on_every_rank, token_micro_batches
-from lmgym.training.callbacks import TrainerCallback
-from lmgym.training.trainer import Trainer
-from lmgym.training.checkpoints.trainer_state import CheckpointFile
 from lmgym.buffers import ADVANTAGES, REF_LOGPROBS, Batch, ReplayBuffer, TokenField, Trajectory, collate
+from lmgym.envs.registry import env_id, env_kwargs
 from lmgym.episodes.env_state import check_not_vector
 from lmgym.episodes.rollout import SamplingSettings, rollout
+from lmgym.evaluation.episode_metrics import ToolErrorCounter, episode_metrics
+from lmgym.evaluation.evaluate import evaluate as evaluate_episodes
 from lmgym.policies.base import TrainablePolicy
 from lmgym.policies.decoding.generation import row_key
 from lmgym.policies.prompting import pad_id
+from lmgym.training import distributed as dist
+from lmgym.training.callbacks import TrainerCallback
+from lmgym.training.checkpoints.trainer_state import CheckpointFile
+from lmgym.training.guards import warn
+from lmgym.training.plots import PANELS
+from lmgym.training.progress import counting_tokens
+from lmgym.training.token_batches import same_count_on_every_rank, token_micro_batches
+from lmgym.training.trainer import Trainer
 
 
 def by_length(trajectories: list[Trajectory]) -> list[Trajectory]:

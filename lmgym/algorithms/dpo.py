@@ -14,19 +14,20 @@ uninterrupted one would.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from lmgym.training import distributed as dist
 from lmgym.algorithms import reference as ref
+from lmgym.algorithms.preference_encoding import EncodedPair, completion_logprobs, encode_pairs
+from lmgym.policies.base import TrainablePolicy
+from lmgym.training import distributed as dist
 from lmgym.training.config import TrainerConfig, setting
 from lmgym.training.token_batches import EpochDraws
-from lmgym.algorithms.preference_encoding import EncodedPair, completion_logprobs, encode_pairs
 from lmgym.training.trainer import Trainer
-from lmgym.policies.base import TrainablePolicy
 
 LOSS_KINDS = ("sigmoid", "ipo")
 

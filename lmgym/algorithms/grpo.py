@@ -10,11 +10,11 @@ from dataclasses import dataclass
 
 from lmgym.algorithms.advantages import group_advantages, informative_groups
 from lmgym.algorithms.base import RLAlgorithm
-from lmgym.training.config import setting
 from lmgym.algorithms.config import RLConfig
 from lmgym.algorithms.losses import clipped_ratio_loss
 from lmgym.algorithms.prm.process_credit import ProcessCredit
 from lmgym.algorithms.prm.refresh import VerifierRefreshConfig
+from lmgym.training.config import setting
 
 
 @dataclass

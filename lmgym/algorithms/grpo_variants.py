@@ -17,10 +17,10 @@ import math
 from dataclasses import dataclass
 
 from lmgym.algorithms.advantages import informative_groups, leave_one_out_advantages
-from lmgym.training.config import setting
 from lmgym.algorithms.grpo import GRPO, GRPOConfig
 from lmgym.algorithms.losses import completion_budget
 from lmgym.algorithms.reward_combination import combine_batch_rewards
+from lmgym.training.config import setting
 
 
 # ---------------------------------------------------------------------- Dr. GRPO

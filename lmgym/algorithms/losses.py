@@ -8,12 +8,11 @@ all micro-batches of one optimizer step equals the stated aggregate, whatever th
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
-from lmgym.episodes.env_state import is_multi_step
-from lmgym.episodes.env_state import episode_step_limit
+from lmgym.episodes.env_state import episode_step_limit, is_multi_step
 
 
 def completion_budget(config, env=None) -> int:

@@ -18,18 +18,18 @@ from dataclasses import dataclass
 
 import torch
 
-from lmgym.training import distributed as dist
 from lmgym.algorithms.base import RLAlgorithm
-from lmgym.training.config import ConfigError, setting
 from lmgym.algorithms.config import RLConfig
 from lmgym.algorithms.losses import clipped_ratio_loss
-from lmgym.search.mcts import MCTS, MCTSConfig, SearchTree, most_visited_leaf
-from lmgym.search.mcts_tree import Node, walk
 from lmgym.algorithms.prm.trainer import bradley_terry_loss
-from lmgym.buffers import Trajectory, TokenField
+from lmgym.buffers import TokenField, Trajectory
 from lmgym.buffers.step_pairs import StepPair
 from lmgym.policies.decoding.generation import row_key
 from lmgym.policies.prompting import pad_id
+from lmgym.search.mcts import MCTS, MCTSConfig, SearchTree, most_visited_leaf
+from lmgym.search.mcts_tree import Node, walk
+from lmgym.training import distributed as dist
+from lmgym.training.config import ConfigError, setting
 
 STEP_ADVANTAGES = TokenField("step_advantages", "Q(node) - Q(parent) of the tree step each token belongs to "
                                                 "(0 after the last step)")

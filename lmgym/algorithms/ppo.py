@@ -13,12 +13,12 @@ from dataclasses import dataclass
 
 from lmgym.algorithms.advantages import explained_variance, gae, whiten
 from lmgym.algorithms.base import RLAlgorithm
-from lmgym.training.config import setting
 from lmgym.algorithms.config import RLConfig
 from lmgym.algorithms.losses import clipped_policy_loss, clipped_value_loss, masked_mean
 from lmgym.buffers import ADVANTAGES, OLD_VALUES, RETURNS
 from lmgym.policies.base import BackbonePolicy
 from lmgym.policies.value import build_value_model
+from lmgym.training.config import setting
 
 
 @dataclass

@@ -6,7 +6,8 @@ at the end (a prompt that leaves no room is an error).
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import torch
 

@@ -18,11 +18,11 @@ from typing import Any
 
 import torch
 
+from lmgym.policies import reference_adapter as adapter
 from lmgym.training import distributed as dist
 from lmgym.training import fsdp
 from lmgym.training.callbacks import TrainerCallback
 from lmgym.training.checkpoints import CheckpointError
-from lmgym.policies import reference_adapter as adapter
 
 
 def is_lora(ref_policy) -> bool:

@@ -5,12 +5,12 @@ from dataclasses import dataclass
 
 import torch
 
-from lmgym.training import distributed as dist
 from lmgym.algorithms.advantages import discounted_returns, global_moments
 from lmgym.algorithms.base import RLAlgorithm
-from lmgym.training.config import setting
 from lmgym.algorithms.config import RLConfig
 from lmgym.algorithms.replay import truncated_importance_weights
+from lmgym.training import distributed as dist
+from lmgym.training.config import setting
 
 
 @dataclass

@@ -63,13 +63,13 @@ numpy, not sklearn's PCA: the first principal axis of a centred matrix is its fi
 """
 from __future__ import annotations
 
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
 from lmgym.buffers import Trajectory
-from lmgym.training import distributed as dist
 from lmgym.evaluation.episode_metrics import component_matrix
+from lmgym.training import distributed as dist
 
 CONSTANT = 1e-12  # a component whose std over the batch is at most this is constant
 ENV = "env"  # reward_combination's default: the env's own (weighted) reward, left as it is

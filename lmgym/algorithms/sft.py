@@ -10,20 +10,21 @@ draws what an uninterrupted one would). With `packing`, the drawn examples are p
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
-from lmgym.training import distributed as dist
-from lmgym.training.config import TrainerConfig, setting
-from lmgym.training.token_batches import EpochDraws
-from lmgym.training.guards import warn
-from lmgym.traindata.sft_data import Example
 from lmgym.algorithms.sft_tokens import EncodedExample, collate_rows, encode_example, pack, packed_token_logprobs
-from lmgym.training.trainer import Trainer
 from lmgym.policies.base import BackbonePolicy
 from lmgym.policies.prompting import pad_id
+from lmgym.traindata.sft_data import Example
+from lmgym.training import distributed as dist
+from lmgym.training.config import TrainerConfig, setting
+from lmgym.training.guards import warn
+from lmgym.training.token_batches import EpochDraws
+from lmgym.training.trainer import Trainer
 
 
 @dataclass

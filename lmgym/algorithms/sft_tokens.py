@@ -9,14 +9,15 @@ is one more such segment, with weight 0.
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import torch
 
-from lmgym.traindata.reflection_sft import ReflectionTurnExample, turn_tokens
-from lmgym.traindata.sft_data import ChatExample, Example, SFTExample, check_messages
 from lmgym.policies.base import BackbonePolicy
 from lmgym.policies.logprobs import chunked_token_logprobs
+from lmgym.traindata.reflection_sft import ReflectionTurnExample, turn_tokens
+from lmgym.traindata.sft_data import ChatExample, Example, SFTExample, check_messages
 
 
 class EncodedExample(NamedTuple):

@@ -49,7 +49,7 @@ class Batch:
     def size(self) -> int:
         return self.input_ids.shape[0]
 
-    def to(self, device: torch.device) -> "Batch":
+    def to(self, device: torch.device) -> Batch:
         """The batch on `device`. To CUDA the copies go from pinned memory without waiting: a plain copy from
         pageable memory synchronises the stream, so each micro-batch would wait for the GPU to drain."""
         def move(t: torch.Tensor) -> torch.Tensor:

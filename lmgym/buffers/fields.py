@@ -6,8 +6,9 @@ tensors read back as `batch[FIELD]`. Algorithms declare their own next to the st
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Protocol
 
 
 class Trajectory(Protocol):

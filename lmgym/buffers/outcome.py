@@ -100,7 +100,7 @@ class EpisodeOutcome:
         freeze(self, "actions", tuple(_action(a) for a in _sequence("actions", self.actions)))
 
     @classmethod
-    def from_info(cls, info: Mapping[str, Any], actions: Sequence[ActionRecord] = ()) -> "EpisodeOutcome":
+    def from_info(cls, info: Mapping[str, Any], actions: Sequence[ActionRecord] = ()) -> EpisodeOutcome:
         """The outcome an env's final `info` reports (absent keys keep their defaults), with the engine's
         `actions`; a key of the wrong type is a one-line ValueError naming it."""
         if not isinstance(info, Mapping):
@@ -115,7 +115,7 @@ class EpisodeOutcome:
                 "turn_correct": list(self.turn_correct), "actions": [a.to_dict() for a in self.actions]}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "EpisodeOutcome":
+    def from_dict(cls, data: Mapping[str, Any]) -> EpisodeOutcome:
         """Read `to_dict` output back; an unknown or ill-typed field is a one-line ValueError naming it."""
         if not isinstance(data, Mapping):
             raise ValueError(f"outcome must be a JSON object, got {type(data).__name__}")

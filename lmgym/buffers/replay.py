@@ -4,8 +4,8 @@ from __future__ import annotations
 import json
 import os
 from collections import deque
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -103,7 +103,7 @@ class ReplayBuffer:
         tmp.replace(path)
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "ReplayBuffer":
+    def load(cls, path: str | os.PathLike) -> ReplayBuffer:
         """Read a file written by `save`; any problem is a one-line ValueError naming file and line: bad
         JSON or field, a capacity over MAX_CAPACITY, or fewer (more) trajectories than the header's count
         (a file truncated at a line boundary). Files of older versions, without a count, still load."""
@@ -133,7 +133,7 @@ class ReplayBuffer:
         return buffer
 
     @classmethod
-    def _from_header(cls, path: Path, line: str) -> tuple["ReplayBuffer", int | None]:
+    def _from_header(cls, path: Path, line: str) -> tuple[ReplayBuffer, int | None]:
         """An empty buffer of the header's capacity, and the count it announces (None: an older file)."""
         try:
             header = loads(line, path, 1)

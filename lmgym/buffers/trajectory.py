@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
-from typing import Sequence
 
 from lmgym.buffers.fields import TOKEN_REWARD_SHAPING
 from lmgym.buffers.outcome import EpisodeOutcome
@@ -106,7 +106,7 @@ class Trajectory:
         return {**data, "outcome": self.outcome.to_dict()}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Trajectory":
+    def from_dict(cls, data: dict) -> Trajectory:
         """Build from `to_dict` output, checking every field first (ValueError naming the field). Records
         written before `env_reward`, `iteration`, `token_data`, `shaping` and `roles` existed load with their
         defaults; one written before `outcome` existed gets the outcome its saved info reports (the same

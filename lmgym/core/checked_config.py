@@ -72,7 +72,7 @@ def field_help(cls: type, name: str) -> str:
     return ""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def field_types(cls: type) -> dict[str, Any]:
     """Declared type of each dataclass field of `cls` (string annotations resolved)."""
     hints = typing.get_type_hints(cls)
@@ -89,7 +89,7 @@ def is_config_class(kind: Any) -> bool:
     return isinstance(kind, type) and issubclass(kind, CheckedConfig)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def nested_fields(cls: type) -> dict[str, type]:
     """The fields of `cls` that hold another config: {name: its config class}."""
     return {name: kind for name, kind in field_types(cls).items() if is_config_class(kind)}

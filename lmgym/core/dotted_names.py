@@ -9,8 +9,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lmgym.core.checked_config import (CheckedConfig, ConfigError, coerce_field, field_default, field_help, field_types,
-                                 nested_fields)
+from lmgym.core.checked_config import (
+    CheckedConfig,
+    ConfigError,
+    coerce_field,
+    field_default,
+    field_help,
+    field_types,
+    nested_fields,
+)
 
 __all__ = ["Setting", "settings_of", "flatten", "unflatten", "coerce_setting"]
 
@@ -30,7 +37,7 @@ class Setting:
         return field_help(self.owner, self.field)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def settings_of(cls: type) -> dict[str, Setting]:
     """Every settable name of `cls` in field order: its own fields, each nested config's fields dotted in place of
     the nested field (with the outer config's default for it; fields it passes down left out)."""

@@ -9,7 +9,7 @@ argparse's prefix matching used to take silently), then those whose words' initi
 from __future__ import annotations
 
 import difflib
-from typing import Iterable
+from collections.abc import Iterable
 
 __all__ = ["one_line", "first_line", "error_line", "close_names", "did_you_mean"]
 

@@ -22,16 +22,15 @@ from lmgym.envs.spaces import AnyPrompt, AnyText
 
 if TYPE_CHECKING:  # loaded on first use (see _LAZY), so the generic base does not import the math grader
     from lmgym.envs.answers import GradingOptions, answers_equal, extract_answer
-    from lmgym.envs.arithmetic import ArithmeticEnv
+    from lmgym.envs.arithmetic import ArithmeticEnv, ToolArithmeticEnv
     from lmgym.envs.hotpotqa import HotpotQAEnv
+    from lmgym.envs.hotpotqa.rag import RAGHotpotQAEnv, SearchTool
     from lmgym.envs.hotpotqa.retrieved import QuestionSearchHotpotQAEnv
-    from lmgym.envs.math import GSM8KEnv, MATHEnv, MathDatasetEnv
+    from lmgym.envs.math import GSM8KEnv, MathDatasetEnv, MATHEnv
     from lmgym.envs.math_env import MathEnv
     from lmgym.envs.questions import QuestionsEnv
-    from lmgym.envs.hotpotqa.rag import RAGHotpotQAEnv, SearchTool
     from lmgym.envs.reflection import ReflectionEnv
     from lmgym.envs.rewards import correctness_reward, format_reward
-    from lmgym.envs.arithmetic import ToolArithmeticEnv
     from lmgym.envs.tool_env import ToolEnv
     from lmgym.envs.tools import CalculatorTool, TagTool, Tool, ToolCall
 

@@ -22,7 +22,7 @@ import hashlib
 import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from typing import Any, ClassVar
 
 import numpy as np
@@ -217,7 +217,7 @@ def split_of(key: str) -> str:
     return "test" if int.from_bytes(digest, "big") % 100 < TEST_FRACTION_PERCENT else "train"
 
 
-@lru_cache(maxsize=None)
+@cache
 def split_indices(level: int, split: str) -> np.ndarray:
     """Level-wide indices of the problems in ``split``, in order (computed once per process)."""
     check_level_and_split(level, split)

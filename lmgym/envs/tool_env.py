@@ -29,9 +29,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from lmgym.core.messages import error_line
 from lmgym.envs.base import LanguageEnv
 from lmgym.envs.checks import check_choice, check_positive_int, check_str
-from lmgym.core.messages import error_line
 from lmgym.envs.tools import Tool
 
 ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"

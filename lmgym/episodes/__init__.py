@@ -1,8 +1,16 @@
 """Running policies in language environments: the batched episode engine, rollouts and branch state."""
 from lmgym.episodes.engine import INJECTED_ROLE, Branch, EpisodeEngine, SamplingSettings
-from lmgym.episodes.env_state import (DEFAULT_ROLE, check_not_vector, get_branch_state, is_multi_step, is_stepwise,
-                                next_role, next_stop_strings, set_branch_state)
-from lmgym.episodes.env_state import episode_step_limit
+from lmgym.episodes.env_state import (
+                                DEFAULT_ROLE,
+                                check_not_vector,
+                                episode_step_limit,
+                                get_branch_state,
+                                is_multi_step,
+                                is_stepwise,
+                                next_role,
+                                next_stop_strings,
+                                set_branch_state,
+)
 from lmgym.episodes.rollout import rollout
 
 __all__ = [

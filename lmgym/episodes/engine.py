@@ -33,9 +33,15 @@ import torch
 from lmgym.buffers import ActionRecord, EpisodeOutcome, Trajectory
 from lmgym.core.checked_config import CheckedConfig
 from lmgym.envs.rewards.batch import PENDING, batched_trl_rewards, settle
-from lmgym.episodes.env_state import (DEFAULT_ROLE, check_not_vector, get_branch_state, next_role, next_stop_strings,
-                                set_branch_state)
-from lmgym.episodes.env_state import episode_step_limit
+from lmgym.episodes.env_state import (
+    DEFAULT_ROLE,
+    check_not_vector,
+    episode_step_limit,
+    get_branch_state,
+    next_role,
+    next_stop_strings,
+    set_branch_state,
+)
 from lmgym.policies.base import Policy
 from lmgym.policies.decoding.generation import Generation, RowKeys, row_key
 
@@ -90,7 +96,7 @@ class Branch:
         actions."""
         return EpisodeOutcome.from_info(self.info, self.actions)
 
-    def snapshot(self) -> "Branch":
+    def snapshot(self) -> Branch:
         """A deep copy: advancing either one leaves the other as it is."""
         return copy.deepcopy(self)
 

@@ -4,13 +4,24 @@ HotpotQA episodes' retrieval and answers (`evaluate_rag`), reflection's per-turn
 a verifier's accuracy, AUC and calibration (`evaluate_verifier`), the metrics each iteration logs about its
 episodes (`episode_metrics`), and how sure a comparison is (`paired_bootstrap`, `seed_spread`)."""
 from lmgym.evaluation.curves import evaluate_curves, plot_curves, save_curves
-from lmgym.evaluation.episode_metrics import (ToolErrorCounter, component_means, component_metrics,
-                                              count_tool_errors, episode_metrics)
+from lmgym.evaluation.episode_metrics import (
+                                              ToolErrorCounter,
+                                              component_means,
+                                              component_metrics,
+                                              count_tool_errors,
+                                              episode_metrics,
+)
 from lmgym.evaluation.evaluate import evaluate, majority_correct, pass_at_k, sampled_metrics
 from lmgym.evaluation.rag_evaluate import evaluate_rag
 from lmgym.evaluation.reflection_critic_metrics import CRITIC_METRICS, critic_metrics
-from lmgym.evaluation.reflection_metrics import (evaluate_reflection, plot_turn_accuracy, reflection_episodes,
-                                                 reflection_metrics, turn_accuracy_curve, turn_metrics)
+from lmgym.evaluation.reflection_metrics import (
+                                              evaluate_reflection,
+                                              plot_turn_accuracy,
+                                              reflection_episodes,
+                                              reflection_metrics,
+                                              turn_accuracy_curve,
+                                              turn_metrics,
+)
 from lmgym.evaluation.search_eval import evaluate_search
 from lmgym.evaluation.statistics import PairedDifference, SeedSpread, paired_bootstrap, seed_spread
 from lmgym.evaluation.verifier_eval import VerifierReport, evaluate_verifier, score_samples

@@ -11,10 +11,10 @@ import torch
 
 from lmgym.buffers import Trajectory
 from lmgym.core.problem_records import write_problem_records
-from lmgym.training.progress import counting_tokens, phase_bar, token_postfix
-from lmgym.evaluation.episode_metrics import ToolErrorCounter, component_means
 from lmgym.episodes.rollout import SamplingSettings, rollout
+from lmgym.evaluation.episode_metrics import ToolErrorCounter, component_means
 from lmgym.search.votes import majority_answer
+from lmgym.training.progress import counting_tokens, phase_bar, token_postfix
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

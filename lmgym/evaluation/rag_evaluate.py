@@ -88,7 +88,7 @@ def evaluate_rag(policy, env, episodes: int | None = None, max_new_tokens: int =
     each run until the env ends it or its step limit. Each episode's row is its problem record (kind "rag",
     lmgym.core.problem_records): `index`, `episode_metrics` and `correct` (the env's verdict); `mean_metrics` of
     the rows is the means."""
-    total = getattr(getattr(env, "unwrapped", env), "num_problems")
+    total = getattr(env, "unwrapped", env).num_problems
     starts = episode_starts(env, total if episodes is None else episodes)
     if not starts or batch_prompts < 1:
         raise ValueError(f"evaluate_rag: needs at least one episode and batch_prompts >= 1; got {len(starts)} "

@@ -30,12 +30,12 @@ from typing import Any
 
 import torch
 
-from lmgym.evaluation.evaluate import episode_starts, majority_correct
 from lmgym.buffers import EpisodeOutcome, Trajectory
-from lmgym.episodes.rollout import SamplingSettings, rollout
-from lmgym.policies.base import Policy
-from lmgym.evaluation.reflection_critic_metrics import critic_metrics, critic_turns
 from lmgym.core.problem_records import write_problem_records
+from lmgym.episodes.rollout import SamplingSettings, rollout
+from lmgym.evaluation.evaluate import episode_starts, majority_correct
+from lmgym.evaluation.reflection_critic_metrics import critic_metrics, critic_turns
+from lmgym.policies.base import Policy
 from lmgym.training.plots import save_line_plot
 
 DEFAULT_TURNS = 5

@@ -13,11 +13,11 @@ import torch
 
 from lmgym.core.problem_records import write_problem_records
 from lmgym.evaluation.evaluate import episode_starts
-from lmgym.training.progress import phase_bar
-from lmgym.search.search import run_search
 from lmgym.search.methods import search_method
-from lmgym.search.settings import SearchSettings
+from lmgym.search.search import run_search
 from lmgym.search.search_types import SearchResult, StepScorer
+from lmgym.search.settings import SearchSettings
+from lmgym.training.progress import phase_bar
 
 COLUMNS = (("method", "method"), ("accuracy", "accuracy"), ("tokens_per_problem", "tokens/problem"),
            ("problems", "problems"), ("seconds", "seconds"), ("tokens_per_second", "tokens/s"))

@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from lmgym.evaluation.evaluate import majority_correct, winner_correct
 from lmgym.evaluation.verifier_metrics import VerifierMetrics, expected_calibration_error, verifier_metrics
 from lmgym.policies.prm import ProcessRewardModel
-from lmgym.evaluation.evaluate import majority_correct, winner_correct
 from lmgym.search.votes import weighted_majority
 
 

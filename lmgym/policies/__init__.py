@@ -3,12 +3,10 @@ from lmgym.policies.adapter_roles import AdapterRole, add_adapter
 from lmgym.policies.base import BackbonePolicy, DataParallelPolicy, Policy, TrainableModel, TrainablePolicy
 from lmgym.policies.contract import check_contract
 from lmgym.policies.decoding.generation import Generation
+from lmgym.policies.few_shot import FewShotStepwisePolicy
 from lmgym.policies.hf import HFPolicy, LoraSettings
 from lmgym.policies.loading.hub import EMBEDDED_HUB_ID, push_folder
 from lmgym.policies.loading.model_card import TrainingDetails, build_model_card, write_model_card
-from lmgym.policies.few_shot import FewShotStepwisePolicy
-from lmgym.policies.prm import ProcessRewardModel, aggregate_step_scores
-from lmgym.policies.prompting import pad_id, prompt_ids
 from lmgym.policies.loading.models import (
     EMBEDDED_MODEL,
     ModelLoadError,
@@ -17,6 +15,8 @@ from lmgym.policies.loading.models import (
     build_tiny_tokenizer,
     load_model_and_tokenizer,
 )
+from lmgym.policies.prm import ProcessRewardModel, aggregate_step_scores
+from lmgym.policies.prompting import pad_id, prompt_ids
 
 __all__ = [
     "Policy", "TrainableModel", "TrainablePolicy", "DataParallelPolicy", "BackbonePolicy", "check_contract",

@@ -18,9 +18,9 @@ import torch
 
 from lmgym.policies.base import Policy
 from lmgym.policies.decoding.generation import Generation, StopLists
-from lmgym.policies.prompting import Observation
 from lmgym.policies.hf import HFPolicy, LoraSettings
 from lmgym.policies.loading.lora_config import peft_lora_config
+from lmgym.policies.prompting import Observation
 
 if TYPE_CHECKING:
     from peft import LoraConfig

@@ -25,10 +25,10 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from lmgym.policies.hf import HFPolicy
-from lmgym.policies.loading.models import EMBEDDED_MODEL
 from lmgym.envs.data import read_jsonl, resolve_data_file
 from lmgym.envs.math import GSM8K_INSTRUCTION
+from lmgym.policies.hf import HFPolicy
+from lmgym.policies.loading.models import EMBEDDED_MODEL
 
 PROMPTS_DIR = Path(__file__).resolve().parents[1] / "prompts"
 DEFAULT_SYSTEM_PROMPT_PATH = PROMPTS_DIR / "stepwise_solver_sys.txt"

@@ -12,26 +12,27 @@ on that option says it helps avoid recompilations. Options this torch does not h
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING
 
 import torch
 
 from lmgym.policies.base import BackbonePolicy, DataParallelPolicy
-from lmgym.policies.decoding.generation import RowKeys, decode, stop_lists
-from lmgym.policies.loading.lora_config import LoraSettings, peft_lora_config, wants_4bit
-from lmgym.policies.logprobs import chunked_token_logprobs, completion_hidden_states, completion_targets
-from lmgym.policies.loading.models import EMBEDDED_ALIASES, EMBEDDED_MODEL, SYSTEM_PROMPT_FILE, load_model_and_tokenizer
-from lmgym.policies.padded_passes import backbone_hidden, enable_activation_checkpointing
-from lmgym.policies.prompting import Observation, is_observation, prompt_ids
-from lmgym.policies.reference_adapter import REFERENCE_ADAPTER
 from lmgym.policies.decoding.fast import FastDecoder, supports_fast_decode
+from lmgym.policies.decoding.generation import RowKeys, decode, stop_lists
 from lmgym.policies.loading.hub import check_repo_id, push_folder, recorded_base
+from lmgym.policies.loading.lora_config import LoraSettings, peft_lora_config, wants_4bit
 from lmgym.policies.loading.model_card import write_model_card
+from lmgym.policies.loading.models import EMBEDDED_ALIASES, EMBEDDED_MODEL, SYSTEM_PROMPT_FILE, load_model_and_tokenizer
 from lmgym.policies.loading.pretrained_files import pretrained_files
 from lmgym.policies.loading.quantization import four_bit_config, prepare_for_adapters
 from lmgym.policies.loading.unsharded import unsharded_copy
+from lmgym.policies.logprobs import chunked_token_logprobs, completion_hidden_states, completion_targets
+from lmgym.policies.padded_passes import backbone_hidden, enable_activation_checkpointing
+from lmgym.policies.prompting import Observation, is_observation, prompt_ids
+from lmgym.policies.reference_adapter import REFERENCE_ADAPTER
 
 if TYPE_CHECKING:
     from peft import LoraConfig
@@ -273,7 +274,7 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
         return logprobs, entropy, h
 
     # ------------------------------------------------------------------ reference and persistence
-    def frozen_copy(self) -> "HFPolicy":
+    def frozen_copy(self) -> HFPolicy:
         """A frozen copy (the KL reference). For LoRA policies the reference shares the model: the base until
         a re-sync, then a reference adapter (policies/reference_adapter.py)."""
         if self.is_lora:
@@ -286,7 +287,7 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
             cast_linear_weights(ref.backbone_and_head()[0], torch.bfloat16)  # the copy's own model
         return ref
 
-    def with_model(self, model: torch.nn.Module, device: str | torch.device | None = None) -> "HFPolicy":
+    def with_model(self, model: torch.nn.Module, device: str | torch.device | None = None) -> HFPolicy:
         """A shallow copy of this policy (tokenizer, prompting, settings) around `model` on `device` (default:
         this policy's), without what computes with this policy's own model: its fast decoder, data-parallel
         wrapper and sampling context."""
@@ -298,7 +299,7 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
         twin._sampling_weights = None
         return twin
 
-    def unsharded_copy(self, state_dict: dict[str, torch.Tensor]) -> "HFPolicy":
+    def unsharded_copy(self, state_dict: dict[str, torch.Tensor]) -> HFPolicy:
         """A whole CPU copy holding `state_dict`, the gathered weights of this FSDP-sharded policy, to `save`
         from (policies/loading/unsharded.py)."""
         return unsharded_copy(self, state_dict)

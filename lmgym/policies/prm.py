@@ -25,12 +25,11 @@ from torch import nn
 from lmgym.core.jsonl import read_json
 from lmgym.core.messages import first_line
 from lmgym.policies.base import BackbonePolicy
-from lmgym.policies.padded_passes import enable_activation_checkpointing
-from lmgym.policies.padded_passes import backbone_hidden
+from lmgym.policies.hf import default_device
+from lmgym.policies.loading.models import ModelLoadError, ModelNotFoundError, _corrupt_weights_error
+from lmgym.policies.padded_passes import backbone_hidden, enable_activation_checkpointing
 from lmgym.policies.prompting import Observation, pad_id, prompt_ids
 from lmgym.policies.value import ValueHead
-from lmgym.policies.hf import default_device
-from lmgym.policies.loading.models import _corrupt_weights_error, ModelLoadError, ModelNotFoundError
 
 if TYPE_CHECKING:
     from lmgym.buffers import Trajectory
@@ -95,7 +94,7 @@ class ProcessRewardModel(nn.Module):
 
     # ------------------------------------------------------------------ construction and persistence
     @classmethod
-    def from_policy(cls, policy: BackbonePolicy, aggregation: str = "min") -> "ProcessRewardModel":
+    def from_policy(cls, policy: BackbonePolicy, aggregation: str = "min") -> ProcessRewardModel:
         """A PRM on a copy of a policy's backbone (LoRA adapters merged in), with its tokenizer, system
         prompt and chat-template setting; the head starts at zero (every step scores 0.5)."""
         if getattr(policy, "is_lora", False):
@@ -107,7 +106,7 @@ class ProcessRewardModel(nn.Module):
                    name_or_path=policy.name_or_path).to(policy.device)
 
     @classmethod
-    def from_pretrained(cls, path: str | Path, device: str | torch.device | None = None) -> "ProcessRewardModel":
+    def from_pretrained(cls, path: str | Path, device: str | torch.device | None = None) -> ProcessRewardModel:
         """Load a folder written by `save`; a missing or bad folder is one line (ModelNotFoundError or
         ModelLoadError) naming what is wrong."""
         from safetensors import SafetensorError
@@ -258,7 +257,7 @@ class ProcessRewardModel(nn.Module):
         return self.score_sequences([b.prompt_ids + b.ids for b in branches],
                                     [[len(b.prompt_ids) + e for e in b.step_ends] for b in branches])
 
-    def score_trajectories(self, trajectories: Sequence["Trajectory"]) -> list[list[float]]:
+    def score_trajectories(self, trajectories: Sequence[Trajectory]) -> list[list[float]]:
         """One score per step of each trajectory (prompt_ids + completion_ids, at step_ends)."""
         return self.score_sequences([list(t.prompt_ids) + list(t.completion_ids) for t in trajectories],
                                     [[len(t.prompt_ids) + e for e in t.step_ends] for t in trajectories])

@@ -11,10 +11,9 @@ import torch
 from torch import nn
 
 from lmgym.policies.base import BackbonePolicy
-from lmgym.policies.padded_passes import enable_activation_checkpointing
-from lmgym.policies.logprobs import completion_hidden_states
-from lmgym.policies.padded_passes import backbone_hidden
 from lmgym.policies.loading.models import load_model_and_tokenizer
+from lmgym.policies.logprobs import completion_hidden_states
+from lmgym.policies.padded_passes import backbone_hidden, enable_activation_checkpointing
 
 
 class ValueHead(nn.Module):

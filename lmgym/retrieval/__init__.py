@@ -5,12 +5,24 @@ from lmgym.retrieval.chunking import chunk_documents, chunk_words
 from lmgym.retrieval.config import StoreConfig
 from lmgym.retrieval.documents import Document, documents_from_hotpotqa, documents_from_jsonl, documents_to_jsonl
 from lmgym.retrieval.embedders import (
-    EMBEDDED_EMBEDDER, Embedder, EmbedderNotFoundError, HashingEmbedder, SentenceTransformerEmbedder,
-    embedder_from_name, minilm_path,
+    EMBEDDED_EMBEDDER,
+    Embedder,
+    EmbedderNotFoundError,
+    HashingEmbedder,
+    SentenceTransformerEmbedder,
+    embedder_from_name,
+    minilm_path,
 )
-from lmgym.retrieval.fusion import minmax_normalise, reciprocal_rank_fusion, top_k, weighted_fusion
+from lmgym.retrieval.fusion import (
+    mean_reciprocal_rank,
+    minmax_normalise,
+    recall_at_k,
+    reciprocal_rank,
+    reciprocal_rank_fusion,
+    top_k,
+    weighted_fusion,
+)
 from lmgym.retrieval.index_files import IndexLoadError, IndexNotFoundError
-from lmgym.retrieval.fusion import mean_reciprocal_rank, recall_at_k, reciprocal_rank
 from lmgym.retrieval.store import DocumentStore, Hit
 
 __all__ = [

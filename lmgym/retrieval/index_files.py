@@ -15,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lmgym.core.jsonl import read_json
 from lmgym.core.atomic_io import remove_tree
+from lmgym.core.jsonl import read_json
 
 FORMAT, VERSION = "rlgym-retrieval-index", 1
 MANIFEST = "manifest.json"

@@ -7,8 +7,8 @@ from lmgym.search.beam_search import beam_search
 from lmgym.search.mcts import MCTS, MCTSConfig
 from lmgym.search.methods import SearchMethod, register_search_method, search_methods, unregister_search_method
 from lmgym.search.search import SearchSettings, run_search
-from lmgym.search.votes import majority_answer, weighted_majority
 from lmgym.search.search_types import SearchResult, StepScorer
+from lmgym.search.votes import majority_answer, weighted_majority
 
 # exported here until 0.3.0, now lmgym.evaluation's (a layer above search): loaded from there on first use, for
 # one release

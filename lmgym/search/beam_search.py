@@ -19,13 +19,13 @@ from collections.abc import Sequence
 
 import torch
 
-from lmgym.search.settings import SearchSettings, engine_for
-from lmgym.search.search_play import parsed_answer, result_of, step_scores
-from lmgym.search.search_types import SearchResult, StepScorer, sampled_tokens
-from lmgym.search.token_budget import charge_in_order
 from lmgym.episodes.engine import Branch
 from lmgym.policies.base import Policy
 from lmgym.policies.prm import aggregate_step_scores
+from lmgym.search.search_play import parsed_answer, result_of, step_scores
+from lmgym.search.search_types import SearchResult, StepScorer, sampled_tokens
+from lmgym.search.settings import SearchSettings, engine_for
+from lmgym.search.token_budget import charge_in_order
 
 
 def beam_search(policy: Policy, env, starts: Sequence[dict], settings: SearchSettings, scorer: StepScorer,

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 import torch
 
 from lmgym.core.checked_config import CheckedConfig, setting
+from lmgym.episodes.engine import Branch, EpisodeEngine, SamplingSettings
 from lmgym.search.mcts_tree import SELECTIONS, Node, add_virtual_loss, backup, select_leaf, walk
 from lmgym.search.search_play import parsed_answer, result_of, step_scores
 from lmgym.search.search_types import SearchResult, StepScorer, sampled_tokens
-from lmgym.episodes.engine import Branch, EpisodeEngine, SamplingSettings
 
 EVALUATIONS = ("prm", "rollout")
 ANSWERS = ("visits", "value", "vote")

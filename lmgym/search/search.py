@@ -31,15 +31,16 @@ from collections.abc import Sequence
 
 import torch
 
-from lmgym.search.mcts import MCTS
-from lmgym.search.methods import search_method
-from lmgym.search.settings import SearchSettings, engine_for
-from lmgym.search.search_play import parsed_answer, play_out, result_of, step_scores
-from lmgym.search.search_types import SearchResult, StepScorer
-from lmgym.search.token_budget import sampled_within_budget
-from lmgym.search.votes import majority_answer, weighted_majority, weighted_votes
 from lmgym.policies.base import Policy
 from lmgym.policies.prm import aggregate_step_scores
+from lmgym.search.mcts import MCTS
+from lmgym.search.methods import search_method
+from lmgym.search.search_play import parsed_answer, play_out, result_of, step_scores
+from lmgym.search.search_types import SearchResult, StepScorer
+from lmgym.search.settings import SearchSettings, engine_for
+from lmgym.search.token_budget import sampled_within_budget
+from lmgym.search.votes import majority_answer, weighted_majority, weighted_votes
+
 
 @torch.no_grad()
 def run_search(policy: Policy, env, starts: Sequence[dict], settings: SearchSettings,

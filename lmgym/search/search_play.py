@@ -12,9 +12,9 @@ from typing import Any
 
 import torch
 
-from lmgym.training.config import shown
-from lmgym.search.search_types import SearchResult, StepScorer, sampled_tokens
 from lmgym.episodes.engine import Branch, EpisodeEngine
+from lmgym.search.search_types import SearchResult, StepScorer, sampled_tokens
+from lmgym.training.config import shown
 
 
 def advance_counting(engine: EpisodeEngine, branches: Sequence[Branch], tokens: list[int],

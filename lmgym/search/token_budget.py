@@ -21,7 +21,6 @@ from lmgym.search.search_types import sampled_tokens
 from lmgym.search.settings import SearchSettings, engine_for
 
 
-
 def charge_in_order(costs: Sequence[int], spent: int, cap: int | None) -> tuple[int, int]:
     """Charge `costs` in order on top of `spent` under `cap` (None: no cap). Returns (how many fit whole,
     the new total): the first cost that would cross the cap is cut there (the total becomes the cap)."""

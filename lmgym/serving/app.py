@@ -35,19 +35,19 @@ with extra_imports("The HTTP server"):  # fastapi comes with the [serve] extra: 
     from fastapi.responses import JSONResponse, Response
     from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from lmgym.envs.arithmetic import ARITHMETIC_INSTRUCTION
+from lmgym.envs.questions import QuestionsEnv
 from lmgym.search import SearchSettings, run_search
 from lmgym.search.methods import search_methods
 from lmgym.search.search_types import StepScorer
-from lmgym.envs.arithmetic import ARITHMETIC_INSTRUCTION
-from lmgym.envs.questions import QuestionsEnv
+from lmgym.serving.batcher import BatchSettings
 from lmgym.serving.body_limit import BodyLimit
 from lmgym.serving.limits import ComputeTimeout, Deadline, ServerLimits, TimedPolicy, TimedScorer
-from lmgym.serving.batcher import BatchSettings
 from lmgym.serving.openai_api import OpenAIError, add_openai_routes
 from lmgym.serving.openai_api import validation_error as openai_validation_error
 from lmgym.serving.openai_engine import settings_for
-from lmgym.serving.text_check import not_utf8, unencodable_error
 from lmgym.serving.requests import DEFAULT_BUDGET, GenerateRequest, GenerateResponse, SolveRequest, SolveResponse
+from lmgym.serving.text_check import not_utf8, unencodable_error
 
 
 def create_app(policy, scorer: StepScorer | None = None, limits: ServerLimits | None = None,

@@ -50,9 +50,14 @@ from lmgym.search.methods import search_methods
 from lmgym.serving.batcher import Batcher, BatchSettings, Job, QueueFull
 from lmgym.serving.limits import ComputeTimeout, Deadline, ServerLimits
 from lmgym.serving.openai_engine import Choice, SampleJob, SearchJob, run_sampling, run_searches, settings_for
+from lmgym.serving.openai_schemas import (
+    MAX_STOP,
+    MAX_STOP_CHARS,
+    ChatCompletionRequest,
+    CompletionRequest,
+    SamplingFields,
+)
 from lmgym.serving.text_check import unencodable_error
-from lmgym.serving.openai_schemas import (MAX_STOP, MAX_STOP_CHARS, ChatCompletionRequest, CompletionRequest,
-                                    SamplingFields)
 
 COMPLETION_DEFAULT_TOKENS = 16  # OpenAI's default max_tokens for /v1/completions
 DISCONNECT_POLL_SECONDS = 0.05  # how often a waiting request checks that its client is still there

@@ -3,16 +3,25 @@ actor and critic roles, tool-use transcripts of RAG-HotpotQA episodes (SFT warm 
 data for process reward models (`lmgym.traindata.step_data`).
 
 Not named `datasets`: that would shadow Hugging Face's library."""
-from lmgym.traindata.preference_data import PreferencePair, load_preference_pairs, save_preference_pairs
 from lmgym.traindata.oracle_feedback import Feedback, GoldSolution, gold_solution, oracle_feedback
-from lmgym.traindata.reflection_sft import (
-    AnswerRow, ReflectionTurnExample, actor_refinement_sft_examples, answer_rows, critic_sft_examples,
-)
-from lmgym.traindata.reflection_pairs import ReflectionTriple, load_triples, pairs_from_episodes, pairs_from_triples
+from lmgym.traindata.preference_data import PreferencePair, load_preference_pairs, save_preference_pairs
 from lmgym.traindata.reflection_branching import branched_reflection_episodes
 from lmgym.traindata.reflection_context_pairs import ContextPairs, context_pairs
+from lmgym.traindata.reflection_pairs import ReflectionTriple, load_triples, pairs_from_episodes, pairs_from_triples
+from lmgym.traindata.reflection_sft import (
+    AnswerRow,
+    ReflectionTurnExample,
+    actor_refinement_sft_examples,
+    answer_rows,
+    critic_sft_examples,
+)
 from lmgym.traindata.sft_data import (
-    ChatExample, SFTExample, arithmetic_sft_examples, gsm8k_sft_examples, load_sft_examples, math_sft_examples,
+    ChatExample,
+    SFTExample,
+    arithmetic_sft_examples,
+    gsm8k_sft_examples,
+    load_sft_examples,
+    math_sft_examples,
 )
 from lmgym.traindata.tool_transcripts import ToolTranscript, hop2_queries, tool_transcript, tool_transcripts
 

@@ -23,8 +23,15 @@ from __future__ import annotations
 import hashlib
 import random
 
-from lmgym.traindata.oracle_feedback import (CORRECT, GENERIC, AnswerStep, Feedback, GoldSolution, answer_steps,
-                                       oracle_feedback)
+from lmgym.traindata.oracle_feedback import (
+    CORRECT,
+    GENERIC,
+    AnswerStep,
+    Feedback,
+    GoldSolution,
+    answer_steps,
+    oracle_feedback,
+)
 from lmgym.traindata.step_data.equations import evaluate, find_equations, format_number
 
 CHECKED_CORRECT_PHRASES = ("All right; keep it.", "Every step is right; keep this answer.")

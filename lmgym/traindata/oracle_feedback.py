@@ -38,11 +38,12 @@ from fractions import Fraction
 from lmgym.envs.answers import answers_equal
 from lmgym.envs.base import Problem
 from lmgym.envs.extraction import extract_answer
-from lmgym.traindata.step_data.arithmetic_gold import arithmetic_expression, arithmetic_steps
-from lmgym.traindata.step_data.equations import format_number, parse_number, solve_steps, tokens
+
 # how a critic's feedback in the oracle's language is read back: evaluation's, imported here as it was defined here
 from lmgym.evaluation.reflection_critic_metrics import APPROVE, REJECT, UNCLEAR, feedback_verdict  # noqa: F401
 from lmgym.policies.few_shot import gsm8k_solution_steps
+from lmgym.traindata.step_data.arithmetic_gold import arithmetic_expression, arithmetic_steps
+from lmgym.traindata.step_data.equations import format_number, parse_number, solve_steps, tokens
 
 MAX_ANSWER_CHARS = 4000  # an answer is read from its first this-many characters
 MAX_LINE_CHARS = 300  # each line from its first this-many characters

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lmgym.traindata.preference_data import PreferencePair
 from lmgym.buffers import EpisodeOutcome, Trajectory
 from lmgym.core.jsonl import parse_jsonl
 from lmgym.envs.answers import answers_equal
@@ -31,6 +30,7 @@ from lmgym.envs.reflection import (
     ReflectionEnv,
     reflection_transcript,
 )
+from lmgym.traindata.preference_data import PreferencePair
 
 ACTOR_CONTEXTS = ("question", "feedback")
 Grader = Callable[[str, str], bool]

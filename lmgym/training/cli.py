@@ -13,15 +13,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import typing
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from lmgym.core.checked_config import field_help
-from lmgym.core.extras import MissingExtraError
 from lmgym.core.dotted_names import Setting, flatten, settings_of
+from lmgym.core.extras import MissingExtraError
+from lmgym.envs import make
 from lmgym.training import trl_names
 from lmgym.training.config import field_types, load_config, nested_fields
 from lmgym.training.guards import EXIT_STATUS
-from lmgym.envs import make
 
 FLAG_TYPES = {int: int, float: float, str: str}
 

@@ -22,16 +22,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lmgym.core.checked_config import (CheckedConfig, ConfigError, UnknownFieldError, coerce_field, field_default,
-                                 field_help, field_types, nested_fields, setting, unknown_fields_line)
+from lmgym.core.checked_config import (
+    CheckedConfig,
+    ConfigError,
+    UnknownFieldError,
+    coerce_field,
+    field_default,
+    field_help,
+    field_types,
+    nested_fields,
+    setting,
+    unknown_fields_line,
+)
 from lmgym.core.coercion import BOOL_WORDS, shown
+from lmgym.core.dotted_names import coerce_setting, flatten, settings_of, unflatten
 from lmgym.core.extras import module_available
 from lmgym.core.messages import first_line
-from lmgym.core.dotted_names import coerce_setting, flatten, settings_of, unflatten
+from lmgym.policies.loading.hub import check_repo_id
 from lmgym.training import trl_names
 from lmgym.training.lr_schedules import schedule_problem
 from lmgym.training.trl_names import REMOVED
-from lmgym.policies.loading.hub import check_repo_id
 
 __all__ = ["TrainerConfig", "ConfigError", "UnknownFieldError", "CheckedConfig", "setting", "field_help",
            "field_types", "field_default", "nested_fields", "coerce_field", "shown", "BOOL_WORDS", "REMOVED",
@@ -233,7 +243,7 @@ def _read_file(cls: type, path: str | Path) -> tuple[dict[str, Any], dict[str, s
     return values, step_counted
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _unique_key_loader() -> type:
     """yaml.SafeLoader that refuses a key given twice in one mapping (PyYAML silently keeps the last)."""
     import yaml

@@ -23,16 +23,16 @@ and `clip_grad_norm` takes the norm over both.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
-from typing import Sequence
 
 import torch
 
+from lmgym.policies.base import DataParallelPolicy
+from lmgym.policies.contract import check_contract
 from lmgym.training import distributed as dist
 from lmgym.training import fsdp
 from lmgym.training.config import DATA_PARALLEL_MODES
-from lmgym.policies.base import DataParallelPolicy
-from lmgym.policies.contract import check_contract
 
 
 class GradientAverager:

@@ -13,8 +13,9 @@ import gc
 import os
 import pickle
 import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as td

@@ -11,7 +11,8 @@ or, for a TRL name, what this toolkit calls it (training/trl_names.py). Exit sta
 from __future__ import annotations
 
 import argparse
-from typing import Any, NoReturn, Sequence
+from collections.abc import Sequence
+from typing import Any, NoReturn
 
 from lmgym.core.messages import did_you_mean
 from lmgym.training import trl_names

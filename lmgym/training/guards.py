@@ -60,7 +60,7 @@ class StopRequests:
         self._asked = False
         self._previous: Any = None
 
-    def __enter__(self) -> "StopRequests":
+    def __enter__(self) -> StopRequests:
         if threading.current_thread() is threading.main_thread():
             self._previous = signal.signal(signal.SIGINT, self._handle)
         return self

@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from lmgym.policies.loading.model_card import CARD_FILE, TrainingDetails, write_model_card
 from lmgym.envs.registry import env_id
+from lmgym.policies.loading.model_card import CARD_FILE, TrainingDetails, write_model_card
 
 # Hub datasets of the built-in envs (the env's own HUB_ID attribute is used for any other env that has one).
 # Generated envs (Arithmetic-v0, ToolArithmetic-v0) have none.

@@ -1,8 +1,8 @@
 """Progress bars for the phases of a run (evaluation, sampling, scoring, the update) through tqdm."""
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator
 
 from tqdm.auto import tqdm
 

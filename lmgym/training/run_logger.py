@@ -83,8 +83,8 @@ def check_history(run_dir: str | Path, iteration: int, checkpoint: str | Path) -
     without a word. Rows after `iteration` (to be redone) are `RunLogger.truncate_after`'s concern.
     """
     path = Path(run_dir) / "metrics.jsonl"
-    remedy = (f"checkpoints do not hold the logged rows, so they cannot be rebuilt: put the file back (a copy, "
-              f"or a metrics.<n>.jsonl.bak of this run), or run without --resume to start over")
+    remedy = ("checkpoints do not hold the logged rows, so they cannot be rebuilt: put the file back (a copy, "
+              "or a metrics.<n>.jsonl.bak of this run), or run without --resume to start over")
     if not path.is_file():
         raise MetricsHistoryError(f"{path}: missing, but {checkpoint} has trained {iteration} iterations; {remedy}")
     logged = {row["iteration"] for _, _, row in metric_lines(path) if row and isinstance(row.get("iteration"), int)}

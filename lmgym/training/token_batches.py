@@ -18,7 +18,7 @@ busiest one (verl's dynamic batch size does the same with a max over ranks).
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -15,34 +15,34 @@ import math
 import random
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from lmgym.policies.base import TrainableModel, TrainablePolicy
+from lmgym.policies.contract import check_contract
+from lmgym.policies.loading.hub import push_folder
+from lmgym.policies.loading.lora_config import lora_description
+from lmgym.policies.loading.quantization import quantization_description
 from lmgym.training import distributed as dist
 from lmgym.training import fsdp
+from lmgym.training.callbacks import CallbackList, TrainerCallback
 from lmgym.training.checkpoints import sharded as sharded_checkpoints
 from lmgym.training.checkpoints import trainer_state
-from lmgym.training.callbacks import CallbackList, TrainerCallback
 from lmgym.training.config import TrainerConfig, checked_config
 from lmgym.training.data_parallel import GradientAverager
-from lmgym.training.guards import NonFiniteTrainingError, warn
-from lmgym.training.guards import StopRequests, TrainingInterrupted, interrupted_line
+from lmgym.training.guards import NonFiniteTrainingError, StopRequests, TrainingInterrupted, interrupted_line, warn
 from lmgym.training.lr_schedules import build_scheduler
+from lmgym.training.model_card import write_trainer_cards
 from lmgym.training.phase_memory import PhaseMemory
 from lmgym.training.plots import RunPlots
 from lmgym.training.progress import phase_bar
 from lmgym.training.run_logger import RunLog, RunLogger, check_history
-from lmgym.policies.base import TrainableModel, TrainablePolicy
-from lmgym.policies.loading.lora_config import lora_description
-from lmgym.policies.loading.quantization import quantization_description
-from lmgym.policies.contract import check_contract
-from lmgym.policies.loading.hub import push_folder
-from lmgym.training.model_card import write_trainer_cards
 
 
 class Trainer(ABC):

@@ -19,8 +19,9 @@ This module sits under training/config.py (which imports it), and imports only c
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from lmgym.core.checked_config import ConfigError, field_types
 from lmgym.core.coercion import BOOL_WORDS, shown

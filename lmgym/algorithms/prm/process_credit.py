@@ -11,7 +11,7 @@ own `outcome_advantages`. `refresh` (GRPOConfig) retrains the PRM on the policy'
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 

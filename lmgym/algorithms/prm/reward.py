@@ -24,12 +24,13 @@ one score in [0, 1] per step (`step_ends`), in step order (lmgym.policies.prm.Pr
 from __future__ import annotations
 
 import math
-from typing import Protocol, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
-from lmgym.training.config import ConfigError
 from lmgym.algorithms.config import RLConfig
 from lmgym.algorithms.prm.step_credit import score_progress
 from lmgym.buffers import TOKEN_REWARD_SHAPING, TokenField, Trajectory
+from lmgym.training.config import ConfigError
 
 PRM_CREDITS = ("score", "progress")  # what a step is paid: its score, or its score minus the one before
 

@@ -9,18 +9,19 @@ token, each under the same question and prefix; a rated solution at every rated 
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
 
+from lmgym.buffers.step_pairs import RatedSteps, StepPair
+from lmgym.evaluation.verifier_metrics import expected_calibration_error, roc_auc
 from lmgym.training import distributed as dist
 from lmgym.training.config import TrainerConfig, setting
 from lmgym.training.token_batches import EpochDraws
-from lmgym.evaluation.verifier_metrics import expected_calibration_error, roc_auc
 from lmgym.training.trainer import Trainer
-from lmgym.buffers.step_pairs import RatedSteps, StepPair
 
 
 def bradley_terry_loss(chosen_logits: torch.Tensor, rejected_logits: torch.Tensor,

@@ -30,8 +30,9 @@ import signal
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from multiprocessing import Pipe
-from typing import Any, Callable
+from typing import Any
 
 WORKER_CPU_HARD = 1200  # RLIMIT_CPU hard limit of one worker's life, seconds
 WORKER_CPU_RECYCLE = 600  # the parent replaces a worker that has used this much CPU

@@ -10,7 +10,13 @@ their answer and retrieval rewards.
 - `rewards`: the envs' reward functions (exact match, F1, retrieval MRR and recall, search costs, format).
 """
 from lmgym.envs.hotpotqa.env import (
-    ANSWER_INSTRUCTION, CONTEXTS, QA_REWARD_FNS, QA_REWARD_WEIGHTS, HotpotQAEnv, HotpotQAProblems, format_paragraphs,
+    ANSWER_INSTRUCTION,
+    CONTEXTS,
+    QA_REWARD_FNS,
+    QA_REWARD_WEIGHTS,
+    HotpotQAEnv,
+    HotpotQAProblems,
+    format_paragraphs,
 )
 from lmgym.envs.hotpotqa.rag import RAGHotpotQAEnv, SearchTool
 from lmgym.envs.hotpotqa.retrieved import QuestionSearchHotpotQAEnv

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lmgym.envs.data import DataFileNotFoundError, MalformedRowError, load_rows, read_jsonl
 from lmgym.core.jsonl import read_json
+from lmgym.envs.data import DataFileNotFoundError, MalformedRowError, load_rows, read_jsonl
 from lmgym.envs.math import check_subset
 
 HUB_ID, HUB_CONFIG = "hotpot_qa", "distractor"

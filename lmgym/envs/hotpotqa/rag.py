@@ -57,8 +57,8 @@ from typing import Any, ClassVar
 from lmgym.core import messages
 from lmgym.core.extras import require_extra
 from lmgym.envs.checks import check_positive_int
-from lmgym.envs.hotpotqa.env import HotpotQAProblems, format_paragraphs
 from lmgym.envs.hotpotqa.data import HotpotQARecord
+from lmgym.envs.hotpotqa.env import HotpotQAProblems, format_paragraphs
 from lmgym.envs.hotpotqa.rewards import (
     DEFAULT_WEIGHTS,
     SEARCH_CLOSE,

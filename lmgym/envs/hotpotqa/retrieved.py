@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from lmgym.envs.base import Problem
-from lmgym.envs.hotpotqa.env import ANSWER_INSTRUCTION, HotpotQAEnv
 from lmgym.envs.hotpotqa.data import HotpotQARecord
+from lmgym.envs.hotpotqa.env import ANSWER_INSTRUCTION, HotpotQAEnv
 from lmgym.envs.hotpotqa.rag import DEFAULT_MAX_PASSAGE_CHARS, SearchTool, open_store
 from lmgym.envs.hotpotqa.rewards import exact_match_reward, f1_reward, mrr_reward, support_recall_reward
 from lmgym.envs.rewards.functions import RewardFn

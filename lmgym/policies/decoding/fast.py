@@ -35,16 +35,6 @@ import torch
 import torch._dynamo
 import torch.nn.functional as F
 
-from lmgym.policies.padded_passes import variable_length_attention
-from lmgym.policies.decoding.layers import (
-    attention_inputs,
-    attention_output_and_mlp,
-    compiled_layer_functions,
-    rotate_half,
-)
-from lmgym.policies.decoding.step import LoopState, Outputs, Sampling, sample_and_record
-from lmgym.policies.decoding.weights import DecodeWeights
-from lmgym.policies.prompting import pad_id as padding_id
 from lmgym.policies.decoding.generation import (
     Generation,
     RowKeys,
@@ -55,6 +45,16 @@ from lmgym.policies.decoding.generation import (
     right_pad,
     stop_lists,
 )
+from lmgym.policies.decoding.layers import (
+    attention_inputs,
+    attention_output_and_mlp,
+    compiled_layer_functions,
+    rotate_half,
+)
+from lmgym.policies.decoding.step import LoopState, Outputs, Sampling, sample_and_record
+from lmgym.policies.decoding.weights import DecodeWeights
+from lmgym.policies.padded_passes import variable_length_attention
+from lmgym.policies.prompting import pad_id as padding_id
 
 _REQUIRED = ("q_proj", "k_proj", "v_proj", "o_proj")
 # Buckets kept between calls hold at most this share of the GPU: a quarter kept 35 GB of KV buffers alive through

@@ -9,10 +9,9 @@ they accumulate, so long tails don't pay for short answers.
 """
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-
-import warnings
 
 import torch
 
@@ -111,7 +110,7 @@ class RowKeys:
         """One uniform number in (0, 1) (float64) per batch row; `rows` are the rows' original indices."""
         return keyed_uniform(self.row_keys(rows), step)
 
-    def repeat(self, n: int) -> "RowKeys":
+    def repeat(self, n: int) -> RowKeys:
         """Keys for each prompt repeated `n` times (n samples per prompt), each sample its own key."""
         return RowKeys([row_key(k, j) for k in self.keys for j in range(n)])
 

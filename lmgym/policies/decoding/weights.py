@@ -73,7 +73,7 @@ class DecodeWeights:
 
     @classmethod
     def build(cls, layers: list[torch.nn.Module], lm_head: torch.nn.Module,
-              dtype: torch.dtype) -> "DecodeWeights | None":
+              dtype: torch.dtype) -> DecodeWeights | None:
         """The copies, or None when some layer's weights cannot be copied whole (see the module docstring)."""
         weights = cls(layers, lm_head, dtype)
         return weights if weights.refresh() else None

@@ -10,7 +10,11 @@
 - `hub`: Hugging Face Hub names, and uploading a folder (`push_folder`).
 """
 from lmgym.policies.loading.models import (
-    EMBEDDED_MODEL, ModelLoadError, ModelNotFoundError, build_tiny_model, build_tiny_tokenizer,
+    EMBEDDED_MODEL,
+    ModelLoadError,
+    ModelNotFoundError,
+    build_tiny_model,
+    build_tiny_tokenizer,
     load_model_and_tokenizer,
 )
 

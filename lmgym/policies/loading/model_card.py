@@ -10,9 +10,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lmgym.policies.loading.models import CARD_FILE, EMBEDDED_BASE_KEY, card_metadata
 from lmgym.policies.loading.hub import is_hub_id, recorded_base
-from lmgym.policies.loading.models import EMBEDDED_ALIASES, EMBEDDED_HUB_ID, EMBEDDED_MODEL
+from lmgym.policies.loading.models import (
+    CARD_FILE,
+    EMBEDDED_ALIASES,
+    EMBEDDED_BASE_KEY,
+    EMBEDDED_HUB_ID,
+    EMBEDDED_MODEL,
+    card_metadata,
+)
 
 LIBRARY_TAG = "rlgym-llm"
 

@@ -22,6 +22,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import save_file
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
 from lmgym.core.atomic_io import remove_tree
 from lmgym.core.jsonl import read_json
 
@@ -245,7 +246,7 @@ def card_metadata(folder: str | Path) -> dict[str, Any]:
 
 def build_tiny_tokenizer() -> PreTrainedTokenizerBase:
     """A character-level tokenizer over printable ASCII with SmolLM2's chat special tokens, built in code."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, decoders
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]

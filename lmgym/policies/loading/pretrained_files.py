@@ -12,13 +12,13 @@ loads it.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 
-from lmgym.policies.reference_adapter import REFERENCE_ADAPTER
 from lmgym.policies.loading.hub import recorded_base
+from lmgym.policies.reference_adapter import REFERENCE_ADAPTER
 
 CONFIG = "config.json"
 GENERATION_CONFIG = "generation_config.json"

@@ -5,10 +5,20 @@ policy (`shepherd`), and the policy's own samples with outcome and Monte-Carlo s
 (`policy_labels`, `labelled_samples`)."""
 from lmgym.traindata.step_data.arithmetic_gold import arithmetic_steps
 from lmgym.traindata.step_data.gold_corruption import (
-    KINDS, arithmetic_pairs, corruptions, gold_step_pairs, gsm8k_pairs, gsm8k_solution_steps,
+    KINDS,
+    arithmetic_pairs,
+    corruptions,
+    gold_step_pairs,
+    gsm8k_pairs,
+    gsm8k_solution_steps,
 )
 from lmgym.traindata.step_data.labelled_samples import (
-    LabelledSample, PolicyLabels, load_policy_labels, outcome_items, save_policy_labels, step_items,
+    LabelledSample,
+    PolicyLabels,
+    load_policy_labels,
+    outcome_items,
+    save_policy_labels,
+    step_items,
 )
 from lmgym.traindata.step_data.policy_labels import PolicyLabelConfig, policy_labels
 from lmgym.traindata.step_data.prm800k import load_prm800k

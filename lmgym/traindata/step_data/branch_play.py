@@ -18,7 +18,7 @@ class PlayedBranch:
     branch: Branch
     steps: list[str] = field(default_factory=list)
 
-    def copy(self, member: int) -> "PlayedBranch":
+    def copy(self, member: int) -> PlayedBranch:
         """An independent copy (Branch.snapshot) with its own sampling key `member`."""
         branch = self.branch.snapshot()
         branch.member = member

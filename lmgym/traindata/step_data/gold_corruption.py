@@ -16,14 +16,20 @@ import random
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from lmgym.traindata.step_data.arithmetic_gold import arithmetic_steps
-from lmgym.traindata.step_data.equations import (
-    NUMBER_RE, SWAPPED_OP, decimals_of, evaluate, find_equations, format_number, parse_number,
-)
 from lmgym.buffers.step_pairs import StepPair
-from lmgym.policies.few_shot import gsm8k_solution_steps as few_shot_solution
 from lmgym.envs.arithmetic import ArithmeticEnv
 from lmgym.envs.math import GSM8KEnv
+from lmgym.policies.few_shot import gsm8k_solution_steps as few_shot_solution
+from lmgym.traindata.step_data.arithmetic_gold import arithmetic_steps
+from lmgym.traindata.step_data.equations import (
+    NUMBER_RE,
+    SWAPPED_OP,
+    decimals_of,
+    evaluate,
+    find_equations,
+    format_number,
+    parse_number,
+)
 
 KINDS = ("wrong_number", "wrong_operation", "dropped_step")
 NUMBER_OFFSETS = (1, 2, 3, 5, 10)

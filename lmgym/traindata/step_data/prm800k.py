@@ -19,8 +19,8 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from lmgym.core.jsonl import parse_jsonl
 from lmgym.buffers.step_pairs import RatedSteps, StepPair
+from lmgym.core.jsonl import parse_jsonl
 from lmgym.envs.data import DataFileNotFoundError
 from lmgym.envs.math import MATH_INSTRUCTION
 

@@ -26,11 +26,11 @@ from dataclasses import dataclass
 
 import torch
 
-from lmgym.core.checked_config import CheckedConfig, setting
-from lmgym.search.search_types import sampled_tokens
 from lmgym.buffers.step_pairs import RatedSteps, StepPair
+from lmgym.core.checked_config import CheckedConfig, setting
 from lmgym.episodes.engine import EpisodeEngine, SamplingSettings
 from lmgym.policies.base import Policy
+from lmgym.search.search_types import sampled_tokens
 from lmgym.traindata.step_data.branch_play import PlayedBranch, ended_right, play_to_end, reset_question
 
 

@@ -9,9 +9,26 @@
 - `trainer_state`: a `Trainer`'s save, load, resume and start-over, and its final model folder.
 """
 from lmgym.training.checkpoints.folders import (
-    CHECKPOINTS, LEGACY, MANIFEST, Checkpoint, CheckpointError, CorruptCheckpointError, UnsafeCheckpointError,
-    checkpoint_name, complete_checkpoints, file_entry, iteration_of, load_state, resume_candidates, seal,
-    set_aside_corrupt, staging_folder, unsealed_checkpoints, verify, write_checkpoint, write_files,
+    CHECKPOINTS,
+    LEGACY,
+    MANIFEST,
+    Checkpoint,
+    CheckpointError,
+    CorruptCheckpointError,
+    UnsafeCheckpointError,
+    checkpoint_name,
+    complete_checkpoints,
+    file_entry,
+    iteration_of,
+    load_state,
+    resume_candidates,
+    seal,
+    set_aside_corrupt,
+    staging_folder,
+    unsealed_checkpoints,
+    verify,
+    write_checkpoint,
+    write_files,
 )
 from lmgym.training.run_logger import archive_history
 

@@ -23,14 +23,21 @@ import json
 import os
 import pickle
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
 from lmgym.core.atomic_io import (
-    fsync_dir, fsync_file, move_aside, purge_trash, refuse_symlink, remove_tree, write_synced,
+    fsync_dir,
+    fsync_file,
+    move_aside,
+    purge_trash,
+    refuse_symlink,
+    remove_tree,
+    write_synced,
 )
 from lmgym.core.jsonl import read_json
 

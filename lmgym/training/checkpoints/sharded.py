@@ -18,10 +18,10 @@ from typing import Any
 
 import torch
 
-from lmgym.training.checkpoints import layout
-from lmgym.training.checkpoints import folders as ckpt
-from lmgym.training import distributed as dist
 from lmgym.core.messages import first_line
+from lmgym.training import distributed as dist
+from lmgym.training.checkpoints import folders as ckpt
+from lmgym.training.checkpoints import layout
 
 SHARDED = "sharded"  # the DCP folder inside a checkpoint
 

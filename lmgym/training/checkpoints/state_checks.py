@@ -11,16 +11,17 @@ of the trainer changes. What a field's weights hold (shapes, names) is checked w
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
 
-from lmgym.training.checkpoints.folders import CorruptCheckpointError
-from lmgym.training.config import shown
-from lmgym.training.checkpoints.sharded import SHARDED
 from lmgym.core.messages import first_line
+from lmgym.training.checkpoints.folders import CorruptCheckpointError
+from lmgym.training.checkpoints.sharded import SHARDED
+from lmgym.training.config import shown
 
 REFERENCE_SOURCES = ("none", "adapter", "initial", "policy", "stored")
 BIT_GENERATORS = {"PCG64": np.random.PCG64, "PCG64DXSM": np.random.PCG64DXSM, "MT19937": np.random.MT19937,

@@ -10,20 +10,19 @@ can detect early. The folder layout, manifests and safe loading are training/che
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 
-from lmgym.training.checkpoints import layout
-from lmgym.training.checkpoints import folders as ckpt
-from lmgym.training import distributed as dist
-from lmgym.training.checkpoints import sharded
-from lmgym.training.checkpoints import state_checks
 from lmgym.core.atomic_io import refuse_symlink, remove_tree
+from lmgym.core.messages import first_line
+from lmgym.training import distributed as dist
+from lmgym.training.checkpoints import folders as ckpt
+from lmgym.training.checkpoints import layout, sharded, state_checks
 from lmgym.training.guards import warn
 from lmgym.training.run_logger import DISCARDED, WANDB_ID, archive_history
-from lmgym.core.messages import first_line
 
 REQUIRED = ("iteration", "policy", "optimizer", "scheduler", "rng")  # what every checkpoint's state holds
 REQUIRED_SHARDED = ("iteration", "scheduler", "rng", "rank_rng")  # ... under FSDP (weights in sharded/)
