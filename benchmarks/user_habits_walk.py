@@ -1015,7 +1015,7 @@ def model_card(walk: Walk) -> Verdict:
     adapter_card = metadata(walk.lora_run["adapter"])
     embedded_card = metadata(walk.embedded_adapter)
     problems = []
-    if run_card.get("library_name") != "transformers" or not {"rlgym-llm", "grpo"} <= set(run_card.get("tags") or []):
+    if run_card.get("library_name") != "transformers" or not {"lmgym", "grpo"} <= set(run_card.get("tags") or []):
         problems.append(f"model/: library_name {run_card.get('library_name')}, tags {run_card.get('tags')}")
     if "model-index" not in run_card:
         problems.append("model/: no model-index (evaluation results)")

@@ -64,7 +64,7 @@ def test_a_saved_model_folder_has_a_card_whose_metadata_parses(tmp_path):
     hub_named_policy().save(tmp_path / "model")
     data = card_data(tmp_path / "model")
     assert data["base_model"] == "someone/tiny-base" and data["library_name"] == "transformers"
-    assert "rlgym-llm" in data["tags"] and data["pipeline_tag"] == "text-generation"
+    assert "lmgym" in data["tags"] and data["pipeline_tag"] == "text-generation"
 
 
 def test_a_model_built_in_code_names_no_base_and_a_local_folder_passes_its_cards_base_on(tmp_path):
@@ -82,7 +82,7 @@ def test_the_adapter_card_replaces_peft_s_blank_template(tmp_path):
     assert "More Information Needed" not in text  # peft's template
     data = card_data(tmp_path / "adapter")
     assert data["library_name"] == "peft" and data["base_model"] == "someone/tiny-base"
-    assert {"rlgym-llm", "lora"} <= set(data["tags"]) and EMBEDDED_BASE_KEY not in data
+    assert {"lmgym", "lora"} <= set(data["tags"]) and EMBEDDED_BASE_KEY not in data
     recorded = json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())["base_model_name_or_path"]
     assert recorded == "someone/tiny-base"
 
@@ -160,7 +160,7 @@ def test_the_push_to_hub_flag_pushes_the_final_model_of_a_tiny_run_with_its_trai
     repo = tmp_path / "hub" / "me" / "tiny-grpo"
     assert (repo / "model.safetensors").is_file() and hub.commits[0][0] == "me/tiny-grpo"
     data = card_data(repo)
-    assert data["base_model"] == "someone/tiny-base" and {"rlgym-llm", "grpo"} <= set(data["tags"])
+    assert data["base_model"] == "someone/tiny-base" and {"lmgym", "grpo"} <= set(data["tags"])
     results = data["model-index"][0]["results"]
     assert {(m["type"], m["name"]) for r in results for m in r["metrics"]} >= {("accuracy", "eval_accuracy")}
     assert data["model-index"][0]["name"] == "tiny-grpo"

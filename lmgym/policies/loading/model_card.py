@@ -20,7 +20,7 @@ from lmgym.policies.loading.models import (
     card_metadata,
 )
 
-LIBRARY_TAG = "rlgym-llm"
+LIBRARY_TAG = "lmgym"
 
 
 @dataclass
