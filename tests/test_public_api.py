@@ -40,7 +40,8 @@ def resolve(dotted: str):
 
 
 def test_every_top_level_name_resolves():
-    assert {"GRPO", "GRPOConfig", "make", "HFPolicy", "evaluate", "TrainerCallback", "__version__"} <= set(lmgym.__all__)
+    expected = {"GRPO", "GRPOConfig", "make", "HFPolicy", "evaluate", "TrainerCallback", "__version__"}
+    assert expected <= set(lmgym.__all__)
     missing = [name for name in lmgym.__all__ if not hasattr(lmgym, name)]
     assert not missing, missing
     with pytest.raises(AttributeError, match="no attribute 'NoSuchName'"):
