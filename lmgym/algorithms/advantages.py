@@ -7,6 +7,15 @@ import torch
 from lmgym.training import distributed as dist
 
 
+def _normalised(r: torch.Tensor, scale_by_std: bool, eps: float) -> torch.Tensor:
+    """(r - mean) / (std + eps), unbiased std; only centred without `scale_by_std`; 0 when r's values are equal."""
+    centred = r - r.mean()
+    if scale_by_std:
+        std = r.std(unbiased=True) if r.numel() > 1 else torch.tensor(0.0)
+        centred = centred / (std + eps) if std > 1e-8 else torch.zeros_like(centred)
+    return centred
+
+
 def group_advantages(rewards: torch.Tensor, group_ids: torch.Tensor, scale_by_std: bool = True,
                      eps: float = 1e-4) -> torch.Tensor:
     """(r - mean of its group) / (std of its group + eps); std is the unbiased sample std.
@@ -18,11 +27,7 @@ def group_advantages(rewards: torch.Tensor, group_ids: torch.Tensor, scale_by_st
     for gid in torch.unique(group_ids):
         idx = group_ids == gid
         r = rewards[idx].float()
-        centred = r - r.mean()
-        if scale_by_std:
-            std = r.std(unbiased=True) if r.numel() > 1 else torch.tensor(0.0)
-            centred = centred / (std + eps) if std > 1e-8 else torch.zeros_like(centred)
-        adv[idx] = centred
+        adv[idx] = _normalised(r, scale_by_std, eps)
     return adv
 
 
@@ -38,11 +43,7 @@ def group_step_normalised(step_rewards: torch.Tensor, step_mask: torch.Tensor, g
         r = step_rewards[rows].float()
         if r.numel() == 0:
             continue
-        centred = r - r.mean()
-        if scale_by_std:
-            std = r.std(unbiased=True) if r.numel() > 1 else torch.tensor(0.0)
-            centred = centred / (std + eps) if std > 1e-8 else torch.zeros_like(centred)
-        normalised[rows] = centred
+        normalised[rows] = _normalised(r, scale_by_std, eps)
     return normalised
 
 
