@@ -2,9 +2,18 @@
 discounted returns and GAE."""
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 
 from lmgym.training import distributed as dist
+
+
+def _groups(rewards: torch.Tensor, group_ids: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Each group's (mask, rewards as floats), in the order of its id."""
+    for gid in torch.unique(group_ids):
+        idx = group_ids == gid
+        yield idx, rewards[idx].float()
 
 
 def _normalised(r: torch.Tensor, scale_by_std: bool, eps: float) -> torch.Tensor:
@@ -24,9 +33,7 @@ def group_advantages(rewards: torch.Tensor, group_ids: torch.Tensor, scale_by_st
     gets advantage 0 everywhere: it carries no signal.
     """
     adv = torch.zeros_like(rewards, dtype=torch.float)
-    for gid in torch.unique(group_ids):
-        idx = group_ids == gid
-        r = rewards[idx].float()
+    for idx, r in _groups(rewards, group_ids):
         adv[idx] = _normalised(r, scale_by_std, eps)
     return adv
 
@@ -139,9 +146,7 @@ def leave_one_out_advantages(rewards: torch.Tensor, group_ids: torch.Tensor) -> 
     A group of one sample has no baseline: its advantage is 0.
     """
     adv = torch.zeros_like(rewards, dtype=torch.float)
-    for gid in torch.unique(group_ids):
-        idx = group_ids == gid
-        r = rewards[idx].float()
+    for idx, r in _groups(rewards, group_ids):
         if r.numel() > 1:
             adv[idx] = r - (r.sum() - r) / (r.numel() - 1)
     return adv
