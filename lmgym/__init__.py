@@ -9,7 +9,7 @@ stays light (no torch, no sympy).
 from __future__ import annotations
 
 import lmgym.moved  # noqa: F401 - installs the finder that keeps MOVED_MODULES' old paths importable
-from lmgym.core.lazy_names import lazy_names
+from lmgym.core.extras import lazy_names
 from lmgym.envs import __all__ as _ENV_NAMES  # importing lmgym.envs registers the environments (see above)
 
 __version__ = "0.3.0"

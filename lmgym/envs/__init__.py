@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lmgym.core.lazy_names import lazy_names
+from lmgym.core.extras import lazy_names
 from lmgym.envs.base import EpisodeOverError, LanguageEnv, NoRewardError, Problem
 from lmgym.envs.data import DataFileNotFoundError, MalformedRowError
 from lmgym.envs.dataset_env import DatasetEnv
