@@ -8,9 +8,8 @@ stays light (no torch, no sympy).
 """
 from __future__ import annotations
 
-import importlib
-
 import lmgym.moved  # noqa: F401 - installs the finder that keeps MOVED_MODULES' old paths importable
+from lmgym.core.extras import lazy_names
 from lmgym.envs import __all__ as _ENV_NAMES  # importing lmgym.envs registers the environments (see above)
 
 __version__ = "0.3.0"
@@ -39,15 +38,5 @@ _LAZY: dict[str, str] = {
 __all__ = ["__version__", *_ENV_NAMES, *_LAZY]
 
 
-def __getattr__(name: str):
-    """Load the subpackage that defines `name` on first use."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'lmgym' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+# load the subpackage or module that defines a `_LAZY` name on first use
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())

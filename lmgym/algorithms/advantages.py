@@ -2,9 +2,27 @@
 discounted returns and GAE."""
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 
 from lmgym.training import distributed as dist
+
+
+def _groups(rewards: torch.Tensor, group_ids: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Each group's (mask, rewards as floats), in the order of its id."""
+    for gid in torch.unique(group_ids):
+        idx = group_ids == gid
+        yield idx, rewards[idx].float()
+
+
+def _normalised(r: torch.Tensor, scale_by_std: bool, eps: float) -> torch.Tensor:
+    """(r - mean) / (std + eps), unbiased std; only centred without `scale_by_std`; 0 when r's values are equal."""
+    centred = r - r.mean()
+    if scale_by_std:
+        std = r.std(unbiased=True) if r.numel() > 1 else torch.tensor(0.0)
+        centred = centred / (std + eps) if std > 1e-8 else torch.zeros_like(centred)
+    return centred
 
 
 def group_advantages(rewards: torch.Tensor, group_ids: torch.Tensor, scale_by_std: bool = True,
@@ -15,14 +33,8 @@ def group_advantages(rewards: torch.Tensor, group_ids: torch.Tensor, scale_by_st
     gets advantage 0 everywhere: it carries no signal.
     """
     adv = torch.zeros_like(rewards, dtype=torch.float)
-    for gid in torch.unique(group_ids):
-        idx = group_ids == gid
-        r = rewards[idx].float()
-        centred = r - r.mean()
-        if scale_by_std:
-            std = r.std(unbiased=True) if r.numel() > 1 else torch.tensor(0.0)
-            centred = centred / (std + eps) if std > 1e-8 else torch.zeros_like(centred)
-        adv[idx] = centred
+    for idx, r in _groups(rewards, group_ids):
+        adv[idx] = _normalised(r, scale_by_std, eps)
     return adv
 
 
@@ -38,11 +50,7 @@ def group_step_normalised(step_rewards: torch.Tensor, step_mask: torch.Tensor, g
         r = step_rewards[rows].float()
         if r.numel() == 0:
             continue
-        centred = r - r.mean()
-        if scale_by_std:
-            std = r.std(unbiased=True) if r.numel() > 1 else torch.tensor(0.0)
-            centred = centred / (std + eps) if std > 1e-8 else torch.zeros_like(centred)
-        normalised[rows] = centred
+        normalised[rows] = _normalised(r, scale_by_std, eps)
     return normalised
 
 
@@ -138,9 +146,7 @@ def leave_one_out_advantages(rewards: torch.Tensor, group_ids: torch.Tensor) -> 
     A group of one sample has no baseline: its advantage is 0.
     """
     adv = torch.zeros_like(rewards, dtype=torch.float)
-    for gid in torch.unique(group_ids):
-        idx = group_ids == gid
-        r = rewards[idx].float()
+    for idx, r in _groups(rewards, group_ids):
         if r.numel() > 1:
             adv[idx] = r - (r.sum() - r) / (r.numel() - 1)
     return adv

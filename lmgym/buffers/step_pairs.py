@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 
-from lmgym.core.jsonl import parse_jsonl
+from lmgym.core.jsonl import existing_file, parse_jsonl
 
 
 def _check_text(owner: str, name: str, value) -> None:
@@ -129,9 +129,7 @@ def _item(record) -> StepItem:
 def load_step_data(path: str | Path) -> list[StepItem]:
     """The items of a JSONL file written by `save_step_data` (blank lines skipped). A missing file is a
     FileNotFoundError; a bad line is one ValueError naming `file:line` and the problem."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no step data file at {path}")
+    path = existing_file(path, "step data")
     return parse_jsonl(path, _item, what="step items")
 
 

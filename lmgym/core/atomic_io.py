@@ -36,16 +36,18 @@ def fsync_dir(path: str | os.PathLike) -> None:
 
 def write_synced(path: str | os.PathLike, text: str) -> None:
     """Write `text` to `path` (created or truncated) and flush it to disk."""
-    with open(path, "w") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
+    _write_synced(path, text, "w")
 
 
 def append_synced(path: str | os.PathLike, text: str) -> None:
     """Append `text` to `path` (created if missing) and flush it to disk; a kill inside the write may leave
     only the start of `text` (readers of append-only files skip a line cut short)."""
-    with open(path, "a") as fh:
+    _write_synced(path, text, "a")
+
+
+def _write_synced(path: str | os.PathLike, text: str, mode: str) -> None:
+    """Open `path` in `mode` ("w" or "a"), write `text` and flush it to disk."""
+    with open(path, mode) as fh:
         fh.write(text)
         fh.flush()
         os.fsync(fh.fileno())

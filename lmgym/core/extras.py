@@ -1,14 +1,16 @@
 """Optional libraries (setup.py's extras): imported where a feature uses them, never when a package is
 imported, so a core install (`pip install -e .`) imports and trains; a missing one is one line that
-names the extra and its pip command."""
+names the extra and its pip command. `lazy_names`: a package's names that import their module on first use,
+so that importing the package stays light."""
 from __future__ import annotations
 
 import importlib
 import importlib.util
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import ModuleType
+from typing import Any
 
 DISTRIBUTION = "lmgym"
 EXTRAS = {  # extra -> the top-level modules it installs that the toolkit imports
@@ -95,3 +97,22 @@ def extra_imports(feature: str) -> Iterator[None]:
         if not any(top in modules for modules in EXTRAS.values()):
             raise
         raise missing_extra(feature, top) from None
+
+
+def lazy_names(package: str, lazy: Mapping[str, str],
+               namespace: dict[str, Any]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """The PEP 562 `__getattr__` and `__dir__` of package `package` whose globals are `namespace`: a name in
+    `lazy` (name -> the module that defines it) is imported on first access and kept in `namespace`."""
+
+    def __getattr__(name: str) -> Any:
+        module = lazy.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        namespace[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(namespace) | set(lazy))
+
+    return __getattr__, __dir__

@@ -80,6 +80,14 @@ def _not_utf8(raw: bytes, start: int, path: str | Path, line: int, offset: int, 
     return error(f"{path}:{line}: not UTF-8 text (byte 0x{raw[start]:02x} at offset {offset + start} of the file)")
 
 
+def existing_file(path: str | Path, what: str) -> Path:
+    """`path` as a Path; FileNotFoundError "no <what> file at <path>" when it is not a file."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no {what} file at {path}")
+    return path
+
+
 def parse_jsonl(path: str | Path, parse: Callable[[object], T], error: type[ValueError] = ValueError,
                 what: str = "records") -> list[T]:
     """`parse(record)` for each non-blank line's JSON value, in order. A line that is not UTF-8 or not

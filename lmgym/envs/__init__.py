@@ -10,9 +10,9 @@ Importing this package registers every id and loads only the generic base; the t
 """
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
+from lmgym.core.extras import lazy_names
 from lmgym.envs.base import EpisodeOverError, LanguageEnv, NoRewardError, Problem
 from lmgym.envs.data import DataFileNotFoundError, MalformedRowError
 from lmgym.envs.dataset_env import DatasetEnv
@@ -94,15 +94,5 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    """Load the module that defines ``name`` on first use."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'lmgym.envs' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+# load the subpackage or module that defines a `_LAZY` name on first use
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())

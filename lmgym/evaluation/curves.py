@@ -11,13 +11,12 @@ plot draws one line per method.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from lmgym.core.problem_records import write_problem_records
-from lmgym.evaluation.search_eval import search_outcomes
+from lmgym.evaluation.search_eval import search_outcomes, write_table
 from lmgym.search.search_types import StepScorer
 from lmgym.search.settings import SearchSettings
 from lmgym.training.plots import save_line_plot
@@ -108,9 +107,5 @@ def plot_curves(rows: Sequence[dict], path: str | Path, title: str = "") -> Path
 
 def save_curves(rows: Sequence[dict], stem: str | Path, about: dict | None = None) -> tuple[Path, Path, Path]:
     """Write `<stem>.md` (table), `<stem>.json` (rows and `about`) and `<stem>.png` (the plot); returns them."""
-    stem = Path(stem)
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    markdown, data = stem.with_suffix(".md"), stem.with_suffix(".json")
-    markdown.write_text(curves_table(rows))
-    data.write_text(json.dumps({"about": dict(about or {}), "rows": list(rows)}, indent=2) + "\n")
-    return markdown, data, plot_curves(rows, stem.with_suffix(".png"))
+    markdown, data = write_table(curves_table(rows), rows, stem, about)
+    return markdown, data, plot_curves(rows, Path(stem).with_suffix(".png"))

@@ -139,9 +139,15 @@ def markdown_table(rows: Sequence[dict]) -> str:
 def save_table(rows: Sequence[dict], stem: str | Path, about: dict | None = None) -> tuple[Path, Path]:
     """Write `<stem>.md` (the markdown table) and `<stem>.json` (the rows, with `about`: the command's
     settings); returns both paths."""
+    return write_table(markdown_table(rows), rows, stem, about)
+
+
+def write_table(table: str, rows: Sequence[dict], stem: str | Path, about: dict | None = None) -> tuple[Path, Path]:
+    """Write `<stem>.md` (`table`) and `<stem>.json` (`rows`, with `about`), making `stem`'s folder; returns
+    both paths."""
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
     markdown, data = stem.with_suffix(".md"), stem.with_suffix(".json")
-    markdown.write_text(markdown_table(rows))
+    markdown.write_text(table)
     data.write_text(json.dumps({"about": dict(about or {}), "rows": list(rows)}, indent=2) + "\n")
     return markdown, data

@@ -58,6 +58,13 @@ def default_device() -> torch.device:
     return torch.device("cpu")
 
 
+def bf16_autocast(device: torch.device, bf16: bool) -> torch.autocast:
+    """bf16 autocast on a CUDA `device` when `bf16`, a no-op autocast otherwise."""
+    if device.type == "cuda" and bf16:
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return torch.autocast("cpu", enabled=False)
+
+
 def inductor_options() -> dict[str, object] | None:
     """The options of WANTED this torch's Inductor knows (None when it knows none of them)."""
     try:
@@ -203,9 +210,7 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
     # ------------------------------------------------------------------ scoring
     def autocast(self):
         """bf16 autocast on CUDA, a no-op elsewhere."""
-        if self.device.type == "cuda" and self.bf16:
-            return torch.autocast("cuda", dtype=torch.bfloat16)
-        return torch.autocast("cpu", enabled=False)
+        return bf16_autocast(self.device, self.bf16)
 
     def enable_gradient_checkpointing(self) -> None:
         """Checkpoint each decoder layer's activations in training passes (policies/padded_passes.py); the

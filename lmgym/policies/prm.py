@@ -25,7 +25,7 @@ from torch import nn
 from lmgym.core.jsonl import read_json
 from lmgym.core.messages import first_line
 from lmgym.policies.base import BackbonePolicy
-from lmgym.policies.hf import default_device
+from lmgym.policies.hf import bf16_autocast, default_device
 from lmgym.policies.loading.models import ModelLoadError, ModelNotFoundError, _corrupt_weights_error
 from lmgym.policies.padded_passes import backbone_hidden, enable_activation_checkpointing
 from lmgym.policies.prompting import Observation, pad_id, prompt_ids
@@ -174,9 +174,7 @@ class ProcessRewardModel(nn.Module):
 
     def autocast(self):
         """bf16 autocast on CUDA (when `bf16`), a no-op elsewhere."""
-        if self.device.type == "cuda" and self.bf16:
-            return torch.autocast("cuda", dtype=torch.bfloat16)
-        return torch.autocast("cpu", enabled=False)
+        return bf16_autocast(self.device, self.bf16)
 
     # ------------------------------------------------------------------ encoding
     def format_prompt(self, observation: Observation) -> list[int]:

@@ -42,8 +42,8 @@ from lmgym.envs.extraction import extract_answer
 # how a critic's feedback in the oracle's language is read back: evaluation's, imported here as it was defined here
 from lmgym.evaluation.reflection_critic_metrics import APPROVE, REJECT, UNCLEAR, feedback_verdict  # noqa: F401
 from lmgym.policies.few_shot import gsm8k_solution_steps
-from lmgym.traindata.step_data.arithmetic_gold import arithmetic_expression, arithmetic_steps
-from lmgym.traindata.step_data.equations import format_number, parse_number, solve_steps, tokens
+from lmgym.traindata.step_data.arithmetic_gold import arithmetic_steps, solved_arithmetic
+from lmgym.traindata.step_data.equations import format_number, parse_number
 
 MAX_ANSWER_CHARS = 4000  # an answer is read from its first this-many characters
 MAX_LINE_CHARS = 300  # each line from its first this-many characters
@@ -119,10 +119,7 @@ class Feedback:
 
 def arithmetic_gold(question: str) -> GoldSolution:
     """The gold solution of an Arithmetic-v0 question (ValueError, one line, if it is not one)."""
-    numbers, ops, _ = tokens(arithmetic_expression(question))
-    done, value = solve_steps(numbers, ops)
-    if value is None:
-        raise ValueError(f"division by zero in {question[:80]!r}")
+    done, value = solved_arithmetic(question)
     steps = tuple(GoldStep((abs(left), abs(right)), result) for left, _, right, result in done)
     text = "\n".join(line.rstrip("\n") for line in arithmetic_steps(question))
     return GoldSolution(steps, value, text)

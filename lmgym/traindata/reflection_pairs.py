@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from lmgym.buffers import EpisodeOutcome, Trajectory
-from lmgym.core.jsonl import parse_jsonl
+from lmgym.core.jsonl import existing_file, parse_jsonl
 from lmgym.envs.answers import answers_equal
 from lmgym.envs.extraction import extract_answer
 from lmgym.envs.reflection import (
@@ -88,9 +88,7 @@ def load_triples(path: str | Path) -> list[ReflectionTriple]:
     """ReflectionTriples from a JSONL file: one object a line with str fields "question", "initial", "refined",
     "gold" (or a number) and optionally "feedback" (others ignored); blank lines skipped; errors name the file
     and line."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no reflection triples file at {path}")
+    path = existing_file(path, "reflection triples")
     return parse_jsonl(path, triple_from_record, what="reflection triples")
 
 

@@ -82,23 +82,26 @@ def critic_sft_examples(env: ReflectionEnv, rows: Iterable[AnswerRow],
                         style: str = "oracle") -> list[ReflectionTurnExample]:
     """Critic examples: after each row's answer (the episode's first), the oracle's feedback on it, in
     `style` (FEEDBACK_STYLES: "oracle", the verdict alone; "checked", each step redone first)."""
-    env = _reflection_env(env)
-    examples = []
-    for number, row in enumerate(rows):
-        prompt, feedback, _ = _oracle(env, row, number, style)
-        examples.append(_example(env, prompt, (row.answer,), feedback))
-    return examples
+    return _oracle_examples(env, rows, style, actor=False)
 
 
 def actor_refinement_sft_examples(env: ReflectionEnv, rows: Iterable[AnswerRow],
                                   style: str = "oracle") -> list[ReflectionTurnExample]:
     """Actor examples: after each row's answer and the oracle's feedback on it (in `style`, as the critic is
     trained to write it), the gold solution."""
+    return _oracle_examples(env, rows, style, actor=True)
+
+
+def _oracle_examples(env: ReflectionEnv, rows: Iterable[AnswerRow], style: str,
+                     actor: bool) -> list[ReflectionTurnExample]:
+    """Each row's example after its answer: the actor's (the oracle's feedback, then the gold solution as
+    target) or the critic's (the feedback as target)."""
     env = _reflection_env(env)
     examples = []
     for number, row in enumerate(rows):
         prompt, feedback, gold_text = _oracle(env, row, number, style)
-        examples.append(_example(env, prompt, (row.answer, feedback), gold_text))
+        actions, target = ((row.answer, feedback), gold_text) if actor else ((row.answer,), feedback)
+        examples.append(_example(env, prompt, actions, target))
     return examples
 
 

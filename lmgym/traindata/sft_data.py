@@ -18,7 +18,7 @@ from lmgym.core.jsonl import parse_jsonl
 from lmgym.envs.arithmetic import ArithmeticEnv
 from lmgym.envs.math import GSM8KEnv, MATHEnv
 from lmgym.policies.few_shot import gsm8k_solution_steps
-from lmgym.traindata.step_data.arithmetic_gold import arithmetic_steps
+from lmgym.traindata.step_data.arithmetic_gold import problem_gold_steps
 
 MODES = ("single", "stepwise")
 
@@ -174,9 +174,7 @@ def arithmetic_sft_examples(level: int, split: str = "train", n: int | None = No
     for index in indices:
         observation, _ = env.reset(options={"index": index})
         problem = env.get_problem(index)
-        steps = arithmetic_steps(problem.question)
-        if steps[-1] != f"#### {problem.gold}\n":
-            raise ValueError(f"the gold solution of {problem.problem_id} ends {steps[-1]!r}, not #### {problem.gold}")
+        steps = problem_gold_steps(problem)
         examples.append(SFTExample(observation, _completion(steps, mode)))
     return examples
 

@@ -74,19 +74,21 @@ def gradient_sync(modules: Sequence[torch.nn.Module], enabled: bool, keep_gather
     step's last micro-batch), so a step all-gathers each layer once instead of twice per micro-batch
     (`TrainerConfig.fsdp_reshard_after_forward = False`: for models whose gathered layers fit beside the rest,
     where the gathers, not the memory, bound the update)."""
-    for m in modules:
-        m.set_requires_gradient_sync(enabled, recurse=False)
-        if keep_gathered:
-            m.set_reshard_after_forward(False, recurse=False)
-            m.set_reshard_after_backward(enabled, recurse=False)
+    _set_sync(modules, enabled, keep_gathered, after_forward=False)
     try:
         yield
     finally:
-        for m in modules:
-            m.set_requires_gradient_sync(True, recurse=False)
-            if keep_gathered:
-                m.set_reshard_after_forward(True, recurse=False)
-                m.set_reshard_after_backward(True, recurse=False)
+        _set_sync(modules, True, keep_gathered, after_forward=True)
+
+
+def _set_sync(modules: Sequence[torch.nn.Module], enabled: bool, keep_gathered: bool, after_forward: bool) -> None:
+    """Each module's gradient sync `enabled`; with `keep_gathered`, it reshards after its forward when
+    `after_forward` and after its backward when `enabled`."""
+    for m in modules:
+        m.set_requires_gradient_sync(enabled, recurse=False)
+        if keep_gathered:
+            m.set_reshard_after_forward(after_forward, recurse=False)
+            m.set_reshard_after_backward(enabled, recurse=False)
 
 
 @contextmanager

@@ -260,19 +260,24 @@ def _seq(e: Any) -> tuple | None:
     return None
 
 
+def _relation_against(r: Any, other: Any) -> Any:
+    """Relation `r` compared with non-relation `other`: its assignment unwrapped, and a relation still as a
+    set when `other` is an infinite set."""
+    r = _unwrap_assignment(r)
+    if _is_relation(r) and isinstance(other, Set) and not isinstance(other, FiniteSet):
+        r = _as_set(r)
+    return r
+
+
 def equal(p: Any, g: Any) -> bool:
     """True if the predicted object ``p`` equals the gold object ``g``."""
     p, g = _canon(p), _canon(g)
     p, g = _relations_as_set(p, g), _relations_as_set(g, p)
     if _is_relation(p) != _is_relation(g):
         if _is_relation(g):
-            g = _unwrap_assignment(g)
-            if _is_relation(g) and isinstance(p, Set) and not isinstance(p, FiniteSet):
-                g = _as_set(g)
+            g = _relation_against(g, p)
         else:
-            p = _unwrap_assignment(p)
-            if _is_relation(p) and isinstance(g, Set) and not isinstance(g, FiniteSet):
-                p = _as_set(p)
+            p = _relation_against(p, g)
     try:
         if p == g:
             return True

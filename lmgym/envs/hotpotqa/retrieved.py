@@ -35,7 +35,7 @@ class QuestionSearchHotpotQAEnv(HotpotQAEnv):
     Args:
         data_path: the questions, as HotpotQAEnv takes them.
         split: as HotpotQAEnv's.
-        store: a document store (``search(query, k, ...)``) or the folder of a saved index; required.
+        store: a document store or a saved index's folder, as ``RAGHotpotQAEnv``'s; required.
         subset: as HotpotQAEnv's.
         records: as HotpotQAEnv's.
         k: passages per question, as ``lmgym.envs.hotpotqa.rag.SearchTool``'s.

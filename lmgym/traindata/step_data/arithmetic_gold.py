@@ -7,8 +7,10 @@ in the order the question states them, go into the template's expression.
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 
-from lmgym.traindata.step_data.equations import format_number, solve_steps, tokens
+from lmgym.envs.base import Problem
+from lmgym.traindata.step_data.equations import Operation, format_number, solve_steps, tokens
 
 _WHAT_IS_RE = re.compile(r"What is ([-+*/ 0-9]+)\?")
 _INTEGER_RE = re.compile(r"\d+")
@@ -36,12 +38,28 @@ def arithmetic_expression(question: str) -> str:
     raise ValueError(f"not an Arithmetic-v0 question: {question[:80]!r}")
 
 
-def arithmetic_steps(question: str) -> tuple[str, ...]:
-    """The gold solution of an Arithmetic-v0 question as steps: "a op b = c" per operation, then "#### N"
-    (each step ends in a line break)."""
+def solved_arithmetic(question: str) -> tuple[list[Operation], Fraction]:
+    """An Arithmetic-v0 question worked: its operations `(a, op, b, result)` in order, and its value (ValueError
+    if it is not one or divides by zero)."""
     numbers, ops, _ = tokens(arithmetic_expression(question))
     done, value = solve_steps(numbers, ops)
     if value is None:
         raise ValueError(f"division by zero in {question[:80]!r}")
+    return done, value
+
+
+def arithmetic_steps(question: str) -> tuple[str, ...]:
+    """The gold solution of an Arithmetic-v0 question as steps: "a op b = c" per operation, then "#### N"
+    (each step ends in a line break)."""
+    done, value = solved_arithmetic(question)
     lines = [f"{format_number(a)} {op} {format_number(b)} = {format_number(c)}\n" for a, op, b, c in done]
     return (*lines, f"#### {format_number(value)}\n")
+
+
+def problem_gold_steps(problem: Problem) -> tuple[str, ...]:
+    """`arithmetic_steps` of an Arithmetic-v0 problem's question; ValueError if they do not end in its gold
+    answer."""
+    steps = arithmetic_steps(problem.question)
+    if steps[-1] != f"#### {problem.gold}\n":
+        raise ValueError(f"the gold solution of {problem.problem_id} ends {steps[-1]!r}, not #### {problem.gold}")
+    return steps

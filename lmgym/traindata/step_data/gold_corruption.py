@@ -20,7 +20,7 @@ from lmgym.buffers.step_pairs import StepPair
 from lmgym.envs.arithmetic import ArithmeticEnv
 from lmgym.envs.math import GSM8KEnv
 from lmgym.policies.few_shot import gsm8k_solution_steps as few_shot_solution
-from lmgym.traindata.step_data.arithmetic_gold import arithmetic_steps
+from lmgym.traindata.step_data.arithmetic_gold import problem_gold_steps
 from lmgym.traindata.step_data.equations import (
     NUMBER_RE,
     SWAPPED_OP,
@@ -145,9 +145,6 @@ def arithmetic_pairs(levels: Iterable[int], problems_per_level: int, split: str 
         for index in sorted(random.Random(f"{seed}:L{level}").sample(range(env.num_problems), count)):
             question, _ = env.reset(options={"index": index})
             problem = env.get_problem(index)
-            steps = arithmetic_steps(problem.question)
-            if steps[-1] != f"#### {problem.gold}\n":
-                raise ValueError(f"the gold solution of {problem.problem_id} ends {steps[-1]!r}, "
-                                 f"not #### {problem.gold}")
+            steps = problem_gold_steps(problem)
             pairs += gold_step_pairs(question, steps, problem.problem_id, seed, "arithmetic", kinds)
     return pairs

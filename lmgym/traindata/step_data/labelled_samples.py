@@ -20,7 +20,7 @@ from pathlib import Path
 
 from lmgym.buffers.step_pairs import RatedSteps
 from lmgym.core.atomic_io import atomic_write_text
-from lmgym.core.jsonl import parse_jsonl
+from lmgym.core.jsonl import existing_file, parse_jsonl
 
 STEP_TARGETS = ("soft", "hard")
 
@@ -146,9 +146,7 @@ def _record(record) -> LabelledSample | dict:
 def load_policy_labels(path: str | Path) -> PolicyLabels:
     """The labels of a file written by `save_policy_labels`. A missing file is a FileNotFoundError; a bad
     line is one ValueError naming `file:line`; a file without samples is a ValueError."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no policy labels file at {path}")
+    path = existing_file(path, "policy labels")
     records = parse_jsonl(path, _record, what="labelled samples")
     samples = [r for r in records if isinstance(r, LabelledSample)]
     if not samples:
