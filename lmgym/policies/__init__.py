@@ -5,24 +5,17 @@ from lmgym.policies.contract import check_contract
 from lmgym.policies.decoding.generation import Generation
 from lmgym.policies.few_shot import FewShotStepwisePolicy
 from lmgym.policies.hf import HFPolicy, LoraSettings
+from lmgym.policies.loading import *  # noqa: F403 - the model-loading names, exported here too
+from lmgym.policies.loading import __all__ as _LOADING_NAMES
 from lmgym.policies.loading.hub import EMBEDDED_HUB_ID, push_folder
 from lmgym.policies.loading.model_card import TrainingDetails, build_model_card, write_model_card
-from lmgym.policies.loading.models import (
-    EMBEDDED_MODEL,
-    ModelLoadError,
-    ModelNotFoundError,
-    build_tiny_model,
-    build_tiny_tokenizer,
-    load_model_and_tokenizer,
-)
 from lmgym.policies.prm import ProcessRewardModel, aggregate_step_scores
 from lmgym.policies.prompting import pad_id, prompt_ids
 
 __all__ = [
     "Policy", "TrainableModel", "TrainablePolicy", "DataParallelPolicy", "BackbonePolicy", "check_contract",
-    "AdapterRole", "add_adapter", "Generation", "HFPolicy", "FewShotStepwisePolicy", "LoraSettings", "EMBEDDED_MODEL",
-    "ModelNotFoundError",
-    "ModelLoadError", "build_tiny_model", "build_tiny_tokenizer", "load_model_and_tokenizer",
+    "AdapterRole", "add_adapter", "Generation", "HFPolicy", "FewShotStepwisePolicy", "LoraSettings",
+    *_LOADING_NAMES,
     "ProcessRewardModel", "aggregate_step_scores", "prompt_ids", "pad_id",
     "EMBEDDED_HUB_ID", "push_folder", "TrainingDetails", "build_model_card", "write_model_card",
 ]
