@@ -100,7 +100,7 @@ CHECKS = {
     ("environments.md", 'register("Capitals-v0", Capitals)'): check_register_env,
     ("environments.md", "def has_marker(prompts, completions, **kwargs)"): check_reward_forms,
     ("environments.md", 'make("Dataset-v0", dataset=rows, reward_fns=[exact])'): check_dataset_env,
-    ("environments.md", 'gymnasium.make("envs:rlgym/Arithmetic-v0", level=1)'): lambda ns, folder: None,
+    ("environments.md", 'gymnasium.make("lmgym:lmgym/Arithmetic-v0", level=1)'): lambda ns, folder: None,
     ("policies-episodes.md", "engine.advance(copies, sample_key=2)"): check_episodes,
     ("algorithms.md", "class Reinforce(RLAlgorithm):"): check_subclass_trains,
     ("search-prm.md", "rows = evaluate_search(policy, env, methods, scorer=prm"): check_search,
