@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import torch
+from torch.profiler import record_function
 
 from lmgym.buffers import ActionRecord, EpisodeOutcome, Trajectory
 from lmgym.core.checked_config import CheckedConfig
@@ -181,7 +182,7 @@ class EpisodeEngine:
             policy = self.policy_for(role)
             for branch, generation in zip(group, self._sample(policy, group, generator, sample_key)):
                 actions[id(branch)] = (generation, policy)
-        with batched_trl_rewards(self.env):  # an unwrapped env leaves TRL-style rewards to score_pending
+        with record_function("lmgym.env"), batched_trl_rewards(self.env):  # TRL-style rewards: score_pending
             for branch in live:
                 self._step(branch, *actions[id(branch)])
         if score:
@@ -206,8 +207,9 @@ class EpisodeEngine:
         s = self.settings
         noise = generator if sample_key is None else RowKeys(
             [row_key(sample_key, b.group_id, b.member, b.steps) for b in group])
-        samples = policy.sample([b.prompt_ids + b.ids for b in group], 1, s.max_new_tokens, s.temperature, s.top_p,
-                                [b.stop for b in group], noise)
+        with record_function("lmgym.sample"):
+            samples = policy.sample([b.prompt_ids + b.ids for b in group], 1, s.max_new_tokens, s.temperature, s.top_p,
+                                    [b.stop for b in group], noise)
         return [generation for (generation,) in samples]
 
     def _step(self, branch: Branch, generation: Generation, policy: Policy) -> None:
@@ -238,10 +240,11 @@ class EpisodeEngine:
 
 def _inject(branch: Branch, policy: Policy, text: str, role: str | None) -> None:
     """Append the env's text: raw tokens (role None) or a chat-template turn of `role`; never trained on."""
-    if role is None:
-        _append(branch, policy.encode_text(text), None, text, INJECTED_ROLE, trained=False)
-        return
-    ids = policy.encode_turn(text, role, after=branch.ids)
+    with record_function("lmgym.tokenize"):
+        if role is None:
+            _append(branch, policy.encode_text(text), None, text, INJECTED_ROLE, trained=False)
+            return
+        ids = policy.encode_turn(text, role, after=branch.ids)
     _append(branch, ids, None, policy.tokenizer.decode(ids), role, trained=False)
 
 

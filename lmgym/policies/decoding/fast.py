@@ -34,6 +34,7 @@ from collections.abc import Callable, Collection
 import torch
 import torch._dynamo
 import torch.nn.functional as F
+from torch.profiler import record_function
 
 from lmgym.policies.decoding.generation import (
     Generation,
@@ -337,8 +338,8 @@ class FastDecoder:
         positions = torch.arange(P, device=self.device).expand(len(ids), P)
         buf.valid.zero_()
         buf.valid[:, :P] = valid
-        with self._autocast(), variable_length_attention(self.device):  # the prefill: another shape each call
-            logits = self._forward(ids, positions, buf, 0, None, last)
+        with record_function("lmgym.prefill"), self._autocast(), variable_length_attention(self.device):
+            logits = self._forward(ids, positions, buf, 0, None, last)  # the prefill: another shape each call
         buf.start(n, last, P - 1, max_new_tokens, generator)
         sample_and_record(buf, logits, sampling)  # token 0; each later one by a whole decode step
         outputs = Outputs(n, max_new_tokens, pad_id, self.device)
@@ -349,7 +350,8 @@ class FastDecoder:
             last = t == max_new_tokens - 1
             if (t + 1) % self.sync_every == 0 or last:
                 if stopper.any:
-                    self._apply_stop_strings(stopper, buf, n, checked, t + 1, stopped, pad_id)
+                    with record_function("lmgym.stop_strings"):
+                        self._apply_stop_strings(stopper, buf, n, checked, t + 1, stopped, pad_id)
                     checked = t + 1
                 if cancelled_rows is not None:
                     self._end_rows(set(cancelled_rows()), buf, n, t + 1, cancelled, pad_id)
@@ -364,7 +366,8 @@ class FastDecoder:
                 if smaller < len(buf.rows):
                     outputs.take(buf, (buf.rows < n) & buf.done)  # the rows compaction drops
                     buf = self._compact(buf, smaller, length, live_count, pad_id)
-            self._step(buf, sampling)
+            with record_function("lmgym.decode"):
+                self._step(buf, sampling)
         outputs.take(buf, buf.rows < n)
         tokens, logp, eos = outputs.lists()
         return assemble(tokenizer, prompts, tokens, logp,
