@@ -53,6 +53,7 @@ from lmgym.policies.decoding.layers import (
     rotate_half,
 )
 from lmgym.policies.decoding.step import LoopState, Outputs, Sampling, sample_and_record
+from lmgym.policies.decoding.stop_tokens import StopTokens
 from lmgym.policies.decoding.weights import DecodeWeights
 from lmgym.policies.padded_passes import variable_length_attention
 from lmgym.policies.prompting import pad_id as padding_id
@@ -95,19 +96,28 @@ class _Buffers(LoopState):
         self.nbytes = sum(t.numel() * t.element_size() for t in self.keys + self.values)
 
 
+class _RowView:
+    """The first `rows` rows of a bucket's KV buffers (views: writes land in the bucket)."""
+
+    def __init__(self, buf: _Buffers, rows: int):
+        self.keys = [k[:rows] for k in buf.keys]
+        self.values = [v[:rows] for v in buf.values]
+
+
 class FastDecoder:
     """Samples completions for a Llama-family model with a static cache (and CUDA graphs on GPU)."""
 
     def __init__(self, model, use_cuda_graphs: bool | None = None, sync_every: int = 8, length_bucket: int = 256,
                  max_batch: int = 512, cache_bytes: int | None = None, fused_weights: bool | None = None,
-                 compile_layers: bool | None = None):
+                 compile_layers: bool | None = None, share_prefill: bool = True):
         """max_batch: most prompts decoded at once (more are sampled in chunks); cache_bytes: most bytes of KV
         buffers kept in reusable buckets (None: 1/KEPT_CACHE_SHARE of the device's memory on CUDA, unbounded on CPU);
         fused_weights: decode with a decode-dtype copy of the projections, q/k/v and gate/up fused
         (policies/decoding/weights.py; None: when the copy takes at most an eighth of the device's memory,
         or 1 GiB on the CPU); compile_layers: `torch.compile` the decode step's layer functions
         (policies/decoding/layers.py; with fused weights only; None: on CUDA, where it shortens sampling for
-        a one-time compilation per process; benchmarks/RESULTS.md has the figures)."""
+        a one-time compilation per process; benchmarks/RESULTS.md has the figures); share_prefill: rows with the
+        same prompt share one prefill row (their keys and values are copied)."""
         if not supports_fast_decode(model):
             raise ValueError(f"{type(_unwrap(model)).__name__} is not supported by the fast decoder")
         self.model = model
@@ -136,6 +146,10 @@ class FastDecoder:
         self.fused_weights = fused_weights
         self.compile_layers = self.device.type == "cuda" if compile_layers is None else compile_layers
         self.weights: DecodeWeights | None = None
+        self.share_prefill = share_prefill
+        # counters for benchmarks: prompt tokens prefilled, prompt tokens copied from a shared row instead, decode
+        # graphs captured, buckets made
+        self.stats = {"prefill_tokens": 0, "prefill_tokens_shared": 0, "graph_captures": 0, "buckets_made": 0}
 
     def _refresh_weights(self) -> None:
         """Copy the current weights into the fused decode copy (made on first use; None where it cannot be)."""
@@ -250,6 +264,7 @@ class FastDecoder:
                 if sum(b.nbytes for b in self._buckets.values()) + need <= self.cache_bytes:
                     break
                 del self._buckets[old]  # its graph and private memory pool go with it
+        self.stats["buckets_made"] += 1
         self._buckets[key] = _Buffers(batch, length, len(self.layers), self.kv_heads, self.head_dim,
                                       self.dtype, self.device)
         return self._buckets[key]
@@ -298,6 +313,7 @@ class FastDecoder:
             torch.cuda.current_stream().wait_stream(stream)
             buf.restore(saved)
         graph = torch.cuda.CUDAGraph()
+        self.stats["graph_captures"] += 1
         if sampling.noise_generator is not None:  # each replay then advances it (the default one is implied)
             graph.register_generator_state(sampling.noise_generator)
         with torch.cuda.graph(graph):
@@ -329,21 +345,12 @@ class FastDecoder:
         n, P = len(prompts), max(len(p) for p in prompts)
         length = int(math.ceil((P + max_new_tokens) / self.length_bucket) * self.length_bucket)
         buf = self._bucket(_round_batch(n), length)
-        # prefill: right-padded prompts in columns [0, P), so a causal pass needs no mask (a row's padding comes
-        # after its tokens; decode steps skip those columns through `valid`); padding rows (batch > n) hold one
-        # pad token
-        ids, valid = right_pad(list(prompts) + [[pad_id]] * (len(buf.rows) - n), pad_id, self.device)
-        valid = valid.bool()
-        last = (valid.sum(-1) - 1).clamp(min=0)  # each row's last prompt token: its column and position
-        positions = torch.arange(P, device=self.device).expand(len(ids), P)
-        buf.valid.zero_()
-        buf.valid[:, :P] = valid
-        with record_function("lmgym.prefill"), self._autocast(), variable_length_attention(self.device):
-            logits = self._forward(ids, positions, buf, 0, None, last)  # the prefill: another shape each call
+        logits, last = self._prefill(list(prompts) + [[pad_id]] * (len(buf.rows) - n), P, buf, pad_id)
         buf.start(n, last, P - 1, max_new_tokens, generator)
         sample_and_record(buf, logits, sampling)  # token 0; each later one by a whole decode step
         outputs = Outputs(n, max_new_tokens, pad_id, self.device)
         stopper = StopChecker(tokenizer, stop, n)
+        marks = StopTokens(tokenizer, {s for row in stopper.stops for s in row}, self.device) if stopper.any else None
         stopped, cancelled = [False] * n, [False] * n
         checked = reported = 0
         for t in range(max_new_tokens):  # tokens [0, t] are sampled
@@ -351,7 +358,7 @@ class FastDecoder:
             if (t + 1) % self.sync_every == 0 or last:
                 if stopper.any:
                     with record_function("lmgym.stop_strings"):
-                        self._apply_stop_strings(stopper, buf, n, checked, t + 1, stopped, pad_id)
+                        self._apply_stop_strings(stopper, marks, buf, n, checked, t + 1, stopped, pad_id)
                     checked = t + 1
                 if cancelled_rows is not None:
                     self._end_rows(set(cancelled_rows()), buf, n, t + 1, cancelled, pad_id)
@@ -374,6 +381,41 @@ class FastDecoder:
                         ["eos" if eos[r] else "stop" if stopped[r] else "cancelled" if cancelled[r] else "length"
                          for r in range(n)])
 
+    def _prefill(self, prompts: list[list[int]], P: int, buf: _Buffers,
+                 pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Fill the bucket's KV columns [0, P) with `prompts` (one per bucket row; padding rows hold one pad token)
+        and return the logits of each row's last prompt token and its column.
+
+        Prompts are right-padded, so one causal pass needs no mask (a row's padding comes after its tokens; decode
+        steps skip those columns through `valid`). Rows with the same prompt (a group's samples, the k rollouts
+        of one step prefix) share one prefill row: only distinct prompts are run, then their keys and values
+        are copied to every row that has them (`share_prefill`)."""
+        if self.share_prefill:
+            distinct: dict[tuple[int, ...], int] = {}
+            source = [distinct.setdefault(tuple(p), len(distinct)) for p in prompts]
+            unique = [list(p) for p in distinct]
+        else:
+            source, unique = list(range(len(prompts))), prompts
+        ids, valid = right_pad(unique, pad_id, self.device)
+        valid = valid.bool()
+        last = (valid.sum(-1) - 1).clamp(min=0)  # each row's last prompt token: its column and position
+        positions = torch.arange(P, device=self.device).expand(len(ids), P)
+        shared = len(unique) < len(prompts)
+        target = _RowView(buf, len(unique)) if shared else buf
+        with record_function("lmgym.prefill"), self._autocast(), variable_length_attention(self.device):
+            logits = self._forward(ids, positions, target, 0, None, last)  # the prefill: another shape each call
+        self.stats["prefill_tokens"] += int(valid.sum())
+        self.stats["prefill_tokens_shared"] += sum(len(p) for p in prompts) - int(valid.sum())
+        if shared:
+            index = torch.tensor(source, device=self.device)
+            with record_function("lmgym.prefill"):
+                for cache in buf.keys + buf.values:
+                    cache[:, :, :P].copy_(cache[:len(unique), :, :P].index_select(0, index))
+            valid, last, logits = valid[index], last[index], logits[index]
+        buf.valid.zero_()
+        buf.valid[:, :P] = valid
+        return logits, last
+
     def _end_rows(self, ended: set[int], buf: _Buffers, n: int, upto: int, cancelled: list[bool],
                   pad_id: int) -> None:
         """Finish each live row whose prompt is in `ended` after its first `upto` tokens (a cancelled request)."""
@@ -388,15 +430,24 @@ class FastDecoder:
         buf.done[index] = True
         buf.tokens[index] = pad_id
 
-    def _apply_stop_strings(self, stopper: StopChecker, buf: _Buffers, n: int, checked: int, upto: int,
-                            stopped: list[bool], pad_id: int) -> None:
-        """Finish each live row at the first token completing a stop string among positions [checked, upto)."""
+    def _apply_stop_strings(self, stopper: StopChecker, marks: StopTokens, buf: _Buffers, n: int, checked: int,
+                            upto: int, stopped: list[bool], pad_id: int) -> None:
+        """Finish each live row at the first token completing a stop string among positions [checked, upto):
+        text is decoded only where `marks` says a token may complete one (policies/decoding/stop_tokens.py)."""
         live = ((buf.rows < n) & ~buf.done).nonzero().squeeze(-1)
         if live.numel() == 0:
             return
+        candidates: dict[int, list[int]] = {}  # index into `live` -> the token counts to check, in order
+        for index, column in marks.positions(buf.out_tokens[live, checked:upto]):
+            candidates.setdefault(index, []).append(checked + column + 1)
+        if not candidates:
+            return
+        chosen = sorted(candidates)
+        picked = live[torch.tensor(chosen, device=live.device)]
         hits, ends = [], []
-        for i, r, toks in zip(live.tolist(), buf.rows[live].tolist(), buf.out_tokens[live, :upto].tolist()):
-            for end in range(max(checked, 1), upto + 1):
+        for index, i, r, toks in zip(chosen, picked.tolist(), buf.rows[picked].tolist(),
+                                     buf.out_tokens[picked, :upto].tolist()):
+            for end in candidates[index]:
                 if stopper.hit(r, toks[:end]):
                     hits.append(i)
                     ends.append(end)
