@@ -23,28 +23,57 @@ def same(a, b):
         assert max((abs(p - q) for p, q in zip(x.logprobs, y.logprobs)), default=0.0) < 1e-4
 
 
-@pytest.mark.parametrize("noise", ["greedy", "keyed", "generator"])
-def test_shared_prefill_samples_what_a_prefill_of_every_row_does(noise):
+@pytest.mark.parametrize("noise", ["greedy", "keyed"])
+def test_shared_prompts_sample_what_a_prefill_and_cache_of_every_row_do(noise):
+    """Grouped: each prompt prefilled once and its keys/values read once per group (shared_prefix.py)."""
     tok = build_tiny_tokenizer()
     model = build_tiny_model(tok, seed=5).eval()
     prompts = grouped_prompts(tok)
 
     def run(share):
         temperature = 0.0 if noise == "greedy" else 1.0
-        generator = (RowKeys(list(range(len(prompts)))) if noise == "keyed"
-                     else torch.Generator().manual_seed(7) if noise == "generator" else None)
+        generator = RowKeys(list(range(len(prompts)))) if noise == "keyed" else None
         decoder = FastDecoder(model, sync_every=4, share_prefill=share)
-        return decoder.generate(tok, prompts, 24, temperature, stop=["\n"], generator=generator), decoder.stats
+        out = decoder.generate(tok, prompts, 24, temperature, stop=["\n"], generator=generator)
+        assert any(key[0] == "grouped" for key in decoder._buckets) == share
+        return out, decoder.stats
 
     (shared, shared_stats), (full, full_stats) = run(True), run(False)
     same(shared, full)
-    if noise != "generator":  # the plain loop draws Gumbel noise for its own (left-padded) batch layout
-        same(shared, decode(model, tok, prompts, 24, 0.0 if noise == "greedy" else 1.0, stop=["\n"],
-                            generator=RowKeys(list(range(len(prompts)))) if noise == "keyed" else None))
+    same(shared, decode(model, tok, prompts, 24, 0.0 if noise == "greedy" else 1.0, stop=["\n"],
+                        generator=RowKeys(list(range(len(prompts)))) if noise == "keyed" else None))
     everything = sum(len(p) for p in prompts) + 20  # and 20 padding rows of one token (44 rows in a 64 bucket)
-    distinct = sum(len(p) for p in {tuple(p) for p in prompts}) + 1
+    distinct = sum(len(p) for p in {tuple(p) for p in prompts})
     assert shared_stats["prefill_tokens"] == distinct and full_stats["prefill_tokens"] == everything
-    assert shared_stats["prefill_tokens_shared"] == everything - distinct and full_stats["prefill_tokens_shared"] == 0
+    assert shared_stats["prefill_tokens_shared"] == sum(len(p) for p in prompts) - distinct
+    assert full_stats["prefill_tokens_shared"] == 0
+
+
+def test_a_few_duplicates_share_the_prefill_only_and_sample_the_same():
+    """One repeated prompt among distinct ones: grouping would double the rows, so the rows keep their own cache
+    and only the prefill is shared (copied)."""
+    tok = build_tiny_tokenizer()
+    model = build_tiny_model(tok, seed=4).eval()
+    prompts = [tok(f"q{i}: " + "z" * i)["input_ids"] for i in range(15)] + [tok("q0: ")["input_ids"]]
+    keys = RowKeys(list(range(16)))
+    decoder = FastDecoder(model, sync_every=4)
+    shared = decoder.generate(tok, prompts, 16, 1.0, generator=keys)
+    assert not any(key[0] == "grouped" for key in decoder._buckets)
+    assert decoder.stats["prefill_tokens_shared"] == len(prompts[0])
+    same(shared, FastDecoder(model, sync_every=4, share_prefill=False).generate(tok, prompts, 16, 1.0, generator=keys))
+
+
+def test_grouped_sampling_from_a_generator_records_the_trainers_logprobs():
+    tok = build_tiny_tokenizer()
+    model = build_tiny_model(tok, seed=6).eval()
+    prompts = grouped_prompts(tok)
+    gens = FastDecoder(model, sync_every=8).generate(tok, prompts, 20, temperature=1.2,
+                                                     generator=torch.Generator().manual_seed(0))
+    policy = HFPolicy(model, tok, device="cpu", fast_decode=False)
+    for g in gens:
+        ids = torch.tensor([g.prompt_ids + g.completion_ids])
+        logprobs, _ = policy.token_logprobs(ids, torch.ones_like(ids), len(g.prompt_ids), temperature=1.2)
+        assert torch.allclose(logprobs[0], torch.tensor(g.logprobs), atol=1e-4)
 
 
 def test_shared_prefill_with_a_lora_adapter_matches_the_plain_path():
@@ -63,3 +92,18 @@ def test_shared_prefill_with_a_lora_adapter_matches_the_plain_path():
     with policy.plain_decoding():
         plain = [g for (g,) in policy.sample(prompts, 1, 20, 1.0, stop=["\n"], generator=RowKeys(keys))]
     same(fast, plain)
+
+
+def test_groups_that_finish_leave_for_a_smaller_grouped_bucket_and_sample_the_same():
+    tok = build_tiny_tokenizer()
+    model = build_tiny_model(tok, seed=1).eval()
+    with torch.no_grad():  # EOS scores like 'x': rows finish at different times
+        model.lm_head.weight[tok.eos_token_id] = 1.2 * model.lm_head.weight[tok.convert_tokens_to_ids("x")]
+    prompts = [tok(f"question {i}: " + "x" * (i % 7))["input_ids"] for i in range(16) for _ in range(4)]
+    keys, stop = RowKeys(list(range(64))), ["a", "e", "i", "o", "u", "7"]
+    decoder = FastDecoder(model, sync_every=2)
+    grouped = decoder.generate(tok, prompts, 40, 1.0, stop=stop, generator=keys)
+    sizes = sorted(key[1] for key in decoder._buckets if key[0] == "grouped")
+    assert len(sizes) > 1 and sizes[-1] == 16  # 16 groups of 4, then fewer once whole groups finished
+    same(grouped, FastDecoder(model, sync_every=2, share_prefill=False).generate(tok, prompts, 40, 1.0, stop=stop,
+                                                                                  generator=keys))

@@ -52,7 +52,17 @@ from lmgym.policies.decoding.layers import (
     compiled_layer_functions,
     rotate_half,
 )
-from lmgym.policies.decoding.step import LoopState, Outputs, Sampling, sample_and_record
+from lmgym.policies.decoding.shared_prefix import (
+    PREFIX_BUCKET,
+    SUFFIX_BUCKET,
+    GroupedBuffers,
+    PrefixView,
+    group_layout,
+    grouped_attention,
+    round_groups,
+    round_up,
+)
+from lmgym.policies.decoding.step import _NO_PROMPT, LoopState, Outputs, Sampling, sample_and_record
 from lmgym.policies.decoding.stop_tokens import StopTokens
 from lmgym.policies.decoding.weights import DecodeWeights
 from lmgym.policies.padded_passes import variable_length_attention
@@ -203,7 +213,7 @@ class FastDecoder:
             k = k * cos + rotate_half(k) * sin
             buf.keys[i].index_copy_(2, columns, k.to(buf.keys[i].dtype))
             buf.values[i].index_copy_(2, columns, v.to(buf.values[i].dtype))
-            out = self._attend(q.to(buf.keys[i].dtype), buf.keys[i], buf.values[i], mask)
+            out = self._attend_layer(q.to(buf.keys[i].dtype), buf, i, mask)
             h = h + attn.o_proj(out.transpose(1, 2).reshape(B, T, -1).to(h.dtype))
             h = h + layer.mlp(layer.post_attention_layernorm(h))
         h = self.inner.norm(_take(h, last))
@@ -223,10 +233,19 @@ class FastDecoder:
                                    w.norm_eps, w.head_norm_eps)
             buf.keys[i].index_copy_(2, columns, k.to(buf.keys[i].dtype))
             buf.values[i].index_copy_(2, columns, v.to(buf.values[i].dtype))
-            out = self._attend(q, buf.keys[i], buf.values[i], bias)
+            out = self._attend_layer(q, buf, i, bias)
             h = attention_out(h, out.transpose(1, 2).reshape(B, T, -1), layer_weights, w.norm_eps)
         h = self.inner.norm(_take(h, last))
         return F.linear(h.to(w.lm_head.dtype), w.lm_head).float()
+
+    def _attend_layer(self, q: torch.Tensor, buf, layer: int, mask: torch.Tensor | None) -> torch.Tensor:
+        """Layer `layer`'s attention over the bucket's cache: its group's prompt and its own tokens in a grouped
+        bucket, else the row's own columns."""
+        if isinstance(buf, GroupedBuffers):
+            bias = mask if mask.dtype != torch.bool else torch.zeros(mask.shape, dtype=torch.float32,
+                                                                     device=mask.device).masked_fill_(~mask, -math.inf)
+            return grouped_attention(q, buf, layer, bias, self.scaling)
+        return self._attend(q, buf.keys[layer], buf.values[layer], mask)
 
     def _attend(self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None
                 ) -> torch.Tensor:
@@ -251,22 +270,34 @@ class FastDecoder:
         sample_and_record(buf, logits, sampling)
 
     # ------------------------------------------------------------------ buckets and graphs
-    def _bucket(self, batch: int, length: int, keep: _Buffers | None = None) -> _Buffers:
-        """The (batch, length) bucket, made if needed after dropping least recently used ones (never `keep`,
-        the bucket in use) until the cache fits `cache_bytes`."""
-        key = (batch, length)
+    def _bucket(self, batch: int, length: int, keep=None) -> _Buffers:
+        """The (batch, length) bucket, made if needed (see `_cached`)."""
+        need = 2 * len(self.layers) * batch * self.kv_heads * length * self.head_dim * self.dtype.itemsize
+        return self._cached((batch, length), need, keep, lambda: _Buffers(
+            batch, length, len(self.layers), self.kv_heads, self.head_dim, self.dtype, self.device))
+
+    def _grouped_bucket(self, groups: int, members: int, prefix_length: int, suffix_length: int,
+                        keep=None) -> GroupedBuffers:
+        """The bucket of `groups` prompts of `members` rows each (policies/decoding/shared_prefix.py)."""
+        columns = groups * prefix_length + groups * members * suffix_length
+        need = 2 * len(self.layers) * columns * self.kv_heads * self.head_dim * self.dtype.itemsize
+        return self._cached(("grouped", groups, members, prefix_length, suffix_length), need, keep,
+                            lambda: GroupedBuffers(groups, members, prefix_length, suffix_length, len(self.layers),
+                                                   self.kv_heads, self.head_dim, self.dtype, self.device))
+
+    def _cached(self, key: tuple, need: int, keep, make):
+        """The bucket `key`, made by `make()` if needed after dropping least recently used ones (never `keep`,
+        the bucket in use) until the cache fits `cache_bytes` with the `need` bytes of the new one."""
         if key in self._buckets:
             self._buckets.move_to_end(key)
             return self._buckets[key]
         if self.cache_bytes is not None:
-            need = 2 * len(self.layers) * batch * self.kv_heads * length * self.head_dim * self.dtype.itemsize
             for old in [k for k, b in self._buckets.items() if b is not keep]:
                 if sum(b.nbytes for b in self._buckets.values()) + need <= self.cache_bytes:
                     break
                 del self._buckets[old]  # its graph and private memory pool go with it
         self.stats["buckets_made"] += 1
-        self._buckets[key] = _Buffers(batch, length, len(self.layers), self.kv_heads, self.head_dim,
-                                      self.dtype, self.device)
+        self._buckets[key] = make()
         return self._buckets[key]
 
     @property
@@ -330,24 +361,27 @@ class FastDecoder:
         sync, every `sync_every` steps; `cancelled_rows()` is asked at each host sync which rows to end there,
         finish_reason "cancelled")."""
         if len(prompts) > self.max_batch:  # in chunks: the KV buffers grow with the batch
-            stops, out = stop_lists(stop, len(prompts)), []
-            for start in range(0, len(prompts), self.max_batch):
-                part = slice(start, start + self.max_batch)
-                noise = RowKeys(generator.keys[part]) if isinstance(generator, RowKeys) else generator
-                out += self.generate(tokenizer, prompts[part], max_new_tokens, temperature, top_p, stops[part], noise,
-                                     on_tokens, _rows_from(cancelled_rows, start, len(prompts[part])))
-            return out
+            return self._in_chunks(tokenizer, prompts, max_new_tokens, temperature, top_p, stop, generator, on_tokens,
+                                   cancelled_rows)
         self._refresh_weights()
         self._forget_moved_weights()
         eos_ids = _eos_ids(tokenizer, self.model)
         pad_id = padding_id(tokenizer)
         sampling = Sampling(temperature, top_p, generator, eos_ids, pad_id, self.device)
-        n, P = len(prompts), max(len(p) for p in prompts)
-        length = int(math.ceil((P + max_new_tokens) / self.length_bucket) * self.length_bucket)
-        buf = self._bucket(_round_batch(n), length)
-        logits, last = self._prefill(list(prompts) + [[pad_id]] * (len(buf.rows) - n), P, buf, pad_id)
-        buf.start(n, last, P - 1, max_new_tokens, generator)
-        sample_and_record(buf, logits, sampling)  # token 0; each later one by a whole decode step
+        n = len(prompts)
+        distinct, members = group_layout(prompts) if self.share_prefill else ([], [])
+        m = round_groups(max(map(len, members), default=1))
+        if m > 1 and round_groups(len(distinct)) * m <= _round_batch(n):  # rows that share a prompt: grouped
+            buf = self._start_grouped(distinct, members, m, n, max_new_tokens, generator, pad_id)
+        else:
+            P = max(len(p) for p in prompts)
+            length = int(math.ceil((P + max_new_tokens) / self.length_bucket) * self.length_bucket)
+            buf = self._bucket(_round_batch(n), length)
+            logits, last = self._prefill(list(prompts) + [[pad_id]] * (len(buf.rows) - n), P, buf, pad_id)
+            buf.start(n, last, P - 1, max_new_tokens, generator)
+            buf.first_logits = logits
+        sample_and_record(buf, buf.first_logits, sampling)  # token 0; each later one by a whole decode step
+        buf.first_logits = None
         outputs = Outputs(n, max_new_tokens, pad_id, self.device)
         stopper = StopChecker(tokenizer, stop, n)
         marks = StopTokens(tokenizer, {s for row in stopper.stops for s in row}, self.device) if stopper.any else None
@@ -369,10 +403,7 @@ class FastDecoder:
                 live_count = int((~buf.done).sum())
                 if last or live_count == 0:
                     break
-                smaller = _round_batch(live_count)
-                if smaller < len(buf.rows):
-                    outputs.take(buf, (buf.rows < n) & buf.done)  # the rows compaction drops
-                    buf = self._compact(buf, smaller, length, live_count, pad_id)
+                buf = self._shrink(buf, outputs, n, live_count, pad_id)
             with record_function("lmgym.decode"):
                 self._step(buf, sampling)
         outputs.take(buf, buf.rows < n)
@@ -380,6 +411,87 @@ class FastDecoder:
         return assemble(tokenizer, prompts, tokens, logp,
                         ["eos" if eos[r] else "stop" if stopped[r] else "cancelled" if cancelled[r] else "length"
                          for r in range(n)])
+
+    def _in_chunks(self, tokenizer, prompts, max_new_tokens, temperature, top_p, stop, generator, on_tokens,
+                   cancelled_rows) -> list[Generation]:
+        """`generate` over chunks of at most `max_batch` prompts, the rows of one prompt kept together (they share
+        its prefill and, grouped, its cache); results in the prompts' order."""
+        stops = stop_lists(stop, len(prompts))
+        order = ([i for rows in group_layout(prompts)[1] for i in rows] if self.share_prefill
+                 else list(range(len(prompts))))
+        out: list[Generation | None] = [None] * len(prompts)
+        for start in range(0, len(order), self.max_batch):
+            part = order[start:start + self.max_batch]
+            noise = RowKeys([generator.keys[i] for i in part]) if isinstance(generator, RowKeys) else generator
+            sampled = self.generate(tokenizer, [prompts[i] for i in part], max_new_tokens, temperature, top_p,
+                                    [stops[i] for i in part], noise, on_tokens, _rows_from(cancelled_rows, part))
+            for i, generation in zip(part, sampled):
+                out[i] = generation
+        return out
+
+    def _start_grouped(self, distinct: list[list[int]], members: list[list[int]], m: int, n: int,
+                       max_new_tokens: int, generator, pad_id: int) -> GroupedBuffers:
+        """A grouped bucket (policies/decoding/shared_prefix.py) with each distinct prompt prefilled once into
+        its group's prompt buffers and every row set up to sample its first token (`first_logits`)."""
+        count, P = len(distinct), max(len(p) for p in distinct)
+        buf = self._grouped_bucket(round_groups(count), m, round_up(P, PREFIX_BUCKET),
+                                   round_up(max_new_tokens, SUFFIX_BUCKET))
+        ids, valid = right_pad(distinct, pad_id, self.device)
+        valid = valid.bool()
+        last = (valid.sum(-1) - 1).clamp(min=0)
+        positions = torch.arange(P, device=self.device).expand(count, P)
+        with record_function("lmgym.prefill"), self._autocast(), variable_length_attention(self.device):
+            logits = self._forward(ids, positions, PrefixView(buf, count), 0, None, last)
+        self.stats["prefill_tokens"] += int(valid.sum())
+        self.stats["prefill_tokens_shared"] += sum(len(distinct[u]) * (len(rows) - 1) for u, rows in enumerate(members))
+        buf.prefix_bias.fill_(-math.inf)
+        buf.prefix_bias[:count, 0, 0, :P].masked_fill_(valid, 0.0)
+        buf.prefix_bias[count:, 0, 0, 0] = 0.0  # filler groups attend one column (no all -inf row)
+        prompt_of = torch.full((buf.groups * m,), _NO_PROMPT, dtype=torch.long)
+        for u, rows in enumerate(members):
+            prompt_of[u * m:u * m + len(rows)] = torch.tensor(rows)
+        group_of = (torch.arange(buf.groups * m) // m).clamp(max=count - 1).to(self.device)
+        buf.valid.zero_()  # no sampled token is attendable before the first is fed
+        buf.start(n, last[group_of], -1, max_new_tokens, generator)
+        prompt_of = prompt_of.to(self.device)
+        buf.rows.copy_(prompt_of)
+        buf.done.copy_(prompt_of >= n)
+        buf.tokens.fill_(pad_id)
+        if isinstance(generator, RowKeys):
+            buf.row_keys.copy_(generator.row_keys(buf.rows))
+        buf.first_logits = logits[group_of]
+        return buf
+
+    def _shrink(self, buf, outputs: Outputs, n: int, live_count: int, pad_id: int):
+        """`buf`, or the live rows moved into a smaller bucket once at most half of its rows (groups, in a grouped
+        bucket) are live."""
+        if isinstance(buf, GroupedBuffers):
+            live_groups = (~buf.done).view(buf.groups, buf.members).any(-1).nonzero().squeeze(-1)
+            smaller = round_groups(len(live_groups))
+            if smaller >= buf.groups:
+                return buf
+            outputs.take(buf, (buf.rows < n) & buf.done)  # finished rows (those of dropped groups among them)
+            return self._compact_groups(buf, live_groups, smaller, pad_id)
+        smaller = _round_batch(live_count)
+        if smaller >= len(buf.rows):
+            return buf
+        outputs.take(buf, (buf.rows < n) & buf.done)  # the rows compaction drops
+        return self._compact(buf, smaller, buf.valid.shape[1], live_count, pad_id)
+
+    def _compact_groups(self, buf: GroupedBuffers, live_groups: torch.Tensor, groups: int,
+                        pad_id: int) -> GroupedBuffers:
+        """Move the groups with a live row into a bucket of `groups` groups (padded with duplicates of the first,
+        finished at once)."""
+        keep = torch.cat([live_groups, live_groups[:1].repeat(groups - len(live_groups))])
+        small = self._grouped_bucket(groups, buf.members, buf.prefix_keys[0].shape[2], buf.keys[0].shape[2], keep=buf)
+        for src, dst in zip(buf.prefix_keys + buf.prefix_values, small.prefix_keys + small.prefix_values):
+            torch.index_select(src, 0, keep, out=dst)
+        torch.index_select(buf.prefix_bias, 0, keep, out=small.prefix_bias)
+        rows = (keep[:, None] * buf.members + torch.arange(buf.members, device=keep.device)).reshape(-1)
+        for src, dst in zip(buf.keys + buf.values, small.keys + small.values):
+            torch.index_select(src, 0, rows, out=dst)
+        small.select(buf, rows, len(live_groups) * buf.members, pad_id)
+        return small
 
     def _prefill(self, prompts: list[list[int]], P: int, buf: _Buffers,
                  pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -470,12 +582,13 @@ class FastDecoder:
         return small
 
 
-def _rows_from(cancelled_rows: Callable[[], Collection[int]] | None, start: int,
-               count: int) -> Callable[[], list[int]] | None:
-    """`cancelled_rows` for the chunk of `count` prompts from `start` (its rows numbered from 0)."""
+def _rows_from(cancelled_rows: Callable[[], Collection[int]] | None,
+               part: list[int]) -> Callable[[], list[int]] | None:
+    """`cancelled_rows` for the chunk of prompts `part` (its rows numbered from 0 in that order)."""
     if cancelled_rows is None:
         return None
-    return lambda: [r - start for r in cancelled_rows() if start <= r < start + count]
+    position = {r: i for i, r in enumerate(part)}
+    return lambda: [position[r] for r in cancelled_rows() if r in position]
 
 
 def _take(h: torch.Tensor, last: torch.Tensor | None) -> torch.Tensor:
