@@ -226,3 +226,20 @@ def test_two_roles_as_two_adapters_of_one_model():
     assert {n for n, p in policy.model.named_parameters() if p.requires_grad} == trainable
     with pytest.raises(ValueError, match="no adapter 'judge' \\(it has: default, checker\\)"):
         AdapterRole(policy, "judge")
+
+
+def test_a_snapshot_shares_no_mutable_field_with_its_branch(tiny_policy):
+    import dataclasses
+
+    engine = EpisodeEngine(make("Arithmetic-v0", mode="stepwise", level=2), tiny_policy, SamplingSettings(8))
+    (branch,) = engine.start([{"seed": 1}])
+    engine.advance([branch], torch.Generator().manual_seed(0))
+    twin = branch.snapshot()
+    for f in dataclasses.fields(branch):
+        value = getattr(branch, f.name)
+        if isinstance(value, (list, dict)):
+            assert getattr(twin, f.name) is not value, f.name
+            assert getattr(twin, f.name) == value, f.name
+    twin.state["env"]["extra"] = 1
+    twin.info["extra"] = 1
+    assert "extra" not in branch.state["env"] and "extra" not in branch.info

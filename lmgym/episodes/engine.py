@@ -98,8 +98,15 @@ class Branch:
         return EpisodeOutcome.from_info(self.info, self.actions)
 
     def snapshot(self) -> Branch:
-        """A deep copy: advancing either one leaves the other as it is."""
-        return copy.deepcopy(self)
+        """A deep copy: advancing either one leaves the other as it is. The per-token lists hold numbers and
+        strings and the actions are frozen, so list copies suffice for them; the env state and info are copied
+        deeply."""
+        twin = copy.copy(self)
+        for name in ("prompt_ids", "ids", "logprobs", "mask", "roles", "step_ends", "step_rewards", "actions"):
+            setattr(twin, name, list(getattr(self, name)))
+        twin.stop = list(self.stop) if self.stop is not None else None
+        twin.state, twin.info = copy.deepcopy(self.state), copy.deepcopy(self.info)
+        return twin
 
     def to_trajectory(self) -> Trajectory:
         """The episode as the trainer sees it; one the env has not ended counts as truncated and is marked
