@@ -130,8 +130,9 @@ def test_more_prompts_than_max_batch_are_sampled_in_chunks_with_the_same_tokens(
     prompts = prompts_for(tok, 10)
     stops = [["x"] if i % 2 else None for i in range(10)]
     keys = RowKeys(list(range(100, 110)))
-    whole = FastDecoder(model, sync_every=4).generate(tok, prompts, 24, 1.0, stop=stops, generator=keys)
-    chunked_decoder = FastDecoder(model, sync_every=4, max_batch=3)
+    whole = FastDecoder(model, sync_every=4, share_prefill=False).generate(tok, prompts, 24, 1.0, stop=stops,
+                                                                           generator=keys)
+    chunked_decoder = FastDecoder(model, sync_every=4, max_batch=3, share_prefill=False)
     chunked = chunked_decoder.generate(tok, prompts, 24, 1.0, stop=stops, generator=RowKeys(list(range(100, 110))))
     assert [g.completion_ids for g in chunked] == [g.completion_ids for g in whole]
     assert [g.finish_reason for g in chunked] == [g.finish_reason for g in whole]

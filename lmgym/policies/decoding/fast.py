@@ -53,14 +53,14 @@ from lmgym.policies.decoding.layers import (
     rotate_half,
 )
 from lmgym.policies.decoding.shared_prefix import (
-    PREFIX_BUCKET,
-    SUFFIX_BUCKET,
+    GROUPED_COST,
     GroupedBuffers,
+    GroupSlice,
     PrefixView,
-    group_layout,
     grouped_attention,
+    grouped_columns,
+    plan_groups,
     round_groups,
-    round_up,
 )
 from lmgym.policies.decoding.step import _NO_PROMPT, LoopState, Outputs, Sampling, sample_and_record
 from lmgym.policies.decoding.stop_tokens import StopTokens
@@ -73,6 +73,7 @@ _REQUIRED = ("q_proj", "k_proj", "v_proj", "o_proj")
 # a multi-turn RAG run's update on a 141 GB card (the floor of every phase); a sixteenth keeps the common
 # (batch, length) buckets and their graphs for reuse while leaving the rest to training.
 KEPT_CACHE_SHARE = 16
+OWN_PREFILL_BYTES = 1 << 30  # attention scores of one part of a grouped bucket's own-token prefill, at most
 
 
 def _unwrap(model):
@@ -241,7 +242,7 @@ class FastDecoder:
     def _attend_layer(self, q: torch.Tensor, buf, layer: int, mask: torch.Tensor | None) -> torch.Tensor:
         """Layer `layer`'s attention over the bucket's cache: its group's prompt and its own tokens in a grouped
         bucket, else the row's own columns."""
-        if isinstance(buf, GroupedBuffers):
+        if hasattr(buf, "prefix_keys"):  # a GroupedBuffers or a GroupSlice of one
             bias = mask if mask.dtype != torch.bool else torch.zeros(mask.shape, dtype=torch.float32,
                                                                      device=mask.device).masked_fill_(~mask, -math.inf)
             return grouped_attention(q, buf, layer, bias, self.scaling)
@@ -369,10 +370,9 @@ class FastDecoder:
         pad_id = padding_id(tokenizer)
         sampling = Sampling(temperature, top_p, generator, eos_ids, pad_id, self.device)
         n = len(prompts)
-        distinct, members = group_layout(prompts) if self.share_prefill else ([], [])
-        m = round_groups(max(map(len, members), default=1))
-        if m > 1 and round_groups(len(distinct)) * m <= _round_batch(n):  # rows that share a prompt: grouped
-            buf = self._start_grouped(distinct, members, m, n, max_new_tokens, generator, pad_id)
+        groups = plan_groups(prompts) if self.share_prefill else []
+        if groups and self._grouping_pays(groups, prompts, max_new_tokens):
+            buf = self._start_grouped(prompts, groups, max_new_tokens, generator, pad_id)
         else:
             P = max(len(p) for p in prompts)
             length = int(math.ceil((P + max_new_tokens) / self.length_bucket) * self.length_bucket)
@@ -417,11 +417,10 @@ class FastDecoder:
         """`generate` over chunks of at most `max_batch` prompts, the rows of one prompt kept together (they share
         its prefill and, grouped, its cache); results in the prompts' order."""
         stops = stop_lists(stop, len(prompts))
-        order = ([i for rows in group_layout(prompts)[1] for i in rows] if self.share_prefill
-                 else list(range(len(prompts))))
+        order = sorted(range(len(prompts)), key=prompts.__getitem__) if self.share_prefill else range(len(prompts))
         out: list[Generation | None] = [None] * len(prompts)
         for start in range(0, len(order), self.max_batch):
-            part = order[start:start + self.max_batch]
+            part = list(order[start:start + self.max_batch])
             noise = RowKeys([generator.keys[i] for i in part]) if isinstance(generator, RowKeys) else generator
             sampled = self.generate(tokenizer, [prompts[i] for i in part], max_new_tokens, temperature, top_p,
                                     [stops[i] for i in part], noise, on_tokens, _rows_from(cancelled_rows, part))
@@ -429,38 +428,86 @@ class FastDecoder:
                 out[i] = generation
         return out
 
-    def _start_grouped(self, distinct: list[list[int]], members: list[list[int]], m: int, n: int,
-                       max_new_tokens: int, generator, pad_id: int) -> GroupedBuffers:
-        """A grouped bucket (policies/decoding/shared_prefix.py) with each distinct prompt prefilled once into
-        its group's prompt buffers and every row set up to sample its first token (`first_logits`)."""
-        count, P = len(distinct), max(len(p) for p in distinct)
-        buf = self._grouped_bucket(round_groups(count), m, round_up(P, PREFIX_BUCKET),
-                                   round_up(max_new_tokens, SUFFIX_BUCKET))
-        ids, valid = right_pad(distinct, pad_id, self.device)
-        valid = valid.bool()
-        last = (valid.sum(-1) - 1).clamp(min=0)
-        positions = torch.arange(P, device=self.device).expand(count, P)
+    def _grouping_pays(self, groups: list[tuple[list[int], int]], prompts: list[list[int]], max_new_tokens: int
+                       ) -> bool:
+        """Whether the grouped layout reads at most GROUPED_COST of the key columns a cache per row reads per decode
+        step, with at most twice its rows."""
+        if not any(shared for _, shared in groups):
+            return False
+        count, m, prefix_length, own_length = grouped_columns(groups, prompts, max_new_tokens)
+        rows = _round_batch(len(prompts))
+        length = math.ceil((max(map(len, prompts)) + max_new_tokens) / self.length_bucket) * self.length_bucket
+        grouped = count * prefix_length + count * m * own_length
+        return grouped <= GROUPED_COST * rows * length and count * m <= 2 * rows
+
+    def _start_grouped(self, prompts: list[list[int]], groups: list[tuple[list[int], int]], max_new_tokens: int,
+                       generator, pad_id: int) -> GroupedBuffers:
+        """A grouped bucket (policies/decoding/shared_prefix.py) with each group's shared prefix prefilled once, each
+        row's own prompt tokens prefilled against it, and every row set up to sample its first token
+        (`first_logits`)."""
+        n = len(prompts)
+        buf = self._grouped_bucket(*grouped_columns(groups, prompts, max_new_tokens))
+        m, rows = buf.members, buf.groups * buf.members
+        prompt_of = torch.full((rows,), _NO_PROMPT, dtype=torch.long)
+        shared_of = torch.zeros(rows, dtype=torch.long)
+        own = [[pad_id]] * rows  # filler rows: one pad token
+        for u, (members, shared) in enumerate(groups):
+            prompt_of[u * m:u * m + len(members)] = torch.tensor(members)
+            shared_of[u * m:(u + 1) * m] = shared
+            for j, i in enumerate(members):
+                own[u * m + j] = prompts[i][shared:]
         with record_function("lmgym.prefill"), self._autocast(), variable_length_attention(self.device):
-            logits = self._forward(ids, positions, PrefixView(buf, count), 0, None, last)
-        self.stats["prefill_tokens"] += int(valid.sum())
-        self.stats["prefill_tokens_shared"] += sum(len(distinct[u]) * (len(rows) - 1) for u, rows in enumerate(members))
-        buf.prefix_bias.fill_(-math.inf)
-        buf.prefix_bias[:count, 0, 0, :P].masked_fill_(valid, 0.0)
-        buf.prefix_bias[count:, 0, 0, 0] = 0.0  # filler groups attend one column (no all -inf row)
-        prompt_of = torch.full((buf.groups * m,), _NO_PROMPT, dtype=torch.long)
-        for u, rows in enumerate(members):
-            prompt_of[u * m:u * m + len(rows)] = torch.tensor(rows)
-        group_of = (torch.arange(buf.groups * m) // m).clamp(max=count - 1).to(self.device)
-        buf.valid.zero_()  # no sampled token is attendable before the first is fed
-        buf.start(n, last[group_of], -1, max_new_tokens, generator)
+            self._prefill_prefixes(buf, [prompts[members[0]][:shared] for members, shared in groups], pad_id)
+            logits, positions = self._prefill_own(buf, own, shared_of.to(self.device), pad_id)
+        self.stats["prefill_tokens"] += sum(shared for _, shared in groups) + sum(
+            len(prompts[i]) - shared for members, shared in groups for i in members)
+        self.stats["prefill_tokens_shared"] += sum(shared * (len(members) - 1) for members, shared in groups)
+        buf.start(n, positions, max(map(len, own)) - 1, max_new_tokens, generator)
         prompt_of = prompt_of.to(self.device)
         buf.rows.copy_(prompt_of)
         buf.done.copy_(prompt_of >= n)
-        buf.tokens.fill_(pad_id)
         if isinstance(generator, RowKeys):
             buf.row_keys.copy_(generator.row_keys(buf.rows))
-        buf.first_logits = logits[group_of]
+        buf.first_logits = logits
         return buf
+
+    def _prefill_prefixes(self, buf: GroupedBuffers, prefixes: list[list[int]], pad_id: int) -> None:
+        """Each group's shared prefix into its prefix buffers (one causal pass, right-padded) and `prefix_bias`."""
+        buf.prefix_bias.fill_(-math.inf)
+        longest = max(map(len, prefixes))
+        if longest == 0:
+            return
+        ids, valid = right_pad([p or [pad_id] for p in prefixes], pad_id, self.device)
+        valid = valid.bool() & torch.tensor([bool(p) for p in prefixes], device=self.device)[:, None]
+        positions = torch.arange(ids.shape[1], device=self.device).expand(len(prefixes), -1)
+        self._forward(ids, positions, PrefixView(buf, len(prefixes)), 0, None,
+                      torch.zeros(len(prefixes), dtype=torch.long, device=self.device))
+        buf.prefix_bias[:len(prefixes), 0, 0, :ids.shape[1]].masked_fill_(valid, 0.0)
+
+    def _prefill_own(self, buf: GroupedBuffers, own: list[list[int]], shared_of: torch.Tensor,
+                     pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each row's own prompt tokens into its own columns [0, R), attending to its group's prefix and causally
+        to its own; returns the logits and the position of each row's last prompt token. Groups are run in parts
+        whose attention scores take at most OWN_PREFILL_BYTES."""
+        ids, valid = right_pad(own, pad_id, self.device)
+        valid = valid.bool()
+        R, m = ids.shape[1], buf.members
+        positions = shared_of[:, None] + torch.arange(R, device=self.device)
+        last = (valid.sum(-1) - 1).clamp(min=0)
+        causal = torch.ones((R, R), dtype=torch.bool, device=self.device).tril()
+        mask = torch.zeros((len(own), 1, R, buf.valid.shape[1]), dtype=torch.bool, device=self.device)
+        mask[:, 0, :, :R] = causal & valid[:, None, :]
+        row_bytes = 4 * self.n_heads * R * (buf.prefix_keys[0].shape[2] + buf.valid.shape[1])
+        step = max(1, OWN_PREFILL_BYTES // max(row_bytes * m, 1))
+        logits = []
+        for first in range(0, buf.groups, step):
+            last_group = min(first + step, buf.groups)
+            part = slice(first * m, last_group * m)
+            logits.append(self._forward(ids[part], positions[part], GroupSlice(buf, first, last_group), 0,
+                                        mask[part], last[part]))
+        buf.valid.zero_()
+        buf.valid[:, :R] = valid
+        return torch.cat(logits), positions.gather(1, last[:, None]).squeeze(1)
 
     def _shrink(self, buf, outputs: Outputs, n: int, live_count: int, pad_id: int):
         """`buf`, or the live rows moved into a smaller bucket once at most half of its rows (groups, in a grouped

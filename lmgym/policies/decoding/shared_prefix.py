@@ -1,24 +1,65 @@
-"""Decoding rows that share a prompt with the prompt's keys and values stored and read once per group.
+"""Decoding rows that share a prompt prefix with the prefix's keys and values computed, stored and read once.
 
 A group's samples (GRPO's G samples of a prompt) and the k rollouts from one step prefix (Monte-Carlo step
-labels, MCTS expansions) start from the same prompt. The fast decoder prefills such a prompt once, and in
-this layout (`GroupedBuffers`) it also keeps the prompt's keys and values once: a bucket of U groups of m
-rows holds the prompts in [U, kv heads, Lp, D] buffers and each row's own sampled tokens in
-[U * m, kv heads, Ls, D] buffers. A decode step's attention (`grouped_attention`) scores each row's query
-against its group's prompt (one matrix product per group: the m rows' queries together, the prompt's keys
-read once) and against its own tokens, and takes one softmax over both, so it is the attention over the
-row's whole context that a full cache computes, reading Lp * U + Ls * U * m key columns instead of
-(Lp + Ls) * U * m. Rows are laid out group by group: row u * m + j is member j of group u; a group with
-fewer than m members, and the groups past the last, hold finished filler rows.
+labels, MCTS expansions) start from the same prompt; their later turns, and the branches of one question in a
+multi-turn episode, still share a long prefix. `plan_groups` sorts a call's prompts and groups neighbours that
+share a prefix. In the grouped layout (`GroupedBuffers`) a bucket of U groups of m rows holds each group's
+shared prefix once, in [U, kv heads, Lp, D] buffers, and each row's own tokens (the rest of its prompt, then
+what it samples) in [U * m, kv heads, Ls, D] buffers. Attention (`grouped_attention`) scores each row's queries
+against its group's prefix (one matrix product per group: the m rows' queries together, the prefix's keys read
+once) and against its own tokens, with one softmax over both: the attention over the row's whole context that a
+cache per row computes, reading Lp * U + Ls * U * m key columns instead of (Lp + Ls) * U * m. The prefix is
+prefilled once per group, then each row's own prompt tokens attend to it the same way. Rows are laid out group
+by group: row u * m + j is member j of group u; a group with fewer than m members, and the groups past the
+last, hold finished filler rows.
 """
 from __future__ import annotations
+
+import os
 
 import torch
 
 from lmgym.policies.decoding.step import LoopState
 
-PREFIX_BUCKET = 128  # prompt columns are allotted in multiples of this (few distinct buckets, few graphs)
-SUFFIX_BUCKET = 64  # sampled-token columns likewise
+PREFIX_BUCKET = 128  # shared-prefix columns are allotted in multiples of this (few distinct buckets, few graphs)
+SUFFIX_BUCKET = 64  # a row's own columns likewise
+MIN_SHARED = 32  # a group shares at least this many prompt tokens
+KEEP_SHARED = 0.75  # a row joins a group when the prefix it shares with the group's first is at least this share
+#                     of the group's shared prefix so far
+MAX_MEMBERS = 16  # rows in one group at most
+GROUPED_COST = 0.7  # grouped when it reads at most this share of the key columns a cache per row reads
+
+
+def plan_groups(prompts: list[list[int]]) -> list[tuple[list[int], int]]:
+    """(prompt indices, shared prefix length) of each group: prompts sorted, neighbours that share at least
+    MIN_SHARED tokens with the group's first (and KEEP_SHARED of what the group shares so far) join it, MAX_MEMBERS
+    at most. A group's shared prefix stops before each member's last prompt token (every row has an own token)."""
+    order = sorted(range(len(prompts)), key=prompts.__getitem__)
+    groups: list[tuple[list[int], int]] = []
+    i = 0
+    while i < len(order):
+        first = prompts[order[i]]
+        members, shared = [order[i]], len(first) - 1
+        j = i + 1
+        while j < len(order) and len(members) < MAX_MEMBERS:
+            other = prompts[order[j]]
+            common = min(len(os.path.commonprefix([first, other])), len(other) - 1)
+            if common < MIN_SHARED or common < KEEP_SHARED * shared:
+                break
+            members.append(order[j])
+            shared = min(shared, common)
+            j += 1
+        groups.append((members, max(shared, 0)))
+        i = j
+    return groups
+
+
+def grouped_columns(groups: list[tuple[list[int], int]], prompts: list[list[int]],
+                    max_new_tokens: int) -> tuple[int, int, int, int]:
+    """(group bucket U, members m, prefix columns Lp, own columns Ls) of the grouped layout of `groups`."""
+    own = max(len(prompts[i]) - shared for rows, shared in groups for i in rows)
+    return (round_groups(len(groups)), round_groups(max(len(rows) for rows, _ in groups)),
+            round_up(max(shared for _, shared in groups), PREFIX_BUCKET), round_up(own + max_new_tokens, SUFFIX_BUCKET))
 
 
 def round_up(value: int, multiple: int) -> int:
@@ -68,44 +109,45 @@ def _scores(q: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
     return torch.bmm(q.float(), keys.transpose(1, 2).float())
 
 
-def grouped_attention(q: torch.Tensor, buf: GroupedBuffers, layer: int, suffix_bias: torch.Tensor,
-                      scaling: float) -> torch.Tensor:
-    """Attention of one new token per row, q [U*m, H, 1, D], over its group's prompt and its own tokens.
+def grouped_attention(q: torch.Tensor, buf, layer: int, own_bias: torch.Tensor, scaling: float) -> torch.Tensor:
+    """Attention of each row's queries q [U*m, H, T, D] over its group's prefix and its own tokens.
 
-    suffix_bias: [U*m, 1, 1, Ls] additive (0 where the row may attend its own token column, -inf elsewhere)."""
+    own_bias: additive, [U*m, 1, T or 1, Ls] (0 where a query may attend an own column, -inf elsewhere); the
+    prefix is masked by `buf.prefix_bias`. `buf`: a `GroupedBuffers` or a `GroupSlice` of one."""
     prefix_k, prefix_v = buf.prefix_keys[layer], buf.prefix_values[layer]
     own_k, own_v = buf.keys[layer], buf.values[layer]
-    rows, heads, _, dim = q.shape
+    rows, heads, T, dim = q.shape
     groups, kv, prefix_length, _ = prefix_k.shape
-    m, g, suffix_length = buf.members, heads // kv, own_k.shape[2]
-    q = q.reshape(groups, m, kv, g, dim)
-    # every query of a group, against the group's prompt: [U * kv, m * g, Lp]
-    grouped_q = q.permute(0, 2, 1, 3, 4).reshape(groups * kv, m * g, dim)
+    m, g, own_length = buf.members, heads // kv, own_k.shape[2]
+    q = q.reshape(groups, m, kv, g, T, dim)
+    # every query of a group against the group's prefix: [U * kv, m * g * T, Lp]
+    grouped_q = q.permute(0, 2, 1, 3, 4, 5).reshape(groups * kv, m * g * T, dim)
     prefix = _scores(grouped_q, prefix_k.reshape(groups * kv, prefix_length, dim)).mul_(scaling)
-    prefix = prefix.view(groups, kv, m * g, prefix_length).add_(buf.prefix_bias)
-    prefix = prefix.view(groups, kv, m, g, prefix_length).permute(0, 2, 1, 3, 4).reshape(rows, kv, g, prefix_length)
-    # each row's query against its own tokens: [U * m * kv, g, Ls]
-    own = _scores(q.reshape(rows * kv, g, dim), own_k.reshape(rows * kv, suffix_length, dim)).mul_(scaling)
-    own = own.view(rows, kv, g, suffix_length).add_(suffix_bias)
+    prefix = prefix.view(groups, kv, m * g * T, prefix_length).add_(buf.prefix_bias)
+    prefix = prefix.view(groups, kv, m, g, T, prefix_length).permute(0, 2, 1, 3, 4, 5)
+    prefix = prefix.reshape(rows, kv, g, T, prefix_length)
+    # each row's queries against its own tokens: [U * m * kv, g * T, Ls]
+    own = _scores(q.reshape(rows * kv, g * T, dim), own_k.reshape(rows * kv, own_length, dim)).mul_(scaling)
+    own = own.view(rows, kv, g, T, own_length).add_(own_bias.view(rows, 1, 1, -1, own_length))
     weights = torch.softmax(torch.cat([prefix, own], dim=-1), dim=-1).to(prefix_v.dtype)
-    to_prefix, to_own = weights.split([prefix_length, suffix_length], dim=-1)
-    to_prefix = to_prefix.reshape(groups, m, kv, g, prefix_length).permute(0, 2, 1, 3, 4)
-    out = torch.bmm(to_prefix.reshape(groups * kv, m * g, prefix_length), prefix_v.reshape(groups * kv, prefix_length,
-                                                                                             dim))
-    out = out.view(groups, kv, m, g, dim).permute(0, 2, 1, 3, 4).reshape(rows, kv, g, dim)
-    out = out + torch.bmm(to_own.reshape(rows * kv, g, suffix_length),
-                          own_v.reshape(rows * kv, suffix_length, dim)).view(rows, kv, g, dim)
-    return out.reshape(rows, heads, 1, dim)
+    to_prefix, to_own = weights.split([prefix_length, own_length], dim=-1)
+    to_prefix = to_prefix.reshape(groups, m, kv, g, T, prefix_length).permute(0, 2, 1, 3, 4, 5)
+    out = torch.bmm(to_prefix.reshape(groups * kv, m * g * T, prefix_length),
+                    prefix_v.reshape(groups * kv, prefix_length, dim))
+    out = out.view(groups, kv, m, g, T, dim).permute(0, 2, 1, 3, 4, 5).reshape(rows, kv, g, T, dim)
+    out = out + torch.bmm(to_own.reshape(rows * kv, g * T, own_length),
+                          own_v.reshape(rows * kv, own_length, dim)).view(rows, kv, g, T, dim)
+    return out.reshape(rows, heads, T, dim)
 
 
-def group_layout(prompts: list[list[int]]) -> tuple[list[list[int]], list[list[int]]]:
-    """(distinct prompts in first-seen order, each one's prompt indices in order)."""
-    index: dict[tuple[int, ...], int] = {}
-    members: list[list[int]] = []
-    for i, prompt in enumerate(prompts):
-        key = tuple(prompt)
-        if key not in index:
-            index[key] = len(members)
-            members.append([])
-        members[index[key]].append(i)
-    return [list(p) for p in index], members
+class GroupSlice:
+    """Groups [first, last) of a grouped bucket (views), for prefilling the rows' own prompt tokens in parts."""
+
+    def __init__(self, buf: GroupedBuffers, first: int, last: int):
+        m = buf.members
+        self.members = m
+        self.prefix_keys = [k[first:last] for k in buf.prefix_keys]
+        self.prefix_values = [v[first:last] for v in buf.prefix_values]
+        self.keys = [k[first * m:last * m] for k in buf.keys]
+        self.values = [v[first * m:last * m] for v in buf.values]
+        self.prefix_bias = buf.prefix_bias[first:last]
