@@ -123,3 +123,17 @@ def test_chunks_keep_the_rows_of_a_prompt_together_and_sample_the_same():
     assert chunked.stats["prefill_tokens_shared"] > sum(map(len, prompts)) // 2
     same(out, FastDecoder(model, sync_every=4, share_prefill=False).generate(tok, prompts, 12, 1.0, stop=["\n"],
                                                                              generator=keys))
+
+
+@pytest.mark.parametrize("share", [True, False])
+def test_a_prefill_in_passes_of_few_rows_samples_what_one_pass_does(monkeypatch, share):
+    from lmgym.policies.decoding import fast
+
+    tok = build_tiny_tokenizer()
+    model = build_tiny_model(tok, seed=5).eval()
+    prompts, keys = grouped_prompts(tok), RowKeys(list(range(44)))
+    whole = FastDecoder(model, sync_every=4, share_prefill=share).generate(tok, prompts, 12, 1.0, generator=keys)
+    monkeypatch.setattr(fast, "PREFILL_ROWS", 5)
+    monkeypatch.setattr(fast, "OWN_PREFILL_BYTES", 1)  # grouped: one group a pass
+    parts = FastDecoder(model, sync_every=4, share_prefill=share).generate(tok, prompts, 12, 1.0, generator=keys)
+    same(parts, whole)

@@ -9,9 +9,12 @@ whole step is captured as a CUDA graph once per (batch, length) bucket (again wh
 change), and between host syncs the loop only replays it. The host looks every `sync_every` steps (stop
 strings, all-done, progress), and when half the rows are finished the survivors are compacted into a
 smaller batch bucket.
-Memory is bounded: a call with more than `max_batch` prompts is sampled in chunks of `max_batch`, and
-the buckets kept for reuse (KV buffers and graphs) hold at most `cache_bytes` of KV buffers, the least
-recently used dropped first (tree search and Math-Shepherd rollouts ask for many (batch, length) shapes).
+Memory is bounded: a call with more prompts than `max_batch`, or than fit 1/KV_SHARE of the GPU, is sampled in
+chunks (a prompt's rows together), and the buckets kept for reuse (KV buffers and graphs) hold at most
+`cache_bytes` of KV buffers, the least recently used dropped first (tree search and Math-Shepherd rollouts ask
+for many (batch, length) shapes). Rows that share a prompt prefix decode from one copy of it when that reads
+fewer key columns (policies/decoding/shared_prefix.py); stop strings are checked only at tokens that can
+complete one (policies/decoding/stop_tokens.py).
 The prefill holds nothing that grows with the square of the prompts' length: they are right-padded, so one
 causal pass without a mask (FlashAttention on CUDA) fills the KV buffers, and the decode steps skip each
 row's padding columns through their [batch, 1, 1, length] mask.
@@ -56,7 +59,6 @@ from lmgym.policies.decoding.shared_prefix import (
     GROUPED_COST,
     GroupedBuffers,
     GroupSlice,
-    PrefixView,
     grouped_attention,
     grouped_columns,
     plan_groups,
@@ -74,6 +76,8 @@ _REQUIRED = ("q_proj", "k_proj", "v_proj", "o_proj")
 # (batch, length) buckets and their graphs for reuse while leaving the rest to training.
 KEPT_CACHE_SHARE = 16
 OWN_PREFILL_BYTES = 1 << 30  # attention scores of one part of a grouped bucket's own-token prefill, at most
+PREFILL_ROWS = 256  # rows of one prefill pass at most
+KV_SHARE = 8  # one call's KV buffers take at most this share of the GPU (more prompts are sampled in chunks)
 
 
 def _unwrap(model):
@@ -108,18 +112,18 @@ class _Buffers(LoopState):
 
 
 class _RowView:
-    """The first `rows` rows of a bucket's KV buffers (views: writes land in the bucket)."""
+    """Rows [first, last) of KV buffers (views: writes land in the bucket)."""
 
-    def __init__(self, buf: _Buffers, rows: int):
-        self.keys = [k[:rows] for k in buf.keys]
-        self.values = [v[:rows] for v in buf.values]
+    def __init__(self, keys: list[torch.Tensor], values: list[torch.Tensor], first: int, last: int):
+        self.keys = [k[first:last] for k in keys]
+        self.values = [v[first:last] for v in values]
 
 
 class FastDecoder:
     """Samples completions for a Llama-family model with a static cache (and CUDA graphs on GPU)."""
 
     def __init__(self, model, use_cuda_graphs: bool | None = None, sync_every: int = 8, length_bucket: int = 256,
-                 max_batch: int = 512, cache_bytes: int | None = None, fused_weights: bool | None = None,
+                 max_batch: int = 2048, cache_bytes: int | None = None, fused_weights: bool | None = None,
                  compile_layers: bool | None = None, share_prefill: bool = True):
         """max_batch: most prompts decoded at once (more are sampled in chunks); cache_bytes: most bytes of KV
         buffers kept in reusable buckets (None: 1/KEPT_CACHE_SHARE of the device's memory on CUDA, unbounded on CPU);
@@ -361,9 +365,10 @@ class FastDecoder:
         one list for all prompts or one per prompt; `on_tokens(n)` hears of the tokens sampled at each host
         sync, every `sync_every` steps; `cancelled_rows()` is asked at each host sync which rows to end there,
         finish_reason "cancelled")."""
-        if len(prompts) > self.max_batch:  # in chunks: the KV buffers grow with the batch
-            return self._in_chunks(tokenizer, prompts, max_new_tokens, temperature, top_p, stop, generator, on_tokens,
-                                   cancelled_rows)
+        rows = min(self.max_batch, self._rows_that_fit(max(map(len, prompts)) + max_new_tokens))
+        if len(prompts) > rows:  # in chunks: the KV buffers grow with the batch
+            return self._in_chunks(tokenizer, prompts, rows, max_new_tokens, temperature, top_p, stop, generator,
+                                   on_tokens, cancelled_rows)
         self._refresh_weights()
         self._forget_moved_weights()
         eos_ids = _eos_ids(tokenizer, self.model)
@@ -412,15 +417,24 @@ class FastDecoder:
                         ["eos" if eos[r] else "stop" if stopped[r] else "cancelled" if cancelled[r] else "length"
                          for r in range(n)])
 
-    def _in_chunks(self, tokenizer, prompts, max_new_tokens, temperature, top_p, stop, generator, on_tokens,
-                   cancelled_rows) -> list[Generation]:
-        """`generate` over chunks of at most `max_batch` prompts, the rows of one prompt kept together (they share
-        its prefill and, grouped, its cache); results in the prompts' order."""
+    def _rows_that_fit(self, length: int) -> int:
+        """Most rows of `length` columns whose keys and values take at most 1/KV_SHARE of the device's memory (a
+        power of two, at least 8; unbounded on the CPU)."""
+        if self.device.type != "cuda":
+            return self.max_batch
+        budget = torch.cuda.get_device_properties(self.device).total_memory // KV_SHARE
+        per_row = 2 * len(self.layers) * self.kv_heads * self.head_dim * self.dtype.itemsize * length
+        return max(8, 1 << max((budget // per_row).bit_length() - 1, 0))
+
+    def _in_chunks(self, tokenizer, prompts, size: int, max_new_tokens, temperature, top_p, stop, generator,
+                   on_tokens, cancelled_rows) -> list[Generation]:
+        """`generate` over chunks of at most `size` prompts, the rows of one prompt kept together (they share its
+        prefill and, grouped, its cache); results in the prompts' order."""
         stops = stop_lists(stop, len(prompts))
         order = sorted(range(len(prompts)), key=prompts.__getitem__) if self.share_prefill else range(len(prompts))
         out: list[Generation | None] = [None] * len(prompts)
-        for start in range(0, len(order), self.max_batch):
-            part = list(order[start:start + self.max_batch])
+        for start in range(0, len(order), size):
+            part = list(order[start:start + size])
             noise = RowKeys([generator.keys[i] for i in part]) if isinstance(generator, RowKeys) else generator
             sampled = self.generate(tokenizer, [prompts[i] for i in part], max_new_tokens, temperature, top_p,
                                     [stops[i] for i in part], noise, on_tokens, _rows_from(cancelled_rows, part))
@@ -480,8 +494,8 @@ class FastDecoder:
         ids, valid = right_pad([p or [pad_id] for p in prefixes], pad_id, self.device)
         valid = valid.bool() & torch.tensor([bool(p) for p in prefixes], device=self.device)[:, None]
         positions = torch.arange(ids.shape[1], device=self.device).expand(len(prefixes), -1)
-        self._forward(ids, positions, PrefixView(buf, len(prefixes)), 0, None,
-                      torch.zeros(len(prefixes), dtype=torch.long, device=self.device))
+        self._causal_prefill(ids, positions, buf.prefix_keys, buf.prefix_values,
+                             torch.zeros(len(prefixes), dtype=torch.long, device=self.device))
         buf.prefix_bias[:len(prefixes), 0, 0, :ids.shape[1]].masked_fill_(valid, 0.0)
 
     def _prefill_own(self, buf: GroupedBuffers, own: list[list[int]], shared_of: torch.Tensor,
@@ -498,7 +512,7 @@ class FastDecoder:
         mask = torch.zeros((len(own), 1, R, buf.valid.shape[1]), dtype=torch.bool, device=self.device)
         mask[:, 0, :, :R] = causal & valid[:, None, :]
         row_bytes = 4 * self.n_heads * R * (buf.prefix_keys[0].shape[2] + buf.valid.shape[1])
-        step = max(1, OWN_PREFILL_BYTES // max(row_bytes * m, 1))
+        step = max(1, min(OWN_PREFILL_BYTES // max(row_bytes * m, 1), PREFILL_ROWS // m))
         logits = []
         for first in range(0, buf.groups, step):
             last_group = min(first + step, buf.groups)
@@ -560,9 +574,8 @@ class FastDecoder:
         last = (valid.sum(-1) - 1).clamp(min=0)  # each row's last prompt token: its column and position
         positions = torch.arange(P, device=self.device).expand(len(ids), P)
         shared = len(unique) < len(prompts)
-        target = _RowView(buf, len(unique)) if shared else buf
         with record_function("lmgym.prefill"), self._autocast(), variable_length_attention(self.device):
-            logits = self._forward(ids, positions, target, 0, None, last)  # the prefill: another shape each call
+            logits = self._causal_prefill(ids, positions, buf.keys, buf.values, last)
         self.stats["prefill_tokens"] += int(valid.sum())
         self.stats["prefill_tokens_shared"] += sum(len(p) for p in prompts) - int(valid.sum())
         if shared:
@@ -574,6 +587,15 @@ class FastDecoder:
         buf.valid.zero_()
         buf.valid[:, :P] = valid
         return logits, last
+
+    def _causal_prefill(self, ids: torch.Tensor, positions: torch.Tensor, keys: list[torch.Tensor],
+                        values: list[torch.Tensor], last: torch.Tensor) -> torch.Tensor:
+        """Right-padded prompts ids [N, P] into rows [0, N) of the KV buffers `keys`/`values` (one causal pass per
+        PREFILL_ROWS rows: a pass's activations grow with its rows times P); the logits at each row's `last`."""
+        return torch.cat([self._forward(ids[a:a + PREFILL_ROWS], positions[a:a + PREFILL_ROWS],
+                                        _RowView(keys, values, a, min(a + PREFILL_ROWS, len(ids))), 0, None,
+                                        last[a:a + PREFILL_ROWS])
+                          for a in range(0, len(ids), PREFILL_ROWS)])
 
     def _end_rows(self, ended: set[int], buf: _Buffers, n: int, upto: int, cancelled: list[bool],
                   pad_id: int) -> None:
