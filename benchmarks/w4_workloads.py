@@ -104,6 +104,7 @@ def measure(work, ctx: Context, record: dict) -> None:
     if ctx.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(ctx.device)
     record["settings"] = work.settings
+    record.update(getattr(work, "extras", {}))
     for spec in work.warmup:
         record.setdefault("warmup", []).append(_chunk(work, spec, ctx, "warm-up"))
         ctx.save()
@@ -288,10 +289,11 @@ class RagWorkload:
         self.warmup, self.measured = [0], list(range(1, iterations + 1))
         self.profiled = iterations + 1
         self.settings = {**grpo, "k": k, "max_searches": searches, "lora_r": lora.r, "lora_alpha": lora.alpha,
-                         "index": index, "index_build_s": self.index_s, "questions": len(records),
+                         "index": index, "questions": len(records),
                          "train_questions": len(train), "iterations": iterations, "start": "base model (no SFT)",
                          "torch_compile": self.algo.config.torch_compile}
         self.metrics: list[dict] = []
+        self.extras = {"index_build_s": self.index_s}
 
     def run(self, spec: int) -> dict:
         metrics = self.algo.train_iteration()
