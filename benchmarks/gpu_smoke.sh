@@ -8,7 +8,7 @@
 #
 # DATA_DIR holds gsm8k/train.jsonl, hotpotqa/ (HotpotQA files) and prm800k/prm800k_raw_sample.jsonl (as
 # ../shared/data does). LOG_DIR (default ./gpu_smoke_logs) gets <example>.log and each run's folder under runs/.
-# The examples run JOBS at a time (default 5) on the one GPU, heaviest first, each bounded by TIMEOUT seconds
+# The examples run JOBS at a time (default 8) on the one GPU, heaviest first, each bounded by TIMEOUT seconds
 # (default 270) and by what is left of BUDGET (default 300: an example is not started once it is spent, and
 # counts as failed); search_eval runs after train_prm, with the PRM it trained.
 # Environment: PYTHON (default python), MODEL (passed as --model to every example; default the embedded model),
@@ -19,7 +19,7 @@ DATA=${1:?usage: bash benchmarks/gpu_smoke.sh DATA_DIR [LOG_DIR]}
 LOGS=${2:-gpu_smoke_logs}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PY=${PYTHON:-python}
-JOBS=${JOBS:-5}
+JOBS=${JOBS:-8}
 TIMEOUT=${TIMEOUT:-270}
 BUDGET=${BUDGET:-300}
 PRESET=${PRESET:-gpu}
@@ -37,7 +37,7 @@ done
 EXAMPLES=(
   "rag_agent|--data_path $DATA/hotpotqa --hold_out 16 --train_questions 64 --sft_iterations 2 --grpo_iterations 2 --eval_batch 16"
   "pipeline|--episodes 16 --sft_examples 256 --sft_iterations 4 --prm_problems 4 --prm_samples 4 --prm_rollouts 1 --prm_iterations 2 --grpo_iterations 2 --simulations 4 --batch_problems 16"
-  "reflection_dpo|--eval_episodes 16 --sft_examples 512 --sft_iterations 16 --reflect_problems 64 --reflect_sft_iterations 4 --pair_problems 32 --pair_feedbacks 2 --pair_refinements 2 --dpo_iterations 2 --batch_prompts 32"
+  "reflection_dpo|--eval_episodes 16 --sft_examples 512 --sft_iterations 30 --reflect_problems 64 --reflect_sft_iterations 4 --pair_problems 32 --pair_feedbacks 2 --pair_refinements 2 --dpo_iterations 2 --batch_prompts 32"
   "verifier_loop|--label_problems 8 --samples 4 --rollouts 1 --eval_problems 8 --curve_problems 8 --budgets 96,192 --train_iterations 2 --batch_problems 8 --simulations 4"
   "rag_grpo|--data_path $DATA/hotpotqa --holdout 16 --train_iterations 2 --eval_episodes 16 --eval_every 0 --save_every 0"
   "train_prm|--gsm8k_path $DATA/gsm8k/train.jsonl --prm800k_path $DATA/prm800k/prm800k_raw_sample.jsonl --arithmetic_problems 32 --gsm8k_rows 64 --shepherd_problems 2 --shepherd_solutions 2 --shepherd_rollouts 2 --train_iterations 2"

@@ -19,7 +19,10 @@ Workloads (--workloads, in order; benchmarks/w4_workloads.py has their settings,
 - w4c: greedy reflection evaluation, --w4c_problems problems x 5 actor turns with the critic between them.
 Each W4 workload runs a warm-up chunk (reported apart: compilation, CUDA graph capture), then measured chunks
 in order until all ran or --measure_s seconds of them did, then one chunk under torch.profiler. Between two
-training workloads torch._dynamo is reset (each compiles as it would in a process of its own).
+training workloads torch._dynamo is reset (each compiles as it would in a process of its own). --time_limit_s
+bounds the whole run: past it no workload starts and a running one stops after its first measured chunk, without
+its profiled one. One workload failing is recorded (its error and traceback in the JSON) and the others run;
+the exit status is then 1.
 
 Reported per W4 workload: generated tokens/s; context tokens/s (the tokens every sampled action was conditioned
 on: the same count whatever the engine, so a cache that reads a shared prefix once raises it); seconds per
@@ -110,6 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--measure_s", type=float, default=60.0,
         help="a W4 workload starts no further measured chunk after this many measured seconds (default 60)")
     add("--profile", action=argparse.BooleanOptionalAction, default=True, help="the profiled chunk (default on)")
+    add("--time_limit_s", type=float, default=0.0,
+        help="after this many seconds of the run no chunk starts (a workload not begun is skipped, one begun ends "
+             "after its first measured chunk, without its profiled one; 0: no limit)")
     add("--max_new_tokens", type=int, default=None, help="tokens per action in every W4 workload (default: presets)")
     sizes = parser.add_argument_group("sizes (default: the presets; --tiny: tiny ones)")
     for name, default, what in (
@@ -220,11 +226,16 @@ def run(args: argparse.Namespace) -> dict:
         print(f"[{time.perf_counter() - started:7.1f} s] {message}", flush=True)
 
     ctx = Context(device, model, args.seed, args.measure_s, args.profile, RangeClock(), EngineCounter(),
-                  save=lambda: write_json(out, results), log=log, notes=results["notes"])
+                  save=lambda: write_json(out, results), log=log, notes=results["notes"],
+                  deadline=started + args.time_limit_s if args.time_limit_s > 0 else None)
     log(f"measuring {CODE_ROOT} (lmgym {lmgym.__file__}) on {results['device']}, model {results['model']}")
     trained = False
     for name in args.workloads:
         record = results["workloads"].setdefault(name, {})
+        if ctx.past_deadline():
+            record["error"] = f"skipped: --time_limit_s {args.time_limit_s:g} spent"
+            log(f"[{name}] {record['error']}")
+            continue
         if name in TRAINING and trained:
             torch._dynamo.reset()
             record["dynamo_reset_before"] = True

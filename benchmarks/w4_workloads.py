@@ -95,12 +95,17 @@ class Context:
     save: Callable[[], None]
     log: Callable[[str], None] = print
     notes: list[str] = field(default_factory=list)
+    deadline: float | None = None  # time.perf_counter() after which no chunk starts (but a workload's first)
+
+    def past_deadline(self) -> bool:
+        return self.deadline is not None and time.perf_counter() >= self.deadline
 
 
 # ---------------------------------------------------------------------------------------------- the harness
 def measure(work, ctx: Context, record: dict) -> None:
     """Run `work`'s warm-up, measured and profiled chunks, filling `record` as they finish (ctx.save() after
-    each): measured chunks run in order until all ran or `ctx.measure_s` seconds of them did."""
+    each): measured chunks run in order until all ran or `ctx.measure_s` seconds of them did (or the run's
+    deadline passed: the first always runs, the profiled one is then skipped)."""
     if ctx.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(ctx.device)
     record["settings"] = work.settings
@@ -111,9 +116,10 @@ def measure(work, ctx: Context, record: dict) -> None:
     record["chunks"], spent, before = [], 0.0, ctx.clock.snapshot()
     with NvmlBusy(ctx.device) as nvml:
         for spec in work.measured:
-            if record["chunks"] and spent >= ctx.measure_s:
-                ctx.log(f"[{work.name}] measured {spent:.0f} s >= --measure_s {ctx.measure_s:g}: "
-                        f"{len(record['chunks'])} of {len(work.measured)} chunks")
+            if record["chunks"] and (spent >= ctx.measure_s or ctx.past_deadline()):
+                why = "the time limit passed" if spent < ctx.measure_s else f">= --measure_s {ctx.measure_s:g}"
+                ctx.log(f"[{work.name}] measured {spent:.0f} s, {why}: {len(record['chunks'])} of "
+                        f"{len(work.measured)} chunks")
                 break
             record["chunks"].append(_chunk(work, spec, ctx, "measured"))
             spent += record["chunks"][-1]["seconds"]
@@ -121,7 +127,9 @@ def measure(work, ctx: Context, record: dict) -> None:
     plain = RangeClock.split(before, ctx.clock.snapshot(), spent)
     record["measured"] = summary(record["chunks"], work.unit, plain, nvml.share)
     record["quality"] = work.quality()
-    if ctx.profile and work.profiled is not None:
+    if ctx.profile and work.profiled is not None and ctx.past_deadline():
+        record["profile"] = {"error": "skipped: the time limit passed"}
+    elif ctx.profile and work.profiled is not None:
         try:
             chunk, report = profile_chunk(lambda: work.run(work.profiled), ctx.device)
             report["chunk"] = {k: v for k, v in chunk.items() if k != "quality"}
