@@ -12,8 +12,9 @@
 # (default 270) and by what is left of BUDGET (default 300: an example is not started once it is spent, and
 # counts as failed); search_eval runs after train_prm, with the PRM it trained.
 # Environment: PYTHON (default python), MODEL (passed as --model to every example; default the embedded model),
-# PRESET (default gpu), ONLY (comma-separated example names), DRY_RUN=1 (only parse every command's flags with
-# the example's own parser: seconds, no model, no GPU).
+# PRESET (default gpu), ONLY (comma-separated example names), NO_DENSE=1 (the RAG examples index with BM25 alone:
+# no embedding pass, for a CPU try), DRY_RUN=1 (only parse every command's flags with the example's own parser:
+# seconds, no model, no GPU).
 set -u
 DATA=${1:?usage: bash benchmarks/gpu_smoke.sh DATA_DIR [LOG_DIR]}
 LOGS=${2:-gpu_smoke_logs}
@@ -57,6 +58,9 @@ command_for() {  # the example's full argument list, in the array CMD
   case $name in
     search_eval)
       [[ -d $RUNS/train_prm/prm ]] && CMD+=(--prm "$RUNS/train_prm/prm") ;;
+    rag_agent|rag_grpo)
+      [[ ${NO_DENSE:-0} == 1 ]] && CMD+=(--no_dense)
+      CMD+=("${PROGRESS_FLAG[@]}" --output_dir "$RUNS/$name") ;;
     *)
       CMD+=("${PROGRESS_FLAG[@]}" --output_dir "$RUNS/$name") ;;
   esac
@@ -96,12 +100,12 @@ run_one() {  # name args: runs the example, writes LOGS/name.status "rc seconds"
 launch() {  # name args: start run_one in the background unless the budget is spent
   local name=$1 left
   left=$(( BUDGET - ($(date +%s) - start) ))
-  (( left > TIMEOUT )) && left=$TIMEOUT
-  if (( left < 20 )); then
+  if (( left < 20 )); then  # too little left to load a model
     echo "not started: BUDGET=${BUDGET}s spent" > "$LOGS/$name.log"
     echo "-1 0" > "$LOGS/$name.status"
     return
   fi
+  (( left > TIMEOUT )) && left=$TIMEOUT
   echo "start   $name (at $(( $(date +%s) - start )) s, timeout ${left}s)"
   run_one "$name" "$left" "$2" &
 }
