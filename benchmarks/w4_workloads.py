@@ -131,7 +131,9 @@ def measure(work, ctx: Context, record: dict) -> None:
         record["profile"] = {"error": "skipped: the time limit passed"}
     elif ctx.profile and work.profiled is not None:
         try:
+            counted = ctx.counter.snapshot()
             chunk, report = profile_chunk(lambda: work.run(work.profiled), ctx.device)
+            chunk["context_tokens"] = ctx.counter.snapshot()[0] - counted[0]
             report["chunk"] = {k: v for k, v in chunk.items() if k != "quality"}
             record["profile"] = report
         except Exception as err:  # noqa: BLE001 - the measured figures stand without it
