@@ -1,0 +1,122 @@
+"""benchmarks/w4_multistep.py: the wall-time split on hand-made traces, and one tiny end-to-end run on the CPU
+(every workload, its JSON fields, shares summing to 1, the --compare table)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from w4_phases import PHASES, RangeClock, flatten, split_wall  # noqa: E402
+
+SCRIPT = ROOT / "benchmarks" / "w4_multistep.py"
+
+
+def test_gpu_busy_time_goes_to_the_launching_phase_and_idle_time_to_the_host_phase():
+    ranges = [(0, 1000, 1, "w4.chunk"), (100, 600, 1, "lmgym.sample"), (100, 200, 1, "lmgym.prefill"),
+              (200, 220, 1, "lmgym.decode"), (300, 320, 1, "lmgym.decode"), (400, 500, 1, "lmgym.stop_strings"),
+              (600, 900, 1, "lmgym.env"), (700, 750, 1, "lmgym.tokenize"), (800, 850, 1, "lmgym.retrieval")]
+    kernels = [(150, 250, 150, 1),   # launched in the prefill
+               (250, 450, 210, 1),   # in a decode step; it runs on while the host checks stop strings
+               (550, 560, 550, 1),   # by the sampler outside its named ranges: decode
+               (820, 830, 820, 1),   # inside a range of another name within env (retrieval): env
+               (950, 960, -1, -1)]   # launch not found: host
+    split = split_wall(ranges, kernels, main=1)
+    seconds = {p: round(v * 1e9) for p, v in split["phases_s"].items()}
+    assert seconds == {"prefill": 150, "decode": 210, "stop_strings": 50, "sample_host": 90, "env": 250,
+                       "tokenize": 50, "train": 0, "host": 200}
+    assert split["gpu_busy_share"] == pytest.approx(0.33)
+    assert split["gpu_busy_by_phase"] == pytest.approx({"prefill": 0.1, "decode": 0.21, "env": 0.01, "unlinked": 0.01})
+    assert sum(split["phases"].values()) == pytest.approx(1.0)
+    assert split["kernels_linked_share"] == pytest.approx(0.8)
+
+
+def test_kernels_of_a_thread_without_ranges_and_other_threads_ranges():
+    ranges = [(0, 100, 1, "w4.chunk"), (10, 60, 1, "w4.train"), (70, 90, 3, "lmgym.env")]
+    kernels = [(20, 50, 20, 2)]  # launched by a thread with no ranges (autograd's): the main thread's phase
+    split = split_wall(ranges, kernels, main=1)
+    assert {p: round(v * 1e9) for p, v in split["phases_s"].items() if v} == {"train": 50, "env": 20, "host": 30}
+
+
+def test_flatten_keeps_the_innermost_range_and_cuts_one_that_outlives_its_parent():
+    starts, ends, phases = flatten([(0, 10, "lmgym.sample"), (2, 4, "lmgym.decode"), (8, 12, "lmgym.prefill")])
+    names = [PHASES[p] for p in phases]
+    assert list(zip(starts.tolist(), ends.tolist(), names)) == [
+        (0, 2, "sample_host"), (2, 4, "decode"), (4, 8, "sample_host"), (8, 10, "prefill")]
+
+
+def test_the_host_clock_counts_self_time(monkeypatch):
+    import w4_phases
+
+    ticks = iter([0.0, 1.0, 3.0, 4.0, 4.0, 6.0])  # sample in, decode in and out, sample out, env in and out
+    monkeypatch.setattr(w4_phases, "time", SimpleNamespace(perf_counter=lambda: next(ticks)))
+    clock = RangeClock()
+    before = clock.snapshot()
+    clock.enter("lmgym.sample")
+    clock.enter("lmgym.decode")
+    clock.exit()
+    clock.exit()
+    clock.enter("lmgym.env")
+    clock.exit()
+    spent = RangeClock.split(before, clock.snapshot(), wall=10.0)
+    assert spent == {"prefill": 0.0, "decode": 2.0, "stop_strings": 0.0, "sample_host": 2.0, "env": 2.0,
+                     "tokenize": 0.0, "train": 0.0, "host": 4.0}
+
+
+def tiny_data(tmp_path: Path) -> tuple[Path, Path]:
+    """A HotpotQA file (the toy records, official layout) and a GSM8K file of two rows."""
+    from rag_toys import RECORDS
+
+    rows = [{"_id": r.id, "question": r.question, "answer": r.answer, "type": r.type, "level": r.level,
+             "supporting_facts": [list(f) for f in r.supporting_facts],
+             "context": [[title, list(sentences)] for title, sentences in r.context]} for r in RECORDS]
+    hotpot = tmp_path / "hotpot.json"
+    hotpot.write_text(json.dumps(rows))
+    gsm8k = tmp_path / "gsm8k.jsonl"
+    gsm8k.write_text("".join(json.dumps({"question": f"Tom has {n} apples and buys 2. How many now?",
+                                         "answer": f"{n} + 2 = {n + 2}\n#### {n + 2}"}) + "\n" for n in (3, 5)))
+    return hotpot, gsm8k
+
+
+def test_a_tiny_run_reports_every_field(tmp_path):
+    hotpot, gsm8k = tiny_data(tmp_path)
+    out = tmp_path / "w4.json"
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
+    env.pop("PYTHONPATH", None)  # the script's own tree
+    sizes = ["--w1_prompts", "1", "--w1_max_new", "4", "--max_new_tokens", "4", "--w4a_problems", "1",
+             "--w4a_warmup_problems", "0", "--w4a_max_steps", "2", "--w4b_questions", "1", "--w4c_problems", "2",
+             "--w4c_batch", "1", "--w4c_warmup_problems", "0", "--w4c_profile_problems", "1", "--w4c_turns", "2"]
+    done = subprocess.run([sys.executable, str(SCRIPT), "--tiny", "--data_path", str(hotpot), "--gsm8k", str(gsm8k),
+                           "--no_dense", "--label", "tiny", "--out", str(out), *sizes], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    results = json.loads(out.read_text())
+    assert results["label"] == "tiny" and results["code_root"] == str(ROOT)
+    work = results["workloads"]
+    assert work["w1"]["completion_tok_per_s"] > 0
+    assert work["w4b"]["dynamo_reset_before"] is True
+    for name, unit in (("w4a", "s_per_1000_episodes"), ("w4b", "s_per_iteration"), ("w4c", "s_per_1000_episodes")):
+        record = work[name]
+        assert "error" not in record, record.get("traceback")
+        measured, profile = record["measured"], record["profile"]
+        assert measured["generated_tok_per_s"] > 0 and measured["context_tok_per_s"] > measured["generated_tok_per_s"]
+        assert measured[unit] > 0
+        assert "peak_mem_gb" in record and "nvml_gpu_busy" in measured and "gpu_busy_share" in profile
+        for split in (measured["phases_plain"], profile["phases"]):
+            assert set(split) == set(PHASES)
+            assert sum(split.values()) == pytest.approx(1.0, abs=0.02)
+        assert profile["phases"]["decode"] > 0 and profile["phases"]["prefill"] > 0
+        assert record["chunks"][0]["engine_generated_tokens"] == record["chunks"][0]["generated_tokens"]
+    assert work["w4b"]["profile"]["phases"]["train"] > 0 and len(work["w4b"]["warmup"]) == 1
+    assert work["w4a"]["measured"]["projected_2000_problems_min"] > 0
+    assert work["w4c"]["quality"]["episodes"] == 2.0
+    assert "| w4b |" in done.stdout
+    shown = subprocess.run([sys.executable, str(SCRIPT), "--compare", str(out), str(out)], env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert "| w4a | " in shown.stdout and "1.00x" in shown.stdout and "settings differ" not in shown.stdout
