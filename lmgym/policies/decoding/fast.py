@@ -375,13 +375,12 @@ class FastDecoder:
         pad_id = padding_id(tokenizer)
         sampling = Sampling(temperature, top_p, generator, eos_ids, pad_id, self.device)
         n = len(prompts)
-        groups = plan_groups(prompts) if self.share_prefill else []
-        if groups and self._grouping_pays(groups, prompts, max_new_tokens):
+        key, groups = self.bucket_key(prompts, max_new_tokens)
+        if key[0] == "grouped":
             buf = self._start_grouped(prompts, groups, max_new_tokens, generator, pad_id)
         else:
             P = max(len(p) for p in prompts)
-            length = int(math.ceil((P + max_new_tokens) / self.length_bucket) * self.length_bucket)
-            buf = self._bucket(_round_batch(n), length)
+            buf = self._bucket(*key)
             logits, last = self._prefill(list(prompts) + [[pad_id]] * (len(buf.rows) - n), P, buf, pad_id)
             buf.start(n, last, P - 1, max_new_tokens, generator)
             buf.first_logits = logits
@@ -441,6 +440,16 @@ class FastDecoder:
             for i, generation in zip(part, sampled):
                 out[i] = generation
         return out
+
+    def bucket_key(self, prompts: list[list[int]], max_new_tokens: int) -> tuple[tuple, list]:
+        """The decode shape of one call (at most one chunk of prompts): ("grouped", groups, members, prefix columns,
+        own columns) with the groups (policies/decoding/shared_prefix.py), or (rows, columns) of a cache per row
+        and no groups. Each comes from a small set of buckets, so graphs are captured once and replayed."""
+        groups = plan_groups(prompts) if self.share_prefill else []
+        if groups and self._grouping_pays(groups, prompts, max_new_tokens):
+            return ("grouped", *grouped_columns(groups, prompts, max_new_tokens)), groups
+        length = math.ceil((max(map(len, prompts)) + max_new_tokens) / self.length_bucket) * self.length_bucket
+        return (_round_batch(len(prompts)), int(length)), []
 
     def _grouping_pays(self, groups: list[tuple[list[int], int]], prompts: list[list[int]], max_new_tokens: int
                        ) -> bool:

@@ -64,8 +64,17 @@ def grouped_columns(groups: list[tuple[list[int], int]], prompts: list[list[int]
             round_up(max(shared for _, shared in groups), PREFIX_BUCKET), round_up(own + max_new_tokens, SUFFIX_BUCKET))
 
 
-def round_up(value: int, multiple: int) -> int:
-    return max(multiple, -(-value // multiple) * multiple)
+def round_up(value: int, unit: int) -> int:
+    """The smallest of unit x (1, 2, 3, 4, 6, 8, 12, 16, ...) that holds `value`: at most 1.5x the columns needed,
+    and few distinct buckets over a wide range of lengths."""
+    if value <= unit:
+        return unit
+    k = 1
+    while True:
+        for size in (unit << k, 3 * (unit << (k - 1))):
+            if size >= value:
+                return size
+        k += 1
 
 
 def round_groups(count: int) -> int:
