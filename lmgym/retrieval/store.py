@@ -77,14 +77,19 @@ class DocumentStore:
 
     def search_batch(self, queries: Sequence[str], k: int = 5, method: str | None = None,
                      fusion: str | None = None) -> list[list[Hit]]:
-        """`search` for several queries at once (the embedder encodes them in one batch)."""
+        """`search` of each query, in order, with the work batched: BM25 tokenizes and scores every query in
+        one pass and the embedder encodes them in one call. Each query's scores are those `search` gives it
+        bit for bit (the cosines are one vector-matrix product per query, never a matrix-matrix product whose
+        rounding depends on the batch), hence the same hits and ties, for a deterministic embedder (the hashing
+        one); a neural embedder that pads a batch (MiniLM) may differ from one query alone in the last bits."""
         method, fusion = self._check_search(queries, k, method, fusion)
         if not queries:
             return []
         bm25 = self._bm25.scores(queries) if method != "dense" else None
         dense = None
         if method != "bm25":
-            dense = _check_vectors(self.embedder.embed(queries), len(queries), self.embedder.name) @ self._embeddings.T
+            vectors = _check_vectors(self.embedder.embed(queries), len(queries), self.embedder.name)
+            dense = np.concatenate([vectors[row : row + 1] @ self._embeddings.T for row in range(len(queries))])
         results = []
         for row in range(len(queries)):
             if method == "bm25":
