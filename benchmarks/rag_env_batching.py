@@ -1,17 +1,18 @@
 """Host seconds of one RAG advance: 128 branches each search once, stepped with the env's batched retrieval
 (`prepare_steps`: every branch's query in one `DocumentStore.search_batch` call) and without it (one search
-per branch, as before), on a store built from every HotpotQA paragraph of the data folder.
+per branch), on a store built from every HotpotQA paragraph of the data folder; and the seconds spent
+tokenising the passages' tool turns, in one `encode_turns` call and one call per branch.
 
     python benchmarks/rag_env_batching.py                                   # BM25, ../shared/data/hotpotqa
     python benchmarks/rag_env_batching.py --embedder hashing-256            # hybrid (RRF) with the hashing embedder
     python benchmarks/rag_env_batching.py --embedder embedded:all-MiniLM-L6-v2 --device cuda
+    python benchmarks/rag_env_batching.py --tokenizer FOLDER                # a real tokenizer (default: the tiny one)
 
 A scripted policy (no model) writes each branch's action: `<search>QUERY</search>`, the query being the
 question with one word left out (the word's index is the branch's member number), so the branches of one
-question search different strings. Each run starts fresh branches and times `EpisodeEngine.env_seconds` of
-one `advance` (state restores and saves, the env's steps, the batched searches; tokenising the injected
-passages is timed apart), best of `--repeats`. Prints one JSON line per setting and checks that both ways
-give the same episodes.
+question search different strings. Each run starts fresh branches and times one `advance`:
+`EpisodeEngine.env_seconds` (state restores and saves, the env's steps, the batched searches) and
+`tokenize_seconds`, best of `--repeats`. Prints one JSON line, with whether both ways gave the same episodes.
 """
 from __future__ import annotations
 

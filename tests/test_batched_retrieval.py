@@ -42,6 +42,16 @@ def test_search_batch_gives_each_query_exactly_its_own_search(hybrid_store, meth
     assert any(row[0].score == row[1].score for row in batch if len(row) > 1)  # ties were there to break
 
 
+def test_an_embedder_that_is_not_batch_invariant_gets_one_matrix_product_within_float_tolerance():
+    class Padding(HashingEmbedder):  # what a neural embedder says: its vectors depend on the batch
+        batch_invariant = False
+
+    store = DocumentStore.build(corpus(), StoreConfig(chunk_words=None), embedder=Padding(64), progress=False)
+    asked = queries()
+    for batch, alone in zip(store.search_batch(asked, 7, "dense"), [store.search(q, 7, "dense") for q in asked]):
+        assert [hit.score for hit in batch] == pytest.approx([hit.score for hit in alone], abs=1e-6)
+
+
 @pytest.mark.parametrize("bm25_method", ["lucene", "robertson", "atire", "bm25l", "bm25+"])
 def test_bm25_scores_all_queries_in_one_pass_as_bm25s_scores_each(bm25_method):
     texts = [d.text for d in corpus(120)]
