@@ -36,6 +36,7 @@ from torch.profiler import record_function
 
 from lmgym.buffers import ActionRecord, EpisodeOutcome, Trajectory
 from lmgym.core.checked_config import CheckedConfig
+from lmgym.core.state_copy import deep_copy
 from lmgym.envs.rewards.batch import PENDING, batched_trl_rewards, settle
 from lmgym.episodes.env_state import (
     DEFAULT_ROLE,
@@ -111,7 +112,7 @@ class Branch:
         for name in ("prompt_ids", "ids", "logprobs", "mask", "roles", "step_ends", "step_rewards", "actions"):
             setattr(twin, name, list(getattr(self, name)))
         twin.stop = list(self.stop) if self.stop is not None else None
-        twin.state, twin.info = copy.deepcopy(self.state), copy.deepcopy(self.info)
+        twin.state, twin.info = deep_copy(self.state), deep_copy(self.info)
         return twin
 
     def to_trajectory(self) -> Trajectory:
