@@ -203,6 +203,14 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
         """Extra keys for each step's ``info`` and for the reward functions' ``info``. Base: none."""
         return {}
 
+    def prepare_steps(self, actions: Sequence[str]) -> None:
+        """Every action of the batch about to be stepped, before each is stepped from its own branch's state:
+        the episode engine calls it once per ``advance`` with the live branches' actions, and with ``[]``
+        once they are stepped. An env may do their shared work here at once (``ToolEnv``: each tool's calls,
+        e.g. one batched search of every query) and keep it for the ``step`` calls that follow; each step
+        must return exactly what it would without it (a prediction the branch's state overrules is only
+        unused), and a new call replaces what the last one kept. Base: nothing."""
+
     # ---- gymnasium API ------------------------------------------------------------
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:

@@ -3,8 +3,9 @@
 A class declares its episode attributes in a class attribute ``episode_state``: a dict of attribute
 name -> start value. The declarations of every class in the MRO are merged (a subclass may give a new
 start value for a name a base declares). ``reset`` sets each declared attribute to a deep copy of its
-start value; ``get_state`` / ``set_state`` deep-copy exactly these attributes out and in, with the env's
-class and mode, so a state restores only into an env of the same class and mode.
+start value; ``get_state`` / ``set_state`` deep-copy exactly these attributes out and in (``deep_copy``:
+``copy.deepcopy``'s result, faster on plain data), with the env's class and mode, so a state restores only
+into an env of the same class and mode.
 
 An attribute that ``step`` changes but that is not declared would be shared by every branch restored
 from a state. ``attribute_marks`` / ``warn_undeclared_changes`` catch the common cases cheaply (an
@@ -21,6 +22,8 @@ from collections.abc import Mapping
 from functools import cache
 from types import MappingProxyType
 from typing import Any
+
+from lmgym.core.state_copy import deep_copy
 
 CLASS_KEY, MODE_KEY = "env_class", "mode"
 _WARNED: set[tuple[str, str]] = set()
@@ -59,10 +62,12 @@ def start_values(cls: type) -> dict[str, Any]:
     return copy.deepcopy(dict(episode_defaults(cls)))
 
 
-def save(env: Any, mode: str) -> dict[str, Any]:
-    """A deep copy of ``env``'s episode attributes, with its class name and ``mode``."""
+def save(env: Any, mode: str, copy: bool = True) -> dict[str, Any]:
+    """A deep copy of ``env``'s episode attributes, with its class name and ``mode``. ``copy=False``: the
+    attributes themselves, for a caller that restores a state (which rebinds every one) before the env steps
+    again, and so becomes their only holder (the episode engine, episodes/env_state.py)."""
     state = {name: getattr(env, name) for name in episode_defaults(type(env))}
-    return {CLASS_KEY: class_name(type(env)), MODE_KEY: mode, **copy.deepcopy(state)}
+    return {CLASS_KEY: class_name(type(env)), MODE_KEY: mode, **(deep_copy(state) if copy else state)}
 
 
 def restore(env: Any, mode: str, state: Any) -> None:
@@ -81,7 +86,7 @@ def restore(env: Any, mode: str, state: Any) -> None:
         raise ValueError(f"state is from a {state[CLASS_KEY]} env; this env is a {class_name(type(env))}")
     if state[MODE_KEY] != mode:
         raise ValueError(f"state is from a mode={state[MODE_KEY]!r} env; this env has mode={mode!r}")
-    for name, value in copy.deepcopy({name: state[name] for name in names}).items():
+    for name, value in deep_copy({name: state[name] for name in names}).items():
         setattr(env, name, value)
 
 

@@ -22,6 +22,11 @@ argument, output) and the calls whose tool itself failed (``tool_errors``: tool,
 store whose search raised, recorded by a subclass with ``record_tool_error``) are episode state (saved by
 ``get_state``), reported in every step's ``info`` and to the reward functions. Trainers count
 ``tool_errors`` in their metrics (evaluation/episode_metrics.py).
+
+Batched tool calls: before the episode engine steps a batch of branches, ``prepare_steps`` hands each tool
+that has ``prepare_calls(calls)`` every well-formed call of that tool among the batch's actions, so it can run
+them at once (the RAG env's search tool: one batched search of every query) and answer each branch's step
+from what it found, exactly as a call on its own would be answered.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from typing import Any, ClassVar
 from lmgym.core.messages import error_line
 from lmgym.envs.base import LanguageEnv
 from lmgym.envs.checks import check_choice, check_positive_int, check_str
-from lmgym.envs.tools import Tool
+from lmgym.envs.tools import Tool, ToolCall
 
 ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
 RESULT_ROLES = (None, "tool", "user")
@@ -128,6 +133,22 @@ class ToolEnv(LanguageEnv):
         if self.result_role is None:
             return ("" if action.endswith("\n") else "\n"), None
         return self.nudge, NUDGE_ROLE
+
+    def prepare_steps(self, actions: Sequence[str]) -> None:
+        """Each tool that batches (one with ``prepare_calls(calls)``, e.g. the RAG env's ``SearchTool``) gets
+        the well-formed calls that ``actions`` end with, in one list, whether or not each branch may make its
+        call now; the others get nothing. ``[]`` hands each of those tools ``[]`` (drop what you kept)."""
+        calls: dict[str, list[ToolCall]] = {tool.name: [] for tool in self.tools}
+        for action in actions:
+            action = action[: self.max_action_chars] if isinstance(action, str) else ""  # cut as step cuts it
+            tool = self.called_tool(action)
+            call = tool.parse(action) if tool is not None else None
+            if call is not None:
+                calls[tool.name].append(call)
+        for tool in self.tools:
+            prepare = getattr(tool, "prepare_calls", None)
+            if callable(prepare):
+                prepare(calls[tool.name])
 
     def episode_info(self) -> dict[str, Any]:
         """``tool_calls`` (calls per tool this episode), ``tool_log`` (tool, argument, output per call) and

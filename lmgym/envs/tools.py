@@ -42,6 +42,10 @@ class Tool(Protocol):
     ``name``: unique within an env. ``syntax``: how a call is written, shown to the model
     (``<calc>EXPRESSION</calc>``). ``description``: what the tool does, one line. ``stop_string``: the
     text that ends a call, where generation stops so the env can answer (``</calc>``).
+
+    Optional, not part of the protocol: ``prepare_calls(calls: list[ToolCall]) -> None``, handed every branch's
+    next call of this tool before they are executed one by one (``ToolEnv.prepare_steps``), to run them as one
+    batch; each ``execute`` that follows must return what it would have without it.
     """
 
     name: str

@@ -4,10 +4,13 @@ A `Branch` is one episode in progress: its env state (`get_branch_state`), its t
 own tokens as sampled, never re-tokenised, and the env's injected text), and what its state says about
 the next action (which role acts, its stop strings). `EpisodeEngine.advance` samples one action for
 every live branch given, in one batched `Policy.sample` call per role, each row with its branch's stop
-strings, then steps the env from each branch's own state. Text the env writes after an action
-(`info["injected_text"]`) is appended as raw text tokens (`info["injected_role"]` None) or as a
-chat-template turn of that role ("tool", "user") followed by the next assistant turn's opening; it is
-masked out of the loss (mask 0, log-prob 0.0). Each action is recorded (`ActionRecord`: role, text, the
+strings, then steps the env from each branch's own state. Before the steps, the env is handed every
+action of the batch (`prepare_steps`, where it has one: a tool env runs all of their tool calls at once,
+e.g. one batched search) and each step then returns what it would alone. Text the env writes after an
+action (`info["injected_text"]`) is appended as raw text tokens (`info["injected_role"]` None) or as a
+chat-template turn of that role ("tool", "user") followed by the next assistant turn's opening, every
+branch's turn tokenised in one call per policy (`encode_turns`); it is masked out of the loss (mask 0,
+log-prob 0.0). Each action is recorded (`ActionRecord`: role, text, the
 env's injected text and role), and `Branch.outcome` is the episode's typed `EpisodeOutcome` (the env's
 info as `EpisodeOutcome.from_info` reads it, with those records): what search, metrics and trainers read.
 Branches are plain dataclasses: `snapshot()` copies one, and a copy can be advanced later (tree search),
@@ -33,18 +36,22 @@ from torch.profiler import record_function
 
 from lmgym.buffers import ActionRecord, EpisodeOutcome, Trajectory
 from lmgym.core.checked_config import CheckedConfig
+from lmgym.core.state_copy import deep_copy
 from lmgym.envs.rewards.batch import PENDING, batched_trl_rewards, settle
 from lmgym.episodes.env_state import (
     DEFAULT_ROLE,
     check_not_vector,
+    detach_branch_state,
     episode_step_limit,
     get_branch_state,
     next_role,
     next_stop_strings,
+    prepared_steps,
     set_branch_state,
 )
 from lmgym.policies.base import Policy
 from lmgym.policies.decoding.generation import Generation, RowKeys, row_key
+from lmgym.policies.turn_batches import encode_turns
 
 INJECTED_ROLE = "env"  # the role of raw text the env injects (a chat turn's tokens carry that turn's role)
 
@@ -105,7 +112,7 @@ class Branch:
         for name in ("prompt_ids", "ids", "logprobs", "mask", "roles", "step_ends", "step_rewards", "actions"):
             setattr(twin, name, list(getattr(self, name)))
         twin.stop = list(self.stop) if self.stop is not None else None
-        twin.state, twin.info = copy.deepcopy(self.state), copy.deepcopy(self.info)
+        twin.state, twin.info = deep_copy(self.state), deep_copy(self.info)
         return twin
 
     def to_trajectory(self) -> Trajectory:
@@ -126,7 +133,8 @@ class EpisodeEngine:
     """Plays episodes of `env` with `policies`: one Policy for every role, or a mapping role -> Policy
     (the env's `current_role` picks the policy of each action). Every policy must share one tokenizer.
 
-    `env_seconds` adds up the time spent in the env (resets, steps, state saves and restores).
+    `env_seconds` adds up the time spent in the env (resets, steps, state saves and restores, `prepare_steps`);
+    `tokenize_seconds` the time spent tokenising the env's injected text.
     """
 
     def __init__(self, env, policies: Policy | Mapping[str, Policy], settings: SamplingSettings | None = None):
@@ -136,6 +144,7 @@ class EpisodeEngine:
         self.settings = settings if settings is not None else SamplingSettings()
         self.step_limit = episode_step_limit(env)
         self.env_seconds = 0.0
+        self.tokenize_seconds = 0.0
 
     def policy_for(self, role: str) -> Policy:
         """The policy that samples `role`'s actions."""
@@ -190,8 +199,11 @@ class EpisodeEngine:
             for branch, generation in zip(group, self._sample(policy, group, generator, sample_key)):
                 actions[id(branch)] = (generation, policy)
         with record_function("lmgym.env"), batched_trl_rewards(self.env):  # TRL-style rewards: score_pending
-            for branch in live:
-                self._step(branch, *actions[id(branch)])
+            clock = time.perf_counter()
+            with prepared_steps(self.env, [actions[id(branch)][0].text for branch in live]):
+                self.env_seconds += time.perf_counter() - clock
+                injections = self._step_all(live, actions)
+        self._inject([injection for injection in injections if injection is not None])
         if score:
             self.score_pending(live)
         return live
@@ -219,12 +231,27 @@ class EpisodeEngine:
                                     [b.stop for b in group], noise)
         return [generation for (generation,) in samples]
 
-    def _step(self, branch: Branch, generation: Generation, policy: Policy) -> None:
-        """Play `generation` as the branch's action; record its tokens, reward and the env's injected text."""
+    def _step_all(self, live: list[Branch], actions: dict[int, tuple[Generation, Policy]]) -> list[_Injection | None]:
+        """`_step` each branch in turn; then the env gets copies of its objects, which the last branch stepped
+        took as its state (even when a step raises)."""
+        injections: list[_Injection | None] = []
+        try:
+            for branch in live:
+                injections.append(self._step(branch, *actions[id(branch)]))
+        finally:
+            if injections:
+                clock = time.perf_counter()
+                detach_branch_state(self.env)
+                self.env_seconds += time.perf_counter() - clock
+        return injections
+
+    def _step(self, branch: Branch, generation: Generation, policy: Policy) -> _Injection | None:
+        """Play `generation` as the branch's action; record its tokens, reward and the env's injected text,
+        and return that text to append (None: nothing follows)."""
         clock = time.perf_counter()
-        set_branch_state(self.env, branch.state)
+        set_branch_state(self.env, branch.state)  # copies: the step never changes branch.state
         _, reward, terminated, truncated, info = self.env.step(generation.text)
-        branch.state = get_branch_state(self.env)
+        branch.state = get_branch_state(self.env, copy=False)  # the env's objects: the next restore replaces them
         done, acting = bool(terminated or truncated), branch.role
         if not done:  # what the new state says about the next action
             branch.role, branch.stop = next_role(self.env), next_stop_strings(self.env)
@@ -241,18 +268,36 @@ class EpisodeEngine:
         injected = (info.get("injected_text") or "") if not done else ""  # nothing follows the final action
         injected_role = info.get("injected_role") if injected else None
         branch.actions.append(ActionRecord(acting, generation.text, injected, injected_role))
-        if injected:
-            _inject(branch, policy, injected, injected_role)
+        return _Injection(branch, policy, injected, injected_role) if injected else None
+
+    def _inject(self, injections: list[_Injection]) -> None:
+        """Append each branch's injected text: raw tokens (role None) or a chat-template turn of its role, never
+        trained on; the turns of one policy are tokenised in one call (`encode_turns`)."""
+        clock = time.perf_counter()
+        by_policy: dict[int, list[_Injection]] = {}
+        for injection in injections:
+            by_policy.setdefault(id(injection.policy), []).append(injection)
+        with record_function("lmgym.tokenize"):
+            for group in by_policy.values():
+                policy = group[0].policy
+                turns = encode_turns(policy, [(item.text, item.role, item.branch.ids) for item in group])
+                for item, ids in zip(group, turns):
+                    if item.role is None:
+                        _append(item.branch, ids, None, item.text, INJECTED_ROLE, trained=False)
+                    else:
+                        _append(item.branch, ids, None, policy.tokenizer.decode(ids), item.role, trained=False)
+        self.tokenize_seconds += time.perf_counter() - clock
 
 
-def _inject(branch: Branch, policy: Policy, text: str, role: str | None) -> None:
-    """Append the env's text: raw tokens (role None) or a chat-template turn of `role`; never trained on."""
-    with record_function("lmgym.tokenize"):
-        if role is None:
-            _append(branch, policy.encode_text(text), None, text, INJECTED_ROLE, trained=False)
-            return
-        ids = policy.encode_turn(text, role, after=branch.ids)
-    _append(branch, ids, None, policy.tokenizer.decode(ids), role, trained=False)
+@dataclass(frozen=True)
+class _Injection:
+    """Text the env wrote after a branch's action, to append: by `policy`'s tokenizer, raw (role None) or as
+    a chat turn of `role`."""
+
+    branch: Branch
+    policy: Policy
+    text: str
+    role: str | None
 
 
 def _append(branch: Branch, ids: list[int], logprobs: list[float] | None, text: str, role: str,

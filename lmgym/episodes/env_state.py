@@ -10,13 +10,22 @@ branches. A gymnasium vector env is refused in one line (``check_not_vector``): 
 state is how many episodes run at once here.
 
 How many actions one episode may take (`episode_step_limit`) is the env's own limit, the only one.
+
+``prepared_steps`` hands the env every action of a batch before they are stepped one by one (its
+``prepare_steps``, read from ``env.unwrapped``; see ``LanguageEnv.prepare_steps``). A wrapper that rewrites
+actions leaves some of that work unused, never wrong: a tool env keys what it prepared by the call itself.
 """
 from __future__ import annotations
 
-import copy
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import gymnasium
+
+from lmgym.core.state_copy import deep_copy
+from lmgym.envs import episode_state
+from lmgym.envs.base import LanguageEnv
 
 DEFAULT_ROLE = "policy"  # the role that acts in an env that names none
 DEFAULT_STEP_LIMIT = 32  # an env that states no limit of its own (no max_steps, no TimeLimit wrapper)
@@ -33,16 +42,52 @@ def check_not_vector(env, owner: str) -> None:
             f"episodes of one env in each sampling call, branching its saved state")
 
 
-def get_branch_state(env) -> dict[str, Any]:
-    """The episode state of a (possibly wrapped) env: the base env's state plus each wrapper's plain data."""
-    return {"env": base_env(env).get_state(), "wrappers": [_plain_attributes(w) for w in _wrappers(env)]}
+def get_branch_state(env, copy: bool = True) -> dict[str, Any]:
+    """The episode state of a (possibly wrapped) env: the base env's state plus each wrapper's plain data.
+
+    copy=False hands over the env's own objects instead of copies where it can (a ``LanguageEnv`` whose
+    ``get_state`` is the base one, and the wrappers' attributes): for a caller that calls
+    ``set_branch_state`` (or ``detach_branch_state``) before the env steps again, which rebinds every one of
+    them to fresh copies, so the state it took is then its own. The episode engine saves each branch's
+    state so: one copy per step (the restore) instead of two."""
+    base = base_env(env)
+    if not copy and type(base).get_state is LanguageEnv.get_state:
+        state = episode_state.save(base, base.mode, copy=False)
+    else:
+        state = base.get_state()
+    return {"env": state, "wrappers": [_plain_attributes(w, copy) for w in _wrappers(env)]}
 
 
 def set_branch_state(env, state: dict[str, Any]) -> None:
-    """Restore a state from ``get_branch_state`` into the same (possibly wrapped) env."""
+    """Restore a state from ``get_branch_state`` into the same (possibly wrapped) env (as copies: stepping
+    the env never changes ``state``)."""
     for wrapper, attributes in zip(_wrappers(env), state["wrappers"]):
-        vars(wrapper).update(copy.deepcopy(attributes))
+        vars(wrapper).update(deep_copy(attributes))
     base_env(env).set_state(state["env"])
+
+
+def detach_branch_state(env) -> None:
+    """Give the env copies of its current episode objects (its state is unchanged), so that a state taken
+    from it with ``get_branch_state(env, copy=False)`` shares nothing with it any more. Nothing to do for an
+    unwrapped env whose ``get_state`` copies anyway."""
+    if type(base_env(env)).get_state is LanguageEnv.get_state or _wrappers(env):
+        set_branch_state(env, get_branch_state(env, copy=False))
+
+
+@contextmanager
+def prepared_steps(env, actions: Sequence[str]) -> Iterator[bool]:
+    """Within the block, the (possibly wrapped) env has been given ``actions``, the batch about to be stepped
+    (its ``prepare_steps``), and at the end ``[]`` (what it kept is dropped); yields whether it has the hook.
+    An env without ``prepare_steps`` is left as it is."""
+    prepare = getattr(base_env(env), "prepare_steps", None)
+    if not callable(prepare):
+        yield False
+        return
+    prepare(list(actions))
+    try:
+        yield True
+    finally:
+        prepare([])
 
 
 def is_multi_step(env) -> bool:
@@ -99,8 +144,8 @@ def _wrappers(env) -> list:
     return layers
 
 
-def _plain_attributes(wrapper) -> dict[str, Any]:
-    return {k: copy.deepcopy(v) for k, v in vars(wrapper).items() if k != "env" and _is_plain(v)}
+def _plain_attributes(wrapper, copy: bool = True) -> dict[str, Any]:
+    return {k: deep_copy(v) if copy else v for k, v in vars(wrapper).items() if k != "env" and _is_plain(v)}
 
 
 def _is_plain(value: Any, depth: int = 0) -> bool:

@@ -11,11 +11,12 @@ from lmgym.policies.loading.hub import EMBEDDED_HUB_ID, push_folder
 from lmgym.policies.loading.model_card import TrainingDetails, build_model_card, write_model_card
 from lmgym.policies.prm import ProcessRewardModel, aggregate_step_scores
 from lmgym.policies.prompting import pad_id, prompt_ids
+from lmgym.policies.turn_batches import encode_turns
 
 __all__ = [
     "Policy", "TrainableModel", "TrainablePolicy", "DataParallelPolicy", "BackbonePolicy", "check_contract",
     "AdapterRole", "add_adapter", "Generation", "HFPolicy", "FewShotStepwisePolicy", "LoraSettings",
     *_LOADING_NAMES,
-    "ProcessRewardModel", "aggregate_step_scores", "prompt_ids", "pad_id",
+    "ProcessRewardModel", "aggregate_step_scores", "prompt_ids", "pad_id", "encode_turns",
     "EMBEDDED_HUB_ID", "push_folder", "TrainingDetails", "build_model_card", "write_model_card",
 ]

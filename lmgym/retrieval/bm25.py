@@ -59,13 +59,35 @@ class BM25Index:
 
     def scores(self, queries: Sequence[str]) -> np.ndarray:
         """BM25 score of every document for each query: float32 [len(queries), n]; a query without a known
-        word scores 0 everywhere."""
+        word scores 0 everywhere. All queries are tokenized in one bm25s call and scored in one scatter-add."""
         out = np.zeros((len(queries), len(self)), dtype=np.float32)
-        for row, tokens in enumerate(tokenize(queries, self.stopwords)):
-            ids = self.retriever.get_tokens_ids(tokens)
-            if ids:
-                out[row] = self.retriever.get_scores_from_ids(ids)
+        token_ids = [self.retriever.get_tokens_ids(tokens) for tokens in tokenize(queries, self.stopwords)]
+        rows = [row for row, ids in enumerate(token_ids) if ids]
+        if rows:
+            out[rows] = self.scores_of_ids([token_ids[row] for row in rows])
         return out
+
+    def scores_of_ids(self, queries_ids: Sequence[Sequence[int]]) -> np.ndarray:
+        """bm25s's `get_scores_from_ids` of each query's token ids (each non-empty), bit for bit, in one pass:
+        [len(queries_ids), n] in the retriever's dtype. Each document's score adds its precomputed per-token
+        scores in the query's token order, as bm25s does, then the query's non-occurrence sum (bm25l, bm25+)."""
+        retriever, n = self.retriever, len(self)
+        data, indices, indptr = (retriever.scores[key] for key in ("data", "indices", "indptr"))
+        cells, values = [], []  # (flat cell, score) of every posting of every query token, in token order
+        for row, ids in enumerate(queries_ids):
+            ids = np.asarray(ids, dtype=np.int64)
+            for start, end in zip(indptr[ids].tolist(), indptr[ids + 1].tolist()):
+                cells.append(indices[start:end].astype(np.int64) + row * n)
+                values.append(data[start:end])
+        scores = np.zeros(len(queries_ids) * n, dtype=np.dtype(retriever.dtype))
+        if cells:
+            np.add.at(scores, np.concatenate(cells), np.concatenate(values))
+        scores = scores.reshape(len(queries_ids), n)
+        nonoccurrence = getattr(retriever, "nonoccurrence_array", None)
+        if nonoccurrence is not None:
+            for row, ids in enumerate(queries_ids):
+                scores[row] += nonoccurrence[np.asarray(ids, dtype=np.int64)].sum()
+        return scores
 
     def save(self, folder: str | Path) -> None:
         """bm25s's own files (score matrix, vocabulary, parameters) in `folder`."""

@@ -34,7 +34,9 @@ class Embedder(Protocol):
     """Maps texts to float32 rows of unit L2 norm (so a dot product is the cosine similarity).
 
     `name` is recorded in a saved index; `DocumentStore.load` checks the embedder it is given against it
-    (or rebuilds it with `embedder_from_name`)."""
+    (or rebuilds it with `embedder_from_name`). Optional, not part of the protocol: `batch_invariant = True`
+    where a text's vector does not depend on the other texts embedded with it (then
+    `DocumentStore.search_batch` gives each query exactly the scores `search` gives it; see there)."""
 
     name: str
 
@@ -87,7 +89,10 @@ class SentenceTransformerEmbedder:
 
 class HashingEmbedder:
     """Bag of words hashed into `dim` buckets (scikit-learn's HashingVectorizer, l2-normalised): no model,
-    deterministic, instant. Texts sharing words get a positive cosine; synonyms get nothing."""
+    deterministic, instant. Texts sharing words get a positive cosine; synonyms get nothing. Each text's row
+    depends on that text alone (`batch_invariant`)."""
+
+    batch_invariant = True
 
     def __init__(self, dim: int = 256) -> None:
         if not isinstance(dim, int) or dim < 2:

