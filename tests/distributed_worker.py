@@ -96,11 +96,13 @@ def record_sharding(algo, found: dict) -> None:
     """Which parameters FSDP sharded, and greedy samples from the sharded model (every rank samples)."""
     from torch.distributed.tensor import DTensor
 
+    from lmgym.policies.compiled_layers import COMPILATION
+
     assert algo.gradients.mode == "fsdp", algo.gradients.mode
     found["sharded"] = sharded_names(algo)
     found["samples"] = algo.policy.generate_text(SAMPLE_PROMPTS, max_new_tokens=6)
     layer = algo.policy.data_parallel_module().layers[0]
-    found["compiled"] = [getattr(m, "_compiled_call_impl", None) is not None
+    found["compiled"] = [getattr(m, COMPILATION, None) is not None
                          for m in (layer, getattr(algo.ref_policy, "model", None)
                                    and algo.ref_policy.backbone_and_head()[0].layers[0]) if m is not None]
     found["sharded_at_training_forwards"] = forwards = []

@@ -7,6 +7,7 @@ import torch
 from lmgym.algorithms import GRPO, GRPOConfig
 from lmgym.envs import make
 from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+from lmgym.policies.compiled_layers import compiled_layers
 from lmgym.policies.hf import cast_linear_weights
 from tests.distributed_worker import fixed_trajectories
 from tests.toy_env import DigitsEnv  # noqa: F401
@@ -33,7 +34,7 @@ def test_compiled_layers_score_and_differentiate_as_the_eager_ones():
     eager = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu")
     compiled = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu")
     assert compiled.compile_layers(BACKEND)
-    assert all(layer._compiled_call_impl is not None for layer in compiled.model.model.layers)
+    assert compiled_layers(compiled.model) == len(compiled.model.model.layers) == 2
     (lp_a, grads_a), (lp_b, grads_b) = scored(eager), scored(compiled)
     assert torch.allclose(lp_a, lp_b, atol=1e-5)
     assert set(grads_a) == set(grads_b) and all(torch.allclose(grads_a[n], grads_b[n], atol=1e-5) for n in grads_a)
@@ -54,9 +55,9 @@ def grpo_step(tmp_path, torch_compile):
 
 def test_a_grpo_step_with_torch_compile_ends_where_the_eager_step_does(tmp_path):
     eager, compiled = grpo_step(tmp_path, None), grpo_step(tmp_path, True)  # None: off on the CPU
-    assert all(layer._compiled_call_impl is None for layer in eager.policy.model.model.layers)
+    assert compiled_layers(eager.policy.model) == 0
     for algo in (compiled.policy, compiled.ref_policy):  # the KL reference has its own model: compiled too
-        assert all(layer._compiled_call_impl is not None for layer in algo.model.model.layers)
+        assert compiled_layers(algo.model) == len(algo.model.model.layers)
     a, b = dict(eager.policy.model.named_parameters()), dict(compiled.policy.model.named_parameters())
     assert all(torch.allclose(a[n], b[n], atol=1e-5) for n in a)
     initial = dict(build_tiny_model(build_tiny_tokenizer(), seed=0).named_parameters())

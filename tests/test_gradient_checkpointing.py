@@ -10,6 +10,7 @@ import torch
 from lmgym.algorithms import GRPO, PPO, GRPOConfig, PPOConfig, PRMConfig, PRMTrainer
 from lmgym.envs import make
 from lmgym.policies import HFPolicy, LoraSettings, ProcessRewardModel, build_tiny_model, build_tiny_tokenizer
+from lmgym.policies.compiled_layers import compiled_layers
 from lmgym.policies.padded_passes import checkpointed_layers
 from lmgym.training import ConfigError, load_config
 from tests.distributed_worker import build_algorithm, fixed_trajectories, join_gloo, whole
@@ -38,9 +39,9 @@ def tiny_policy(lora: bool = False, checkpointing: bool = False) -> HFPolicy:
     return policy
 
 
-def training_pass(policy: HFPolicy) -> tuple[int, torch.Tensor, dict[str, torch.Tensor]]:
+def training_pass(policy: HFPolicy, rows: tuple | None = None) -> tuple[int, torch.Tensor, dict[str, torch.Tensor]]:
     """(bytes saved for the backward beyond the weights, log-probs, gradients) of one training pass (the model in
-    training mode, as the trainers run it)."""
+    training mode, as the trainers run it) over `rows` (ids, mask, completion; default `batch()`)."""
     weights = {p.untyped_storage().data_ptr() for p in policy.model.parameters()}
     kept = [0]
 
@@ -51,7 +52,7 @@ def training_pass(policy: HFPolicy) -> tuple[int, torch.Tensor, dict[str, torch.
 
     policy.model.zero_grad()
     policy.model.train()
-    ids, mask, completion = batch()
+    ids, mask, completion = rows or batch()
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         logprobs, entropy = policy.token_logprobs(ids, mask, completion)
     (logprobs.sum() + 0.1 * entropy.sum()).backward()
@@ -81,11 +82,11 @@ def test_checkpointed_layers_give_the_same_gradients_and_keep_fewer_activations(
 
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
 def test_compiled_checkpointed_layers_give_the_eager_gradients(lora):
-    """`torch_compile` with `gradient_checkpointing`: the compiled layer holds the checkpoint (transformers 5.x
-    checkpoints the layer's forward, which `Module.compile` compiles), and AOTAutograd recomputes it."""
+    """`torch_compile` with `gradient_checkpointing`: the compiled layer holds the checkpoint
+    (policies/compiled_layers.py), and AOTAutograd recomputes it."""
     plain, compiled = tiny_policy(lora), tiny_policy(lora, checkpointing=True)
     assert compiled.compile_layers(BACKEND)
-    assert all(layer._compiled_call_impl is not None for layer in compiled.backbone_and_head()[0].layers)
+    assert compiled_layers(compiled.model) == LAYERS == checkpointed_layers(compiled.model)
     (kept_plain, lp_plain, grads_plain), (kept, lp, grads) = training_pass(plain), training_pass(compiled)
     assert torch.allclose(lp, lp_plain, atol=1e-5)
     assert_same(grads, grads_plain, atol=1e-5)

@@ -78,15 +78,18 @@ def test_chunked_prefill_and_the_fast_decoders_causal_prefill_sample_what_one_ma
 
 def test_training_layers_compile_with_options_that_make_no_size_guards(monkeypatch):
     """HFPolicy.compile_layers hands Inductor the options of policies/hf.py (this torch knows the
-    mix-order non-strict mode), and no options to another backend."""
+    mix-order non-strict mode), and no options to another backend; the checkpointed entry compiles whole."""
     from lmgym.policies import HFPolicy
     from lmgym.policies.hf import inductor_options
 
     policy = HFPolicy(build_tiny_model(build_tiny_tokenizer(), seed=0), build_tiny_tokenizer(), device="cpu")
     calls = []
-    monkeypatch.setattr(torch.nn.Module, "compile", lambda self, **kwargs: calls.append(kwargs))
+    monkeypatch.setattr(torch, "compile", lambda fn, **kwargs: calls.append((fn.__name__, kwargs)) or fn)
     assert policy.compile_layers("inductor") and policy.compile_layers("aot_eager")
-    layers = len(policy.backbone_and_head()[0].layers)
-    assert calls[:layers] == [{"backend": "inductor", "dynamic": True, "options": inductor_options()}] * layers
-    assert calls[layers:] == [{"backend": "aot_eager", "dynamic": True, "options": None}] * layers
+    for (plain, kw_plain), (checkpointed, kw_checkpointed), (backend, options) in zip(
+            calls[0::2], calls[1::2], [("inductor", inductor_options()), ("aot_eager", None)]):
+        assert (plain, checkpointed) == ("_class_forward", "_checkpointed_forward")
+        assert kw_plain == {"backend": backend, "dynamic": True, "options": options}
+        assert kw_checkpointed == {**kw_plain, "fullgraph": True}
+    assert len(calls) == 4  # one compilation per call, shared by every layer
     assert inductor_options() == {"triton.mix_order_reduction_non_strict_mode": True}

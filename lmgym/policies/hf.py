@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from lmgym.policies.base import BackbonePolicy, DataParallelPolicy
+from lmgym.policies.compiled_layers import compile_decoder_layers, take_over_checkpointing
 from lmgym.policies.decoding.fast import FastDecoder, supports_fast_decode
 from lmgym.policies.decoding.generation import RowKeys, decode, stop_lists
 from lmgym.policies.loading.hub import check_repo_id, push_folder, recorded_base
@@ -214,22 +215,23 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
 
     def enable_gradient_checkpointing(self) -> None:
         """Checkpoint each decoder layer's activations in training passes (policies/padded_passes.py); the
-        trainer calls it for `TrainerConfig.gradient_checkpointing`. Passes without gradients are unchanged."""
+        trainer calls it for `TrainerConfig.gradient_checkpointing`. Passes without gradients are unchanged.
+        Compiled layers checkpoint inside their compiled code (policies/compiled_layers.py)."""
         enable_activation_checkpointing(self.model)
+        take_over_checkpointing(self.model.modules())
         self.gradient_checkpointing = True
 
     def compile_layers(self, backend: str = "inductor") -> bool:
         """`torch.compile` each decoder layer in place (regional compilation: the layers share code, so
         one compilation, with symbolic batch and length, serves them all); the sampling
         path has its own (policies/decoding/fast.py). With gradient checkpointing the compiled layer holds
-        the checkpoint (policies/padded_passes.py). Not with a 4-bit base; returns whether it compiled."""
+        the checkpoint, and the compiler its recomputation (policies/compiled_layers.py). Each call compiles
+        anew, with caches of its own. Not with a 4-bit base; returns whether it compiled."""
         backbone = self.backbone_and_head()[0]
         layers = getattr(backbone, "layers", None)
         if layers is None or self.quantized:
             return False
-        options = inductor_options() if backend == "inductor" else None
-        for layer in layers:  # every micro-batch's length differs: symbolic from the start
-            layer.compile(backend=backend, dynamic=True, options=options)
+        compile_decoder_layers(layers, backend, inductor_options() if backend == "inductor" else None)
         return True
 
     def backbone_and_head(self) -> tuple[torch.nn.Module, torch.nn.Module]:

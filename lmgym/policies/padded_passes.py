@@ -27,12 +27,13 @@ Activation checkpointing of a Hugging Face model's decoder layers (TRL's `gradie
 `enable_activation_checkpointing`). It is transformers' own: each decoder layer (a `GradientCheckpointingLayer`)
 runs under `torch.utils.checkpoint` with `use_reentrant=False` while it is in training mode with gradients on, so
 its activations are recomputed in the backward pass instead of kept; passes without gradients (sampling,
-the KL reference, scoring) run as before. Where the checkpoint sits depends on the transformers release:
-5.x checkpoints the layer's `forward`, so module hooks (FSDP2's all-gathers) stay outside it and a layer
-compiled with `Module.compile` compiles the checkpoint inside its graph (the partitioner recomputes);
-4.x checkpoints the layer's call, around the compiled layer. Either way the gradients are those of a pass
-without it (tests/test_gradient_checkpointing.py). Non-reentrant checkpointing differentiates LoRA
-adapters behind a frozen embedding; transformers also makes the embedding's output require grad.
+the KL reference, scoring) run as before. Where transformers puts the checkpoint depends on its release (around
+the layer's call up to 5.17, inside its `forward` later); module hooks (FSDP2's all-gathers) stay outside it.
+A compiled layer (`HFPolicy.compile_layers`) checkpoints itself instead, inside its compiled code, so that the
+compiler owns the recomputation (policies/compiled_layers.py says why). Either way the gradients are those of a
+pass without it (tests/test_gradient_checkpointing.py, tests/test_compile_checkpointing.py). Non-reentrant
+checkpointing differentiates LoRA adapters behind a frozen embedding; transformers also makes the embedding's
+output require grad.
 """
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 USE_REENTRANT = False  # torch's recommended mode: no inputs that must require grad, works under DDP and FSDP2
+COMPILED_CHECKPOINT = "lmgym_compiled_checkpoint"  # a compiled layer's flag: it checkpoints inside its compiled code
 
 
 def contiguous_starts(attention_mask: torch.Tensor) -> torch.Tensor | None:
@@ -117,7 +119,10 @@ def enable_activation_checkpointing(model: torch.nn.Module) -> None:
 
 
 def checkpointed_layers(model: torch.nn.Module) -> int:
-    """How many of `model`'s decoder layers checkpoint their activations."""
+    """How many of `model`'s decoder layers checkpoint their activations (transformers' checkpoint, or a
+    compiled layer's own: policies/compiled_layers.py)."""
     from transformers.modeling_layers import GradientCheckpointingLayer
 
-    return sum(isinstance(m, GradientCheckpointingLayer) and bool(m.gradient_checkpointing) for m in model.modules())
+    return sum(isinstance(m, GradientCheckpointingLayer)
+               and (bool(m.gradient_checkpointing) or bool(getattr(m, COMPILED_CHECKPOINT, False)))
+               for m in model.modules())

@@ -19,8 +19,9 @@ Activation checkpointing (`gradient_checkpointing`, policies/padded_passes.py) i
 unit each `fully_shard` covers, and is set before sharding. transformers 5.x checkpoints the layer's
 `forward`, inside FSDP's hooks, so the recompute runs on the layer the pre-backward hook has gathered;
 4.x checkpoints the layer's call, around the hooks, which FSDP2 then skips in the recompute (its pre- and
-post-forward hooks do nothing during the backward). tests/test_gradient_checkpointing.py checks two
-ranks against one process without it.
+post-forward hooks do nothing during the backward). A compiled layer checkpoints inside its `forward` whatever
+the release (policies/compiled_layers.py). tests/test_gradient_checkpointing.py checks two ranks against one
+process without it.
 """
 from __future__ import annotations
 

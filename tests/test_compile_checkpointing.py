@@ -1,0 +1,174 @@
+"""Compiled layers with activation checkpointing (policies/compiled_layers.py): two stages train in one process,
+and a checkpointed entry Dynamo cannot compile falls back to uncompiled checkpointing with one warning and the
+eager gradients.
+
+Both places transformers puts its checkpoint are covered: inside the layer's forward (the release installed
+here) and around the layer's call (releases up to 5.17, the GPU image's), set up by `layout`. On CUDA autograd
+runs the backward, so the checkpoint's recomputation, on a device thread of its own, whose intra-op thread
+count (part of Dynamo's guarded global state) differs from the main thread's; `device_thread_backward` runs
+every backward with another thread count to put the CPU in the same position.
+"""
+import functools
+import warnings
+
+import pytest
+import torch
+
+from lmgym.algorithms import GRPO, SFT, GRPOConfig, SFTConfig
+from lmgym.envs import make
+from lmgym.policies import HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
+from lmgym.policies.compiled_layers import COMPILATION, compiled_layers
+from lmgym.policies.padded_passes import checkpointed_layers
+from tests.distributed_worker import fixed_trajectories
+from tests.test_compile_training import batch
+from tests.test_gradient_checkpointing import LAYERS, assert_same, training_pass
+from tests.test_sft import PAIRS
+from tests.toy_env import DigitsEnv  # noqa: F401
+
+BACKEND = "aot_eager"  # as tests/test_compile_training.py: traces and differentiates as Inductor does
+FALLBACK = "the checkpointed forward could not be compiled whole"
+
+
+@pytest.fixture(params=["installed", "around_call"])
+def layout(request, monkeypatch) -> str:
+    """Where transformers checkpoints a layer: as installed, or around its call (transformers <= 5.17's
+    `GradientCheckpointingLayer.__call__`, put back when the installed release checkpoints inside `forward`)."""
+    from transformers.modeling_layers import GradientCheckpointingLayer
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+
+    wrapped = LlamaDecoderLayer.forward
+    if request.param == "around_call" and wrapped.__code__.co_name == "forward_with_checkpointing":
+        def call_around(self, *args, **kwargs):
+            if self.gradient_checkpointing and self.training:
+                return self._gradient_checkpointing_func(functools.partial(torch.nn.Module.__call__, self, **kwargs),
+                                                         *args)
+            return torch.nn.Module.__call__(self, *args, **kwargs)
+
+        monkeypatch.setattr(LlamaDecoderLayer, "forward", wrapped.__wrapped__)
+        monkeypatch.setattr(GradientCheckpointingLayer, "__call__", call_around, raising=False)
+    return request.param
+
+
+@pytest.fixture
+def device_thread_backward(monkeypatch) -> None:
+    """Every backward runs with another intra-op thread count than the forward, as on CUDA's autograd thread."""
+    backward = torch.Tensor.backward
+
+    def elsewhere(self, *args, **kwargs):
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1 if threads > 1 else 2)
+        try:
+            return backward(self, *args, **kwargs)
+        finally:
+            torch.set_num_threads(threads)
+
+    monkeypatch.setattr(torch.Tensor, "backward", elsewhere)
+
+
+def lora_policy(checkpointing: bool = False) -> HFPolicy:
+    """The tiny model with a LoRA adapter (nonzero B, so both adapter matrices get gradients)."""
+    tok = build_tiny_tokenizer()
+    torch.manual_seed(1)
+    policy = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu", lora=LoraSettings(r=4, alpha=8),
+                      gradient_checkpointing=checkpointing)
+    with torch.no_grad():
+        for name, p in policy.model.named_parameters():
+            if "lora_B" in name:
+                p.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(2)) * 0.1)
+    return policy
+
+
+def test_sft_then_lora_grpo_with_checkpointing_train_compiled_in_one_process(layout, device_thread_backward,
+                                                                              tmp_path):
+    """examples/rag_agent.py's gpu preset in small: full-weight SFT, then GRPO with LoRA and checkpointing, each
+    with compiled layers, in one process. The second stage compiles its own graphs; its checkpointed passes
+    stay compiled and the recomputation never looks a graph up again."""
+    tok = build_tiny_tokenizer()
+    sft = SFT(HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu"), PAIRS,
+              SFTConfig(train_iterations=1, examples_per_iteration=2, max_length=120, micro_batch_size=2,
+                        learning_rate=3e-3, progress=False, eval_at_start=False, save_every=0,
+                        output_dir=str(tmp_path / "sft"), torch_compile=True, torch_compile_backend=BACKEND))
+    sft_rows = sft.train()
+    assert compiled_layers(sft.policy.model) == LAYERS and checkpointed_layers(sft.policy.model) == 0
+
+    config = GRPOConfig(learning_rate=1e-2, micro_batch_size=2, samples_per_prompt=4, prompts_per_iteration=2,
+                        kl_coeff=0.04, progress=False, output_dir=str(tmp_path / "grpo"), torch_compile=True,
+                        torch_compile_backend=BACKEND, gradient_checkpointing=True)
+    grpo = GRPO(lora_policy(), make("ToyDigits-v0"), config)
+    layers = grpo.policy.backbone_and_head()[0].layers
+    assert checkpointed_layers(grpo.policy.model) == LAYERS == compiled_layers(grpo.policy.model)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=f".*{FALLBACK}")
+        trajectories = fixed_trajectories()
+        grpo.prepare(trajectories)
+        stats = grpo.update(trajectories)  # in training mode, as `train` runs it
+    assert torch.isfinite(torch.tensor(list(stats.values()))).all(), stats
+    assert [row["loss"] for row in sft_rows] and all(torch.isfinite(torch.tensor(row["loss"])) for row in sft_rows)
+    compilation = getattr(layers[0], COMPILATION)
+    assert compilation.eager_reason is None  # checkpointed passes compiled throughout
+    assert compilation is not getattr(sft.policy.backbone_and_head()[0].layers[0], COMPILATION)  # caches of its own
+
+
+def test_a_checkpointed_layer_past_the_recompile_limit_runs_uncompiled_with_one_warning(layout,
+                                                                                         device_thread_backward):
+    """A recompile limit of 1: the first training pass compiles the checkpointed entry (its recomputation, on
+    the 'device thread', needs no second graph); a batch of one row needs another graph, past the limit: one
+    warning, and from there on the checkpointed passes run uncompiled, with the eager model's log-probs and
+    gradients, while scoring without gradients stays compiled."""
+    plain, compiled = lora_policy(), lora_policy(checkpointing=True)
+    assert compiled.compile_layers(BACKEND)
+    ids, mask, completion = batch()
+    one_row = (ids[:1], mask[:1], completion[:1])
+    with warnings.catch_warnings(record=True) as caught, torch._dynamo.config.patch(recompile_limit=1):
+        warnings.simplefilter("always")
+        for rows in (None, one_row, None, one_row):
+            (_, lp, grads), (_, lp_plain, grads_plain) = training_pass(compiled, rows), training_pass(plain, rows)
+            assert torch.allclose(lp, lp_plain, atol=1e-5)
+            assert_same(grads, grads_plain, atol=1e-5)
+            with torch.no_grad():
+                assert torch.allclose(compiled.token_logprobs(*(rows or batch()))[0], lp_plain, atol=1e-5)
+    fallbacks = [str(w.message) for w in caught if FALLBACK in str(w.message)]
+    assert fallbacks == [f"LlamaDecoderLayer: {FALLBACK} (torch._dynamo.config.recompile_limit (1) reached); "
+                         "checkpointed passes of these layers run uncompiled from here, passes without a "
+                         "checkpoint stay compiled"]
+    assert getattr(compiled.backbone_and_head()[0].layers[0], COMPILATION).eager_reason is not None
+
+
+def test_checkpointing_turned_on_after_compiling_moves_inside_the_compiled_code_too():
+    """`compile_layers` then `enable_gradient_checkpointing` (either order works): transformers' own checkpoint
+    is off for the compiled layers, theirs on; a copied model's layers share the compiled entries."""
+    import copy
+
+    policy = lora_policy()
+    assert policy.compile_layers(BACKEND) and checkpointed_layers(policy.model) == 0
+    policy.enable_gradient_checkpointing()
+    layers = policy.backbone_and_head()[0].layers
+    assert checkpointed_layers(policy.model) == LAYERS and not any(layer.gradient_checkpointing for layer in layers)
+    copied = copy.deepcopy(policy.model)
+    copied_layer = copied.get_base_model().model.layers[0]
+    assert getattr(copied_layer, COMPILATION) is getattr(layers[0], COMPILATION)
+    assert copied_layer.forward.__self__ is copied_layer and checkpointed_layers(copied) == LAYERS
+
+
+def test_a_graph_break_in_a_checkpointed_layer_runs_it_uncompiled_with_one_warning(monkeypatch):
+    """A layer Dynamo cannot capture whole (a graph break in its MLP): the checkpointed passes run uncompiled,
+    forward and recomputation alike, with one warning naming the break, and the eager gradients."""
+    from transformers.models.llama.modeling_llama import LlamaMLP
+
+    mlp_forward = LlamaMLP.forward
+
+    def with_a_break(self, x):
+        torch._dynamo.graph_break()
+        return mlp_forward(self, x)
+
+    monkeypatch.setattr(LlamaMLP, "forward", with_a_break)
+    plain, compiled = lora_policy(), lora_policy(checkpointing=True)
+    assert compiled.compile_layers(BACKEND)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            (_, lp, grads), (_, lp_plain, grads_plain) = training_pass(compiled), training_pass(plain)
+            assert torch.allclose(lp, lp_plain, atol=1e-5)
+            assert_same(grads, grads_plain, atol=1e-5)
+    fallbacks = [str(w.message) for w in caught if FALLBACK in str(w.message)]
+    assert len(fallbacks) == 1 and "(Unsupported: Call to `torch._dynamo.graph_break()`)" in fallbacks[0]
