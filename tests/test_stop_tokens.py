@@ -55,3 +55,13 @@ def test_text_is_decoded_only_at_marked_tokens(model_and_tokenizer, monkeypatch)
     sampled = sum(len(g.completion_ids) for g in out)
     holding_q = sum(g.text.count("q") for g in out)
     assert sampled > 2000 and len(calls) <= holding_q + 128 < sampled // 4
+
+
+def test_the_mask_is_made_once_per_tokenizer_and_last_characters(model_and_tokenizer, monkeypatch):
+    from lmgym.policies.decoding import stop_tokens
+
+    _, tok = model_and_tokenizer
+    first = StopTokens(tok, {"</search>", "</answer>"}, torch.device("cpu"))
+    monkeypatch.setattr(stop_tokens, "vocab_texts", lambda tokenizer: pytest.fail("the mask was made again"))
+    again = StopTokens(tok, {"</answer>", "<x>"}, torch.device("cpu"))  # the same last character
+    assert again.mask is first.mask

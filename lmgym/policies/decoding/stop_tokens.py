@@ -16,6 +16,7 @@ import weakref
 import torch
 
 _VOCAB_TEXTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # tokenizer -> each id's own text
+_MASKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # tokenizer -> {(last characters, device): mask}
 
 
 def vocab_texts(tokenizer) -> list[str]:
@@ -39,6 +40,20 @@ def filterable(stop: str) -> bool:
     return bool(stop) and 33 <= ord(stop[-1]) <= 126 or stop[-1:] in ("\n", "\t", "\r")
 
 
+def _mask(tokenizer, last: frozenset[str], device: torch.device) -> torch.Tensor:
+    """The [vocab] mask of tokens whose own text holds one of `last`, made once per tokenizer, characters and
+    device (a multi-turn run asks for the same few sets at every call)."""
+    try:
+        masks = _MASKS.setdefault(tokenizer, {})
+    except TypeError:  # a tokenizer that cannot be weakly referenced: made each time
+        masks = {}
+    key = (last, str(device))
+    if key not in masks:
+        marked = [any(c in text for c in last) for text in vocab_texts(tokenizer)]
+        masks[key] = torch.tensor(marked, dtype=torch.bool, device=device)
+    return masks[key]
+
+
 class StopTokens:
     """The tokens that may complete one of `stops` (every stop string of a call's rows), on `device`;
     `everything` is True when some stop string cannot be filtered (then every token is marked)."""
@@ -49,9 +64,7 @@ class StopTokens:
         if self.everything:
             self.mask = torch.ones(len(tokenizer), dtype=torch.bool, device=device)
             return
-        last = {s[-1] for s in stops}
-        marked = [any(c in text for c in last) for text in vocab_texts(tokenizer)]
-        self.mask = torch.tensor(marked, dtype=torch.bool, device=device)
+        self.mask = _mask(tokenizer, frozenset(s[-1] for s in stops), device)
 
     def positions(self, tokens: torch.Tensor) -> list[tuple[int, int]]:
         """(row, column) of every marked token in `tokens` [rows, columns], row-major (one host sync)."""
