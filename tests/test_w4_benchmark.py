@@ -12,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from w4_phases import PHASES, RangeClock, flatten, split_wall  # noqa: E402
+from w4_phases import PHASES, RangeClock, activity, flatten, split_wall  # noqa: E402
 
 SCRIPT = ROOT / "benchmarks" / "w4_multistep.py"
 
@@ -81,6 +81,20 @@ def tiny_data(tmp_path: Path) -> tuple[Path, Path]:
     gsm8k.write_text("".join(json.dumps({"question": f"Tom has {n} apples and buys 2. How many now?",
                                          "answer": f"{n} + 2 = {n + 2}\n#### {n + 2}"}) + "\n" for n in (3, 5)))
     return hotpot, gsm8k
+
+
+def test_raw_events_are_classified_without_activity_type():
+    """torch 2.11 (the GPU image's) has no _KinetoEvent.activity_type: the kind comes from the device type, the
+    annotation flag and the name."""
+    def event(device, annotation=False, name="aten::mm"):
+        return SimpleNamespace(device_type=lambda: f"DeviceType.{device}", is_user_annotation=lambda: annotation,
+                               name=lambda: name)
+
+    assert activity(event("CUDA")) == "kernel"
+    assert activity(event("CPU", annotation=True, name="lmgym.decode")) == "user_annotation"
+    assert activity(event("CPU", name="cudaLaunchKernel")) == "cuda_runtime"
+    assert activity(event("CPU")) == "cpu_op"
+    assert activity(SimpleNamespace(activity_type=lambda: "gpu_memcpy")) == "gpu_memcpy"
 
 
 def test_a_tiny_run_reports_every_field(tmp_path):
