@@ -8,8 +8,9 @@
 #
 # DATA_DIR holds gsm8k/train.jsonl, hotpotqa/ (HotpotQA files) and prm800k/prm800k_raw_sample.jsonl (as
 # ../shared/data does). LOG_DIR (default ./gpu_smoke_logs) gets <example>.log and each run's folder under runs/.
-# The examples run JOBS at a time (default 8) on the one GPU, heaviest first, each bounded by TIMEOUT seconds
-# (default 270) and by what is left of BUDGET (default 300: an example is not started once it is spent, and
+# The examples run JOBS at a time (default 4: with 8 at once on one H200, rag_agent ran out of memory beside a
+# process holding 85 GB) on the one GPU, heaviest first, each bounded by TIMEOUT seconds
+# (default 270) and by what is left of BUDGET (default 480: an example is not started once it is spent, and
 # counts as failed); search_eval runs after train_prm, with the PRM it trained.
 # Environment: PYTHON (default python), MODEL (passed as --model to every example; default the embedded model),
 # PRESET (default gpu), ONLY (comma-separated example names), NO_DENSE=1 (the RAG examples index with BM25 alone:
@@ -20,9 +21,9 @@ DATA=${1:?usage: bash benchmarks/gpu_smoke.sh DATA_DIR [LOG_DIR]}
 LOGS=${2:-gpu_smoke_logs}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PY=${PYTHON:-python}
-JOBS=${JOBS:-8}
+JOBS=${JOBS:-4}
 TIMEOUT=${TIMEOUT:-270}
-BUDGET=${BUDGET:-300}
+BUDGET=${BUDGET:-480}
 PRESET=${PRESET:-gpu}
 DATA=$(cd "$DATA" && pwd) || { echo "DATA_DIR $1 does not exist"; exit 2; }
 mkdir -p "$LOGS/runs" && LOGS=$(cd "$LOGS" && pwd)
