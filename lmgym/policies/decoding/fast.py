@@ -131,8 +131,10 @@ class FastDecoder:
         (policies/decoding/weights.py; None: when the copy takes at most an eighth of the device's memory,
         or 1 GiB on the CPU); compile_layers: `torch.compile` the decode step's layer functions
         (policies/decoding/layers.py; with fused weights only; None: on CUDA, where it shortens sampling for
-        a one-time compilation per process; benchmarks/RESULTS.md has the figures); share_prefill: rows with the
-        same prompt share one prefill row (their keys and values are copied)."""
+        a one-time compilation per process; benchmarks/RESULTS.md has the figures); share_prefill: rows that share a
+        prompt prefix decode from one copy of it when that reads fewer key columns (policies/decoding/
+        shared_prefix.py), and rows with the same prompt otherwise share one prefill row (their keys and values
+        are copied)."""
         if not supports_fast_decode(model):
             raise ValueError(f"{type(_unwrap(model)).__name__} is not supported by the fast decoder")
         self.model = model
@@ -231,8 +233,7 @@ class FastDecoder:
         w = self.weights
         attention_in, attention_out = (compiled_layer_functions() if self.compile_layers and T == 1
                                        else (attention_inputs, attention_output_and_mlp))
-        bias = (None if mask is None
-                else torch.zeros(mask.shape, dtype=self.dtype, device=h.device).masked_fill_(~mask, float("-inf")))
+        bias = None if mask is None else _additive(mask, self.dtype)
         for i, layer_weights in enumerate(w.layers):
             q, k, v = attention_in(h, layer_weights, cos, sin, self.n_heads, self.kv_heads, self.head_dim,
                                    w.norm_eps, w.head_norm_eps)
@@ -247,8 +248,7 @@ class FastDecoder:
         """Layer `layer`'s attention over the bucket's cache: its group's prompt and its own tokens in a grouped
         bucket, else the row's own columns."""
         if hasattr(buf, "prefix_keys"):  # a GroupedBuffers or a GroupSlice of one
-            bias = mask if mask.dtype != torch.bool else torch.zeros(mask.shape, dtype=torch.float32,
-                                                                     device=mask.device).masked_fill_(~mask, -math.inf)
+            bias = mask if mask.dtype != torch.bool else _additive(mask, torch.float32)
             return grouped_attention(q, buf, layer, bias, self.scaling)
         return self._attend(q, buf.keys[layer], buf.values[layer], mask)
 
@@ -377,15 +377,13 @@ class FastDecoder:
         n = len(prompts)
         key, groups = self.bucket_key(prompts, max_new_tokens)
         if key[0] == "grouped":
-            buf = self._start_grouped(prompts, groups, max_new_tokens, generator, pad_id)
+            buf, logits = self._start_grouped(prompts, groups, key[1:], max_new_tokens, generator, pad_id)
         else:
             P = max(len(p) for p in prompts)
             buf = self._bucket(*key)
             logits, last = self._prefill(list(prompts) + [[pad_id]] * (len(buf.rows) - n), P, buf, pad_id)
             buf.start(n, last, P - 1, max_new_tokens, generator)
-            buf.first_logits = logits
-        sample_and_record(buf, buf.first_logits, sampling)  # token 0; each later one by a whole decode step
-        buf.first_logits = None
+        sample_and_record(buf, logits, sampling)  # token 0; each later one by a whole decode step
         outputs = Outputs(n, max_new_tokens, pad_id, self.device)
         stopper = StopChecker(tokenizer, stop, n)
         marks = StopTokens(tokenizer, {s for row in stopper.stops for s in row}, self.device) if stopper.any else None
@@ -445,31 +443,25 @@ class FastDecoder:
         """The decode shape of one call (at most one chunk of prompts): ("grouped", groups, members, prefix columns,
         own columns) with the groups (policies/decoding/shared_prefix.py), or (rows, columns) of a cache per row
         and no groups. Each comes from a small set of buckets, so graphs are captured once and replayed."""
-        groups = plan_groups(prompts) if self.share_prefill else []
-        if groups and self._grouping_pays(groups, prompts, max_new_tokens):
-            return ("grouped", *grouped_columns(groups, prompts, max_new_tokens)), groups
-        length = math.ceil((max(map(len, prompts)) + max_new_tokens) / self.length_bucket) * self.length_bucket
-        return (_round_batch(len(prompts)), int(length)), []
-
-    def _grouping_pays(self, groups: list[tuple[list[int], int]], prompts: list[list[int]], max_new_tokens: int
-                       ) -> bool:
-        """Whether the grouped layout reads at most GROUPED_COST of the key columns a cache per row reads per decode
-        step, with at most twice its rows."""
-        if not any(shared for _, shared in groups):
-            return False
-        count, m, prefix_length, own_length = grouped_columns(groups, prompts, max_new_tokens)
         rows = _round_batch(len(prompts))
-        length = math.ceil((max(map(len, prompts)) + max_new_tokens) / self.length_bucket) * self.length_bucket
-        grouped = count * prefix_length + count * m * own_length
-        return grouped <= GROUPED_COST * rows * length and count * m <= 2 * rows
+        length = int(math.ceil((max(map(len, prompts)) + max_new_tokens) / self.length_bucket) * self.length_bucket)
+        groups = plan_groups(prompts) if self.share_prefill else []
+        if any(shared for _, shared in groups):
+            # grouped when it reads at most GROUPED_COST of the key columns a cache per row reads per decode step,
+            # with at most twice its rows
+            count, m, prefix_length, own_length = grouped_columns(groups, prompts, max_new_tokens)
+            reads = count * prefix_length + count * m * own_length
+            if reads <= GROUPED_COST * rows * length and count * m <= 2 * rows:
+                return ("grouped", count, m, prefix_length, own_length), groups
+        return (rows, length), []
 
-    def _start_grouped(self, prompts: list[list[int]], groups: list[tuple[list[int], int]], max_new_tokens: int,
-                       generator, pad_id: int) -> GroupedBuffers:
-        """A grouped bucket (policies/decoding/shared_prefix.py) with each group's shared prefix prefilled once, each
-        row's own prompt tokens prefilled against it, and every row set up to sample its first token
-        (`first_logits`)."""
+    def _start_grouped(self, prompts: list[list[int]], groups: list[tuple[list[int], int]], shape: tuple[int, ...],
+                       max_new_tokens: int, generator, pad_id: int) -> tuple[GroupedBuffers, torch.Tensor]:
+        """The grouped bucket of `shape` (`bucket_key`'s; policies/decoding/shared_prefix.py) with each group's
+        shared prefix prefilled once, each row's own prompt tokens prefilled against it, and every row set up to
+        sample its first token from the logits returned beside it."""
         n = len(prompts)
-        buf = self._grouped_bucket(*grouped_columns(groups, prompts, max_new_tokens))
+        buf = self._grouped_bucket(*shape)
         m, rows = buf.members, buf.groups * buf.members
         prompt_of = torch.full((rows,), _NO_PROMPT, dtype=torch.long)
         shared_of = torch.zeros(rows, dtype=torch.long)
@@ -491,14 +483,12 @@ class FastDecoder:
         buf.done.copy_(prompt_of >= n)
         if isinstance(generator, RowKeys):
             buf.row_keys.copy_(generator.row_keys(buf.rows))
-        buf.first_logits = logits
-        return buf
+        return buf, logits
 
     def _prefill_prefixes(self, buf: GroupedBuffers, prefixes: list[list[int]], pad_id: int) -> None:
         """Each group's shared prefix into its prefix buffers (one causal pass, right-padded) and `prefix_bias`."""
         buf.prefix_bias.fill_(-math.inf)
-        longest = max(map(len, prefixes))
-        if longest == 0:
+        if not any(prefixes):
             return
         ids, valid = right_pad([p or [pad_id] for p in prefixes], pad_id, self.device)
         valid = valid.bool() & torch.tensor([bool(p) for p in prefixes], device=self.device)[:, None]
@@ -667,6 +657,11 @@ def _rows_from(cancelled_rows: Callable[[], Collection[int]] | None,
         return None
     position = {r: i for i, r in enumerate(part)}
     return lambda: [position[r] for r in cancelled_rows() if r in position]
+
+
+def _additive(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A boolean attention mask (True: may attend) as an additive one: 0 where True, -inf elsewhere."""
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, -math.inf)
 
 
 def _take(h: torch.Tensor, last: torch.Tensor | None) -> torch.Tensor:

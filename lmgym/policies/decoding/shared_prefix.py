@@ -21,8 +21,8 @@ import torch
 
 from lmgym.policies.decoding.step import LoopState
 
-PREFIX_BUCKET = 128  # shared-prefix columns are allotted in multiples of this (few distinct buckets, few graphs)
-SUFFIX_BUCKET = 64  # a row's own columns likewise
+PREFIX_BUCKET = 128  # the unit of shared-prefix columns (`round_up`'s ladder: few distinct buckets, few graphs)
+SUFFIX_BUCKET = 64  # the unit of a row's own columns likewise
 MIN_SHARED = 32  # a group shares at least this many prompt tokens
 KEEP_SHARED = 0.75  # a row joins a group when the prefix it shares with the group's first is at least this share
 #                     of the group's shared prefix so far
@@ -83,10 +83,11 @@ def round_groups(count: int) -> int:
 
 
 class GroupedBuffers(LoopState):
-    """A bucket of `groups` groups of `members` rows: each group's prompt once, each row's sampled tokens.
+    """A bucket of `groups` groups of `members` rows: each group's shared prefix once, each row's own tokens (the
+    rest of its prompt, then what it samples).
 
     The loop state's `valid` [rows, Ls] marks each row's own attendable token columns; `prefix_bias`
-    [groups, 1, 1, Lp] is 0 on each prompt's columns and -inf elsewhere."""
+    [groups, 1, 1, Lp] is 0 on each prefix's columns and -inf elsewhere."""
 
     def __init__(self, groups: int, members: int, prefix_length: int, suffix_length: int, n_layers: int,
                  kv_heads: int, head_dim: int, dtype: torch.dtype, device: torch.device):

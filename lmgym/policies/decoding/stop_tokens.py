@@ -1,8 +1,8 @@
 """Which sampled tokens can complete a stop string: a device-side filter for the fast decoder's stop checks.
 
-A stop string is completed at the token that holds its last character. When that character is a
-printable ASCII character other than the space, it is encoded as one byte in every tokenizer the toolkit
-supports (byte-level BPE, SentencePiece with byte fallback), so the tokens that can hold it are exactly
+A stop string is completed at the token that holds its last character. When that character is a printable
+ASCII character other than the space, or a line break or tab, it is encoded as one byte in every tokenizer the
+toolkit supports (byte-level BPE, SentencePiece with byte fallback), so the tokens that can hold it are exactly
 those whose own decoded text contains it, whatever comes before them. `StopTokens` marks those tokens in a
 [vocab] boolean tensor: the fast decoder then decodes text (`StopChecker.hit`, the exact check the plain
 path makes) only at the positions of marked tokens, instead of at every position of every live row. A
@@ -35,9 +35,10 @@ def vocab_texts(tokenizer) -> list[str]:
 
 
 def filterable(stop: str) -> bool:
-    """Whether a stop string's completing token can be found from the token's own text: its last character
-    is printable ASCII and not a space."""
-    return bool(stop) and 33 <= ord(stop[-1]) <= 126 or stop[-1:] in ("\n", "\t", "\r")
+    """Whether a stop string's completing token can be found from the token's own text: its last character is
+    printable ASCII other than the space, or a line break or tab (one byte each)."""
+    last = stop[-1:]
+    return last in ("\n", "\t", "\r") or (last != "" and 33 <= ord(last) <= 126)
 
 
 def _mask(tokenizer, last: frozenset[str], device: torch.device) -> torch.Tensor:
