@@ -33,7 +33,8 @@ from w4_phases import NvmlBusy, RangeClock, named_range, profile_chunk, shares, 
 
 
 class EngineCounter:
-    """Context and generated tokens of every `EpisodeEngine.advance` (installed on the class)."""
+    """Context and generated tokens of every action the engine steps, counted around `EpisodeEngine._settle` (one
+    call per engine round, or per host sync of continuous play), or around `advance` in a tree without it."""
 
     def __init__(self) -> None:
         self.context = self.generated = self.advances = 0
@@ -42,20 +43,21 @@ class EngineCounter:
     def install(self) -> None:
         from lmgym.episodes.engine import EpisodeEngine
 
-        original = EpisodeEngine.advance
+        name = "_settle" if hasattr(EpisodeEngine, "_settle") else "advance"
+        original = getattr(EpisodeEngine, name)
         if getattr(original, "_w4_counter", None) is not None:
             original = original._w4_original
         counter = self
 
         @functools.wraps(original)
-        def advance(engine, branches, *args, **kwargs):
+        def counted(engine, branches, *args, **kwargs):
             before = counter.before(engine, branches)
             result = original(engine, branches, *args, **kwargs)
             counter.after(before)
             return result
 
-        advance._w4_counter, advance._w4_original = counter, original
-        EpisodeEngine.advance = advance
+        counted._w4_counter, counted._w4_original = counter, original
+        setattr(EpisodeEngine, name, counted)
 
     def before(self, engine, branches) -> list | None:
         if self.error is not None:

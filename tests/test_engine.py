@@ -243,3 +243,24 @@ def test_a_snapshot_shares_no_mutable_field_with_its_branch(tiny_policy):
     twin.state["env"]["extra"] = 1
     twin.info["extra"] = 1
     assert "extra" not in branch.state["env"] and "extra" not in branch.info
+
+
+def test_a_step_changes_no_other_branchs_state_when_states_go_in_uncopied(tiny_policy):
+    """A branch that owns its state hands the env its objects (no copy); the group's shared reset state, a
+    snapshot's copy and the other branches' states are never changed by its steps."""
+    env = make("Arithmetic-v0", mode="stepwise", level=2, max_steps=4)
+    engine = EpisodeEngine(env, tiny_policy, SamplingSettings(6, temperature=1.0))
+    branches = engine.start([{"seed": 1}], 3)
+    shared = branches[0].state
+    assert all(b.state is shared and not b.owns_state for b in branches)
+    engine.advance(branches[:1], sample_key=1)  # the first steps alone: the others still hold the reset state
+    assert branches[0].owns_state and branches[0].state is not shared
+    assert shared["env"]["_steps"] == [] and branches[1].state is shared
+    twin = branches[0].snapshot()
+    kept = list(twin.state["env"]["_steps"])
+    engine.advance(branches, sample_key=1)
+    assert twin.state["env"]["_steps"] == kept and shared["env"]["_steps"] == []
+    steps = [b.state["env"]["_steps"] for b in branches]
+    assert [len(s) for s in steps] == [2, 1, 1] and len({id(s) for s in steps}) == 3
+    engine.advance([twin], sample_key=1)  # the snapshot plays on by itself, as the branch did
+    assert twin.actions[1].text == branches[0].actions[1].text

@@ -19,13 +19,30 @@ class Box:
     items: list = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Frozen:  # an env's Problem: frozen, with a dict of row fields
+    name: str
+    row: dict = field(default_factory=dict, hash=False)
+
+
+@dataclass
+class Hooked:  # its own __deepcopy__: deep_copy must call it, as copy.deepcopy does
+    items: list
+
+    def __deepcopy__(self, memo):
+        return Hooked(["hooked"])
+
+
 def test_deep_copy_is_deepcopy_with_aliases_kept_and_nothing_shared():
     shared = ["a", 1]
     box = Box([shared])
     value = {"x": [shared, shared, {"k": (1, [2])}], "box": box, "again": box, "t": (shared,), "s": {3}, 2.5: None,
-             "nested": [[[["deep"]]]], "b": b"raw"}
+             "nested": [[[["deep"]]]], "b": b"raw", "problem": Frozen("p", {"rows": [shared]}),
+             "hooked": Hooked([1])}
     copied = deep_copy(value)
     assert copied == copy.deepcopy(value)
+    assert copied["problem"] is not value["problem"] and copied["problem"].row["rows"][0] is copied["x"][0]
+    assert copied["hooked"].items == ["hooked"]
     assert copied["x"][0] is copied["x"][1] is copied["t"][0] is copied["box"].items[0]  # aliases stay aliases
     assert copied["box"] is copied["again"] and copied["x"][0] is not shared and copied["box"] is not box
     copied["x"][0].append("changed")

@@ -70,9 +70,10 @@ def save(env: Any, mode: str, copy: bool = True) -> dict[str, Any]:
     return {CLASS_KEY: class_name(type(env)), MODE_KEY: mode, **(deep_copy(state) if copy else state)}
 
 
-def restore(env: Any, mode: str, state: Any) -> None:
+def restore(env: Any, mode: str, state: Any, copy: bool = True) -> None:
     """Set ``env``'s episode attributes from a ``save``d state; a state of another class or mode, or with
-    missing or unknown keys, is a one-line error."""
+    missing or unknown keys, is a one-line error. ``copy=False``: the state's objects themselves, for a caller
+    whose state nothing else holds (stepping the env then changes it in place; the episode engine)."""
     if not isinstance(state, Mapping):
         raise TypeError(f"state must be a dict from get_state(); got {type(state).__name__}")
     names = episode_defaults(type(env))
@@ -86,17 +87,21 @@ def restore(env: Any, mode: str, state: Any) -> None:
         raise ValueError(f"state is from a {state[CLASS_KEY]} env; this env is a {class_name(type(env))}")
     if state[MODE_KEY] != mode:
         raise ValueError(f"state is from a mode={state[MODE_KEY]!r} env; this env has mode={mode!r}")
-    for name, value in deep_copy({name: state[name] for name in names}).items():
+    values = {name: state[name] for name in names}
+    for name, value in (deep_copy(values) if copy else values).items():
         setattr(env, name, value)
 
 
-def _shared(cls: type) -> set[str]:
-    return {name for klass in cls.__mro__ for name in klass.__dict__.get("shared_attributes", ())}
+@cache
+def _unwatched(cls: type) -> frozenset[str]:
+    """The attributes of ``cls`` that steps may change: declared episode attributes and shared ones."""
+    shared = {name for klass in cls.__mro__ for name in klass.__dict__.get("shared_attributes", ())}
+    return frozenset(episode_defaults(cls)) | shared
 
 
 def attribute_marks(env: Any) -> dict[str, tuple[int, int]]:
     """(identity, length or -1) of each attribute of ``env`` that is neither declared nor shared."""
-    skip = set(episode_defaults(type(env))) | _shared(type(env))
+    skip = _unwatched(type(env))
     return {
         name: (id(value), len(value) if isinstance(value, (list, dict, set)) else -1)
         for name, value in vars(env).items()

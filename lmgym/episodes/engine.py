@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -50,10 +50,12 @@ from lmgym.episodes.env_state import (
     set_branch_state,
 )
 from lmgym.policies.base import Policy
+from lmgym.policies.decoding.continuous import Continuation
 from lmgym.policies.decoding.generation import Generation, RowKeys, row_key
 from lmgym.policies.turn_batches import encode_turns
 
 INJECTED_ROLE = "env"  # the role of raw text the env injects (a chat turn's tokens carry that turn's role)
+PLAY_ACTIONS = 4  # actions one continuous-play call makes room for (key/value columns); more go on in the next
 
 
 @dataclass
@@ -92,6 +94,9 @@ class Branch:
     info: dict = field(default_factory=dict)  # the reset's info, updated by every step's
     text: str = ""
     actions: list[ActionRecord] = field(default_factory=list)
+    # `state` is this branch's alone (taken from the env after its own step, or a snapshot's copy), so the next
+    # step may hand the env its objects instead of copies; a group's branches share their reset state at first
+    owns_state: bool = False
 
     @property
     def steps(self) -> int:
@@ -113,6 +118,7 @@ class Branch:
             setattr(twin, name, list(getattr(self, name)))
         twin.stop = list(self.stop) if self.stop is not None else None
         twin.state, twin.info = deep_copy(self.state), deep_copy(self.info)
+        twin.owns_state = True
         return twin
 
     def to_trajectory(self) -> Trajectory:
@@ -198,6 +204,75 @@ class EpisodeEngine:
             policy = self.policy_for(role)
             for branch, generation in zip(group, self._sample(policy, group, generator, sample_key)):
                 actions[id(branch)] = (generation, policy)
+        self._settle(live, actions, score)
+        return live
+
+    def play(self, branches: Sequence[Branch], generator: torch.Generator | None = None,
+             sample_key: int | None = None, score: bool = True,
+             after_step: Callable[[Branch], None] | None = None) -> int:
+        """Play every live branch among `branches` to its end (changed in place); `after_step(branch)` runs after
+        each action of each branch, once the env stepped it. Returns the sampling rounds it took.
+
+        Where one policy that can play continuously (`Policy.play`: the fast decoder) acts for every branch, the
+        episodes go on inside one decoding call: each action is stepped as soon as it ends, with the others that
+        ended at the same host sync, and its branch samples on without waiting for the rest
+        (policies/decoding/continuous.py); a branch whose next turn does not fit that call goes on in the next.
+        Otherwise, and where every branch has one action left (a single-turn env), it is `advance` until no
+        branch is live. Either way each action is sampled as `advance`
+        samples it: with `sample_key`, the same tokens."""
+        rounds = 0
+        while live := self.live(branches):
+            policy = self._continuous_policy(live)
+            if policy is None or self.step_limit - min(b.steps for b in live) < 2:  # one action each: a plain call
+                self.advance(live, generator, sample_key, score)
+                for branch in live:
+                    if after_step is not None:
+                        after_step(branch)
+            else:
+                self._play_continuously(policy, live, generator, sample_key, score, after_step)
+            rounds += 1
+        return rounds
+
+    def _continuous_policy(self, live: list[Branch]) -> Policy | None:
+        """The policy that acts for every branch of `live`, when it can play continuously; else None."""
+        policies = {id(self.policy_for(branch.role)): self.policy_for(branch.role) for branch in live}
+        if len(policies) != 1:
+            return None
+        policy = next(iter(policies.values()))
+        return policy if getattr(policy, "can_play", False) else None
+
+    def _play_continuously(self, policy: Policy, live: list[Branch], generator, sample_key, score: bool,
+                           after_step) -> None:
+        """One `Policy.play` call over `live`: each ended action is settled at once, and its branch goes on with the
+        env's injected tokens when it is still live and `policy` acts next."""
+        s = self.settings
+        noise = generator if sample_key is None else RowKeys(
+            [row_key(sample_key, b.group_id, b.member, b.steps) for b in live])
+        actions_left = min(self.step_limit - min(b.steps for b in live), PLAY_ACTIONS)
+
+        def on_actions(ended: list[tuple[int, Generation]]) -> list[Continuation | None]:
+            branches = [live[i] for i, _ in ended]
+            before = [len(b.ids) + len(g.completion_ids) for b, (_, g) in zip(branches, ended)]
+            self._settle(branches, {id(live[i]): (g, policy) for i, g in ended}, score)
+            going: list[Continuation | None] = []
+            for branch, start in zip(branches, before):
+                if after_step is not None:
+                    after_step(branch)
+                if not self.is_live(branch) or self.policy_for(branch.role) is not policy:
+                    going.append(None)
+                    continue
+                key = None if sample_key is None else row_key(sample_key, branch.group_id, branch.member,
+                                                              branch.steps)
+                going.append(Continuation(branch.ids[start:], branch.stop, key))
+            return going
+
+        with record_function("lmgym.sample"):
+            policy.play([b.prompt_ids + b.ids for b in live], s.max_new_tokens, actions_left, s.temperature, s.top_p,
+                        [b.stop for b in live], noise, on_actions)
+
+    def _settle(self, live: list[Branch], actions: dict[int, tuple[Generation, Policy]], score: bool) -> None:
+        """Step the env for each branch of `live` with its sampled action (all of their tool calls prepared at
+        once), append what the env injected, and settle the TRL-style rewards of the episodes that ended."""
         with record_function("lmgym.env"), batched_trl_rewards(self.env):  # TRL-style rewards: score_pending
             clock = time.perf_counter()
             with prepared_steps(self.env, [actions[id(branch)][0].text for branch in live]):
@@ -206,7 +281,6 @@ class EpisodeEngine:
         self._inject([injection for injection in injections if injection is not None])
         if score:
             self.score_pending(live)
-        return live
 
     def score_pending(self, branches: Sequence[Branch]) -> None:
         """Score the TRL-style rewards that `branches`' finished episodes left pending: each function once over
@@ -249,9 +323,12 @@ class EpisodeEngine:
         """Play `generation` as the branch's action; record its tokens, reward and the env's injected text,
         and return that text to append (None: nothing follows)."""
         clock = time.perf_counter()
-        set_branch_state(self.env, branch.state)  # copies: the step never changes branch.state
+        # a state only this branch holds goes in as it is (the step changes it, and it is taken back); a shared
+        # one as copies
+        set_branch_state(self.env, branch.state, copy=not branch.owns_state)
         _, reward, terminated, truncated, info = self.env.step(generation.text)
         branch.state = get_branch_state(self.env, copy=False)  # the env's objects: the next restore replaces them
+        branch.owns_state = True
         done, acting = bool(terminated or truncated), branch.role
         if not done:  # what the new state says about the next action
             branch.role, branch.stop = next_role(self.env), next_stop_strings(self.env)

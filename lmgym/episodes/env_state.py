@@ -58,12 +58,18 @@ def get_branch_state(env, copy: bool = True) -> dict[str, Any]:
     return {"env": state, "wrappers": [_plain_attributes(w, copy) for w in _wrappers(env)]}
 
 
-def set_branch_state(env, state: dict[str, Any]) -> None:
-    """Restore a state from ``get_branch_state`` into the same (possibly wrapped) env (as copies: stepping
-    the env never changes ``state``)."""
+def set_branch_state(env, state: dict[str, Any], copy: bool = True) -> None:
+    """Restore a state from ``get_branch_state`` into the same (possibly wrapped) env, as copies: stepping
+    the env never changes ``state``. ``copy=False`` hands the env the state's own objects where it can (a
+    ``LanguageEnv`` whose ``set_state`` is the base one, and the wrappers' attributes): for a caller that is
+    the state's only holder and takes the stepped state back (the episode engine, `Branch.owns_state`)."""
     for wrapper, attributes in zip(_wrappers(env), state["wrappers"]):
-        vars(wrapper).update(deep_copy(attributes))
-    base_env(env).set_state(state["env"])
+        vars(wrapper).update(deep_copy(attributes) if copy else attributes)
+    base = base_env(env)
+    if not copy and type(base).set_state is LanguageEnv.set_state:
+        episode_state.restore(base, base.mode, state["env"], copy=False)
+    else:
+        base.set_state(state["env"])
 
 
 def detach_branch_state(env) -> None:

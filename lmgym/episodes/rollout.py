@@ -37,8 +37,7 @@ def rollout(env, policy: Policy | Mapping[str, Policy], starts: list[dict], grou
     """
     engine = EpisodeEngine(env, policy, settings)
     branches = engine.start(starts, group_size, first_group_id)
-    while live := engine.live(branches):
-        engine.advance(live, generator, sample_key, score=False)
+    engine.play(branches, generator, sample_key, score=False)
     engine.score_pending(branches)  # TRL-style rewards: once per function over the whole batch
     if timings is not None:
         timings["score"] = timings.get("score", 0.0) + engine.env_seconds

@@ -21,8 +21,9 @@ import torch
 
 from lmgym.policies.base import BackbonePolicy, DataParallelPolicy
 from lmgym.policies.compiled_layers import compile_decoder_layers, take_over_checkpointing
+from lmgym.policies.decoding.continuous import OnActions, play, play_columns
 from lmgym.policies.decoding.fast import FastDecoder, supports_fast_decode
-from lmgym.policies.decoding.generation import RowKeys, decode, stop_lists
+from lmgym.policies.decoding.generation import RowKeys, StopLists, decode, stop_lists
 from lmgym.policies.loading.hub import check_repo_id, push_folder, recorded_base
 from lmgym.policies.loading.lora_config import LoraSettings, peft_lora_config, wants_4bit
 from lmgym.policies.loading.model_card import write_model_card
@@ -183,6 +184,36 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
         stop = [s for s in stop_lists(stop, len(prompts)) for _ in range(n)]  # one list per sampled row
         if isinstance(generator, RowKeys) and n > 1:
             generator = generator.repeat(n)
+        with self._sampling():
+            if self.fast_decoder is not None:
+                flat = self.fast_decoder.generate(self.tokenizer, expanded, max_new_tokens, temperature, top_p,
+                                                  stop, generator, on_tokens=self.on_tokens,
+                                                  cancelled_rows=self.cancelled_rows)
+            else:
+                flat = decode(self.model, self.tokenizer, expanded, max_new_tokens, temperature, top_p, stop,
+                              generator, on_tokens=self.on_tokens, cancelled_rows=self.cancelled_rows)
+        return [flat[i * n:(i + 1) * n] for i in range(len(prompts))]
+
+    @property
+    def can_play(self) -> bool:
+        """Whether `play` can run: episodes go on inside the fast decoder (policies/decoding/continuous.py)."""
+        return self.fast_decoder is not None
+
+    def play(self, prompts: list[list[int]], max_new_tokens: int, actions: int, temperature: float, top_p: float,
+             stop: StopLists, generator: torch.Generator | RowKeys | None, on_actions: OnActions) -> None:
+        """Play episodes from token-id `prompts` in one fast-decoder call, with room for `actions` actions of at
+        most `max_new_tokens` each: `on_actions` hears of the actions that ended at each host sync and answers how
+        each episode goes on (policies/decoding/continuous.py)."""
+        if self.fast_decoder is None:
+            raise ValueError("HFPolicy.play needs the fast decoder (a CUDA device and a Llama-family model)")
+        columns = play_columns(max_new_tokens, actions, self.fast_decoder.sync_every)
+        with self._sampling():
+            play(self.fast_decoder, self.tokenizer, prompts, max_new_tokens, columns, temperature, top_p, stop,
+                 generator, on_actions)
+
+    @contextmanager
+    def _sampling(self) -> Iterator[None]:
+        """Eval mode, the KV cache on, autocast and the sampling weights' context, for the duration."""
         was_training = self.model.training
         self.model.eval()
         use_cache = getattr(self.model.config, "use_cache", True)
@@ -190,17 +221,10 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
         weights = self._sampling_weights
         try:
             with self.autocast(), (weights() if weights is not None else nullcontext()):
-                if self.fast_decoder is not None:
-                    flat = self.fast_decoder.generate(self.tokenizer, expanded, max_new_tokens, temperature, top_p,
-                                                      stop, generator, on_tokens=self.on_tokens,
-                                                      cancelled_rows=self.cancelled_rows)
-                else:
-                    flat = decode(self.model, self.tokenizer, expanded, max_new_tokens, temperature, top_p, stop,
-                                  generator, on_tokens=self.on_tokens, cancelled_rows=self.cancelled_rows)
+                yield
         finally:
             self.model.config.use_cache = use_cache
             self.model.train(was_training)
-        return [flat[i * n:(i + 1) * n] for i in range(len(prompts))]
 
     def generate_text(self, observations: list[Observation], max_new_tokens: int = 256, **kwargs) -> list[str]:
         """Convenience: greedy (default) completions for observations (text or chat messages)."""

@@ -209,9 +209,7 @@ class MCTS:
         if self.config.evaluation == "prm":
             return [scores[-1] for scores in step_scores(self.scorer, branches)]
         rollouts = [b.snapshot() if not b.done else b for b in branches]
-        live = [r for r in rollouts if not r.done]
-        while playing := self.engine.live(live):
-            self.engine.advance(playing, generator, sample_key)
+        self.engine.play([r for r in rollouts if not r.done], generator, sample_key)
         for (tree, _), branch, rollout in zip(children, branches, rollouts):
             tree.tokens += sampled_tokens(rollout) - sampled_tokens(branch)
         return [float(sum(r.step_rewards)) for r in rollouts]
@@ -223,8 +221,7 @@ class MCTS:
         chosen = [self._choose(tree) for tree in trees]
         branches = [node.branch if node.finished else node.branch.snapshot() for node in chosen]
         unfinished = [b for b, node in zip(branches, chosen) if not node.finished]
-        while live := self.greedy.live(unfinished):
-            self.greedy.advance(live)
+        self.greedy.play(unfinished)
         results = []
         hard = self.config.token_cap == "hard" and self.config.max_tokens is not None
         for tree, node, branch in zip(trees, chosen, branches):

@@ -30,9 +30,12 @@ def advance_counting(engine: EpisodeEngine, branches: Sequence[Branch], tokens: 
 
 def play_out(engine: EpisodeEngine, branches: Sequence[Branch], tokens: list[int],
              generator: torch.Generator | None) -> None:
-    """Advance all `branches` together until none is live (each step one batched sampling call)."""
-    while engine.live(branches):
-        advance_counting(engine, branches, tokens, generator)
+    """Play all `branches` to their end (`EpisodeEngine.play`), adding each one's sampled tokens to
+    `tokens[branch.group_id]`."""
+    before = [sampled_tokens(b) for b in branches]
+    engine.play(branches, generator)
+    for branch, count in zip(branches, before):
+        tokens[branch.group_id] += sampled_tokens(branch) - count
 
 
 def step_scores(scorer: StepScorer, branches: Sequence[Branch]) -> list[list[float]]:

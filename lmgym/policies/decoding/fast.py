@@ -64,7 +64,14 @@ from lmgym.policies.decoding.shared_prefix import (
     plan_groups,
     round_groups,
 )
-from lmgym.policies.decoding.step import _NO_PROMPT, LoopState, Outputs, Sampling, sample_and_record
+from lmgym.policies.decoding.step import (
+    _NO_PROMPT,
+    LoopState,
+    Outputs,
+    Sampling,
+    continue_and_record,
+    sample_and_record,
+)
 from lmgym.policies.decoding.stop_tokens import StopTokens
 from lmgym.policies.decoding.weights import DecodeWeights
 from lmgym.policies.padded_passes import variable_length_attention
@@ -164,6 +171,8 @@ class FastDecoder:
         self.compile_layers = self.device.type == "cuda" if compile_layers is None else compile_layers
         self.weights: DecodeWeights | None = None
         self.share_prefill = share_prefill
+        # continuous play (continuous.py): the host settles a sync's actions while the next steps decode (on CUDA)
+        self.overlap_host = self.device.type == "cuda"
         # counters for benchmarks: prompt tokens prefilled, prompt tokens copied from a shared row instead, decode
         # graphs captured, buckets made
         self.stats = {"prefill_tokens": 0, "prefill_tokens_shared": 0, "graph_captures": 0, "buckets_made": 0}
@@ -272,7 +281,7 @@ class FastDecoder:
         sampling and bookkeeping (what a bucket's graph captures)."""
         with self._autocast():
             logits = self._decode_step(buf)
-        sample_and_record(buf, logits, sampling)
+        (continue_and_record if sampling.continuous else sample_and_record)(buf, logits, sampling)
 
     # ------------------------------------------------------------------ buckets and graphs
     def _bucket(self, batch: int, length: int, keep=None) -> _Buffers:
@@ -522,20 +531,22 @@ class FastDecoder:
         buf.valid[:, :R] = valid
         return torch.cat(logits), positions.gather(1, last[:, None]).squeeze(1)
 
-    def _shrink(self, buf, outputs: Outputs, n: int, live_count: int, pad_id: int):
+    def _shrink(self, buf, outputs: Outputs | None, n: int, live_count: int, pad_id: int):
         """`buf`, or the live rows moved into a smaller bucket once at most half of its rows (groups, in a grouped
-        bucket) are live."""
+        bucket) are live (the finished rows it drops go to `outputs`, when given)."""
         if isinstance(buf, GroupedBuffers):
             live_groups = (~buf.done).view(buf.groups, buf.members).any(-1).nonzero().squeeze(-1)
             smaller = round_groups(len(live_groups))
             if smaller >= buf.groups:
                 return buf
-            outputs.take(buf, (buf.rows < n) & buf.done)  # finished rows (those of dropped groups among them)
+            if outputs is not None:  # finished rows (those of dropped groups among them)
+                outputs.take(buf, (buf.rows < n) & buf.done)
             return self._compact_groups(buf, live_groups, smaller, pad_id)
         smaller = _round_batch(live_count)
         if smaller >= len(buf.rows):
             return buf
-        outputs.take(buf, (buf.rows < n) & buf.done)  # the rows compaction drops
+        if outputs is not None:
+            outputs.take(buf, (buf.rows < n) & buf.done)  # the rows compaction drops
         return self._compact(buf, smaller, buf.valid.shape[1], live_count, pad_id)
 
     def _compact_groups(self, buf: GroupedBuffers, live_groups: torch.Tensor, groups: int,
@@ -639,9 +650,11 @@ class FastDecoder:
             buf.done[index] = True
             buf.tokens[index] = pad_id  # its next input, as for a row that sampled EOS
 
-    def _compact(self, buf: _Buffers, batch: int, length: int, live_count: int, pad_id: int) -> _Buffers:
-        """Move the live rows into the smaller bucket (padded with duplicates of the first, finished at once)."""
-        keep = (~buf.done).nonzero().squeeze(-1)
+    def _compact(self, buf: _Buffers, batch: int, length: int, live_count: int, pad_id: int,
+                 keep: torch.Tensor | None = None) -> _Buffers:
+        """Move the live rows (or the rows `keep`) into the smaller bucket (padded with duplicates of the first,
+        finished at once)."""
+        keep = (~buf.done).nonzero().squeeze(-1) if keep is None else keep
         keep = torch.cat([keep, keep[:1].repeat(batch - keep.numel())])
         small = self._bucket(batch, length, keep=buf)
         for src, dst in zip(buf.keys + buf.values, small.keys + small.values):

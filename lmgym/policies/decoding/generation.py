@@ -226,6 +226,12 @@ class StopChecker:
         self.lookbacks = [1 + max((len(s) for s in row), default=0) for row in self.stops]
         self.any = any(self.stops)
 
+    def set_row(self, row: int, stops: list[str] | None) -> None:
+        """Row `row`'s stop strings from now on (a continued episode's next action may have others)."""
+        self.stops[row] = [s for s in (stops or []) if s]
+        self.lookbacks[row] = 1 + max((len(s) for s in self.stops[row]), default=0)
+        self.any = self.any or bool(self.stops[row])
+
     def hit(self, row: int, completion: list[int]) -> bool:
         """Whether row `row`'s completion ends within a stop string's reach of one of its stop strings."""
         stops = self.stops[row]

@@ -16,14 +16,16 @@ import torch
 from lmgym.policies.decoding.generation import RowKeys, sample_step
 
 _NO_PROMPT = torch.iinfo(torch.long).max  # `rows` of duplicate filler rows
+FORCED_TOKENS = 16  # injected tokens a row of continuous play feeds in the call at most (longer: a new call)
 
 
 class Sampling:
     """The sampling settings of one `generate` call, with the eos ids on the device."""
 
     def __init__(self, temperature: float, top_p: float, generator: torch.Generator | RowKeys | None,
-                 eos_ids: list[int], pad_id: int, device: torch.device):
+                 eos_ids: list[int], pad_id: int, device: torch.device, continuous: bool = False):
         self.temperature, self.top_p, self.generator, self.pad_id = temperature, top_p, generator, pad_id
+        self.continuous = continuous  # episodes played on in the call (policies/decoding/continuous.py)
         self.keyed = isinstance(generator, RowKeys)
         self.eos = torch.tensor(eos_ids, device=device)
         if temperature <= 0:  # greedy: no noise
@@ -33,7 +35,7 @@ class Sampling:
         else:  # the graph advances the generator it was captured with (the default one for None)
             noise = generator
         self.key = (temperature if temperature > 0 else 0.0, top_p if temperature > 0 else 1.0, noise,
-                    tuple(eos_ids), pad_id)
+                    tuple(eos_ids), pad_id, continuous)
 
     @property
     def noise_generator(self) -> torch.Generator | None:
@@ -45,7 +47,7 @@ class LoopState:
     """The decode loop's tensors for one bucket of `batch` rows and `length` KV columns."""
 
     _PER_ROW = ("valid", "tokens", "positions", "out_tokens", "out_logp", "lengths", "done", "reason_eos",
-                "rows", "row_keys")
+                "rows", "row_keys", "count", "sample_column", "forced", "forced_at", "forced_end")
 
     def __init__(self, batch: int, length: int, device: torch.device):
         long = {"dtype": torch.long, "device": device}
@@ -61,6 +63,15 @@ class LoopState:
         self.reason_eos = torch.zeros(batch, dtype=torch.bool, device=device)
         self.rows = torch.zeros(batch, **long)  # the prompt each row samples for (>= the prompt count: none)
         self.row_keys = torch.zeros(batch, **long)  # with RowKeys: that prompt's key
+        # continuous play only (policies/decoding/continuous.py): tokens of the row's current action so far, the
+        # input column each of them was sampled at, the injected tokens to feed before its next action samples,
+        # the next of them and their end; the most tokens an action samples
+        self.count = torch.zeros(batch, **long)
+        self.sample_column = torch.zeros((batch, length), **long)
+        self.forced = torch.zeros((batch, FORCED_TOKENS), **long)
+        self.forced_at = torch.zeros(batch, **long)
+        self.forced_end = torch.zeros(batch, **long)
+        self.action_cap = torch.zeros(1, **long)
 
     def start(self, count: int, positions: torch.Tensor, column: int, max_new_tokens: int,
               generator: torch.Generator | RowKeys | None) -> None:
@@ -85,13 +96,14 @@ class LoopState:
             torch.index_select(getattr(source, name), 0, keep, out=getattr(self, name))
         self.step.copy_(source.step)
         self.column.copy_(source.column)
+        self.action_cap.copy_(source.action_cap)
         self.rows[live_count:] = _NO_PROMPT
         self.done[live_count:] = True
         self.tokens[live_count:] = pad_id
 
     def snapshot(self) -> dict[str, torch.Tensor]:
         """Copies of every tensor, for `restore` (warming up a step before its capture changes the state)."""
-        return {name: getattr(self, name).clone() for name in (*self._PER_ROW, "column", "step")}
+        return {name: getattr(self, name).clone() for name in (*self._PER_ROW, "column", "step", "action_cap")}
 
     def restore(self, saved: dict[str, torch.Tensor]) -> None:
         for name, value in saved.items():
@@ -113,6 +125,36 @@ def sample_and_record(state: LoopState, logits: torch.Tensor, sampling: Sampling
     state.reason_eos.logical_or_(hit_eos)
     state.done.logical_or_(hit_eos)
     state.tokens.copy_(torch.where(state.done, sampling.pad_id, tokens))
+    state.positions.add_(1)
+    state.column.add_(1)
+    state.valid.index_fill_(1, state.column, True)
+    state.step.add_(1)
+
+
+@torch.no_grad()
+def continue_and_record(state: LoopState, logits: torch.Tensor, sampling: Sampling) -> None:
+    """`sample_and_record` for continuous play (policies/decoding/continuous.py), where a row plays action after
+    action: a row with injected tokens left to feed takes the next one as its input and discards its sample;
+    otherwise it samples token number `count` of its action (keyed by that index), recorded at that index with the
+    column it was sampled at, and pauses (done) at EOS or at `action_cap` tokens until the host sets it going."""
+    tokens, logp = sample_step(logits, sampling.temperature, sampling.top_p, sampling.noise_generator,
+                               state.row_keys if sampling.keyed else None, state.count)
+    forcing = state.forced_at < state.forced_end
+    take = ~state.done & ~forcing
+    index = state.count.clamp(max=state.out_tokens.shape[1] - 1)[:, None]
+    state.out_tokens.scatter_(1, index, torch.where(take, tokens, state.out_tokens.gather(1, index)[:, 0])[:, None])
+    state.out_logp.scatter_(1, index, torch.where(take, logp, state.out_logp.gather(1, index)[:, 0])[:, None])
+    state.sample_column.scatter_(1, index, torch.where(take, state.column, state.sample_column.gather(1, index)[:, 0])
+                                 [:, None])
+    count = state.count + take.long()
+    hit_eos = take & (tokens[:, None] == sampling.eos).any(-1)
+    state.lengths.copy_(torch.where(hit_eos, count, state.lengths))
+    state.reason_eos.logical_or_(hit_eos)
+    state.done.logical_or_(hit_eos | (take & (count >= state.action_cap)))
+    state.count.copy_(count)
+    fed = state.forced.gather(1, state.forced_at.clamp(max=FORCED_TOKENS - 1)[:, None])[:, 0]
+    state.forced_at.add_(forcing.long())
+    state.tokens.copy_(torch.where(forcing, fed, torch.where(state.done, sampling.pad_id, tokens)))
     state.positions.add_(1)
     state.column.add_(1)
     state.valid.index_fill_(1, state.column, True)

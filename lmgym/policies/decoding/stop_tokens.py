@@ -61,14 +61,18 @@ class StopTokens:
 
     def __init__(self, tokenizer, stops: set[str], device: torch.device):
         stops = {s for s in stops if s}
+        self.stops = frozenset(stops)
         self.everything = not all(filterable(s) for s in stops)
         if self.everything:
             self.mask = torch.ones(len(tokenizer), dtype=torch.bool, device=device)
             return
         self.mask = _mask(tokenizer, frozenset(s[-1] for s in stops), device)
 
-    def positions(self, tokens: torch.Tensor) -> list[tuple[int, int]]:
-        """(row, column) of every marked token in `tokens` [rows, columns], row-major (one host sync)."""
+    def positions(self, tokens: torch.Tensor, within: torch.Tensor | None = None) -> list[tuple[int, int]]:
+        """(row, column) of every marked token in `tokens` [rows, columns] (where `within` is True, when given),
+        row-major (one host sync)."""
         size = len(self.mask)  # ids past the tokenizer's vocabulary (a padded head) are always checked
         marked = torch.where(tokens < size, self.mask[tokens.clamp(0, size - 1)], True)
+        if within is not None:
+            marked &= within
         return [tuple(p) for p in marked.nonzero().tolist()]

@@ -28,21 +28,19 @@ class PlayedBranch:
 def play_to_end(engine: EpisodeEngine, played: list[PlayedBranch], generator: torch.Generator | None = None,
                 sample_key: int | None = None,
                 after_step: Callable[[PlayedBranch], None] | None = None) -> int:
-    """Advance every live branch to its end, one batched advance per round, recording each step's text;
-    `after_step(p)` runs after each step of each branch. Returns the rounds (engine.advance calls that
-    advanced something)."""
-    rounds = 0
-    while True:
-        before = {id(p.branch): len(p.branch.text) for p in played}
-        advanced = {id(b) for b in engine.advance([p.branch for p in played], generator, sample_key)}
-        if not advanced:
-            return rounds
-        rounds += 1
-        for p in played:
-            if id(p.branch) in advanced:
-                p.steps.append(p.branch.text[before[id(p.branch)]:])
-                if after_step is not None:
-                    after_step(p)
+    """Play every live branch to its end (`EpisodeEngine.play`: continuously where the policy can), recording
+    each step's text; `after_step(p)` runs after each step of each branch. Returns the sampling rounds."""
+    by_branch = {id(p.branch): p for p in played}
+    seen = {id(p.branch): len(p.branch.text) for p in played}
+
+    def record(branch: Branch) -> None:
+        p = by_branch[id(branch)]
+        p.steps.append(branch.text[seen[id(branch)]:])
+        seen[id(branch)] = len(branch.text)
+        if after_step is not None:
+            after_step(p)
+
+    return engine.play([p.branch for p in played], generator, sample_key, after_step=record)
 
 
 def ended_right(branch: Branch) -> bool:

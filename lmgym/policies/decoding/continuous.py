@@ -1,0 +1,304 @@
+"""Continuous play: episodes go on inside one fast-decoder call, action after action, with no round barrier.
+
+`FastDecoder.generate` samples one action per row and returns; an engine round then waits for its slowest
+row, steps the env, and the next call prefills every context again. `play` keeps each row in the decoder
+instead. At every host sync (`sync_every` steps) the rows whose action ended (a stop string, EOS or the
+per-action cap) are handed to `on_actions` together; it steps the env for them and answers, for each, a
+`Continuation` or None. A continued row goes on in place: its tokens sampled past the action's end are
+dropped (their key/value columns are masked out), the action's last token is fed again at the next column,
+then the env's injected tokens (at most FORCED_TOKENS, fed one per step: their samples are discarded), and
+it samples its next action, keyed by the continuation's key and the token's index in the action, as a new
+call would. The other rows never wait for it. A row whose episode ended, whose injected text is longer, or
+for which the bucket has no columns left for a whole action leaves the call (the engine plays it on in the
+next). Rows that left are compacted away as in `generate`.
+
+So each token is sampled from the same context, with the same key, as the round-by-round path samples it:
+tests compare the two token for token.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch.profiler import record_function
+
+from lmgym.policies.decoding.fast import _round_batch
+from lmgym.policies.decoding.generation import Generation, RowKeys, StopChecker, StopLists, _eos_ids, stop_lists
+from lmgym.policies.decoding.shared_prefix import GroupedBuffers, round_groups
+from lmgym.policies.decoding.step import _NO_PROMPT, FORCED_TOKENS, Sampling, continue_and_record
+from lmgym.policies.decoding.stop_tokens import StopTokens
+from lmgym.policies.prompting import pad_id as padding_id
+
+
+@dataclass(frozen=True)
+class Continuation:
+    """How a row's episode goes on after the action the env just stepped: the tokens the env wrote after it
+    (fed, never sampled), the next action's stop strings and its RowKeys key (None without keyed noise)."""
+
+    injected: list[int]
+    stop: list[str] | None
+    key: int | None = None
+
+
+# the ended actions of one host sync: (prompt index, its action) -> for each, a Continuation or None (it leaves)
+OnActions = Callable[[list[tuple[int, Generation]]], list[Continuation | None]]
+
+
+@torch.no_grad()
+def play(decoder, tokenizer, prompts: list[list[int]], max_new_tokens: int, columns: int, temperature: float,
+         top_p: float, stop: StopLists, generator: torch.Generator | RowKeys | None, on_actions: OnActions) -> None:
+    """Play the episodes of `prompts` (one row each) on `decoder` (a FastDecoder), each action at most
+    `max_new_tokens`, each row within `columns` key/value columns past its prompt (then it leaves at its next
+    action's start); see the module docstring."""
+    columns = max(columns, max_new_tokens + 2 * decoder.sync_every + 2)
+    rows = min(decoder.max_batch, decoder._rows_that_fit(max(map(len, prompts)) + columns))
+    stops = stop_lists(stop, len(prompts))
+    order = sorted(range(len(prompts)), key=prompts.__getitem__)  # a prompt's rows together, as in generate
+    for first in range(0, len(order), rows):
+        part = order[first:first + rows]
+        noise = RowKeys([generator.keys[i] for i in part]) if isinstance(generator, RowKeys) else generator
+
+        def answer(ended, part=part):
+            return on_actions([(part[i], generation) for i, generation in ended])
+
+        _Play(decoder, tokenizer, [prompts[i] for i in part], max_new_tokens, columns, temperature, top_p,
+              [stops[i] for i in part], noise, answer).run()
+
+
+class _Play:
+    """One chunk of `play`: the bucket, the host's view of each bucket row, and the loop.
+
+    With `overlap` (CUDA), a sync copies what the host needs (each row's action so far, its count and flags) and
+    launches the next steps before the host reads it, so the GPU decodes while the host steps the env; the rows
+    that ended then wait one more sync, and their new actions are set up behind the steps in flight."""
+
+    def __init__(self, decoder, tokenizer, prompts, max_new_tokens, columns, temperature, top_p, stops, generator,
+                 on_actions: OnActions):
+        self.decoder, self.tokenizer, self.prompts, self.on_actions = decoder, tokenizer, prompts, on_actions
+        self.max_new_tokens = max_new_tokens
+        self.overlap = decoder.overlap_host
+        decoder._refresh_weights()
+        decoder._forget_moved_weights()
+        self.pad_id = padding_id(tokenizer)
+        self.sampling = Sampling(temperature, top_p, generator, _eos_ids(tokenizer, decoder.model), self.pad_id,
+                                 decoder.device, continuous=True)
+        self.stopper = StopChecker(tokenizer, stops, len(prompts))
+        self.marks: StopTokens | None = None
+        self.context = [len(p) for p in prompts]  # tokens before each row's current action
+        self.checked = [0] * len(prompts)  # tokens of its current action checked for stop strings
+        self.buf = self._start(columns, generator)
+        self.column = int(self.buf.column)  # the next step's input column (the host's count)
+        self.length = self.buf.valid.shape[1]
+        self.row_prompt: list[int | None] = [i if i < len(prompts) else None for i in self.buf.rows.tolist()]
+
+    def _start(self, columns: int, generator):
+        d, n = self.decoder, len(self.prompts)
+        key, groups = d.bucket_key(self.prompts, columns)
+        if key[0] == "grouped":
+            buf, logits = d._start_grouped(self.prompts, groups, key[1:], columns, generator, self.pad_id)
+        else:
+            P = max(map(len, self.prompts))
+            buf = d._bucket(*key)
+            logits, last = d._prefill(list(self.prompts) + [[self.pad_id]] * (len(buf.rows) - n), P, buf,
+                                      self.pad_id)
+            buf.start(n, last, P - 1, columns, generator)
+        buf.count.zero_()
+        buf.forced_at.zero_()
+        buf.forced_end.zero_()
+        buf.action_cap.fill_(self.max_new_tokens)
+        continue_and_record(buf, logits, self.sampling)  # token 0 of every row's first action
+        return buf
+
+    def run(self) -> None:
+        self._launch()
+        while True:
+            snapshot = self._snapshot()
+            launched = self._launch() if self.overlap else 0
+            with record_function("lmgym.continue"):
+                snapshot.wait()
+                self._settle(snapshot)
+            if not any(p is not None for p in self.row_prompt):
+                return
+            if not self.overlap:
+                launched = self._launch()
+            if launched == 0:  # no column left: the rows still playing go on in the next call
+                self._leave([r for r, p in enumerate(self.row_prompt) if p is not None])
+                return
+            self._shrink()
+
+    def _launch(self) -> int:
+        """Up to `sync_every` decode steps, as many as the bucket has columns for; returns how many."""
+        steps = max(0, min(self.decoder.sync_every, self.length - 1 - self.column))
+        for _ in range(steps):
+            with record_function("lmgym.decode"):
+                self.decoder._step(self.buf, self.sampling)
+        self.column += steps
+        return steps
+
+    def _snapshot(self) -> _Snapshot:
+        """Copies, to the host, of what a sync reads (asynchronous on CUDA: `wait()` before reading)."""
+        buf, width = self.buf, self.max_new_tokens
+        parts = [buf.count, buf.done, buf.reason_eos, buf.out_tokens[:, :width], buf.out_logp[:, :width]]
+        if buf.count.device.type != "cuda":
+            return _Snapshot(*(t.clone() for t in parts), None)
+        copies = [t.to("cpu", non_blocking=True) for t in parts]
+        event = torch.cuda.Event()
+        event.record()
+        return _Snapshot(*copies, event)
+
+    # ------------------------------------------------------------------ the host's part of a sync
+    def _settle(self, snap: _Snapshot) -> None:
+        """Find the rows whose action ended by the snapshot, hand them to `on_actions`, and set each going on
+        its next action or retire it."""
+        active = [r for r, p in enumerate(self.row_prompt) if p is not None]
+        if not active:
+            return
+        count, done, eos = snap.count.tolist(), snap.done.tolist(), snap.reason_eos.tolist()
+        ends = self._stop_ends(snap, active, count)
+        ended: list[tuple[int, int, int, str]] = []  # (bucket row, prompt, tokens in the action, finish reason)
+        for row in active:
+            p = self.row_prompt[row]
+            if row in ends:
+                ended.append((row, p, ends[row], "stop"))
+            elif done[row]:
+                ended.append((row, p, count[row], "eos" if eos[row] else "length"))
+            else:
+                self.checked[p] = count[row]
+        if not ended:
+            return
+        rows = torch.tensor([row for row, *_ in ended])
+        tokens, logps = snap.tokens[rows].tolist(), snap.logps[rows].tolist()
+        actions = []
+        for (_, p, e, reason), toks, lps in zip(ended, tokens, logps):
+            text = self.tokenizer.decode(toks[:e], skip_special_tokens=True)
+            actions.append((p, Generation(self.prompts[p], toks[:e], lps[:e], text, reason)))
+        continuations = self.on_actions(actions)
+        self._continue_or_leave(ended, tokens, continuations)
+
+    def _stop_ends(self, snap: _Snapshot, active: list[int], count: list[int]) -> dict[int, int]:
+        """bucket row -> tokens of its action up to and including the first stop-string completion among its
+        tokens not checked before."""
+        if not self.stopper.any:
+            return {}
+        stops = {s for r in active for s in self.stopper.stops[self.row_prompt[r]]}
+        known = self.marks.stops if self.marks is not None else frozenset()
+        if self.marks is None or not stops <= known:
+            self.marks = StopTokens(self.tokenizer, stops | known, torch.device("cpu"))
+        width = max((count[r] for r in active), default=0)
+        if width == 0:
+            return {}
+        index = torch.tensor(active)
+        window = snap.tokens[index, :width]
+        column = torch.arange(width)
+        checked = torch.tensor([self.checked[self.row_prompt[r]] for r in active])
+        inside = (column >= checked[:, None]) & (column < snap.count[index][:, None])
+        candidates: dict[int, list[int]] = {}
+        for j, c in self.marks.positions(window, inside):
+            candidates.setdefault(active[j], []).append(c + 1)
+        ends = {}
+        for row, marked in candidates.items():
+            toks = snap.tokens[row, :max(marked)].tolist()
+            for end in marked:
+                if self.stopper.hit(self.row_prompt[row], toks[:end]):
+                    ends[row] = end
+                    break
+        return ends
+
+    def _continue_or_leave(self, ended, tokens, continuations) -> None:
+        """Set each ended row going on its next action (see the module docstring), or retire it."""
+        buf, column = self.buf, self.column
+        need = self.max_new_tokens + 2 * self.decoder.sync_every + 2  # steps to its next action's end and its sync
+        go, leave = [], []
+        for (row, p, e, _), toks, cont in zip(ended, tokens, continuations):
+            if (cont is not None and len(cont.injected) <= FORCED_TOKENS
+                    and column + len(cont.injected) + need < self.length - 1):
+                go.append((row, p, e, toks[e - 1], cont))
+            else:
+                leave.append(row)
+        if leave:
+            self._leave(leave)
+        if not go:
+            return
+        device = buf.rows.device
+        index = torch.tensor([row for row, *_ in go], device=device)
+        last = torch.tensor([e - 1 for _, _, e, _, _ in go], device=device)
+        start = buf.sample_column[index, last] + 1  # where the action's last token went in (or would have)
+        stale = torch.arange(self.length, device=device)[None, :] >= start[:, None]
+        buf.valid[index] = buf.valid[index] & ~stale
+        buf.valid[index, column] = True  # the last token goes in again here
+        buf.tokens[index] = torch.tensor([t for _, _, _, t, _ in go], device=device)
+        buf.positions[index] = torch.tensor([self.context[p] + e - 1 for _, p, e, _, _ in go], device=device)
+        forced = torch.zeros((len(go), buf.forced.shape[1]), dtype=torch.long)
+        for j, (*_, cont) in enumerate(go):
+            forced[j, :len(cont.injected)] = torch.tensor(cont.injected, dtype=torch.long)
+        buf.forced[index] = forced.to(device)
+        buf.forced_at[index] = 0
+        buf.forced_end[index] = torch.tensor([len(cont.injected) for *_, cont in go], device=device)
+        buf.count[index] = 0
+        buf.done[index] = False
+        buf.reason_eos[index] = False
+        if self.sampling.keyed:
+            buf.row_keys[index] = torch.tensor([cont.key for *_, cont in go], device=device)
+        for _, p, e, _, cont in go:
+            self.context[p] += e + len(cont.injected)
+            self.checked[p] = 0
+            self.stopper.set_row(p, cont.stop)
+
+    def _leave(self, rows: list[int]) -> None:
+        """Retire bucket rows `rows`: finished, sampling for no prompt (compaction drops them)."""
+        index = torch.tensor(rows, device=self.buf.rows.device)
+        self.buf.rows[index] = _NO_PROMPT
+        self.buf.done[index] = True
+        self.buf.tokens[index] = self.pad_id
+        for row in rows:
+            self.row_prompt[row] = None
+
+    def _shrink(self) -> None:
+        """Move the rows still playing into a smaller bucket once they fill at most half of this one (as
+        `FastDecoder._shrink`, from the host's view of the rows: no sync)."""
+        d, buf = self.decoder, self.buf
+        playing = [r for r, p in enumerate(self.row_prompt) if p is not None]
+        device = buf.rows.device
+        if isinstance(buf, GroupedBuffers):
+            m = buf.members
+            groups = sorted({r // m for r in playing})
+            smaller = round_groups(len(groups))
+            if smaller >= buf.groups:
+                return
+            keep = groups + groups[:1] * (smaller - len(groups))
+            self.buf = d._compact_groups(buf, torch.tensor(groups, device=device), smaller, self.pad_id)
+            rows = [g * m + j for g in keep for j in range(m)]
+            self.row_prompt = [self.row_prompt[r] if k < len(groups) * m else None for k, r in enumerate(rows)]
+            return
+        smaller = _round_batch(len(playing))
+        if smaller >= len(buf.rows):
+            return
+        keep = playing + playing[:1] * (smaller - len(playing))
+        self.buf = d._compact(buf, smaller, self.length, len(playing), self.pad_id,
+                              keep=torch.tensor(keep, device=device))
+        self.row_prompt = [self.row_prompt[r] if k < len(playing) else None for k, r in enumerate(keep)]
+
+
+@dataclass
+class _Snapshot:
+    """What one sync reads of the bucket, on the host (`event`: when the asynchronous copies are done)."""
+
+    count: torch.Tensor
+    done: torch.Tensor
+    reason_eos: torch.Tensor
+    tokens: torch.Tensor
+    logps: torch.Tensor
+    event: object
+
+    def wait(self) -> None:
+        if self.event is not None:
+            self.event.synchronize()
+
+
+def play_columns(max_new_tokens: int, actions: int, sync_every: int) -> int:
+    """Key/value columns past the prompt that `actions` whole actions take at most, each with its feed-back
+    token, injected tokens and the steps to the next sync, on the length ladder of 64."""
+    per_action = max_new_tokens + FORCED_TOKENS + sync_every + 2
+    return int(math.ceil(per_action * max(actions, 1) / 64) * 64)

@@ -1,0 +1,166 @@
+"""Continuous play (policies/decoding/continuous.py): episodes go on inside one fast-decoder call, and every
+action is the one the round-by-round engine samples: the same tokens, log-probs, injected text and outcomes,
+greedy and keyed-sampled, with LoRA too, for stepwise envs, per-turn stop strings and injected turns short
+and long."""
+import copy
+
+import pytest
+
+from lmgym.envs import make
+from lmgym.episodes import DEFAULT_ROLE, EpisodeEngine, SamplingSettings
+from lmgym.policies import HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
+from lmgym.policies.decoding.step import FORCED_TOKENS
+
+
+class TurnEnv:
+    """A scripted multi-turn env: turn k stops at `stops[k]` and is followed by `injected[k]` (text, role)."""
+
+    is_multi_step = True
+
+    def __init__(self, stops, injected, header="", short_seeds=()):
+        self.stops, self.injected, self.max_steps, self.header = stops, injected, len(stops), header
+        self.short_seeds = short_seeds  # their episodes end after one turn
+
+    def reset(self, seed=None, options=None):
+        self.turns, self.seed = [], seed
+        return f"{self.header}Talk {seed}", {}
+
+    def get_state(self):
+        return {"turns": copy.deepcopy(self.turns), "seed": self.seed}
+
+    def set_state(self, state):
+        self.turns, self.seed = copy.deepcopy(state["turns"]), state["seed"]
+
+    @property
+    def stop_strings(self):
+        return self.stops[len(self.turns)]
+
+    @property
+    def current_role(self):
+        return DEFAULT_ROLE
+
+    def step(self, action):
+        self.turns.append(action)
+        text, role = self.injected[len(self.turns) - 1]
+        done = len(self.turns) == len(self.stops) or self.seed in self.short_seeds
+        return "", float(len(action)), done, False, {"injected_text": text, "injected_role": role}
+
+
+def policies(lora=False, seed=3, overlap=False):
+    tok = build_tiny_tokenizer()
+    model = build_tiny_model(tok, seed=seed)
+    settings = LoraSettings(r=4, alpha=8) if lora else None
+    fast = HFPolicy(model, tok, device="cpu", fast_decode=True, lora=settings)
+    if lora:  # a trained adapter: B is zero at initialisation
+        for name, p in fast.model.named_parameters():
+            if "lora_B" in name:
+                p.data.normal_(0, 0.3)
+    fast.fast_decoder.sync_every = 4
+    fast.fast_decoder.overlap_host = overlap  # as on CUDA: the next steps run before the host settles a sync
+    return fast
+
+
+def played(env, policy, settings, continuous, starts, group, **noise):
+    engine = EpisodeEngine(env, policy, settings)
+    branches = engine.start(starts, group)
+    if continuous:
+        steps = []
+        rounds = engine.play(branches, after_step=lambda b: steps.append(b.steps), **noise)
+        return branches, rounds, steps
+    rounds = 0
+    while engine.live(branches):
+        engine.advance(branches, **noise)
+        rounds += 1
+    return branches, rounds, None
+
+
+def assert_same(a, b):
+    for x, y in zip(a, b):
+        assert x.ids == y.ids
+        assert x.mask == y.mask and x.roles == y.roles and x.step_ends == y.step_ends
+        assert x.text == y.text and x.done == y.done and x.truncated == y.truncated
+        assert x.step_rewards == y.step_rewards
+        assert max((abs(p - q) for p, q in zip(x.logprobs, y.logprobs)), default=0.0) < 1e-4
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+@pytest.mark.parametrize("noise", ["greedy", "keyed"])
+def test_stepwise_episodes_play_on_in_one_call_as_round_by_round(noise, overlap):
+    policy = policies(overlap=overlap)
+    env = make("Arithmetic-v0", mode="stepwise", max_steps=4, level=2)
+    settings = SamplingSettings(max_new_tokens=12, temperature=0.0 if noise == "greedy" else 1.0)
+    kwargs = {} if noise == "greedy" else {"sample_key": 11}
+    starts = [{"options": {"index": i}} for i in range(3)]
+    a, calls, steps = played(env, policy, settings, True, starts, 4, **kwargs)
+    b, rounds, _ = played(env, policy, settings, False, starts, 4, **kwargs)
+    assert_same(a, b)
+    assert rounds >= 3 and calls < rounds  # whole episodes went on inside a call
+    assert sum(len(x.step_ends) for x in a) == len(steps)  # after_step heard of every action
+    if noise == "keyed":  # an action cut at its length limit is followed by a line break: a fed token
+        assert any(x.actions[k].injected_text == "\n" for x in a for k in range(len(x.actions) - 1))
+
+
+@pytest.mark.parametrize("lora,overlap", [(False, False), (True, True)])
+def test_short_and_long_injected_turns_and_per_turn_stops(lora, overlap):
+    """A short raw injection and a chat turn are fed in the call; a turn longer than FORCED_TOKENS makes its row
+    leave for the next call. Each turn's own stop strings cut it."""
+    policy = policies(lora=lora, seed=4, overlap=overlap)
+    long_text = "r" * (FORCED_TOKENS + 5)
+    env = TurnEnv(stops=[list("aeiou"), ["1", "2", "3"], list("xyz"), None, None],
+                  injected=[("=", None), ("42", "tool"), (long_text, None), ("ok", None), ("", None)])
+    settings = SamplingSettings(max_new_tokens=10, temperature=1.0)
+    starts = [{"seed": s} for s in range(3)]
+    a, calls, _ = played(env, policy, settings, True, starts, 3, sample_key=7)
+    b, rounds, _ = played(env, policy, settings, False, starts, 3, sample_key=7)
+    assert_same(a, b)
+    assert rounds == 5 and 2 <= calls < 5  # the long turn starts a new call
+    assert all(long_text in x.text for x in a)
+
+
+def test_rows_that_share_a_long_prompt_play_on_from_one_copy_of_it():
+    """A long shared prompt and 8 episodes a start: the call decodes grouped (shared_prefix.py), plays on, and
+    moves the groups still playing into a smaller bucket once half of them ended."""
+    policy = policies(seed=6, overlap=True)
+    env = TurnEnv(stops=[["\n"], ["\n"], None], injected=[("", None), ("ok", None), ("", None)],
+                  header="Solve the problem step by step, one step a line. " * 6, short_seeds=(0, 1, 2))
+    settings = SamplingSettings(max_new_tokens=8, temperature=1.0)
+    starts = [{"seed": s} for s in range(4)]
+    a, calls, _ = played(env, policy, settings, True, starts, 8, sample_key=9)
+    # 32 rows in 2 groups of 16 (the prompts share all but their last tokens), then the one still playing
+    assert {key[1] for key in policy.fast_decoder._buckets if key[0] == "grouped"} == {2, 1}
+    b, rounds, _ = played(env, policy, settings, False, starts, 8, sample_key=9)
+    assert_same(a, b)
+    assert calls == 1 and rounds == 3
+
+
+def test_a_call_with_no_room_for_another_action_hands_the_rest_to_the_next():
+    """With room for one action a call (PLAY_ACTIONS, and buckets that round lengths to 16 columns), episodes of
+    four actions take several calls and sample the same."""
+    import lmgym.episodes.engine as engine_module
+
+    policy = policies(seed=5)
+    policy.fast_decoder.length_bucket = 16
+    env = make("Arithmetic-v0", mode="stepwise", max_steps=4, level=3)
+    settings = SamplingSettings(max_new_tokens=16, temperature=1.0)
+    starts = [{"options": {"index": i}} for i in range(2)]
+    saved = engine_module.PLAY_ACTIONS
+    engine_module.PLAY_ACTIONS = 1
+    try:
+        a, calls, _ = played(env, policy, settings, True, starts, 4, sample_key=2)
+    finally:
+        engine_module.PLAY_ACTIONS = saved
+    b, rounds, _ = played(env, policy, settings, False, starts, 4, sample_key=2)
+    assert_same(a, b)
+    assert calls >= 2
+
+
+def test_without_the_fast_decoder_play_is_advance_until_done():
+    tok = build_tiny_tokenizer()
+    policy = HFPolicy(build_tiny_model(tok, seed=3), tok, device="cpu", fast_decode=False)
+    assert not policy.can_play
+    env = make("Arithmetic-v0", mode="stepwise", max_steps=3, level=2)
+    settings = SamplingSettings(max_new_tokens=8, temperature=1.0)
+    a, calls, steps = played(env, policy, settings, True, [{"options": {"index": 0}}], 3, sample_key=1)
+    b, rounds, _ = played(env, policy, settings, False, [{"options": {"index": 0}}], 3, sample_key=1)
+    assert_same(a, b)
+    assert calls == rounds and len(steps) == sum(len(x.step_ends) for x in a)
