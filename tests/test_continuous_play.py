@@ -164,3 +164,20 @@ def test_without_the_fast_decoder_play_is_advance_until_done():
     b, rounds, _ = played(env, policy, settings, False, [{"options": {"index": 0}}], 3, sample_key=1)
     assert_same(a, b)
     assert calls == rounds and len(steps) == sum(len(x.step_ends) for x in a)
+
+
+def test_after_a_call_where_no_episode_went_on_the_engine_plays_plain_rounds():
+    """Every turn the env writes is too long to feed: the first call plays one action each, and the engine then
+    plays plain rounds (a call in which nothing goes on is a round with more bookkeeping); the same tokens."""
+    policy = policies(seed=7)
+    long_text = "t" * (FORCED_TOKENS + 3)
+    env = TurnEnv(stops=[["\n"], ["\n"], ["\n"], None], injected=[(long_text, None)] * 3 + [("", None)])
+    settings = SamplingSettings(max_new_tokens=6, temperature=1.0)
+    calls = []
+    play = policy.play
+    policy.play = lambda *args, **kwargs: calls.append(1) or play(*args, **kwargs)
+    a, rounds_a, _ = played(env, policy, settings, True, [{"seed": 0}, {"seed": 1}], 2, sample_key=3)
+    policy.play = play
+    b, rounds_b, _ = played(env, policy, settings, False, [{"seed": 0}, {"seed": 1}], 2, sample_key=3)
+    assert_same(a, b)
+    assert len(calls) == 1 and rounds_a == rounds_b == 4

@@ -216,20 +216,23 @@ class EpisodeEngine:
         Where one policy that can play continuously (`Policy.play`: the fast decoder) acts for every branch, the
         episodes go on inside one decoding call: each action is stepped as soon as it ends, with the others that
         ended at the same host sync, and its branch samples on without waiting for the rest
-        (policies/decoding/continuous.py); a branch whose next turn does not fit that call goes on in the next.
+        (policies/decoding/continuous.py); a branch whose next turn does not fit that call goes on in the next,
+        and after a call in which no branch went on (every turn the env wrote was too long), plain rounds.
         Otherwise, and where every branch has one action left (a single-turn env), it is `advance` until no
         branch is live. Either way each action is sampled as `advance`
         samples it: with `sample_key`, the same tokens."""
-        rounds = 0
+        rounds, continuous = 0, True
         while live := self.live(branches):
-            policy = self._continuous_policy(live)
+            policy = self._continuous_policy(live) if continuous else None
             if policy is None or self.step_limit - min(b.steps for b in live) < 2:  # one action each: a plain call
                 self.advance(live, generator, sample_key, score)
                 for branch in live:
                     if after_step is not None:
                         after_step(branch)
             else:
-                self._play_continuously(policy, live, generator, sample_key, score, after_step)
+                # a call in which no action went on (every turn the env wrote was too long to feed, e.g. search
+                # results) was a plain round with more bookkeeping: plain rounds from here
+                continuous = self._play_continuously(policy, live, generator, sample_key, score, after_step) > 0
             rounds += 1
         return rounds
 
@@ -242,16 +245,19 @@ class EpisodeEngine:
         return policy if getattr(policy, "can_play", False) else None
 
     def _play_continuously(self, policy: Policy, live: list[Branch], generator, sample_key, score: bool,
-                           after_step) -> None:
+                           after_step) -> int:
         """One `Policy.play` call over `live`: each ended action is settled at once, and its branch goes on with the
-        env's injected tokens when it is still live and `policy` acts next."""
+        env's injected tokens when it is still live and `policy` acts next. Returns how many actions went on in the
+        call (a branch the decoder lets go is played on by the next call)."""
         s = self.settings
         noise = generator if sample_key is None else RowKeys(
             [row_key(sample_key, b.group_id, b.member, b.steps) for b in live])
         actions_left = min(self.step_limit - min(b.steps for b in live), PLAY_ACTIONS)
+        settled: list[int] = []  # the branch of every action settled in the call
 
         def on_actions(ended: list[tuple[int, Generation]]) -> list[Continuation | None]:
             branches = [live[i] for i, _ in ended]
+            settled.extend(i for i, _ in ended)
             before = [len(b.ids) + len(g.completion_ids) for b, (_, g) in zip(branches, ended)]
             self._settle(branches, {id(live[i]): (g, policy) for i, g in ended}, score)
             going: list[Continuation | None] = []
@@ -269,6 +275,7 @@ class EpisodeEngine:
         with record_function("lmgym.sample"):
             policy.play([b.prompt_ids + b.ids for b in live], s.max_new_tokens, actions_left, s.temperature, s.top_p,
                         [b.stop for b in live], noise, on_actions)
+        return len(settled) - len(set(settled))  # actions past each branch's first
 
     def _settle(self, live: list[Branch], actions: dict[int, tuple[Generation, Policy]], score: bool) -> None:
         """Step the env for each branch of `live` with its sampled action (all of their tool calls prepared at
