@@ -200,3 +200,25 @@ def test_single_mode_has_no_stop_strings_and_injects_nothing():
     assert env.stop_strings is None
     info = env.step("no")[4]
     assert (info["injected_text"], info["injected_role"], info["correct"]) == ("", None, True)
+
+
+def test_each_env_class_is_watched_for_its_first_steps_only(monkeypatch):
+    """The undeclared-change watch costs as much as a plain step: it runs on a class's first WATCHED_STEPS steps."""
+    from lmgym.envs import episode_state
+
+    class LateLeakyEnv(LeakyEnv):
+        pass
+
+    monkeypatch.setattr(episode_state, "WATCHED_STEPS", 3)  # (a fourth watched step would warn: see the first test)
+    env = LateLeakyEnv(mode="stepwise", max_steps=50)
+    env.reset(seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(3):
+            env.step("a")
+    # forget that this class warned: what a fourth step leaks would warn again if it were watched
+    episode_state._WARNED.difference_update({k for k in episode_state._WARNED if k[0].endswith("LateLeakyEnv")})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        env.step("b")
+    assert episode_state._WATCHED[LateLeakyEnv] == 3

@@ -246,9 +246,10 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
         if not self.reward_fns:
             raise NoRewardError(f"{type(self).__name__} has no reward functions: pass reward_fns={{name: "
                                 f"fn(completion, gold, info) -> float}} or set the class's default_reward_fns")
-        marks = episode_state.attribute_marks(self)
+        marks = episode_state.attribute_marks(self) if episode_state.watching(type(self)) else None
         result = self._take(action)
-        episode_state.warn_undeclared_changes(self, marks)
+        if marks is not None:
+            episode_state.warn_undeclared_changes(self, marks)
         return result
 
     def render(self) -> str:

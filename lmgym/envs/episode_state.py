@@ -10,8 +10,10 @@ into an env of the same class and mode.
 An attribute that ``step`` changes but that is not declared would be shared by every branch restored
 from a state. ``attribute_marks`` / ``warn_undeclared_changes`` catch the common cases cheaply (an
 attribute created or rebound by ``step``, or a list/dict/set whose length it changed) and warn once per
-class and attribute; a container mutated in place at the same length goes unnoticed. Attributes shared
-by all branches on purpose (a cache, a counter of all calls) are listed in ``shared_attributes``.
+class and attribute; a container mutated in place at the same length goes unnoticed. The watch runs on each
+class's first WATCHED_STEPS steps in a process (``watching``): it costs as much as a plain env's step, and a
+step that leaks state does so from the first episodes on. Attributes shared by all branches on purpose (a cache,
+a counter of all calls) are listed in ``shared_attributes``.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from lmgym.core.state_copy import deep_copy
 
 CLASS_KEY, MODE_KEY = "env_class", "mode"
 _WARNED: set[tuple[str, str]] = set()
+WATCHED_STEPS = 512  # steps of each env class watched for undeclared changes, per process
+_WATCHED: dict[type, int] = {}
 
 
 def class_name(cls: type) -> str:
@@ -97,6 +101,16 @@ def _unwatched(cls: type) -> frozenset[str]:
     """The attributes of ``cls`` that steps may change: declared episode attributes and shared ones."""
     shared = {name for klass in cls.__mro__ for name in klass.__dict__.get("shared_attributes", ())}
     return frozenset(episode_defaults(cls)) | shared
+
+
+def watching(cls: type) -> bool:
+    """Whether this step of an env of ``cls`` is watched for undeclared changes (its class's first
+    WATCHED_STEPS in this process); counts the step."""
+    seen = _WATCHED.get(cls, 0)
+    if seen >= WATCHED_STEPS:
+        return False
+    _WATCHED[cls] = seen + 1
+    return True
 
 
 def attribute_marks(env: Any) -> dict[str, tuple[int, int]]:
