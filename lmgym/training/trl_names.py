@@ -10,8 +10,14 @@ optimizer step over all processes) to G x micro_batch_size x processes (`WORLD_S
 it), `num_iterations` (TRL's mu, passes over each generation batch) is `update_epochs` and
 `max_completion_length` is `max_new_tokens` (this toolkit once used those two names for the number of
 training rounds, now `train_iterations`, and the "constant" loss normaliser, now `loss_length_normalizer`;
-TRL's meaning is the one kept). A TRL name that means something else here is refused with one line naming
-ours. This toolkit's own removed fields (REMOVED, e.g. max_episode_steps) are refused the same way.
+TRL's meaning is the one kept). Given TRL's batch names, prompts_per_iteration is TRL's generation batch,
+per_device_train_batch_size x gradient_accumulation_steps x processes / num_generations (`GenerationBatch`,
+refused in one line when it does not divide), unless the same or a later layer sets prompts_per_iteration.
+TRL's step-counted names (max_steps, eval_steps, save_steps) are divided by an iteration's optimizer steps
+(num_iterations makes that many). reward_weights, max_prompt_length, mask_truncated_completions,
+log_completions and report_to are fields of the same name (SAME_NAME). A TRL name that means something else
+here is refused with one line naming ours. This toolkit's own removed fields (REMOVED, e.g.
+max_episode_steps) are refused the same way.
 The "Coming from TRL" table (scripts/config_reference.py) is generated from these tables.
 
 This module sits under training/config.py (which imports it), and imports only core.
