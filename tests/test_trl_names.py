@@ -38,7 +38,8 @@ TRL_VALUES = {"num_generations": 4, "beta": 0.1, "epsilon": 0.3, "epsilon_high":
 OURS = {"samples_per_prompt": 4, "kl_coeff": 0.1, "clip_low": 0.3, "clip_high": 0.28, "loss_aggregation": "constant",
         "scale_by_std": False, "train_iterations": 7, "eval_every": 2, "save_every": 3, "warmup_iterations": 5,
         "keep_checkpoints": 4, "progress": False, "update_epochs": 1, "max_new_tokens": 48, "micro_batch_size": 8,
-        "minibatch_size": 64}  # 8 x 8 on one process: the whole batch, one optimizer step
+        "minibatch_size": 64, "prompts_per_iteration": 16}  # 8 x 8 on one process: the whole batch (TRL's
+# generation batch, 64 completions of 4 a prompt), one optimizer step
 
 
 def test_every_same_meaning_alias_is_exercised():
@@ -104,7 +105,7 @@ def test_values_without_a_counterpart_are_refused(name, value, fragment):
 
 @pytest.mark.parametrize("name, ours", [
     ("adam_beta1", ["adam_betas"]),
-    ("report_to", ["wandb"]),
+    ("warmup_ratio", ["warmup_iterations"]),
 ])
 def test_names_meaning_something_else_are_refused_naming_ours(name, ours, tmp_path):
     path = tmp_path / "c.yaml"
@@ -121,7 +122,9 @@ def test_trls_batch_names_map_to_their_exact_equivalents(tmp_path, monkeypatch):
     TRL's meaning, in Python, YAML and flags."""
     trl = {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 2, "num_iterations": 3,
            "max_completion_length": 96}
-    ours = {"micro_batch_size": 4, "minibatch_size": 8, "update_epochs": 3, "max_new_tokens": 96}
+    # TRL's generation batch: 4 x 2 completions, GRPOConfig's 8 samples a prompt: one prompt an iteration
+    ours = {"micro_batch_size": 4, "minibatch_size": 8, "update_epochs": 3, "max_new_tokens": 96,
+            "prompts_per_iteration": 1}
     path = tmp_path / "trl.yaml"
     path.write_text("".join(f"{k}: {v}\n" for k, v in trl.items()))
     assert GRPOConfig.from_trl(**trl) == load_config(GRPOConfig, path) == GRPOConfig(**ours)
@@ -184,7 +187,9 @@ def test_step_counted_names_only_when_an_iteration_is_one_optimizer_step(tmp_pat
     assert GRPOConfig.from_trl(max_steps=5).train_iterations == 5  # defaults: one epoch, the whole batch per step
     message = one_line(GRPOConfig.from_trl, max_steps=5, update_epochs=2)
     assert message == ("GRPOConfig: TRL's max_steps counts optimizer steps, but here an iteration makes 2 "
-                       "(update_epochs x minibatches); set train_iterations, counted in iterations")
+                       "(update_epochs x minibatches), which does not divide 5; set train_iterations, counted in "
+                       "iterations")
+    assert GRPOConfig.from_trl(max_steps=6, update_epochs=2).train_iterations == 3  # 2 steps an iteration
     # PPOConfig's defaults: 4 epochs x 4 minibatches
     assert "makes 16 (update_epochs x minibatches)" in one_line(PPOConfig.from_trl, save_steps=5)
     path = tmp_path / "steps.yaml"
@@ -218,7 +223,8 @@ def test_gradient_accumulation_uses_the_micro_batch_size_another_layer_sets(tmp_
     path = tmp_path / "c.yaml"
     path.write_text("per_device_train_batch_size: 2\n")
     assert flags(GRPOConfig, ["--config", str(path), "--gradient_accumulation_steps", "4"]).minibatch_size == 8
-    assert flags(GRPOConfig, ["--gradient_accumulation_steps", "4"], {"micro_batch_size": 1}).minibatch_size == 4
-    path.write_text("gradient_accumulation_steps: 4\n")
+    defaults = {"micro_batch_size": 1, "samples_per_prompt": 2}
+    assert flags(GRPOConfig, ["--gradient_accumulation_steps", "4"], defaults).minibatch_size == 4
+    path.write_text("gradient_accumulation_steps: 4\nnum_generations: 4\n")
     assert flags(GRPOConfig, ["--config", str(path), "--micro_batch_size", "3"]).minibatch_size == 12
     assert flags(GRPOConfig, ["--config", str(path), "--minibatch_size", "5"]).minibatch_size == 5  # ours wins

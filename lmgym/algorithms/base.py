@@ -19,6 +19,7 @@ from lmgym.algorithms import reference as ref
 from lmgym.algorithms import replay
 from lmgym.algorithms.advantages import zero_variance_fraction
 from lmgym.algorithms.config import RLConfig
+from lmgym.algorithms.env_input import trainer_envs
 from lmgym.algorithms.kl import kl_estimate, pay_kl_in_reward
 from lmgym.algorithms.losses import completion_budget, token_weights
 from lmgym.algorithms.prm.reward import check_prm, prm_description, weigh_rewards
@@ -52,6 +53,12 @@ def padded_length(t: Trajectory) -> int:
     return len(t.prompt_ids) + max(len(t.completion_ids), 1)
 
 
+def truncation_mask(trajectories: list[Trajectory], mask_truncated: bool) -> dict[int, int]:
+    """1 for each trajectory trained on, 0 for one cut off (`truncated`) when `mask_truncated` (TRL's
+    mask_truncated_completions), keyed by the trajectory's id()."""
+    return {id(t): 0 if mask_truncated and t.truncated else 1 for t in trajectories}
+
+
 class RLAlgorithm(Trainer):
     """Base class of every RL algorithm.
 
@@ -61,6 +68,9 @@ class RLAlgorithm(Trainer):
     the Trainer's (`param_groups`, `extra_state`/`load_extra_state`, ...). `prm`: a process reward model
     (`score_trajectories`), whose step scores join the reward when `prm_weight` > 0. `callbacks`: as the
     Trainer's, with `on_rewards` called too; `ReferenceSync` is added first when `ref_sync_every` > 0.
+    `env` (or TRL's `train_dataset`, and `eval_dataset` for `eval_env`) may be a `datasets.Dataset` or a list of
+    dicts with a "prompt" column, scored by `reward_funcs` (TRL's): it is wrapped in Dataset-v0
+    (algorithms/env_input.py).
     """
 
     config_class = RLConfig
@@ -70,9 +80,13 @@ class RLAlgorithm(Trainer):
     plot_panels = PANELS
     progress_metrics = {"reward": ("reward_mean", ".3f"), "acc": ("train_accuracy", ".2f")}
 
-    def __init__(self, policy, env, config: RLConfig | None = None, ref_policy=None,
+    def __init__(self, policy, env=None, config: RLConfig | None = None, ref_policy=None,
                  buffer: ReplayBuffer | None = None, eval_env=None, prm=None,
-                 callbacks: Sequence[TrainerCallback] | None = None):
+                 callbacks: Sequence[TrainerCallback] | None = None, *, train_dataset=None, eval_dataset=None,
+                 reward_funcs=None):
+        config = self.checked_config(config)
+        env, eval_env = trainer_envs(type(self).__name__, env, eval_env, train_dataset, eval_dataset, reward_funcs,
+                                     config.reward_weights)  # a data set: Dataset-v0 (algorithms/env_input.py)
         for given in (env, eval_env):
             check_not_vector(given, type(self).__name__)  # one line naming what to pass, before any set-up
         self.env, self.eval_env = env, eval_env
@@ -150,7 +164,8 @@ class RLAlgorithm(Trainer):
     # ------------------------------------------------------------------ collection
     def sampling_settings(self) -> SamplingSettings:
         c = self.config
-        return SamplingSettings(max_new_tokens=c.max_new_tokens, temperature=c.temperature, top_p=c.top_p)
+        return SamplingSettings(max_new_tokens=c.max_new_tokens, temperature=c.temperature, top_p=c.top_p,
+                                max_prompt_tokens=c.max_prompt_length)
 
     def collect(self) -> list[Trajectory]:
         """This process's share of the iteration's batch: `samples_per_prompt` episodes for each of
@@ -253,12 +268,16 @@ class RLAlgorithm(Trainer):
         `kl_estimator`) and `approx_kl` (always k3 of KL(behaviour || current), another quantity: how far
         the update moved from the sampling policy)."""
         c, budget = self.config, self.completion_budget
-        step_tokens = dist.all_reduce_sum(float(sum(t.num_generated_tokens for t in trajectories)))
+        trained = truncation_mask(trajectories, c.mask_truncated_completions)  # 0: a cut-off episode, not trained on
+        step_tokens = dist.all_reduce_sum(float(sum(t.num_generated_tokens * trained[id(t)] for t in trajectories)))
         step_sequences = int(dist.all_reduce_sum(float(len(trajectories))))
         token_sums: dict[str, float] = {}  # token-weighted sums of the diagnostics, over the whole step
 
         def micro_loss(chunk: list[Trajectory]) -> dict[str, torch.Tensor]:
             batch = collate(chunk, self.pad_id, self.device, self.token_fields)
+            if c.mask_truncated_completions:  # TRL's: the row stays (sequence counts), its tokens weigh nothing
+                keep = torch.tensor([trained[id(t)] for t in chunk], dtype=batch.loss_mask.dtype)
+                batch.loss_mask = batch.loss_mask * keep.to(batch.loss_mask.device)[:, None]
             outputs = self.forward(batch)
             logprobs, entropy = outputs["logprobs"], outputs["entropy"]
             terms = self.loss(batch, **outputs)
@@ -332,7 +351,8 @@ class RLAlgorithm(Trainer):
         if env is None:
             return {}
         return evaluate_episodes(self.policy, env, c.eval_episodes, c.eval_max_new_tokens or c.max_new_tokens,
-                                 progress=c.progress, tool_errors=self.tool_errors)
+                                 progress=c.progress, tool_errors=self.tool_errors,
+                                 max_prompt_tokens=c.max_prompt_length)
 
     # ------------------------------------------------------------------ run folder and checkpoints
     def describe(self) -> dict:

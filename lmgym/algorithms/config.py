@@ -26,6 +26,7 @@ class RLConfig(TrainerConfig):
     samples_per_prompt: int = setting(8, "completions per prompt (the GRPO group size; TRL's num_generations)")
     # sampling
     max_new_tokens: int = setting(64, "generation cap per action (per step in stepwise envs)")
+    max_prompt_length: int = setting(0, "prompt tokens kept at most, the last ones (TRL's left truncation; 0: all)")
     temperature: float = setting(1.0, "sampling temperature (0: greedy)")
     top_p: float = setting(1.0, "nucleus sampling mass, in (0, 1] (1: off)")
     # the update
@@ -37,8 +38,12 @@ class RLConfig(TrainerConfig):
                                      "(0: the whole batch, one step)")
     max_tokens_per_microbatch: int = setting(0, "padded tokens (rows x longest row) per forward pass, trajectories "
                                                 "grouped by length (0: use micro_batch_size)")
+    mask_truncated_completions: bool = setting(False, "train on no token of an episode cut off (at max_new_tokens "
+                                                      "or the env's step limit); it still counts in its group")
     replay_iterations: int = setting(0, "also train on the previous N iterations' episodes, importance-weighted "
                                         "(0: on-policy)")
+    log_completions: bool = setting(False, "log a table of prompts, completions and rewards (TRL's name; read by "
+                                           "the trackers)")
     # evaluation
     eval_episodes: int = setting(256, "held-out episodes per evaluation (greedy)")
     eval_max_new_tokens: int = setting(0, "generation cap per action in evaluation (0: max_new_tokens)")
@@ -50,6 +55,8 @@ class RLConfig(TrainerConfig):
                                         "to the loss")
     ref_sync_every: int = setting(0, "copy policy -> reference every N iterations (0: never)")
     # rewards
+    reward_weights: tuple[float, ...] = setting((), "one weight per reward function, in order, for the env a "
+                                                    "trainer builds from a dataset (TRL's; empty: each 1)")
     reward_combination: str = setting("env", "env (the env's own reward) | uniform | std | pca | l2: the reward "
                                              "components combined over each batch")
     outcome_weight: float = setting(1.0, "weight of the env's own reward, >= 0 (0 trains on the PRM alone)")
@@ -64,7 +71,7 @@ class RLConfig(TrainerConfig):
                      "eval_episodes"):
             self.require(name, getattr(self, name) > 0, "a positive integer")
         for name in ("minibatch_size", "ref_sync_every", "loss_length_normalizer", "eval_max_new_tokens",
-                     "replay_iterations", "max_tokens_per_microbatch"):
+                     "replay_iterations", "max_tokens_per_microbatch", "max_prompt_length"):
             self.require(name, getattr(self, name) >= 0, "an integer >= 0")
         self.require("temperature", self.temperature >= 0, ">= 0")
         self.require("top_p", 0 < self.top_p <= 1, "in (0, 1]")
@@ -74,6 +81,7 @@ class RLConfig(TrainerConfig):
                      f"one of {', '.join(LOSS_AGGREGATIONS)}")
         combinations = ("env", *COMBINATIONS)
         self.require("reward_combination", self.reward_combination in combinations, f"one of {', '.join(combinations)}")
+        self.require("reward_weights", all(math.isfinite(w) for w in self.reward_weights), "finite numbers")
         self.require("outcome_weight", self.outcome_weight >= 0, ">= 0")
         self.require("prm_weight", self.prm_weight >= 0, ">= 0")
         self.require("prm_credit", self.prm_credit in ("score", "progress"), "one of score, progress")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -79,8 +80,8 @@ class MCTSSearch(RLAlgorithm):
     config_class = MCTSSearchConfig
     token_fields = (STEP_ADVANTAGES,)
 
-    def __init__(self, policy, env, config: MCTSSearchConfig | None = None, ref_policy=None, buffer=None,
-                 eval_env=None, prm=None, callbacks=None):
+    def __init__(self, policy, env=None, config: MCTSSearchConfig | None = None, ref_policy=None, buffer=None,
+                 eval_env=None, prm=None, callbacks=None, **data: Any):
         config = self.checked_config(config)
         if prm is None and config.mcts.evaluation == "prm":
             raise ConfigError.of_field(type(config).__name__, "mcts.evaluation", "is 'prm', but no PRM is given: "
@@ -91,7 +92,7 @@ class MCTSSearch(RLAlgorithm):
         if config.prm_updates > 0 and dist.world_size() > 1:
             raise ConfigError("MCTSSearchConfig.prm_updates needs a single process for now: each rank would train "
                               "its own PRM on its own pairs", "prm_updates")
-        super().__init__(policy, env, config, ref_policy, buffer, eval_env, prm=prm, callbacks=callbacks)
+        super().__init__(policy, env, config, ref_policy, buffer, eval_env, prm=prm, callbacks=callbacks, **data)
         self.step_pairs: list[StepPair] = []
         self.prm_optimizer = (torch.optim.AdamW(prm.parameters(), lr=config.prm_learning_rate)
                               if config.prm_updates > 0 else None)

@@ -10,6 +10,7 @@ tokens are skipped by GAE and masked out of both losses.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from lmgym.algorithms.advantages import explained_variance, gae, whiten
 from lmgym.algorithms.base import RLAlgorithm
@@ -70,11 +71,13 @@ class PPO(RLAlgorithm):
     token_fields = (OLD_VALUES, RETURNS)
     kl_reward_per_token = True
 
-    def __init__(self, policy, env, config: PPOConfig | None = None, ref_policy=None, buffer=None, eval_env=None,
-                 value_model=None, prm=None, callbacks=None):
+    def __init__(self, policy, env=None, config: PPOConfig | None = None, ref_policy=None, buffer=None, eval_env=None,
+                 value_model=None, prm=None, callbacks=None, **data: Any):
+        """RLAlgorithm's arguments and `value_model`; `data`: RLAlgorithm's train_dataset, eval_dataset and
+        reward_funcs."""
         config, policy = self.checked_config(config), self.checked_policy(policy)
         self.value_model = value_model or build_value_model(policy, config.value_model)
-        super().__init__(policy, env, config, ref_policy, buffer, eval_env, prm, callbacks)
+        super().__init__(policy, env, config, ref_policy, buffer, eval_env, prm, callbacks, **data)
 
     def param_groups(self):
         lr = self.config.value_learning_rate or self.config.learning_rate

@@ -79,7 +79,8 @@ PLURALS = {bool: "booleans", int: "integers", float: "numbers", str: "strings"}
 
 
 def coerce(kind: Any, value: Any) -> Any:
-    """`value` as the declared type `kind` (bool, int, float, str, a fixed-length tuple of those, `X | None`);
+    """`value` as the declared type `kind` (bool, int, float, str, a tuple of those of fixed or any length
+    (`tuple[float, ...]`; `tuple[str, ...]` also from one comma-separated string), `X | None`);
     raises Mismatch naming what was expected. Types it does not know pass the value through."""
     if kind in SCALARS:
         if value is None:
@@ -91,6 +92,16 @@ def coerce(kind: Any, value: Any) -> Any:
             return None
         inner = [a for a in args if a is not type(None)]
         return coerce(inner[0], value) if len(inner) == 1 else value
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:  # any length, one type
+        expected = f"a list of {PLURALS.get(args[0], 'values')}"
+        if args[0] is str and isinstance(value, str):  # "wandb,tensorboard": a list of names in one string
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        if not isinstance(value, (list, tuple)):
+            raise Mismatch(expected)
+        try:
+            return tuple(coerce(args[0], v) for v in value)
+        except Mismatch as inner:
+            raise Mismatch(f"{expected}, each {inner}") from None
     if origin is tuple and args and Ellipsis not in args:
         expected = f"a list of {len(args)} {PLURALS.get(args[0], 'values') if len(set(args)) == 1 else 'values'}"
         if not isinstance(value, (list, tuple)) or len(value) != len(args):

@@ -65,6 +65,7 @@ class SamplingSettings(CheckedConfig):
     max_new_tokens: int = 64  # tokens per action
     temperature: float = 1.0  # 0: greedy
     top_p: float = 1.0  # nucleus mass kept
+    max_prompt_tokens: int = 0  # the prompt's last N tokens are kept (TRL's max_prompt_length, from the left; 0: all)
 
 
 @dataclass
@@ -173,6 +174,8 @@ class EpisodeEngine:
             state, role, stop = get_branch_state(self.env), next_role(self.env), next_stop_strings(self.env)
             self.env_seconds += time.perf_counter() - clock
             prompt_ids = self.policy_for(role).format_prompt(observation)
+            if 0 < self.settings.max_prompt_tokens < len(prompt_ids):
+                prompt_ids = prompt_ids[-self.settings.max_prompt_tokens:]
             branches += [Branch(first_group_id + k, member, list(prompt_ids), state, role, stop, info=dict(info))
                          for member in range(group_size)]
         return branches

@@ -83,7 +83,7 @@ def sampled_metrics(records: Sequence[Mapping[str, Any]], k: int) -> dict[str, f
 def evaluate(policy, env, episodes: int = 256, max_new_tokens: int = 64, k: int = 1, temperature: float = 0.0,
              batch_prompts: int = 64, seed: int = 0, progress: bool = False,
              tool_errors: ToolErrorCounter | None = None, samples: int | None = None,
-             records_path: str | os.PathLike | None = None) -> dict[str, float]:
+             records_path: str | os.PathLike | None = None, max_prompt_tokens: int = 0) -> dict[str, float]:
     """Greedy accuracy (k=1) or, with k > 1 and temperature > 0, `samples` (n >= k; default k) episodes of
     each problem and pass@k (unbiased from the n), any@k and maj@k as well (`sampled_metrics` defines them);
     each episode runs until the env ends it or `episode_step_limit(env)` actions. Envs that report reward
@@ -92,7 +92,8 @@ def evaluate(policy, env, episodes: int = 256, max_new_tokens: int = 64, k: int 
     new one). With `records_path` (an aggregate's `.json` path or a `.problems.jsonl` one), each problem's
     outcome (`sampled_record`) is written there (lmgym.core.problem_records), kind "sampled".
 
-    With `progress`, a bar counts the episodes done (its postfix: the tokens sampled so far)."""
+    With `progress`, a bar counts the episodes done (its postfix: the tokens sampled so far). `max_prompt_tokens`
+    keeps each prompt's last N tokens (0: all), as training's max_prompt_length does."""
     n = k if samples is None else samples
     if n < k:
         raise ValueError(f"evaluate: samples={n} is fewer than k={k} (pass@k needs n >= k samples a problem)")
@@ -100,7 +101,7 @@ def evaluate(policy, env, episodes: int = 256, max_new_tokens: int = 64, k: int 
         raise ValueError("evaluate: k > 1 (or samples > 1) needs temperature > 0 (greedy samples are identical)")
     starts = episode_starts(env, episodes)
     generator = torch.Generator(device=getattr(policy, "device", "cpu")).manual_seed(seed)
-    settings = SamplingSettings(max_new_tokens, temperature, 1.0)
+    settings = SamplingSettings(max_new_tokens, temperature, 1.0, max_prompt_tokens)
     records, episodes_done = [], []
     bar = phase_bar("evaluate", len(starts) * n, "ep", progress)
     count_tokens = token_postfix(bar)

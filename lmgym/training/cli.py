@@ -45,7 +45,8 @@ def _add_flag(group, setting: Setting, default: Any, presets: dict[str, dict[str
         group.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=text)
     elif typing.get_origin(kind) is tuple:
         args = typing.get_args(kind)
-        group.add_argument(flag, type=FLAG_TYPES.get(args[0], str), nargs=len(args), default=None, help=text)
+        nargs = "*" if args[-1] is Ellipsis else len(args)  # tuple[float, ...]: any number of values
+        group.add_argument(flag, type=FLAG_TYPES.get(args[0], str), nargs=nargs, default=None, help=text)
     else:
         group.add_argument(flag, type=FLAG_TYPES.get(kind, str), default=None, help=text)
 

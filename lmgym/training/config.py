@@ -18,6 +18,7 @@ prompt, and nothing is stored.
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,7 @@ __all__ = ["TrainerConfig", "ConfigError", "UnknownFieldError", "CheckedConfig",
            "load_config", "read_config_file", "checked_config", "module_available"]
 
 WANDB_MODES = ("off", "offline", "online")
+REPORT_TO = ("wandb", "tensorboard", "mlflow", "trackio", "none")  # TRL's report_to names accepted
 LOGIN_FIXES = "run `wandb login`, set WANDB_API_KEY, or use --wandb offline (and `wandb sync` later)"
 DATA_PARALLEL_MODES = ("ddp", "fsdp", "allreduce")  # training/data_parallel.py
 MAX_SEED = 2**32  # numpy's legacy seeding and many tools take 32-bit seeds
@@ -124,6 +126,8 @@ class TrainerConfig(CheckedConfig):
     output_dir: str = setting("runs/run", "run folder (created; must not be an existing file)")
     wandb: str = setting("off", "off | offline | online: mirror the metrics to wandb (needs wandb installed)")
     wandb_project: str = setting("rlgym", "wandb project name (when wandb is not off)")
+    report_to: tuple[str, ...] = setting((), "trackers (TRL's report_to): wandb, tensorboard, mlflow, trackio or "
+                                             "none; wandb here and the wandb field go on together")
     progress: bool = setting(True, "tqdm progress bars")
     push_to_hub: str = setting("", "hub repo id (user/name) the saved model folder is uploaded to (empty: none)")
 
@@ -141,6 +145,7 @@ class TrainerConfig(CheckedConfig):
         self.require("adam_betas", all(0 <= b < 1 for b in self.adam_betas), "two numbers in [0, 1)")
         self.require("max_grad_norm", self.max_grad_norm >= 0, ">= 0")
         self.require("wandb", self.wandb in WANDB_MODES, "off, offline or online")
+        self._resolve_report_to()
         self.require("data_parallel", self.data_parallel in DATA_PARALLEL_MODES, "ddp, fsdp or allreduce")
         self.require("wandb_project", self.wandb_project.strip() != "", "a name")
         if self.wandb != "off" and not module_available("wandb"):
@@ -158,14 +163,27 @@ class TrainerConfig(CheckedConfig):
         self.require("output_dir", blocker is None, "a folder, not an existing file" if blocker == Path(self.output_dir)
                      else f"a folder path, but {blocker} is a file")
 
+    def _resolve_report_to(self) -> None:
+        """report_to's names checked ("none" alone: no tracker); wandb in it turns on the wandb field, and a wandb
+        field that is on puts wandb in it, so the two agree."""
+        names = tuple(dict.fromkeys(name.strip().lower() for name in self.report_to))
+        unknown = [name for name in names if name not in REPORT_TO]
+        self.require("report_to", not unknown, f"names from {', '.join(REPORT_TO)} (unknown: {', '.join(unknown)})")
+        self.require("report_to", "none" not in names or names == ("none",), "'none' alone, or tracker names")
+        names = tuple(name for name in names if name != "none")
+        if "wandb" in names and self.wandb == "off":
+            self.wandb = "offline" if os.environ.get("WANDB_MODE", "").lower() in ("offline", "dryrun") else "online"
+        if self.wandb != "off" and "wandb" not in names:
+            names = ("wandb", *names)
+        self.report_to = names
+
     @classmethod
     def from_trl(cls, **values: Any):
         """The config built from `values`, where TRL's names stand for ours (`GRPOConfig.from_trl(num_generations=4,
         beta=0.04)`); a TRL name that means something else here is a one-line ConfigError naming ours."""
         translated, step_counted = trl_names.translate(cls, values)
         config = cls(**trl_names.resolve_accumulation(cls, translated))
-        trl_names.check_step_counts(config, step_counted)
-        return config
+        return trl_names.check_step_counts(config, step_counted)
 
     @classmethod
     def refusal(cls, name: Any) -> str | None:
@@ -237,7 +255,7 @@ def _read_file(cls: type, path: str | Path) -> tuple[dict[str, Any], dict[str, s
     values = {}
     for name, value in loaded.items():
         try:
-            values[name] = value if isinstance(value, trl_names.Accumulation) else coerce_setting(cls, name, value)
+            values[name] = value if isinstance(value, trl_names.Deferred) else coerce_setting(cls, name, value)
         except ConfigError as err:
             raise ConfigError(f"{path}: {err}", name) from None
     return values, step_counted
@@ -304,8 +322,7 @@ def load_config(cls: type, path: str | Path | None = None, overrides: dict[str, 
     _reject_unknown(cls, values)
     try:
         config = cls(**unflatten(values))
-        trl_names.check_step_counts(config, step_counted)
-        return config
+        return trl_names.check_step_counts(config, step_counted)
     except ConfigError as err:
         if err.field in file_values and err.field not in overrides:
             raise ConfigError(f"{path}: {err}", err.field) from None

@@ -10,14 +10,21 @@ optimizer step over all processes) to G x micro_batch_size x processes (`WORLD_S
 it), `num_iterations` (TRL's mu, passes over each generation batch) is `update_epochs` and
 `max_completion_length` is `max_new_tokens` (this toolkit once used those two names for the number of
 training rounds, now `train_iterations`, and the "constant" loss normaliser, now `loss_length_normalizer`;
-TRL's meaning is the one kept). A TRL name that means something else here is refused with one line naming
-ours. This toolkit's own removed fields (REMOVED, e.g. max_episode_steps) are refused the same way.
+TRL's meaning is the one kept). Given TRL's batch names, prompts_per_iteration is TRL's generation batch,
+per_device_train_batch_size x gradient_accumulation_steps x processes / num_generations (`GenerationBatch`,
+refused in one line when it does not divide), unless the same or a later layer sets prompts_per_iteration.
+TRL's step-counted names (max_steps, eval_steps, save_steps) are divided by an iteration's optimizer steps
+(num_iterations makes that many). reward_weights, max_prompt_length, mask_truncated_completions,
+log_completions and report_to are fields of the same name (SAME_NAME). A TRL name that means something else
+here is refused with one line naming ours. This toolkit's own removed fields (REMOVED, e.g.
+max_episode_steps) are refused the same way.
 The "Coming from TRL" table (scripts/config_reference.py) is generated from these tables.
 
 This module sits under training/config.py (which imports it), and imports only core.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -75,8 +82,9 @@ SAME = {
     "loss_type": Alias("loss_aggregation", "dapo -> token_mean, grpo -> sequence_mean, dr_grpo -> constant; "
                                            "others refused", _loss_type),
     "scale_rewards": Alias("scale_by_std", "group/true -> true, none/false -> false; batch refused", _scale_rewards),
-    "max_steps": Alias("train_iterations", "accepted when an iteration is one optimizer step (update_epochs 1, "
-                                           "one minibatch); refused otherwise", step_counted=True),
+    "max_steps": Alias("train_iterations", "divided by the optimizer steps of an iteration (update_epochs x "
+                                           "minibatches, TRL's num_iterations x 1 with its batch names); refused "
+                                           "when they do not divide it", step_counted=True),
     "eval_steps": Alias("eval_every", "as max_steps", step_counted=True),
     "save_steps": Alias("save_every", "as max_steps", step_counted=True),
     "warmup_steps": Alias("warmup_iterations", "both count optimizer steps (a named lr_scheduler_type in an RL "
@@ -107,6 +115,14 @@ SAME_NAME = {
     "torch_compile_backend": "",
     "gradient_checkpointing": "non-reentrant, each decoder layer, with torch_compile, LoRA and FSDP; off by default "
                               "here (TRL's configs: on)",
+    "reward_weights": "one weight per reward function, in order, for the env the trainer builds from a dataset "
+                      "(an env made by you takes its own reward_weights)",
+    "max_prompt_length": "prompt tokens kept, from the left (0: all; TRL: None)",
+    "mask_truncated_completions": "an episode cut off (at max_new_tokens, or the env's step limit) is scored and "
+                                  "counts in its group, but none of its tokens is trained on",
+    "log_completions": "stored, for the trackers to log a table of prompts, completions and rewards",
+    "report_to": "wandb | tensorboard | mlflow | trackio | none, one or a list; wandb turns on the wandb field "
+                 "(WANDB_MODE offline, else online)",
 }
 
 # TRL name -> why it is refused, naming ours (a different meaning, or none here)
@@ -122,12 +138,10 @@ DIFFERENT = {
                       "iterations (TRL mixes them with ref_model_mixup_alpha every ref_model_sync_steps steps)",
     "ref_model_sync_steps": "means something else here: ref_sync_every copies the policy into the reference "
                             "every N iterations (TRL mixes them every N optimizer steps)",
-    "report_to": "is not a field here: set wandb to off, offline or online",
     "logging_steps": "has no counterpart: every iteration is logged to metrics.jsonl",
     "warmup_ratio": "is not a field here: set warmup_iterations to warmup_ratio x the run's optimizer steps",
     "top_k": "has no counterpart: sampling takes temperature and top_p",
     "min_p": "has no counterpart: sampling takes temperature and top_p",
-    "mask_truncated_completions": "has no counterpart here",
     "importance_sampling_level": "has no counterpart: ratios are per token",
     "gradient_checkpointing_kwargs": "has no counterpart: gradient_checkpointing here is always non-reentrant "
                                      "(use_reentrant false), on every decoder layer",
@@ -142,12 +156,10 @@ NEAREST = {
     "adam_beta2": "adam_betas",
     "sync_ref_model": "ref_sync_every",
     "ref_model_sync_steps": "ref_sync_every",
-    "report_to": "wandb",
     "logging_steps": "",
     "warmup_ratio": "warmup_iterations",
     "top_k": "",
     "min_p": "",
-    "mask_truncated_completions": "",
     "importance_sampling_level": "",
     "gradient_checkpointing_kwargs": "gradient_checkpointing",
 }
@@ -188,16 +200,36 @@ def translate(cls: type, values: dict[str, Any], where: str = "") -> tuple[dict[
             out[SAME[name].ours] = _accumulation(cls, name, values[name], where)
     if "epsilon" in values and "epsilon_high" not in values and "clip_high" not in values and "clip_high" in fields:
         out["clip_high"] = out["clip_low"]  # TRL: epsilon_high defaults to epsilon
+    derives = {"prompts_per_iteration", "samples_per_prompt"} <= set(fields) and "prompts_per_iteration" not in values
+    if derives and any(n in values and n not in fields for n in BATCH_NAMES):
+        out["prompts_per_iteration"] = GenerationBatch(where)  # TRL's generation batch, once the layers are merged
     return out, step_counted
 
 
+# TRL names that set the generation batch (per_device_train_batch_size x gradient_accumulation_steps x processes)
+BATCH_NAMES = ("per_device_train_batch_size", "gradient_accumulation_steps")
+
+
+class Deferred:
+    """A value resolved once every layer (defaults < file < flags) is merged (`resolve_accumulation`)."""
+
+
 @dataclass(frozen=True)
-class Accumulation:
+class Accumulation(Deferred):
     """TRL's gradient_accumulation_steps, kept as given until the micro-batch size of the resolved config is
     known (a later layer may set it): `resolve_accumulation` turns it into minibatch_size."""
 
     steps: int
     name: str = "gradient_accumulation_steps"
+
+
+@dataclass(frozen=True)
+class GenerationBatch(Deferred):
+    """prompts_per_iteration as TRL derives its generation batch from the batch names: per_device_train_batch_size
+    x gradient_accumulation_steps x processes completions, num_generations of them a prompt. Set by a layer
+    using TRL's batch names without prompts_per_iteration; a later layer's prompts_per_iteration replaces it."""
+
+    where: str = ""
 
 
 def _accumulation(cls: type, name: str, value: Any, where: str) -> Accumulation:
@@ -209,16 +241,48 @@ def _accumulation(cls: type, name: str, value: Any, where: str) -> Accumulation:
 
 def resolve_accumulation(cls: type, values: dict[str, Any]) -> dict[str, Any]:
     """`values` with an `Accumulation` as minibatch_size (trajectories per optimizer step over all processes):
-    its steps x micro_batch_size (the values', else the class default) x processes."""
+    its steps x micro_batch_size (the values', else the class default) x processes; and a `GenerationBatch` as
+    prompts_per_iteration (`generation_prompts`)."""
     out = dict(values)
+    micro = out.get("micro_batch_size", getattr(cls, "micro_batch_size", None))
     for key, value in values.items():
         if isinstance(value, Accumulation):
-            micro = out.get("micro_batch_size", getattr(cls, "micro_batch_size", None))
             if isinstance(micro, bool) or not isinstance(micro, int):
                 raise ConfigError(f"{cls.__name__}: {value.name} needs an integer micro_batch_size (TRL's "
                                   f"per_device_train_batch_size); got {shown(micro)}", "micro_batch_size")
             out[key] = value.steps * micro * world_size()
+    for key, value in values.items():
+        if isinstance(value, GenerationBatch):
+            accumulation = values.get("minibatch_size")
+            steps = accumulation.steps if isinstance(accumulation, Accumulation) else 1
+            samples = out.get("samples_per_prompt", getattr(cls, "samples_per_prompt", None))
+            out[key] = generation_prompts(cls, micro, steps, samples, value.where)
     return out
+
+
+def generation_prompts(cls: type, micro: Any, steps: int, samples: Any, where: str = "") -> int:
+    """Prompts per iteration as TRL's generation batch makes them: micro x steps x processes completions
+    (per_device_train_batch_size x gradient_accumulation_steps x WORLD_SIZE), `samples` (num_generations) a
+    prompt. Refused in one line when `samples` does not divide it (as TRL refuses) or the prompts do not split
+    evenly over the processes (each keeps whole groups here)."""
+    for name, value, trl in (("micro_batch_size", micro, "per_device_train_batch_size"),
+                             ("samples_per_prompt", samples, "num_generations")):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{where}{cls.__name__}: TRL's generation batch needs a positive integer {name} "
+                              f"({trl}); got {shown(value)}", name)
+    world = world_size()
+    completions = micro * steps * world
+    batch = (f"TRL's generation batch, per_device_train_batch_size {micro} x gradient_accumulation_steps {steps} x "
+             f"processes {world} = {completions} completions,")
+    if completions % samples:
+        raise ConfigError(f"{where}{cls.__name__}: {batch} must be divisible by num_generations ({samples}); change "
+                          f"one of them, or set prompts_per_iteration", "prompts_per_iteration")
+    prompts = completions // samples
+    if prompts % world:
+        raise ConfigError(f"{where}{cls.__name__}: {batch} makes {prompts} prompts of {samples}, which do not split "
+                          f"evenly over the {world} processes (each keeps whole groups here); change one of them, "
+                          f"or set prompts_per_iteration", "prompts_per_iteration")
+    return prompts
 
 
 def world_size() -> int:
@@ -242,13 +306,19 @@ def refusal(cls: type, name: str) -> str | None:
             f"{cls.__name__}.from_trl({name}=...)")
 
 
-def check_step_counts(config, step_counted: dict[str, str]) -> None:
-    """Refuse TRL's step-counted names (max_steps, ...) unless an iteration is exactly one optimizer step."""
+def check_step_counts(config, step_counted: dict[str, str]):
+    """`config` with TRL's step-counted names (max_steps, ...) turned into iterations: each divided by the
+    optimizer steps an iteration makes (TRL's num_iterations makes as many steps of each generation batch);
+    refused in one line when an iteration's steps are not fixed or do not divide the value."""
     if not step_counted:
-        return
+        return config
     steps = config.optimizer_steps_per_iteration()
-    if steps != 1:
-        ours, name = next(iter(step_counted.items()))
-        makes = f"makes {steps} (update_epochs x minibatches)" if steps else "may make several"
-        raise ConfigError(f"{type(config).__name__}: TRL's {name} counts optimizer steps, but here an iteration "
-                          f"{makes}; set {ours}, counted in iterations", ours)
+    if steps == 1:
+        return config
+    for ours, name in step_counted.items():
+        if not steps or getattr(config, ours) % steps:
+            makes = (f"makes {steps} (update_epochs x minibatches), which does not divide {getattr(config, ours)}"
+                     if steps else "may make several")
+            raise ConfigError(f"{type(config).__name__}: TRL's {name} counts optimizer steps, but here an iteration "
+                              f"{makes}; set {ours}, counted in iterations", ours)
+    return dataclasses.replace(config, **{ours: getattr(config, ours) // steps for ours in step_counted})

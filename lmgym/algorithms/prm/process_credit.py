@@ -12,6 +12,7 @@ own `outcome_advantages`. `refresh` (GRPOConfig) retrains the PRM on the policy'
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -31,9 +32,10 @@ class ProcessCredit:
 
     token_fields = (PRM_REWARDS, STEP_ENDS)  # collated only when the PRM scored every trajectory
 
-    def __init__(self, policy, env, config=None, ref_policy=None, buffer=None, eval_env=None, prm=None,
-                 callbacks: Sequence[TrainerCallback] | None = None):
-        super().__init__(policy, env, config, ref_policy, buffer, eval_env, prm, callbacks)
+    def __init__(self, policy, env=None, config=None, ref_policy=None, buffer=None, eval_env=None, prm=None,
+                 callbacks: Sequence[TrainerCallback] | None = None, **data: Any):
+        """RLAlgorithm's arguments; `data`: its train_dataset, eval_dataset and reward_funcs."""
+        super().__init__(policy, env, config, ref_policy, buffer, eval_env, prm, callbacks, **data)
         c, self.verifier_refresh = self.config, None
         if c.refresh.every > 0:
             if self.prm is None:
