@@ -105,17 +105,17 @@ def test_prompts_per_iteration_given_in_the_same_or_a_later_layer_wins(tmp_path)
 
 def test_the_other_trl_names_in_python_yaml_and_flags(tmp_path):
     trl = {"reward_weights": [1.0, 0.5], "max_prompt_length": 12, "log_completions": True,
-           "mask_truncated_completions": True, "report_to": ["tensorboard", "mlflow"], "epsilon": 0.3,
+           "mask_truncated_completions": True, "report_to": ["none"], "epsilon": 0.3,
            "epsilon_high": 0.28, "loss_type": "grpo", "scale_rewards": "none", "num_iterations": 1}
     ours = {"reward_weights": (1.0, 0.5), "max_prompt_length": 12, "log_completions": True,
-            "mask_truncated_completions": True, "report_to": ("tensorboard", "mlflow"), "clip_low": 0.3,
+            "mask_truncated_completions": True, "report_to": (), "clip_low": 0.3,
             "clip_high": 0.28, "loss_aggregation": "sequence_mean", "scale_by_std": False, "update_epochs": 1}
     path = tmp_path / "trl.yaml"
     path.write_text("reward_weights: [1.0, 0.5]\nmax_prompt_length: 12\nlog_completions: true\n"
-                    "mask_truncated_completions: true\nreport_to: tensorboard,mlflow\nepsilon: 0.3\n"
+                    "mask_truncated_completions: true\nreport_to: none\nepsilon: 0.3\n"
                     "epsilon_high: 0.28\nloss_type: grpo\nscale_rewards: none\nnum_iterations: 1\n")
     argv = ["--reward_weights", "1", "0.5", "--max_prompt_length", "12", "--log_completions",
-            "--mask_truncated_completions", "--report_to", "tensorboard", "mlflow", "--epsilon", "0.3",
+            "--mask_truncated_completions", "--report_to", "none", "--epsilon", "0.3",
             "--epsilon_high", "0.28", "--loss_type", "grpo", "--scale_rewards", "none", "--num_iterations", "1"]
     assert GRPOConfig.from_trl(**trl) == load_config(GRPOConfig, path) == flags(GRPOConfig, argv) == GRPOConfig(**ours)
 
@@ -123,7 +123,9 @@ def test_the_other_trl_names_in_python_yaml_and_flags(tmp_path):
 def test_report_to_names(monkeypatch):
     monkeypatch.delenv("WANDB_MODE", raising=False)
     assert GRPOConfig.from_trl(report_to="none").report_to == ()
-    assert GRPOConfig(report_to=("TensorBoard", "tensorboard")).report_to == ("tensorboard",)
+    # TRL's other trackers are named, and refused: nothing would be logged to them
+    assert "report_to must be wandb or none: tensorboard, mlflow is TRL's name for a tracker this toolkit does not " \
+           "log to" in one_line(GRPOConfig, report_to=("TensorBoard", "tensorboard", "mlflow"))
     assert "report_to must be names from wandb, tensorboard, mlflow, trackio, none (unknown: comet)" in one_line(
         GRPOConfig.from_trl, report_to="comet")
     assert "'none' alone" in one_line(GRPOConfig, report_to=("none", "wandb"))
@@ -132,6 +134,22 @@ def test_report_to_names(monkeypatch):
     config = GRPOConfig.from_trl(report_to="wandb")
     assert (config.wandb, config.report_to) == ("offline", ("wandb",))
     assert GRPOConfig(**config.to_dict()) == config  # the resolved pair rebuilds as it is
+
+
+def test_log_completions_appends_each_iterations_table(tiny_policy, tmp_path):
+    import json
+
+    config = small(tmp_path, **TRL_BATCH, log_completions=True, reward_weights=[1.0, 0.5])
+    GRPO(tiny_policy, ROWS, config, reward_funcs=[vowels, length]).train()
+    rows = [json.loads(line) for line in (tmp_path / "run" / "completions.jsonl").read_text().splitlines()]
+    assert [row["iteration"] for row in rows] == [1] * 8 + [2] * 8  # 2 prompts x 4 completions an iteration
+    for row in rows:
+        assert set(row["rewards"]) == {"vowels", "length"} and "Name a" in row["prompt"]
+        weighted = row["rewards"]["vowels"] + 0.5 * row["rewards"]["length"]
+        assert abs(row["reward"] - weighted) < 1e-6 and isinstance(row["completion"], str)
+    assert not (tmp_path / "off").exists()
+    GRPO(tiny_policy, ROWS, small(tmp_path / "off", **TRL_BATCH), reward_funcs=[vowels]).train()
+    assert not (tmp_path / "off" / "run" / "completions.jsonl").exists()
 
 
 def test_a_dataset_positionally_and_as_train_dataset_trains(tiny_policy, tmp_path):

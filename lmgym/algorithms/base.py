@@ -36,6 +36,7 @@ from lmgym.policies.prompting import pad_id
 from lmgym.training import distributed as dist
 from lmgym.training.callbacks import TrainerCallback
 from lmgym.training.checkpoints.trainer_state import CheckpointFile
+from lmgym.training.completions_log import append_completions
 from lmgym.training.guards import warn
 from lmgym.training.plots import PANELS
 from lmgym.training.progress import counting_tokens
@@ -331,6 +332,8 @@ class RLAlgorithm(Trainer):
         t3 = time.perf_counter()
         trained = int(dist.all_reduce_sum(float(len(selected))))
         trajectories = dist.gather_lists(trajectories)  # every rank's share, in group order
+        if self.config.log_completions and dist.is_main():
+            append_completions(self.config.output_dir, self.iteration + 1, trajectories, self.policy.tokenizer)
         generated = sum(t.num_generated_tokens for t in trajectories)
         sample_time = t1 - t0 - self._times.pop("score", 0.0)
         grouped = self.config.samples_per_prompt > 1  # several samples a prompt: groups can lack signal

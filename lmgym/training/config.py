@@ -49,7 +49,8 @@ __all__ = ["TrainerConfig", "ConfigError", "UnknownFieldError", "CheckedConfig",
            "load_config", "read_config_file", "checked_config", "module_available"]
 
 WANDB_MODES = ("off", "offline", "online")
-REPORT_TO = ("wandb", "tensorboard", "mlflow", "trackio", "none")  # TRL's report_to names accepted
+REPORT_TO = ("wandb", "tensorboard", "mlflow", "trackio", "none")  # TRL's report_to names
+LOGGED_TO = ("wandb", "none")  # of those, what this toolkit logs to (beside metrics.jsonl, always written)
 LOGIN_FIXES = "run `wandb login`, set WANDB_API_KEY, or use --wandb offline (and `wandb sync` later)"
 DATA_PARALLEL_MODES = ("ddp", "fsdp", "allreduce")  # training/data_parallel.py
 MAX_SEED = 2**32  # numpy's legacy seeding and many tools take 32-bit seeds
@@ -126,8 +127,8 @@ class TrainerConfig(CheckedConfig):
     output_dir: str = setting("runs/run", "run folder (created; must not be an existing file)")
     wandb: str = setting("off", "off | offline | online: mirror the metrics to wandb (needs wandb installed)")
     wandb_project: str = setting("rlgym", "wandb project name (when wandb is not off)")
-    report_to: tuple[str, ...] = setting((), "trackers (TRL's report_to): wandb, tensorboard, mlflow, trackio or "
-                                             "none; wandb here and the wandb field go on together")
+    report_to: tuple[str, ...] = setting((), "trackers (TRL's report_to): wandb or none; wandb here turns the "
+                                             "wandb field on")
     progress: bool = setting(True, "tqdm progress bars")
     push_to_hub: str = setting("", "hub repo id (user/name) the saved model folder is uploaded to (empty: none)")
 
@@ -170,6 +171,9 @@ class TrainerConfig(CheckedConfig):
         unknown = [name for name in names if name not in REPORT_TO]
         self.require("report_to", not unknown, f"names from {', '.join(REPORT_TO)} (unknown: {', '.join(unknown)})")
         self.require("report_to", "none" not in names or names == ("none",), "'none' alone, or tracker names")
+        missing = [name for name in names if name not in LOGGED_TO]
+        self.require("report_to", not missing, f"wandb or none: {', '.join(missing)} is TRL's name for a tracker "
+                                               f"this toolkit does not log to (metrics.jsonl is always written)")
         names = tuple(name for name in names if name != "none")
         if "wandb" in names and self.wandb == "off":
             self.wandb = "offline" if os.environ.get("WANDB_MODE", "").lower() in ("offline", "dryrun") else "online"
