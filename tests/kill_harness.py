@@ -119,10 +119,12 @@ def newest_checkpoint(run_dir: Path) -> int | None:
     """Iteration of the newest checkpoint folder that verifies, found here independently of the
     resume code under test (None when there is none)."""
     found = []
-    for path in (run_dir / "checkpoints").glob("iter-*"):
+    for path in run_dir.glob("checkpoint-*"):
+        if ckpt.iteration_of(path) is None:  # checkpoint-2.1.bak: an earlier run's, moved aside
+            continue
         try:
             ckpt.verify(path)
-            found.append(int(path.name.split("-")[1]))
+            found.append(ckpt.iteration_of(path))
         except (ckpt.CheckpointError, ValueError):
             continue
     return max(found, default=None)

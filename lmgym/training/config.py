@@ -121,19 +121,19 @@ class TrainerConfig(CheckedConfig):
     save_every: int = setting(0, "iterations between checkpoints (0: only at the end)")
     keep_checkpoints: int = setting(2, "complete checkpoints <output_dir>/checkpoint-N kept (the newest; HF/TRL: "
                                        "save_total_limit)")
-    save_only_model: bool = setting(False, "checkpoints hold the model alone (weights, config, tokenizer), no "
-                                           "optimizer, scheduler or RNG states: smaller, but never resumed (as HF's)")
+    save_only_model: bool = setting(False, "checkpoints hold the model alone (weights, config, tokenizer): smaller, "
+                                           "never resumed (as HF's)")
     max_nonfinite_steps: int = setting(3, "stop after this many optimizer steps in a row skipped for NaN/inf")
     output_dir: str = setting("runs/run", "run folder (created; must not be an existing file)")
     wandb: str = setting("off", "off | offline | online: mirror the metrics to wandb (needs wandb installed)")
     wandb_project: str = setting("rlgym", "wandb project name (when wandb is not off)")
     progress: bool = setting(True, "tqdm progress bars")
     push_to_hub: str = setting("", "hub repo id (user/name) the saved model folder is uploaded to (empty: none); "
-                                   "token, name and hub checked before training")
-    hub_dry_run: bool = setting(False, "with push_to_hub: check the repo name only (no token, no network) and write "
-                                       "the model folder without uploading it")
-    resume_from_checkpoint: str | None = setting(None, "as HF's: a checkpoint folder to resume from, or true: the "
-                                                       "newest complete one in output_dir (none there: refused)")
+                                   "checked before training")
+    hub_dry_run: bool = setting(False, "with push_to_hub: check the repo name only (no token, no network), never "
+                                       "upload")
+    resume_from_checkpoint: str | None = setting(None, "a checkpoint folder to resume from, or true: the newest "
+                                                       "complete one in output_dir (as HF's)")
 
     def __post_init__(self) -> None:
         super().__post_init__()

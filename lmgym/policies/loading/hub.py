@@ -80,8 +80,9 @@ def _offline() -> bool:
 
     from huggingface_hub import constants
 
-    return bool(constants.HF_HUB_OFFLINE) or os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in (
-        "1", "ON", "YES", "TRUE")
+    if "HF_HUB_OFFLINE" in os.environ:
+        return os.environ["HF_HUB_OFFLINE"].strip().upper() in ("1", "ON", "YES", "TRUE")
+    return bool(constants.HF_HUB_OFFLINE)
 
 
 def hub_preflight(repo_id: str, *, dry_run: bool = False, hub_api: Any = None, token: str | None = None) -> str:
