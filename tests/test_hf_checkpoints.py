@@ -145,7 +145,7 @@ def test_save_total_limit_and_save_only_model_are_hf_s_names(tmp_path):
                                     train_iterations=2, save_every=1, micro_batch_size=4, progress=False)
     assert config.keep_checkpoints == 1 and config.save_only_model and config.save_every == 1
     tok = build_tiny_tokenizer()
-    trainer = SupervisedTrainer(HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu"), TEXTS, config)
+    trainer = SupervisedTrainer(HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu"), TEXTS, config, HELD_OUT)
     trainer.train()
     folder = tmp_path / "run" / "checkpoint-2"
     assert checkpoint_state.entries(tmp_path / "run") == ["checkpoint-2"]
@@ -157,7 +157,7 @@ def test_save_total_limit_and_save_only_model_are_hf_s_names(tmp_path):
         assert torch.equal(AutoModelForCausalLM.from_pretrained(folder)(IDS).logits,
                            trainer.policy.model(IDS).logits)
     with pytest.raises(CheckpointError, match="save_only_model") as info:
-        SupervisedTrainer(HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu"), TEXTS, config).train(
+        SupervisedTrainer(HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu"), TEXTS, config, HELD_OUT).train(
             resume_from_checkpoint=True)
     assert "\n" not in str(info.value) and folder.is_dir()  # refused, never set aside as corrupt
 

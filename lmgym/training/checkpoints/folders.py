@@ -88,6 +88,14 @@ def is_checkpoint_name(name: str) -> bool:
     return bool(_NAME.match(name) or _OLD_NAME.match(name))
 
 
+def has_checkpoints(run_dir: str | os.PathLike) -> bool:
+    """Whether `run_dir` holds checkpoint entries of any layout (`checkpoint-N`, `checkpoints/`, `checkpoint/`),
+    complete or not: what a staged pipeline asks before it resumes a stage rather than starting it."""
+    run_dir = Path(run_dir)
+    return run_dir.is_dir() and (any(_NAME.match(p.name) for p in run_dir.iterdir())
+                                 or os.path.lexists(run_dir / CHECKPOINTS) or os.path.lexists(run_dir / LEGACY))
+
+
 def is_archived_name(name: str) -> bool:
     """Whether a run folder's entry is one a fresh start moves aside: a checkpoint (`checkpoint-N`), one set aside
     as corrupt (`corrupt-checkpoint-N`) or a staged one (`.tmp-checkpoint-N`)."""
