@@ -64,14 +64,19 @@ def test_the_files_are_safetensors_and_weights_only_torch_files(tmp_path, kind, 
     assert not (folder / "state.pt").exists()
 
 
-@pytest.mark.parametrize("kind, lora", [("grpo", False), ("ppo", False), ("grpo", True)])
-def test_resuming_a_safetensors_checkpoint_equals_an_uninterrupted_run(tmp_path, kind, lora):
+@pytest.mark.parametrize("kind, lora, how", [("grpo", False, "resume"), ("ppo", False, "resume"),
+                                              ("grpo", True, "resume"), ("ppo", False, True), ("grpo", True, "path")])
+def test_resuming_a_safetensors_checkpoint_equals_an_uninterrupted_run(tmp_path, kind, lora, how):
+    """`how`: train(resume=True), or HF's resume_from_checkpoint (True: the newest, or the checkpoint-1 path)."""
     straight = algorithm(tmp_path / "a", kind, lora)
     straight.train()
     first = algorithm(tmp_path / "b", kind, lora, train_iterations=1)
     first.train()
     resumed = algorithm(tmp_path / "b", kind, lora)
-    resumed.train(resume=True)
+    if how == "resume":
+        resumed.train(resume=True)
+    else:
+        resumed.train(resume_from_checkpoint=True if how is True else tmp_path / "b" / "run" / "checkpoint-1")
     assert resumed.iteration == 3
     for (name, a), b in zip(straight.policy.state_dict().items(), resumed.policy.state_dict().values()):
         assert torch.equal(a, b), name
