@@ -235,8 +235,7 @@ class Walk:
             time.sleep(0.05)
         out2, err2 = second.communicate(timeout=self.timeout)
         out1, err1 = first.communicate(timeout=self.timeout)
-        interrupted_files = sorted(p.name for p in (broken / "checkpoints").iterdir()) \
-            if (broken / "checkpoints").is_dir() else []
+        interrupted_files = sorted(p.name for p in broken.glob("checkpoint-*")) if broken.is_dir() else []
         wandb_first = (broken / "wandb_run.json").read_text() if (broken / "wandb_run.json").is_file() else None
         resumed = self.run([sys.executable, str(QUICKSTART), *self.cli_flags(broken), "--wandb", "offline",
                             "--resume"], **wandb_env)
@@ -849,11 +848,11 @@ def ctrl_c_one_line_130(walk: Walk) -> Verdict:
     if len(lines) != 1 or not re.fullmatch(pattern, lines[0]):
         return partly(f"exit 130, but stderr has {len(lines)} lines: {last_lines(err, 2)}")
     iteration = int(re.fullmatch(pattern, lines[0]).group(1))
-    if f"iter-{iteration:06d}" not in runs["checkpoints_after_interrupt"]:
+    if f"checkpoint-{iteration}" not in runs["checkpoints_after_interrupt"]:
         return partly(f"one line and 130, but no checkpoint of iteration {iteration}: "
                       f"{runs['checkpoints_after_interrupt']}")
     return works(f"SIGINT after iteration {runs['sent_after']} logged: '{lines[0].split(' (')[0]}', exit 130, "
-                 f"checkpoint iter-{iteration:06d}")
+                 f"checkpoint checkpoint-{iteration}")
 
 
 @expectation("runs", "`--resume` after Ctrl-C continues and ends bit-identical to an uninterrupted run")
@@ -903,7 +902,7 @@ def checkpoint_safetensors(walk: Walk) -> Verdict:
     from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM
 
-    checkpoints = sorted((walk.cli_runs["straight"] / "checkpoints").iterdir())
+    checkpoints = sorted(walk.cli_runs["straight"].glob("checkpoint-[0-9]*"), key=lambda p: int(p.name.split("-")[1]))
     if not checkpoints:
         return fails("no checkpoint")
     newest = checkpoints[-1]
@@ -937,7 +936,7 @@ def checkpoint_safetensors(walk: Walk) -> Verdict:
 def checkpoint_weights_only(walk: Walk) -> Verdict:
     import torch
 
-    newest = sorted((walk.cli_runs["straight"] / "checkpoints").iterdir())[-1]
+    newest = sorted(walk.cli_runs["straight"].glob("checkpoint-[0-9]*"), key=lambda p: int(p.name.split("-")[1]))[-1]
     names = [n for n in ("optimizer.pt", "scheduler.pt", "rng_state.pth", "extra_state.pt") if (newest / n).is_file()]
     if not {"optimizer.pt", "rng_state.pth"} <= set(names):
         return fails(f"{newest.name} holds {sorted(p.name for p in newest.iterdir())}")

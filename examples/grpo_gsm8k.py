@@ -6,7 +6,7 @@
 Every GRPOConfig field is a flag (`--samples_per_prompt 8`, `--kl_coeff 0.04`, ...); a --config YAML file
 sets fields too, and flags override it. Without --test_data_path (or with the training file) the last
 --holdout rows of the training data are held back, never trained on, and evaluated. The run folder
-(--output_dir) gets metrics.jsonl, metrics.png, config.json, checkpoints/ and the trained model in model/.
+(--output_dir) gets metrics.jsonl, metrics.png, config.json, checkpoint-N/ and the trained model in model/.
 Set RLGYM_TRACEBACK=1 to see tracebacks instead of one-line errors.
 """
 from __future__ import annotations

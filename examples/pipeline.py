@@ -70,6 +70,7 @@ from lmgym.traindata.sft_data import arithmetic_sft_examples, gsm8k_sft_examples
 from lmgym.traindata.step_data import LabelledSample, load_policy_labels, policy_labels, save_policy_labels  # noqa: E402
 from lmgym.traindata.step_data.policy_labels import PolicyLabelConfig  # noqa: E402
 from lmgym.training import load_config  # noqa: E402
+from lmgym.training.checkpoints import has_checkpoints  # noqa: E402
 from lmgym.training.cli import run_with_clear_errors  # noqa: E402
 
 STAGES = ("base", "sft", "prm", "grpo", "grpo_prm", "mcts")
@@ -248,7 +249,7 @@ class Plan:
 
 def resuming(plan: Plan, stage: str) -> bool:
     """Continue an interrupted stage from its newest checkpoint (never under --restart: it starts over)."""
-    return not plan.args.restart and (plan.out / stage / "checkpoints").is_dir()
+    return not plan.args.restart and has_checkpoints(plan.out / stage)
 
 
 def sft_examples(plan: Plan) -> tuple[list, list]:

@@ -70,6 +70,7 @@ from lmgym.evaluation.rag_evaluate import METRICS, evaluate_rag  # noqa: E402
 from lmgym.policies import EMBEDDED_MODEL  # noqa: E402
 from lmgym.policies.few_shot import PROMPTS_DIR, read_system_prompt  # noqa: E402
 from lmgym.training import load_config  # noqa: E402
+from lmgym.training.checkpoints import has_checkpoints  # noqa: E402
 from lmgym.training.cli import run_with_clear_errors  # noqa: E402
 
 STAGES = ("sft", "grpo", "base", "question_search", "closed_book", "gold_context")
@@ -366,7 +367,7 @@ def title(row: str, plan: Plan) -> str:
 
 def resuming(plan: Plan, stage: str) -> bool:
     """Continue an interrupted stage from its newest checkpoint (never under --restart: it starts over)."""
-    return not plan.args.restart and (plan.out / stage / "checkpoints").is_dir()
+    return not plan.args.restart and has_checkpoints(plan.out / stage)
 
 
 def mean_row(rows: list[dict], plan: Plan) -> dict:

@@ -90,6 +90,7 @@ from lmgym.traindata.reflection_sft import (  # noqa: E402
     critic_sft_examples,
     gold_text,
 )
+from lmgym.training.checkpoints import has_checkpoints  # noqa: E402
 from lmgym.training.cli import run_with_clear_errors  # noqa: E402
 from lmgym.training.config import load_config  # noqa: E402
 
@@ -358,7 +359,7 @@ class Pipeline:
         train = first_answer_examples(self.train_env, self.draws["first"])
         print(f"SFT (first answer): {len(train)} gold solutions of train problems")
         trainer = SFT(HFPolicy(self.args.model), train, self.first_config, held_out=self.held_out())
-        trainer.train(resume=resume and (self.out / "sft_first" / "checkpoints").is_dir())
+        trainer.train(resume=resume and has_checkpoints(self.out / "sft_first"))
         trainer.save_model(self.out / "sft_first" / "model")
 
     def answers(self) -> None:
@@ -399,7 +400,7 @@ class Pipeline:
               f"examples")
         trainer = SFT(self.policy("sft_first"), critic + refine + first, self.reflect_config,
                       held_out=self.held_out())
-        trainer.train(resume=resume and (self.out / "sft" / "checkpoints").is_dir())
+        trainer.train(resume=resume and has_checkpoints(self.out / "sft"))
         trainer.save_model(self.out / "sft" / "model")
 
     def pairs(self) -> None:
@@ -438,7 +439,7 @@ class Pipeline:
                              f"--pair_refinements, or give --triples")
         print(f"DPO ({self.args.loss}) on {len(pairs)} pairs ({', '.join(roles)})")
         trainer = VARIANTS[self.args.loss](self.policy("sft"), pairs, self.dpo_config)
-        trainer.train(resume=resume and (self.out / "dpo" / "checkpoints").is_dir())
+        trainer.train(resume=resume and has_checkpoints(self.out / "dpo"))
         trainer.save_model(self.out / "dpo" / "model")
 
     # ------------------------------------------------------------------------------------------ the table

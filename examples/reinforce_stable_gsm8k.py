@@ -26,7 +26,7 @@ flags override the file):
     --evaluation_iterations K        eval_every (the last iteration is always evaluated)
     --n_eval_steps N                 eval_episodes (greedy, on the test file or the held-back rows)
     --evaluation_at_start            eval_at_start
-    --save_path DIR                  output_dir: metrics.jsonl, metrics.png, config.json, checkpoints/ and,
+    --save_path DIR                  output_dir: metrics.jsonl, metrics.png, config.json, checkpoint-N/ and,
                                      at the end, the trained model in Hugging Face format in DIR/model
     --n_save_iterations K            save_every (the last iteration always saves)
     --cache_buffer --buffer_cache_path F

@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> None:
     if measure:
         print(f"held-out greedy accuracy ({args.eval_episodes} problems): {before} -> {accuracy(policy, env, args)}")
     print(f"{config.train_iterations} iterations in {minutes:.1f} min including evaluation; model: {folder}; "
-          f"run folder: {config.output_dir} (metrics.jsonl, metrics.png, checkpoints/)")
+          f"run folder: {config.output_dir} (metrics.jsonl, metrics.png, checkpoint-N/)")
 
 
 if __name__ == "__main__":

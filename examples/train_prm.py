@@ -176,7 +176,7 @@ def run(args: argparse.Namespace) -> None:
     if accuracy:
         shown = [accuracy[0], accuracy[-1]] if len(accuracy) > 1 else accuracy
         print("held-out pairwise accuracy: " + " -> ".join(shown))
-    print(f"PRM folder: {folder}; run folder: {config.output_dir} (metrics.jsonl, metrics.png, checkpoints/)")
+    print(f"PRM folder: {folder}; run folder: {config.output_dir} (metrics.jsonl, metrics.png, checkpoint-N/)")
 
 
 if __name__ == "__main__":

@@ -50,6 +50,7 @@ from lmgym.search.mcts import MCTSConfig  # noqa: E402
 from lmgym.search.settings import SearchSettings  # noqa: E402
 from lmgym.traindata.step_data.policy_labels import LABEL_PRESETS, PolicyLabelConfig  # noqa: E402
 from lmgym.training import load_config  # noqa: E402
+from lmgym.training.checkpoints import has_checkpoints  # noqa: E402
 from lmgym.training.cli import run_with_clear_errors  # noqa: E402
 
 STAGES = ("label", "train", "evaluate", "curves")
@@ -283,7 +284,7 @@ class Loop:
             config = plan.prm_configs[kind]
             prm = ProcessRewardModel.from_policy(self.policy, plan.args.aggregation)
             trainer = verifier_trainer(prm, train, kind, config, held_out=held_back)
-            resume = not plan.args.restart and (Path(config.output_dir) / "checkpoints").is_dir()
+            resume = not plan.args.restart and has_checkpoints(config.output_dir)
             rows = trainer.train(resume=resume)
             trainer.save_model(plan.verifier(kind))
             last = {k: round(v, 4) for k, v in rows[-1].items() if k.startswith("eval_")} if rows else {}

@@ -6,6 +6,7 @@ dataclasses and training/trl_names.py so they cannot drift (tests/test_config_he
 """
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import re
 import sys
@@ -91,9 +92,17 @@ def render(page: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Rewrite the page's tables, or with --check only say whether it is up to date (--help: this, nothing
+    written; an unknown flag: argparse's usage error, nothing written)."""
+    parser = argparse.ArgumentParser(
+        prog="scripts/config_reference.py",
+        description=f"Generate the TRL-names and config-reference tables of {TARGET.relative_to(ROOT)} from the "
+                    f"config dataclasses and lmgym/training/trl_names.py. Without flags the page is rewritten.")
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if the page is out of date")
+    args = parser.parse_args(argv)
     current = TARGET.read_text(encoding="utf-8")
     wanted = render(current)
-    if "--check" in (argv if argv is not None else sys.argv[1:]):
+    if args.check:
         if wanted != current:
             print(f"{TARGET.relative_to(ROOT)} is out of date: python scripts/config_reference.py", file=sys.stderr)
             return 1

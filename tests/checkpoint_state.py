@@ -40,7 +40,8 @@ def rewrite(folder: Path, change: Callable[[dict[str, Any]], None]) -> None:
     write(folder, state)
 
 
-PRETRAINED_FILES = ("config.json", "generation_config.json", "adapter_config.json", "adapter_model.safetensors")
+PRETRAINED_FILES = ("config.json", "generation_config.json", "adapter_config.json", "adapter_model.safetensors",
+                    "tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "system_prompt.txt")
 
 
 def write_legacy(folder: Path, state: dict[str, Any]) -> None:
@@ -57,3 +58,12 @@ def write_legacy(folder: Path, state: dict[str, Any]) -> None:
         manifest["files"] = {k: v for k, v in manifest["files"].items() if k not in old and k != layout.STATE_JSON}
         manifest["files"][layout.LEGACY_STATE] = ckpt.file_entry(folder / layout.LEGACY_STATE)
         (folder / ckpt.MANIFEST).write_text(json.dumps(manifest))
+
+
+def entries(run: Path) -> list[str]:
+    """The checkpoint entries of a run folder, sorted: `checkpoint-N`, and staged (`.tmp-`), half-removed
+    (`.trash-`) or set-aside (`corrupt-`) ones."""
+    import re
+
+    shape = re.compile(r"^(\.tmp-|\.trash-|corrupt\d*-)?checkpoint-\d+$")
+    return sorted(p.name for p in Path(run).iterdir() if shape.match(p.name))

@@ -58,7 +58,7 @@ def wrong_world_error(out: Path) -> str:
 
     run_dir = out / "wrong_world"
     if td.get_rank() == 0:
-        relabelled(out / "full_resumed" / "checkpoints" / "iter-000001", run_dir / "checkpoints" / "iter-000001", 3)
+        relabelled(out / "full_resumed" / "checkpoint-1", run_dir / "checkpoint-1", 3)
     td.barrier()
     algo = build(run_dir, "full", 2)
     try:
@@ -78,7 +78,7 @@ def run(rank: int, world: int, port: int, out_dir: str) -> None:
         straight = build(out / f"{variant}_straight", variant, 2)
         straight.train()
         stopped = build(out / f"{variant}_resumed", variant, 1)
-        stopped.train()  # checkpoints/iter-000001, written by both ranks
+        stopped.train()  # checkpoints/checkpoint-1, written by both ranks
         resumed = build(out / f"{variant}_resumed", variant, 2)
         resumed.train(resume=True)
         folder = resumed.save_model(out / f"{variant}_model")

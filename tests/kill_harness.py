@@ -119,10 +119,12 @@ def newest_checkpoint(run_dir: Path) -> int | None:
     """Iteration of the newest checkpoint folder that verifies, found here independently of the
     resume code under test (None when there is none)."""
     found = []
-    for path in (run_dir / "checkpoints").glob("iter-*"):
+    for path in run_dir.glob("checkpoint-*"):
+        if ckpt.iteration_of(path) is None:  # checkpoint-2.1.bak: an earlier run's, moved aside
+            continue
         try:
             ckpt.verify(path)
-            found.append(int(path.name.split("-")[1]))
+            found.append(ckpt.iteration_of(path))
         except (ckpt.CheckpointError, ValueError):
             continue
     return max(found, default=None)
@@ -178,7 +180,7 @@ def run_trial(run_dir: Path, crash_points: list[str] = (), delays: list[float] =
 def fingerprint(run_dir: Path) -> dict:
     """Final parameters and optimizer state (from the last checkpoint) and the metrics rows."""
     final = newest_checkpoint(run_dir)
-    state = checkpoint_state.read(run_dir / "checkpoints" / f"iter-{final:06d}")
+    state = checkpoint_state.read(run_dir / f"checkpoint-{final}")
     rows = [{k: v for k, v in json.loads(line).items() if not TIMING.match(k)}
             for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     return {"iteration": final, "policy": state["policy"], "optimizer": state["optimizer"]["state"],
@@ -218,8 +220,8 @@ CRASH_SEQUENCE = [
     "truncate.after_replace:1",   # inside truncate_after (renamed)
     "save.manifest:1",            # checkpoint 2 complete in its temp folder, not renamed
     "save.renamed:1",             # C=2, older ones not yet pruned
-    "remove.file:2",              # C=3, pruning iter-000001 killed between two file deletions
-    "remove.renamed:1",           # C=4, iter-000002 renamed to .trash- and not yet deleted
+    "remove.file:2",              # C=3, pruning checkpoint-1 killed between two file deletions
+    "remove.renamed:1",           # C=4, checkpoint-2 renamed to .trash- and not yet deleted
     "metrics.written:1",          # row 5 logged, C=4
     "save.pruned:1",              # C=5 (the last), pruning interrupted
 ]

@@ -62,7 +62,7 @@ def test_grpo_with_kl_records_metrics_and_writes_run_folder(tiny_policy, tmp_pat
     run = tmp_path / "run"
     assert (run / "metrics.png").stat().st_size > 1000
     assert json.loads((run / "config.json").read_text())["algorithm"] == "GRPO"
-    assert (run / "checkpoints" / "iter-000002" / "MANIFEST.json").is_file()
+    assert (run / "checkpoint-2" / "MANIFEST.json").is_file()
 
 
 @pytest.mark.parametrize("estimator", ["k1", "k2", "k3"])

@@ -25,6 +25,7 @@ from lmgym.policies.prm import ProcessRewardModel
 from lmgym.training.callbacks import HOOK_ORDER, CallbackList, EarlyStopping, TrainerCallback
 from lmgym.training.plots import RunPlots
 from lmgym.training.run_logger import RunLog
+from tests import checkpoint_state
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 
@@ -89,7 +90,7 @@ def test_a_custom_callback_sees_every_hook_in_the_documented_order(tiny_policy, 
     assert iteration == sorted(iteration, key=HOOK_ORDER.index)
     assert [r["iteration"] for r in recorder.rows] == [0, 1, 2] and recorder.end_rows == rows
     assert all("eval_accuracy" in m for m in recorder.evaluations) and len(recorder.evaluations) == 3
-    assert [p.name for p in recorder.saved] == ["iter-000001", "iter-000002"]
+    assert [p.name for p in recorder.saved] == ["checkpoint-1", "checkpoint-2"]
     assert all(p.is_dir() for p in recorder.saved)
     assert [r["recorder_episodes"] for r in rows[1:]] == [4.0, 4.0]  # on_rewards' metrics are recorded
     assert recorder is algo.callbacks[-1]  # the trainer's own come first
@@ -110,7 +111,7 @@ def test_a_callback_that_sets_should_stop_ends_the_run_after_a_checkpoint(tiny_p
                 callbacks=[StopAfter(2), recorder])
     rows = algo.train()
     assert [r["iteration"] for r in rows] == [1, 2] and algo.iteration == 2
-    assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir()) == ["iter-000002"]
+    assert checkpoint_state.entries(tmp_path / "run") == ["checkpoint-2"]
     assert recorder.calls[-2:] == [("on_save", 2), ("on_train_end", 2)] and recorder.end_rows == rows
     assert (tmp_path / "run" / "metrics.png").is_file()  # an ordinary end: RunPlots drew the run
 

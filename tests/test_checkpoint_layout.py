@@ -40,7 +40,7 @@ def rows(run):
 def test_the_files_are_safetensors_and_weights_only_torch_files(tmp_path, kind, lora):
     algo = algorithm(tmp_path, kind, lora, train_iterations=1)
     algo.train()
-    folder = tmp_path / "run" / "checkpoints" / "iter-000001"
+    folder = tmp_path / "run" / "checkpoint-1"
     weights = load_file(str(folder / "model.safetensors"))  # plain safetensors, no help from this library
     policy = algo.policy.state_dict()
     assert set(weights) <= set(policy) and all(torch.equal(weights[k], policy[k]) for k in weights)
@@ -58,19 +58,25 @@ def test_the_files_are_safetensors_and_weights_only_torch_files(tmp_path, kind, 
     assert state["format"] == 2 and state["state"]["iteration"] == 1
     loadable = {"adapter_config.json", "adapter_model.safetensors"} if lora else {"config.json",
                                                                                   "generation_config.json"}
+    tokenizer = {"tokenizer.json", "tokenizer_config.json", "chat_template.jinja"}
     assert set(json.loads((folder / "MANIFEST.json").read_text())["files"]) == {*state["layout"], "trainer_state.json",
-                                                                               "buffer.jsonl", *loadable}
+                                                                               "buffer.jsonl", *loadable, *tokenizer}
     assert not (folder / "state.pt").exists()
 
 
-@pytest.mark.parametrize("kind, lora", [("grpo", False), ("ppo", False), ("grpo", True)])
-def test_resuming_a_safetensors_checkpoint_equals_an_uninterrupted_run(tmp_path, kind, lora):
+@pytest.mark.parametrize("kind, lora, how", [("grpo", False, "resume"), ("ppo", False, "resume"),
+                                              ("grpo", True, "resume"), ("ppo", False, True), ("grpo", True, "path")])
+def test_resuming_a_safetensors_checkpoint_equals_an_uninterrupted_run(tmp_path, kind, lora, how):
+    """`how`: train(resume=True), or HF's resume_from_checkpoint (True: the newest, or the checkpoint-1 path)."""
     straight = algorithm(tmp_path / "a", kind, lora)
     straight.train()
     first = algorithm(tmp_path / "b", kind, lora, train_iterations=1)
     first.train()
     resumed = algorithm(tmp_path / "b", kind, lora)
-    resumed.train(resume=True)
+    if how == "resume":
+        resumed.train(resume=True)
+    else:
+        resumed.train(resume_from_checkpoint=True if how is True else tmp_path / "b" / "run" / "checkpoint-1")
     assert resumed.iteration == 3
     for (name, a), b in zip(straight.policy.state_dict().items(), resumed.policy.state_dict().values()):
         assert torch.equal(a, b), name
@@ -95,14 +101,14 @@ def test_tied_weights_are_stored_once_and_read_back_tied(tmp_path):
 def test_a_damaged_safetensors_file_with_a_matching_manifest_is_skipped_in_one_line(tmp_path, capsys):
     algo = algorithm(tmp_path, train_iterations=2)
     algo.train()
-    folder = tmp_path / "run" / "checkpoints" / "iter-000002"
+    folder = tmp_path / "run" / "checkpoint-2"
     weights = folder / "model.safetensors"
     weights.write_bytes(b"\xff" * 64)
     manifest = json.loads((folder / "MANIFEST.json").read_text())  # a hand edit that also fixed the manifest
     manifest["files"]["model.safetensors"] = ckpt.file_entry(weights)
     (folder / "MANIFEST.json").write_text(json.dumps(manifest))
     fresh = algorithm(tmp_path, train_iterations=2)
-    assert fresh.resume_from(tmp_path / "run") == tmp_path / "run" / "checkpoints" / "iter-000001"
+    assert fresh.resume_from(tmp_path / "run") == tmp_path / "run" / "checkpoint-1"
     warning = capsys.readouterr().err.strip()
     assert warning.startswith(f"warning: skipping a checkpoint that does not verify: {weights}: truncated or corrupt")
     assert "\n" not in warning
@@ -111,7 +117,7 @@ def test_a_damaged_safetensors_file_with_a_matching_manifest_is_skipped_in_one_l
 def test_a_layout_naming_a_path_outside_the_folder_is_refused(tmp_path):
     algo = algorithm(tmp_path, train_iterations=1)
     algo.train()
-    folder = tmp_path / "run" / "checkpoints" / "iter-000001"
+    folder = tmp_path / "run" / "checkpoint-1"
     state = json.loads((folder / "trainer_state.json").read_text())
     state["layout"]["../../elsewhere.pt"] = ["optimizer"]
     (folder / "trainer_state.json").write_text(json.dumps(state))
@@ -126,7 +132,7 @@ def test_a_layout_naming_a_path_outside_the_folder_is_refused(tmp_path):
 def test_a_field_is_named_with_the_file_that_holds_it(tmp_path):
     algo = algorithm(tmp_path, train_iterations=1)
     algo.train()
-    folder = tmp_path / "run" / "checkpoints" / "iter-000001"
+    folder = tmp_path / "run" / "checkpoint-1"
     checkpoint_state.rewrite(folder, lambda s: s["rng"].update(torch=torch.zeros(3)))
     with pytest.raises(ckpt.CorruptCheckpointError) as info:
         algorithm(tmp_path).load(folder)
@@ -163,7 +169,7 @@ def test_an_mcts_run_with_a_prm_checkpoints_it_in_safetensors_and_loads_it_back(
 
     algo = build(ProcessRewardModel.from_policy(tiny_policy))
     algo.train()
-    folder = tmp_path / "run" / "checkpoints" / "iter-000001"
+    folder = tmp_path / "run" / "checkpoint-1"
     assert load_file(str(folder / "prm.safetensors"))  # the PRM's weights; its optimizer in extra_state.pt
     assert "prm_optimizer" in torch.load(folder / "extra_state.pt", weights_only=True)["extra"]
     fresh = build(ProcessRewardModel.from_policy(tiny_policy))

@@ -41,12 +41,12 @@ def test_each_save_is_a_complete_folder_and_the_newest_k_are_kept(tmp_path):
     run = tmp_path / "run"
     for it in (1, 2, 3):
         folder = save_at(algo, it)
-        assert folder == run / "checkpoints" / f"iter-{it:06d}"
-    assert names(run / "checkpoints") == ["iter-000002", "iter-000003"]
-    manifest = json.loads((run / "checkpoints" / "iter-000003" / "MANIFEST.json").read_text())
+        assert folder == run / f"checkpoint-{it}"
+    assert checkpoint_state.entries(run) == ["checkpoint-2", "checkpoint-3"]
+    manifest = json.loads((run / "checkpoint-3" / "MANIFEST.json").read_text())
     assert manifest["iteration"] == 3 and set(manifest["files"]) == {
         "model.safetensors", "optimizer.pt", "scheduler.pt", "rng_state.pth", "trainer_state.json", "buffer.jsonl",
-        "config.json", "generation_config.json"}
+        "config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja"}
     assert manifest["files"]["model.safetensors"]["bytes"] == (folder / "model.safetensors").stat().st_size
     ckpt.verify(folder)
 
@@ -56,25 +56,25 @@ def test_resume_takes_the_newest_that_verifies_and_says_which(tmp_path, capsys):
     run = tmp_path / "run"
     for it in (1, 2, 3):
         save_at(algo, it)
-    state = run / "checkpoints" / "iter-000003" / "model.safetensors"
+    state = run / "checkpoint-3" / "model.safetensors"
     state.write_bytes(state.read_bytes()[:-10])                      # truncated
-    buffer = run / "checkpoints" / "iter-000002" / "buffer.jsonl"
+    buffer = run / "checkpoint-2" / "buffer.jsonl"
     buffer.write_text(buffer.read_text().replace("capacity", "capacitx"))  # altered, same size
-    (run / "checkpoints" / ".tmp-iter-000004").mkdir()               # a save killed half-way
+    (run / ".tmp-checkpoint-4").mkdir()                               # a save killed half-way
     fresh = tiny_algo(tmp_path)
-    assert fresh.resume_from(run) == run / "checkpoints" / "iter-000001"
+    assert fresh.resume_from(run) == run / "checkpoint-1"
     assert fresh.iteration == 1
     out, err = capsys.readouterr()
-    assert out.strip() == f"resuming from {run / 'checkpoints' / 'iter-000001'} (iteration 1)"
+    assert out.strip() == f"resuming from {run / 'checkpoint-1'} (iteration 1)"
     warnings = err.strip().splitlines()
     assert len(warnings) == 2 and all(w.startswith("warning: skipping a checkpoint") for w in warnings)
-    assert "iter-000003/model.safetensors: " in warnings[0] and "truncated" in warnings[0]
-    assert "iter-000002/buffer.jsonl: sha256 differs" in warnings[1]
-    assert names(run / "checkpoints") == [".tmp-iter-000004", "corrupt-iter-000002", "corrupt-iter-000003",
-                                          "iter-000001"]
+    assert "checkpoint-3/model.safetensors: " in warnings[0] and "truncated" in warnings[0]
+    assert "checkpoint-2/buffer.jsonl: sha256 differs" in warnings[1]
+    assert checkpoint_state.entries(run) == [".tmp-checkpoint-4", "checkpoint-1", "corrupt-checkpoint-2",
+                                             "corrupt-checkpoint-3"]
     save_at(fresh, 2)  # the next save clears the leftover temp folder, keeps the set-aside copies
-    assert names(run / "checkpoints") == ["corrupt-iter-000002", "corrupt-iter-000003", "iter-000001",
-                                          "iter-000002"]
+    assert checkpoint_state.entries(run) == ["checkpoint-1", "checkpoint-2", "corrupt-checkpoint-2",
+                                             "corrupt-checkpoint-3"]
 
 
 def test_the_old_checkpoint_layout_is_still_resumed(tmp_path, capsys):
@@ -85,7 +85,7 @@ def test_the_old_checkpoint_layout_is_still_resumed(tmp_path, capsys):
     shutil.copytree(folder, legacy)
     (legacy / "MANIFEST.json").unlink()
     checkpoint_state.write_legacy(legacy, algo.state_dict())  # one state.pt, as earlier versions wrote
-    shutil.rmtree(run / "checkpoints")
+    shutil.rmtree(folder)
     fresh = tiny_algo(tmp_path)
     assert fresh.resume_from(run) == legacy and fresh.iteration == 5
     assert capsys.readouterr().out.strip() == f"resuming from {legacy} (iteration 5)"
@@ -109,17 +109,16 @@ def test_without_a_checkpoint_resume_starts_over_and_keeps_the_history(tmp_path,
     run.mkdir()
     old = '{"iteration": 1, "reward_mean": 0.5}\n{"iteration": 2, "reward_mean": 0.6}\n'
     (run / "metrics.jsonl").write_text(old)
-    (run / "checkpoints").mkdir()
-    (run / "checkpoints" / "iter-000002").mkdir()  # no manifest: incomplete
+    (run / "checkpoint-2").mkdir()  # no manifest: incomplete
     rows = tiny_algo(tmp_path).train(resume=True)
     assert [r["iteration"] for r in rows] == [1]
     out, err = capsys.readouterr()
     assert f"note: --resume: no checkpoint in {run}, starting from iteration 0" in out
-    assert err == (f"warning: skipping {run / 'checkpoints' / 'iter-000002'}: no MANIFEST.json (incomplete); "
+    assert err == (f"warning: skipping {run / 'checkpoint-2'}: no MANIFEST.json (incomplete); "
                    f"no other checkpoint to resume from\n")
     assert (run / "metrics.1.jsonl.bak").read_text() == old
-    assert names(run / "checkpoints.1.bak") == ["iter-000002"]
-    assert names(run / "checkpoints") == ["iter-000001"]
+    assert (run / "checkpoint-2.1.bak").is_dir()
+    assert checkpoint_state.entries(run) == ["checkpoint-1"]
     tiny_algo(tmp_path).train()  # a new run (no --resume) in a used folder moves it aside too
     assert (run / "metrics.2.jsonl.bak").read_text().count("\n") == 1
 
@@ -133,7 +132,7 @@ def test_a_newest_checkpoint_without_its_manifest_is_skipped_with_one_warning_na
     assert fresh.resume_from(tmp_path / "run") == older and fresh.iteration == 1
     out, err = capsys.readouterr()
     assert err == (f"warning: skipping {newest}: no MANIFEST.json (incomplete); resuming from {older} instead "
-                   f"(the next save removes iter-000002)\n")
+                   f"(the next save removes checkpoint-2)\n")
     assert out == f"resuming from {older} (iteration 1)\n"
 
 
@@ -152,11 +151,11 @@ def trained_then_resumed(tmp_path, edit_metrics):
 def test_resume_is_refused_in_one_line_when_metrics_jsonl_is_missing(tmp_path):
     run = tmp_path / "run"
     message = trained_then_resumed(tmp_path, lambda path: path.unlink())
-    assert message == (f"error: {run / 'metrics.jsonl'}: missing, but {run / 'checkpoints' / 'iter-000002'} has "
+    assert message == (f"error: {run / 'metrics.jsonl'}: missing, but {run / 'checkpoint-2'} has "
                        f"trained 2 iterations; checkpoints do not hold the logged rows, so they cannot be rebuilt: "
                        f"put the file back (a copy, or a metrics.<n>.jsonl.bak of this run), or run without --resume "
                        f"to start over")
-    assert names(run / "checkpoints") == ["iter-000002"] and not (run / "metrics.jsonl").exists()  # nothing trained
+    assert checkpoint_state.entries(run) == ["checkpoint-2"] and not (run / "metrics.jsonl").exists()  # nothing trained
 
 
 def test_resume_is_refused_in_one_line_when_metrics_jsonl_lost_rows(tmp_path):
@@ -166,9 +165,9 @@ def test_resume_is_refused_in_one_line_when_metrics_jsonl_lost_rows(tmp_path):
     run = tmp_path / "run"
     message = trained_then_resumed(tmp_path, keep_the_first_row)
     assert message.startswith(f"error: {run / 'metrics.jsonl'}: no rows for 1 of the 2 iterations "
-                              f"{run / 'checkpoints' / 'iter-000002'} has trained (the first missing: iteration 2); "
+                              f"{run / 'checkpoint-2'} has trained (the first missing: iteration 2); "
                               f"checkpoints do not hold the logged rows")
-    assert "\n" not in message and names(run / "checkpoints") == ["iter-000002"]
+    assert "\n" not in message and checkpoint_state.entries(run) == ["checkpoint-2"]
 
 
 def test_resume_with_every_row_continues(tmp_path):
@@ -340,8 +339,8 @@ def test_resume_skips_a_checkpoint_edited_to_a_negative_iteration_naming_file_an
     save_at(algo, 1)
     rewrite_state(save_at(algo, 2), lambda s: s.update(iteration=-5))
     fresh = tiny_algo(tmp_path)
-    assert fresh.resume_from(run) == run / "checkpoints" / "iter-000001" and fresh.iteration == 1
+    assert fresh.resume_from(run) == run / "checkpoint-1" and fresh.iteration == 1
     warning = capsys.readouterr().err.strip()
     assert warning == (f"warning: skipping a checkpoint that does not verify: "
-                       f"{run / 'checkpoints' / 'iter-000002' / 'trainer_state.json'}: field iteration must be a whole "
+                       f"{run / 'checkpoint-2' / 'trainer_state.json'}: field iteration must be a whole "
                        f"number >= 0, got -5")

@@ -83,7 +83,7 @@ def test_whole_json_files_keep_the_contract(tmp_path, problem):
     text = one_line_error(read_hotpotqa_file, hotpot)
     assert text.startswith(f"{hotpot}") and re.search(message, text), text
 
-    checkpoint = tmp_path / "checkpoints" / "iter-000001"
+    checkpoint = tmp_path / "checkpoint-1"
     checkpoint.mkdir(parents=True)
     (checkpoint / ckpt.MANIFEST).write_bytes(content)
     with pytest.raises(ckpt.CorruptCheckpointError, match="unreadable manifest"):

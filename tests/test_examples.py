@@ -72,7 +72,7 @@ def test_reinforce_stable_gsm8k_runs_and_reuses_its_buffer_cache(tiny_model_dir,
     assert "the last 500 of 7473 training rows are held back" in first.stdout
     rows = metrics(tmp_path / "run1")
     assert rows[-1]["iteration"] == 1 and rows[-1]["buffer_from_cache"] == 0.0 and "eval_accuracy" in rows[-1]
-    assert (tmp_path / "run1" / "checkpoints" / "iter-000001" / "MANIFEST.json").is_file()
+    assert (tmp_path / "run1" / "checkpoint-1" / "MANIFEST.json").is_file()
     assert (tmp_path / "run1" / "model" / "config.json").is_file()
     cached = cache.read_text()
     assert len(cached.splitlines()) == 3  # header + the 2 collected episodes
@@ -85,7 +85,7 @@ def test_reinforce_stable_gsm8k_runs_and_reuses_its_buffer_cache(tiny_model_dir,
     assert [r["buffer_from_cache"] for r in rows] == [1.0, 0.0]
     assert cache.read_text() == cached  # the cache asked for is kept; the new collection goes next to it
     assert len((tmp_path / "buffer_updated.jsonl").read_text().splitlines()) == 3
-    assert (tmp_path / "run2" / "checkpoints" / "iter-000002" / "MANIFEST.json").is_file()
+    assert (tmp_path / "run2" / "checkpoint-2" / "MANIFEST.json").is_file()
 
 
 def test_grpo_gsm8k_runs_from_the_yaml_config(tiny_model_dir, gsm8k_train, tmp_path):
@@ -100,7 +100,7 @@ def test_grpo_gsm8k_runs_from_the_yaml_config(tiny_model_dir, gsm8k_train, tmp_p
     config = json.loads((run_dir / "config.json").read_text())
     assert config["micro_batch_size"] == 32  # from the YAML file (the script's own default is 16)
     assert config["samples_per_prompt"] == 2  # flags override the file
-    assert (run_dir / "checkpoints" / "iter-000001" / "MANIFEST.json").is_file()
+    assert (run_dir / "checkpoint-1" / "MANIFEST.json").is_file()
     assert (run_dir / "model" / "config.json").is_file()
 
 

@@ -25,7 +25,11 @@ def save(run: Path, iteration: int) -> Path:
 
 
 def entries(folder: Path) -> list[str]:
-    return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+    """A folder's entries; in a run folder its checkpoint entries alone (`checkpoint-N`, `.tmp-`, `.trash-`)."""
+    if not folder.is_dir():
+        return []
+    names = sorted(p.name for p in folder.iterdir())
+    return [n for n in names if "checkpoint-" in n] if any("checkpoint-" in n for n in names) else names
 
 
 def killed_saving(run: Path, crash_at, point: str, iteration: int) -> Path:
@@ -33,35 +37,35 @@ def killed_saving(run: Path, crash_at, point: str, iteration: int) -> Path:
     with pytest.raises(Killed):
         save(run, iteration)
     crash_at(None)
-    return run / "checkpoints"
+    return run
 
 
 def test_save_points_sit_between_writing_sealing_renaming_and_pruning(tmp_path, crash_at):
     root = killed_saving(tmp_path / "a", crash_at, "save.state.pt:1", 1)
-    assert entries(root) == [".tmp-iter-000001"] and entries(root / ".tmp-iter-000001") == ["state.pt"]
+    assert entries(root) == [".tmp-checkpoint-1"] and entries(root / ".tmp-checkpoint-1") == ["state.pt"]
     root = killed_saving(tmp_path / "b", crash_at, "save.buffer.jsonl:1", 1)
-    assert entries(root / ".tmp-iter-000001") == ["buffer.jsonl", "state.pt"]
+    assert entries(root / ".tmp-checkpoint-1") == ["buffer.jsonl", "state.pt"]
     root = killed_saving(tmp_path / "c", crash_at, "save.manifest:1", 1)
-    assert entries(root) == [".tmp-iter-000001"]
-    assert entries(root / ".tmp-iter-000001") == ["MANIFEST.json", "buffer.jsonl", "state.pt"]
+    assert entries(root) == [".tmp-checkpoint-1"]
+    assert entries(root / ".tmp-checkpoint-1") == ["MANIFEST.json", "buffer.jsonl", "state.pt"]
     save(tmp_path / "d", 1)
     root = killed_saving(tmp_path / "d", crash_at, "save.renamed:1", 2)
-    assert entries(root) == ["iter-000001", "iter-000002"]  # renamed into place, the older one not yet pruned
+    assert entries(root) == ["checkpoint-1", "checkpoint-2"]  # renamed into place, the older one not yet pruned
     save(tmp_path / "e", 1)
     root = killed_saving(tmp_path / "e", crash_at, "save.pruned:1", 2)
-    assert entries(root) == ["iter-000002"]
+    assert entries(root) == ["checkpoint-2"]
 
 
 def test_remove_points_sit_between_the_trash_rename_and_each_deletion(tmp_path, crash_at):
     save(tmp_path / "a", 1)
     root = killed_saving(tmp_path / "a", crash_at, "remove.renamed:1", 2)
-    assert entries(root) == [".trash-iter-000001", "iter-000002"]
-    assert entries(root / ".trash-iter-000001") == ["MANIFEST.json", "buffer.jsonl", "state.pt"]
+    assert entries(root) == [".trash-checkpoint-1", "checkpoint-2"]
+    assert entries(root / ".trash-checkpoint-1") == ["MANIFEST.json", "buffer.jsonl", "state.pt"]
     save(tmp_path / "b", 1)
     root = killed_saving(tmp_path / "b", crash_at, "remove.file:2", 2)
-    assert entries(root / ".trash-iter-000001") == ["state.pt"]  # two of its three files deleted
+    assert entries(root / ".trash-checkpoint-1") == ["state.pt"]  # two of its three files deleted
     save(tmp_path / "b", 3)  # the next save finishes the interrupted deletion
-    assert entries(root) == ["iter-000003"]
+    assert entries(root) == ["checkpoint-3"]
 
 
 @pytest.mark.parametrize("point, config_on_disk", [("config.before_replace:1", {"old": True}),
@@ -87,7 +91,7 @@ def test_disarmed_points_change_nothing(tmp_path, crash_at):
     crash_at("save.manifest:5")
     for iteration in (1, 2, 3):
         save(tmp_path, iteration)
-    assert entries(tmp_path / "checkpoints") == ["iter-000003"]
+    assert entries(tmp_path) == ["checkpoint-3"]
 
 
 @pytest.mark.parametrize("spec, problem", [("save.manifestt:1", "unknown crash point 'save.manifestt'"),

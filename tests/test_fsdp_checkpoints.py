@@ -19,7 +19,7 @@ from tests.distributed_worker import build_algorithm
 from tests.fsdp_checkpoint_worker import SETTINGS, VARIANTS, run
 from tests.test_distributed import free_port
 
-CHECKPOINT = "checkpoints/iter-000001"
+CHECKPOINT = "checkpoint-1"
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +74,7 @@ def test_one_process_refuses_a_two_rank_sharded_checkpoint_in_one_line(two_ranks
                                               r"without FSDP; resume it with data_parallel='fsdp' on 2 ranks") as err:
         algo.train(resume=True)
     assert "\n" not in str(err.value) and not isinstance(err.value, CorruptCheckpointError)
-    assert (run_dir / "checkpoints" / "iter-000002").is_dir()  # refused, never set aside as corrupt
+    assert (run_dir / "checkpoint-2").is_dir()  # refused, never set aside as corrupt
     assert algo.iteration == 0
 
 
@@ -82,12 +82,12 @@ def test_two_ranks_refuse_a_three_rank_checkpoint_in_one_line_on_every_rank(two_
     errors = [(two_ranks / f"wrong_world_rank{r}.txt").read_text() for r in (0, 1)]
     assert errors[0] == errors[1] and "\n" not in errors[0]  # rank 0 checks; rank 1 raises its error, not a hang
     assert errors[0].startswith("CheckpointError: ") and errors[0].endswith(
-        "iter-000001: a sharded checkpoint of 3 FSDP ranks, but this run has 2 processes; resume it on 3 ranks "
+        "checkpoint-1: a sharded checkpoint of 3 FSDP ranks, but this run has 2 processes; resume it on 3 ranks "
         "(torchrun --nproc_per_node 3)")
 
 
 def test_an_altered_shard_is_a_corrupt_checkpoint(two_ranks, tmp_path):
-    folder = tmp_path / "iter-000001"
+    folder = tmp_path / "checkpoint-1"
     shutil.copytree(two_ranks / "full_resumed" / CHECKPOINT, folder)
     shard = folder / "sharded" / "__1_0.distcp"
     data = bytearray(shard.read_bytes())

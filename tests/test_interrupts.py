@@ -12,6 +12,7 @@ import torch
 from lmgym.training.callbacks import TrainerCallback
 from lmgym.training.cli import run_with_clear_errors
 from lmgym.training.guards import TrainingInterrupted
+from tests import checkpoint_state
 from tests.test_checkpoint_layout import algorithm, rows
 from tests.test_run_folder import save_tiny
 
@@ -36,7 +37,7 @@ def interrupt_at(algo, iteration, times=1):
 
 
 def checkpoints(run):
-    return sorted(p.name for p in (run / "checkpoints").iterdir())
+    return checkpoint_state.entries(run)
 
 
 def test_ctrl_c_checkpoints_the_iteration_and_resuming_equals_an_uninterrupted_run(tmp_path):
@@ -50,7 +51,7 @@ def test_ctrl_c_checkpoints_the_iteration_and_resuming_equals_an_uninterrupted_r
     with pytest.raises(TrainingInterrupted) as info:
         interrupted.train()
     assert str(info.value) == f"interrupted at iteration 2; resume with --resume (run folder {run})"
-    assert checkpoints(run) == ["iter-000002"]
+    assert checkpoints(run) == ["checkpoint-2"]
     assert signal.getsignal(signal.SIGINT) is before  # the handler is put back
     resumed = algorithm(tmp_path / "b", train_iterations=4, save_every=0)
     resumed.train(resume=True)
@@ -67,9 +68,9 @@ def test_a_second_ctrl_c_stops_at_once_and_resume_takes_the_last_complete_checkp
         algo.train()
     assert str(info.value) == (f"interrupted during iteration 2; resume with --resume (from the newest complete "
                                f"checkpoint in {run})")
-    assert checkpoints(run) == ["iter-000001"]
+    assert checkpoints(run) == ["checkpoint-1"]
     fresh = algorithm(tmp_path, train_iterations=4)
-    assert fresh.resume_from(run) == run / "checkpoints" / "iter-000001"
+    assert fresh.resume_from(run) == run / "checkpoint-1"
 
 
 def test_ctrl_c_outside_training_is_one_line_and_status_130(monkeypatch, capsys):
@@ -95,9 +96,9 @@ def test_sigint_in_a_cli_run_prints_one_line_exits_130_and_resume_continues(tmp_
                             env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 130, result.stderr[-3000:]
     assert result.stderr == f"interrupted at iteration 2; resume with --resume (run folder {run})\n"
-    assert checkpoints(run) == ["iter-000002"] and not (run / "model").exists()
+    assert checkpoints(run) == ["checkpoint-2"] and not (run / "model").exists()
     again = subprocess.run([sys.executable, str(ROOT / "examples" / "quickstart.py"), *flags, "--resume"],
                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert f"resuming from {run / 'checkpoints' / 'iter-000002'} (iteration 2)" in again.stdout
+    assert f"resuming from {run / 'checkpoint-2'} (iteration 2)" in again.stdout
     assert [row["iteration"] for row in rows(run)] == [1, 2, 3, 4] and (run / "model").is_dir()

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests import checkpoint_state
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -25,7 +27,7 @@ def test_killed_and_resumed_runs_equal_an_uninterrupted_run(tmp_path):
     # nothing logged was deleted: rows of killed attempts are set aside, the first start's row 0 archived
     run = tmp_path / "points"
     assert (run / "metrics.discarded.jsonl").is_file() and (run / "metrics.1.jsonl.bak").is_file()
-    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["iter-000004", "iter-000005"]
+    assert checkpoint_state.entries(run) == ["checkpoint-4", "checkpoint-5"]
     randomly = summary["random"]
     assert randomly["trials"] == 3 and randomly["kills"] >= 1
     assert randomly["mismatches"] == [] and randomly["iterations_lost"] == 0

@@ -57,16 +57,16 @@ def test_a_resume_restores_the_reference_adapter_and_a_saved_model_leaves_it_out
     a = algo(tmp_path)
     a.train()
     sample = a.collect()
-    folders = tmp_path / "run" / "checkpoints"
-    state = checkpoint_state.read(folders / "iter-000003")
+    folders = tmp_path / "run"
+    state = checkpoint_state.read(folders / "checkpoint-3")
     assert state["reference_source"] == "adapter" and state["reference"] is None
     fresh = algo(tmp_path / "fresh")
-    fresh.load(folders / "iter-000003")
+    fresh.load(folders / "checkpoint-3")
     batch = collate(sample, a.pad_id, "cpu")
     assert torch.allclose(ref.reference_logprobs(fresh.ref_policy, batch, 1.0),
                           ref.reference_logprobs(a.ref_policy, batch, 1.0), atol=1e-6)
     assert kl_to_reference(fresh, sample) > 1e-4  # the policy is iteration 3's, the reference iteration 2's
-    fresh.load(folders / "iter-000001")  # never synced: the reference is the base again
+    fresh.load(folders / "checkpoint-1")  # never synced: the reference is the base again
     assert not has_reference_adapter(fresh.policy.model)
     base = HFPolicy(build_tiny_model(build_tiny_tokenizer(), seed=0), build_tiny_tokenizer(), device="cpu")
     assert torch.allclose(ref.reference_logprobs(fresh.ref_policy, batch, 1.0),

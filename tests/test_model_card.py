@@ -147,7 +147,10 @@ def test_the_push_to_hub_flag_pushes_the_final_model_of_a_tiny_run_with_its_trai
     from lmgym.training.cli import add_config_arguments, config_from_arguments, train_and_report
 
     hub = LocalHub(tmp_path / "hub")
+    hub.whoami = lambda: {"name": "me"}  # the preflight's check of the token and the hub, before training
     monkeypatch.setattr(huggingface_hub, "HfApi", lambda token=None: hub)  # the default uploader
+    monkeypatch.setenv("HF_TOKEN", "hf_fake_token_for_tests")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
     parser = example_parser(description="tiny")
     add_config_arguments(parser, GRPOConfig)
     args = parser.parse_args(["--push_to_hub", "me/tiny-grpo", "--train_iterations", "1", "--output_dir",

@@ -132,7 +132,8 @@ def test_pipeline_prm_labels_are_reused_and_a_given_prm_skips_the_stage(tiny_mod
     labels = out / "prm" / "labels.jsonl"
     stamp = labels.stat().st_mtime_ns
     shutil.rmtree(out / "prm" / "prm")
-    shutil.rmtree(out / "prm" / "checkpoints")
+    for folder in (out / "prm").glob("checkpoint-*"):
+        shutil.rmtree(folder)
     script.main([*argv, "--stages", "prm"])  # the verifier is gone, its labels are not: they are reused
     printed = capsys.readouterr().out
     assert f"prm: labels {labels} exist, reused (8 samples; --restart labels again)" in printed

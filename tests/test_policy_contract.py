@@ -219,7 +219,7 @@ def test_a_minimal_policy_written_from_the_protocol_trains_with_grpo(tmp_path):
     assert changed > 0
     assert rows[-1]["kl"] > 0  # the policy moved away from its frozen reference
     assert (tmp_path / "run" / "metrics.jsonl").read_text().count("\n") == 2
-    assert (tmp_path / "run" / "checkpoints" / "iter-000002" / "model.safetensors").is_file()
+    assert (tmp_path / "run" / "checkpoint-2" / "model.safetensors").is_file()
 
 
 def test_ppo_refuses_the_minimal_policy_naming_the_backbone_members_it_needs(tmp_path):

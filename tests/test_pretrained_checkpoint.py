@@ -24,7 +24,7 @@ def trained(tmp_path, lora=False, iterations=2, resume=False):
         micro_batch_size=2, output_dir=str(tmp_path / "run"), progress=False, eval_at_start=False,
         learning_rate=5e-2, save_every=1, seed=5))
     algo.train(resume=resume)
-    return algo, tmp_path / "run" / "checkpoints" / f"iter-{iterations:06d}"
+    return algo, tmp_path / "run" / f"checkpoint-{iterations}"
 
 
 def logits(model):

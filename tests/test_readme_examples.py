@@ -48,7 +48,7 @@ def test_the_readme_pieces_train_and_evaluate_as_shown(reader):  # noqa: F811  (
     rows = [json.loads(line) for line in (reader / "runs" / "demo" / "metrics.jsonl").read_text().splitlines()]
     assert [row["iteration"] for row in rows] == [0, 1, 2, 3, 4]  # 0: the evaluation before training
     assert (reader / "runs" / "demo" / "metrics.png").is_file()
-    assert list((reader / "runs" / "demo" / "checkpoints").iterdir())
+    assert list((reader / "runs" / "demo").glob("checkpoint-*/MANIFEST.json"))
     assert 0.0 <= namespace["evaluate"](namespace["policy"], namespace["test_env"], episodes=4)["accuracy"] <= 1.0
 
 

@@ -67,7 +67,7 @@ def test_reinforce_stable_replays_its_cached_episodes(tmp_path):
     rows = algo.train()
     assert [r["replayed_trajectories"] for r in rows] == [0, 4, 4]
     assert all(np.isfinite(r["loss"]) for r in rows)
-    saved = (tmp_path / "checkpoints").glob("iter-*/buffer.jsonl")
+    saved = tmp_path.glob("checkpoint-*/buffer.jsonl")
     lines = max(saved).read_text().splitlines()[1:]
     assert sorted({json.loads(line)["iteration"] for line in lines}) == [1, 2]  # what a resume replays
 

@@ -61,7 +61,7 @@ def test_the_quickstart_model_folder_loads_with_plain_transformers(quickstart_ru
     folder = quickstart_run / "model"
     assert (folder / "model.safetensors").is_file() and not list(folder.glob("*.bin"))
     model = AutoModelForCausalLM.from_pretrained(folder)
-    state = checkpoint_state.read(quickstart_run / "checkpoints" / "iter-000002")
+    state = checkpoint_state.read(quickstart_run / "checkpoint-2")
     for name, value in model.state_dict().items():  # the weights of the last checkpoint (the trained policy)
         assert torch.equal(value, state["policy"][name]), name
     tokenizer = AutoTokenizer.from_pretrained(folder)
@@ -86,7 +86,7 @@ def test_the_before_evaluation_is_iteration_0_and_no_checkpoint_stores_the_initi
     rows = metrics(quickstart_run)
     assert [r["iteration"] for r in rows] == [0, 1, 2]
     assert "eval_accuracy" in rows[0] and "reward_mean" not in rows[0] and "eval_accuracy" in rows[2]
-    state = checkpoint_state.read(quickstart_run / "checkpoints" / "iter-000002")
+    state = checkpoint_state.read(quickstart_run / "checkpoint-2")
     assert state["reference"] is None and state["reference_source"] == "initial"  # kl_coeff 0.04, never synced
     assert (quickstart_run / "metrics.png").is_file()
 
@@ -122,8 +122,8 @@ def tiny_algo(tmp_path, policy=None, **overrides) -> GRPO:
 def test_checkpoints_store_the_reference_only_when_it_is_nowhere_else(tmp_path):
     algo = tiny_algo(tmp_path)
     algo.train()
-    folders = tmp_path / "run" / "checkpoints"
-    states = {i: checkpoint_state.read(folders / f"iter-{i:06d}") for i in (1, 2, 3)}
+    folders = tmp_path / "run"
+    states = {i: checkpoint_state.read(folders / f"checkpoint-{i}") for i in (1, 2, 3)}
     assert [states[i]["reference_source"] for i in (1, 2, 3)] == ["initial", "policy", "stored"]
     assert states[1]["reference"] is None and states[2]["reference"] is None
     assert all(torch.equal(v, states[2]["policy"][k]) for k, v in states[3]["reference"].items())
@@ -131,13 +131,13 @@ def test_checkpoints_store_the_reference_only_when_it_is_nowhere_else(tmp_path):
     initial = build_tiny_model(build_tiny_tokenizer(), seed=0).state_dict()
     for iteration, expected in ((1, initial), (2, states[2]["policy"]), (3, ref)):
         fresh = tiny_algo(tmp_path)
-        fresh.load(folders / f"iter-{iteration:06d}")
+        fresh.load(folders / f"checkpoint-{iteration}")
         for name, value in fresh.ref_policy.state_dict().items():
             assert torch.equal(value, expected[name]), (iteration, name)
     synced = tiny_algo(tmp_path)
-    synced.load(folders / "iter-000003")
+    synced.load(folders / "checkpoint-3")
     with pytest.raises(ValueError, match="reference was already synced") as info:
-        synced.load(folders / "iter-000001")
+        synced.load(folders / "checkpoint-1")
     assert "\n" not in str(info.value)
 
 

@@ -12,6 +12,7 @@ from lmgym.core.atomic_io import SymlinkRefusedError, purge_trash, remove_tree
 from lmgym.training.checkpoints import folders as ckpt
 from lmgym.training.checkpoints.trainer_state import write_model_folder
 from lmgym.training.cli import run_with_clear_errors
+from tests import checkpoint_state
 from tests.test_checkpoints import save_at, tiny_algo
 
 
@@ -142,29 +143,29 @@ def test_planted_checkpoint_links_are_unlinked_and_a_linked_checkpoint_is_never_
     algo = tiny_algo(tmp_path, keep_checkpoints=2)
     run = tmp_path / "run"
     save_at(algo, 1)
-    root = run / "checkpoints"
+    root = run
     real = save_at(algo, 2)
     (real / "extra").symlink_to(outside, target_is_directory=True)  # a link inside a checkpoint pruned later
-    (root / ".trash-iter-000000").symlink_to(outside, target_is_directory=True)
-    (root / ".tmp-iter-000003").symlink_to(outside, target_is_directory=True)  # where iteration 3 is staged
-    (root / "iter-000007").symlink_to(outside, target_is_directory=True)  # no manifest there
-    (root / "iter-000003").symlink_to(outside / "keep.txt")  # the name iteration 3 is sealed under
-    (root / ".tmp-iter-000005").symlink_to(tmp_path / "nowhere")  # dangling
+    (root / ".trash-checkpoint-0").symlink_to(outside, target_is_directory=True)
+    (root / ".tmp-checkpoint-3").symlink_to(outside, target_is_directory=True)  # where iteration 3 is staged
+    (root / "checkpoint-7").symlink_to(outside, target_is_directory=True)  # no manifest there
+    (root / "checkpoint-3").symlink_to(outside / "keep.txt")  # the name iteration 3 is sealed under
+    (root / ".tmp-checkpoint-5").symlink_to(tmp_path / "nowhere")  # dangling
     save_at(algo, 3)
-    assert sorted(p.name for p in root.iterdir()) == ["iter-000002", "iter-000003"]
-    assert not (root / "iter-000003").is_symlink()
-    save_at(algo, 4)  # prunes iter-000002, with its link inside
-    assert sorted(p.name for p in root.iterdir()) == ["iter-000003", "iter-000004"]
+    assert checkpoint_state.entries(root) == ["checkpoint-2", "checkpoint-3"]
+    assert not (root / "checkpoint-3").is_symlink()
+    save_at(algo, 4)  # prunes checkpoint-2, with its link inside
+    assert checkpoint_state.entries(root) == ["checkpoint-3", "checkpoint-4"]
     assert contents(outside) == EXPECTED
 
     elsewhere = tmp_path / "elsewhere"  # a complete checkpoint outside, linked in under a newer name
-    os.rename(root / "iter-000004", elsewhere)
-    (root / "iter-000009").symlink_to(elsewhere, target_is_directory=True)
+    os.rename(root / "checkpoint-4", elsewhere)
+    (root / "checkpoint-9").symlink_to(elsewhere, target_is_directory=True)
     assert [c.iteration for c in ckpt.resume_candidates(run)] == [3]
     fresh = tiny_algo(tmp_path, keep_checkpoints=2)
-    assert fresh.resume_from(run) == root / "iter-000003"
+    assert fresh.resume_from(run) == root / "checkpoint-3"
     save_at(fresh, 4)
-    assert not os.path.lexists(root / "iter-000009")
+    assert not os.path.lexists(root / "checkpoint-9")
     assert (elsewhere / "MANIFEST.json").is_file() and (elsewhere / "trainer_state.json").is_file()
 
 

@@ -8,6 +8,7 @@ import torch.nn.functional as F
 
 from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
 from lmgym.training import Trainer, TrainerConfig
+from tests import checkpoint_state
 
 TEXTS = ["2 + 3 = 5", "7 - 4 = 3", "6 * 2 = 12", "9 / 3 = 3", "1 + 1 = 2", "8 - 8 = 0"]
 HELD_OUT = ["4 + 4 = 8", "5 * 1 = 5"]
@@ -60,7 +61,7 @@ def test_a_supervised_trainer_resumed_at_2_equals_an_uninterrupted_run_to_4(tmp_
     resumed = trainer(tmp_path / "split", 4)
     rows = resumed.train(resume=True)
     run = tmp_path / "split"
-    assert f"resuming from {run / 'checkpoints' / 'iter-000002'} (iteration 2)" in capsys.readouterr().out
+    assert f"resuming from {run / 'checkpoint-2'} (iteration 2)" in capsys.readouterr().out
 
     assert [r["iteration"] for r in rows] == [r["iteration"] for r in whole_rows] == [0, 1, 2, 3, 4]
     for mine, theirs in zip(rows, whole_rows):
@@ -75,11 +76,12 @@ def test_a_supervised_trainer_resumed_at_2_equals_an_uninterrupted_run_to_4(tmp_
     assert json.loads((run / "config.json").read_text())["algorithm"] == "SupervisedTrainer"
     assert json.loads((run / "config.json").read_text())["train_iterations"] == 4
     assert (run / "metrics.png").stat().st_size > 1000
-    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["iter-000003", "iter-000004"]
-    manifest = json.loads((run / "checkpoints" / "iter-000004" / "MANIFEST.json").read_text())
+    assert checkpoint_state.entries(run) == ["checkpoint-3", "checkpoint-4"]
+    manifest = json.loads((run / "checkpoint-4" / "MANIFEST.json").read_text())
     assert set(manifest["files"]) == {"model.safetensors", "optimizer.pt", "scheduler.pt", "rng_state.pth",
                                       "trainer_state.json", "config.json",
-                                      "generation_config.json"}  # no RL buffer: only the Trainer's state
+                                      "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+                                      "chat_template.jinja"}  # no RL buffer: only the Trainer's state
     assert not list(run.glob("*.bak"))  # continued, not started over
 
 

@@ -147,9 +147,9 @@ def test_log_completions_appends_each_iterations_table(tiny_policy, tmp_path):
         assert set(row["rewards"]) == {"vowels", "length"} and "Name a" in row["prompt"]
         weighted = row["rewards"]["vowels"] + 0.5 * row["rewards"]["length"]
         assert abs(row["reward"] - weighted) < 1e-6 and isinstance(row["completion"], str)
-    assert not (tmp_path / "off").exists()
-    GRPO(tiny_policy, ROWS, small(tmp_path / "off", **TRL_BATCH), reward_funcs=[vowels]).train()
-    assert not (tmp_path / "off" / "run" / "completions.jsonl").exists()
+    GRPO(tiny_policy, ROWS, small(tmp_path, **TRL_BATCH), reward_funcs=[vowels]).train()  # a new run, same folder
+    assert not (tmp_path / "run" / "completions.jsonl").exists()  # the table is logged only when asked for ...
+    assert list((tmp_path / "run").glob("completions.*.bak"))  # ... and the earlier run's was moved aside
 
 
 def test_a_dataset_positionally_and_as_train_dataset_trains(tiny_policy, tmp_path):

@@ -68,6 +68,32 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     replace_durably(tmp, path)
 
 
+def process_umask() -> int:
+    """This process's umask, read without changing it where the system says it (Linux's /proc), else set and
+    put back at once."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def give_usual_modes(folder: str | os.PathLike) -> None:
+    """Set every regular file under `folder` to the mode a plain `open(path, "w")` gives (0666 less the umask:
+    0644 with the usual 022). Some writers create their files 0600 (safetensors' `save_file` writes through a
+    private temporary file); a checkpoint's files should all read alike. Links are never followed."""
+    mode = 0o666 & ~process_umask()
+    for root, _, files in os.walk(folder):
+        for name in files:
+            path = os.path.join(root, name)
+            if stat.S_ISREG(os.lstat(path).st_mode) and stat.S_IMODE(os.lstat(path).st_mode) != mode:
+                os.chmod(path, mode)
+
+
 class SymlinkRefusedError(ValueError):
     """A path the run would write into or replace is a symbolic link; the one-line message names it."""
 

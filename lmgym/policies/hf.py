@@ -395,6 +395,7 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
         with tempfile.TemporaryDirectory(prefix="rlgym-push-") as tmp:
             folder = Path(tmp) / repo_id.rpartition("/")[2]
             self.save(folder, generation=generation, merged=merged)
+            write_model_card(folder, self.base_name_or_path, adapter=self.is_lora and not merged, repo_id=repo_id)
             return push_folder(folder, repo_id, hub_api=hub_api, private=private, token=token,
                                commit_message=commit_message)
 

@@ -143,11 +143,11 @@ def print_run_summary(rows: list[dict], run_dir) -> None:
     evals = [f"{r['eval_accuracy']:.1%} (iteration {r['iteration']})" for r in rows if "eval_accuracy" in r]
     if evals:
         print("held-out accuracy: " + (f"{evals[0]} -> {evals[-1]}" if len(evals) > 1 else evals[0]))
-    print(f"run folder: {run_dir} (metrics.jsonl, metrics.png, checkpoints/, model/)")
+    print(f"run folder: {run_dir} (metrics.jsonl, metrics.png, checkpoint-N/, model/)")
 
 
 def train_and_report(algo, resume: bool = False) -> list[dict]:
-    """Train (with `resume`, from the newest complete checkpoint in <output_dir>/checkpoints; `train`
+    """Train (with `resume`, from the newest complete checkpoint <output_dir>/checkpoint-N; `train`
     says which, or that there is none), save the final model as a Hugging Face folder in
     <output_dir>/model (`Trainer.save_model`: weights, tokenizer, chat template, system prompt,
     generation config), and print the held-out accuracy and where the run folder is."""

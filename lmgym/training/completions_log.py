@@ -2,7 +2,8 @@
 
 One JSON line per episode: the iteration, its group, the prompt and completion texts, the total reward, each
 reward function's value, whether the env judged it correct, and whether it was cut off. The file is appended to
-and flushed per iteration; a resumed run appends the iterations it plays again (rows carry their iteration).
+and flushed per iteration; a resumed run appends the iterations it plays again (rows carry their iteration), and
+a new run in a used folder moves the earlier table aside with the metrics.
 TRL logs the same table to its trackers; here the trackers are wandb and metrics.jsonl, and the table is a file
 beside them that any of them can read.
 """
@@ -13,8 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lmgym.buffers import Trajectory
-
-FILE = "completions.jsonl"
+from lmgym.training.run_logger import COMPLETIONS
 
 
 def completion_rows(iteration: int, trajectories: Sequence[Trajectory], tokenizer) -> list[dict]:
@@ -32,7 +32,7 @@ def completion_rows(iteration: int, trajectories: Sequence[Trajectory], tokenize
 
 def append_completions(run_dir: str | Path, iteration: int, trajectories: Sequence[Trajectory], tokenizer) -> Path:
     """Append one iteration's rows to `<run_dir>/completions.jsonl` (created with the folder); returns the path."""
-    path = Path(run_dir) / FILE
+    path = Path(run_dir) / COMPLETIONS
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in completion_rows(iteration, trajectories,
                                                                                            tokenizer))

@@ -122,7 +122,10 @@ class TrainerConfig(CheckedConfig):
     eval_every: int = setting(0, "iterations between evaluations (0: only at the end)")
     eval_at_start: bool = setting(True, "evaluate once before the first iteration")
     save_every: int = setting(0, "iterations between checkpoints (0: only at the end)")
-    keep_checkpoints: int = setting(2, "complete checkpoints kept in <output_dir>/checkpoints (the newest)")
+    keep_checkpoints: int = setting(2, "complete checkpoints <output_dir>/checkpoint-N kept (the newest; HF/TRL: "
+                                       "save_total_limit)")
+    save_only_model: bool = setting(False, "checkpoints hold the model alone (weights, config, tokenizer): smaller, "
+                                           "never resumed (as HF's)")
     max_nonfinite_steps: int = setting(3, "stop after this many optimizer steps in a row skipped for NaN/inf")
     output_dir: str = setting("runs/run", "run folder (created; must not be an existing file)")
     wandb: str = setting("off", "off | offline | online: mirror the metrics to wandb (needs wandb installed)")
@@ -130,7 +133,12 @@ class TrainerConfig(CheckedConfig):
     report_to: tuple[str, ...] = setting((), "trackers (TRL's report_to): wandb or none; wandb here turns the "
                                              "wandb field on")
     progress: bool = setting(True, "tqdm progress bars")
-    push_to_hub: str = setting("", "hub repo id (user/name) the saved model folder is uploaded to (empty: none)")
+    push_to_hub: str = setting("", "hub repo id (user/name) the saved model folder is uploaded to (empty: none); "
+                                   "checked before training")
+    hub_dry_run: bool = setting(False, "with push_to_hub: check the repo name only (no token, no network), never "
+                                       "upload")
+    resume_from_checkpoint: str | None = setting(None, "a checkpoint folder to resume from, or true: the newest "
+                                                       "complete one in output_dir (as HF's)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -160,6 +168,11 @@ class TrainerConfig(CheckedConfig):
                 check_repo_id(self.push_to_hub)
             except ValueError as err:
                 raise ConfigError(f"{type(self).__name__}.{err}", "push_to_hub") from None
+        self.require("save_only_model", not (self.save_only_model and self.data_parallel == "fsdp"),
+                     "off under data_parallel fsdp (its checkpoints are sharded states to resume from)")
+        self.require("resume_from_checkpoint", self.resume_from_checkpoint is None
+                     or (isinstance(self.resume_from_checkpoint, str) and self.resume_from_checkpoint.strip() != ""),
+                     "a checkpoint folder, or true")
         blocker = _blocking_file(Path(self.output_dir))
         self.require("output_dir", blocker is None, "a folder, not an existing file" if blocker == Path(self.output_dir)
                      else f"a folder path, but {blocker} is a file")

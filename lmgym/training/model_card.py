@@ -67,7 +67,8 @@ def write_trainer_cards(trainer: Any, folder: Path) -> None:
     policy = trainer.policy
     name = getattr(policy, "base_name_or_path", None) or getattr(policy, "name_or_path", None)
     details = training_details(trainer)
+    repo_id = trainer.config.push_to_hub or None
     title = trainer.config.push_to_hub.rpartition("/")[2] or Path(trainer.config.output_dir).resolve().name
-    write_model_card(folder, name, adapter=False, details=details, title=title)
-    if (folder / "adapter" / "adapter_config.json").is_file():
+    write_model_card(folder, name, adapter=False, details=details, title=title, repo_id=repo_id)
+    if (folder / "adapter" / "adapter_config.json").is_file():  # pushed with the folder, as its adapter/
         write_model_card(folder / "adapter", name, adapter=True, details=details, title=f"{title} (LoRA adapter)")

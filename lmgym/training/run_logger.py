@@ -25,6 +25,7 @@ from lmgym.training import distributed as dist
 from lmgym.training.callbacks import TrainerCallback
 
 DISCARDED = "metrics.discarded.jsonl"
+COMPLETIONS = "completions.jsonl"  # log_completions' table (training/completions_log.py)
 WANDB_ID = "wandb_run.json"  # the W&B run's id, so that --resume continues that run (wandb.init(id=..., resume=))
 _WANDB_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
@@ -121,7 +122,7 @@ class RunLogger:
         self.metrics_path = self.run_dir / "metrics.jsonl"
         atomic_write_text(self.run_dir / "config.json", json.dumps(config, indent=2, default=str))
         if not resume:  # a new run in a used folder: the earlier history is moved aside, not deleted
-            archive_history(self.run_dir, ("metrics.jsonl", DISCARDED))
+            archive_history(self.run_dir, ("metrics.jsonl", DISCARDED, COMPLETIONS))
         self._wandb = None
         if wandb_mode != "off":
             try:

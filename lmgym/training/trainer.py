@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 
 from lmgym.policies.base import TrainableModel, TrainablePolicy
 from lmgym.policies.contract import check_contract
-from lmgym.policies.loading.hub import push_folder
+from lmgym.policies.loading.hub import hub_preflight, push_folder
 from lmgym.policies.loading.lora_config import lora_description
 from lmgym.policies.loading.quantization import quantization_description
 from lmgym.training import distributed as dist
@@ -67,6 +67,7 @@ class Trainer(ABC):
         self.config = self.checked_config(config)
         self.callbacks = CallbackList([RunPlots(), RunLog(), *(callbacks or ())])
         self.should_stop = False  # a callback sets it to end the run after the current iteration
+        self.hub_api: Any = None  # push_to_hub's uploader (None: huggingface_hub.HfApi; tests: a local stand-in)
         self.policy = self.checked_policy(policy)
         dist.init_from_env()  # a torchrun launch: join the process group (no-op otherwise, or if joined)
         self.device = getattr(policy, "device", torch.device("cpu"))
@@ -319,14 +320,23 @@ class Trainer(ABC):
         return False
 
     # ------------------------------------------------------------------ the loop
-    def train(self, resume: bool = False) -> list[dict]:
+    def train(self, resume: bool = False, resume_from_checkpoint: bool | str | Path | None = None) -> list[dict]:
         """Run `train_iterations` iterations (with `resume`, from the newest checkpoint that verifies, if
-        any); returns the run's metrics rows (on every process)."""
+        any); returns the run's metrics rows (on every process). `resume_from_checkpoint` as in the HF Trainer:
+        True resumes from the newest complete checkpoint in output_dir (none there: a one-line CheckpointError),
+        a path from that checkpoint folder. With `push_to_hub`, the hub is checked first (`hub_preflight`)."""
         c = self.config
         run_dir = Path(c.output_dir)
         trainer_state.refuse_symlinked_entries(run_dir)  # every rank: each stops with the same line
+        if c.push_to_hub:  # before any work: a push that cannot happen is refused now, not after training
+            dist.main_result(lambda: hub_preflight(c.push_to_hub, dry_run=c.hub_dry_run, hub_api=self.hub_api))
         resumed = None
-        if resume:  # rank 0 sets corrupt checkpoints aside before the others look (FSDP: every rank loads at once)
+        if resume_from_checkpoint is None:
+            resume_from_checkpoint = c.resume_from_checkpoint
+        if resume_from_checkpoint not in (None, False):
+            resumed = trainer_state.resume_named(self, run_dir, resume_from_checkpoint)
+            resume = True
+        elif resume:  # rank 0 sets corrupt checkpoints aside before the others look (FSDP: every rank loads at once)
             with nullcontext() if sharded_checkpoints.is_sharded(self) else dist.main_first():
                 resumed = self.resume_from(run_dir)
         if resumed is not None:  # rank 0 reads metrics.jsonl; rows missing before the checkpoint stop every rank
@@ -420,7 +430,7 @@ class Trainer(ABC):
 
     # ------------------------------------------------------------------ checkpoints and the model folder
     def save(self, run_dir: str | Path | None = None) -> Path | None:
-        """Checkpoint all it takes to continue exactly, as `<run_dir or output_dir>/checkpoints/iter-<N>`.
+        """Checkpoint all it takes to continue exactly, as `<run_dir or output_dir>/checkpoint-<N>`.
         Under FSDP every rank must call it: each writes its shards (training/checkpoints/sharded.py)."""
         return trainer_state.save_checkpoint(self, run_dir)
 
@@ -450,7 +460,10 @@ class Trainer(ABC):
             return None
         if folder is not None:
             write_trainer_cards(self, folder)
-            if self.config.push_to_hub:
-                push_folder(folder, self.config.push_to_hub, hub_api=hub_api)
+            if self.config.push_to_hub and self.config.hub_dry_run and hub_api is None:
+                print(f"hub_dry_run: {folder} would be pushed to https://huggingface.co/{self.config.push_to_hub} "
+                      f"(not uploaded)", flush=True)
+            elif self.config.push_to_hub:
+                push_folder(folder, self.config.push_to_hub, hub_api=hub_api or self.hub_api)
                 print(f"pushed {folder} to https://huggingface.co/{self.config.push_to_hub}", flush=True)
         return folder

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
+from lmgym.core.messages import first_line
 from lmgym.policies.loading.models import EMBEDDED_ALIASES, EMBEDDED_HUB_ID
 
 
@@ -67,3 +68,50 @@ def push_folder(folder: str | Path, repo_id: str, *, hub_api: HubApi | None = No
     hub_api.create_repo(repo_id, repo_type="model", private=private, exist_ok=True)
     return hub_api.upload_folder(repo_id=repo_id, folder_path=str(folder), repo_type="model",
                                  commit_message=commit_message)
+
+
+class HubPreflightError(ValueError):
+    """`push_to_hub` cannot happen (no token, offline, the hub unreachable or the token refused): one line."""
+
+
+def _offline() -> bool:
+    """Whether huggingface_hub is in offline mode (HF_HUB_OFFLINE, read now, not only at its import)."""
+    import os
+
+    from huggingface_hub import constants
+
+    if "HF_HUB_OFFLINE" in os.environ:
+        return os.environ["HF_HUB_OFFLINE"].strip().upper() in ("1", "ON", "YES", "TRUE")
+    return bool(constants.HF_HUB_OFFLINE)
+
+
+def hub_preflight(repo_id: str, *, dry_run: bool = False, hub_api: Any = None, token: str | None = None) -> str:
+    """Before training, check that the model can be pushed to `repo_id` when it ends: the repo name, a token,
+    huggingface_hub not offline, and the hub reachable with that token accepting it (`whoami`). `dry_run`
+    checks the name alone (no token, no network): the folder is then written and not uploaded. A stand-in
+    `hub_api` (tests) is not asked. Returns what was checked, in words; a HubPreflightError line otherwise."""
+    check_repo_id(repo_id)
+    if dry_run:
+        return f"push_to_hub dry run: {repo_id} is a valid repo id; the model folder will not be uploaded"
+    if hub_api is not None:
+        return f"push_to_hub: {repo_id} through the given hub_api"
+    from huggingface_hub import get_token
+
+    dry = "or set hub_dry_run to train and write the model folder without uploading it"
+    token = token or get_token()
+    if not token:
+        raise HubPreflightError(f"push_to_hub={repo_id}: no Hugging Face token (run `hf auth login`, or set "
+                                f"HF_TOKEN), {dry}")
+    if _offline():
+        raise HubPreflightError(f"push_to_hub={repo_id}: HF_HUB_OFFLINE is set, so the hub cannot be reached to "
+                                f"upload the model after training; unset it, {dry}")
+    from huggingface_hub import HfApi
+
+    try:
+        HfApi(token=token).whoami()
+    except Exception as err:  # HTTP errors, connection errors, timeouts: all one line here
+        status = getattr(getattr(err, "response", None), "status_code", None)
+        reason = ("the hub refused the token (HTTP 401): log in again or set a valid HF_TOKEN" if status == 401
+                  else f"the hub cannot be reached ({type(err).__name__}: {first_line(err)[:200]})")
+        raise HubPreflightError(f"push_to_hub={repo_id}: {reason}; {dry}") from None
+    return f"push_to_hub: {repo_id}, token accepted by the hub"

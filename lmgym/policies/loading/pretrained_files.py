@@ -7,17 +7,21 @@ fine-tuning that is the transformers model's own state dict, under the names `fr
 an HF Trainer checkpoint. A LoRA policy's state dict is peft's wrapped model's, which transformers does not
 read: its adapter goes beside it as peft saves one (`adapter_config.json`, `adapter_model.safetensors`), so
 `PeftModel.from_pretrained(base, checkpoint)` (or `AutoPeftModelForCausalLM` when the recorded base resolves)
-loads it.
+loads it. The tokenizer goes beside either (its files as `save_pretrained` writes them, the chat template and
+the system prompt with them), so `AutoTokenizer.from_pretrained(checkpoint)` loads it too, as from an HF Trainer
+checkpoint with its processing class.
 """
 from __future__ import annotations
 
 import copy
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
 from lmgym.policies.loading.hub import recorded_base
+from lmgym.policies.loading.models import SYSTEM_PROMPT_FILE
 from lmgym.policies.reference_adapter import REFERENCE_ADAPTER
 
 CONFIG = "config.json"
@@ -33,13 +37,33 @@ def pretrained_files(policy) -> dict[str, Callable[[Path], None]]:
     if model is None or not hasattr(getattr(model, "config", None), "to_json_file"):
         return {}
     if hasattr(model, "peft_config"):
-        return _adapter_files(policy, model)
-    files = {CONFIG: _config_writer(model)}
+        return {**_adapter_files(policy, model), **tokenizer_files(policy)}
+    files = {CONFIG: _config_writer(model), **tokenizer_files(policy)}
     generation = policy.generation_config() if hasattr(policy, "generation_config") else getattr(
         model, "generation_config", None)
     if generation is not None:
         files[GENERATION_CONFIG] = lambda path: generation.to_json_file(str(path), use_diff=True)
     return files
+
+
+def tokenizer_files(policy) -> dict[str, Callable[[Path], None]]:
+    """One writer per file of `policy.tokenizer.save_pretrained` (with `chat_template.jinja` and
+    `system_prompt.txt` as `HFPolicy.save` writes them); empty for a policy without a tokenizer."""
+    tokenizer = getattr(policy, "tokenizer", None)
+    if tokenizer is None or not hasattr(tokenizer, "save_pretrained"):
+        return {}
+    with tempfile.TemporaryDirectory(prefix="lmgym-tokenizer-") as tmp:
+        tokenizer.save_pretrained(tmp)
+        saved = {p.name: p.read_bytes() for p in sorted(Path(tmp).iterdir()) if p.is_file()}
+    if getattr(tokenizer, "chat_template", None) is not None and "chat_template.jinja" not in saved:
+        saved["chat_template.jinja"] = tokenizer.chat_template.encode("utf-8")
+    if getattr(policy, "system_prompt", None):
+        saved[SYSTEM_PROMPT_FILE] = policy.system_prompt.encode("utf-8")
+    return {name: _bytes_writer(data) for name, data in saved.items()}
+
+
+def _bytes_writer(data: bytes) -> Callable[[Path], None]:
+    return lambda path: path.write_bytes(data)
 
 
 def _config_writer(model: torch.nn.Module) -> Callable[[Path], None]:

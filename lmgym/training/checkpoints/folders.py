@@ -1,20 +1,22 @@
 """Checkpoint folders that survive a kill at any moment.
 
-Layout: `<run>/checkpoints/iter-000012/` holds the trainer's state in the HF Trainer's files
+Layout: `<run>/checkpoint-12/` (the Hugging Face Trainer's name: `output_dir/checkpoint-<global step>`, the
+step being the iteration) holds the trainer's state in the HF Trainer's files
 (`model.safetensors`, `optimizer.pt`, `scheduler.pt`, `rng_state.pth`, `trainer_state.json`:
 training/checkpoints/layout.py; torch files hold tensors and plain data only, loaded with
 `weights_only=True`), `buffer.jsonl` and `MANIFEST.json` (written last: every file's size and sha256).
-Earlier versions wrote one `state.pt` instead; such checkpoints are still read.
-A checkpoint is written in a temporary folder, flushed to disk and renamed into place, so a folder
-named `iter-*` is always complete; older ones are removed only afterwards, keeping the newest
+Earlier versions wrote `<run>/checkpoints/iter-000012/` (still resumed from, and pruned like the new ones), and
+before that one `state.pt`; such checkpoints are still read.
+A checkpoint is written in a temporary folder (`.tmp-checkpoint-12`), flushed to disk and renamed into place, so
+a folder named `checkpoint-*` is always complete; older ones are removed only afterwards, keeping the newest
 `keep`. Resuming takes the newest checkpoint that verifies; the old single `<run>/checkpoint/`
 layout is still read.
 
 Symlinks are never followed when removing or renaming: a checkpoint of this run is a real folder, so a
-link named `iter-*` (or `.tmp-*`, `.trash-*`, `checkpoint`) is not one; it is never resumed from, and
+link named `checkpoint-*` or `iter-*` (or `.tmp-*`, `.trash-*`, `checkpoint`) is not one; it is never resumed from, and
 when the run removes or replaces that name, the link alone is unlinked and its target left as it was.
-A symlinked `checkpoints/` folder is refused (`refuse_symlink`): new checkpoints would be written into,
-and old ones pruned from, a folder this run did not create.
+A symlinked `checkpoints/` folder (the old layout's) is refused (`refuse_symlink`): old checkpoints would be pruned
+from a folder this run did not create.
 """
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ import torch
 from lmgym.core.atomic_io import (
     fsync_dir,
     fsync_file,
+    give_usual_modes,
     move_aside,
     purge_trash,
     refuse_symlink,
@@ -41,11 +44,13 @@ from lmgym.core.atomic_io import (
 )
 from lmgym.core.jsonl import read_json
 
-CHECKPOINTS = "checkpoints"
+CHECKPOINTS = "checkpoints"  # the folder of the previous layout's `iter-N` checkpoints (still read)
 LEGACY = "checkpoint"
 MANIFEST = "MANIFEST.json"
 FORMAT = 1
-_NAME = re.compile(r"^iter-(\d+)$")
+PREFIX = "checkpoint-"
+_NAME = re.compile(r"^checkpoint-(\d+)$")
+_OLD_NAME = re.compile(r"^iter-(\d+)$")
 
 
 class CheckpointError(ValueError):
@@ -67,13 +72,41 @@ class Checkpoint:
 
 
 def checkpoint_name(iteration: int) -> str:
-    return f"iter-{iteration:06d}"
+    """`checkpoint-<iteration>`, as the Hugging Face Trainer names a checkpoint of that global step."""
+    return f"{PREFIX}{iteration}"
 
 
 def iteration_of(directory: str | os.PathLike) -> int | None:
-    """N for a folder named `iter-N`, None for any other name (the old layout, a copied folder)."""
-    found = _NAME.match(Path(directory).name)
+    """N for a folder named `checkpoint-N` (or the previous layout's `iter-N`), None for any other name (the
+    oldest layout, a copied folder)."""
+    found = _NAME.match(Path(directory).name) or _OLD_NAME.match(Path(directory).name)
     return int(found.group(1)) if found else None
+
+
+def is_checkpoint_name(name: str) -> bool:
+    """Whether `name` is a checkpoint folder's name, in this layout or the previous one."""
+    return bool(_NAME.match(name) or _OLD_NAME.match(name))
+
+
+def has_checkpoints(run_dir: str | os.PathLike) -> bool:
+    """Whether `run_dir` holds checkpoint entries of any layout (`checkpoint-N`, `checkpoints/`, `checkpoint/`),
+    complete or not: what a staged pipeline asks before it resumes a stage rather than starting it."""
+    run_dir = Path(run_dir)
+    return run_dir.is_dir() and (any(_NAME.match(p.name) for p in run_dir.iterdir())
+                                 or os.path.lexists(run_dir / CHECKPOINTS) or os.path.lexists(run_dir / LEGACY))
+
+
+def is_archived_name(name: str) -> bool:
+    """Whether a run folder's entry is one a fresh start moves aside: a checkpoint (`checkpoint-N`), one set aside
+    as corrupt (`corrupt-checkpoint-N`) or a staged one (`.tmp-checkpoint-N`)."""
+    return bool(re.match(r"^(corrupt\d*-|\.tmp-)?checkpoint-\d+$", name))
+
+
+def _roots(run_dir: Path) -> list[tuple[Path, re.Pattern]]:
+    """Where checkpoints are, with their names: the run folder (`checkpoint-N`), and the previous layout's
+    `checkpoints/` (`iter-N`) unless it is a link (never read through)."""
+    old = run_dir / CHECKPOINTS
+    return [(run_dir, _NAME)] + ([(old, _OLD_NAME)] if old.is_dir() and not old.is_symlink() else [])
 
 
 def _sha256(path: Path) -> str:
@@ -86,16 +119,16 @@ def _sha256(path: Path) -> str:
 
 def write_checkpoint(run_dir: str | os.PathLike, iteration: int, writers: dict[str, Callable[[Path], None]],
                      keep: int) -> Path:
-    """Write `<run>/checkpoints/iter-<iteration>` with one file per writer (`writers[name](path)`),
+    """Write `<run>/checkpoint-<iteration>` with one file per writer (`writers[name](path)`),
     then keep only the newest `keep` complete checkpoints. Returns the new folder."""
     tmp = staging_folder(run_dir, iteration)
     return seal(run_dir, tmp, iteration, write_files(tmp, writers), keep)
 
 
 def staging_folder(run_dir: str | os.PathLike, iteration: int) -> Path:
-    """A fresh, empty `<run>/checkpoints/.tmp-iter-<iteration>` for a checkpoint being written."""
-    root = Path(run_dir) / CHECKPOINTS
-    refuse_symlink(root, "the checkpoints folder")
+    """A fresh, empty `<run>/.tmp-checkpoint-<iteration>` for a checkpoint being written."""
+    root = Path(run_dir)
+    refuse_symlink(root / CHECKPOINTS, "the checkpoints folder")  # the previous layout's: pruned into
     root.mkdir(parents=True, exist_ok=True)
     purge_trash(root)
     tmp = root / f".tmp-{checkpoint_name(iteration)}"
@@ -120,9 +153,10 @@ def file_entry(path: Path) -> dict:
 
 
 def seal(run_dir: str | os.PathLike, tmp: Path, iteration: int, files: dict[str, dict], keep: int) -> Path:
-    """Write the manifest of `files` (names relative to `tmp`) last, rename `tmp` to `iter-<iteration>`,
+    """Write the manifest of `files` (names relative to `tmp`) last, rename `tmp` to `checkpoint-<iteration>`,
     and keep the newest `keep` complete checkpoints. Returns the new folder."""
-    final = Path(run_dir) / CHECKPOINTS / checkpoint_name(iteration)
+    final = Path(run_dir) / checkpoint_name(iteration)
+    give_usual_modes(tmp)  # model.safetensors comes 0600 from safetensors; every file 0644 under umask 022
     write_manifest(tmp, {"format": FORMAT, "iteration": iteration, "files": files})
     move_into_place(tmp, final)
     prune(Path(run_dir), final, iteration, keep)
@@ -144,13 +178,16 @@ def move_into_place(tmp: Path, final: Path) -> None:
 
 
 def prune(run_dir: Path, newest: Path, iteration: int, keep: int) -> None:
-    """Remove leftovers and all but the newest `keep` complete checkpoints (never `newest`)."""
-    root = run_dir / CHECKPOINTS
-    older = [c for c in complete_checkpoints(run_dir) if c.iteration is not None and c.iteration < iteration]
+    """Remove leftovers and all but the newest `keep` complete checkpoints (never `newest`), in this layout
+    and the previous one (`checkpoints/iter-N`)."""
+    older = [c for c in complete_checkpoints(run_dir) if c.iteration is not None and c.path != newest
+             and c.iteration <= iteration]
     doomed = [c.path for c in older[keep - 1:]]  # complete_checkpoints is newest first
-    doomed += [p for p in root.iterdir() if p.name.startswith(".tmp-")]
-    doomed += [p for p in root.iterdir()  # incomplete, or a link (not this run's): the link alone goes
-               if _NAME.match(p.name) and not _is_complete(p)]
+    for root, name in _roots(run_dir):
+        staged = f".tmp-{PREFIX}" if root == run_dir else ".tmp-"
+        doomed += [p for p in root.iterdir() if p.name.startswith(staged)]
+        doomed += [p for p in root.iterdir()  # incomplete, or a link (not this run's): the link alone goes
+                   if name.match(p.name) and not _is_complete(p)]
     legacy = run_dir / LEGACY
     if (legacy.is_symlink() or legacy.is_dir()) and len(older) + 1 >= keep:
         doomed.append(legacy)
@@ -160,12 +197,14 @@ def prune(run_dir: Path, newest: Path, iteration: int, keep: int) -> None:
 
 
 def complete_checkpoints(run_dir: str | os.PathLike) -> list[Checkpoint]:
-    """Checkpoints of the new layout that have a manifest, newest first (contents not yet verified)."""
-    root = Path(run_dir) / CHECKPOINTS
-    if not root.is_dir():
+    """Checkpoints that have a manifest (`checkpoint-N`, and the previous layout's `checkpoints/iter-N`), newest
+    first, this layout's first of one iteration (contents not yet verified)."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
         return []
-    found = [Checkpoint(p, int(m.group(1))) for p in root.iterdir() if (m := _NAME.match(p.name)) and _is_complete(p)]
-    return sorted(found, key=lambda c: c.iteration, reverse=True)
+    found = [(Checkpoint(p, int(m.group(1))), root == run_dir) for root, name in _roots(run_dir)
+             for p in root.iterdir() if (m := name.match(p.name)) and _is_complete(p)]
+    return [c for c, _ in sorted(found, key=lambda item: (item[0].iteration, item[1]), reverse=True)]
 
 
 def _is_complete(path: Path) -> bool:
@@ -174,12 +213,13 @@ def _is_complete(path: Path) -> bool:
 
 
 def unsealed_checkpoints(run_dir: str | os.PathLike) -> list[Path]:
-    """Entries named `iter-*` that resuming passes over, newest first: a folder without a manifest (never
-    sealed, or damaged since: `seal` renames only complete folders) or a link. The next save removes them."""
-    root = Path(run_dir) / CHECKPOINTS
-    if not root.is_dir():
+    """Entries named `checkpoint-*` (or `checkpoints/iter-*`) that resuming passes over, newest first: a folder
+    without a manifest (never sealed, or damaged since: `seal` renames only complete folders) or a link. The next
+    save removes them."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
         return []
-    found = [p for p in root.iterdir() if _NAME.match(p.name) and not _is_complete(p)]
+    found = [p for root, name in _roots(run_dir) for p in root.iterdir() if name.match(p.name) and not _is_complete(p)]
     return sorted(found, key=iteration_of, reverse=True)
 
 
@@ -197,7 +237,7 @@ def verify(directory: str | os.PathLike) -> None:
     directory = Path(directory)
     manifest_path = directory / MANIFEST
     if not manifest_path.is_file():
-        if _NAME.match(directory.name):
+        if is_checkpoint_name(directory.name):
             raise CorruptCheckpointError(f"{directory}: incomplete checkpoint (no {MANIFEST})")
         return
     try:

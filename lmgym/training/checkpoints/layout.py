@@ -9,7 +9,9 @@
   is not plain JSON (FSDP's per-rank RNG states, a PRM optimizer), all loadable with
   `torch.load(weights_only=True)`;
 - `trainer_state.json`: the plain fields (iteration, guards, reference bookkeeping) and which file holds
-  which entry ("layout"), so `read_state` puts the dict back together exactly.
+  which entry ("layout"), so `read_state` puts the dict back together exactly; beside them the HF Trainer's
+  own keys (`global_step`, `log_history`, `best_model_checkpoint`, ...: training/checkpoints/hf_state.py),
+  written for readers of HF checkpoints and never read back.
 
 Tensors that share memory (tied embeddings) are stored once; the other names are recorded in the
 file's metadata (`aliases`) and point to the same tensor when read. Old checkpoints (one `state.pt`,
@@ -39,8 +41,10 @@ _FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}\.(safetensors|pt|pth
 _PLAIN = (str, int, float, bool, type(None))
 
 
-def state_files(state: dict[str, Any]) -> dict[str, Callable[[Path], None]]:
-    """One writer per file of `state` (`writers[name](path)`), `trainer_state.json` among them."""
+def state_files(state: dict[str, Any], hf: dict[str, Any] | None = None,
+                model_only: bool = False) -> dict[str, Callable[[Path], None]]:
+    """One writer per file of `state` (`writers[name](path)`), `trainer_state.json` among them, with the HF
+    Trainer's keys `hf` beside ours. `model_only`: a `save_only_model` checkpoint (marked so; never resumed)."""
     rest, files, layout = dict(state), {}, {}
     for key, name in WEIGHTS.items():
         if _tensor_dict(rest.get(key)):
@@ -59,7 +63,8 @@ def state_files(state: dict[str, Any]) -> dict[str, Callable[[Path], None]]:
     if others:
         files[OTHERS], layout[OTHERS] = _torch_writer(others), []
     plain = {k: v for k, v in rest.items() if k not in others}
-    text = json.dumps({"format": FORMAT, "state": plain, "layout": layout}, indent=1)
+    own = {"format": FORMAT, "state": plain, "layout": layout, **({"model_only": True} if model_only else {})}
+    text = json.dumps({**(hf or {}), **own}, indent=1)
     files[STATE_JSON] = lambda path: path.write_text(text, encoding="utf-8")
     return files
 
@@ -67,6 +72,15 @@ def state_files(state: dict[str, Any]) -> dict[str, Callable[[Path], None]]:
 def is_state_folder(directory: Path) -> bool:
     """Whether `directory` holds a checkpoint's state in either layout."""
     return (directory / STATE_JSON).is_file() or (directory / LEGACY_STATE).is_file()
+
+
+def is_model_only(directory: Path) -> bool:
+    """Whether a checkpoint was written with `save_only_model` (its trainer_state.json says so)."""
+    path = directory / STATE_JSON
+    try:
+        return path.is_file() and read_json(path).get("model_only") is True
+    except (ValueError, OSError, AttributeError):
+        return False  # unreadable: read_state reports it
 
 
 def state_path(directory: Path) -> Path:

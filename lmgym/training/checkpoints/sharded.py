@@ -6,7 +6,7 @@ without weights or optimizer, plus the world size and every rank's RNG states (s
 rng_state.pth, extra_state.pt, trainer_state.json: training/checkpoints/layout.py) and the trainer's
 other files. Only after every rank has written does rank 0 write the manifest (which lists the shard
 files with their hashes, so `checkpoints.verify` checks them too) and rename the folder into place: a
-folder named `iter-*` is complete, as on one process. The shards are laid out for the world size that
+folder named `checkpoint-*` is complete, as on one process. The shards are laid out for the world size that
 wrote them: resuming needs as many ranks (`check_fits` says so in one line otherwise).
 
 `gathered_state` collects the whole model on rank 0 (every rank takes part) for the model folder.
@@ -22,6 +22,7 @@ from lmgym.core.messages import first_line
 from lmgym.training import distributed as dist
 from lmgym.training.checkpoints import folders as ckpt
 from lmgym.training.checkpoints import layout
+from lmgym.training.checkpoints.hf_state import hf_trainer_state
 
 SHARDED = "sharded"  # the DCP folder inside a checkpoint
 
@@ -108,14 +109,14 @@ def load_shards(trainer, folder: Path) -> None:
 
 
 def save(trainer, run_dir: str | Path) -> Path:
-    """Write `<run_dir>/checkpoints/iter-<N>` from every rank (see the module's docstring); returns the
+    """Write `<run_dir>/checkpoint-<N>` from every rank (see the module's docstring); returns the
     folder on every rank."""
     state = trainer.state_dict()  # every rank: it gathers the RNG states
     tmp = Path(dist.main_result(lambda: str(ckpt.staging_folder(run_dir, trainer.iteration))))
     save_shards(trainer, tmp / SHARDED)
 
     def write_rest() -> dict[str, dict]:
-        writers = layout.state_files(state)
+        writers = layout.state_files(state, hf_trainer_state(trainer))
         writers.update({name: file.write for name, file in trainer.checkpoint_files().items()})
         return ckpt.write_files(tmp, writers)
 

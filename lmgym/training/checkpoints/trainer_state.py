@@ -11,18 +11,20 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
 
-from lmgym.core.atomic_io import refuse_symlink, remove_tree
+from lmgym.core.atomic_io import give_usual_modes, refuse_symlink, remove_tree
 from lmgym.core.messages import first_line
 from lmgym.training import distributed as dist
 from lmgym.training.checkpoints import folders as ckpt
 from lmgym.training.checkpoints import layout, sharded, state_checks
+from lmgym.training.checkpoints.hf_state import hf_trainer_state
 from lmgym.training.guards import warn
-from lmgym.training.run_logger import DISCARDED, WANDB_ID, archive_history
+from lmgym.training.run_logger import COMPLETIONS, DISCARDED, WANDB_ID, archive_history
 
 REQUIRED = ("iteration", "policy", "optimizer", "scheduler", "rng")  # what every checkpoint's state holds
 REQUIRED_SHARDED = ("iteration", "scheduler", "rng", "rank_rng")  # ... under FSDP (weights in sharded/)
@@ -85,15 +87,20 @@ def load_core_state(trainer, state: dict[str, Any]) -> None:
 
 
 def save_checkpoint(trainer, run_dir: str | Path | None = None) -> Path | None:
-    """Write `<run_dir>/checkpoints/iter-<N>` (the state's files and the trainer's other files), keeping the
-    newest `keep_checkpoints`. Returns the folder (None on non-main processes). Under FSDP every rank
-    must call it, every rank writes its shards, and every rank gets the folder."""
+    """Write `<run_dir>/checkpoint-<N>` (the state's files and the trainer's other files; with
+    `save_only_model` the model's alone, as the HF Trainer does), keeping the newest `keep_checkpoints`. Returns
+    the folder (None on non-main processes). Under FSDP every rank must call it, every rank writes its shards,
+    and every rank gets the folder."""
     if sharded.is_sharded(trainer):
         return sharded.save(trainer, run_dir if run_dir is not None else trainer.config.output_dir)
     if not dist.is_main():
         return None
-    writers = layout.state_files(trainer.state_dict())
-    writers.update({name: file.write for name, file in trainer.checkpoint_files().items()})
+    if trainer.config.save_only_model:
+        writers = layout.state_files({"iteration": trainer.iteration, "policy": trainer.policy.state_dict()},
+                                     hf_trainer_state(trainer), model_only=True)
+    else:
+        writers = layout.state_files(trainer.state_dict(), hf_trainer_state(trainer))
+        writers.update({name: file.write for name, file in trainer.checkpoint_files().items()})
     if "model.safetensors" in writers and hasattr(trainer.policy, "pretrained_files"):  # from_pretrained loads it
         writers.update({n: w for n, w in trainer.policy.pretrained_files().items() if n not in writers})
     return ckpt.write_checkpoint(run_dir if run_dir is not None else trainer.config.output_dir, trainer.iteration,
@@ -105,6 +112,10 @@ def read_checkpoint(trainer, directory: Path) -> dict[str, Any]:
     loading reads checked: training/checkpoints/state_checks.py), plus each of the trainer's other files that is
     present, under its name."""
     ckpt.verify(directory)
+    if layout.is_model_only(directory):  # not corrupt (never set aside): it was written so
+        raise ckpt.CheckpointError(f"{directory}: written with save_only_model (the model's weights alone, no "
+                                   f"optimizer, scheduler or RNG states): it cannot be resumed; load it with "
+                                   f"from_pretrained, or train with save_only_model off to resume")
     state = layout.read_state(directory)
     where = layout.state_path(directory)
     if sharded.SHARDED in state or sharded.is_sharded(trainer):  # shards fit only an FSDP run of their size
@@ -166,9 +177,30 @@ def resume_checkpoint(trainer, run_dir: str | Path) -> Path | None:
     return None
 
 
+def resume_named(trainer, run_dir: Path, which: bool | str | Path) -> Path:
+    """`train(resume_from_checkpoint=...)`, as the HF Trainer takes it: True (or "true", as a flag gives it) the
+    newest complete checkpoint of `run_dir` (none: one CheckpointError line), a path that checkpoint folder
+    (verified, never set aside). Under FSDP every rank must call it. Returns the folder resumed from."""
+    if which is True or (isinstance(which, str) and which.strip().lower() in ("true", "latest", "last")):
+        with nullcontext() if sharded.is_sharded(trainer) else dist.main_first():
+            found = resume_checkpoint(trainer, run_dir)
+        if found is None:
+            raise ckpt.CheckpointError(f"resume_from_checkpoint=True: no complete checkpoint in {run_dir} "
+                                       f"(no {ckpt.PREFIX}N folder with a {ckpt.MANIFEST})")
+        return found
+    folder = Path(which).expanduser()
+    if not layout.is_state_folder(folder):
+        raise FileNotFoundError(f"resume_from_checkpoint: no checkpoint at {folder} (expected "
+                                f"{folder / layout.STATE_JSON})")
+    load_checkpoint(trainer, folder)
+    print(f"resuming from {folder} (iteration {trainer.iteration})", flush=True)
+    return folder
+
+
 def warn_passed_over(run_dir: str | Path, resumed: ckpt.Checkpoint | None) -> None:
-    """One warning line per `iter-*` entry newer than the checkpoint resumed from (`resumed`; None: none,
-    the run starts over) that resuming passed over because it has no manifest or is a link, naming both."""
+    """One warning line per `checkpoint-*` (or old `iter-*`) entry newer than the checkpoint resumed from
+    (`resumed`; None: none, the run starts over) that resuming passed over because it has no manifest or is a
+    link, naming both."""
     since = resumed.iteration if resumed is not None and resumed.iteration is not None else -1
     for path in ckpt.unsealed_checkpoints(run_dir):
         if ckpt.iteration_of(path) > since:
@@ -208,7 +240,7 @@ def _resume_sharded(trainer, run_dir: str | Path) -> Path | None:
 # What a run writes into or replaces in its folder. None may be a symlink: following one would write into
 # (or prune, or replace) files outside the run folder, and replacing the link would silently move the
 # output away from where it points. Symlink the run folder itself to put a run on another disk.
-WRITTEN_ENTRIES = (ckpt.CHECKPOINTS, ckpt.LEGACY, "model", "metrics.jsonl", DISCARDED, "metrics.png",
+WRITTEN_ENTRIES = (ckpt.CHECKPOINTS, ckpt.LEGACY, "model", "metrics.jsonl", DISCARDED, COMPLETIONS, "metrics.png",
                    "reward_components.png", "reward_distribution.png", WANDB_ID)
 
 
@@ -223,7 +255,8 @@ def start_over(run_dir: Path, resume: bool) -> None:
     """Iteration 0 in a folder that may hold an earlier run: its files are moved aside, never deleted."""
     if resume:
         print(f"note: --resume: no checkpoint in {run_dir}, starting from iteration 0", flush=True)
-    n = archive_history(run_dir, (ckpt.CHECKPOINTS, ckpt.LEGACY, "metrics.jsonl", DISCARDED))
+    folders = tuple(sorted(p.name for p in run_dir.glob(f"*{ckpt.PREFIX}*") if ckpt.is_archived_name(p.name)))
+    n = archive_history(run_dir, (*folders, ckpt.CHECKPOINTS, ckpt.LEGACY, "metrics.jsonl", DISCARDED, COMPLETIONS))
     if n is not None:
         print(f"note: {run_dir} held an earlier run; its metrics and checkpoints are kept as *.{n}.*bak", flush=True)
 
@@ -237,6 +270,7 @@ def write_model_folder(policy, final: Path, generation: dict | None) -> Path:
     policy.save(tmp, generation=generation, merged=True)
     if getattr(policy, "is_lora", False):
         policy.save(tmp / "adapter", generation=generation)
+    give_usual_modes(tmp)
     remove_tree(final)
     tmp.rename(final)
     return final
