@@ -94,16 +94,7 @@ class _Play:
         self.row_prompt: list[int | None] = [i if i < len(prompts) else None for i in self.buf.rows.tolist()]
 
     def _start(self, columns: int, generator):
-        d, n = self.decoder, len(self.prompts)
-        key, groups = d.bucket_key(self.prompts, columns)
-        if key[0] == "grouped":
-            buf, logits = d._start_grouped(self.prompts, groups, key[1:], columns, generator, self.pad_id)
-        else:
-            P = max(map(len, self.prompts))
-            buf = d._bucket(*key)
-            logits, last = d._prefill(list(self.prompts) + [[self.pad_id]] * (len(buf.rows) - n), P, buf,
-                                      self.pad_id)
-            buf.start(n, last, P - 1, columns, generator)
+        buf, logits = self.decoder._start_call(self.prompts, columns, generator, self.pad_id)
         buf.count.zero_()
         buf.forced_at.zero_()
         buf.forced_end.zero_()

@@ -384,14 +384,7 @@ class FastDecoder:
         pad_id = padding_id(tokenizer)
         sampling = Sampling(temperature, top_p, generator, eos_ids, pad_id, self.device)
         n = len(prompts)
-        key, groups = self.bucket_key(prompts, max_new_tokens)
-        if key[0] == "grouped":
-            buf, logits = self._start_grouped(prompts, groups, key[1:], max_new_tokens, generator, pad_id)
-        else:
-            P = max(len(p) for p in prompts)
-            buf = self._bucket(*key)
-            logits, last = self._prefill(list(prompts) + [[pad_id]] * (len(buf.rows) - n), P, buf, pad_id)
-            buf.start(n, last, P - 1, max_new_tokens, generator)
+        buf, logits = self._start_call(prompts, max_new_tokens, generator, pad_id)
         sample_and_record(buf, logits, sampling)  # token 0; each later one by a whole decode step
         outputs = Outputs(n, max_new_tokens, pad_id, self.device)
         stopper = StopChecker(tokenizer, stop, n)
@@ -422,6 +415,18 @@ class FastDecoder:
         return assemble(tokenizer, prompts, tokens, logp,
                         ["eos" if eos[r] else "stop" if stopped[r] else "cancelled" if cancelled[r] else "length"
                          for r in range(n)])
+
+    def _start_call(self, prompts: list[list[int]], columns: int, generator, pad_id: int):
+        """The call's bucket (`bucket_key`'s shape, room for `columns` columns past the prompts) with the prompts
+        prefilled and every row set up to sample its first token from the logits returned beside it."""
+        key, groups = self.bucket_key(prompts, columns)
+        if key[0] == "grouped":
+            return self._start_grouped(prompts, groups, key[1:], columns, generator, pad_id)
+        n, P = len(prompts), max(len(p) for p in prompts)
+        buf = self._bucket(*key)
+        logits, last = self._prefill(list(prompts) + [[pad_id]] * (len(buf.rows) - n), P, buf, pad_id)
+        buf.start(n, last, P - 1, columns, generator)
+        return buf, logits
 
     def _rows_that_fit(self, length: int) -> int:
         """Most rows of `length` columns whose keys and values take at most 1/KV_SHARE of the device's memory (a
