@@ -21,6 +21,11 @@ RAG = [  # retrieval's BM25 and dense backends, the RAG env's saved indexes
 SERVE = ["fastapi>=0.110", "uvicorn>=0.29"]  # serving/ and examples/serve.py: the HTTP server
 MATH_VERIFY = ["math-verify>=0.8,<1"]  # the field's reference grader, offered as grader="math_verify"
 WANDB = ["wandb>=0.17"]  # --wandb online/offline
+TRACKERS = [  # report_to's other trackers (lmgym/training/trackers/)
+    "tensorboard>=2.14",  # torch.utils.tensorboard's SummaryWriter
+    "mlflow-skinny>=3.0",  # MlflowClient; the local store is mlflow's file store
+    "trackio>=0.4",  # local-first: SQLite under TRACKIO_DIR
+]
 
 setup(
     name="lmgym",
@@ -53,7 +58,8 @@ setup(
         "serve": SERVE,
         "math-verify": MATH_VERIFY,
         "wandb": WANDB,
-        "all": RAG + SERVE + MATH_VERIFY + WANDB,
+        "trackers": TRACKERS,
+        "all": RAG + SERVE + MATH_VERIFY + WANDB + TRACKERS,
         "test": ["pytest>=8.0", "hypothesis>=6.100", "httpx>=0.27",  # httpx: fastapi's TestClient
                  "import-linter==2.16",  # tests/test_layers.py: the package layers of .importlinter
                  "ruff>=0.17",  # tests/test_style.py and .ci/run: pyproject.toml's [tool.ruff] rules

@@ -332,8 +332,9 @@ class RLAlgorithm(Trainer):
         t3 = time.perf_counter()
         trained = int(dist.all_reduce_sum(float(len(selected))))
         trajectories = dist.gather_lists(trajectories)  # every rank's share, in group order
-        if self.config.log_completions and dist.is_main():
-            append_completions(self.config.output_dir, self.iteration + 1, trajectories, self.policy.tokenizer)
+        if self.config.log_completions and dist.is_main():  # the trackers send the rows too (RunLog, trackers/)
+            self.logged_completions = append_completions(self.config.output_dir, self.iteration + 1, trajectories,
+                                                         self.policy.tokenizer)
         generated = sum(t.num_generated_tokens for t in trajectories)
         sample_time = t1 - t0 - self._times.pop("score", 0.0)
         grouped = self.config.samples_per_prompt > 1  # several samples a prompt: groups can lack signal

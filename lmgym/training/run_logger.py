@@ -1,5 +1,9 @@
 """Run folder: resolved config, metrics.jsonl (one line per iteration), PNG plots, optional wandb.
 
+metrics.jsonl and wandb get TRL's metric names (`rewards/<fn>/mean`, `completions/mean_length`, ...:
+training/metric_names.py); `read()` gives the rows back in the toolkit's own names, from files written before
+the rename too.
+
 With wandb on, the run's id is kept in `wandb_run.json`; a resumed run (`--resume` that found a
 checkpoint) passes it back to `wandb.init(id=..., resume="allow")` and so continues the same W&B run.
 
@@ -23,10 +27,15 @@ from lmgym.core.atomic_io import append_synced, atomic_write_text, move_aside
 from lmgym.core.jsonl import read_json
 from lmgym.training import distributed as dist
 from lmgym.training.callbacks import TrainerCallback
+from lmgym.training.completions_table import completions_table
+from lmgym.training.metric_names import internal_names, trl_names
 
 DISCARDED = "metrics.discarded.jsonl"
 COMPLETIONS = "completions.jsonl"  # log_completions' table (training/completions_log.py)
 WANDB_ID = "wandb_run.json"  # the W&B run's id, so that --resume continues that run (wandb.init(id=..., resume=))
+TENSORBOARD = "tensorboard"  # report_to tensorboard's event files (training/trackers/)
+MLFLOW_ID = "mlflow_run.json"  # report_to mlflow's run id and tracking URI, so that a resume continues that run
+TRACKIO_ID = "trackio_run.json"  # report_to trackio's project, run and folder
 _WANDB_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
 
@@ -151,13 +160,23 @@ class RunLogger:
         atomic_write_text(self.metrics_path, "".join(line + "\n" for line in kept))
 
     def log(self, metrics: dict[str, Any]) -> None:
+        """Append a row (in the toolkit's names) to metrics.jsonl and wandb, in TRL's names."""
+        metrics = trl_names(metrics)
         append_synced(self.metrics_path, json.dumps(metrics, default=float) + "\n")
         if self._wandb is not None:
             self._wandb.log(metrics, step=int(metrics.get("iteration", 0)))
 
+    def log_table(self, columns: list[str], data: list[list[Any]], step: int) -> None:
+        """log_completions' table of an iteration to wandb (a wandb.Table "completions"), when wandb is on."""
+        if self._wandb is not None:
+            import wandb
+
+            self._wandb.log({"completions": wandb.Table(columns=columns, data=data)}, step=step)
+
     def read(self) -> list[dict[str, Any]]:
-        """The rows of metrics.jsonl; a line that does not parse (cut short by a kill) is left out."""
-        return [row for _, row in self._lines() if row is not None]
+        """The rows of metrics.jsonl in the toolkit's names (`internal_names`: TRL's names and the old ones alike);
+        a line that does not parse (cut short by a kill) is left out."""
+        return [internal_names(row) for _, row in self._lines() if row is not None]
 
     def _lines(self) -> list[tuple[str, dict[str, Any] | None]]:
         """(raw line, parsed row or None) for each non-empty line; a warning for each unreadable one."""
@@ -199,6 +218,11 @@ class RunLog(TrainerCallback):
     def on_log(self, trainer, row: dict[str, Any]) -> None:
         if trainer.logger is not None:
             trainer.logger.log(row)
+
+    def on_iteration_end(self, trainer, metrics: dict[str, Any]) -> None:
+        table = completions_table(trainer)
+        if trainer.logger is not None and table is not None:
+            trainer.logger.log_table(*table, step=trainer.iteration)
 
     def on_train_end(self, trainer, rows: list[dict] | None) -> None:
         if trainer.logger is not None:

@@ -3,7 +3,8 @@
 `train()` runs `train_iteration()` (the one method a subclass must write) `train_iterations` times
 around the shared machinery: resume, evaluation (at start, every N, last), checkpoints
 (training/checkpoints/trainer_state.py), progress bars, and the callbacks (training/callbacks.py), among them the run
-folder's log (config.json from `describe()`, metrics.jsonl, wandb: `RunLog`) and plots (metrics.png and the
+folder's log (config.json from `describe()`, metrics.jsonl, wandb: `RunLog`; report_to's other trackers:
+training/trackers/) and plots (metrics.png and the
 reward plots: `RunPlots`). `optimizer_step(items, micro_loss)` is one AdamW step over
 micro-batches: gradient accumulation, gradients averaged over processes (torch DDP or one all-reduce:
 training/data_parallel.py), clipping, the non-finite guard. RL algorithms are `RLAlgorithm(Trainer)`
@@ -43,6 +44,7 @@ from lmgym.training.phase_memory import PhaseMemory
 from lmgym.training.plots import RunPlots
 from lmgym.training.progress import phase_bar
 from lmgym.training.run_logger import RunLog, RunLogger, check_history
+from lmgym.training.trackers import trackers_for
 
 
 class Trainer(ABC):
@@ -65,7 +67,8 @@ class Trainer(ABC):
     def __init__(self, policy, config: TrainerConfig | None = None,
                  callbacks: Sequence[TrainerCallback] | None = None):
         self.config = self.checked_config(config)
-        self.callbacks = CallbackList([RunPlots(), RunLog(), *(callbacks or ())])
+        self.callbacks = CallbackList([RunPlots(), RunLog(), *trackers_for(getattr(self.config, "report_to", ())),
+                                       *(callbacks or ())])
         self.should_stop = False  # a callback sets it to end the run after the current iteration
         self.hub_api: Any = None  # push_to_hub's uploader (None: huggingface_hub.HfApi; tests: a local stand-in)
         self.policy = self.checked_policy(policy)

@@ -120,9 +120,10 @@ SAME_NAME = {
     "max_prompt_length": "prompt tokens kept, from the left (0: all; TRL: None)",
     "mask_truncated_completions": "an episode cut off (at max_new_tokens, or the env's step limit) is scored and "
                                   "counts in its group, but none of its tokens is trained on",
-    "log_completions": "each iteration's prompts, completions and rewards appended to <output_dir>/completions.jsonl",
-    "report_to": "wandb | none, one or a list (tensorboard, mlflow and trackio refused: not logged to); wandb "
-                 "turns on the wandb field (WANDB_MODE offline, else online)",
+    "log_completions": "each iteration's prompts, completions and rewards appended to <output_dir>/completions.jsonl "
+                       "and sent to the report_to trackers as a table",
+    "report_to": "wandb | tensorboard | mlflow | trackio | none, one or a list, logged in TRL's metric names; wandb "
+                 "turns on the wandb field (WANDB_MODE offline, else online); the others need the [trackers] extra",
 }
 
 # TRL name -> why it is refused, naming ours (a different meaning, or none here)

@@ -12,6 +12,7 @@ import math
 from typing import Any
 
 from lmgym.training import distributed as dist
+from lmgym.training.metric_names import trl_names
 
 # top-level keys of trainer_state.json that are this toolkit's (layout.py); HF's never collide with them
 OWN_KEYS = ("format", "state", "layout", "model_only")
@@ -41,10 +42,11 @@ def hf_trainer_state(trainer) -> dict[str, Any]:
 
 
 def log_history(rows: list[dict[str, Any]], upto: int) -> list[dict[str, Any]]:
-    """HF's `log_history` of metrics.jsonl's rows up to iteration `upto`: each row's scalars, its iteration as
-    "step" (non-finite floats become None, so that the file stays strict JSON)."""
+    """HF's `log_history` of metrics.jsonl's rows up to iteration `upto`: each row's scalars in TRL's names, as
+    metrics.jsonl has them (training/metric_names.py), its iteration as "step" (non-finite floats become None, so
+    that the file stays strict JSON)."""
     history = []
-    for row in rows:
+    for row in map(trl_names, rows):
         step = row.get("iteration")
         if not isinstance(step, int) or step > upto:
             continue

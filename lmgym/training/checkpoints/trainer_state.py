@@ -24,7 +24,7 @@ from lmgym.training.checkpoints import folders as ckpt
 from lmgym.training.checkpoints import layout, sharded, state_checks
 from lmgym.training.checkpoints.hf_state import hf_trainer_state
 from lmgym.training.guards import warn
-from lmgym.training.run_logger import COMPLETIONS, DISCARDED, WANDB_ID, archive_history
+from lmgym.training.run_logger import COMPLETIONS, DISCARDED, TENSORBOARD, WANDB_ID, archive_history
 
 REQUIRED = ("iteration", "policy", "optimizer", "scheduler", "rng")  # what every checkpoint's state holds
 REQUIRED_SHARDED = ("iteration", "scheduler", "rng", "rank_rng")  # ... under FSDP (weights in sharded/)
@@ -241,7 +241,7 @@ def _resume_sharded(trainer, run_dir: str | Path) -> Path | None:
 # (or prune, or replace) files outside the run folder, and replacing the link would silently move the
 # output away from where it points. Symlink the run folder itself to put a run on another disk.
 WRITTEN_ENTRIES = (ckpt.CHECKPOINTS, ckpt.LEGACY, "model", "metrics.jsonl", DISCARDED, COMPLETIONS, "metrics.png",
-                   "reward_components.png", "reward_distribution.png", WANDB_ID)
+                   "reward_components.png", "reward_distribution.png", WANDB_ID, TENSORBOARD)
 
 
 def refuse_symlinked_entries(run_dir: Path) -> None:
@@ -256,7 +256,8 @@ def start_over(run_dir: Path, resume: bool) -> None:
     if resume:
         print(f"note: --resume: no checkpoint in {run_dir}, starting from iteration 0", flush=True)
     folders = tuple(sorted(p.name for p in run_dir.glob(f"*{ckpt.PREFIX}*") if ckpt.is_archived_name(p.name)))
-    n = archive_history(run_dir, (*folders, ckpt.CHECKPOINTS, ckpt.LEGACY, "metrics.jsonl", DISCARDED, COMPLETIONS))
+    n = archive_history(run_dir, (*folders, ckpt.CHECKPOINTS, ckpt.LEGACY, "metrics.jsonl", DISCARDED, COMPLETIONS,
+                                    TENSORBOARD))
     if n is not None:
         print(f"note: {run_dir} held an earlier run; its metrics and checkpoints are kept as *.{n}.*bak", flush=True)
 

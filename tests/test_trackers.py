@@ -1,0 +1,182 @@
+"""report_to's trackers (TensorBoard, MLflow, trackio) on a 2-iteration GRPO run, offline: each gets the scalars
+in TRL's names and log_completions' table; metrics.jsonl is in TRL's names and reads back (old run folders too)
+in the toolkit's; a missing library is one line naming the [trackers] extra."""
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from lmgym.algorithms import GRPO, GRPOConfig
+from lmgym.core.extras import EXTRAS, MissingExtraError
+from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+from lmgym.training import config as config_module
+from lmgym.training import trackers
+from lmgym.training.metric_names import RENAMED, internal_names, read_metrics, trl_names
+from lmgym.training.run_logger import RunLogger
+from lmgym.training.trackers.tensorboard_tracker import markdown_table
+from tests.test_config_validation import one_line_error
+
+ROWS = [{"prompt": "Name a color.", "answer": "red"}, {"prompt": "Name a fruit.", "answer": "fig"}]
+OLD_NAMES = ("reward_mean", "reward_vowels", "completion_length", "truncated_fraction", "zero_variance_groups",
+             "clip_fraction")
+
+
+def vowels(completions, **kwargs):
+    return [float(sum(c.count(v) for v in "aeiou")) for c in completions]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """One tracked run: (run folder, the rows train() returned, TRACKIO_DIR)."""
+    tmp = tmp_path_factory.mktemp("tracked")
+    with pytest.MonkeyPatch.context() as mp:
+        for name in ("TRACKIO_SPACE_ID", "TRACKIO_SERVER_URL", "MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME",
+                     "MLFLOW_ALLOW_FILE_STORE"):
+            mp.delenv(name, raising=False)
+        mp.setenv("TRACKIO_DIR", str(tmp / "trackio"))  # used when trackio is first imported in this process
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        tok = build_tiny_tokenizer()
+        policy = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu")
+        config = GRPOConfig.from_trl(num_generations=4, per_device_train_batch_size=4, gradient_accumulation_steps=2,
+                                     max_steps=2, max_completion_length=4, learning_rate=1e-2, beta=0.04,
+                                     output_dir=str(tmp / "run"), disable_tqdm=True, seed=0, eval_at_start=False,
+                                     log_completions=True, report_to=["tensorboard", "mlflow", "trackio"],
+                                     wandb_project="lmgym-test")
+        rows = GRPO(policy, ROWS, config, reward_funcs=[vowels]).train()
+        assert "MLFLOW_ALLOW_FILE_STORE" not in __import__("os").environ  # allowed only while the store opened
+    return tmp / "run", rows
+
+
+def test_metrics_jsonl_has_trls_names_and_reads_back_in_ours(run):
+    folder, rows = run
+    logged = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+    assert [row["iteration"] for row in logged] == [1, 2]
+    for row, ours in zip(logged, rows):
+        for key in ("reward", "reward_std", "rewards/vowels/mean", "rewards/vowels/std", "kl", "entropy",
+                    "completions/mean_length", "completions/clipped_ratio", "clip_ratio/region_mean",
+                    "frac_reward_zero_std", "learning_rate", "grad_norm", "loss"):
+            assert key in row, key
+        assert not set(OLD_NAMES) & set(row)
+        assert row["reward"] == pytest.approx(ours["reward_mean"]) and row["kl"] == pytest.approx(ours["kl"])
+        assert row["rewards/vowels/mean"] == pytest.approx(ours["reward_vowels"])
+        values = ours["rewards_vowels"]
+        mean = sum(values) / len(values)
+        assert row["rewards/vowels/std"] == pytest.approx((sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5)
+    assert RunLogger(folder, {}, resume=True).read() == rows  # read back in the toolkit's names, exactly
+
+
+def test_tensorboard_event_files_hold_the_scalars_and_the_table(run):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    folder, rows = run
+    assert list((folder / "tensorboard").glob("events.out.tfevents.*"))
+    events = EventAccumulator(str(folder / "tensorboard"), size_guidance={"scalars": 0, "tensors": 0})
+    events.Reload()
+    for key, ours in (("rewards/vowels/mean", "reward_vowels"), ("reward", "reward_mean"),
+                      ("completions/mean_length", "completion_length")):
+        scalars = events.Scalars(key)
+        assert [s.step for s in scalars] == [1, 2]
+        assert [s.value for s in scalars] == pytest.approx([row[ours] for row in rows], rel=1e-6)
+    assert "reward_mean" not in events.Tags()["scalars"]
+    texts = events.Tensors("completions/text_summary")
+    assert [t.step for t in texts] == [1, 2]
+    table = texts[0].tensor_proto.string_val[0].decode()
+    assert table.startswith("| iteration | group | prompt | completion | reward | rewards/vowels |")
+    assert table.count("Name a") == 8  # 2 prompts x 4 completions
+
+
+def test_mlflow_run_in_the_local_store_holds_the_metrics_and_the_table(run, monkeypatch):
+    from mlflow.tracking import MlflowClient
+
+    from lmgym.training.trackers.mlflow_tracker import local_file_store
+
+    folder, rows = run
+    stored = json.loads((folder / "mlflow_run.json").read_text())
+    assert stored["tracking_uri"] == (folder / "mlruns").resolve().as_uri() and stored["experiment"] == "lmgym-test"
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
+    with local_file_store(stored["tracking_uri"]):
+        client = MlflowClient(tracking_uri=stored["tracking_uri"])
+    mlflow_run = client.get_run(stored["run_id"])
+    assert mlflow_run.info.status == "FINISHED" and mlflow_run.info.run_name == "run"
+    assert mlflow_run.data.params["kl_coeff"] == "0.04"
+    history = client.get_metric_history(stored["run_id"], "rewards/vowels/mean")
+    assert [m.step for m in history] == [1, 2]
+    assert [m.value for m in history] == pytest.approx([row["reward_vowels"] for row in rows])
+    assert "reward_mean" not in mlflow_run.data.metrics and "reward" in mlflow_run.data.metrics
+    table = json.loads(next((folder / "mlruns").rglob("artifacts/completions.json")).read_text())
+    assert table["columns"][:5] == ["iteration", "group", "prompt", "completion", "reward"]
+    assert [row[0] for row in table["data"]] == [1] * 8 + [2] * 8
+
+
+def test_trackio_local_store_holds_the_metrics_and_the_table(run):
+    from trackio.sqlite_storage import SQLiteStorage
+
+    folder, rows = run
+    stored = json.loads((folder / "trackio_run.json").read_text())
+    assert (stored["project"], stored["run"]) == ("lmgym-test", "run")
+    logs = SQLiteStorage.get_logs(stored["project"], stored["run"])
+    scalars = [log for log in logs if "reward" in log]
+    assert [log["step"] for log in scalars] == [1, 2]
+    assert [log["rewards/vowels/mean"] for log in scalars] == pytest.approx([row["reward_vowels"] for row in rows])
+    tables = [log for log in logs if "completions" in log]
+    assert [log["step"] for log in tables] == [1, 2]
+    assert tables[0]["completions"]["_type"] == "trackio.table" and len(tables[0]["completions"]["_value"]) == 8
+
+
+def test_a_missing_tracker_library_is_one_line_naming_the_extra(monkeypatch):
+    assert EXTRAS["trackers"] == tuple(config_module.TRACKER_MODULES.values()) == tuple(trackers.MODULES.values())
+    for name, module in config_module.TRACKER_MODULES.items():
+        with monkeypatch.context() as mp:
+            mp.setitem(sys.modules, module, None)  # as if not installed
+            message = one_line_error(GRPOConfig, report_to=(name,))
+            assert message == (f"GRPOConfig.report_to {name} needs the [trackers] extra ({module} is not installed): "
+                               f"pip install -e '.[trackers]' in the toolkit's folder")
+            with pytest.raises(MissingExtraError, match=rf"^report_to {name} needs the \[trackers\] extra"):
+                trackers.TRACKERS[name]().library()
+
+
+def test_report_to_names_every_tracker_and_only_rank_0_starts_one(monkeypatch, tmp_path):
+    config = GRPOConfig.from_trl(report_to=["TensorBoard", "mlflow", "trackio"], output_dir=str(tmp_path / "r"))
+    assert config.report_to == ("tensorboard", "mlflow", "trackio")
+    assert [type(t) for t in trackers.trackers_for(config.report_to)] == [
+        trackers.TensorBoardTracker, trackers.MLflowTracker, trackers.TrackioTracker]
+    assert trackers.trackers_for(("wandb",)) == []
+
+    class Trainer:
+        iteration = 0
+
+    monkeypatch.setattr(trackers.base.dist, "is_main", lambda: False)
+    for tracker in trackers.trackers_for(config.report_to):
+        tracker.on_train_begin(Trainer())  # not rank 0: nothing started, nothing written
+        tracker.on_log(Trainer(), {"iteration": 1, "reward_mean": 1.0})
+        tracker.on_train_end(Trainer(), [])
+        assert not tracker.active
+    assert not (tmp_path / "r").exists()
+
+
+def test_old_metrics_jsonl_reads_in_trls_names_through_the_mapping(tmp_path):
+    old = {"iteration": 1, "reward_mean": 0.5, "reward_std": 0.5, "train_accuracy": 0.0, "completion_length": 4.0,
+           "truncated_fraction": 1.0, "rewards": [0.0, 1.0], "reward_correct": 0.5, "rewards_correct": [0.0, 1.0],
+           "zero_variance_groups": 0.5, "reward_failures": 0, "clip_fraction": 0.25, "kl": 0.1, "loss": 0.2,
+           "eval_accuracy": 1.0, "eval_reward_correct": 1.0, "eval_mean_length": 3.0}
+    (tmp_path / "metrics.jsonl").write_text(json.dumps(old) + "\n")
+    [row] = read_metrics(tmp_path / "metrics.jsonl")
+    assert row == {"iteration": 1, "reward": 0.5, "reward_std": 0.5, "train_accuracy": 0.0,
+                   "completions/mean_length": 4.0, "completions/clipped_ratio": 1.0, "rewards": [0.0, 1.0],
+                   "rewards/correct/mean": 0.5, "rewards/correct/std": 0.5, "rewards_correct": [0.0, 1.0],
+                   "frac_reward_zero_std": 0.5, "reward_failures": 0, "clip_ratio/region_mean": 0.25, "kl": 0.1,
+                   "loss": 0.2, "eval_accuracy": 1.0, "eval_rewards/correct/mean": 1.0,
+                   "eval_completions/mean_length": 3.0}
+    assert trl_names(row) == row and internal_names(row) == old  # TRL's names stay; the inverse is exact
+    assert RunLogger(tmp_path, {}, resume=True).read() == [old]  # an old folder reads as it always did
+    assert set(RENAMED) <= set(old) | {"mean_length"}
+    # evaluation rows carry no per-episode lists: reward_<fn> is a function's mean unless it is another metric
+    assert trl_names({"eval_reward_margin": 1.0, "eval_reward_f": 2.0}) == {"eval_reward_margin": 1.0,
+                                                                          "eval_rewards/f/mean": 2.0}
+
+
+def test_markdown_table_escapes_what_would_break_it():
+    text = markdown_table(["prompt", "completion"], [["a|b", "line\nbreak"]])
+    assert text.splitlines() == ["| prompt | completion |", "|---|---|", "| a\\|b | line<br>break |"]
