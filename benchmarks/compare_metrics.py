@@ -5,22 +5,41 @@
 Prints how many values the two files share (same iteration, same key; wall-clock columns such as
 ``time_*`` and ``tokens_per_second``, and the GPU ``memory_*`` peaks, left out), how many of them differ, and
 the first iteration where one does. Used to find what moves the CPU quickstart's numerics
-(statics/results/quickstart_cpu_numerics/).
+(statics/results/quickstart_cpu_numerics/). Both files are read in TRL's metric names (lmgym/training/
+metric_names.py, loaded alone: it imports nothing of the toolkit), so a file written before the rename
+(`reward_mean`, `reward_<fn>`, ...) compares with a newer one key for key.
 """
 from __future__ import annotations
 
 import argparse
+import functools
+import importlib.util
 import json
 from pathlib import Path
 
 # columns that measure the machine, not the run: wall clock, and GPU memory peaks (the caching allocator's
 # state, not the computation, sets them)
 WALL_CLOCK = ("time_", "tokens_per_second", "memory_")
+METRIC_NAMES = Path(__file__).resolve().parents[1] / "lmgym" / "training" / "metric_names.py"
+
+
+@functools.cache
+def _metric_names():
+    """lmgym/training/metric_names.py, loaded from its file (once)."""
+    spec = importlib.util.spec_from_file_location("lmgym_metric_names", METRIC_NAMES)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def trl_names(row: dict) -> dict:
+    """`row` in TRL's metric names (metric_names.trl_names)."""
+    return _metric_names().trl_names(row)
 
 
 def read_rows(path: Path) -> list[dict]:
-    """One dict per line of a metrics.jsonl file."""
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    """One dict per line of a metrics.jsonl file, in TRL's metric names (old files' names mapped)."""
+    return [trl_names(json.loads(line)) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def compare(a: list[dict], b: list[dict]) -> tuple[int, list[tuple[int, str]]]:

@@ -831,7 +831,7 @@ def metrics_and_plots(walk: Walk) -> Verdict:
         return fails(f"iterations logged: {[r['iteration'] for r in rows]}")
     if not plot.is_file() or plot.read_bytes()[:8] != b"\x89PNG\r\n\x1a\n":
         return fails("no metrics.png")
-    keys = [k for k in ("reward_mean", "kl", "entropy", "loss") if any(k in r or f"{k}_mean" in r for r in rows)]
+    keys = [k for k in ("reward", "kl", "entropy", "loss") if any(k in r or f"{k}_mean" in r for r in rows)]
     return works(f"6 rows ({len(rows[-1])} keys, e.g. {', '.join(keys)}), metrics.png")
 
 

@@ -41,7 +41,9 @@ def test_the_script_prints_identical_or_where_they_part(tmp_path):
                               check=True).stdout
 
     assert run(a, a).strip().endswith("identical")
-    assert "first at iteration 2: reward_mean" in run(a, b)
+    assert "first at iteration 2: reward" in run(a, b)  # read in TRL's names
+    c = _write(tmp_path / "c.jsonl", [{"reward" if k == "reward_mean" else k: v for k, v in r.items()} for r in ROWS])
+    assert run(a, c).strip() == "rows 3 / 3; shared values 8; differing 0; identical"  # an old file and a new one
 
 
 def test_gpu_memory_peaks_are_machine_columns_too():

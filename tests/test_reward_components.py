@@ -170,12 +170,14 @@ def test_every_iteration_logs_each_component_and_the_run_folder_has_their_plots(
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["iteration"] for r in rows] == [0, 1, 2]
     for row in (rows[0], rows[2]):  # held-out means before and after training
-        assert 0 <= row["eval_reward_digits"] <= 1 and 0 <= row["eval_reward_letters"] <= 1
+        # metrics.jsonl holds TRL's names (training/metric_names.py): rewards/<fn>/mean, and /std
+        assert 0 <= row["eval_rewards/digits/mean"] <= 1 and 0 <= row["eval_rewards/letters/mean"] <= 1
     for row in rows[1:]:
         values = {name: row[f"rewards_{name}"] for name in ("digits", "letters")}
         assert len(values["digits"]) == len(values["letters"]) == 8
-        assert row["reward_digits"] == pytest.approx(np.mean(values["digits"]), abs=1e-4)
-        assert row["reward_letters"] == pytest.approx(np.mean(values["letters"]), abs=1e-4)
+        for name in ("digits", "letters"):
+            assert row[f"rewards/{name}/mean"] == pytest.approx(np.mean(values[name]), abs=1e-4)
+            assert row[f"rewards/{name}/std"] == pytest.approx(np.std(values[name]), abs=1e-4)
         uniform = [(d + s) / 2 for d, s in zip(values["digits"], values["letters"])]
         assert row["rewards"] == pytest.approx(uniform, abs=1e-3)
     for name in ("metrics.png", "reward_components.png", "reward_distribution.png"):

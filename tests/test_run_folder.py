@@ -85,7 +85,7 @@ def test_the_quickstart_config_names_the_model_and_the_envs(quickstart_run):
 def test_the_before_evaluation_is_iteration_0_and_no_checkpoint_stores_the_initial_reference(quickstart_run):
     rows = metrics(quickstart_run)
     assert [r["iteration"] for r in rows] == [0, 1, 2]
-    assert "eval_accuracy" in rows[0] and "reward_mean" not in rows[0] and "eval_accuracy" in rows[2]
+    assert "eval_accuracy" in rows[0] and "reward" not in rows[0] and "eval_accuracy" in rows[2]
     state = checkpoint_state.read(quickstart_run / "checkpoint-2")
     assert state["reference"] is None and state["reference_source"] == "initial"  # kl_coeff 0.04, never synced
     assert (quickstart_run / "metrics.png").is_file()

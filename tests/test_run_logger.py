@@ -8,7 +8,8 @@ from tests.faults import Killed, crash_at_fixture  # noqa: F401  (the crash_at f
 
 
 def rows(n):
-    return "".join(json.dumps({"iteration": i, "reward_mean": i / 10}) + "\n" for i in range(1, n + 1))
+    """metrics.jsonl's lines for rows {"iteration": i, "reward_mean": i / 10}: written in TRL's name, "reward"."""
+    return "".join(json.dumps({"iteration": i, "reward": i / 10}) + "\n" for i in range(1, n + 1))
 
 
 def test_a_line_torn_by_a_kill_is_ignored_then_set_aside_on_resume(tmp_path, crash_at, capsys):

@@ -9,6 +9,9 @@ Iteration 0 is the evaluation before training; the x axes tick whole iterations 
 all 0 or 1 are drawn as the fraction of reward-1 episodes per iteration (a box plot of 0/1 values
 collapses to a line); other rewards as box plots.
 
+The panels name the toolkit's own metric keys; rows in TRL's names (read from a metrics.jsonl: training/
+metric_names.py) are mapped back first.
+
 `RunPlots` is the callback by which every `Trainer` draws them when training ends (training/callbacks.py)."""
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from pathlib import Path
 
 from lmgym.training import distributed as dist
 from lmgym.training.callbacks import TrainerCallback
+from lmgym.training.metric_names import internal_names
 
 PANELS = [
     ("reward", ["reward_mean"] , "reward (mean of batch)"),
@@ -94,6 +98,7 @@ def draw_metrics(rows: list[dict], title: str = "", panels=PANELS):
     "rewards/<component>" that component's per-episode values."""
     import matplotlib
 
+    rows = [internal_names(row) for row in rows]  # rows read from a metrics.jsonl (TRL's names) draw too
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
