@@ -180,3 +180,28 @@ def test_old_metrics_jsonl_reads_in_trls_names_through_the_mapping(tmp_path):
 def test_markdown_table_escapes_what_would_break_it():
     text = markdown_table(["prompt", "completion"], [["a|b", "line\nbreak"]])
     assert text.splitlines() == ["| prompt | completion |", "|---|---|", "| a\\|b | line<br>break |"]
+
+
+def test_wandb_gets_trls_names_and_the_table(tmp_path):
+    pytest.importorskip("wandb")
+    from lmgym.training.completions_table import table_of
+    from tests.wandb_history import history
+
+    completions = [{"iteration": 1, "group": 0, "prompt": "Say hi.", "completion": "hi", "reward": 1.0,
+                    "rewards": {"f": 1.0}, "correct": None, "truncated": False}]
+    logger = RunLogger(tmp_path, {}, wandb_mode="offline")
+    logger.log({"iteration": 1, "reward_mean": 0.5, "reward_f": 1.0, "rewards_f": [1.0, 1.0]})
+    logger.log_table(*table_of(completions), step=1)
+    logger.close(plots=False)
+    [row] = history(next(tmp_path.glob("wandb/offline-run-*/*.wandb")))
+    assert row["_step"] == 1 and row["reward"] == 0.5 and row["rewards/f/mean"] == 1.0 and "reward_mean" not in row
+    assert row["completions/_type"] == "table-file" and row["completions/nrows"] == 1
+
+
+def test_plots_draw_rows_read_in_trls_names(tmp_path):
+    from lmgym.training.plots import draw_metrics
+
+    rows = [{"iteration": i, "reward": i / 2, "completions/mean_length": 3.0 + i} for i in (1, 2)]
+    panels = {ax.get_title(): ax for ax in draw_metrics(rows).axes}
+    assert [list(line.get_ydata()) for line in panels["reward (mean of batch)"].get_lines()] == [[0.5, 1.0]]
+    assert [list(line.get_ydata()) for line in panels["completion length (tokens)"].get_lines()] == [[4.0, 5.0]]

@@ -43,7 +43,8 @@ class RLConfig(TrainerConfig):
     replay_iterations: int = setting(0, "also train on the previous N iterations' episodes, importance-weighted "
                                         "(0: on-policy)")
     log_completions: bool = setting(False, "append each iteration's prompts, completions and rewards to "
-                                           "<output_dir>/completions.jsonl (TRL's name)")
+                                           "<output_dir>/completions.jsonl, and send them to the report_to "
+                                           "trackers (TRL's name)")
     # evaluation
     eval_episodes: int = setting(256, "held-out episodes per evaluation (greedy)")
     eval_max_new_tokens: int = setting(0, "generation cap per action in evaluation (0: max_new_tokens)")
