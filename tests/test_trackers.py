@@ -177,6 +177,15 @@ def test_old_metrics_jsonl_reads_in_trls_names_through_the_mapping(tmp_path):
                                                                           "eval_rewards/f/mean": 2.0}
 
 
+def test_report_to_as_flags_and_names_mlflow_takes():
+    from lmgym.training.trackers.mlflow_tracker import mlflow_name
+    from tests.test_trl_batch_names import flags
+
+    assert flags(GRPOConfig, ["--report_to", "tensorboard", "trackio"]).report_to == ("tensorboard", "trackio")
+    assert mlflow_name("rewards/f1 (x):y!/mean") == "rewards/f1 _x__y_/mean"
+    assert mlflow_name("eval_rewards/a-b.c/std") == "eval_rewards/a-b.c/std"
+
+
 def test_markdown_table_escapes_what_would_break_it():
     text = markdown_table(["prompt", "completion"], [["a|b", "line\nbreak"]])
     assert text.splitlines() == ["| prompt | completion |", "|---|---|", "| a\\|b | line<br>break |"]
@@ -205,3 +214,40 @@ def test_plots_draw_rows_read_in_trls_names(tmp_path):
     panels = {ax.get_title(): ax for ax in draw_metrics(rows).axes}
     assert [list(line.get_ydata()) for line in panels["reward (mean of batch)"].get_lines()] == [[0.5, 1.0]]
     assert [list(line.get_ydata()) for line in panels["completion length (tokens)"].get_lines()] == [[4.0, 5.0]]
+
+
+def test_a_resumed_run_continues_its_tracker_runs_and_a_new_one_starts_afresh(tmp_path, monkeypatch):
+    from mlflow.tracking import MlflowClient
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from lmgym.training.trackers.mlflow_tracker import local_file_store
+
+    for name in ("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_ALLOW_FILE_STORE"):
+        monkeypatch.delenv(name, raising=False)
+    tok = build_tiny_tokenizer()
+    policy = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu")
+    folder = tmp_path / "run"
+
+    def train(max_steps: int, **how):
+        config = GRPOConfig.from_trl(num_generations=2, per_device_train_batch_size=2, max_steps=max_steps,
+                                     max_completion_length=2, output_dir=str(folder), disable_tqdm=True, seed=0,
+                                     eval_at_start=False, report_to=["tensorboard", "mlflow"])
+        GRPO(policy, ROWS, config, reward_funcs=[vowels]).train(**how)
+        return json.loads((folder / "mlflow_run.json").read_text())["run_id"]
+
+    def steps(log_dir) -> list[int]:
+        events = EventAccumulator(str(log_dir))
+        events.Reload()
+        return [s.step for s in events.Scalars("reward")]
+
+    first = train(1)
+    resumed = train(2, resume_from_checkpoint=True)  # from checkpoint-1: iteration 2 goes to the same runs
+    uri = (folder / "mlruns").resolve().as_uri()
+    with local_file_store(uri):
+        client = MlflowClient(tracking_uri=uri)
+    assert resumed == first and [m.step for m in client.get_metric_history(first, "reward")] == [1, 2]
+    assert steps(folder / "tensorboard") == [1, 2]
+    again = train(1)  # a new run in the same folder: new runs; the earlier events are moved aside with the metrics
+    assert again != first and [m.step for m in client.get_metric_history(again, "reward")] == [1]
+    assert steps(folder / "tensorboard") == [1] and steps(folder / "tensorboard.1.bak") == [1, 2]
+    assert (folder / "metrics.1.jsonl.bak").is_file()

@@ -7,12 +7,14 @@ opened for that local default only, never for a URI the user set. The experiment
 else the config's `wandb_project`; the run is named after the run folder, holds the config as params, the scalars
 under TRL's names per iteration, and log_completions' table as the artifact `completions.json` (`log_table`,
 appended each iteration). The run's id is kept in `<output_dir>/mlflow_run.json`, so that a resumed run continues
-the same MLflow run (the iterations it plays again are logged again at their steps).
+the same MLflow run (the iterations it plays again are logged again at their steps). A character MLflow refuses
+in a name (a reward function may be named anything) becomes `_`.
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +26,12 @@ from lmgym.training.trackers.base import Tracker, plain_config
 
 MAX_PARAMS = 100  # params per log_batch call (MLflow's limit)
 MAX_PARAM_LENGTH = 6000  # characters of a param's value (MLflow's limit)
+_NOT_IN_A_NAME = re.compile(r"[^\w\-. /]")  # MLflow's names: alphanumerics, _ - . space / (colons not on Windows)
+
+
+def mlflow_name(key: str) -> str:
+    """`key` as a name MLflow takes (a reward function's name may hold any character): others become `_`."""
+    return _NOT_IN_A_NAME.sub("_", key)
 
 
 @contextmanager
@@ -73,7 +81,7 @@ class MLflowTracker(Tracker):
             self.client.update_run(self.run_id, status="RUNNING")
             return
         self.run_id = self.client.create_run(experiment_id, run_name=run_dir.resolve().name).info.run_id
-        params = [Param(key, value) for key, value in flat_params(plain_config(trainer)).items()]
+        params = [Param(mlflow_name(key), value) for key, value in flat_params(plain_config(trainer)).items()]
         for start in range(0, len(params), MAX_PARAMS):
             self.client.log_batch(self.run_id, params=params[start:start + MAX_PARAMS])
         atomic_write_text(run_dir / MLFLOW_ID, json.dumps({"run_id": self.run_id, "tracking_uri": self.uri,
@@ -94,7 +102,7 @@ class MLflowTracker(Tracker):
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        metrics = [Metric(key, value, now, step) for key, value in values.items()]
+        metrics = [Metric(mlflow_name(key), value, now, step) for key, value in values.items()]
         for start in range(0, len(metrics), 1000):  # MLflow's limit of metrics per log_batch call
             self.client.log_batch(self.run_id, metrics=metrics[start:start + 1000])
 
