@@ -24,9 +24,9 @@ only). --reward_combination: env (this script's default: the env's sum with REWA
 envs/hotpotqa/rewards.py's DEFAULT_WEIGHTS, so that finding paragraphs pays less than answering), or uniform,
 std, pca, l2 (needs components >= 0: format and redundant_search can be negative), which combine the raw
 components over each batch and ignore the weights.
-Reported: the held-out MRR of the agent's own searches, EM and F1, before -> after (logged as
-eval_reward_mrr, eval_reward_em, eval_reward_f1); the run folder holds metrics.jsonl, metrics.png,
-reward_components.png and reward_distribution.png (each component per iteration), checkpoint-N/, and
+Reported: the held-out MRR of the agent's own searches, EM and F1, before -> after (the rows' eval_reward_mrr,
+eval_reward_em, eval_reward_f1; eval_rewards/mrr/mean, ... in metrics.jsonl); the run folder holds metrics.jsonl,
+metrics.png, reward_components.png and reward_distribution.png (each component per iteration), checkpoint-N/, and
 model/ (merged; with LoRA the adapter in model/adapter, which examples/merge_lora.py merges again).
 The system prompt (--system_prompt_path) shows the two tags with a worked example: without it the
 embedded SmolLM2-135M wrote no tag in a probe of 8 samples, with it 1 in 8 answered in the format (at

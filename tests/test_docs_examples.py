@@ -63,7 +63,7 @@ def check_rag(ns, folder):
     assert (folder / "indexes" / "demo").is_dir()
     rows = metrics(folder / "runs" / "rag")
     assert [row["iteration"] for row in rows] == [1, 2]
-    assert {"reward_em", "reward_f1", "reward_mrr", "reward_format"} <= set(rows[-1])
+    assert {"rewards/em/mean", "rewards/f1/mean", "rewards/mrr/mean", "rewards/format/mean"} <= set(rows[-1])
 
 
 def check_serving(ns, folder):

@@ -42,9 +42,8 @@ class RLConfig(TrainerConfig):
                                                       "or the env's step limit); it still counts in its group")
     replay_iterations: int = setting(0, "also train on the previous N iterations' episodes, importance-weighted "
                                         "(0: on-policy)")
-    log_completions: bool = setting(False, "append each iteration's prompts, completions and rewards to "
-                                           "<output_dir>/completions.jsonl, and send them to the report_to "
-                                           "trackers (TRL's name)")
+    log_completions: bool = setting(False, "each iteration's prompts, completions, rewards to "
+                                           "<output_dir>/completions.jsonl and the report_to trackers")
     # evaluation
     eval_episodes: int = setting(256, "held-out episodes per evaluation (greedy)")
     eval_max_new_tokens: int = setting(0, "generation cap per action in evaluation (0: max_new_tokens)")

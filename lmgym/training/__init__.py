@@ -7,7 +7,7 @@ from lmgym.training.checkpoints import CheckpointError, CorruptCheckpointError
 from lmgym.training.cli import add_config_arguments, config_from_arguments, run_with_clear_errors
 from lmgym.training.config import ConfigError, TrainerConfig, load_config, setting
 from lmgym.training.guards import NonFiniteTrainingError
-from lmgym.training.metric_names import internal_names, read_metrics, trl_names
+from lmgym.training.metric_names import read_metrics  # (its trl_names stays there: training.trl_names is a module)
 from lmgym.training.plots import plot_metrics, plot_run
 from lmgym.training.run_logger import RunLogger
 from lmgym.training.trackers import MLflowTracker, TensorBoardTracker, TrackioTracker
@@ -17,5 +17,5 @@ __all__ = [
     "Trainer", "TrainerConfig", "TrainerCallback", "EarlyStopping", "ConfigError", "load_config", "setting",
     "add_config_arguments", "config_from_arguments", "run_with_clear_errors",
     "CheckpointError", "CorruptCheckpointError", "NonFiniteTrainingError", "RunLogger", "plot_run", "plot_metrics",
-    "read_metrics", "trl_names", "internal_names", "TensorBoardTracker", "MLflowTracker", "TrackioTracker",
+    "read_metrics", "TensorBoardTracker", "MLflowTracker", "TrackioTracker",
 ]

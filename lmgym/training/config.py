@@ -130,8 +130,8 @@ class TrainerConfig(CheckedConfig):
     output_dir: str = setting("runs/run", "run folder (created; must not be an existing file)")
     wandb: str = setting("off", "off | offline | online: mirror the metrics to wandb (needs wandb installed)")
     wandb_project: str = setting("rlgym", "wandb project name (when wandb is not off)")
-    report_to: tuple[str, ...] = setting((), "trackers beside metrics.jsonl (TRL's report_to): wandb, tensorboard, "
-                                             "mlflow, trackio, or none; wandb here turns the wandb field on")
+    report_to: tuple[str, ...] = setting((), "trackers (TRL's report_to): wandb, tensorboard, mlflow, trackio or "
+                                             "none; wandb turns the wandb field on")
     progress: bool = setting(True, "tqdm progress bars")
     push_to_hub: str = setting("", "hub repo id (user/name) the saved model folder is uploaded to (empty: none); "
                                    "checked before training")
