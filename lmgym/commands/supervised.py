@@ -29,16 +29,18 @@ def classes(command: str) -> tuple[type, type]:
     return {"sft": (SFT, SFTConfig), "dpo": (DPO, DPOConfig)}[command]
 
 
-def examples_of(command: str, dataset: Any) -> list:
-    """The data set's rows as `command`'s trainer takes them: SFT examples or preference pairs (one-line
-    ValueError naming a bad row)."""
-    if command == "sft":
-        from lmgym.traindata.sft_data import load_sft_examples
-
-        return load_sft_examples(dataset)
+def examples_of(command: str, dataset: Any, label: str) -> list:
+    """The data set's rows as `command`'s trainer takes them: SFT examples or preference pairs; a bad row is one
+    ValueError naming `label` and the row. A column a row lacks (None where `datasets` joined rows of two forms,
+    {prompt, completion} beside {messages}) is left out of that row."""
     from lmgym.traindata.preference_data import load_preference_pairs
+    from lmgym.traindata.sft_data import load_sft_examples
 
-    return load_preference_pairs(dataset)
+    rows = [{key: value for key, value in row.items() if value is not None} for row in dataset]
+    try:
+        return load_sft_examples(rows) if command == "sft" else load_preference_pairs(rows)
+    except ValueError as err:
+        raise ValueError(f"--dataset_name {label}: {str(err).removeprefix('list').strip()}") from None
 
 
 def build_parser(command: str = "sft") -> argparse.ArgumentParser:
@@ -57,8 +59,8 @@ def run(command: str, args: argparse.Namespace) -> list[dict]:
     trainer_class, config_class = classes(command)
     config = config_from_arguments(config_class, args, {"output_dir": f"runs/{command}"})
     train, test = datasets_of(args)
-    train_rows = examples_of(command, train)
-    held_out = examples_of(command, test) if test is not None else ()
+    train_rows = examples_of(command, train, f"{args.dataset_name} ({args.dataset_train_split})")
+    held_out = () if test is None else examples_of(command, test, f"{args.dataset_name} ({args.dataset_test_split})")
     policy = build_policy(args)
     trainer = trainer_class(policy, train_rows, config, held_out=held_out)
     print(f"{trainer_class.__name__}: model={args.model} device={policy.device} data={args.dataset_name} "
