@@ -234,6 +234,14 @@ def test_help_lists_the_commands_and_a_commands_help_lists_its_flags(capsys):
         assert flag in shown, flag
 
 
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_commands_help_prints_and_exits_0(command, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        dispatch([command, "--help"])
+    shown = capsys.readouterr().out
+    assert exit_info.value.code == 0 and shown.startswith(f"usage: lmgym {command} ") and "--model" in shown
+
+
 def test_setup_py_installs_the_lmgym_console_script_and_its_function_runs(capsys):
     tree = ast.parse((ROOT / "setup.py").read_text(encoding="utf-8"))
     call = next(node for node in ast.walk(tree)
