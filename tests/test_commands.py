@@ -106,7 +106,7 @@ def test_log_completions_writes_the_sampled_completions_of_the_data_sets_prompts
 def test_a_bad_input_through_python_m_lmgym_is_one_line_without_a_traceback(work):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
     for argv, status, line in ((["grpoo"], 2, "lmgym: error: unknown command 'grpoo' (did you mean grpo?)"),
-                               (["sft", "--dataset_name", "missing.jsonl"], 1,
+                               (["eval", "--dataset_name", "missing.jsonl"], 1,  # eval: no config class to import
                                 "error: --dataset_name missing.jsonl: no such file or folder")):
         result = subprocess.run([sys.executable, "-m", "lmgym", *argv], cwd=work, env=env, capture_output=True,
                                 text=True, timeout=300)
