@@ -1,9 +1,8 @@
 """The toolkit as a user gets it: a wheel built from this tree, installed into a fresh venv (with its `lmgym`
 command), used from a folder with its own `envs/` package (0.2.0's top-level `envs` would have shadowed it, or
-been shadowed). Nothing is
-downloaded: the new venv sees the toolkit's dependencies through a .pth line naming this interpreter's
-site-packages; a path line does not run the .pth files in that folder, so this tree's editable install stays
-off and `lmgym` comes from the wheel."""
+been shadowed). Nothing is downloaded: the new venv sees the toolkit's dependencies through a .pth line naming
+this interpreter's site-packages; a path line does not run the .pth files in that folder, so this tree's
+editable install stays off and `lmgym` comes from the wheel."""
 import json
 import os
 import shutil
