@@ -196,8 +196,10 @@ REFUSALS = [
      "error: --reward_funcs 'corectness_reward' is neither a built-in name nor module.fn (did you mean "
      "correctness_reward?)"),
     ([*GRPO, "--reward_funcs", "format_reward", "--config", "no.yaml"], 1, "error: config file not found: no.yaml"),
-    (["grpo", "--dataset_name", "questions.jsonl", "--reward_funcs", "format_reward", "--model", "tiny"], 1,
-     "error: dataset has no 'prompt' column"),
+    (["grpo", "--dataset_name", "questions.jsonl", "--reward_funcs", "format_reward", "--model", "nowhere"], 1,
+     "error: dataset has no 'prompt' column"),  # said before the model (not there) loads
+    ([*GRPO, "--reward_funcs", "format_reward", "--reward_weights", "1", "2"], 1,
+     "error: GRPO: reward_weights has 2 weights for 1 reward functions (format_reward)"),
     (["sft", "--model", "tiny", "--dataset_name", "data.jsonl"], 1, "error: --dataset_name data.jsonl (train): "
                                                                     "row 0: expected 'prompt' and 'completion'"),
     (["dpo", "--model", "tiny", "--dataset_name", "data.jsonl"], 1,

@@ -24,13 +24,13 @@ def looks_like_path(name: str) -> bool:
 
 def load_data(name: str, config: str | None = None, split: str = "train") -> Any:
     """The `split` of data set `name` (see the module doc) as a `datasets.Dataset`."""
-    import datasets
-
     path = Path(name).expanduser()
     builder = FILE_BUILDERS.get(path.suffix.lower())
     missing = not path.is_file() if builder is not None else looks_like_path(name) and not path.exists()
     if missing:
         raise FileNotFoundError(f"--dataset_name {name}: no such file or folder")
+    import datasets
+
     what = f"data set {name!r} (split {split!r}{f', config {config!r}' if config else ''})"
     try:
         if builder is not None and path.is_file():

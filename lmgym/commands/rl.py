@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from lmgym.algorithms.env_input import trainer_envs
 from lmgym.commands.arguments import (
     add_dataset_arguments,
     add_model_arguments,
@@ -26,7 +27,6 @@ from lmgym.commands.arguments import (
     datasets_of,
     rewards_of,
 )
-from lmgym.envs.dataset_env import checked_rows
 from lmgym.training.cli import add_config_arguments, config_from_arguments, run_with_clear_errors, train_and_report
 from lmgym.training.flag_parser import SuggestingParser
 
@@ -70,9 +70,9 @@ def run(command: str, args: argparse.Namespace) -> list[dict]:
     config = config_from_arguments(config_class, args, defaults(command))
     reward_funcs = rewards_of(args)
     train, test = datasets_of(args)
-    for dataset in (train, test):  # the 'prompt' column, before the model loads
-        if dataset is not None:
-            checked_rows(dataset)
+    # the envs the trainer will wrap the data in, built once before the model loads: the 'prompt' column, the reward
+    # functions' forms and reward_weights are checked here (one line each), not after minutes of loading
+    trainer_envs(trainer_class.__name__, None, None, train, test, reward_funcs, config.reward_weights)
     policy = build_policy(args)
     trainer = trainer_class(policy, config=config, train_dataset=train, eval_dataset=test, reward_funcs=reward_funcs)
     print(f"{trainer_class.__name__}: model={args.model} device={policy.device} data={args.dataset_name} "
