@@ -35,6 +35,7 @@ setup(
     packages=find_packages(include=["lmgym", "lmgym.*"]) + OLD_NAMES,
     package_dir={name: f"legacy/{name}" for name in OLD_NAMES},
     package_data={"lmgym": ["prompts/*.txt", "prompts/*.json"]},
+    entry_points={"console_scripts": ["lmgym = lmgym.commands:main"]},  # lmgym grpo|ppo|...; also python -m lmgym
     install_requires=[  # the core: train GRPO/PPO/... on the math envs (Arithmetic, GSM8K, MATH), default grader
         "torch>=2.6",  # torch.nn.utils.get_total_norm (the non-finite step guard)
         "transformers>=4.56",

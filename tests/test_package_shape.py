@@ -2,7 +2,8 @@
 
 - no library folder holds more than 20 modules outside its subpackages (the *.py files other than
   `__init__.py` directly in it);
-- no library module is under 40 lines, except `__init__.py` files (a smaller one is folded into its user).
+- no library module is under 40 lines, except `__init__.py` files and `python -m`'s `__main__.py` hook (a smaller
+  one is folded into its user).
 """
 from pathlib import Path
 
@@ -17,8 +18,8 @@ def folders() -> list[Path]:
 
 
 def modules(folder: Path) -> list[Path]:
-    """The modules directly in `folder`, `__init__.py` aside."""
-    return sorted(path for path in folder.glob("*.py") if path.name != "__init__.py")
+    """The modules directly in `folder`, `__init__.py` and `__main__.py` aside."""
+    return sorted(path for path in folder.glob("*.py") if path.name not in ("__init__.py", "__main__.py"))
 
 
 def line_count(path: Path) -> int:

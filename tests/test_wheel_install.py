@@ -1,8 +1,8 @@
-"""The toolkit as a user gets it: a wheel built from this tree, installed into a fresh venv, used from a folder
-with its own `envs/` package (0.2.0's top-level `envs` would have shadowed it, or been shadowed). Nothing is
-downloaded: the new venv sees the toolkit's dependencies through a .pth line naming this interpreter's
-site-packages; a path line does not run the .pth files in that folder, so this tree's editable install stays
-off and `lmgym` comes from the wheel."""
+"""The toolkit as a user gets it: a wheel built from this tree, installed into a fresh venv (with its `lmgym`
+command), used from a folder with its own `envs/` package (0.2.0's top-level `envs` would have shadowed it, or
+been shadowed). Nothing is downloaded: the new venv sees the toolkit's dependencies through a .pth line naming
+this interpreter's site-packages; a path line does not run the .pth files in that folder, so this tree's
+editable install stays off and `lmgym` comes from the wheel."""
 import json
 import os
 import shutil
@@ -82,6 +82,7 @@ def test_a_wheel_in_a_fresh_venv_trains_beside_a_users_own_envs_package(tmp_path
     wheel = build_wheel(tmp_path)
     names = zipfile.ZipFile(wheel).namelist()
     assert "lmgym/prompts/single_turn_sys.txt" in names, "the prompts are package data"
+    assert {"lmgym/__main__.py", "lmgym/commands/main.py"} <= set(names), "the lmgym command"
     version = wheel.name.split("-")[1]
     assert version == lmgym.__version__, "setup.py reads lmgym/__init__.py's __version__"
 
@@ -104,3 +105,5 @@ def test_a_wheel_in_a_fresh_venv_trains_beside_a_users_own_envs_package(tmp_path
     assert result["iterations"] == [1, 2]
     assert isinstance(result["observation"], str) and result["observation"]
     assert result["prompt"] == (ROOT / "lmgym" / "prompts" / "single_turn_sys.txt").read_text(encoding="utf-8")
+    # the console script setup.py declares, installed beside the venv's python
+    assert run([python.parent / "lmgym", "--version"], cwd=user, env=env).strip() == f"lmgym {lmgym.__version__}"

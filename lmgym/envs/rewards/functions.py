@@ -14,7 +14,7 @@ from lmgym.envs.answers import answers_equal
 from lmgym.envs.extraction import MAX_SCAN_CHARS, extract_answer, find_boxes
 from lmgym.envs.rewards.forms import RewardFn
 
-__all__ = ["RewardFn", "correctness_reward", "format_reward"]
+__all__ = ["RewardFn", "correctness_reward", "accuracy_reward", "format_reward"]
 
 _HASH_ANSWER_RE = re.compile(r"####[ \t]*\S")
 
@@ -30,6 +30,18 @@ def correctness_reward(completion: str, gold: str, info: dict | None = None) -> 
     if isinstance(verdict, bool):
         return 1.0 if verdict else 0.0
     return 1.0 if answers_equal(extract_answer(completion), gold) else 0.0
+
+
+def accuracy_reward(completion: str, gold: str, info: dict | None = None) -> float:
+    """TRL's ``accuracy_reward`` on a data set's rows: 1.0 if the final answer in ``completion`` equals the
+    row's ``solution`` column (its final answer as ``extract_answer`` finds it, else the whole text), the
+    column TRL's reads; a row without one is graded as ``correctness_reward`` grades it (against ``gold``)."""
+    fields = info.get("fields") if isinstance(info, Mapping) else None
+    solution = fields.get("solution") if isinstance(fields, Mapping) else None
+    if not isinstance(solution, str) or not solution.strip():
+        return correctness_reward(completion, gold, info)
+    target = extract_answer(solution) or solution.strip()
+    return 1.0 if answers_equal(extract_answer(completion), target) else 0.0
 
 
 def format_reward(completion: str, gold: str, info: dict | None = None) -> float:
