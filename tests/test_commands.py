@@ -23,9 +23,10 @@ ROWS = [{"prompt": "What is 1 + 1?", "answer": "2"}, {"prompt": "What is 2 + 3?"
         {"prompt": "What is 4 + 4?", "answer": "8"}, {"prompt": "What is 3 + 1?", "answer": "4"}]
 PROMPTS = [row["prompt"] for row in ROWS]
 REWARDS = "cmd_test_rewards"  # the reward module written into the work folder (a name no other test imports)
-# the flags of the GRPO run (TRL's names); a tracker test adds its flag here, e.g. "--report_to", "tensorboard"
+# the flags of the GRPO run (TRL's names), TensorBoard among its trackers
 GRPO_FLAGS = ["--max_steps", "2", "--num_generations", "2", "--per_device_train_batch_size", "2",
-              "--max_completion_length", "6", "--save_steps", "1", "--log_completions", "--no-progress"]
+              "--max_completion_length", "6", "--save_steps", "1", "--log_completions", "--no-progress",
+              "--report_to", "tensorboard"]
 SMALL_RL = ["--train_iterations", "1", "--prompts_per_iteration", "2", "--max_new_tokens", "4",
             "--micro_batch_size", "2", "--no-progress"]
 
@@ -101,6 +102,23 @@ def test_log_completions_writes_the_sampled_completions_of_the_data_sets_prompts
     assert len(lines) == 2 * 2  # 2 iterations x 1 prompt x 2 completions
     assert all(any(p in line["prompt"] for p in PROMPTS) and isinstance(line["completion"], str) for line in lines)
     assert sorted({line["iteration"] for line in lines}) == [1, 2]
+
+
+def test_report_to_tensorboard_gets_trls_names_and_the_completions_table(grpo_run):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    run, _ = grpo_run
+    assert list((run / "tensorboard").glob("events.out.tfevents.*"))
+    events = EventAccumulator(str(run / "tensorboard"), size_guidance={"scalars": 0, "tensors": 0})
+    events.Reload()
+    rows = [row for row in metrics(run) if "loss" in row]
+    for key in ("rewards/has_digit/mean", "rewards/format_reward/mean", "reward", "completions/mean_length"):
+        assert [(s.step, s.value) for s in events.Scalars(key)] == [
+            (row["iteration"], pytest.approx(row[key], rel=1e-6)) for row in rows], key
+    tables = events.Tensors("completions/text_summary")
+    assert [t.step for t in tables] == [1, 2]
+    text = tables[0].tensor_proto.string_val[0].decode()
+    assert "rewards/has_digit" in text and any(p in text for p in PROMPTS)
 
 
 def test_a_bad_input_through_python_m_lmgym_is_one_line_without_a_traceback(work):
