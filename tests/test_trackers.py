@@ -186,6 +186,19 @@ def test_report_to_as_flags_and_names_mlflow_takes():
     assert mlflow_name("eval_rewards/a-b.c/std") == "eval_rewards/a-b.c/std"
 
 
+def test_early_stopping_takes_trls_name_for_a_metric():
+    from lmgym.training.callbacks import EarlyStopping
+
+    class Trainer:
+        iteration, should_stop = 3, False
+
+    for metric in ("reward", "reward_mean"):
+        stopping, trainer = EarlyStopping(metric, patience=1), Trainer()
+        for value in (0.5, 0.4):
+            stopping.on_log(trainer, {"iteration": 1, "reward_mean": value})
+        assert trainer.should_stop and stopping.best == 0.5, metric
+
+
 def test_markdown_table_escapes_what_would_break_it():
     text = markdown_table(["prompt", "completion"], [["a|b", "line\nbreak"]])
     assert text.splitlines() == ["| prompt | completion |", "|---|---|", "| a\\|b | line<br>break |"]

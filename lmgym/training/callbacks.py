@@ -29,6 +29,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from lmgym.training.metric_names import internal_name
+
 HOOK_ORDER = ("on_train_begin", "on_iteration_begin", "on_rewards", "on_iteration_end", "on_evaluate", "on_log",
               "on_save", "on_train_end")
 
@@ -99,9 +101,10 @@ class CallbackList:
 
 
 class EarlyStopping(TrainerCallback):
-    """Stops the run when `metric` (a logged key, e.g. "eval_accuracy") has not improved for `patience` rows
-    that hold it. `mode`: "max" (higher is better) or "min"; an improvement beats the best by more than
-    `min_delta`. Rows without the metric (iterations that did not evaluate) do not count."""
+    """Stops the run when `metric` (a logged key, e.g. "eval_accuracy"; in the toolkit's names or TRL's, as
+    metrics.jsonl has them: "reward" is "reward_mean") has not improved for `patience` rows that hold it. `mode`:
+    "max" (higher is better) or "min"; an improvement beats the best by more than `min_delta`. Rows without the
+    metric (iterations that did not evaluate) do not count."""
 
     def __init__(self, metric: str, patience: int = 3, mode: str = "max", min_delta: float = 0.0):
         if mode not in ("max", "min"):
@@ -119,7 +122,7 @@ class EarlyStopping(TrainerCallback):
         return value > self.best + self.min_delta if self.mode == "max" else value < self.best - self.min_delta
 
     def on_log(self, trainer, row: dict[str, Any]) -> None:
-        value = row.get(self.metric)
+        value = row.get(internal_name(self.metric))
         if value is None or not math.isfinite(float(value)):
             return
         if self.improved(float(value)):

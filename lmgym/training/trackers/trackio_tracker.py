@@ -41,4 +41,9 @@ class TrackioTracker(Tracker):
         self.run.log({"completions": self.trackio.Table(columns=columns, data=data)}, step=step)
 
     def finish(self) -> None:
+        """Finish the run, and clear it as trackio's current run (else trackio finishes it again at exit)."""
+        from trackio import context_vars
+
         self.run.finish()
+        if context_vars.current_run.get() is self.run:
+            context_vars.current_run.set(None)
