@@ -5,6 +5,7 @@ between steps), never through the clock."""
 import threading
 
 import pytest
+import torch
 
 from lmgym.policies.decoding.generation import RowKeys, row_key
 from lmgym.serving import BatchSettings
@@ -124,3 +125,16 @@ def test_a_request_past_its_deadline_leaves_the_batch_with_a_timeout(tiny_policy
         at = engine.steps
     assert late.done.wait(60) and isinstance(late.error, ComputeTimeout)
     assert engine.steps <= at + 1 and engine.running() == 0
+
+
+def test_prompts_admitted_together_prefill_their_shared_prefix_once_with_the_same_logits(tiny_policy):
+    engine = StreamEngine(tiny_policy)
+    head = prompt_of(tiny_policy, "You are a helpful assistant. Answer briefly.")
+    prompts = [tuple(head + prompt_of(tiny_policy, tail)) for tail in ("What is 2 + 3?", "Hi", "Name a colour.")]
+    assert len(head) >= 8
+    cache, attention, positions, logits = engine._prefill(prompts)
+    assert cache.get_seq_length() == len(head) + max(len(p) - len(head) for p in prompts)  # the head once
+    for row, prompt in enumerate(prompts):
+        alone = tiny_policy.model(input_ids=torch.tensor([prompt])).logits[0, -1]
+        assert torch.allclose(logits[row], alone, atol=1e-4)
+        assert positions[row, -1].item() == len(prompt) - 1 and attention[row].sum().item() == len(prompt)

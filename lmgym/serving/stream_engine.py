@@ -5,8 +5,8 @@ strings, temperature, top_p, seed key, deadline). One worker thread loops over d
 
 1. drops the rows of jobs nobody waits for (cancelled, client gone, past the deadline) and frees their rows;
 2. admits waiting jobs while the batch has rows (`BatchSettings.max_batch_rows`): their prompts are prefilled
-   (each distinct prompt once) into a KV cache of their own, which is merged into the running one (both
-   left-padded to one width);
+   (each distinct prompt once, a prefix they share, such as the chat template's system prompt, once for all) into
+   a KV cache of their own, which is merged into the running one (both left-padded to one width);
 3. samples one token for every row, each with its own temperature and top_p, keyed as `policy.sample` keys a
    row (`RowKeys`: row_key(request key, choice) and the token's index), so a seed gives the same choices
    whatever shares the batch;
@@ -39,6 +39,8 @@ from lmgym.policies.decoding.generation import _eos_ids, left_pad, prefill, row_
 from lmgym.policies.prompting import pad_id as padding_id
 from lmgym.serving.batcher import BatchSettings, QueueFull
 from lmgym.serving.limits import ComputeTimeout, Deadline
+
+SHARED_PREFIX = 8  # tokens that prompts admitted together must share for their common prefix to be prefilled once
 
 
 @dataclass(frozen=True)
@@ -210,15 +212,8 @@ class StreamEngine:
                 rows += job.rows
         if not jobs:
             return
-        prompts = [p for job in jobs for p in job.prompts]
-        unique = sorted(set(map(tuple, prompts)))
-        ids, attention = left_pad([list(p) for p in unique], self.pad_id, self.device)
-        positions = (attention.cumsum(-1) - 1).clamp(min=0)
-        from transformers import DynamicCache
-
-        cache = DynamicCache()
-        with self._autocast():
-            logits = prefill(self.model, ids, attention, positions, cache, 0)
+        unique = sorted({tuple(p) for job in jobs for p in job.prompts})
+        cache, attention, positions, logits = self._prefill(unique)
         where, new_rows = [], []
         for job in jobs:
             job.admitted_step = self.steps + 1
@@ -229,6 +224,33 @@ class StreamEngine:
         select = torch.tensor(where, device=self.device)
         cache.batch_select_indices(select)
         self._merge(cache, attention[select], positions[select, -1] + 1, logits[select], new_rows)
+
+    def _prefill(self, prompts: list[tuple[int, ...]]):
+        """(cache, attention, positions, last logits) of `prompts` prefilled; a prefix they all share (a chat
+        template's system prompt) of at least SHARED_PREFIX tokens is computed once, each row's rest after it, left-
+        padded (the padding then sits between the prefix and the rest: masked out, the positions counted on)."""
+        from transformers import DynamicCache
+
+        cache = DynamicCache()
+        shared = 0
+        if len(prompts) > 1:
+            shortest = min(map(len, prompts))
+            while shared < shortest - 1 and all(p[shared] == prompts[0][shared] for p in prompts):
+                shared += 1
+        with self._autocast():
+            if shared < SHARED_PREFIX:
+                ids, attention = left_pad([list(p) for p in prompts], self.pad_id, self.device)
+                positions = (attention.cumsum(-1) - 1).clamp(min=0)
+                return cache, attention, positions, prefill(self.model, ids, attention, positions, cache, 0)
+            prefix = torch.tensor([prompts[0][:shared]], device=self.device)
+            self.model(input_ids=prefix, past_key_values=cache, use_cache=True, logits_to_keep=1)
+            cache.batch_select_indices(torch.zeros(len(prompts), dtype=torch.long, device=self.device))
+            ids, rest = left_pad([list(p[shared:]) for p in prompts], self.pad_id, self.device)
+            attention = torch.cat([torch.ones_like(rest[:, :1]).expand(-1, shared), rest], dim=1)
+            positions = (attention.cumsum(-1) - 1).clamp(min=0)
+            out = self.model(input_ids=ids, attention_mask=attention, position_ids=positions[:, shared:],
+                             past_key_values=cache, use_cache=True, logits_to_keep=1)
+        return cache, attention, positions, out.logits[:, -1]
 
     def _merge(self, cache, attention, positions, logits, rows) -> None:
         """Append admitted rows to the batch: both caches left-padded to one width."""
