@@ -13,16 +13,18 @@ server's PRM. The question is the prompt (chat: the last user message), played a
 with the server's instruction and `SearchSettings` (temperature, tokens per step); the choice's text is the
 chosen solution and `choice["search"]` holds its parsed answer.
 
-Every request goes through the `Batcher` (serving/batcher.py): requests that arrive within a few
-milliseconds share one sampling call. Streaming sends each choice when its batch finishes (the engine
-decodes a batch as a whole), in the chunks a client expects. Errors have OpenAI's shape, {"error":
+A sampling request runs in the continuous-batching engine (serving/stream_engine.py, serving/openai_stream.py):
+it joins the running batch at the next decoding step, and with `stream` every chunk carries the text decoded
+since the last one. Search requests go through the `Batcher` (serving/batcher.py): those that arrive within a
+few milliseconds share one search call, and a stream sends each choice whole when its batch finishes (as does
+sampling for a policy without a model to step, one that only has `sample`). Errors have OpenAI's shape, {"error":
 {"message", "type", "param", "code"}}: 400 for bad input (a field's type or range, a limit passed, an unknown
 search method, text no tokenizer can encode), 404 for another model's name, 503 when the queue is full, 504
-past the request's timeout.
+past the request's timeout (mid stream: an error event).
 
 A request that times out, or whose client disconnects (polled every DISCONNECT_POLL_SECONDS while it waits,
 streaming or not), is cancelled: out of the queue at once, and its rows of a running batch end at the engine's
-next decoding step (serving/batcher.py), so nobody's compute is spent on an answer nobody reads.
+next decoding step, so nobody's compute is spent on an answer nobody reads.
 """
 from __future__ import annotations
 
