@@ -177,6 +177,30 @@ def test_a_greedy_stream_sends_the_text_step_by_step_as_the_whole_answer_reads(s
     assert len(deltas) > 1 and "".join(deltas) == chat.choices[0].message.content
 
 
+def test_a_stream_past_its_timeout_ends_with_an_error_event_and_leaves_the_batch(serve, tiny_policy):
+    forward = tiny_policy.model.forward
+
+    def slow(*args, **kwargs):  # 0.1 s a decoding step: 100 tokens take 10 s, past the 2 s timeout
+        threading.Event().wait(0.1)
+        return forward(*args, **kwargs)
+
+    tiny_policy.model.forward = slow
+    served = serve(tiny_policy, limits=ServerLimits(timeout_seconds=2))
+    engine = served.server.config.app.state.engine
+    stream = served.client.completions.create(model=served.model, prompt="Hello there", max_tokens=100,
+                                              temperature=1.0, seed=0, stream=True)  # seed 0: no EOS in 100
+    texts = []
+    with pytest.raises(openai.APIError, match="timeout of 2 s"):
+        for chunk in stream:
+            texts.append(chunk.choices[0].text)
+    assert texts and all(texts)  # it streamed tokens before its deadline
+    for _ in range(200):
+        if engine.running() == 0:
+            break
+        threading.Event().wait(0.05)
+    assert engine.running() == 0 and engine.steps < 100  # its row left the batch
+
+
 def error_of(call) -> dict:
     with pytest.raises(openai.APIStatusError) as raised:
         call()
