@@ -69,6 +69,8 @@ def ask(client: OpenAI, model: str, question: str, max_tokens: int) -> dict:
 
 def phase(client: OpenAI, model: str, asked: list[str], clients: int, max_tokens: int, engine) -> dict:
     steps = engine.steps if engine is not None else 0
+    if engine is not None:
+        engine.peak_rows = 0  # this phase's largest batch
     start = time.perf_counter()
     with ThreadPoolExecutor(clients) as pool:
         results = list(pool.map(lambda q: ask(client, model, q, max_tokens), asked))
@@ -82,6 +84,7 @@ def phase(client: OpenAI, model: str, asked: list[str], clients: int, max_tokens
             "request_s_max": round(max(r["seconds"] for r in results), 3),
             "statuses": {str(s): sum(r["status"] == s for r in results) for s in statuses},
             "engine_steps": (engine.steps - steps) if engine is not None else None,
+            "engine_peak_rows": engine.peak_rows if engine is not None else None,
             "texts": [r["text"] for r in results]}
 
 
@@ -91,6 +94,9 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--max_tokens", type=int, default=24)
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="sequential/concurrent pairs, run one after the other (a loaded machine's load drifts: "
+                             "the pairs' median speed-up is reported)")
     parser.add_argument("--out", default=None, help="write the results JSON here")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -112,9 +118,13 @@ def main() -> None:
     engine = app.state.engine
     asked = questions(args.clients, seed=0)
     ask(client, model, "What is 1 + 1?", 4)  # warm-up: first-call costs out of the timing
-    sequential = phase(client, model, asked, 1, args.max_tokens, engine)
-    peak = engine.peak_rows if engine is not None else None
-    concurrent = phase(client, model, asked, args.clients, args.max_tokens, engine)
+    pairs = []
+    for _ in range(args.repeats):
+        sequential = phase(client, model, asked, 1, args.max_tokens, engine)
+        concurrent = phase(client, model, asked, args.clients, args.max_tokens, engine)
+        pairs.append((sequential, concurrent))
+    speedups = [round(s["seconds"] / c["seconds"], 2) for s, c in pairs]
+    sequential, concurrent = pairs[speedups.index(sorted(speedups)[(len(speedups) - 1) // 2])]
     same = sum(a == b for a, b in zip(sequential["texts"], concurrent["texts"]))
     result = {
         "model": model, "device": "cpu", "torch_threads": args.threads,
@@ -122,12 +132,15 @@ def main() -> None:
         "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
         "max_tokens": args.max_tokens, "temperature": 0, "timeout_seconds": limits.timeout_seconds,
-        "sequential": {k: v for k, v in sequential.items() if k != "texts"},
-        "concurrent": {k: v for k, v in concurrent.items() if k != "texts"},
+        "speedup_wall_each_pair": speedups,
+        "median_pair": {"sequential": {k: v for k, v in sequential.items() if k != "texts"},
+                        "concurrent": {k: v for k, v in concurrent.items() if k != "texts"}},
         "speedup_wall": round(sequential["seconds"] / concurrent["seconds"], 2),
         "speedup_tokens_per_s": round((concurrent["completion_tokens"] / concurrent["seconds"])
                                       / (sequential["completion_tokens"] / sequential["seconds"]), 2),
-        "engine_peak_rows": {"sequential": peak, "concurrent": engine.peak_rows if engine is not None else None},
+        "first_token_s_alone_max": max(s["first_token_s"]["max"] for s, _ in pairs),
+        "statuses_all": {k: sum(p[i]["statuses"].get(k, 0) for p in pairs for i in (0, 1))
+                         for k in sorted({k for p in pairs for i in (0, 1) for k in p[i]["statuses"]})},
         "same_texts": f"{same}/{len(asked)}", "example_texts": sequential["texts"][:2],
         "command": "python " + " ".join(sys.argv),
     }
