@@ -179,20 +179,22 @@ class StreamEngine:
         self.peak_rows = max(self.peak_rows, len(self._rows))
         tokens = self._sample()
         updates: dict[StreamJob, list[Update]] = {}
-        ended = []
+        ended: set[int] = set()
         for r, (row, token) in enumerate(zip(self._rows, tokens)):
             row.tokens.append(token)
             update = self._update(row, token)
-            if update is not None:
-                updates.setdefault(row.job, []).append(update)
-                ended += [r] if update.finish_reason is not None else []
+            if update is None:
+                continue
+            updates.setdefault(row.job, []).append(update)
+            if update.finish_reason is not None:
+                ended.add(r)
         for job, items in updates.items():
             if all(row.job is not job or r in ended for r, row in enumerate(self._rows)):
                 job.finished_step = self.steps
             send(job, items)
-        self._drop(ended)
+        self._drop(sorted(ended))
         if self._rows:
-            self._forward([tokens[r] for r in range(len(tokens)) if r not in set(ended)])
+            self._forward([token for r, token in enumerate(tokens) if r not in ended])
 
     def _admit(self) -> None:
         """Waiting jobs into the batch while it has rows (a job larger than the batch alone); ended ones dropped."""
