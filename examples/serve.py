@@ -7,8 +7,9 @@
         -d '{"model": "embedded:SmolLM2-135M-Instruct", "messages": [{"role": "user", "content": "What is 2 + 3?"}]}'
 
 Without --prm the server offers greedy and maj; best_of_n, beam and mcts answer 400. Each request is bounded
-(--max_prompt_chars, --max_new_tokens, --max_budget, --timeout_seconds, --max_body_bytes); /v1 requests arriving
-within --batch_window_ms share one batched generation call (--max_queue waiting at most, then 503).
+(--max_prompt_chars, --max_new_tokens, --max_budget, --timeout_seconds, --max_body_bytes); /v1 sampling requests
+join the running batch at the next decoding step and stream token by token (--max_batch_rows rows at once,
+--max_queue waiting at most, then 503); /v1 search requests arriving within --batch_window_ms share one search.
 
 The installed command `lmgym serve` is the same program: its flags and app are lmgym/commands/serve.py's, which
 this script runs.

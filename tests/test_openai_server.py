@@ -115,13 +115,13 @@ def test_a_completion_stops_at_a_stop_string(serve, tiny_policy):
     assert "".join(c.choices[0].text for c in streamed) == text[:4] and streamed[-1].choices[0].finish_reason == "stop"
 
 
-def test_sixteen_concurrent_requests_run_in_fewer_engine_calls(serve, tiny_policy):
-    holder = {}
-    policy = CountingPolicy(tiny_policy, gate=lambda rows: rows + holder["batcher"].waiting() >= 16)
-    served = serve(policy, batching=BatchSettings(window_ms=20, max_batch_rows=64))
-    holder["batcher"] = served.server.config.app.state.batcher
-    policy.calls = 0
+class RoundsOnly(CountingPolicy):
+    """The counting policy without a model to step: the server batches it in rounds of `sample` calls."""
 
+    model = None
+
+
+def ask_sixteen(served) -> list[str]:
     def ask(i: int) -> str:
         messages = [{"role": "user", "content": f"What is {i} + {i}?"}]
         reply = served.client.chat.completions.create(model=served.model, messages=messages, max_tokens=3,
@@ -131,8 +131,74 @@ def test_sixteen_concurrent_requests_run_in_fewer_engine_calls(serve, tiny_polic
     with ThreadPoolExecutor(16) as pool:
         answers = list(pool.map(ask, range(16)))
     assert len(answers) == 16 and all(isinstance(a, str) for a in answers)
+    return answers
+
+
+def test_sixteen_concurrent_requests_join_one_running_batch(serve, tiny_policy):
+    served = serve(tiny_policy, batching=BatchSettings(max_batch_rows=64))
+    engine = served.server.config.app.state.engine
+    pool = ThreadPoolExecutor(1)
+    with engine.lock:  # the engine waits until all sixteen are queued
+        answers = pool.submit(ask_sixteen, served)
+        for _ in range(600):
+            if engine.waiting() == 16:
+                break
+            threading.Event().wait(0.05)
+        assert engine.waiting() == 16
+    answers.result(120)
+    pool.shutdown()
+    assert engine.peak_rows == 16 and engine.steps <= 3  # one batch, a token a step
+
+
+def test_sixteen_concurrent_requests_run_in_fewer_engine_calls_without_a_model_to_step(serve, tiny_policy):
+    holder = {}
+    policy = RoundsOnly(tiny_policy, gate=lambda rows: rows + holder["batcher"].waiting() >= 16)
+    served = serve(policy, batching=BatchSettings(window_ms=20, max_batch_rows=64))
+    holder["batcher"] = served.server.config.app.state.batcher
+    assert served.server.config.app.state.engine is None
+    policy.calls = 0
+    ask_sixteen(served)
     assert 1 <= policy.calls <= 2 < 16 and sum(policy.rows) == 16
     assert holder["batcher"].calls == policy.calls
+
+
+def test_a_greedy_stream_sends_the_text_step_by_step_as_the_whole_answer_reads(serve, tiny_policy):
+    served = serve(tiny_policy)
+    ask = dict(model=served.model, prompt="Hello there", max_tokens=12, temperature=0)
+    whole = served.client.completions.create(**ask).choices[0]
+    chunks = list(served.client.completions.create(**ask, stream=True))
+    texts = [c.choices[0].text for c in chunks if c.choices and c.choices[0].text]
+    assert len(texts) > 1 and "".join(texts) == whole.text and len(whole.text) >= 8
+    assert chunks[-1].choices[0].finish_reason == whole.finish_reason
+    chat = served.client.chat.completions.create(model=served.model, messages=CHAT, max_tokens=8, temperature=0)
+    stream = served.client.chat.completions.create(model=served.model, messages=CHAT, max_tokens=8, temperature=0,
+                                                   stream=True)
+    deltas = [c.choices[0].delta.content for c in stream if c.choices and c.choices[0].delta.content]
+    assert len(deltas) > 1 and "".join(deltas) == chat.choices[0].message.content
+
+
+def test_a_stream_past_its_timeout_ends_with_an_error_event_and_leaves_the_batch(serve, tiny_policy):
+    forward = tiny_policy.model.forward
+
+    def slow(*args, **kwargs):  # 0.1 s a decoding step: 100 tokens take 10 s, past the 2 s timeout
+        threading.Event().wait(0.1)
+        return forward(*args, **kwargs)
+
+    tiny_policy.model.forward = slow
+    served = serve(tiny_policy, limits=ServerLimits(timeout_seconds=2))
+    engine = served.server.config.app.state.engine
+    stream = served.client.completions.create(model=served.model, prompt="Hello there", max_tokens=100,
+                                              temperature=1.0, seed=0, stream=True)  # seed 0: no EOS in 100
+    texts = []
+    with pytest.raises(openai.APIError, match="timeout of 2 s"):
+        for chunk in stream:
+            texts.append(chunk.choices[0].text)
+    assert texts and all(texts)  # it streamed tokens before its deadline
+    for _ in range(200):
+        if engine.running() == 0:
+            break
+        threading.Event().wait(0.05)
+    assert engine.running() == 0 and engine.steps < 100  # its row left the batch
 
 
 def error_of(call) -> dict:

@@ -7,8 +7,9 @@
         -d '{"model": "embedded:SmolLM2-135M-Instruct", "messages": [{"role": "user", "content": "What is 2 + 3?"}]}'
 
 Without --prm the server offers greedy and maj; best_of_n, beam and mcts answer 400. Each request is bounded
-(--max_prompt_chars, --max_new_tokens, --max_budget, --timeout_seconds, --max_body_bytes); /v1 requests arriving
-within --batch_window_ms share one batched generation call (--max_queue waiting at most, then 503).
+(--max_prompt_chars, --max_new_tokens, --max_budget, --timeout_seconds, --max_body_bytes); /v1 sampling requests
+join the running batch at the next decoding step and stream token by token (--max_batch_rows rows at once,
+--max_queue waiting at most, then 503); /v1 search requests arriving within --batch_window_ms share one search.
 """
 from __future__ import annotations
 
@@ -47,10 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="largest request body (checked before it is parsed)")
     batching = BatchSettings()
     parser.add_argument("--batch_window_ms", type=float, default=batching.window_ms,
-                        help="/v1: milliseconds the queue collects requests into one generation call")
+                        help="/v1 search: milliseconds the queue collects requests into one search call")
     parser.add_argument("--max_queue", type=int, default=batching.max_queue, help="/v1: requests waiting at most")
     parser.add_argument("--max_batch_rows", type=int, default=batching.max_batch_rows,
-                        help="/v1: sequences in one generation call at most")
+                        help="/v1: sequences decoded together at most")
     parser.add_argument("--temperature", type=float, default=0.8,
                         help="/solve's sampling temperature (maj, best_of_n, beam, mcts)")
     parser.add_argument("--step_tokens", type=int, default=64, help="/solve's tokens per step")

@@ -1,5 +1,5 @@
-"""An HTTP server over a policy and an optional PRM: OpenAI-compatible /v1 routes (requests batched), /generate,
-/solve (search) and /health.
+"""An HTTP server over a policy and an optional PRM: OpenAI-compatible /v1 routes (continuously batched, streamed
+token by token), /generate, /solve (search) and /health.
 
 `create_app` needs the [serve] extra (fastapi); it is imported on first use, so `import serving` and
 `ServerLimits` work on a core install and a missing extra is one line at the point of use."""

@@ -1,7 +1,8 @@
 """The FastAPI app: `create_app(policy, scorer=None, limits=ServerLimits())`.
 
 - OpenAI-compatible `GET /v1/models`, `POST /v1/completions`, `POST /v1/chat/completions` (serving/openai_api.py;
-  concurrent requests batched through serving/batcher.py, errors in OpenAI's shape)
+  sampling continuously batched and streamed token by token through serving/stream_engine.py, search requests
+  batched through serving/batcher.py, errors in OpenAI's shape)
 
 - `POST /generate` {prompt, max_new_tokens, temperature} -> {text, tokens}
 - `POST /solve` {question, method: a registered search method (`lmgym.search.methods`: greedy, maj,
@@ -12,8 +13,8 @@
 - `GET /health` -> {status, model, prm, methods}; model is a hub id as given, a local folder by its base name
   only (no response shows a path of the server's disk)
 
-/generate and /solve compute one request at a time (one lock around the model, which the /v1 queue's
-batches also take). Bad requests get a 4xx whose body is
+/generate and /solve compute one request at a time (one lock around the model, which the /v1 engine takes for
+each decoding step and the /v1 queue for each batch). Bad requests get a 4xx whose body is
 {"detail": "<one line>"}: 422 for a field of the wrong type or range (a non-finite number, or over a
 limit), 413 for a body over `max_body_bytes` (refused before it is parsed) or a prompt or question longer
 than `max_prompt_chars`, 400 for a method that needs a PRM the server lacks and for text no tokenizer can

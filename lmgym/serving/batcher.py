@@ -35,11 +35,14 @@ from lmgym.serving.limits import ComputeTimeout, Deadline
 
 @dataclass
 class BatchSettings(CheckedConfig):
-    """How the queue collects requests into engine calls. A bad value is a one-line ConfigError naming the field."""
+    """How the queues collect requests: the continuous engine (serving/stream_engine.py) and the round-based
+    queue here. A bad value is a one-line ConfigError naming the field."""
 
-    window_ms: float = setting(5.0, "milliseconds the queue keeps collecting after the first waiting request")
+    window_ms: float = setting(5.0, "milliseconds the round-based queue (search requests) keeps collecting after "
+                                    "the first waiting request")
     max_queue: int = setting(256, "requests waiting at most; one more is refused with 503")
-    max_batch_rows: int = setting(64, "sequences (prompts x n) in one engine call at most")
+    max_batch_rows: int = setting(64, "sequences (prompts x n) decoded together at most: the continuous engine's "
+                                      "batch, a round's engine call")
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -13,26 +13,26 @@ server's PRM. The question is the prompt (chat: the last user message), played a
 with the server's instruction and `SearchSettings` (temperature, tokens per step); the choice's text is the
 chosen solution and `choice["search"]` holds its parsed answer.
 
-Every request goes through the `Batcher` (serving/batcher.py): requests that arrive within a few
-milliseconds share one sampling call. Streaming sends each choice when its batch finishes (the engine
-decodes a batch as a whole), in the chunks a client expects. Errors have OpenAI's shape, {"error":
+A sampling request runs in the continuous-batching engine (serving/stream_engine.py, serving/openai_stream.py):
+it joins the running batch at the next decoding step, and with `stream` every chunk carries the text decoded
+since the last one. Search requests go through the `Batcher` (serving/batcher.py): those that arrive within a
+few milliseconds share one search call, and a stream sends each choice whole when its batch finishes (as does
+sampling for a policy without a model to step, one that only has `sample`). Errors have OpenAI's shape, {"error":
 {"message", "type", "param", "code"}}: 400 for bad input (a field's type or range, a limit passed, an unknown
 search method, text no tokenizer can encode), 404 for another model's name, 503 when the queue is full, 504
-past the request's timeout.
+past the request's timeout (mid stream: an error event).
 
 A request that times out, or whose client disconnects (polled every DISCONNECT_POLL_SECONDS while it waits,
 streaming or not), is cancelled: out of the queue at once, and its rows of a running batch end at the engine's
-next decoding step (serving/batcher.py), so nobody's compute is spent on an answer nobody reads.
+next decoding step, so nobody's compute is spent on an answer nobody reads.
 """
 from __future__ import annotations
 
 import asyncio
-import json
 import secrets
 import threading
 import time
-import uuid
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,7 +42,7 @@ from lmgym.core.messages import did_you_mean
 with extra_imports("The HTTP server"):  # fastapi comes with the [serve] extra
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import JSONResponse, StreamingResponse
+    from fastapi.responses import JSONResponse
 
 from lmgym.policies.decoding.generation import row_key
 from lmgym.search import SearchSettings
@@ -50,6 +50,7 @@ from lmgym.search.methods import search_methods
 from lmgym.serving.batcher import Batcher, BatchSettings, Job, QueueFull
 from lmgym.serving.limits import ComputeTimeout, Deadline, ServerLimits
 from lmgym.serving.openai_engine import Choice, SampleJob, SearchJob, run_sampling, run_searches, settings_for
+from lmgym.serving.openai_reply import CLIENT_GONE, DISCONNECT_POLL_SECONDS, OpenAIError, Reply, usage_of
 from lmgym.serving.openai_schemas import (
     MAX_STOP,
     MAX_STOP_CHARS,
@@ -57,25 +58,12 @@ from lmgym.serving.openai_schemas import (
     CompletionRequest,
     SamplingFields,
 )
+from lmgym.serving.openai_stream import answer_streamed
+from lmgym.serving.stream_engine import StreamEngine, streams
 from lmgym.serving.text_check import unencodable_error
 
 COMPLETION_DEFAULT_TOKENS = 16  # OpenAI's default max_tokens for /v1/completions
-DISCONNECT_POLL_SECONDS = 0.05  # how often a waiting request checks that its client is still there
-CLIENT_GONE = 499  # nginx's "client closed request": the answer nobody receives
 DEFAULT_SEARCH_BUDGET = 8
-
-
-class OpenAIError(Exception):
-    """An error answered in OpenAI's shape: {"error": {"message", "type", "param", "code"}}."""
-
-    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None,
-                 kind: str = "invalid_request_error"):
-        super().__init__(message)
-        self.status, self.message, self.param, self.code, self.kind = status, message, param, code, kind
-
-    def response(self) -> JSONResponse:
-        return JSONResponse(status_code=self.status, content={"error": {
-            "message": self.message, "type": self.kind, "param": self.param, "code": self.code}})
 
 
 def validation_error(error: RequestValidationError) -> JSONResponse:
@@ -107,6 +95,7 @@ class OpenAIServer:
     instruction: str
     max_steps: int
     batcher: Batcher | None = None
+    engine: StreamEngine | None = None  # sampling requests' continuous batching (None: the batcher's rounds)
 
     def run_batch(self, key: Hashable, payloads: list, ended: Callable[[], list[bool]]) -> list:
         """One engine call for a batch: ("sample", temperature, top_p) or ("search", method, budget); rows of
@@ -172,8 +161,8 @@ class OpenAIServer:
             waiting.cancel()  # nothing once done
             waiting.add_done_callback(lambda done: done.cancelled() or done.exception())  # retrieved: not logged
 
-    def sample_jobs(self, body: SamplingFields, prompts: Sequence[list[int]],
-                    max_tokens: int) -> tuple[Hashable, list[SampleJob], int]:
+    def sampling(self, body: SamplingFields, prompts: Sequence[list[int]], max_tokens: int) -> dict:
+        """A sampling request's checked parameters: n, max_tokens, stop, key (the seed), temperature, top_p."""
         n = body.n if body.n is not None else 1
         if n * len(prompts) > self.limits.max_budget:
             raise OpenAIError(400, f"n={n} for {len(prompts)} prompt(s) asks for {n * len(prompts)} choices; this "
@@ -185,11 +174,28 @@ class OpenAIServer:
         if len(stop) > MAX_STOP or any(not s or len(s) > MAX_STOP_CHARS for s in stop):
             raise OpenAIError(400, f"stop takes at most {MAX_STOP} non-empty strings of at most {MAX_STOP_CHARS} "
                                    f"characters", "stop")
-        temperature = body.temperature if body.temperature is not None else 1.0
-        top_p = body.top_p if body.top_p is not None else 1.0
-        seed = body.seed if body.seed is not None else secrets.randbits(63)
-        jobs = [SampleJob(tuple(ids), n, max_tokens, stop, row_key(seed, i)) for i, ids in enumerate(prompts)]
-        return ("sample", temperature, top_p), jobs, n
+        return {"n": n, "max_tokens": max_tokens, "stop": stop,
+                "key": body.seed if body.seed is not None else secrets.randbits(63),
+                "temperature": body.temperature if body.temperature is not None else 1.0,
+                "top_p": body.top_p if body.top_p is not None else 1.0}
+
+    def sample_jobs(self, body: SamplingFields, prompts: Sequence[list[int]],
+                    max_tokens: int) -> tuple[Hashable, list[SampleJob], int]:
+        fields = self.sampling(body, prompts, max_tokens)
+        jobs = [SampleJob(tuple(ids), fields["n"], max_tokens, fields["stop"], row_key(fields["key"], i))
+                for i, ids in enumerate(prompts)]
+        return ("sample", fields["temperature"], fields["top_p"]), jobs, fields["n"]
+
+    async def reply(self, request: Request, body: SamplingFields, prompts: Sequence[list[int]],
+                    questions: Sequence[str], max_tokens: int, reply: Reply):
+        """The route's answer: through the engine (each step's text streamed) for sampling when the server has
+        one, else through the batcher, the whole answer at once."""
+        if self.engine is not None and body.search is None:
+            return await answer_streamed(self.engine, request, body, self.sampling(body, prompts, max_tokens),
+                                         prompts, reply, self.limits.timeout_seconds)
+        choices, details = await self.answer(request, body, prompts, questions, max_tokens)
+        reply.choices, reply.details, reply.usage = choices, details, usage_of(prompts, body, choices)
+        return reply.stream(body) if body.stream else reply.body()
 
     def search_jobs(self, body: SamplingFields, questions: Sequence[str]) -> tuple[Hashable, list[SearchJob], int]:
         method, methods = body.search.method, search_methods()
@@ -225,9 +231,12 @@ class OpenAIServer:
 def add_openai_routes(app: FastAPI, policy, scorer, limits: ServerLimits, search: SearchSettings,
                       batching: BatchSettings | None, lock: threading.Lock, model: str, instruction: str,
                       max_steps: int) -> Batcher:
-    """Add the /v1 routes to `app`; returns the queue they share (its `calls` counts engine calls)."""
+    """Add the /v1 routes to `app`; returns the round-based queue (its `calls` counts engine calls; search requests,
+    and sampling for a policy the continuous engine cannot run); `app.state.engine` is the continuous engine."""
     server = OpenAIServer(policy, scorer, limits, search, model, instruction, max_steps)
     server.batcher = Batcher(server.run_batch, batching, lock)
+    server.engine = StreamEngine(policy, batching, lock) if streams(policy) else None
+    app.state.engine = server.engine
     created = int(time.time())
 
     @app.exception_handler(OpenAIError)
@@ -249,10 +258,8 @@ def add_openai_routes(app: FastAPI, policy, scorer, limits: ServerLimits, search
         prompts = [policy.tokenizer(text)["input_ids"] for text in texts]  # raw text: no chat template
         max_tokens = body.max_tokens if body.max_tokens is not None else min(COMPLETION_DEFAULT_TOKENS,
                                                                            limits.max_new_tokens)
-        choices, details = await server.answer(request, body, prompts, texts, max_tokens)
-        usage = usage_of(prompts, body, choices)
-        reply = Reply("cmpl", "text_completion", model, choices, details, usage, chat=False)
-        return reply.stream(body) if body.stream else reply.body()
+        reply = Reply("cmpl", "text_completion", model, [], [], {}, chat=False)
+        return await server.reply(request, body, prompts, texts, max_tokens, reply)
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request, body: ChatCompletionRequest):
@@ -266,77 +273,9 @@ def add_openai_routes(app: FastAPI, policy, scorer, limits: ServerLimits, search
         questions = [next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")]
         given = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
         max_tokens = given if given is not None else limits.max_new_tokens
-        choices, details = await server.answer(request, body, [prompt], questions, max_tokens)
-        usage = usage_of([prompt], body, choices)
-        reply = Reply("chatcmpl", "chat.completion", model, choices, details, usage, chat=True)
-        return reply.stream(body) if body.stream else reply.body()
+        reply = Reply("chatcmpl", "chat.completion", model, [], [], {}, chat=True)
+        return await server.reply(request, body, [prompt], questions, max_tokens, reply)
 
     return server.batcher
 
 
-def usage_of(prompts: Sequence[list[int]], body: SamplingFields, choices: Sequence[Choice]) -> dict[str, int]:
-    """OpenAI's usage: prompt tokens (each prompt once per request), completion tokens, their total."""
-    prompt_tokens = sum(len(p) for p in prompts)
-    completion_tokens = sum(c.tokens for c in choices)
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens}
-
-
-@dataclass
-class Reply:
-    """A finished request's answer, as one JSON body or as server-sent events."""
-
-    prefix: str
-    kind: str
-    model: str
-    choices: list[Choice]
-    details: list[dict | None]
-    usage: dict[str, int]
-    chat: bool
-
-    def __post_init__(self) -> None:
-        self.id, self.created = f"{self.prefix}-{uuid.uuid4().hex}", int(time.time())
-
-    def _head(self, kind: str) -> dict:
-        return {"id": self.id, "object": kind, "created": self.created, "model": self.model}
-
-    def _choice(self, index: int, choice: Choice) -> dict:
-        body: dict = {"index": index, "logprobs": None, "finish_reason": choice.finish_reason}
-        if self.chat:
-            body["message"] = {"role": "assistant", "content": choice.text}
-        else:
-            body["text"] = choice.text
-        if self.details[index] is not None:
-            body["search"] = self.details[index]
-        return body
-
-    def body(self) -> dict:
-        return {**self._head(self.kind), "choices": [self._choice(i, c) for i, c in enumerate(self.choices)],
-                "usage": self.usage}
-
-    def chunks(self, include_usage: bool) -> Iterator[dict]:
-        """OpenAI's stream: per choice, (chat) a role delta, the text, then the finish_reason; usage last."""
-        kind = "chat.completion.chunk" if self.chat else "text_completion"
-        extra = {"usage": None} if include_usage else {}
-        for index, choice in enumerate(self.choices):
-            if self.chat:
-                deltas = [({"role": "assistant", "content": ""}, None), ({"content": choice.text}, None),
-                          ({}, choice.finish_reason)]
-                for delta, reason in deltas:
-                    yield {**self._head(kind), "choices": [{"index": index, "delta": delta, "logprobs": None,
-                                                            "finish_reason": reason}], **extra}
-            else:
-                yield {**self._head(kind), "choices": [{"index": index, "text": choice.text, "logprobs": None,
-                                                        "finish_reason": choice.finish_reason}], **extra}
-        if include_usage:
-            yield {**self._head(kind), "choices": [], "usage": self.usage}
-
-    def stream(self, body: SamplingFields) -> StreamingResponse:
-        include_usage = bool(body.stream_options and body.stream_options.include_usage)
-
-        def events() -> Iterator[str]:
-            for chunk in self.chunks(include_usage):
-                yield f"data: {json.dumps(chunk)}\n\n"
-            yield "data: [DONE]\n\n"
-
-        return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
