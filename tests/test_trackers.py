@@ -171,7 +171,8 @@ def test_old_metrics_jsonl_reads_in_trls_names_through_the_mapping(tmp_path):
                    "eval_completions/mean_length": 3.0}
     assert trl_names(row) == row and internal_names(row) == old  # TRL's names stay; the inverse is exact
     assert RunLogger(tmp_path, {}, resume=True).read() == [old]  # an old folder reads as it always did
-    assert set(RENAMED) <= set(old) | {"mean_length"}
+    assert set(RENAMED) <= set(old)
+    assert internal_names(trl_names({"mean_length": 2.0})) == {"mean_length": 2.0}  # eval_ only: evaluation's
     # evaluation rows carry no per-episode lists: reward_<fn> is a function's mean unless it is another metric
     assert trl_names({"eval_reward_margin": 1.0, "eval_reward_f": 2.0}) == {"eval_reward_margin": 1.0,
                                                                           "eval_rewards/f/mean": 2.0}

@@ -1,12 +1,12 @@
 """Metric names as TRL's GRPOTrainer logs them, for metrics.jsonl and the trackers (`report_to`).
 
 Inside the toolkit a row keeps its own names (`reward_mean`, `reward_<fn>`, `completion_length`, ...): the rows
-`train()` returns, the callbacks' `on_log` rows, `EarlyStopping(metric=...)`, the plots and the golden traces
-read them. At the boundary, `trl_names(row)` renames them: metrics.jsonl, wandb, TensorBoard, MLflow and
-trackio see TRL's names (`RENAMED`, and `rewards/<fn>/mean` with `rewards/<fn>/std` for each reward function).
-`internal_names(row)` is the inverse, by which the toolkit reads a metrics.jsonl back (a resumed run's rows);
-a row in the old names passes through it unchanged, so run
-folders written before the rename read as before. `read_metrics(path)` reads any metrics.jsonl, old or new,
+`train()` returns, the callbacks' `on_log` rows, the plots and the golden traces read them (`EarlyStopping` takes
+either name). At the boundary, `trl_names(row)` renames them: metrics.jsonl, trainer_state.json's log_history,
+wandb, TensorBoard, MLflow and trackio see TRL's names (`RENAMED`, and `rewards/<fn>/mean` with `rewards/<fn>/std`
+for each reward function). `internal_names(row)` is the inverse, by which the toolkit reads a metrics.jsonl back
+(a resumed run's rows); a row in the old names passes through it unchanged, so run folders written before the
+rename read as before. `read_metrics(path)` reads any metrics.jsonl, old or new,
 in TRL's names (`trl_names` leaves TRL's names as they are).
 
 A key `reward_<fn>` is a reward function's mean when the row holds its per-episode values (`rewards_<fn>`, a
@@ -27,7 +27,6 @@ from typing import Any
 RENAMED = {  # the toolkit's name -> TRL's (GRPOTrainer's logged metrics)
     "reward_mean": "reward",
     "completion_length": "completions/mean_length",
-    "mean_length": "completions/mean_length",  # the evaluation's (logged as eval_mean_length)
     "truncated_fraction": "completions/clipped_ratio",
     "zero_variance_groups": "frac_reward_zero_std",
     "clip_fraction": "clip_ratio/region_mean",
@@ -35,8 +34,10 @@ RENAMED = {  # the toolkit's name -> TRL's (GRPOTrainer's logged metrics)
 SAME = ("reward_std", "kl", "entropy", "loss", "grad_norm", "learning_rate")  # TRL's names already
 OTHER_REWARD_KEYS = ("reward_mean", "reward_std", "reward_failures", "reward_chosen", "reward_rejected",
                      "reward_margin", "reward_accuracy")  # reward_* metrics that are not a function's mean
+EVAL_RENAMED = {"mean_length": "completions/mean_length"}  # the evaluation's own names (logged as eval_<name>)
 EVAL = "eval_"
-_BACK = {trl: ours for ours, trl in RENAMED.items() if ours != "mean_length"}
+_BACK = {trl: ours for ours, trl in RENAMED.items()}
+_EVAL_BACK = {trl: ours for ours, trl in EVAL_RENAMED.items()}
 
 
 def _split(key: str) -> tuple[str, str]:
@@ -53,6 +54,8 @@ def reward_functions(row: Mapping[str, Any]) -> set[str]:
 def trl_name(key: str, functions: set[str] = frozenset()) -> str:
     """One key in TRL's names (`functions`: the row's reward functions, `reward_functions(row)`)."""
     prefix, name = _split(key)
+    if prefix and name in EVAL_RENAMED:
+        return prefix + EVAL_RENAMED[name]
     if name in RENAMED:
         return prefix + RENAMED[name]
     if name.startswith("reward_") and name not in OTHER_REWARD_KEYS:
@@ -91,8 +94,8 @@ def _std(values: Any) -> float | None:
 def internal_name(key: str) -> str:
     """One key in the toolkit's own names (a key in them, or without a counterpart, comes back as it is)."""
     prefix, name = _split(key)
-    if prefix and name == "completions/mean_length":
-        return EVAL + "mean_length"  # the evaluation's own name
+    if prefix and name in _EVAL_BACK:
+        return prefix + _EVAL_BACK[name]
     if name in _BACK:
         return prefix + _BACK[name]
     parts = name.split("/")
