@@ -56,9 +56,12 @@ def lmgym_grpo(walk: Walk, *flags: str, **env: str) -> subprocess.CompletedProce
                      "--reward_funcs", "my_rewards.correct", *flags], **env)
 
 
+PROGRESS = re.compile(r"examples/s\]|it/s\]|\d+%\|")  # a library's progress bar (datasets, tqdm), not a message
+
+
 def one_line_refusal(proc: subprocess.CompletedProcess) -> str | None:
-    """The refusal's line when `proc` failed with one stderr line and no traceback; None otherwise."""
-    lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
+    """The refusal's line when `proc` failed with one stderr line (progress bars aside) and no traceback."""
+    lines = [line for line in proc.stderr.strip().splitlines() if line.strip() and not PROGRESS.search(line)]
     ok = proc.returncode != 0 and len(lines) == 1 and "Traceback" not in proc.stderr
     return lines[0] if ok else None
 
@@ -435,9 +438,11 @@ def push_to_hub_preflight(walk: Walk) -> Verdict:
     if trained:
         return fails(f"refused only after training {len(trained)} iterations: {last_lines(proc.stderr, 1)}")
     if line is None:
-        return partly(f"refused before training, but in {len(proc.stderr.splitlines())} lines: "
-                      f"{last_lines(proc.stderr, 1)}")
-    return works(f"exit {proc.returncode} after {seconds:.0f} s, no iteration run: {one_line(line, 160)}")
+        return partly(f"refused before training, but stderr has {len(proc.stderr.splitlines())} lines: "
+                      f"{last_lines(proc.stderr, 4)}")
+    bars = len(proc.stderr.strip().splitlines()) - 1
+    return works(f"exit {proc.returncode} after {seconds:.0f} s, no iteration run: {one_line(line, 140)}"
+                 + (f" ({bars} progress-bar lines of datasets before it)" if bars else ""))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -457,7 +462,9 @@ def hf_runs(walk: Walk) -> dict[str, Any]:
 
     straight, resumed = walk.tmp / "runs" / "hf-straight", walk.tmp / "runs" / "hf-resumed"
     policy = walk.tiny_policy()
-    GRPO(policy, vowel_env(), config(straight, 3)).train()
+    trainer = GRPO(policy, vowel_env(), config(straight, 3))
+    trainer.train()
+    trainer.save_model()  # as with TRL's trainer: model/, its card, and (a dry run here) the push
     GRPO(walk.tiny_policy(), vowel_env(), config(resumed, 2)).train()
     again = walk.tiny_policy()
     rows = GRPO(again, vowel_env(), config(resumed, 3)).train(resume_from_checkpoint=True)
