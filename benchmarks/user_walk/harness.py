@@ -10,8 +10,9 @@ into the venv's site-packages. A path line in a .pth only appends that folder to
 it are not run, so the shared venv's editable `lmgym` (its `__editable__` finder) stays off, and the venv's own
 site-packages comes first, so `import lmgym` is the wheel's (the checks assert `lmgym.__file__` is in the venv).
 For what the walk tests this is `pip install dist/*.whl`: the same wheel files in the same layout, the same console
-script, the same versions of the dependencies `pip` would resolve against (the shared venv was installed from
-setup.py's requirements; `pip check` in it is the proof). What it does not test is the resolution itself
+script, and dependencies that satisfy the wheel's requirements (the shared venv was installed from setup.py's
+requirements: its `pip check` names no missing or conflicting requirement of lmgym; on 2026-11-28 it listed only
+an unrelated package's). What it does not test is the resolution itself
 (downloading the requirements): `deps="index"` does that, a real `pip install "<wheel>[all]"` plus the trackers,
 the `openai` client and tensorboard, when an index is reachable.
 """
