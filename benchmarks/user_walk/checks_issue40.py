@@ -251,13 +251,18 @@ def report_to_tensorboard(walk: Walk) -> Verdict:
                  f"of {len(table)} rows in completions.jsonl {tb_table}; metrics.jsonl in TRL's names")
 
 
-def mlflow_metric_names() -> set[str]:
-    import mlflow
+def mlflow_metric_names(run_dir: Path) -> set[str]:
+    """Metric names in the MLflow store the docs name: MLFLOW_TRACKING_URI when set, else `<output_dir>/mlruns`
+    (read as a user would: `mlflow ui --backend-store-uri <output_dir>/mlruns`)."""
+    from mlflow.tracking import MlflowClient
 
+    uri = os.environ.get("MLFLOW_TRACKING_URI") or (run_dir / "mlruns").resolve().as_uri()
+    os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")  # mlflow 3 keeps the file store behind this flag
+    client = MlflowClient(tracking_uri=uri)
     names: set[str] = set()
-    runs = mlflow.search_runs(search_all_experiments=True, output_format="list")
-    for run in runs:
-        names.update(run.data.metrics)
+    for experiment in client.search_experiments():
+        for run in client.search_runs([experiment.experiment_id]):
+            names.update(run.data.metrics)
     return names
 
 
@@ -278,14 +283,15 @@ def trackio_strings(folder: Path) -> str:
 def report_to_mlflow_trackio(walk: Walk) -> Verdict:
     from lmgym.algorithms import GRPO
 
+    run_dir = walk.tmp / "runs" / "mlflow-trackio"
     try:
-        config = walk.grpo_config(walk.tmp / "runs" / "mlflow-trackio", train_iterations=2,
+        config = walk.grpo_config(run_dir, train_iterations=2,
                                   report_to=("mlflow", "trackio"), log_completions=True)
     except Exception as error:  # noqa: BLE001
         return fails(f"{type(error).__name__}: {one_line(error, 200)}")
     GRPO(walk.tiny_policy(), vowel_env(), config).train()
     name = "rewards/vowel_share/mean"
-    in_mlflow = mlflow_metric_names()
+    in_mlflow = mlflow_metric_names(run_dir)
     in_trackio = trackio_strings(Path(os.environ.get("TRACKIO_DIR", USER / "trackio")))
     gaps = []
     if not any(metric.endswith(name) for metric in in_mlflow):
