@@ -274,7 +274,8 @@ def trackio_strings(folder: Path) -> str:
             tables = [r[0] for r in connection.execute("select name from sqlite_master where type='table'")]
             for table in tables:
                 for row in connection.execute(f'select * from "{table}"'):  # noqa: S608 (its own table names)
-                    found.extend(str(value) for value in row if isinstance(value, str))
+                    found.extend(value if isinstance(value, str) else value.decode("utf-8", "replace")
+                                 for value in row if isinstance(value, (str, bytes)))  # metrics: JSON blobs
     return "\n".join(found)
 
 
