@@ -127,6 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--right_share", type=float, default=0.5,
         help="balance each train level's labels to this share of right solutions before training (0: as sampled; "
              "default 0.5)")
+    add("--label_only", choices=("both", "policy", "second"), default="both",
+        help="the label stage labels the policy's samples, the second policy's, or both (default both)")
     add("--critic", default=None, help="a reflection critic's model folder: scores solutions beside the verifier")
     add("--critic_mode", choices=("verdict", "votes"), default="verdict",
         help="the critic's score: P(approve) at its verdict, or the share of approving sampled turns")
@@ -333,6 +335,8 @@ class Loop:
         jobs = [("train", level, plan.train_labels, False) for level in plan.train_levels]
         jobs += [("test", level, plan.test_labels, False) for level in plan.test_levels]
         jobs += [("train", level, plan.train_labels, True) for level in plan.train_levels if plan.second_model]
+        if plan.args.label_only != "both":  # one process a policy: the other's labels are left to another process
+            jobs = [job for job in jobs if job[3] == (plan.args.label_only == "second")]
         second = None
         for split, level, config, by_second in jobs:
             path, what = plan.labels_file(split, level, by_second), f"{'second' if by_second else split} L{level}"
