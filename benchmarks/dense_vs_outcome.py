@@ -11,7 +11,11 @@ and the verifier refreshed every `--refresh-every` iterations (algorithms/prm/re
 GRPO. Each runs with `--seeds` seeds; held-out greedy accuracy on the level's test split (never trained on) is
 measured before and after. The verifier is a folder (examples/verifier_loop.py writes one) or, without
 `--verifier`, a PRM made from the policy with a zero head, trained only by the online refresh (PRIME's design).
-Writes results.json (every run and the per-method mean and spread) and results.md; each run's own result goes to
+Writes results.json (every run, the per-method mean and spread, and dense against outcome: the difference of the
+means with Welch's t 95% interval over seeds, evaluation/statistics.py `compare_seeds`) and results.md; the share of
+mixed groups (a group whose rewards are not all equal: GRPO's only signal) is kept per run. Five seeds by default.
+A regime with room to learn (issue 36): --model a budgeted SFT (examples/verifier_loop.py --second_policy sft writes
+one) whose greedy accuracy on the level is 15-50%, so groups are mixed. Each run's own result goes to
 <out>/<method>-seed<k>/result.json, and a saved run is read rather than trained again, so seeds can run in
 parallel processes (`--methods dense --seeds 1 --first-seed 2`) and a last plain invocation summarises them.
 """
@@ -30,7 +34,7 @@ from examples.common import example_parser  # noqa: E402
 from lmgym.algorithms import GRPO, GRPOConfig  # noqa: E402
 from lmgym.core.atomic_io import atomic_write_text  # noqa: E402
 from lmgym.envs import make  # noqa: E402
-from lmgym.evaluation import evaluate  # noqa: E402
+from lmgym.evaluation import compare_seeds, evaluate, interval_text  # noqa: E402
 from lmgym.policies import EMBEDDED_MODEL, HFPolicy, ProcessRewardModel  # noqa: E402
 
 # gpu: one GPU, the embedded model; cpu: the tiny model built in code, seconds per run
@@ -79,15 +83,18 @@ def run(method: str, seed: int, args: argparse.Namespace, out: Path) -> dict:
     config = config_for(method, seed, args, out)
     before = evaluate(policy, test_env, args.eval_episodes, args.max_new_tokens)["accuracy"]
     algo = GRPO(policy, env, config, prm=prm)
-    sampled, start = 0, time.perf_counter()
+    sampled, start, mixed = 0, time.perf_counter(), []
     while sampled < args.token_budget and algo.iteration < args.max_iterations:
         metrics = algo.run_iteration()
         algo.iteration += 1
         sampled += int(round(metrics["completion_length"] * config.batch_size))  # every sampled token
+        if metrics.get("zero_variance_groups") is not None:
+            mixed.append(1.0 - float(metrics["zero_variance_groups"]))
     seconds = time.perf_counter() - start
     after = evaluate(policy, test_env, args.eval_episodes, args.max_new_tokens)["accuracy"]
     result = {"method": method, "seed": seed, "accuracy_before": before, "accuracy_after": after,
-              "iterations": algo.iteration, "sampled_tokens": sampled, "train_seconds": round(seconds, 2)}
+              "iterations": algo.iteration, "sampled_tokens": sampled, "train_seconds": round(seconds, 2),
+              "mixed_groups": statistics.fmean(mixed) if mixed else None}
     print("RESULT " + json.dumps(result), flush=True)
     return result
 
@@ -105,6 +112,18 @@ def summarise(results: list[dict]) -> dict[str, dict]:
     return out
 
 
+def versus(results: list[dict], method: str = "dense", baseline: str = "outcome") -> dict | None:
+    """`method` against `baseline` over seeds: the difference of mean held-out accuracy and its Welch t 95%
+    interval (None when either has no run)."""
+    own = [r["accuracy_after"] for r in results if r["method"] == method]
+    base = [r["accuracy_after"] for r in results if r["method"] == baseline]
+    if not own or not base:
+        return None
+    c = compare_seeds(own, base)
+    return {"method": method, "baseline": baseline, "difference": c.difference, "low": c.low, "high": c.high,
+            "seeds": [c.method.seeds, c.baseline.seeds]}
+
+
 def markdown(summary: dict[str, dict], results: list[dict], args: argparse.Namespace) -> str:
     lines = [f"Arithmetic-v0 L{args.level} test ({args.eval_episodes} problems), budget {args.token_budget} sampled "
              f"tokens per run, model {args.model}", "",
@@ -112,9 +131,16 @@ def markdown(summary: dict[str, dict], results: list[dict], args: argparse.Names
     for method, s in summary.items():
         lines.append(f"| {method} | {s['seeds']} | {s['mean']:.1%} | {s['std']:.1%} | {s['min']:.1%} | "
                      f"{s['max']:.1%} | {s['sampled_tokens']:.0f} |")
-    lines += ["", "| method | seed | before | after | iterations | tokens | seconds |", "|---|---|---|---|---|---|---|"]
+    compared = versus(results)
+    if compared is not None:
+        lines += ["", f"dense - outcome: {interval_text(compared['difference'], compared['low'], compared['high'])} "
+                      f"points (mean held-out accuracy; Welch t 95% interval over {compared['seeds'][0]} and "
+                      f"{compared['seeds'][1]} seeds)"]
+    lines += ["", "| method | seed | before | after | iterations | tokens | seconds | mixed groups |",
+              "|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r['method']} | {r['seed']} | {r['accuracy_before']:.1%} | {r['accuracy_after']:.1%} | "
-              f"{r['iterations']} | {r['sampled_tokens']} | {r['train_seconds']} |" for r in results]
+              f"{r['iterations']} | {r['sampled_tokens']} | {r['train_seconds']} | "
+              f"{'-' if r.get('mixed_groups') is None else format(r['mixed_groups'], '.1%')} |" for r in results]
     return "\n".join(lines) + "\n"
 
 
@@ -124,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--verifier", default=None, help="PRM folder (examples/verifier_loop.py); none: made from "
                                                          "the policy, trained by the refresh alone")
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
-    parser.add_argument("--seeds", type=int, default=3, help="runs per method, seeds --first-seed onwards")
+    parser.add_argument("--seeds", type=int, default=5, help="runs per method, seeds --first-seed onwards (default 5)")
     parser.add_argument("--first-seed", type=int, default=0, help="the first seed (default 0)")
     parser.add_argument("--prm-weight", type=float, default=0.3, help="the step credit's weight (<= 1)")
     parser.add_argument("--refresh-every", type=int, default=2, help="refresh the verifier every N iterations")
@@ -163,7 +189,8 @@ def main(argv: list[str] | None = None) -> dict:
             atomic_write_text(path, json.dumps(result) + "\n")
             results.append(result)
     summary = summarise(results)
-    report = {"settings": {k: v for k, v in vars(args).items()}, "summary": summary, "runs": results}
+    report = {"settings": {k: v for k, v in vars(args).items()}, "summary": summary, "versus": versus(results),
+              "runs": results}
     atomic_write_text(out / "results.json", json.dumps(report, indent=2) + "\n")
     atomic_write_text(out / "results.md", markdown(summary, results, args))
     print(markdown(summary, results, args))

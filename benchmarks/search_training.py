@@ -9,6 +9,13 @@ the tokens it SAMPLED reach the budget: for GRPO the episodes' tokens, for MCTSS
 its trees (discarded siblings and rollouts included). Held-out greedy accuracy on the level's test
 split (problems never trained on) is measured before and after. `--time-limit` stops a run early (its
 tokens are reported, so the comparison stays honest). One JSON line per run is printed (RESULT ...).
+
+Seeds (issue 36): each run goes with --seeds seeds from --first-seed (5 by default; --seed S is one seed, S); a
+run's result is saved in <out>/<run>-seed<k>/result.json and read rather than trained again, so seeds can run in
+parallel processes and a last plain call summarises them. summary.json / summary.md: each run's mean held-out
+accuracy, its spread over seeds, and its difference from GRPO with Welch's t 95% interval (evaluation/statistics.py
+`compare_seeds`); the share of mixed groups (rewards not all equal) of each GRPO run is kept. --model a budgeted
+SFT (examples/verifier_loop.py --second_policy sft) starts from a regime with room to learn.
 """
 from __future__ import annotations
 
@@ -22,8 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from examples.common import example_parser  # noqa: E402
 from lmgym.algorithms import GRPO, GRPOConfig, MCTSSearch, MCTSSearchConfig  # noqa: E402
+from lmgym.core.atomic_io import atomic_write_text  # noqa: E402
 from lmgym.envs import make  # noqa: E402
-from lmgym.evaluation import evaluate  # noqa: E402
+from lmgym.evaluation import compare_seeds, evaluate, interval_text, seed_spread  # noqa: E402
 from lmgym.policies import EMBEDDED_MODEL, HFPolicy, ProcessRewardModel  # noqa: E402
 
 COMMON = dict(max_new_tokens=48, eval_at_start=False, progress=False, learning_rate=5e-5, kl_coeff=0.04,
@@ -54,8 +62,8 @@ def run(name: str, args: argparse.Namespace, out: Path) -> dict:
         values = {**values, "prm_weight": args.prm_weight}
     if name == "MCTSSearch":  # the tree's leaf values: rollouts to the end, or the verifier's step scores
         values = {**values, "mcts": {**values["mcts"], "evaluation": args.mcts_evaluation}}
-    config = config_cls(train_iterations=args.max_iterations, output_dir=str(out / name), seed=args.seed,
-                        **COMMON, **values)
+    config = config_cls(train_iterations=args.max_iterations, output_dir=str(out / f"{name}-seed{args.seed}"),
+                        seed=args.seed, **COMMON, **values)
     extra = {}
     if name != "GRPO":
         needs_prm = name == "GRPO_PRM" or config.mcts.evaluation == "prm"
@@ -80,14 +88,50 @@ def run(name: str, args: argparse.Namespace, out: Path) -> dict:
               f"length {metrics.get('completion_length', 0):.1f}", flush=True)
     train_minutes = (time.perf_counter() - start) / 60
     after = evaluate(policy, test_env, args.eval_episodes, COMMON["max_new_tokens"])["accuracy"]
-    (out / f"{name}_metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    summary = {"run": name, "accuracy_before": before, "accuracy_after": after, "iterations": algo.iteration,
-               "sampled_tokens": sampled, "train_minutes": round(train_minutes, 2), "level": args.level}
+    (out / f"{name}-seed{args.seed}_metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    mixed = [1.0 - r["zero_variance_groups"] for r in rows if isinstance(r.get("zero_variance_groups"), (int, float))]
+    summary = {"run": name, "seed": args.seed, "accuracy_before": before, "accuracy_after": after,
+               "iterations": algo.iteration, "sampled_tokens": sampled, "train_minutes": round(train_minutes, 2),
+               "level": args.level, "mixed_groups": sum(mixed) / len(mixed) if mixed else None}
     print("RESULT " + json.dumps(summary), flush=True)
     return summary
 
 
-def main() -> None:
+def summarise(results: list[dict], baseline: str = "GRPO") -> dict[str, dict]:
+    """Per run: held-out accuracy after training over seeds (mean, std, min, max), and for every run but the
+    baseline its difference from the baseline with Welch's t 95% interval (None without baseline runs)."""
+    out = {}
+    names = list(dict.fromkeys(r["run"] for r in results))
+    base = [r["accuracy_after"] for r in results if r["run"] == baseline]
+    for name in names:
+        accs = [r["accuracy_after"] for r in results if r["run"] == name]
+        spread = seed_spread(accs)
+        entry = {"seeds": spread.seeds, "mean": spread.mean, "std": spread.std, "min": spread.low,
+                 "max": spread.high, "versus": None}
+        if name != baseline and base:
+            c = compare_seeds(accs, base)
+            entry["versus"] = {"baseline": baseline, "difference": c.difference, "low": c.low, "high": c.high}
+        out[name] = entry
+    return out
+
+
+def markdown(summary: dict[str, dict], results: list[dict]) -> str:
+    lines = ["| run | seeds | accuracy mean | std | min | max | vs GRPO, points [95% CI] |",
+             "|---|---|---|---|---|---|---|"]
+    for name, s in summary.items():
+        vs = s["versus"]
+        cell = "-" if vs is None else interval_text(vs["difference"], vs["low"], vs["high"])
+        lines.append(f"| {name} | {s['seeds']} | {s['mean']:.1%} | {s['std']:.1%} | {s['min']:.1%} | {s['max']:.1%} "
+                     f"| {cell} |")
+    lines += ["", "| run | seed | before | after | iterations | tokens | minutes | mixed groups |",
+              "|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['run']} | {r['seed']} | {r['accuracy_before']:.1%} | {r['accuracy_after']:.1%} | "
+              f"{r['iterations']} | {r['sampled_tokens']} | {r['train_minutes']} | "
+              f"{'-' if r.get('mixed_groups') is None else format(r['mixed_groups'], '.1%')} |" for r in results]
+    return "\n".join(lines) + "\n"
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = example_parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", nargs="+", default=list(RUNS), choices=list(RUNS))
     parser.add_argument("--prm", default=None, help="PRM folder (GRPO_PRM; MCTSSearch with evaluation prm)")
@@ -101,14 +145,40 @@ def main() -> None:
     parser.add_argument("--mcts-evaluation", choices=("rollout", "prm"), default="rollout",
                         help="MCTSSearch's leaf values: rollouts, or --prm's scores (examples/verifier_loop.py "
                              "writes a verifier trained on the policy's own samples)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", type=int, default=5, help="runs per method, seeds --first-seed onwards (default 5)")
+    parser.add_argument("--first-seed", type=int, default=0, help="the first seed (default 0)")
+    parser.add_argument("--seed", type=int, default=None, help="one seed only: --first-seed SEED --seeds 1")
     parser.add_argument("--model", default=EMBEDDED_MODEL)
     parser.add_argument("--out", default="runs/search_training")
-    args = parser.parse_args()
+    return parser
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = build_parser().parse_args(argv)
+    if args.seed is not None:
+        args.first_seed, args.seeds = args.seed, 1
+    if args.seeds < 1:
+        raise SystemExit(f"--seeds must be >= 1, got {args.seeds}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    summaries = [run(name, args, out) for name in args.runs]
-    (out / "summary.json").write_text(json.dumps(summaries, indent=2))
+    results = []
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
+        for name in args.runs:
+            path = out / f"{name}-seed{seed}" / "result.json"
+            if path.is_file():
+                print(f"{name} seed {seed}: saved in {path}, not trained again")
+                results.append(json.loads(path.read_text()))
+                continue
+            result = run(name, argparse.Namespace(**{**vars(args), "seed": seed}), out)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(path, json.dumps(result) + "\n")
+            results.append(result)
+    summary = summarise(results)
+    report = {"settings": vars(args), "summary": summary, "runs": results}
+    atomic_write_text(out / "summary.json", json.dumps(report, indent=2) + "\n")
+    atomic_write_text(out / "summary.md", markdown(summary, results))
+    print(markdown(summary, results))
+    return report
 
 
 if __name__ == "__main__":

@@ -14,13 +14,19 @@ problems a verifier is judged on and the problems search is measured on are disj
 
 Stages, each written under --output_dir and skipped when its output exists (--stages picks some, --restart
 does the named ones again; a cut training continues from its newest checkpoint):
+0. sft (with --second_policy sft only): a budgeted first-answer SFT of the policy on --sft_examples gold solutions
+   of each train level (--sft_iterations), as reflection's gpu_room preset budgets it -> sft/model: a second
+   policy that is right 20-60% of the time, whose samples add right solutions to the labels (issue 36).
 1. label: `lmgym.traindata.step_data.policy_labels` per train level (N = --samples solutions a problem, each step's
    soft and hard Monte-Carlo label from --rollouts completions) -> labels/train_L<level>.jsonl; the held-out
    verifier problems per test level, outcome labels only -> labels/test_L<level>.jsonl. Sampled tokens and
-   tokens/s are printed and collected in labels/stats.json.
+   tokens/s are printed and collected in labels/stats.json. With --second_policy, the second policy's samples
+   of the same train problems -> labels/train_L<level>.second.jsonl (stats "second_L<level>").
 2. train: `lmgym.algorithms.verifier_trainer` kinds orm and prm_soft on every train level's labels (a few problems
    held back for the trainer's own evaluation) -> verifiers/<kind>/ (run folder) and verifiers/<kind>/model
-   (`ProcessRewardModel.from_pretrained`). --verifiers picks some (two processes can train one each).
+   (`ProcessRewardModel.from_pretrained`). --verifiers picks some (two processes can train one each). Each
+   level's samples (both policies' when there are two) are balanced to --right_share right solutions first
+   (`traindata.step_data.label_balance`); the balance before and after, per level -> labels/balance.json.
 3. evaluate: `lmgym.algorithms.evaluate_verifier` of each verifier on each test level's labels: accuracy, AUC, ECE,
    the reliability table, and maj@N, weighted maj@N and best-of-N over the same N samples ->
    verifier_eval.json (each problem's samples, verdicts and scores in verifier_eval.problems.jsonl); the
@@ -29,6 +35,11 @@ does the named ones again; a cut training continues from its newest checkpoint):
    --budgets token cap with the better verifier -> curves/L<level>.md/.json/.png; and maj@N, weighted_maj@N
    and best_of_N uncapped (the same N samples each, so the same tokens) -> curves/L<level>_at_maj.md/.json;
    each problem's answers, verdicts and tokens under every method (and budget) in the .problems.jsonl beside.
+   Every table gives each method's paired bootstrap 95% interval against maj (evaluation/search_comparison.py).
+   With --critic (a reflection critic's model folder, examples/reflection_dpo.py --preset gpu_room) the
+   critic scores solutions too (`algorithms.prm.critic_verifier`): weighted_maj[critic] and best_of_n[critic]
+   join both tables. --curve_methods runs some of the capped curves (one process a method: curves/
+   L<level>_part_<method>.json); the summary merges the parts.
 The summary (verifier table, curves tables, the "at maj@N's budget" line) is written from whatever is saved
 to <output_dir>/verifier_loop.md and verifier_loop.json at the end of every run.
 """
@@ -53,13 +64,14 @@ from lmgym.training import load_config  # noqa: E402
 from lmgym.training.checkpoints import has_checkpoints  # noqa: E402
 from lmgym.training.cli import run_with_clear_errors  # noqa: E402
 
-STAGES = ("label", "train", "evaluate", "curves")
+STAGES = ("sft", "label", "train", "evaluate", "curves")
 VERIFIERS = ("orm", "prm_soft")
 CURVE_METHODS = ("maj", "weighted_maj", "best_of_n", "beam", "mcts")
+CRITIC_METHODS = ("weighted_maj", "best_of_n")  # run again with the critic's scores, named <method>[critic]
 SIZES = {  # flag: (help, cpu, gpu); gpu labelling as LABEL_PRESETS["gpu"]; cpu smaller than LABEL_PRESETS["cpu"]:
     # on 2 shared (loaded) CPU cores the embedded model labelled at 1-3 tokens/s, about 40 s an engine round: the
     # cpu preset shows every stage run rather than measuring anything
-    "label_problems": ("train problems labelled per train level", 2, LABEL_PRESETS["gpu"]["problems"]),
+    "label_problems": ("train problems labelled per train level", 2, 2000),
     "samples": ("N: solutions sampled per problem (labels, and the N of maj@N / best-of-N)",
                 LABEL_PRESETS["cpu"]["samples_per_problem"], LABEL_PRESETS["gpu"]["samples_per_problem"]),
     "rollouts": ("k: completions from each step prefix (MC step labels)", 1, LABEL_PRESETS["gpu"]["rollouts"]),
@@ -68,7 +80,7 @@ SIZES = {  # flag: (help, cpu, gpu); gpu labelling as LABEL_PRESETS["gpu"]; cpu 
     "label_batch": ("problems labelled together", LABEL_PRESETS["cpu"]["batch_size"],
                     LABEL_PRESETS["gpu"]["batch_size"]),
     "eval_problems": ("held-out test problems per test level the verifiers are evaluated on", 2, 256),
-    "curve_problems": ("held-out test problems per test level the curves run on", 2, 256),
+    "curve_problems": ("held-out test problems per test level the curves run on", 2, 896),
     "budgets": ("comma-separated token caps per problem of the curves", "16,32,64,128", "96,192,384,768,1536"),
     "batch_problems": ("problems searched together", 8, 64),
     "beam_width": ("beams kept per problem", 2, 4),
@@ -76,6 +88,8 @@ SIZES = {  # flag: (help, cpu, gpu); gpu labelling as LABEL_PRESETS["gpu"]; cpu 
     "simulations": ("MCTS leaf evaluations per problem (raised to the budget under a cap)", 4, 32),
     "expand_k": ("MCTS candidate steps per expanded leaf", 2, 4),
     "wave_size": ("MCTS leaves expanded per tree per wave", 2, 4),
+    "sft_examples": ("gold solutions per train level of the budgeted SFT (--second_policy sft)", 16, 128),
+    "sft_iterations": ("iterations of the budgeted SFT (32 examples each)", 2, 24),
 }
 TRAIN_PRESETS = {  # PRMConfig of each verifier (--prm_config YAML and the flags override it)
     "cpu": dict(train_iterations=10, pairs_per_iteration=16, micro_batch_size=8, learning_rate=2e-5, eval_every=5,
@@ -107,6 +121,20 @@ def build_parser() -> argparse.ArgumentParser:
         add(f"--{name}", type=int, default=None, help=f"PRMConfig {name} (default: the preset's)")
     add("--learning_rate", type=float, default=None, help="PRMConfig learning_rate (default: the preset's)")
     add("--progress", action=argparse.BooleanOptionalAction, default=True, help="progress bars (default on)")
+    add("--second_policy", default=None,
+        help="a second policy whose samples join the train labels: 'sft' (the sft stage's budgeted SFT) or a model "
+             "folder (default none)")
+    add("--right_share", type=float, default=0.5,
+        help="balance each train level's labels to this share of right solutions before training (0: as sampled; "
+             "default 0.5)")
+    add("--label_only", choices=("both", "policy", "second"), default="both",
+        help="the label stage labels the policy's samples, the second policy's, or both (default both)")
+    add("--critic", default=None, help="a reflection critic's model folder: scores solutions beside the verifier")
+    add("--critic_mode", choices=("verdict", "votes"), default="verdict",
+        help="the critic's score: P(approve) at its verdict, or the share of approving sampled turns")
+    add("--curve_methods", default="all",
+        help=f"comma-separated capped curves to run, of {', '.join(CURVE_METHODS)} and "
+             f"{', '.join(m + '_critic' for m in CRITIC_METHODS)} (default all)")
     sizes = parser.add_argument_group("sizes (default: the preset's)")
     for name, (what, cpu, gpu) in SIZES.items():
         sizes.add_argument(f"--{name}", type=str if name == "budgets" else int, default=None,
@@ -148,6 +176,14 @@ class Plan:
         self.test_levels = int_list("test_levels", args.test_levels, range(0, 5))
         self.budgets = int_list("budgets", self.size["budgets"])
         self.check_problem_counts()
+        if not (args.right_share == 0 or 0 < args.right_share < 1):
+            raise ValueError(f"--right_share must be 0 (no balancing) or in (0, 1), got {args.right_share}")
+        if args.critic is not None and not Path(args.critic).is_dir():
+            raise ValueError(f"--critic {args.critic}: no such model folder")
+        names = list(CURVE_METHODS) + ([m + "_critic" for m in CRITIC_METHODS] if args.critic else [])
+        self.curve_methods = parse_stages(args.curve_methods, names, "--curve_methods")
+        if args.second_policy not in (None, "sft") and not Path(args.second_policy).is_dir():
+            raise ValueError(f"--second_policy {args.second_policy}: not 'sft' and no such model folder")
         common = dict(samples_per_problem=self.size["samples"], max_new_tokens=self.size["max_new_tokens"],
                       temperature=args.temperature, batch_size=self.size["label_batch"])
         self.train_labels = PolicyLabelConfig(problems=self.size["label_problems"], rollouts=self.size["rollouts"],
@@ -186,10 +222,20 @@ class Plan:
                           answer="vote")
         common = dict(n=size["samples"], beam_width=size["beam_width"], beam_expand=size["beam_expand"],
                       temperature=args.temperature, max_new_tokens=size["max_new_tokens"], mcts=tree)
-        return [SearchSettings(method=m, **common) for m in CURVE_METHODS]
+        methods = [SearchSettings(method=m, **common) for m in CURVE_METHODS]
+        if args.critic:
+            methods += [SearchSettings(method=m, verifier="critic", aggregation="last", **common)
+                        for m in CRITIC_METHODS]
+        return methods
 
-    def labels_file(self, split: str, level: int) -> Path:
-        return self.out / "labels" / f"{split}_L{level}.jsonl"
+    @property
+    def second_model(self) -> str | None:
+        """The second policy's model: the sft stage's, a folder, or None."""
+        choice = self.args.second_policy
+        return None if choice is None else str(self.out / "sft" / "model") if choice == "sft" else choice
+
+    def labels_file(self, split: str, level: int, second: bool = False) -> Path:
+        return self.out / "labels" / f"{split}_L{level}{'.second' if second else ''}.jsonl"
 
     def verifier(self, kind: str) -> Path:
         return self.out / "verifiers" / kind / "model"
@@ -197,11 +243,21 @@ class Plan:
     def curves(self, level: int, at_maj: bool = False) -> Path:
         return self.out / "curves" / (f"L{level}_at_maj" if at_maj else f"L{level}")
 
+    def curve_part(self, level: int) -> Path:
+        """Where this run's capped curves go: curves/L<level> with every method, else curves/L<level>_part_<methods>."""
+        every = list(CURVE_METHODS) + ([m + "_critic" for m in CRITIC_METHODS] if self.args.critic else [])
+        stem = self.curves(level)
+        if self.curve_methods == every:
+            return stem
+        return stem.with_name(f"{stem.name}_part_{'+'.join(self.curve_methods)}")
+
     def check_inputs(self) -> None:
         """A stage that is run needs what earlier stages write: saved, or made in this run (the stage that makes
         a missing file is named: evaluate's held-out labels come from label, its verifiers from train)."""
         test_labels = [(self.labels_file("test", level), "label") for level in self.test_levels]
-        needs = {"train": [(self.labels_file("train", level), "label") for level in self.train_levels],
+        needs = {"train": [(self.labels_file("train", level, second), "label") for level in self.train_levels
+                           for second in ((False, True) if self.second_model else (False,))],
+                 "label": [(Path(self.second_model), "sft")] if self.args.second_policy == "sft" else [],
                  "evaluate": [(self.verifier(k), "train") for k in self.verifiers] + test_labels,
                  "curves": [(self.out / "verifier_eval.json", "evaluate")]}
         for stage in self.stages:
@@ -234,7 +290,7 @@ class Loop:
     """The run's policy (loaded once, when a stage needs it) and each stage."""
 
     def __init__(self, plan: Plan):
-        self.plan, self._policy = plan, None
+        self.plan, self._policy, self._verifier, self._critic = plan, None, None, None
 
     @property
     def policy(self):
@@ -245,37 +301,83 @@ class Loop:
             print(f"policy {self.plan.args.model} on {self._policy.device}")
         return self._policy
 
+    def sft(self) -> None:
+        """The budgeted first-answer SFT (--second_policy sft): gold solutions of --sft_examples problems of each
+        train level, --sft_iterations x 32 examples -> sft/model."""
+        from lmgym.algorithms import SFT, SFTConfig
+        from lmgym.traindata.sft_data import arithmetic_sft_examples
+
+        plan = self.plan
+        if plan.args.second_policy != "sft":
+            return  # nothing to train: the labels come from the policy alone, or a given second model
+        model = Path(plan.second_model)
+        if skipped(plan, model, "sft (second policy)"):
+            return
+        size, seed = plan.size, plan.args.seed
+        train = [e for level in plan.train_levels
+                 for e in arithmetic_sft_examples(level, "train", size["sft_examples"], seed, "stepwise")]
+        held = arithmetic_sft_examples(plan.train_levels[0], "test", 64, seed, "stepwise")
+        config = SFTConfig(output_dir=str(plan.out / "sft"), train_iterations=size["sft_iterations"],
+                           examples_per_iteration=32, micro_batch_size=32, max_length=384, learning_rate=5e-5,
+                           eval_every=0, eval_at_start=False, seed=seed, progress=plan.args.progress)
+        trainer = SFT(self.policy, train, config, held_out=held)
+        trainer.train(resume=not plan.args.restart and has_checkpoints(config.output_dir))
+        trainer.save_model(model)
+        self._policy = None  # trained in place: the next stage loads the policy afresh
+        release_memory()
+        print(f"sft: {len(train)} gold solutions, {config.train_iterations} iterations -> {model}")
+
     def label(self) -> None:
+        from lmgym.policies import HFPolicy
         from lmgym.traindata.step_data import load_policy_labels, policy_labels, save_policy_labels
 
         plan = self.plan
-        jobs = [("train", level, plan.train_labels) for level in plan.train_levels]
-        jobs += [("test", level, plan.test_labels) for level in plan.test_levels]
-        for split, level, config in jobs:
-            path = plan.labels_file(split, level)
-            if skipped(plan, path, f"labels {split} L{level}"):
+        jobs = [("train", level, plan.train_labels, False) for level in plan.train_levels]
+        jobs += [("test", level, plan.test_labels, False) for level in plan.test_levels]
+        jobs += [("train", level, plan.train_labels, True) for level in plan.train_levels if plan.second_model]
+        if plan.args.label_only != "both":  # one process a policy: the other's labels are left to another process
+            jobs = [job for job in jobs if job[3] == (plan.args.label_only == "second")]
+        second = None
+        for split, level, config, by_second in jobs:
+            path, what = plan.labels_file(split, level, by_second), f"{'second' if by_second else split} L{level}"
+            if skipped(plan, path, f"labels {what}"):
                 continue
+            if by_second and second is None:
+                second = HFPolicy(plan.second_model)
+                print(f"second policy {plan.second_model} on {second.device}")
             env = arithmetic(level, split, plan.size["max_steps"])
-            labels = policy_labels(self.policy, env, config, sample_key=plan.args.seed,
-                                   on_batch=lambda done, total, tokens, seconds, name=f"{split} L{level}": print(
+            labels = policy_labels(second if by_second else self.policy, env, config, sample_key=plan.args.seed,
+                                   on_batch=lambda done, total, tokens, seconds, name=what: print(
                                        f"labels {name}: {done}/{total} problems, {tokens} tokens, "
                                        f"{tokens / max(seconds, 1e-9):.0f} tokens/s", flush=True))
             save_policy_labels(path, labels)
-            print(f"labels {split} L{level}: {labels.describe()}, pass@{config.samples_per_problem} "
+            print(f"labels {what}: {labels.describe()}, pass@{config.samples_per_problem} "
                   f"{labels.stats['pass_at_n']:.1%} -> {path}")
-        stats = {f"{split}_L{level}": load_policy_labels(plan.labels_file(split, level)).stats
-                 for split, level, _ in jobs}
+        stats = {f"{'second' if by_second else split}_L{level}":
+                 load_policy_labels(plan.labels_file(split, level, by_second)).stats
+                 for split, level, _, by_second in jobs}
         atomic_write_text(plan.out / "labels" / "stats.json", json.dumps(stats, indent=2) + "\n")
 
     def train(self) -> None:
         from lmgym.algorithms import verifier_trainer
         from lmgym.buffers.step_pairs import split_by_problem
         from lmgym.policies.prm import ProcessRewardModel
-        from lmgym.traindata.step_data import load_policy_labels
+        from lmgym.traindata.step_data import balanced_samples, label_balance, load_policy_labels
 
         plan = self.plan
-        samples = [s for level in plan.train_levels
-                   for s in load_policy_labels(plan.labels_file("train", level)).samples]
+        samples, balance = [], {}
+        for level in plan.train_levels:
+            own = load_policy_labels(plan.labels_file("train", level)).samples
+            if plan.second_model:
+                own += load_policy_labels(plan.labels_file("train", level, second=True)).samples
+            kept = balanced_samples(own, plan.args.right_share, plan.args.seed) if plan.args.right_share else own
+            balance[f"L{level}"] = {"before": label_balance(own), "after": label_balance(kept),
+                                    "right_share": plan.args.right_share}
+            samples += kept
+        atomic_write_text(plan.out / "labels" / "balance.json", json.dumps(balance, indent=2) + "\n")
+        print("labels balanced: " + ", ".join(f"{level} {b['before']['right_share']:.1%} right of "
+                                               f"{b['before']['samples']} -> {b['after']['right_share']:.1%} of "
+                                               f"{b['after']['samples']}" for level, b in balance.items()))
         # a few training problems held back for the trainer's own evaluation (the test split stays untouched)
         train, held_back = split_by_problem(samples, 0.05, plan.args.seed)
         for kind in plan.verifiers:
@@ -323,45 +425,83 @@ class Loop:
                                                     f"ECE {r['solution_ece']:.3f}" for level, r in levels.items()))
         print(f"better verifier (mean held-out AUC): {better}")
 
-    def curves(self) -> None:
-        from lmgym.evaluation.curves import evaluate_curves, save_curves
-        from lmgym.evaluation.search_eval import evaluate_search, save_table
+    def scorers(self, better: str, level: int) -> dict:
+        """The curves' scorers: "default", the better verifier; "critic" with --critic, judging in the
+        reflection env of the level's test split."""
         from lmgym.policies.prm import ProcessRewardModel
 
         plan = self.plan
+        if self._verifier is None:
+            self._verifier = ProcessRewardModel.from_pretrained(plan.verifier(better), device=self.policy.device)
+        out = {"default": self._verifier}
+        if plan.args.critic:
+            from lmgym.algorithms.prm.critic_verifier import CriticVerifier, CriticVerifierConfig
+            from lmgym.envs import make
+            from lmgym.policies import HFPolicy
+
+            if self._critic is None:
+                self._critic = HFPolicy(plan.args.critic)
+            env = make("Reflection-Arithmetic-v0", level=level, split="test")
+            out["critic"] = CriticVerifier(self._critic, env, CriticVerifierConfig(mode=plan.args.critic_mode,
+                                                                                   batch_size=64))
+        return out
+
+    def curves(self) -> None:
+        from lmgym.evaluation.curves import evaluate_curves, save_curves
+        from lmgym.evaluation.search_eval import evaluate_search, save_table
+
+        plan = self.plan
         better = json.loads((plan.out / "verifier_eval.json").read_text())["better"]
-        scorer = None
+        n = plan.size["samples"]
         for level in plan.test_levels:
-            stem, at_maj = plan.curves(level), plan.curves(level, at_maj=True)
-            if skipped(plan, stem.with_suffix(".json"), f"curves L{level}"):
+            at_maj, part = plan.curves(level, at_maj=True), plan.curve_part(level)
+            if skipped(plan, part.with_suffix(".json"), f"curves L{level}"):
                 continue
-            if scorer is None:
-                scorer = ProcessRewardModel.from_pretrained(plan.verifier(better), device=self.policy.device)
+            scorers = self.scorers(better, level)
+            aggregation = scorers["default"].aggregation
             # solutions scored as the verifier was trained: the ORM by its last step, the PRM by --aggregation
-            methods = [dataclasses.replace(s, aggregation=scorer.aggregation) for s in plan.methods]
+            # (the critic judges whole answers: "last")
+            methods = [s if s.verifier else dataclasses.replace(s, aggregation=aggregation) for s in plan.methods]
             env, size = arithmetic(level, "test", plan.size["max_steps"]), plan.size
             run = dict(episodes=size["curve_problems"], offset=0, batch_problems=size["batch_problems"],
                        seed=plan.args.seed, progress=plan.args.progress)
             about = {"level": level, "split": "test", "problems": [0, size["curve_problems"]], "verifier": better,
-                     "aggregation": scorer.aggregation, "model": plan.args.model}
+                     "aggregation": aggregation, "model": plan.args.model, "critic": plan.args.critic,
+                     "critic_mode": plan.args.critic_mode if plan.args.critic else None}
             # the uncapped N-sample table first (the headline comparison, minutes), then the capped curves
             if plan.args.restart or not at_maj.with_suffix(".json").exists():
                 sampled = [s for s in methods if s.method in ("maj", "weighted_maj", "best_of_n")]
-                rows = evaluate_search(self.policy, env, sampled, scorer, **run,
+                rows = evaluate_search(self.policy, env, sampled, scorers, **run, baseline=f"maj@{n}",
                                        records_path=problems_path(at_maj.with_suffix(".json")))
                 save_table(rows, at_maj, about)
                 print(f"curves L{level}: {at_maj}.md/.json", flush=True)
-            rows = evaluate_curves(self.policy, env, methods, plan.budgets, scorer, **run,
-                                   records_path=problems_path(stem.with_suffix(".json")))
-            save_curves(rows, stem, about)
-            print(f"curves L{level} -> {stem}.md/.json/.png and {at_maj}.md/.json")
+            capped = [s for s in methods if curve_key(s) in plan.curve_methods]
+            baseline = "maj" if any(s.method == "maj" and not s.verifier for s in capped) else None
+            rows = evaluate_curves(self.policy, env, capped, plan.budgets, scorers, **run, baseline=baseline,
+                                   records_path=problems_path(part.with_suffix(".json")))
+            save_curves(rows, part, about)
+            print(f"curves L{level} -> {part}.md/.json/.png and {at_maj}.md/.json")
+
+
+def curve_key(settings: SearchSettings) -> str:
+    """A method's name in --curve_methods: maj, ..., mcts, weighted_maj_critic, best_of_n_critic."""
+    return settings.method + (f"_{settings.verifier}" if settings.verifier else "")
 
 
 def summary(plan: Plan) -> tuple[str, dict]:
     """The markdown summary and its JSON, from whatever the stages saved."""
-    from verifier_tables import reliability_markdown, verifier_table, versus_line
+    from verifier_tables import (
+        balance_table,
+        matched_budget_line,
+        read_curves,
+        reliability_markdown,
+        verifier_table,
+        versus_line,
+    )
 
+    from lmgym.core.problem_records import read_problem_records
     from lmgym.evaluation.curves import curves_table
+    from lmgym.evaluation.search_comparison import with_intervals
     from lmgym.evaluation.search_eval import markdown_table
 
     n, data = plan.size["samples"], {"preset": plan.preset, "model": plan.args.model}
@@ -378,6 +518,11 @@ def summary(plan: Plan) -> tuple[str, dict]:
         lines += [f"| {name} | {s['problems']} | {s['samples']} | {s['sampled_tokens']} | {s['tokens_per_second']:.0f} "
                   f"| {s['sample_accuracy']:.1%} | {s['pass_at_n']:.1%} |" for name, s in data["labels"].items()]
         parts.append("## Labels\n\n" + "\n".join(lines) + "\n")
+    balance_file = plan.out / "labels" / "balance.json"
+    if balance_file.is_file():
+        data["label_balance"] = json.loads(balance_file.read_text())
+        parts.append("## Label balance (train levels, before and after balancing)\n\n"
+                     + balance_table(data["label_balance"]))
     eval_file = plan.out / "verifier_eval.json"
     if eval_file.is_file():
         data["verifier_eval"] = saved = json.loads(eval_file.read_text())
@@ -386,17 +531,30 @@ def summary(plan: Plan) -> tuple[str, dict]:
         parts.append(f"## Verifiers on held-out samples\n\n{verifier_table(named)}\nBetter (mean AUC): "
                      f"{saved['better']}\n\nReliability (solution score bins):\n{tables}")
     for level in plan.test_levels:
-        stem, at_maj = plan.curves(level), plan.curves(level, at_maj=True)
+        at_maj = plan.curves(level, at_maj=True)
         if not at_maj.with_suffix(".json").is_file():
             continue
         sampled = json.loads(at_maj.with_suffix(".json").read_text())["rows"]
-        line = versus_line(sampled, f"maj@{n}", [f"weighted_maj@{n}", f"best_of_{n}"])
+        others = [r["method"] for r in sampled if r["method"] != f"maj@{n}"]
+        line = versus_line(sampled, f"maj@{n}", others)
         data[f"L{level}"] = {"at_maj": sampled, "at_maj_line": line}
         part = f"## Held-out L{level}\n\n{markdown_table(sampled)}\n{line}\n"
-        if stem.with_suffix(".json").is_file():  # the capped curves come after the N-sample table
-            data[f"L{level}"]["curves"] = rows = json.loads(stem.with_suffix(".json").read_text())["rows"]
-            part += (f"\nAccuracy against tokens per problem:\n\n{curves_table(rows)}\n"
-                     f"![L{level}](curves/L{level}.png)\n")
+        curves = read_curves(plan.out / "curves", level)
+        if curves is not None:  # the capped curves come after the N-sample table
+            rows, records = curves
+            if any(r["method"] == "maj" for r in rows) and records:  # parts merged: every row compared here
+                rows = with_intervals([{k: v for k, v in r.items() if k != "vs"} for r in rows], records, "maj",
+                                      seed=plan.args.seed)
+            data[f"L{level}"]["curves"] = rows
+            part += f"\nAccuracy against tokens per problem:\n\n{curves_table(rows)}\n"
+            at_records = problems_path(at_maj.with_suffix(".json"))
+            matched = matched_budget_line(sampled, read_problem_records(at_records) if at_records.is_file() else [],
+                                          rows, records, f"maj@{n}", "mcts", plan.args.seed)
+            if matched:
+                data[f"L{level}"]["mcts_at_maj_line"] = matched
+                part += f"\n{matched}\n"
+            if plan.curves(level).with_suffix(".png").is_file():
+                part += f"\n![L{level}](curves/L{level}.png)\n"
         parts.append(part)
     return "\n".join(parts), data
 

@@ -13,8 +13,12 @@ the tokens of each.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
+from lmgym.core.problem_records import problems_path, read_problem_records
+from lmgym.evaluation.statistics import interval_text, paired_bootstrap
 from lmgym.evaluation.verifier_eval import VerifierReport
 
 COLUMNS = (("samples", "samples", "{:.0f}"), ("positive_rate", "correct", "{:.1%}"),
@@ -91,3 +95,58 @@ def versus_line(rows: Sequence[dict], base: str, others: Sequence[str]) -> str:
                      f"tokens/problem)")
     return (f"at {base}'s budget ({reference['tokens_per_problem']:.1f} tokens/problem): " + ", ".join(parts)
             + f" vs {base} {100 * reference['accuracy']:.1f}%")
+
+
+def read_curves(folder: Path, level: int) -> tuple[list[dict], list[dict]] | None:
+    """The capped curves of a level and their per-problem records: curves/L<level>.json, or merged from the
+    parts that one process a method wrote (curves/L<level>_part_<methods>.json: rows in file order, each
+    problem's runs joined); None when there are neither."""
+    whole = folder / f"L{level}.json"
+    files = [whole] if whole.is_file() else sorted(folder.glob(f"L{level}_part_*.json"))
+    if not files:
+        return None
+    rows: list[dict] = []
+    by_problem: dict = {}
+    for file in files:
+        rows += json.loads(file.read_text())["rows"]
+        records = problems_path(file)
+        for record in read_problem_records(records) if records.is_file() else []:
+            joined = by_problem.setdefault(record["index"], {**record, "runs": []})
+            joined["runs"] += record["runs"]
+    return rows, list(by_problem.values())
+
+
+def matched_budget_line(at_rows: Sequence[dict], at_records: Sequence[dict], rows: Sequence[dict],
+                        records: Sequence[dict], base: str, method: str = "mcts", seed: int = 0) -> str | None:
+    """`method`'s capped run at the largest budget whose tokens/problem stay within `base`'s (an uncapped row,
+    e.g. maj@8), against `base` on the same problems: accuracies, tokens and the paired bootstrap interval of
+    the difference. None when the method has no such run or the records are missing."""
+    reference = _row(at_rows, base)
+    within = [r for r in rows if r["method"] == method and r["tokens_per_problem"] <= reference["tokens_per_problem"]]
+    if not within:
+        return None
+    chosen = max(within, key=lambda r: r["budget"])
+    base_by = {rec["index"]: run["correct"] for rec in at_records for run in rec["runs"] if run["method"] == base}
+    own_by = {rec["index"]: run["correct"] for rec in records for run in rec["runs"]
+              if run["method"] == method and run.get("budget") == chosen["budget"]}
+    shared = [i for i in own_by if i in base_by]
+    if len(shared) < 2:
+        return None
+    diff = paired_bootstrap([float(own_by[i]) for i in shared], [float(base_by[i]) for i in shared], seed=seed)
+    return (f"{method} at <= {base}'s tokens (budget {chosen['budget']}, {chosen['tokens_per_problem']:.1f} "
+            f"tokens/problem): {100 * chosen['accuracy']:.1f}% vs {base} {100 * reference['accuracy']:.1f}% "
+            f"({reference['tokens_per_problem']:.1f} tokens/problem) on {len(shared)} problems; difference "
+            f"{interval_text(diff.difference, diff.low, diff.high)} points (paired bootstrap 95%)")
+
+
+def balance_table(balance: Mapping[str, Mapping]) -> str:
+    """Markdown of labels/balance.json: each train level's right share, samples and problems with a right
+    sample, before and after balancing."""
+    lines = ["| level | samples | right | right share | problems with a right sample | kept | kept right share |",
+             "|---|---|---|---|---|---|---|"]
+    for level, b in balance.items():
+        before, after = b["before"], b["after"]
+        lines.append(f"| {level} | {before['samples']} | {before['right']} | {before['right_share']:.1%} | "
+                     f"{before['problems_with_right']} of {before['problems']} | {after['samples']} | "
+                     f"{after['right_share']:.1%} |")
+    return "\n".join(lines) + "\n"

@@ -50,3 +50,23 @@ def test_saved_runs_are_read_not_retrained_and_summarised_together(tmp_path, mon
     assert trained == [("dense", 2), ("dense", 0), ("dense", 1)]
     assert [r["seed"] for r in report["runs"]] == [0, 1, 2]
     assert report["summary"]["dense"]["mean"] == pytest.approx(0.1) and report["summary"]["dense"]["seeds"] == 3
+
+
+def test_dense_against_outcome_is_the_welch_interval_over_seeds_and_the_table_shows_it():
+    bench = load()
+    runs = [{"method": "dense", "seed": k, "accuracy_before": 0.2, "accuracy_after": a, "iterations": 3,
+             "sampled_tokens": 100, "train_seconds": 1.0, "mixed_groups": 0.5}
+            for k, a in enumerate((0.30, 0.34, 0.32, 0.36, 0.28))]
+    runs += [{"method": "outcome", "seed": k, "accuracy_before": 0.2, "accuracy_after": a, "iterations": 3,
+              "sampled_tokens": 100, "train_seconds": 1.0, "mixed_groups": None}
+             for k, a in enumerate((0.20, 0.26, 0.22, 0.18, 0.24))]
+    compared = bench.versus(runs)
+    # means 0.32 and 0.22, sample variances 0.001 each: se 0.02, 8 degrees of freedom, t = 2.306004
+    assert compared["difference"] == pytest.approx(0.10) and compared["seeds"] == [5, 5]
+    assert (compared["low"], compared["high"]) == pytest.approx((0.10 - 0.04612, 0.10 + 0.04612), abs=1e-5)
+    args = bench.build_parser().parse_args(["--preset", "cpu"])
+    assert args.seeds == 5
+    args.level, args.eval_episodes, args.token_budget, args.model = 3, 256, 1000, "m"
+    text = bench.markdown(bench.summarise(runs), runs, args)
+    assert "dense - outcome: +10.0 [+5.4, +14.6] points" in text and "| 50.0% |" in text
+    assert bench.versus([r for r in runs if r["method"] == "dense"]) is None

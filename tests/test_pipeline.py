@@ -13,7 +13,7 @@ from tests.test_problem_records import assert_report_recomputes, assert_tamperin
 from tests.tiny_models import save_tiny_model_dir
 
 PIPELINE = Path(__file__).resolve().parents[1] / "examples" / "pipeline.py"
-STAGES = ["base", "sft", "grpo", "grpo_prm", "mcts"]
+STAGES = ["base", "sft", "ppo", "grpo", "grpo_prm", "mcts"]
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +27,8 @@ def tiny_argv(model: str, tmp_path: Path) -> list[str]:
     """Every stage at its smallest: one iteration of two items, two problems of two steps of 4 tokens."""
     configs = {"sft": "examples_per_iteration: 2\nmicro_batch_size: 2\nmax_length: 1024\n",
                "prm": "pairs_per_iteration: 2\nmicro_batch_size: 4\n",
-               "grpo": "prompts_per_iteration: 2\nsamples_per_prompt: 2\nmicro_batch_size: 4\n"}
+               "grpo": "prompts_per_iteration: 2\nsamples_per_prompt: 2\nmicro_batch_size: 4\n",
+               "ppo": "prompts_per_iteration: 4\nmicro_batch_size: 4\nminibatch_size: 4\nupdate_epochs: 1\n"}
     argv = ["--preset", "cpu", "--model", model, "--output_dir", str(tmp_path / "pipe"), "--level", "1",
             "--max_steps", "2", "--episodes", "2", "--max_new_tokens", "4", "--simulations", "2",
             "--sft_examples", "4", "--prm_problems", "4", "--no-progress"]
@@ -37,7 +38,7 @@ def tiny_argv(model: str, tmp_path: Path) -> list[str]:
     return argv
 
 
-def test_pipeline_writes_the_five_rows_and_a_rerun_skips_finished_stages(tiny_model_dir, tmp_path, capsys):
+def test_pipeline_writes_the_six_rows_and_a_rerun_skips_finished_stages(tiny_model_dir, tmp_path, capsys):
     script, out = load_script(PIPELINE), tmp_path / "pipe"
     argv = [*tiny_argv(tiny_model_dir, tmp_path), "--grpo_iterations", "2"]  # row 4 refreshes its PRM once
     script.main(argv)
@@ -45,26 +46,37 @@ def test_pipeline_writes_the_five_rows_and_a_rerun_skips_finished_stages(tiny_mo
     data = json.loads((out / "pipeline.json").read_text())
     rows = data["rows"]
     assert [r["stage"] for r in rows] == STAGES
-    assert [r["method"] for r in rows] == ["greedy"] * 4 + ["mcts_2"]
+    assert [r["method"] for r in rows] == ["greedy"] * 5 + ["mcts_2"]
     for row in rows:
         result = row["results"]["arithmetic_L1"]
         assert 0.0 <= result["accuracy"] <= 1.0 and result["tokens_per_problem"] > 0 and result["problems"] == 2
     table = (out / "pipeline.md").read_text()
     lines = [ln for ln in table.splitlines() if ln.startswith("| ") and not ln.startswith("| #")]
-    assert len(lines) == 5 and "| 5 | + MCTS at inference | mcts_2 |" in table and lines[0] in first
-    assert "arithmetic_L1 accuracy | arithmetic_L1 tokens/problem" in table
+    assert len(lines) == 6 and "| 6 | + MCTS at inference | mcts_2 |" in table and lines[0] in first
+    assert "arithmetic_L1 accuracy | arithmetic_L1 tokens/problem | arithmetic_L1 vs + GRPO, points [95% CI]" in table
+    assert "| 3 | + PPO (ORM) | greedy |" in table
+    # PPO, PRM-dense and MCTS each against the GRPO row on the same 2 problems
+    versus = data["versus_grpo"]
+    assert set(versus) == {"ppo", "grpo_prm", "mcts"}
+    for stage, row in zip(STAGES, rows):
+        if stage in versus:
+            vs = versus[stage]["arithmetic_L1"]
+            own, grpo = row["results"]["arithmetic_L1"]["accuracy"], rows[3]["results"]["arithmetic_L1"]["accuracy"]
+            assert vs["difference"] == pytest.approx(own - grpo) and vs["low"] <= vs["difference"] <= vs["high"]
+    ppo = json.loads((out / "ppo" / "config.json").read_text())
+    assert ppo["model"] == str(out / "sft" / "model") and ppo["samples_per_prompt"] == 1
     # each row's problems recorded in <stage>/eval.problems.jsonl; benchmarks/report.py recomputes the row
-    text = assert_report_recomputes(out, 5)
+    text = assert_report_recomputes(out, 6)
     assert "| mcts/eval.problems.jsonl | arithmetic_L1/mcts_2 | accuracy |" in text
     assert "| base/eval.problems.jsonl | arithmetic_L1/greedy | tokens_per_problem |" in text
-    tokens = rows[4]["results"]["arithmetic_L1"]["tokens_per_problem"]
+    tokens = rows[5]["results"]["arithmetic_L1"]["tokens_per_problem"]
 
     def fewer_tokens(data):
         data["row"]["results"]["arithmetic_L1"]["tokens_per_problem"] = tokens - 1
 
     assert_tampering_is_caught(out / "mcts" / "eval.json", fewer_tokens,
                                f"| tokens_per_problem | {tokens:.4f} | {tokens - 1:.4f} | NO |", tmp_path / "tampered")
-    for folder in ("sft/model", "prm/prm", "grpo/model", "grpo_prm/model"):
+    for folder in ("sft/model", "prm/prm", "ppo/model", "grpo/model", "grpo_prm/model"):
         assert (out / folder / "config.json").is_file(), folder
     grpo_prm = json.loads((out / "grpo_prm" / "config.json").read_text())
     assert grpo_prm["prm_weight"] == 0.3 and grpo_prm["model"] == str(out / "grpo" / "model")
@@ -83,7 +95,7 @@ def test_pipeline_writes_the_five_rows_and_a_rerun_skips_finished_stages(tiny_mo
 
     script.main(argv)  # every stage is saved: nothing trains or evaluates again
     second = capsys.readouterr().out
-    for stage in ("sft", "grpo", "grpo_prm"):
+    for stage in ("sft", "ppo", "grpo", "grpo_prm"):
         assert f"{stage}: {out / stage / 'model'} exists, skipped" in second
     assert f"prm: {out / 'prm' / 'prm'} exists, skipped" in second
     assert all(f"{stage}: evaluation saved in {out / stage / 'eval.json'}, reused" in second for stage in STAGES)
@@ -93,7 +105,7 @@ def test_pipeline_writes_the_five_rows_and_a_rerun_skips_finished_stages(tiny_mo
     script.main([*argv, "--stages", "base", "--episodes", "1"])  # new settings: base alone is measured again
     third = capsys.readouterr().out
     assert [r["stage"] for r in json.loads((out / "pipeline.json").read_text())["rows"]] == ["base"]
-    assert "rows not evaluated under these settings: sft, grpo, grpo_prm, mcts" in third
+    assert "rows not evaluated under these settings: sft, ppo, grpo, grpo_prm, mcts" in third
 
 
 def assert_policy_labelled_prm(out: Path, printed: str) -> None:
@@ -166,7 +178,7 @@ def test_pipeline_bad_flags_are_one_line_before_any_model(tmp_path):
     script = load_script(PIPELINE)
     out = ["--preset", "cpu", "--model", str(tmp_path / "no_model"), "--output_dir", str(tmp_path / "pipe")]
     assert error_line(script, [*out, "--stages", "sft,rlhf"]) == (
-        "error: --stages: 'rlhf'; choose from base, sft, prm, grpo, grpo_prm, mcts (or all)")
+        "error: --stages: 'rlhf'; choose from base, sft, prm, ppo, grpo, grpo_prm, mcts (or all)")
     assert error_line(script, [*out, "--stages", "grpo"]) == (
         f"error: stage grpo needs {tmp_path / 'pipe' / 'sft' / 'model'}, which does not exist: add sft to --stages")
     assert error_line(script, [*out, "--stages", "mcts", "--prm", str(tmp_path)]).startswith("error: stage mcts needs")

@@ -1,9 +1,12 @@
 """evaluation/statistics.py against known answers: the paired bootstrap interval of a difference of per-problem
 scores (identical lists: [0, 0]; a clear win: above 0; seeded: the same interval again), and the spread over seeds."""
+import itertools
+import math
+
 import numpy as np
 import pytest
 
-from lmgym.evaluation import paired_bootstrap, seed_spread
+from lmgym.evaluation import compare_seeds, interval_text, paired_bootstrap, seed_spread
 
 
 def test_identical_score_lists_give_the_interval_zero_zero():
@@ -71,3 +74,65 @@ def test_mean_and_spread_over_seeds():
     assert (one.mean, one.std, one.low, one.high, one.seeds) == (0.42, 0.0, 0.42, 0.42, 1)
     with pytest.raises(ValueError, match="no values"):
         seed_spread([])
+
+
+def _exact_percentile_interval(differences, confidence=0.95):
+    """The bootstrap distribution of the mean difference enumerated by hand: all n**n resamples of n problems,
+    equally likely; the interval is its (1 - c)/2 and (1 + c)/2 quantiles (lowest value whose cumulative
+    probability reaches them)."""
+    n = len(differences)
+    means = sorted(sum(differences[i] for i in picks) / n for picks in itertools.product(range(n), repeat=n))
+    tail = (1 - confidence) / 2
+
+    def quantile(q):
+        return means[min(int(math.ceil(q * len(means))) - 1, len(means) - 1)]
+    return quantile(tail), quantile(1 - tail)
+
+
+@pytest.mark.parametrize("a, b, expected", [
+    # differences [1, 1, 1, 0, 0]: resample mean k/5, k ~ Binomial(5, 0.6): P(k=0) 1.0% < 2.5% < P(k<=1) 8.7%,
+    # P(k<=4) 92.2% < 97.5%: the interval is [0.2, 1.0]
+    ([1, 1, 1, 0, 1], [0, 0, 0, 0, 1], (0.2, 1.0)),
+    # differences [1, 0, 0, 0, 0]: k ~ Binomial(5, 0.2): P(k<=2) 94.2% < 97.5% < P(k<=3) 99.4%: [0.0, 0.6]
+    ([1, 0, 0, 0, 0], [0, 0, 0, 0, 0], (0.0, 0.6)),
+    # differences [1, -1, 0, 0, 0] (one problem each way): symmetric, [-0.4, 0.4] by enumeration
+    ([1, 0, 1, 0, 1], [0, 1, 1, 0, 1], None),
+])
+def test_the_interval_matches_the_enumerated_bootstrap_distribution(a, b, expected):
+    differences = [x - y for x, y in zip(a, b)]
+    exact = _exact_percentile_interval(differences)
+    if expected is not None:
+        assert exact == pytest.approx(expected)
+    result = paired_bootstrap(a, b, n_resamples=20_000, seed=5)
+    assert result.difference == pytest.approx(sum(differences) / len(differences))
+    # the quantiles sit inside blocks of equal resample means, so 20,000 resamples land on them exactly
+    assert (result.low, result.high) == pytest.approx(exact, abs=1e-9)
+
+
+def test_seeds_compared_by_welch_t_interval_against_hand_numbers():
+    """method [0.30, 0.34, 0.32, 0.36, 0.28] vs baseline [0.20, 0.26, 0.22, 0.18, 0.24]: means 0.32 and 0.22,
+    sample variances 0.001 each, so the standard error is sqrt(0.001/5 + 0.001/5) = 0.02 with 8 degrees of
+    freedom, t(0.975, 8) = 2.306004: the interval is 0.10 +- 0.04612."""
+    result = compare_seeds([0.30, 0.34, 0.32, 0.36, 0.28], [0.20, 0.26, 0.22, 0.18, 0.24])
+    assert (result.method.mean, result.baseline.mean, result.difference) == pytest.approx((0.32, 0.22, 0.10))
+    assert result.method.std == pytest.approx(math.sqrt(0.001)) and result.method.seeds == 5
+    assert (result.low, result.high) == pytest.approx((0.10 - 2.306004 * 0.02, 0.10 + 2.306004 * 0.02), abs=1e-6)
+    assert interval_text(result.difference, result.low, result.high) == "+10.0 [+5.4, +14.6]"
+
+
+def test_seeds_compared_with_unequal_spreads_and_edge_cases():
+    # Welch: variances 0.0025 (n=4) and 0.0001 (n=3); se^2 = 0.000625 + 0.0000333; dof by Welch-Satterthwaite
+    a, b = [0.1, 0.2, 0.15, 0.15], [0.1, 0.11, 0.12]
+    va, vb = np.var(a, ddof=1) / 4, np.var(b, ddof=1) / 3
+    dof = (va + vb) ** 2 / (va ** 2 / 3 + vb ** 2 / 2)
+    from scipy.stats import t
+    half = t.ppf(0.975, dof) * math.sqrt(va + vb)
+    result = compare_seeds(a, b)
+    assert (result.low, result.high) == pytest.approx((0.04 - half, 0.04 + half))
+    same = compare_seeds([0.5, 0.5], [0.4, 0.4])
+    assert (same.low, same.high) == pytest.approx((0.1, 0.1))
+    one = compare_seeds([0.5], [0.4, 0.3])
+    assert math.isnan(one.low) and math.isnan(one.high) and one.difference == pytest.approx(0.15)
+    assert interval_text(one.difference, one.low, one.high) == "+15.0 [n/a, n/a]"
+    with pytest.raises(ValueError, match="confidence"):
+        compare_seeds([0.1, 0.2], [0.1, 0.2], confidence=1.5)

@@ -187,7 +187,7 @@ def test_bad_flags_are_one_line_before_any_model_loads(tmp_path):
     script, out = load_script(SCRIPT), tmp_path / "run"
     common = ["--preset", "cpu", "--model", str(tmp_path / "no-model"), "--output_dir", str(out)]
     assert error_line(script, common + ["--stages", "label,rl"]) == (
-        "error: --stages: 'rl'; choose from label, train, evaluate, curves (or all)")
+        "error: --stages: 'rl'; choose from sft, label, train, evaluate, curves (or all)")
     assert error_line(script, common + ["--budgets", "64,x"]) == (
         "error: --budgets must be comma-separated integers, got '64,x'")
     assert error_line(script, common + ["--budgets", "64,64"]) == (
@@ -210,3 +210,57 @@ def test_bad_flags_are_one_line_before_any_model_loads(tmp_path):
         (out / "verifiers" / kind / "model").mkdir(parents=True)
     assert error_line(script, common + ["--stages", "evaluate"]) == (
         f"error: stage evaluate needs {out / 'labels' / 'test_L2.jsonl'}, which does not exist: add label to --stages")
+
+
+def test_a_second_policy_balanced_labels_the_critic_and_curve_parts(tiny_model_dir, tmp_path, capsys):
+    """Issue 36's additions: the budgeted SFT as a second policy (its labels beside the policy's), each level's
+    labels balanced before training (labels/balance.json), the critic scoring weighted maj and best-of-N beside
+    the verifier, every method's interval against maj, and capped curves run in parts then merged."""
+    from lmgym.traindata.step_data import balanced_samples, label_balance, load_policy_labels
+
+    script, out = load_script(SCRIPT), tmp_path / "run"
+    argv = tiny_argv(tiny_model_dir, out) + ["--train_levels", "2", "--test_levels", "2", "--second_policy", "sft",
+                                             "--sft_examples", "4", "--critic", tiny_model_dir, "--budgets", "16,32"]
+    script.main(argv + ["--curve_methods", "maj,best_of_n_critic"])
+    assert (out / "sft" / "model" / "config.json").is_file()
+    stats = json.loads((out / "labels" / "stats.json").read_text())
+    assert list(stats) == ["train_L2", "test_L2", "second_L2"] and stats["second_L2"]["samples"] == 4
+    pooled = (load_policy_labels(out / "labels" / "train_L2.jsonl").samples
+              + load_policy_labels(out / "labels" / "train_L2.second.jsonl").samples)
+    balance = json.loads((out / "labels" / "balance.json").read_text())["L2"]
+    assert balance["before"] == label_balance(pooled)
+    assert balance["after"] == label_balance(balanced_samples(pooled, 0.5, 0))
+
+    at_maj = json.loads((out / "curves" / "L2_at_maj.json").read_text())["rows"]
+    assert [r["method"] for r in at_maj] == ["maj@2", "weighted_maj@2", "best_of_2", "weighted_maj[critic]@2",
+                                             "best_of_2[critic]"]
+    assert "vs" not in at_maj[0] and all(r["vs"]["baseline"] == "maj@2" for r in at_maj[1:])
+    assert all(r["vs"]["low"] <= r["vs"]["difference"] <= r["vs"]["high"] for r in at_maj[1:])
+    part = json.loads((out / "curves" / "L2_part_maj+best_of_n_critic.json").read_text())["rows"]
+    assert [(r["method"], r["budget"]) for r in part] == [("maj", 16), ("maj", 32), ("best_of_n[critic]", 16),
+                                                          ("best_of_n[critic]", 32)]
+    assert all("vs" in r for r in part[2:]) and not (out / "curves" / "L2.json").exists()
+
+    script.main(argv + ["--curve_methods", "mcts", "--stages", "curves"])  # another part: the summary merges them
+    data = json.loads((out / "verifier_loop.json").read_text())
+    rows = data["L2"]["curves"]
+    assert [r["method"] for r in rows] == ["maj", "maj", "best_of_n[critic]", "best_of_n[critic]", "mcts", "mcts"]
+    assert all(r["vs"]["baseline"] == "maj" for r in rows[2:])
+    summary = (out / "verifier_loop.md").read_text()
+    assert "## Label balance" in summary and "vs maj@2, points [95% CI]" in summary
+    assert "vs maj, points [95% CI]" in summary
+    printed = capsys.readouterr().out
+    assert "curves L2 -> " in printed and "L2_part_mcts" in printed
+
+
+def test_bad_issue36_flags_are_one_line(tmp_path):
+    script = load_script(SCRIPT)
+    common = ["--preset", "cpu", "--output_dir", str(tmp_path / "x")]
+    assert error_line(script, common + ["--right_share", "1.0"]) == (
+        "error: --right_share must be 0 (no balancing) or in (0, 1), got 1.0")
+    assert error_line(script, common + ["--critic", str(tmp_path / "none")]) == (
+        f"error: --critic {tmp_path / 'none'}: no such model folder")
+    assert error_line(script, common + ["--curve_methods", "best_of_n_critic"]).startswith(
+        "error: --curve_methods: 'best_of_n_critic'; choose from maj, weighted_maj, best_of_n, beam, mcts")
+    assert error_line(script, common + ["--second_policy", str(tmp_path / "none")]) == (
+        f"error: --second_policy {tmp_path / 'none'}: not 'sft' and no such model folder")

@@ -23,7 +23,15 @@ from lmgym.evaluation.reflection_metrics import (
                                               turn_metrics,
 )
 from lmgym.evaluation.search_eval import evaluate_search
-from lmgym.evaluation.statistics import PairedDifference, SeedSpread, paired_bootstrap, seed_spread
+from lmgym.evaluation.statistics import (
+    PairedDifference,
+    SeedComparison,
+    SeedSpread,
+    compare_seeds,
+    interval_text,
+    paired_bootstrap,
+    seed_spread,
+)
 from lmgym.evaluation.verifier_eval import VerifierReport, evaluate_verifier, score_samples
 from lmgym.evaluation.verifier_metrics import VerifierMetrics, expected_calibration_error, roc_auc, verifier_metrics
 
@@ -34,4 +42,5 @@ __all__ = [
     "VerifierReport", "evaluate_verifier", "score_samples", "VerifierMetrics", "expected_calibration_error",
     "roc_auc", "verifier_metrics", "episode_metrics", "component_means", "component_metrics", "count_tool_errors",
     "ToolErrorCounter", "PairedDifference", "SeedSpread", "paired_bootstrap", "seed_spread",
+    "SeedComparison", "compare_seeds", "interval_text",
 ]

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lmgym.core.problem_records import write_problem_records
+from lmgym.evaluation.search_comparison import vs_cell, vs_title, with_intervals
 from lmgym.evaluation.search_eval import search_outcomes, write_table
 from lmgym.search.search_types import StepScorer
 from lmgym.search.settings import SearchSettings
@@ -41,14 +42,16 @@ def capped(settings: SearchSettings, budget: int) -> SearchSettings:
 def evaluate_curves(policy, env, methods: Sequence[SearchSettings], budgets: Sequence[int],
                     scorer: StepScorer | None = None, episodes: int = 256, offset: int = 0,
                     batch_problems: int = 64, seed: int = 0, progress: bool = False,
-                    records_path: str | os.PathLike | None = None) -> list[dict]:
+                    records_path: str | os.PathLike | None = None, baseline: str | None = None) -> list[dict]:
     """Run every method at every budget on the same problems (as `evaluate_search` picks and seeds them).
 
     Returns one row per (method, budget), methods in the given order, budgets ascending: {method (its curve
     name), budget, accuracy, tokens_per_problem (mean tokens really sampled: the budget, or less where a
     method finished first), problems, seconds, tokens_per_second}. With `records_path` (the aggregate's
     `.json` path, or a `.problems.jsonl` one) each problem's record is written there (lmgym.core.problem_records),
-    kind "search_curves": `search_outcomes`' records, each run naming its curve `method` and `budget`."""
+    kind "search_curves": `search_outcomes`' records, each run naming its curve `method` and `budget`. With
+    `baseline` (a curve name, e.g. "maj") every other row gains `vs`: the paired bootstrap 95% interval of its
+    accuracy minus the baseline's at the same budget, over the same problems (evaluation/search_comparison.py)."""
     methods, budgets = list(methods), _checked_budgets(budgets)
     if not methods:
         raise ValueError("evaluate_curves: methods is empty; give at least one SearchSettings")
@@ -63,14 +66,17 @@ def evaluate_curves(policy, env, methods: Sequence[SearchSettings], budgets: Seq
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise ValueError(f"evaluate_curves: two methods share the curve name {twice[0]!r}; give each its own shape")
+    if baseline is not None and baseline not in names:
+        raise ValueError(f"evaluate_curves: baseline {baseline!r} is not one of the curves ({', '.join(names)})")
     runs = [capped(settings, budget) for settings in methods for budget in budgets]
     rows, records = search_outcomes(policy, env, runs, scorer, episodes=episodes, offset=offset,
                                     batch_problems=batch_problems, seed=seed, progress=progress)
+    on_curves = [{**record, "runs": [{**outcome, "method": curve_name(run), "budget": run.max_tokens}
+                                     for run, outcome in zip(runs, record["runs"])]} for record in records]
     if records_path is not None:
-        on_curves = [{**record, "runs": [{**outcome, "method": curve_name(run), "budget": run.max_tokens}
-                                         for run, outcome in zip(runs, record["runs"])]} for record in records]
         write_problem_records(records_path, "search_curves", on_curves)
-    return [{**row, "method": curve_name(run), "budget": run.max_tokens} for run, row in zip(runs, rows)]
+    rows = [{**row, "method": curve_name(run), "budget": run.max_tokens} for run, row in zip(runs, rows)]
+    return with_intervals(rows, on_curves, baseline, seed=seed) if baseline is not None else rows
 
 
 def _checked_budgets(budgets: Sequence[int]) -> list[int]:
@@ -86,12 +92,15 @@ def _checked_budgets(budgets: Sequence[int]) -> list[int]:
 
 
 def curves_table(rows: Sequence[dict]) -> str:
-    """The rows of `evaluate_curves` as a markdown table (accuracy in %, one decimal)."""
-    lines = ["| " + " | ".join(title for _, title in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    """The rows of `evaluate_curves` as a markdown table (accuracy in %, one decimal); with a last column of
+    each row's interval against the baseline at its budget when the rows have one."""
+    extra = vs_title(rows)
+    titles = [title for _, title in COLUMNS] + ([extra] if extra else [])
+    lines = ["| " + " | ".join(titles) + " |", "|" + "---|" * len(titles)]
     for row in rows:
         cells = [str(row["method"]), str(row["budget"]), f"{100 * row['accuracy']:.1f}%",
                  f"{row['tokens_per_problem']:.1f}", str(row["problems"])]
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append("| " + " | ".join(cells + ([vs_cell(row)] if extra else [])) + " |")
     return "\n".join(lines) + "\n"
 
 

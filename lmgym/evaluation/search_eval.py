@@ -13,6 +13,7 @@ import torch
 
 from lmgym.core.problem_records import write_problem_records
 from lmgym.evaluation.evaluate import episode_starts
+from lmgym.evaluation.search_comparison import vs_cell, vs_title, with_intervals
 from lmgym.search.methods import search_method
 from lmgym.search.search import run_search
 from lmgym.search.search_types import SearchResult, StepScorer
@@ -25,18 +26,24 @@ COLUMNS = (("method", "method"), ("accuracy", "accuracy"), ("tokens_per_problem"
 
 def evaluate_search(policy, env, methods: Sequence[SearchSettings], scorer: StepScorer | None = None,
                     episodes: int = 256, offset: int = 0, batch_problems: int = 64, seed: int = 0,
-                    progress: bool = False, records_path: str | os.PathLike | None = None) -> list[dict]:
+                    progress: bool = False, records_path: str | os.PathLike | None = None,
+                    baseline: str | None = None) -> list[dict]:
     """Run each method on the same problems (`episodes` of them from problem `offset`, as `episode_starts`
     picks them), `batch_problems` problems searched together, each method's sampling seeded by `seed`.
 
     Returns one row per method: {method (its label), accuracy, tokens_per_problem (every token sampled,
     discarded candidates included), problems, seconds (wall clock), tokens_per_second}. With `records_path`
     (the aggregate's `.json` path, or a `.problems.jsonl` one) each problem's `search_records` entry is
-    written there (lmgym.core.problem_records), kind "search"."""
+    written there (lmgym.core.problem_records), kind "search". With `baseline` (a method's label, e.g.
+    "maj@8") every other row gains `vs`: the paired bootstrap 95% interval of its accuracy minus the baseline's
+    over the same problems (evaluation/search_comparison.py)."""
+    methods = list(methods)
+    if baseline is not None and baseline not in [s.label for s in methods if isinstance(s, SearchSettings)]:
+        raise ValueError(f"evaluate_search: baseline {baseline!r} is not one of the methods' labels")
     rows, records = search_outcomes(policy, env, methods, scorer, episodes, offset, batch_problems, seed, progress)
     if records_path is not None:
         write_problem_records(records_path, "search", records)
-    return rows
+    return with_intervals(rows, records, baseline, seed=seed) if baseline is not None else rows
 
 
 def search_outcomes(policy, env, methods: Sequence[SearchSettings], scorer: StepScorer | None = None,
@@ -127,12 +134,15 @@ def _evaluate_one(policy, env, settings, scorer, starts, batch_problems, seed, p
 
 
 def markdown_table(rows: Sequence[dict]) -> str:
-    """The rows of `evaluate_search` as a markdown table (accuracy in %, one decimal)."""
-    lines = ["| " + " | ".join(title for _, title in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    """The rows of `evaluate_search` as a markdown table (accuracy in %, one decimal); with a last column of
+    each row's interval against the baseline when the rows have one (`evaluate_search(baseline=...)`)."""
+    extra = vs_title(rows)
+    titles = [title for _, title in COLUMNS] + ([extra] if extra else [])
+    lines = ["| " + " | ".join(titles) + " |", "|" + "---|" * len(titles)]
     for row in rows:
         cells = [str(row["method"]), f"{100 * row['accuracy']:.1f}%", f"{row['tokens_per_problem']:.1f}",
                  str(row["problems"]), f"{row['seconds']:.1f}", f"{row['tokens_per_second']:.0f}"]
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append("| " + " | ".join(cells + ([vs_cell(row)] if extra else [])) + " |")
     return "\n".join(lines) + "\n"
 
 

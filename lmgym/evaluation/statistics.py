@@ -7,6 +7,11 @@ together, and reports the percentile interval of mean(a) - mean(b) over the resa
 with `paired=True`). An interval above 0 says a beats b on problems like these; one holding 0, that these
 problems cannot tell them apart. The percentile method, not BCa: BCa is undefined when every resample gives
 the same difference (two identical lists), where the percentile interval is [0, 0].
+
+Training runs that differ only in their seed are compared by `compare_seeds`: each method's mean and spread
+(`seed_spread`) and Welch's t interval of the difference of the two means (unequal variances, Welch-Satterthwaite
+degrees of freedom). Five seeds are too few for a bootstrap's percentiles to mean much; the t interval is the
+usual one for a handful of runs, and it is exact to compute by hand.
 """
 from __future__ import annotations
 
@@ -38,6 +43,19 @@ class SeedSpread:
     low: float
     high: float
     seeds: int
+
+
+@dataclasses.dataclass(frozen=True)
+class SeedComparison:
+    """A method against a baseline over seeds: each one's `SeedSpread`, mean(method) - mean(baseline) and its
+    Welch t interval [low, high] at `confidence` (nan when either side has one seed: no spread to judge by)."""
+
+    method: SeedSpread
+    baseline: SeedSpread
+    difference: float
+    low: float
+    high: float
+    confidence: float
 
 
 def _scores(values: Sequence[float], name: str) -> np.ndarray:
@@ -77,3 +95,32 @@ def seed_spread(values: Sequence[float]) -> SeedSpread:
         raise ValueError("seed_spread: no values")
     std = float(np.std(array, ddof=1)) if len(array) > 1 else 0.0
     return SeedSpread(float(np.mean(array)), std, float(array.min()), float(array.max()), len(array))
+
+
+def compare_seeds(method: Sequence[float], baseline: Sequence[float], confidence: float = 0.95) -> SeedComparison:
+    """`method`'s runs (one value a seed) against `baseline`'s: both spreads, the difference of the means and
+    Welch's t interval of it. Two runs whose values are all equal on both sides give the interval
+    [difference, difference]."""
+    if not 0 < confidence < 1:
+        raise ValueError(f"compare_seeds: needs 0 < confidence < 1; got {confidence}")
+    first, second = seed_spread(method), seed_spread(baseline)
+    difference = first.mean - second.mean
+    if first.seeds < 2 or second.seeds < 2:
+        return SeedComparison(first, second, difference, float("nan"), float("nan"), confidence)
+    va, vb = first.std ** 2 / first.seeds, second.std ** 2 / second.seeds
+    if va + vb == 0:
+        return SeedComparison(first, second, difference, difference, difference, confidence)
+    from scipy.stats import t  # imported here: only comparisons need scipy
+
+    dof = (va + vb) ** 2 / (va ** 2 / (first.seeds - 1) + vb ** 2 / (second.seeds - 1))
+    half = float(t.ppf(0.5 + confidence / 2, dof)) * float(np.sqrt(va + vb))
+    return SeedComparison(first, second, difference, difference - half, difference + half, confidence)
+
+
+def interval_text(difference: float, low: float, high: float, points: bool = True) -> str:
+    """"+2.9 [+0.8, +5.1]": a difference and its interval, in points (x 100) when `points`; "n/a" bounds as such."""
+    scale = 100 if points else 1
+
+    def form(value: float) -> str:
+        return "n/a" if not np.isfinite(value) else f"{scale * value:+.1f}" if points else f"{value:+.3f}"
+    return f"{form(difference)} [{form(low)}, {form(high)}]"

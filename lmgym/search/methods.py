@@ -55,12 +55,16 @@ class SearchMethod:
         return settings if self.budget is None else _replaced(settings, self.budget.split("."), budget)
 
     def label_of(self, settings: Any) -> str:
-        """The short name of `settings` (this method's): its label, or with max_tokens `{shape}@{cap}tok`."""
+        """The short name of `settings` (this method's): its label, or with max_tokens `{shape}@{cap}tok`; a
+        named verifier follows the name in brackets (best_of_8[critic], best_of_n[critic]@300tok)."""
+        named = f"[{settings.verifier}]" if getattr(settings, "verifier", None) else ""
         if settings.max_tokens is not None:
-            return f"{self.shape(settings) if self.shape else self.name}@{settings.max_tokens}tok"
+            return f"{self.shape(settings) if self.shape else self.name}{named}@{settings.max_tokens}tok"
         if self.label is not None:
-            return self.label(settings)
-        return self.name if self.budget is None else f"{self.name}@{_field(settings, self.budget.split('.'))}"
+            return self.label(settings) + named
+        if self.budget is None:
+            return self.name + named
+        return f"{self.name}{named}@{_field(settings, self.budget.split('.'))}"
 
 
 _METHODS: dict[str, SearchMethod] = {}

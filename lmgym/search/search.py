@@ -27,7 +27,7 @@ problem with none is unanswered); beam and mcts stop at the cap.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 
@@ -49,10 +49,12 @@ def run_search(policy: Policy, env, starts: Sequence[dict], settings: SearchSett
     `settings.method` (a method registered in `lmgym.search.methods`), all problems together; one
     `SearchResult` per start, in order.
 
-    scorer: the step scorer best_of_n, beam and mcts need (a ProcessRewardModel, or any StepScorer).
+    scorer: the step scorer best_of_n, beam and mcts need (a ProcessRewardModel, or any StepScorer); or a dict
+        of named scorers, of which `settings.verifier` (None: "default") is used.
     generator: the sampling noise (None: torch's global generator)."""
     if not isinstance(settings, SearchSettings):
         raise TypeError(f"run_search: settings must be a SearchSettings, got {type(settings).__name__}")
+    scorer = named_scorer(scorer, settings)
     method = search_method(settings.method)
     if method.needs_scorer and scorer is None:
         raise ValueError(f"run_search: method {settings.method!r} needs a step scorer (e.g. a ProcessRewardModel)")
@@ -63,6 +65,21 @@ def run_search(policy: Policy, env, starts: Sequence[dict], settings: SearchSett
     if not starts:
         return []
     return method.search_fn()(policy, env, starts, settings, scorer, generator)
+
+
+def named_scorer(scorer, settings: SearchSettings) -> StepScorer | None:
+    """The scorer `settings` uses: `scorer` itself, or from a dict of named scorers the one `settings.verifier`
+    names ("default" when None); a one-line ValueError naming the scorers given when it is not there."""
+    if isinstance(scorer, Mapping):
+        name = settings.verifier or "default"
+        if name not in scorer:
+            raise ValueError(f"run_search: {settings.label} needs the scorer {name!r}; given: "
+                             f"{', '.join(map(str, scorer)) or 'none'}")
+        return scorer[name]
+    if settings.verifier is not None and scorer is not None:
+        raise ValueError(f"run_search: {settings.label} names the scorer {settings.verifier!r}; give a dict of "
+                         f"named scorers")
+    return scorer
 
 
 def mcts_search(policy, env, starts, settings, scorer, generator=None) -> list[SearchResult]:

@@ -36,6 +36,9 @@ class SearchSettings(CheckedConfig):
                                            "nor finishes), and nothing after it counts or is used")
     mcts: MCTSConfig = setting(MCTSConfig(), "the tree search's settings (mcts); it samples at this temperature "
                                              "and max_new_tokens")
+    verifier: str | None = setting(None, "the scorer's name when run_search is given a dict of scorers (e.g. "
+                                         "{'default': prm, 'critic': critic}); None: the one scorer, or the dict's "
+                                         "'default'. A name joins the label: best_of_8[critic]")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -50,6 +53,9 @@ class SearchSettings(CheckedConfig):
         self.require("temperature", self.method == "greedy" or self.temperature > 0,
                      f"> 0 for {self.method} (its candidates would all be the greedy one)")
         self.require("aggregation", self.aggregation in AGGREGATIONS, " | ".join(AGGREGATIONS))
+        self.require("verifier", self.verifier is None or (isinstance(self.verifier, str)
+                                                          and self.verifier.isidentifier()),
+                     "None or a scorer's name (an identifier)")
         if self.method == "mcts" and self.mcts.evaluation != "prm":
             raise ConfigError.of_field(type(self).__name__, "mcts.evaluation",
                                        f"must be 'prm' at inference, got {self.mcts.evaluation!r} (a rollout's "

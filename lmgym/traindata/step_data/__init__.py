@@ -12,6 +12,7 @@ from lmgym.traindata.step_data.gold_corruption import (
     gsm8k_pairs,
     gsm8k_solution_steps,
 )
+from lmgym.traindata.step_data.label_balance import balanced_samples, first_problems, label_balance
 from lmgym.traindata.step_data.labelled_samples import (
     LabelledSample,
     PolicyLabels,
@@ -32,6 +33,9 @@ __all__ = [
     "ShepherdConfig",
     "ShepherdData",
     "arithmetic_pairs",
+    "balanced_samples",
+    "first_problems",
+    "label_balance",
     "arithmetic_steps",
     "corruptions",
     "gold_step_pairs",

@@ -1,0 +1,263 @@
+"""Issue 36's whole measurement set on one GPU, in stages that each fit one device call (< 9 minutes), resumable.
+
+    python benchmarks/issue36_gpu.py OUT --list                 # stages, minutes estimated, done or not
+    python benchmarks/issue36_gpu.py OUT --next --minutes 9     # the next unfinished stages whose estimates fit 9 min
+    python benchmarks/issue36_gpu.py OUT --stage label_L2       # one stage
+    python benchmarks/issue36_gpu.py OUT --dry_run              # parse every stage's command (CPU, no model)
+
+A stage is done when its output file exists, and is then skipped. Its commands run in parallel processes (one
+GPU), each logged to OUT/logs/<stage>.<k>.log, under a --timeout (default 540 s) that keeps a cut stage inside a
+device call: rerun it (labels start over, trainers continue from their checkpoints, finished parts are kept).
+The stages, in order of priority (the headline search figures first), with the minutes each is estimated at on
+one H200 from benchmarks/RESULTS.md (labels: 2,000 problems x 8 x k = 4 at about 4.7 min a level; others scaled
+from the issue-25 run):
+
+1. sft_critic, two processes: the budgeted first-answer SFT (the second policy: 128 gold solutions a level,
+   24 x 32 examples) and examples/reflection_dpo.py --preset gpu_room (the checked critic, SFT then DPO; 4-5 min
+   measured alone).
+3. label_L<l> / second_L<l>: the policy's labels of 2,000 train problems of level l (with the held-out test labels)
+   / the second policy's. Then label_stats (seconds): labels/stats.json over all of them.
+4. train: the ORM and the soft-label PRM on the balanced labels, two processes.
+5. evaluate: held-out AUC, ECE, maj@8 / weighted / best-of-8 by level.
+6. curves_*: L2, 896 held-out problems: maj@8 / weighted / best-of-8 with the verifier and with the critic (the
+   headline table) with the capped maj curve; then the other capped curves, a stage a method or two.
+7. scaling_n<size>: the verifier's held-out AUC with the first 250 / 500 / 1,000 / 2,000 labelled problems.
+8. dense_seed<k> / mcts_seed<k>: dense-credit GRPO against outcome-only GRPO and MCTSSearch against GRPO from the
+   budgeted SFT (a mixed-group start), equal sampled tokens, seeds 0-4.
+9. pipe_*: the seed-000 pipeline, gpu_room preset (level 4, budgeted SFT) with the full-scale PRM.
+
+The estimates add up to more than three hours of one H200 (--dry_run prints the sum): a 30-minute session
+gets through the labels, the verifiers and their evaluation at most (--levels 2 for a first pass on level 2
+alone); the rest continue in later sessions from the same OUT. The summaries stage (last) merges only what is
+complete: a script whose parts are not all saved is left out (it would train the missing ones).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = {"verifier_loop": ROOT / "examples" / "verifier_loop.py",
+           "reflection": ROOT / "examples" / "reflection_dpo.py", "pipeline": ROOT / "examples" / "pipeline.py",
+           "dense": ROOT / "benchmarks" / "dense_vs_outcome.py",
+           "search_training": ROOT / "benchmarks" / "search_training.py",
+           "scaling": ROOT / "benchmarks" / "verifier_scaling.py"}
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One device call's work: commands (script key, argv) run in parallel; done once `output` exists."""
+
+    name: str
+    minutes: float
+    output: Path
+    commands: tuple[tuple[str, tuple[str, ...]], ...]
+    needs: tuple[tuple[Path, ...], ...] = ()  # per command, files that must exist for it to run (summaries)
+
+
+def stages(out: Path, levels: list[int], seeds: int = 5, sizes: tuple[int, ...] = (250, 500, 1000, 2000),
+           token_budget: int = 300_000) -> list[Stage]:
+    """Every stage of the set, in order (see the module docstring)."""
+    vl, critic = out / "vl", out / "reflection" / "dpo" / "model"
+    train = ",".join(map(str, levels))
+    loop = ("--preset", "gpu", "--output_dir", str(vl), "--no-progress", "--second_policy", "sft",
+            "--train_levels", train)
+    tests = ("--test_levels", train)  # held-out labels and the verifier's AUC on every level
+    curves = (*loop, "--stages", "curves", "--test_levels", "2", "--critic", str(critic))
+    sft_model = str(vl / "sft" / "model")
+    out_list = [  # the two SFTs side by side: the second policy (small) and the critic (4-5 min measured)
+        Stage("sft_critic", 6, critic / "config.json", (
+            ("verifier_loop", (*loop, *tests, "--stages", "sft")),
+            ("reflection", ("--preset", "gpu_room", "--output_dir", str(out / "reflection"))))),
+    ]
+    for level in levels:
+        out_list.append(Stage(f"label_L{level}", 6, vl / "labels" / f"train_L{level}.jsonl", (
+            ("verifier_loop", (*loop, "--stages", "label", "--train_levels", str(level), "--test_levels", str(level),
+                               "--label_only", "policy")),)))
+        out_list.append(Stage(f"second_L{level}", 5, vl / "labels" / f"train_L{level}.second.jsonl", (
+            ("verifier_loop", (*loop, "--stages", "label", "--train_levels", str(level), "--test_levels", str(level),
+                               "--label_only", "second")),)))
+    out_list += [
+        Stage("label_stats", 0.5, vl / "labels" / "stats.json",
+              (("verifier_loop", (*loop, *tests, "--stages", "label")),)),
+        Stage("train", 5, vl / "verifiers" / "prm_soft" / "model", (
+            ("verifier_loop", (*loop, *tests, "--stages", "train", "--verifiers", "orm")),
+            ("verifier_loop", (*loop, *tests, "--stages", "train", "--verifiers", "prm_soft")))),
+        Stage("evaluate", 1.5, vl / "verifier_eval.json",
+              (("verifier_loop", (*loop, *tests, "--stages", "evaluate")),)),
+        Stage("curves_maj", 7, vl / "curves" / "L2_part_maj.json", (("verifier_loop", (*curves, "--curve_methods",
+                                                                                         "maj")),)),
+        Stage("curves_mcts", 7, vl / "curves" / "L2_part_mcts.json", (("verifier_loop", (*curves, "--curve_methods",
+                                                                                           "mcts")),)),
+        Stage("curves_weighted", 5, vl / "curves" / "L2_part_weighted_maj+best_of_n.json", (
+            ("verifier_loop", (*curves, "--curve_methods", "weighted_maj,best_of_n")),)),
+        Stage("curves_critic", 8, vl / "curves" / "L2_part_weighted_maj_critic+best_of_n_critic.json", (
+            ("verifier_loop", (*curves, "--curve_methods", "weighted_maj_critic,best_of_n_critic")),)),
+        Stage("curves_beam", 4, vl / "curves" / "L2_part_beam.json", (("verifier_loop", (*curves, "--curve_methods",
+                                                                                           "beam")),)),
+    ]
+    for size in sizes:
+        out_list.append(Stage(f"scaling_n{size}", 3, out / "scaling" / f"n{size}" / "result.json", (
+            ("scaling", ("--run", str(vl), "--sizes", str(size), "--out", str(out / "scaling"))),)))
+    prm = str(vl / "verifiers" / "prm_soft" / "model")
+    for seed in range(seeds):
+        common = ("--seeds", "1", "--first-seed", str(seed))
+        out_list.append(Stage(f"dense_seed{seed}", 8, out / "dense" / f"dense-seed{seed}" / "result.json", (
+            ("dense", ("--preset", "gpu", "--model", sft_model, "--level", "3", "--verifier", prm,
+                       "--token-budget", str(token_budget), "--methods", "outcome", "--out", str(out / "dense"),
+                       *common)),
+            ("dense", ("--preset", "gpu", "--model", sft_model, "--level", "3", "--verifier", prm,
+                       "--token-budget", str(token_budget), "--methods", "dense", "--out", str(out / "dense"),
+                       *common)))))
+        done = out / "search_training" / f"MCTSSearch-seed{seed}" / "result.json"
+        out_list.append(Stage(f"mcts_seed{seed}", 8, done, (
+            ("search_training", ("--runs", "GRPO", "--model", sft_model, "--level", "3", "--token-budget",
+                                 str(token_budget), "--out", str(out / "search_training"), *common)),
+            ("search_training", ("--runs", "MCTSSearch", "--mcts-evaluation", "prm", "--prm", prm, "--model",
+                                 sft_model, "--level", "3", "--token-budget", str(token_budget), "--out",
+                                 str(out / "search_training"), *common)))))
+    pipe = ("--preset", "gpu_room", "--output_dir", str(out / "pipeline"), "--prm", prm, "--no-progress")
+    for name, minutes, done, chosen in (("pipe_sft", 4, "sft/eval.json", "base,sft"),
+                                        ("pipe_ppo", 6, "ppo/eval.json", "ppo"),
+                                        ("pipe_grpo", 6, "grpo/eval.json", "grpo"),
+                                        ("pipe_grpo_prm", 7, "grpo_prm/eval.json", "grpo_prm"),
+                                        ("pipe_mcts", 8, "mcts/eval.json", "mcts")):
+        out_list.append(Stage(name, minutes, out / "pipeline" / done, (("pipeline", (*pipe, "--stages", chosen)),)))
+    # the summaries: every saved part merged (seconds; rerun after any stage)
+    dense_done = tuple(out / "dense" / f"{m}-seed{k}" / "result.json" for m in ("outcome", "dense")
+                       for k in range(seeds))
+    mcts_done = tuple(out / "search_training" / f"{m}-seed{k}" / "result.json" for m in ("GRPO", "MCTSSearch")
+                      for k in range(seeds))
+    out_list += [
+        Stage("summaries", 1, out / "summaries.done", needs=(
+            (vl / "labels" / "stats.json",), dense_done, mcts_done,
+            tuple(out / "scaling" / f"n{n}" / "result.json" for n in sizes),
+            (out / "pipeline" / "mcts" / "eval.json",)),
+              commands=(
+            ("verifier_loop", (*loop, *tests, "--stages", "label")),
+            ("dense", ("--preset", "gpu", "--seeds", str(seeds), "--out", str(out / "dense"), "--model", sft_model,
+                       "--level", "3", "--verifier", prm, "--token-budget", str(token_budget))),
+            ("search_training", ("--runs", "GRPO", "MCTSSearch", "--mcts-evaluation", "prm", "--prm", prm, "--model",
+                                 sft_model, "--level", "3", "--token-budget", str(token_budget), "--seeds", str(seeds),
+                                 "--out", str(out / "search_training"))),
+            ("scaling", ("--run", str(vl), "--sizes", ",".join(map(str, sizes)), "--out", str(out / "scaling"))),
+            ("pipeline", (*pipe, "--stages", "base")))),
+    ]
+    return out_list
+
+
+def parser_of(key: str) -> argparse.ArgumentParser:
+    """The argument parser of a stage's script, loaded without running it (examples/ on sys.path for `common`)."""
+    path = SCRIPTS[key]
+    for folder in (str(path.parent), str(ROOT)):
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location(f"issue36_{key}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.build_parser()
+
+
+def dry_run(all_stages: list[Stage]) -> int:
+    """Parse every command of every stage with its script's own parser; prints each and returns the count."""
+    parsers: dict[str, argparse.ArgumentParser] = {}
+    count = 0
+    for stage in all_stages:
+        for key, argv in stage.commands:
+            parser = parsers.setdefault(key, parser_of(key))
+            try:
+                parser.parse_args(list(argv))
+            except SystemExit as stop:
+                raise SystemExit(f"dry run: stage {stage.name}: {SCRIPTS[key].name} rejects {' '.join(argv)}") from stop
+            count += 1
+        print(f"ok  {stage.name:<18} {stage.minutes:>4} min  {len(stage.commands)} command(s)")
+    print(f"dry run: {count} commands of {len(all_stages)} stages parse; "
+          f"{sum(s.minutes for s in all_stages):.0f} minutes estimated in all")
+    return count
+
+
+def run_stage(stage: Stage, out: Path, timeout: float) -> bool:
+    """Run the stage's commands in parallel (each logged); True when its output exists afterwards."""
+    if stage.output.exists() and stage.name != "summaries":
+        print(f"[{stage.name}] done ({stage.output}), skipped")
+        return True
+    (out / "logs").mkdir(parents=True, exist_ok=True)
+    start, processes = time.perf_counter(), []
+    for k, (key, argv) in enumerate(stage.commands):
+        missing = [p for p in (stage.needs[k] if k < len(stage.needs) else ()) if not p.exists()]
+        if missing:
+            print(f"[{stage.name}] {SCRIPTS[key].name} left out: {len(missing)} of its parts are not saved yet")
+            continue
+        log = open(out / "logs" / f"{stage.name}.{k}.log", "w")
+        processes.append((subprocess.Popen([sys.executable, str(SCRIPTS[key]), *argv], stdout=log,
+                                           stderr=subprocess.STDOUT, cwd=ROOT), log))
+    for process, log in processes:
+        try:
+            process.wait(timeout=max(1.0, timeout - (time.perf_counter() - start)))
+        except subprocess.TimeoutExpired:
+            process.terminate()
+            process.wait()
+        log.close()
+    if stage.name == "summaries":
+        stage.output.write_text("merged\n")
+    done = stage.output.exists()
+    print(f"[{stage.name}] {'done' if done else 'NOT done'} in {(time.perf_counter() - start) / 60:.1f} min "
+          f"(estimated {stage.minutes}); codes {[p.returncode for p, _ in processes]}; logs in {out / 'logs'}")
+    return done
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out", help="the run folder (every stage's output and logs)")
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument("--list", action="store_true", help="the stages, their estimates, done or not")
+    what.add_argument("--next", action="store_true", help="run unfinished stages in order while they fit --minutes")
+    what.add_argument("--stage", help="run one stage by name")
+    what.add_argument("--dry_run", action="store_true", help="parse every command; load no model")
+    parser.add_argument("--minutes", type=float, default=9.0, help="--next: the estimated minutes to fill (default 9)")
+    parser.add_argument("--timeout", type=float, default=540.0, help="seconds a stage may run (default 540)")
+    parser.add_argument("--levels", default="2,3,4", help="train levels labelled (default 2,3,4)")
+    parser.add_argument("--seeds", type=int, default=5, help="training seeds (default 5)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    out = Path(args.out)
+    levels = [int(x) for x in args.levels.split(",") if x.strip()]
+    if not levels or 2 not in levels:
+        raise SystemExit(f"--levels must hold level 2 (the search figures' level), got {args.levels!r}")
+    all_stages = stages(out, levels, args.seeds)
+    if args.dry_run:
+        dry_run(all_stages)
+        return
+    if args.list:
+        for s in all_stages:
+            print(f"{'done' if s.output.exists() else '    '}  {s.name:<18} {s.minutes:>4} min  -> {s.output}")
+        return
+    if args.stage:
+        chosen = [s for s in all_stages if s.name == args.stage]
+        if not chosen:
+            raise SystemExit(f"--stage {args.stage!r}: no such stage; --list names them")
+        run_stage(chosen[0], out, args.timeout)
+        return
+    left = args.minutes
+    for stage in all_stages:
+        if stage.output.exists():
+            continue
+        if stage.minutes > left:
+            print(f"next: {stage.name} ({stage.minutes} min estimated) does not fit the {left:.1f} min left")
+            return
+        if not run_stage(stage, out, args.timeout):
+            print(f"stopped: {stage.name} did not finish (see its log); rerun --next to continue it")
+            return
+        left -= stage.minutes
+
+
+if __name__ == "__main__":
+    main()

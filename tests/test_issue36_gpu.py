@@ -1,0 +1,94 @@
+"""benchmarks/issue36_gpu.py and benchmarks/verifier_scaling.py on the CPU: every stage's command parses with its
+script's own parser (the dry run), a bad one is named, --next runs unfinished stages while their estimates fit and
+skips finished ones, every stage fits a device call; the scaling curve's training samples (both policies, the first
+n problems, balanced) on synthetic labels."""
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from lmgym.traindata.step_data import LabelledSample, PolicyLabels, label_balance, save_policy_labels
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load(name):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_dry_run_parses_every_command_and_every_stage_fits_a_device_call(tmp_path, capsys):
+    runner = load("issue36_gpu")
+    stages = runner.stages(tmp_path, [2, 3, 4])
+    count = runner.dry_run(stages)
+    assert count == sum(len(s.commands) for s in stages) and count > 30
+    assert all(s.minutes < 9 for s in stages)  # each stage inside one 10-minute device call, with room to start
+    assert len({s.name for s in stages}) == len(stages) and len({s.output for s in stages}) == len(stages)
+    names = [s.name for s in stages]
+    # the order keeps dependencies: labels after the SFTs, training after labels, curves after evaluation
+    for before, after in (("sft_critic", "second_L2"), ("label_stats", "train"), ("evaluate", "curves_maj"),
+                          ("train", "scaling_n250"), ("train", "dense_seed0"), ("pipe_grpo", "pipe_grpo_prm")):
+        assert names.index(before) < names.index(after)
+    assert "dry run: " in capsys.readouterr().out
+    runner.main([str(tmp_path), "--dry_run", "--levels", "2"])  # the CLI's own dry run
+
+
+def test_a_command_its_script_rejects_is_named(tmp_path):
+    runner = load("issue36_gpu")
+    bad = runner.Stage("bad", 1, tmp_path / "x", (("verifier_loop", ("--no_such_flag",)),))
+    with pytest.raises(SystemExit, match="stage bad: verifier_loop.py rejects --no_such_flag"):
+        runner.dry_run([bad])
+
+
+def test_next_runs_unfinished_stages_while_their_estimates_fit(tmp_path, monkeypatch, capsys):
+    runner = load("issue36_gpu")
+    ran = []
+
+    def fake_run(stage, out, timeout):
+        ran.append(stage.name)
+        stage.output.parent.mkdir(parents=True, exist_ok=True)
+        stage.output.write_text("done\n")
+        return True
+
+    monkeypatch.setattr(runner, "run_stage", fake_run)
+    first = runner.stages(tmp_path, [2])
+    first[1].output.parent.mkdir(parents=True, exist_ok=True)
+    first[1].output.write_text("saved\n")  # label_L2 saved by an earlier session: skipped
+    runner.main([str(tmp_path), "--next", "--minutes", "12", "--levels", "2"])
+    assert ran == ["sft_critic", "second_L2", "label_stats"]  # 6 + 5 + 0.5; train's 5 would pass 12
+    assert "next: train (5 min estimated) does not fit" in capsys.readouterr().out
+    runner.main([str(tmp_path), "--list", "--levels", "2"])
+    listed = capsys.readouterr().out
+    assert "done  sft_critic" in listed and "      train" in listed
+    with pytest.raises(SystemExit, match="no such stage"):
+        runner.main([str(tmp_path), "--stage", "nope"])
+
+
+def samples(level, problems, right_every, offset=0):
+    out = []
+    for p in range(problems):
+        for j in range(4):
+            out.append(LabelledSample(f"q{p}", f"arithmetic/L{level}/{p}", ("a = 1",), (4 * p + j + offset) %
+                                      right_every == 0, "1"))
+    return out
+
+
+def test_scaling_takes_both_policies_first_n_problems_balanced(tmp_path):
+    scaling = load("verifier_scaling")
+    run = tmp_path / "vl"
+    save_policy_labels(run / "labels" / "train_L2.jsonl", PolicyLabels(samples(2, 10, 16)))
+    save_policy_labels(run / "labels" / "train_L2.second.jsonl", PolicyLabels(samples(2, 10, 2)))
+    save_policy_labels(run / "labels" / "test_L2.jsonl", PolicyLabels(samples(2, 3, 3)))
+    assert scaling.levels_in(run, "train") == [2] and scaling.levels_in(run, "test") == [2]
+    chosen, balance = scaling.training_samples(run, [2], 5, 0.5, seed=0)
+    # first 5 problems: the policy's 20 samples (right at 0 and 16: 2), the second's 20 (10 right): 12 right of 40
+    assert (balance["L2"]["before"]["samples"], balance["L2"]["before"]["right"]) == (40, 12)
+    assert balance["L2"]["after"] == label_balance(chosen) and label_balance(chosen)["right_share"] == 0.5
+    assert {s.problem_id for s in chosen} <= {f"arithmetic/L2/{p}" for p in range(5)}
+    table = scaling.markdown([{"size": 250, "train_samples": 10, "levels": {"L2": {"solution_auc": 0.7}}},
+                              {"size": 125, "train_samples": 5, "levels": {"L2": {"solution_auc": None}}}])
+    assert table.splitlines()[2:] == ["| 125 | 5 | - |", "| 250 | 10 | 0.700 |"]
