@@ -41,3 +41,19 @@ def gsm8k_train(shared_data) -> str:
     if not path.is_file():
         pytest.skip(f"{path} is not present")
     return str(path)
+
+
+@pytest.fixture(scope="session")
+def two_rank_jobs(request, tmp_path_factory):
+    """Every two-rank job (`TWO_RANK_JOBS`) of the collected modules that use this fixture, run in one launch of
+    two gloo processes (tests/two_ranks.py); `.folder(name)` is a job's results, or fails with its error."""
+    from tests.two_ranks import launch
+
+    modules = {}
+    for item in request.session.items:
+        if "two_rank_jobs" in item.fixturenames:
+            modules.setdefault(item.module.__name__, item.module)
+    jobs = tuple(job for module in modules.values() for job in module.TWO_RANK_JOBS)
+    names = [job.name for job in jobs]
+    assert len(names) == len(set(names)), f"two-rank job names repeat: {names}"
+    return launch(tmp_path_factory.mktemp("two_ranks"), jobs)

@@ -15,11 +15,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lmgym.training import distributed as dist  # noqa: E402
 
+STORE = None  # the running job's store (tests/two_ranks.py: one for the launch, a prefix per job); None: `port`
+_JOINED = [0]  # groups joined over STORE in the running job (each group gets keys of its own)
+
+
+def use_store(store) -> None:
+    """Join the next groups over `store` (a job's own prefix of the launch's store; None: at the port)."""
+    global STORE
+    STORE, _JOINED[0] = store, 0
+
 
 def join_gloo(rank: int, world: int, port: int) -> None:
-    """Join a `world`-process gloo group on this machine as `rank` (one torch thread each)."""
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    td.init_process_group("gloo", rank=rank, world_size=world)
+    """Join a `world`-process gloo group on this machine as `rank` (one torch thread each): over the
+    launch's shared STORE when tests/two_ranks.py runs the job, else at 127.0.0.1:`port`."""
+    if STORE is not None:
+        _JOINED[0] += 1
+        td.init_process_group("gloo", store=td.PrefixStore(f"group{_JOINED[0]}/", STORE), rank=rank,
+                              world_size=world)
+    else:
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        td.init_process_group("gloo", rank=rank, world_size=world)
     torch.set_num_threads(1)
 
 
@@ -144,16 +159,6 @@ def run(rank: int, world: int, port: int, out_dir: str, cases=CASES) -> None:
         torch.save({"params": params, "synced_backwards": sum(counts), **found} if hook else params,
                    Path(out_dir) / f"{prefix}rank{rank}.pt")
     dist.destroy()  # frees the cases' models first (gloo's teardown may abort under FSDP otherwise)
-
-
-def two_rank_step(out: Path, cases) -> Path:
-    """Run `cases` on two spawned gloo processes (each its half of the fixed groups); results under `out`."""
-    import torch.multiprocessing as mp
-
-    from tests.test_distributed import free_port
-
-    mp.spawn(run, args=(2, free_port(), str(out), cases), nprocs=2, join=True)
-    return out
 
 
 def ranks_and_one_process(out: Path, tmp_path: Path, name: str, data_parallel: str, variant: str):

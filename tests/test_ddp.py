@@ -2,19 +2,23 @@
 one GRPO step on half the groups each end with the parameters of one process on all of them, for full
 fine-tuning (tied or untied lm-head: the untied head is averaged outside DDP) and LoRA, and DDP
 all-reduces in the step's last micro-batch only (`no_sync` before it)."""
+import functools
+
 import pytest
 import torch
 
 from lmgym.algorithms import GRPOConfig
 from lmgym.training.config import ConfigError
-from tests.distributed_worker import build_algorithm, ranks_and_one_process, two_rank_step
+from tests.distributed_worker import build_algorithm, ranks_and_one_process, run
+from tests.two_ranks import Job
 
 CASES = (("ddp_full", "ddp", "full"), ("ddp_lora", "ddp", "lora"), ("ddp_untied", "ddp", "untied"))
+TWO_RANK_JOBS = (Job("ddp", functools.partial(run, cases=CASES)),)  # the session's one launch (tests/two_ranks.py)
 
 
 @pytest.fixture(scope="module")
-def two_ranks(tmp_path_factory):
-    return two_rank_step(tmp_path_factory.mktemp("ddp"), CASES)
+def two_ranks(two_rank_jobs):
+    return two_rank_jobs.folder("ddp")
 
 
 @pytest.mark.parametrize("name,variant", [(name, variant) for name, _, variant in CASES])

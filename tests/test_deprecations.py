@@ -8,7 +8,7 @@ import torch.distributed as td
 from lmgym.policies import build_tiny_model, build_tiny_tokenizer
 from lmgym.policies.padded_passes import checkpointed_layers, enable_activation_checkpointing
 from lmgym.training.data_parallel import wrap
-from tests.test_distributed import free_port
+from tests.two_ranks import free_port
 
 
 def test_ddp_is_built_without_a_deprecation_warning_and_without_buffer_sync_in_forward(monkeypatch):

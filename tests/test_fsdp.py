@@ -4,24 +4,32 @@ with the tied head, LoRA, with a KL reference: a frozen copy made before shardin
 the adapter-free model), the decoder layers are sharded while the tied embedding/head stays whole, and
 sampling on the sharded model equals sampling on the whole one; with `fsdp_reshard_after_forward=False` the
 layers stay gathered between a step's micro-batches, with the same result."""
+import functools
+
 import pytest
 import torch
 
 from tests.distributed_worker import (
     SAMPLE_PROMPTS,
     build_algorithm,
+    foreach_run,
     ranks_and_one_process,
-    two_rank_step,
+    resync_run,
+    run,
+    whiten_run,
 )
-from tests.test_distributed import free_port
+from tests.two_ranks import Job
 
 CASES = (("fsdp_full", "fsdp", "full"), ("fsdp_lora", "fsdp", "lora"), ("fsdp_kl", "fsdp", "kl"),
          ("fsdp_lora_kl", "fsdp", "lora_kl"), ("fsdp_keep", "fsdp", "keep"), ("fsdp_compiled", "fsdp", "compiled"))
+# run in the session's one launch of two gloo processes (tests/two_ranks.py); foreach on one rank of its own
+TWO_RANK_JOBS = (Job("fsdp", functools.partial(run, cases=CASES)), Job("fsdp_resync", resync_run),
+                 Job("fsdp_foreach", foreach_run, world=1), Job("fsdp_whiten", whiten_run))
 
 
 @pytest.fixture(scope="module")
-def two_ranks(tmp_path_factory):
-    return two_rank_step(tmp_path_factory.mktemp("fsdp"), CASES)
+def two_ranks(two_rank_jobs):
+    return two_rank_jobs.folder("fsdp")
 
 
 @pytest.mark.parametrize("name,variant", [(name, variant) for name, _, variant in CASES])
@@ -52,32 +60,25 @@ def test_fsdp_two_ranks_match_one_process(two_ranks, tmp_path, name, variant):
     assert rank0["sharded_after_step"] == rank0["sharded"]
 
 
-def test_reinforce_stable_under_lora_resyncs_its_reference_adapter_under_fsdp(tmp_path):
+def test_reinforce_stable_under_lora_resyncs_its_reference_adapter_under_fsdp(two_rank_jobs, tmp_path):
     """The reference adapter is added before sharding (B zero: the base until the first sync) and synced
     shard by shard: the KL pattern of one process (0, then > 0, then ~0 right after the sync), and the same
     parameters as one process."""
-    import torch.multiprocessing as mp
-
-    from tests.distributed_worker import resync_run
-
-    mp.spawn(resync_run, args=(2, free_port(), str(tmp_path)), nprocs=2, join=True)
     resync_run(0, 1, 0, str(tmp_path))
-    two, one = (torch.load(tmp_path / f"resync_world{w}.pt") for w in (2, 1))
+    two = torch.load(two_rank_jobs.folder("fsdp_resync") / "resync_world2.pt")
+    one = torch.load(tmp_path / "resync_world1.pt")
     assert two["kl"][1] == 0.0 and two["kl"][2] > 1e-4 and abs(two["kl"][3]) < 1e-6
     assert set(two["params"]) == set(one["params"]) and any("reference" in n for n in two["params"])
     for n, value in one["params"].items():
         assert torch.allclose(two["params"][n], value, atol=1e-5, rtol=1e-4), n
 
 
-def test_adamw_never_runs_multi_tensor_kernels_over_mixed_shards_and_whole_tensors(tmp_path):
+def test_adamw_never_runs_multi_tensor_kernels_over_mixed_shards_and_whole_tensors(two_rank_jobs):
     """On CUDA torch's AdamW defaults to foreach, which refuses FSDP shards beside the whole embedding (the
-    first H100 run of W1 under fsdp failed so); `optimizer_foreach` turns it off there (CPU shows the same)."""
-    import torch.multiprocessing as mp
-
-    from tests.distributed_worker import foreach_run
-
-    mp.spawn(foreach_run, args=(1, free_port(), str(tmp_path)), nprocs=1, join=True)
-    assert (tmp_path / "foreach.txt").read_text().splitlines() == ["foreach True mixed", "foreach False ok"]
+    first H100 run of W1 under fsdp failed so); `optimizer_foreach` turns it off there (CPU shows the same).
+    One rank in a group of its own (`foreach_run`'s world of 1)."""
+    out = two_rank_jobs.folder("fsdp_foreach")
+    assert (out / "foreach.txt").read_text().splitlines() == ["foreach True mixed", "foreach False ok"]
 
 
 def test_optimizer_foreach_is_torchs_default_without_shards():
@@ -86,19 +87,14 @@ def test_optimizer_foreach_is_torchs_default_without_shards():
     assert optimizer_foreach([{"params": [torch.nn.Parameter(torch.zeros(2))]}]) is None
 
 
-def test_batch_statistics_span_every_ranks_share():
+def test_batch_statistics_span_every_ranks_share(two_rank_jobs):
     """PPO's whitening (and REINFORCE-stable's baseline and std, in the re-sync test above) use the whole
     iteration's batch: two ranks whitening their halves give one process's whitened batch."""
-    import tempfile
-
-    import torch.multiprocessing as mp
-
     from lmgym.algorithms.advantages import whiten
-    from tests.distributed_worker import whiten_batch, whiten_run
+    from tests.distributed_worker import whiten_batch
 
-    with tempfile.TemporaryDirectory() as out:
-        mp.spawn(whiten_run, args=(2, free_port(), out), nprocs=2, join=True)
-        halves = [torch.load(f"{out}/whiten_rank{r}.pt") for r in (0, 1)]
+    out = two_rank_jobs.folder("fsdp_whiten")
+    halves = [torch.load(out / f"whiten_rank{r}.pt") for r in (0, 1)]
     values, mask = whiten_batch()
     assert torch.allclose(torch.cat(halves), whiten(values, mask), atol=1e-6)
     assert not torch.allclose(halves[0], whiten(values[:3], mask[:3]), atol=1e-3)  # not each half on its own

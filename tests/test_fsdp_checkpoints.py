@@ -9,7 +9,6 @@ import shutil
 
 import pytest
 import torch
-import torch.multiprocessing as mp
 from safetensors.torch import load_file
 
 from lmgym.training.checkpoints.folders import CheckpointError, CorruptCheckpointError
@@ -17,16 +16,15 @@ from lmgym.training.checkpoints.trainer_state import write_model_folder
 from tests import checkpoint_state
 from tests.distributed_worker import build_algorithm
 from tests.fsdp_checkpoint_worker import SETTINGS, VARIANTS, run
-from tests.test_distributed import free_port
+from tests.two_ranks import Job
 
 CHECKPOINT = "checkpoint-1"
+TWO_RANK_JOBS = (Job("fsdp_checkpoints", run),)  # run in the session's one two-rank launch (tests/two_ranks.py)
 
 
 @pytest.fixture(scope="module")
-def two_ranks(tmp_path_factory):
-    out = tmp_path_factory.mktemp("fsdp_ckpt")
-    mp.spawn(run, args=(2, free_port(), str(out)), nprocs=2, join=True)
-    return out
+def two_ranks(two_rank_jobs):
+    return two_rank_jobs.folder("fsdp_checkpoints")
 
 
 def results(out, variant):

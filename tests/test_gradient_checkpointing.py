@@ -16,9 +16,9 @@ from lmgym.training import ConfigError, load_config
 from tests.distributed_worker import build_algorithm, fixed_trajectories, join_gloo, whole
 from tests.test_compile_training import batch
 from tests.test_config_validation import one_line_error
-from tests.test_distributed import free_port
 from tests.test_prm_trainer import PAIRS
 from tests.toy_env import DigitsEnv  # noqa: F401
+from tests.two_ranks import Job
 
 BACKEND = "aot_eager"  # as tests/test_compile_training.py: traces and differentiates as Inductor does
 LAYERS = 2  # the tiny model's decoder layers
@@ -241,13 +241,12 @@ def checkpointed_rank(rank: int, world: int, port: int, out_dir: str) -> None:
     dist.destroy()
 
 
-@pytest.fixture(scope="module")
-def two_ranks(tmp_path_factory) -> Path:
-    import torch.multiprocessing as mp
+TWO_RANK_JOBS = (Job("gradient_checkpointing", checkpointed_rank),)  # the session's one launch (tests/two_ranks.py)
 
-    out = tmp_path_factory.mktemp("checkpointed")
-    mp.spawn(checkpointed_rank, args=(2, free_port(), str(out)), nprocs=2, join=True)
-    return out
+
+@pytest.fixture(scope="module")
+def two_ranks(two_rank_jobs) -> Path:
+    return two_rank_jobs.folder("gradient_checkpointing")
 
 
 @pytest.mark.parametrize("data_parallel,variant", CASES)

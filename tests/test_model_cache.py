@@ -7,6 +7,10 @@ import time
 from pathlib import Path
 
 from lmgym.policies.loading.models import build_once
+from tests.distributed_worker import save_copy_run
+from tests.two_ranks import Job
+
+TWO_RANK_JOBS = (Job("model_cache_copy", save_copy_run),)  # the session's one two-rank launch (tests/two_ranks.py)
 
 
 def slow_build(folder: Path) -> None:
@@ -50,19 +54,15 @@ def test_an_incomplete_cache_folder_is_set_aside_and_rebuilt(tmp_path):
     assert build_once(out_dir, lambda folder: (_ for _ in ()).throw(AssertionError("rebuilt"))) == out_dir
 
 
-def test_a_rank_other_than_zero_writes_a_whole_copy(tmp_path):
+def test_a_rank_other_than_zero_writes_a_whole_copy(two_rank_jobs):
     """transformers' save_pretrained writes nothing on rank 1 once a process group exists; the first W1 run
     under torchrun on a fresh machine failed so ("wrote no config.json"). The copy must load back equal."""
     import torch
-    import torch.multiprocessing as mp
 
     from lmgym.policies import build_tiny_model, build_tiny_tokenizer
     from lmgym.policies.loading.models import load_model_and_tokenizer
-    from tests.distributed_worker import save_copy_run
-    from tests.test_distributed import free_port
 
-    mp.spawn(save_copy_run, args=(2, free_port(), str(tmp_path)), nprocs=2, join=True)
-    loaded, tok = load_model_and_tokenizer(str(tmp_path / "copy"))
+    loaded, tok = load_model_and_tokenizer(str(two_rank_jobs.folder("model_cache_copy") / "copy"))
     expected = build_tiny_model(build_tiny_tokenizer(), seed=0).state_dict()
     assert set(loaded.state_dict()) == set(expected)
     assert all(torch.equal(loaded.state_dict()[k], v) for k, v in expected.items())

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import socket
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +17,7 @@ from lmgym.buffers import ADVANTAGES, Trajectory
 from lmgym.evaluation.episode_metrics import component_metrics
 from lmgym.training.plots import distribution_panels, draw_metrics, progression_panels
 from tests.toy_env import DigitsEnv, digit_fraction
+from tests.two_ranks import Job
 
 
 def letter_fraction(completion: str, gold: str, info: dict) -> float:
@@ -79,14 +79,12 @@ def combine_on_rank(rank: int, world: int, port: int, out_dir: str) -> None:
     td.destroy_process_group()
 
 
-def test_ranks_combine_over_the_whole_batch_exactly_as_one_process(tmp_path):
-    import torch.multiprocessing as mp
+TWO_RANK_JOBS = (Job("reward_combination", combine_on_rank),)  # the session's one two-rank launch (tests/two_ranks.py)
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.spawn(combine_on_rank, args=(2, port, str(tmp_path)), nprocs=2, join=True)
-    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+
+def test_ranks_combine_over_the_whole_batch_exactly_as_one_process(two_rank_jobs):
+    out = two_rank_jobs.folder("reward_combination")
+    ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
     single = component_batch()
     combine_batch_rewards(single, "pca")
     assert ranks[0] + ranks[1] == [t.env_reward for t in single]  # bit for bit

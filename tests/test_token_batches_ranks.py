@@ -1,29 +1,20 @@
 """`max_tokens_per_microbatch` over two CPU processes (gloo): ranks whose episodes need different numbers of
 micro-batches (one short group, one long) finish their steps (DDP: still one all-reducing backward each;
 FSDP: as many micro-batches on both), with the parameters of one process stepping on every group."""
-import time
-
 import pytest
 import torch
-import torch.multiprocessing as mp
 
-from tests.test_distributed import free_port
 from tests.token_budget_worker import CASES, one_process, run
+from tests.two_ranks import Job
 
-HANG_LIMIT_S = 600  # a deadlock would wait forever: stop the ranks and fail instead
+# run in the session's one two-rank launch (tests/two_ranks.py), which stops a job that deadlocks (a rank
+# waiting for a micro-batch the other never runs) after HANG_LIMIT_S and fails its tests instead of waiting
+TWO_RANK_JOBS = (Job("token_budget", run),)
 
 
 @pytest.fixture(scope="module")
-def two_ranks(tmp_path_factory):
-    out = tmp_path_factory.mktemp("token_budget")
-    context = mp.spawn(run, args=(2, free_port(), str(out)), nprocs=2, join=False)
-    deadline = time.monotonic() + HANG_LIMIT_S
-    while not context.join(timeout=5):
-        if time.monotonic() > deadline:
-            for process in context.processes:
-                process.kill()
-            pytest.fail(f"two ranks with different micro-batch counts did not finish in {HANG_LIMIT_S} s (deadlock)")
-    return out
+def two_ranks(two_rank_jobs):
+    return two_rank_jobs.folder("token_budget")
 
 
 @pytest.mark.parametrize("name,data_parallel,variant", CASES)
