@@ -62,6 +62,7 @@ setup(
         "trackers": TRACKERS,
         "all": RAG + SERVE + MATH_VERIFY + WANDB + TRACKERS,
         "test": ["pytest>=8.0", "hypothesis>=6.100", "httpx>=0.27",  # httpx: fastapi's TestClient
+                 "pytest-xdist>=3.5",  # .ci/run and the README: `pytest -n 2`, a worker per core
                  "import-linter==2.16",  # tests/test_layers.py: the package layers of .importlinter
                  "ruff>=0.17",  # tests/test_style.py and .ci/run: pyproject.toml's [tool.ruff] rules
                  "openai>=1.0",  # tests/test_openai_server.py: the real client against the /v1 routes

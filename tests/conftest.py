@@ -14,9 +14,26 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples"))  # examples loaded by tests import their shared helpers (`common`)
 os.environ.setdefault("WANDB_MODE", "disabled")
-torch.set_num_threads(2)
+# The suite is made for 2 cores: one process uses both; under pytest-xdist (`-n 2`, .ci/run) each worker one.
+torch.set_num_threads(max(1, 2 // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))))
 
 SHARED_DATA = ROOT.parent / "shared" / "data"
+
+
+def pytest_configure(config):
+    """Under pytest-xdist the tests are handed out by group (`--dist loadgroup`, also when `-n` came alone)."""
+    if config.pluginmanager.hasplugin("xdist") and config.getoption("dist", "no") == "load":
+        config.option.dist = "loadgroup"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist, one worker runs each test file whole (its module fixtures are made once, and a file
+    may count what its own tests did), and one worker runs every test of the session's two-rank launch."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        group = "two_ranks" if "two_rank_jobs" in item.fixturenames else item.module.__name__
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture

@@ -35,7 +35,7 @@ import lmgym.envs.rewards.functions
 from lmgym.envs import ArithmeticEnv, correctness_reward, format_reward
 from lmgym.envs.calculator import apply_calculator, find_calculation, safe_calculate
 from lmgym.envs.extraction import extract_answer
-from tests.cpu_timing import cpu_call, cpu_step
+from tests.cpu_timing import cpu_call_within, cpu_step
 from tests.redos import TEXT_MODULES, pump_strings
 
 EXAMPLES = 2000
@@ -146,7 +146,7 @@ def nothing_runs() -> Iterator[None]:
 
 
 def cpu_bounded(fn: Callable, *args, **kwargs):
-    result, spent = cpu_call(fn, *args, **kwargs)
+    result, spent = cpu_call_within(MAX_CPU_S, fn, *args, **kwargs)
     assert spent < MAX_CPU_S, f"{fn.__name__} took {spent:.2f} s CPU on {len(args[0])} chars: {args[0][:80]!r}"
     return result
 
@@ -228,7 +228,7 @@ INFO_KEYS = {"correct", "parsed_answer", "unparseable", "reward_components", "re
 
 def _checked_step(env: ArithmeticEnv, action: str) -> tuple[float, bool, bool, dict]:
     before = env.render()
-    (obs, reward, terminated, truncated, info), spent = cpu_step(env, action)
+    (obs, reward, terminated, truncated, info), spent = cpu_step(env, action, within=MAX_CPU_S)
     assert spent < MAX_CPU_S, f"step took {spent:.2f} s CPU on {len(action)} chars: {action[:80]!r}"
     assert INFO_KEYS <= set(info) and math.isfinite(reward) and info["reward_errors"] == {}
     assert info["action_truncated"] == (len(action) > env.max_action_chars)
