@@ -20,20 +20,26 @@ torch.set_num_threads(max(1, 2 // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT"
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
 
-def pytest_configure(config):
-    """Under pytest-xdist the tests are handed out by group (`--dist loadgroup`, also when `-n` came alone)."""
-    if config.pluginmanager.hasplugin("xdist") and config.getoption("dist", "no") == "load":
-        config.option.dist = "loadgroup"
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: ignored where it is not installed
+def pytest_xdist_make_scheduler(config, log):
+    """Under pytest-xdist (`-n 2`), each test file runs whole on one worker (its module fixtures are made once,
+    and a file may count what its own tests did), and the files with `TWO_RANK_JOBS` all on one worker (the
+    session's one two-rank launch, tests/two_ranks.py). Only for xdist's default `--dist load`."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadFileScheduling
 
+    two_rank_files: dict[str, bool] = {}
 
-def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist, one worker runs each test file whole (its module fixtures are made once, and a file
-    may count what its own tests did), and one worker runs every test of the session's two-rank launch."""
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        group = "two_ranks" if "two_rank_jobs" in item.fixturenames else item.module.__name__
-        item.add_marker(pytest.mark.xdist_group(group))
+    class FileScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            if path not in two_rank_files:
+                source = Path(config.rootpath, path)
+                two_rank_files[path] = source.is_file() and "\nTWO_RANK_JOBS = " in source.read_text("utf-8")
+            return "two_rank_files" if two_rank_files[path] else path
+
+    return FileScheduling(config, log)
 
 
 @pytest.fixture
