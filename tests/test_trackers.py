@@ -207,7 +207,7 @@ def test_markdown_table_escapes_what_would_break_it():
 
 def test_wandb_gets_trls_names_and_the_table(tmp_path):
     pytest.importorskip("wandb")
-    from lmgym.training.completions_table import table_of
+    from lmgym.training.completions_log import table_of
     from tests.wandb_history import history
 
     completions = [{"iteration": 1, "group": 0, "prompt": "Say hi.", "completion": "hi", "reward": 1.0,

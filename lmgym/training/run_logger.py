@@ -27,11 +27,10 @@ from lmgym.core.atomic_io import append_synced, atomic_write_text, move_aside
 from lmgym.core.jsonl import read_json
 from lmgym.training import distributed as dist
 from lmgym.training.callbacks import TrainerCallback
-from lmgym.training.completions_table import completions_table
+from lmgym.training.completions_log import COMPLETIONS, completions_table
 from lmgym.training.metric_names import internal_names, trl_names
 
 DISCARDED = "metrics.discarded.jsonl"
-COMPLETIONS = "completions.jsonl"  # log_completions' table (training/completions_log.py)
 WANDB_ID = "wandb_run.json"  # the W&B run's id, so that --resume continues that run (wandb.init(id=..., resume=))
 TENSORBOARD = "tensorboard"  # report_to tensorboard's event files (training/trackers/)
 MLFLOW_ID = "mlflow_run.json"  # report_to mlflow's run id and tracking URI, so that a resume continues that run

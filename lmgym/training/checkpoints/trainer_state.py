@@ -23,8 +23,9 @@ from lmgym.training import distributed as dist
 from lmgym.training.checkpoints import folders as ckpt
 from lmgym.training.checkpoints import layout, sharded, state_checks
 from lmgym.training.checkpoints.hf_state import hf_trainer_state
+from lmgym.training.completions_log import COMPLETIONS
 from lmgym.training.guards import warn
-from lmgym.training.run_logger import COMPLETIONS, DISCARDED, TENSORBOARD, WANDB_ID, archive_history
+from lmgym.training.run_logger import DISCARDED, TENSORBOARD, WANDB_ID, archive_history
 
 REQUIRED = ("iteration", "policy", "optimizer", "scheduler", "rng")  # what every checkpoint's state holds
 REQUIRED_SHARDED = ("iteration", "scheduler", "rng", "rank_rng")  # ... under FSDP (weights in sharded/)

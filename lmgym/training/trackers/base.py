@@ -9,7 +9,7 @@ from typing import Any
 from lmgym.core.extras import import_extra
 from lmgym.training import distributed as dist
 from lmgym.training.callbacks import TrainerCallback
-from lmgym.training.completions_table import completions_table
+from lmgym.training.completions_log import completions_table
 from lmgym.training.metric_names import trl_names
 
 
