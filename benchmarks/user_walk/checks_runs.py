@@ -417,10 +417,12 @@ def openai_client(walk: Walk) -> Verdict:
                  "(examples/serve.py's app, --model a folder)")
 
 
-@expectation("serving", "16 concurrent requests are batched into fewer engine calls than 16", group="server")
+@expectation("serving", "16 concurrent requests are batched: they share decoding steps (the continuous engine) or "
+                        "fewer engine calls than 16 (the batcher's rounds)", group="server")
 def server_batches_concurrent(walk: Walk) -> Verdict:
     server = walk.server
     client, batcher = server["client"], server["app"].state.batcher
+    engine = getattr(server["app"].state, "engine", None)  # sampling's continuous batching, when the policy has it
     model = client.models.list().data[0].id
 
     def ask(k: int) -> str:
@@ -428,12 +430,20 @@ def server_batches_concurrent(walk: Walk) -> Verdict:
                                                messages=[{"role": "user", "content": f"What is {k} + {k}?"}])
         return reply.choices[0].message.content
 
-    before = batcher.calls
+    calls_before, steps_before = batcher.calls, engine.steps if engine else 0
+    if engine:
+        engine.peak_rows = 0
     with ThreadPoolExecutor(16) as pool:
         answers = list(pool.map(ask, range(16)))
-    calls = batcher.calls - before
+    calls = batcher.calls - calls_before
     if len(answers) != 16:
         return fails(f"{len(answers)} answers")
+    if engine:
+        steps = engine.steps - steps_before
+        if engine.peak_rows < 2 or steps >= 16 * 4:
+            return fails(f"16 requests of 4 tokens took {steps} decoding steps, at most {engine.peak_rows} rows a step")
+        return works(f"16 concurrent chat requests decoded in {steps} shared steps (up to {engine.peak_rows} rows a "
+                     f"step; 64 one at a time)")
     if calls >= 16:
         return fails(f"16 requests took {calls} engine calls")
     return works(f"16 concurrent chat requests answered in {calls} engine calls")
