@@ -78,11 +78,19 @@ def test_a_kill_while_moving_the_old_history_aside_loses_nothing(tmp_path, crash
 def no_wandb_credentials(tmp_path, monkeypatch):
     """A HOME, .netrc and wandb settings folder with no credentials, no WANDB_* variables, a fresh wandb
     setup, and no network (a connection attempt fails the test)."""
+    yield from without_wandb_credentials(tmp_path, monkeypatch)
+
+
+def without_wandb_credentials(tmp_path, monkeypatch):
+    """The fixture's body, as a plain generator, so a test can run it whole."""
     import os
     import socket
 
     import wandb
 
+    # Tear down first: wandb's service clears its own WANDB_SERVICE token then. Deleting the token before the
+    # teardown would let monkeypatch restore it afterwards, naming a dead service to every later wandb test.
+    wandb.teardown()
     for name in [n for n in os.environ if n.startswith("WANDB_")]:
         monkeypatch.delenv(name)
     home = tmp_path / "home"
@@ -138,3 +146,24 @@ def test_check_history_counts_whole_rows_up_to_the_checkpoint(tmp_path):
         check_history(tmp_path, 3, "ckpt")
     assert str(info.value).startswith(f"{path}: no rows for 1 of the 3 iterations ckpt has trained (the first "
                                       f"missing: iteration 2);")
+
+
+def test_the_credentials_fixture_leaves_no_dead_wandb_service_behind(tmp_path, monkeypatch):
+    """A wandb service started before the fixture must not be named by WANDB_SERVICE after it: the fixture tears
+    that service down, and a restored token would make every later wandb test in the process fail to connect
+    (CI failed so, when test_trackers, this file and test_wandb_resume shared an xdist worker)."""
+    import wandb
+
+    from lmgym.training.run_logger import RunLogger
+
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    RunLogger(tmp_path / "before", {}, wandb_mode="offline").close()  # starts this process's wandb service
+    inner = pytest.MonkeyPatch()
+    steps = without_wandb_credentials(tmp_path / "isolated", inner)
+    (tmp_path / "isolated").mkdir()
+    next(steps)
+    next(steps, None)  # the fixture's teardown
+    inner.undo()  # what pytest does after the fixture
+    logger = RunLogger(tmp_path / "after", {}, wandb_mode="offline")  # connects: a live service or a new one
+    logger.close()
+    wandb.teardown()
