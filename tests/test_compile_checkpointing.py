@@ -172,3 +172,50 @@ def test_a_graph_break_in_a_checkpointed_layer_runs_it_uncompiled_with_one_warni
             assert_same(grads, grads_plain, atol=1e-5)
     fallbacks = [str(w.message) for w in caught if FALLBACK in str(w.message)]
     assert len(fallbacks) == 1 and "(Unsupported: Call to `torch._dynamo.graph_break()`)" in fallbacks[0]
+
+
+def test_one_row_passes_run_uncompiled_until_they_are_common_and_match_eager_either_way(monkeypatch):
+    """A one-row micro-batch among wider ones compiles nothing new (Dynamo would specialise size 1: about 15 s of an
+    H200 in issue 35's W4b); it scores and differentiates as the eager layers do. Once one-row passes are common
+    (micro_batch_size 1), the one-row shape compiles once and stays compiled."""
+    from lmgym.policies.compiled_layers import RowTiering
+
+    aot_eager = torch._dynamo.lookup_backend("aot_eager")
+    graphs = []
+
+    def counting(gm, example_inputs, **kwargs):
+        graphs.append(gm)
+        return aot_eager(gm, example_inputs, **kwargs)
+
+    monkeypatch.setattr(RowTiering, "HOT_AFTER", 3)  # the test's bound on passes; the rule is the same
+    torch._dynamo.reset()
+    plain, compiled = lora_policy(checkpointing=True), lora_policy(checkpointing=True)
+    assert compiled.compile_layers(counting)
+    ids, mask, completion = batch()
+    wide = (torch.cat([ids, ids[:1]]), torch.cat([mask, mask[:1]]), torch.cat([completion, completion[:1]]))
+    one = (ids[1:], mask[1:], completion[1:])
+
+    def both(rows):
+        (_, lp, grads), (_, lp_plain, grads_plain) = training_pass(compiled, rows), training_pass(plain, rows)
+        assert torch.allclose(lp, lp_plain, atol=1e-5)
+        assert_same(grads, grads_plain, atol=1e-5)
+        with torch.no_grad():  # the plain entry: a pass without gradients
+            scored_now, scored_plain = compiled.token_logprobs(*rows)[0], plain.token_logprobs(*rows)[0]
+        assert torch.allclose(scored_now, scored_plain, atol=1e-5)
+
+    both(batch())
+    both(wide)  # three rows: the same symbolic graphs
+    warm = len(graphs)
+    assert warm > 0
+    both(one)
+    assert len(graphs) == warm  # the one-row passes compiled nothing
+    tiering = getattr(compiled.backbone_and_head()[0].layers[0], COMPILATION).tiering
+    assert not tiering["checkpointed"].single_row_compiled and not tiering["plain"].single_row_compiled
+    both(one)
+    assert not tiering["checkpointed"].single_row_compiled  # 2 of 3
+    both(one)  # the third of 5 passes: common
+    assert tiering["checkpointed"].single_row_compiled and tiering["plain"].single_row_compiled
+    hot = len(graphs)
+    assert hot > warm  # now common: compiled once
+    both(wide)
+    assert len(graphs) == hot

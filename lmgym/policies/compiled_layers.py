@@ -20,6 +20,13 @@ tensors have different metadata" (tests/test_compile_checkpointing.py reproduces
 transformers' own checkpoint is switched off for compiled layers (`take_over_checkpointing`), which checkpoint
 themselves as above, whatever the transformers release.
 
+A pass of a single row runs uncompiled while such passes are rare. Dynamo's dynamic shapes specialise a size of 1,
+so the first one-row micro-batch (an item longer than the token budget, or a lone last one) compiled both entries
+again: about 15 s of an H200 (issue 35's W4b), for a pass that eager code runs in milliseconds. `RowTiering`
+compiles the one-row shape only once it is common: at least `HOT_AFTER` one-row model passes that are half or more of
+the entry's passes (a run with `micro_batch_size` 1). A one-row pass runs eagerly whole: forward and recomputation
+(under the same uncompiled checkpoint as the fallback below), so the two always see one graph.
+
 Where the checkpointed entry cannot be compiled whole (the recompile limit, a graph break), Dynamo raises
 before anything runs (`fullgraph=True`): the layers' checkpointed passes then run uncompiled from that call on,
 forward and recomputation both with Dynamo disabled, and one RuntimeWarning says so. Each compilation (one per
@@ -93,15 +100,45 @@ def _without_cache(layer: torch.nn.Module, kwargs: dict) -> dict:
     return kwargs
 
 
+class RowTiering:
+    """Whether a layer call of one entry runs compiled, by its row count: calls of two rows or more always; one-row
+    calls once they are common (`HOT_AFTER` model passes' worth, `layers` calls each, and at least half of the
+    entry's calls), and from then on."""
+
+    HOT_AFTER = 8
+
+    def __init__(self, layers: int):
+        self.hot_after = self.HOT_AFTER * max(1, layers)
+        self.passes = 0
+        self.single_rows = 0
+        self.single_row_compiled = False
+
+    def compiles(self, rows: int | None) -> bool:
+        """Counts a pass of `rows` rows (None: unknown, compiled) and says whether it runs compiled."""
+        self.passes += 1
+        if rows != 1 or self.single_row_compiled:
+            return True
+        self.single_rows += 1
+        self.single_row_compiled = self.single_rows >= self.hot_after and 2 * self.single_rows >= self.passes
+        return self.single_row_compiled
+
+
+def _rows(args: tuple, kwargs: dict) -> int | None:
+    """The batch size of a layer call: its hidden states' first dimension (None when there are none)."""
+    hidden = args[0] if args else kwargs.get("hidden_states")
+    return hidden.shape[0] if isinstance(hidden, torch.Tensor) and hidden.dim() == 3 else None
+
+
 class LayerCompilation:
     """One `compile_layers` call's compiled entries, shared by the layers it compiled, and whether their
     checkpointed passes fell back to running uncompiled (`eager_reason`: why, None while compiled)."""
 
-    def __init__(self, backend: str, options: dict | None):
+    def __init__(self, backend: str, options: dict | None, layers: int = 1):
         settings = dict(backend=backend, dynamic=True, options=options)  # every micro-batch's length differs
         self.plain = torch.compile(_own_copy(_class_forward), **settings)
         self.checkpointed = torch.compile(_own_copy(_checkpointed_forward), fullgraph=True, **settings)
         self.eager_reason: str | None = None
+        self.tiering = {"plain": RowTiering(layers), "checkpointed": RowTiering(layers)}
         self._give_up = _give_up_errors()
 
     def __deepcopy__(self, memo: dict) -> LayerCompilation:
@@ -110,10 +147,13 @@ class LayerCompilation:
     def forward(self, layer: torch.nn.Module, *args, **kwargs):
         """A compiled layer's forward: checkpointed (inside the compiled code) in its training passes with
         gradients when it checkpoints, plain otherwise."""
+        rows = _rows(args, kwargs)
         if not (getattr(layer, COMPILED_CHECKPOINT, False) and layer.training and torch.is_grad_enabled()):
-            return self.plain(layer, *args, **kwargs)
+            if self.tiering["plain"].compiles(rows):
+                return self.plain(layer, *args, **kwargs)
+            return _uncompiled_forward(layer, *args, **kwargs)
         kwargs = _without_cache(layer, kwargs)
-        if self.eager_reason is None:
+        if self.tiering["checkpointed"].compiles(rows) and self.eager_reason is None:
             try:
                 return self.checkpointed(layer, *args, **kwargs)
             except self._give_up as err:  # raised while compiling, before any of the layer ran
@@ -127,8 +167,8 @@ class LayerCompilation:
 def compile_decoder_layers(layers: Iterable[torch.nn.Module], backend: str, options: dict | None) -> None:
     """Compile `layers` (decoder layers of one model, of one class) in place: their `forward` becomes one shared
     `LayerCompilation`'s; checkpointing, if on, moves inside the compiled code (`take_over_checkpointing`)."""
-    compilation = LayerCompilation(backend, options)
     layers = list(layers)
+    compilation = LayerCompilation(backend, options, len(layers))
     for layer in layers:
         layer.forward = types.MethodType(compilation.forward, layer)
         setattr(layer, COMPILATION, compilation)
