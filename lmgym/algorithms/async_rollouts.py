@@ -36,8 +36,7 @@ def within_lag(trajectories: list[Trajectory], version: int, max_lag: int) -> tu
 def check_async(algorithm, roles: Roles) -> None:
     """One-line ConfigErrors for what rollout workers cannot run with."""
     c, name = algorithm.config, type(algorithm).__name__
-    from lmgym.algorithms.base import RLAlgorithm
-    if type(algorithm).collect is not RLAlgorithm.collect:
+    if type(algorithm).collect.__qualname__ != "RLAlgorithm.collect":
         raise ConfigError(f"{name}.rollout_workers: {name} collects its own way (it overrides collect()); rollout "
                           f"workers run RLAlgorithm's episode sampling: set rollout_workers 0", "rollout_workers")
     if c.data_parallel == "fsdp":

@@ -42,11 +42,10 @@ class RLConfig(TrainerConfig):
                                                       "or the env's step limit); it still counts in its group")
     replay_iterations: int = setting(0, "also train on the previous N iterations' episodes, importance-weighted "
                                         "(0: on-policy)")
-    rollout_workers: int = setting(0, "ranks of the torchrun launch that only sample, streaming trajectories to the "
-                                      "others, which only train (0: every rank samples and trains; "
-                                      "algorithms/async_rollouts.py)")
-    max_policy_lag: int = setting(1, "with rollout_workers: policy versions the rollout ranks sample behind the "
-                                     "trainers (importance-weighted); older trajectories are dropped")
+    rollout_workers: int = setting(0, "torchrun ranks that only sample, streaming to the others, which only train "
+                                      "(0: all do both)")
+    max_policy_lag: int = setting(1, "with rollout_workers: versions the samplers run behind (importance-weighted; "
+                                     "older: dropped)")
     log_completions: bool = setting(False, "each iteration's prompts, completions, rewards to "
                                            "<output_dir>/completions.jsonl and the report_to trackers")
     # evaluation
