@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from lmgym.training import distributed as dist  # noqa: E402
 from tests.distributed_worker import join_gloo  # noqa: E402
 
-ITERATIONS = 4
+ITERATIONS = 3
 
 
 @contextmanager
@@ -47,21 +47,22 @@ def build(output_dir: str, algorithm: str = "grpo", lora: bool = False, **settin
     return GRPO(policy, make("ToyDigits-v0"), GRPOConfig(**common, samples_per_prompt=4, **settings))
 
 
-def snapshot(algo) -> dict[str, torch.Tensor]:
-    return {n: p.detach().clone() for n, p in algo.policy.model.named_parameters()}
+def snapshot(model) -> dict[str, torch.Tensor]:
+    return {n: p.detach().clone() for n, p in model.named_parameters()}
 
 
 def colocated(out_dir: str, **settings) -> list[dict]:
     """One process, every batch sampled and trained in turn (the default)."""
     algo = build(out_dir, **settings)
     rows = algo.train()
-    torch.save({"rows": rows, "params": snapshot(algo)}, Path(out_dir) / "colocated.pt")
+    torch.save({"rows": rows, "params": snapshot(algo.policy.model)}, Path(out_dir) / "colocated.pt")
     return rows
 
 
-def run_async(rank: int, world: int, port: int, out_dir: str, name: str, **settings) -> None:
-    """A run with rank 1 (of 2) as rollout worker; the trainer records its weights after each iteration, the
-    rollout rank the policy versions it sampled each batch with and its weights at the end."""
+def run_async(rank: int, world: int, port: int, out_dir: str, name: str, stop_after: int = 0, **settings) -> None:
+    """A run with rank 1 (of 2) as rollout worker; the trainer records its weights after each iteration (and stops
+    after `stop_after` iterations when > 0, as a callback's `should_stop` does), the rollout rank the policy
+    versions it sampled each batch with and its weights at the end."""
     from lmgym.training.callbacks import TrainerCallback
 
     algo = build(str(Path(out_dir) / name), rollout_workers=1, **settings)
@@ -69,7 +70,8 @@ def run_async(rank: int, world: int, port: int, out_dir: str, name: str, **setti
 
     class Weights(TrainerCallback):
         def on_iteration_end(self, trainer, metrics):
-            after[trainer.iteration] = snapshot(trainer)
+            after[trainer.iteration] = snapshot(trainer.policy.model)
+            trainer.should_stop = trainer.iteration == stop_after
 
     sampled: list[tuple[int, int]] = []  # (batch, version of its trajectories)
     if algo.rollout_rank:
@@ -83,7 +85,7 @@ def run_async(rank: int, world: int, port: int, out_dir: str, name: str, **setti
     else:
         algo.callbacks.add(Weights())
     rows = algo.train()
-    found = {"rows": rows, "params": snapshot(algo), "rollout": algo.rollout_rank}
+    found = {"rows": rows, "params": snapshot(algo.policy.model), "rollout": algo.rollout_rank}
     if algo.rollout_rank:
         found["versions"] = [(batch, sorted({t.iteration for t in trajs})) for batch, trajs in sampled]
     else:
@@ -92,11 +94,13 @@ def run_async(rank: int, world: int, port: int, out_dir: str, name: str, **setti
 
 
 def async_runs(rank: int, world: int, port: int, out_dir: str) -> None:
-    """1 rollout rank + 1 trainer: lag 0 (what a colocated run does, in turn) and lag 1 with LoRA."""
+    """1 rollout rank + 1 trainer: lag 0 (what a colocated run does, in turn), lag 1 with LoRA, and lag 1 stopped
+    by a callback after the first iteration (the batches sampled past it drained)."""
     join_gloo(rank, world, port)
     with launched(rank, world):
         run_async(rank, world, port, out_dir, "lag0", max_policy_lag=0)
         run_async(rank, world, port, out_dir, "lag1_lora", max_policy_lag=1, lora=True)
+        run_async(rank, world, port, out_dir, "stop", stop_after=1, max_policy_lag=1)
     dist.destroy()
 
 
