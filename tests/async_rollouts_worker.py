@@ -112,6 +112,7 @@ def stale_batches(rank: int, world: int, port: int, out_dir: str) -> None:
 
     from lmgym.buffers import ADVANTAGES, Trajectory, collate
     from lmgym.training.rollout_workers.transport import Batch, TrajectorySender
+    from lmgym.training.rollout_workers.weights import FULL, receive_weights
 
     join_gloo(rank, world, port)
     with launched(rank, world):
@@ -120,6 +121,8 @@ def stale_batches(rank: int, world: int, port: int, out_dir: str) -> None:
             behaviour = {3: [-0.5, -1.0], 2: [math.log(0.5), math.log(0.4)], 1: [-0.3, -0.3]}
             made = [Trajectory([1, 5], [7, 8], behaviour[v], [1, 1], reward=1.0, iteration=v, group_id=6 + i)
                     for i, v in enumerate((3, 2, 1))]
+            start = receive_weights(algo.rollouts.roles.weights_group, list(algo.policy.model.parameters()), [])
+            assert start.kind == FULL and start.version == 3, start  # the trainer's start, at its first batch
             sender = TrajectorySender(algo.rollouts.roles.transport_group)
             sender.send(0, Batch(3, made, 0.25))
             sender.wait()

@@ -60,20 +60,26 @@ class AsyncRollouts(TrainerCallback):
         check_async(algorithm, roles)
         self.roles, self.lag = roles, algorithm.config.max_policy_lag
         self.start = 0                 # the iteration the run started (or resumed) from
+        self.started = False           # trainer rank 0 sent the start (at the first batch)
         self.sample_seconds = 0.0      # the slowest rollout rank's sampling time of the batch just received
         self.publisher = WeightPublisher(roles.weights_group) if roles.rank == 0 else None
         self.receiver = TrajectoryReceiver(roles.transport_group)
 
     # ------------------------------------------------------------------ trainer side
     def on_train_begin(self, trainer) -> None:
-        """Trainer rank 0 sends the run's start: every weight, the iteration, the shared generator's state."""
-        self.start = trainer.iteration
-        if self.publisher is not None:
+        self.start, self.started = trainer.iteration, False
+
+    def begin(self, trainer) -> None:
+        """Trainer rank 0 sends the run's start: every weight, the iteration, the shared generator's state. Sent at
+        the first batch (after the evaluation at start, which the rollout ranks would otherwise sample through)."""
+        if self.publisher is not None and not self.started:
             self.publisher.publish(FULL, trainer.iteration, list(trainer.policy.model.parameters()),
                                    {"rng": trainer.rng.bit_generator.state})
+        self.started = True
 
     def collect(self, algorithm) -> list[Trajectory]:
         """This trainer's groups of the current batch, from every rollout rank, those that lag too far dropped."""
+        self.begin(algorithm)
         c, k = algorithm.config, algorithm.iteration
         algorithm.rng.integers(0, 2**31 - 1, c.prompts_per_iteration)  # the draw the rollout ranks made for it
         batches = [self.receiver.receive(src, k) for src in self.roles.rollout_ranks]
@@ -95,6 +101,7 @@ class AsyncRollouts(TrainerCallback):
     def on_train_end(self, trainer, rows) -> None:
         """Take (and discard) the batches sampled past an early stop, then end the rollout ranks with the rows."""
         c = trainer.config
+        self.begin(trainer)  # a run with no iteration left still starts the rollout ranks, to end them
         for index in drain_batches(trainer.iteration, self.start, c.train_iterations, self.lag):
             for src in self.roles.rollout_ranks:
                 self.receiver.receive(src, index)
