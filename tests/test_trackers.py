@@ -160,7 +160,8 @@ def test_old_metrics_jsonl_reads_in_trls_names_through_the_mapping(tmp_path):
     old = {"iteration": 1, "reward_mean": 0.5, "reward_std": 0.5, "train_accuracy": 0.0, "completion_length": 4.0,
            "truncated_fraction": 1.0, "rewards": [0.0, 1.0], "reward_correct": 0.5, "rewards_correct": [0.0, 1.0],
            "zero_variance_groups": 0.5, "reward_failures": 0, "clip_fraction": 0.25, "kl": 0.1, "loss": 0.2,
-           "eval_accuracy": 1.0, "eval_reward_correct": 1.0, "eval_mean_length": 3.0}
+           "eval_accuracy": 1.0, "eval_reward_correct": 1.0, "eval_mean_length": 3.0, "policy_lag": 0.5,
+           "dropped_stale_trajectories": 2}
     (tmp_path / "metrics.jsonl").write_text(json.dumps(old) + "\n")
     [row] = read_metrics(tmp_path / "metrics.jsonl")
     assert row == {"iteration": 1, "reward": 0.5, "reward_std": 0.5, "train_accuracy": 0.0,
@@ -168,7 +169,7 @@ def test_old_metrics_jsonl_reads_in_trls_names_through_the_mapping(tmp_path):
                    "rewards/correct/mean": 0.5, "rewards/correct/std": 0.5, "rewards_correct": [0.0, 1.0],
                    "frac_reward_zero_std": 0.5, "reward_failures": 0, "clip_ratio/region_mean": 0.25, "kl": 0.1,
                    "loss": 0.2, "eval_accuracy": 1.0, "eval_rewards/correct/mean": 1.0,
-                   "eval_completions/mean_length": 3.0}
+                   "eval_completions/mean_length": 3.0, "rollouts/policy_lag": 0.5, "rollouts/dropped_stale": 2}
     assert trl_names(row) == row and internal_names(row) == old  # TRL's names stay; the inverse is exact
     assert RunLogger(tmp_path, {}, resume=True).read() == [old]  # an old folder reads as it always did
     assert set(RENAMED) <= set(old)

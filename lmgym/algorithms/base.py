@@ -18,6 +18,7 @@ import torch
 from lmgym.algorithms import reference as ref
 from lmgym.algorithms import replay
 from lmgym.algorithms.advantages import zero_variance_fraction
+from lmgym.algorithms.async_rollouts import AsyncRollouts
 from lmgym.algorithms.config import RLConfig
 from lmgym.algorithms.env_input import trainer_envs
 from lmgym.algorithms.kl import kl_estimate, pay_kl_in_reward
@@ -40,6 +41,7 @@ from lmgym.training.completions_log import append_completions
 from lmgym.training.guards import warn
 from lmgym.training.plots import PANELS
 from lmgym.training.progress import counting_tokens
+from lmgym.training.rollout_workers import split_ranks
 from lmgym.training.token_batches import same_count_on_every_rank, token_micro_batches
 from lmgym.training.trainer import Trainer
 
@@ -93,6 +95,10 @@ class RLAlgorithm(Trainer):
         self.env, self.eval_env = env, eval_env
         # with kl_coeff > 0 and none given: a frozen copy (`before_data_parallel`)
         self.ref_policy = self.checked_reference(ref_policy)
+        dist.init_from_env()
+        roles = split_ranks(config.rollout_workers)  # rollout_workers: R ranks sample, the rest train
+        self.rollouts: AsyncRollouts | None = None
+        self.rollout_rank = roles is not None and roles.is_rollout
         super().__init__(policy, config, callbacks)
         self.config.check_shards(dist.world_size())
         c = self.config
@@ -105,11 +111,17 @@ class RLAlgorithm(Trainer):
             self.callbacks.add(ref.ReferenceSync(), index=0)
         self.tool_errors = ToolErrorCounter()  # failed tool calls: counted per iteration/evaluation, warned once
         self._warned_long_trajectory = False  # a trajectory over max_tokens_per_microbatch was warned about
+        if roles is not None:
+            self.rollouts = AsyncRollouts(self, roles)
+            if not self.rollout_rank:
+                self.callbacks.add(self.rollouts)
 
     def before_data_parallel(self) -> None:
         """The KL reference, when one is needed and none was given: a frozen copy of the policy, made before
         DDP wraps it or FSDP shards it."""
         c = self.config
+        if self.rollout_rank:  # it samples only: no reference
+            return
         if c.kl_coeff > 0 and self.ref_policy is None:
             self.ref_policy = self.policy.frozen_copy()
         ref.prepare_sharded_resync(self.ref_policy, c.data_parallel, c.ref_sync_every)
@@ -120,6 +132,13 @@ class RLAlgorithm(Trainer):
         if (self.wants_frozen_compile() and ref.has_own_weights(self.ref_policy)
                 and hasattr(self.ref_policy, "compile_layers")):
             self.ref_policy.compile_layers(self.config.torch_compile_backend)
+
+    def train(self, resume: bool = False, resume_from_checkpoint=None) -> list[dict]:
+        """The Trainer's loop; on a rollout rank (`rollout_workers`), the rollout loop instead (its checkpoint is the
+        trainers': they send where to start from). Returns the run's metrics rows on every rank."""
+        if self.rollout_rank:
+            return self.rollouts.run_worker(self)
+        return super().train(resume, resume_from_checkpoint)
 
     # ------------------------------------------------------------------ what a subclass supplies
     @abstractmethod
@@ -171,7 +190,10 @@ class RLAlgorithm(Trainer):
     def collect(self) -> list[Trajectory]:
         """This process's share of the iteration's batch: `samples_per_prompt` episodes for each of
         `prompts_per_rank` env resets. Every rank draws the same `prompts_per_iteration` seeds and keeps
-        its own consecutive slice (group ids too), so the union over ranks is what one process collects."""
+        its own consecutive slice (group ids too), so the union over ranks is what one process collects.
+        With `rollout_workers`, the trainer's groups of the batch, received from the rollout ranks."""
+        if self.rollouts is not None:
+            return self.rollouts.collect(self)
         share, total = self.prompts_per_rank, self.config.prompts_per_iteration
         seeds = self.rng.integers(0, 2**31 - 1, total)[dist.rank() * share:(dist.rank() + 1) * share]
         return self.sample_groups(share, self.iteration * total + dist.rank() * share, seeds)
@@ -314,7 +336,7 @@ class RLAlgorithm(Trainer):
             with counting_tokens(self.policy, None if bar.disable else bar.update):
                 trajectories = self.collect()
         t1 = time.perf_counter()
-        for t in trajectories:
+        for t in trajectories if self.rollouts is None else ():  # rollout workers tag the version that sampled it
             t.iteration = self.iteration  # what the buffer's recent() reads
         combine_batch_rewards(trajectories, self.config.reward_combination)  # over all ranks' batch, before any use
         for name, value in weigh_rewards(trajectories, self.prm, self.config).items():  # outcome_weight, prm_weight
@@ -329,6 +351,8 @@ class RLAlgorithm(Trainer):
         replay.remember(self.buffer, trajectories, self.iteration, self.config.replay_iterations)
         with self.memory.phase("update"):
             update_stats = self.update(selected + reused) if selected or reused else {}
+        if self.rollouts is not None:
+            self.rollouts.publish(self)  # the new weights, to the rollout ranks
         t3 = time.perf_counter()
         trained = int(dist.all_reduce_sum(float(len(selected))))
         trajectories = dist.gather_lists(trajectories)  # every rank's share, in group order
@@ -337,10 +361,14 @@ class RLAlgorithm(Trainer):
                                                          self.policy.tokenizer)
         generated = sum(t.num_generated_tokens for t in trajectories)
         sample_time = t1 - t0 - self._times.pop("score", 0.0)
+        if self.rollouts is not None:  # the rollout ranks' sampling time; the trainers' wait for it is time_wait
+            sample_time, self._times["wait"] = self.rollouts.sample_seconds, t1 - t0
         grouped = self.config.samples_per_prompt > 1  # several samples a prompt: groups can lack signal
         metrics = episode_metrics(trajectories, self.iteration + 1,
                                   zero_variance_fraction(trajectories) if grouped else None)
         metrics.update(self.tool_errors.metrics(trajectories, f"iteration {self.iteration + 1}"))
+        if self.rollouts is not None:
+            metrics.update(self.rollouts.metrics)
         if self.config.replay_iterations:
             metrics["replayed_trajectories"] = int(dist.all_reduce_sum(float(len(reused))))
         return {**metrics, "trained_trajectories": trained,

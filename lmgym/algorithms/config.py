@@ -42,6 +42,10 @@ class RLConfig(TrainerConfig):
                                                       "or the env's step limit); it still counts in its group")
     replay_iterations: int = setting(0, "also train on the previous N iterations' episodes, importance-weighted "
                                         "(0: on-policy)")
+    rollout_workers: int = setting(0, "torchrun ranks that only sample, streaming to the others, which only train "
+                                      "(0: all do both)")
+    max_policy_lag: int = setting(1, "with rollout_workers: versions the samplers run behind (importance-weighted; "
+                                     "older: dropped)")
     log_completions: bool = setting(False, "each iteration's prompts, completions, rewards to "
                                            "<output_dir>/completions.jsonl and the report_to trackers")
     # evaluation
@@ -71,7 +75,8 @@ class RLConfig(TrainerConfig):
                      "eval_episodes"):
             self.require(name, getattr(self, name) > 0, "a positive integer")
         for name in ("minibatch_size", "ref_sync_every", "loss_length_normalizer", "eval_max_new_tokens",
-                     "replay_iterations", "max_tokens_per_microbatch", "max_prompt_length"):
+                     "replay_iterations", "max_tokens_per_microbatch", "max_prompt_length", "rollout_workers",
+                     "max_policy_lag"):
             self.require(name, getattr(self, name) >= 0, "an integer >= 0")
         self.require("temperature", self.temperature >= 0, ">= 0")
         self.require("top_p", 0 < self.top_p <= 1, "in (0, 1]")

@@ -20,7 +20,8 @@ class Trajectory:
     in completion_ids of the last token of step k, where step_rewards[k] is paid; single-turn
     episodes have one step ending at the last token. `reward` is the episode's total reward, shaping
     included; `env_reward` is the env's own (before any shaping, the sum of which is named in `shaping`).
-    `iteration` is the training iteration that sampled it; `token_data` holds the declared per-token
+    `iteration` is the training iteration that sampled it (with rollout workers, the policy version: the iterations
+    its sampling weights had trained); `token_data` holds the declared per-token
     fields (lmgym.buffers.fields.TokenField) by name. `info` is what the env returned, nothing else; `outcome` is
     the episode's facts the trainer reads (lmgym.buffers.outcome.EpisodeOutcome: verdict, parsed answer, reward
     components and errors, problem id, turn records), built from `info` when not given.

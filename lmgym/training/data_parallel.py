@@ -85,10 +85,12 @@ class GradientAverager:
 
 
 def wrap(module: torch.nn.Module) -> torch.nn.parallel.DistributedDataParallel:
-    """`module` in DDP on this rank's device (its parameters and buffers start as rank 0's)."""
+    """`module` in DDP on this rank's device (its parameters and buffers start as rank 0's), over the ranks
+    `distributed` works over (the trainer ranks when rollout workers take some)."""
     device = next(module.parameters()).device
     return torch.nn.parallel.DistributedDataParallel(
-        module, device_ids=[device.index] if device.type == "cuda" else None, **_no_forward_buffer_sync())
+        module, device_ids=[device.index] if device.type == "cuda" else None, process_group=dist.group(),
+        **_no_forward_buffer_sync())
 
 
 def _no_forward_buffer_sync() -> dict[str, bool]:

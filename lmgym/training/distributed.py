@@ -22,21 +22,40 @@ import torch.distributed as td
 
 T = TypeVar("T")
 
+# The ranks every helper below works over: None, every rank; else the trainer ranks' group when rollout workers
+# take some ranks (training/rollout_workers/roles.py), and on a rollout rank a group of its own ("main": False).
+_SCOPE: dict[str, Any] = {"group": None, "main": True}
+
+
+def use_group(group, main: bool = True) -> None:
+    """Make every helper work over `group` (None: the whole world); `main=False` makes `is_main()` False here."""
+    _SCOPE.update(group=group, main=main)
+
+
+def group():
+    """The process group the helpers work over (None: the default, every rank)."""
+    return _SCOPE["group"]
+
+
+def _src() -> int:
+    """The global rank of the group's first rank (collectives name their source by global rank)."""
+    return 0 if group() is None else td.get_global_rank(group(), 0)
+
 
 def is_initialized() -> bool:
     return td.is_available() and td.is_initialized()
 
 
 def rank() -> int:
-    return td.get_rank() if is_initialized() else 0
+    return td.get_rank(group()) if is_initialized() else 0
 
 
 def world_size() -> int:
-    return td.get_world_size() if is_initialized() else 1
+    return td.get_world_size(group()) if is_initialized() else 1
 
 
 def is_main() -> bool:
-    return rank() == 0
+    return rank() == 0 and _SCOPE["main"]
 
 
 def launched() -> bool:
@@ -67,8 +86,8 @@ def all_reduce_sum(value: float) -> float:
     if not is_initialized():
         return value
     t = torch.tensor([value], dtype=torch.float64,
-                     device="cuda" if td.get_backend() == "nccl" else "cpu")
-    td.all_reduce(t)
+                     device="cuda" if td.get_backend(group()) == "nccl" else "cpu")
+    td.all_reduce(t, group=group())
     return float(t.item())
 
 
@@ -80,7 +99,7 @@ def sync_gradients(parameters) -> None:
     if not grads:
         return
     flat = torch.cat([g.reshape(-1) for g in grads])
-    td.all_reduce(flat)
+    td.all_reduce(flat, group=group())
     flat /= world_size()
     offset = 0
     for g in grads:
@@ -94,7 +113,7 @@ def broadcast_parameters(parameters) -> None:
     if not is_initialized():
         return
     for p in parameters:
-        td.broadcast(p.data, src=0)
+        td.broadcast(p.data, src=_src(), group=group())
 
 
 def destroy() -> None:
@@ -102,12 +121,13 @@ def destroy() -> None:
     (FSDP's sharded modules outliving the group made gloo's teardown abort the process now and then)."""
     if is_initialized():
         gc.collect()
+        use_group(None)
         td.destroy_process_group()
 
 
 def barrier() -> None:
     if is_initialized():
-        td.barrier()
+        td.barrier(group=group())
 
 
 @contextmanager
@@ -158,7 +178,7 @@ def broadcast_object(value: Any) -> Any:
     if not is_initialized():
         return value
     box = [value]
-    td.broadcast_object_list(box, src=0)
+    td.broadcast_object_list(box, src=_src(), group=group())
     return box[0]
 
 
@@ -167,7 +187,7 @@ def gather_lists(items: list) -> list:
     if not is_initialized():
         return list(items)
     parts: list[Any] = [None] * world_size()
-    td.all_gather_object(parts, list(items))
+    td.all_gather_object(parts, list(items), group=group())
     return [x for part in parts for x in part]
 
 
@@ -177,6 +197,6 @@ def all_reduce_dict(values: dict[str, float]) -> dict[str, float]:
         return dict(values)
     keys = sorted(values)
     t = torch.tensor([float(values[k]) for k in keys], dtype=torch.float64,
-                     device="cuda" if td.get_backend() == "nccl" else "cpu")
-    td.all_reduce(t)
+                     device="cuda" if td.get_backend(group()) == "nccl" else "cpu")
+    td.all_reduce(t, group=group())
     return dict(zip(keys, t.tolist()))

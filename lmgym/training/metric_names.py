@@ -30,6 +30,8 @@ RENAMED = {  # the toolkit's name -> TRL's (GRPOTrainer's logged metrics)
     "truncated_fraction": "completions/clipped_ratio",
     "zero_variance_groups": "frac_reward_zero_std",
     "clip_fraction": "clip_ratio/region_mean",
+    "policy_lag": "rollouts/policy_lag",  # rollout_workers (algorithms/async_rollouts.py): no TRL counterpart
+    "dropped_stale_trajectories": "rollouts/dropped_stale",
 }
 SAME = ("reward_std", "kl", "entropy", "loss", "grad_norm", "learning_rate")  # TRL's names already
 OTHER_REWARD_KEYS = ("reward_mean", "reward_std", "reward_failures", "reward_chosen", "reward_rejected",
