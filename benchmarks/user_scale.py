@@ -54,8 +54,9 @@ poison the next):
 On several GPUs (weak scaling, as W1's: every rank takes its own --prompts x --group a step, the questions
 offset by rank, one optimizer step over all of them), under torchrun, the toolkit alone (no TRL, no
 --find-largest), rank 0 printing and writing --out; `completion_tok_per_s` is then the sum over ranks of a
-step's completion tokens over rank 0's step time, and `per_rank` holds each rank's peaks. Build the folder
-first (user_scale_models.py), then compare against `torchrun --nproc_per_node 1` of the same command:
+step's completion tokens over rank 0's step time, and `per_rank` holds each rank's peaks and, from one more step
+run under torch.profiler after the timed ones, its seconds in collectives (benchmarks/collective_time.py). Build
+the folder first (user_scale_models.py), then compare against `torchrun --nproc_per_node 1` of the same command:
 
     torchrun --standalone --nproc_per_node 2 benchmarks/user_scale.py --workload w2 --model /tmp/w2_model \
         --data-parallel fsdp --steps 4 --warmup 1 --out w2_fsdp2.json
@@ -79,6 +80,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
+from collective_time import profiled_collectives  # noqa: E402
 from user_scale_models import (  # noqa: E402
     SYSTEM_PROMPT,
     WORKLOADS,
@@ -235,6 +237,10 @@ def run_toolkit(args: argparse.Namespace) -> dict:
         rows.append(metrics)
         tokens.append(dist.all_reduce_sum(algo.step_tokens))  # every rank's completion tokens
     summary = steady_summary(step_s, tokens, algo.meter, args.warmup)
+    collectives = None
+    if dist.world_size() > 1:  # one more step, profiled apart from the timed ones: its time in collectives
+        collectives = profiled_collectives(algo.train_iteration)
+        algo.iteration += 1
     ref = algo.ref_policy
     own_reference = ref is not None and ref.model is not algo.policy.model
     copies, kv_cache = decoder_tensors(algo.policy)
@@ -258,7 +264,8 @@ def run_toolkit(args: argparse.Namespace) -> dict:
             "world_size": dist.world_size(), "data_parallel": args.data_parallel if dist.world_size() > 1 else None,
             "per_rank": dist.gather_lists([{"rank": dist.rank(), "peak_mem_gb": summary["peak_mem_gb"],
                                             "phase_peak_gb": summary["phase_peak_gb"],
-                                            "median_step_s": summary["median_step_s"]}])}
+                                            "median_step_s": summary["median_step_s"],
+                                            "collectives": collectives}])}
 
 
 def settings(args: argparse.Namespace) -> dict:
