@@ -11,6 +11,7 @@ import torch
 import torch.distributed as td
 
 from lmgym.buffers import Trajectory
+from lmgym.training.rollout_workers.pending import PendingWorks
 
 
 @dataclass
@@ -28,22 +29,18 @@ class TrajectorySender:
 
     def __init__(self, group):
         self.group = group
-        self._pending: list[tuple[list, list[torch.Tensor]]] = []
+        self._pending = PendingWorks()  # the sends in flight
 
     def send(self, dst: int, batch: Batch) -> None:
         """Start sending `batch` to global rank `dst`."""
         data = torch.frombuffer(bytearray(pickle.dumps(batch)), dtype=torch.uint8)
         size = torch.tensor([data.numel()], dtype=torch.int64)
         works = [td.isend(size, dst, group=self.group), td.isend(data, dst, group=self.group)]
-        self._pending.append((works, [size, data]))
-        self._pending = [(w, keep) for w, keep in self._pending if not all(x.is_completed() for x in w)]
+        self._pending.add(works, [size, data])
 
     def wait(self) -> None:
         """Block until every batch sent has been received."""
-        for works, _ in self._pending:
-            for work in works:
-                work.wait()
-        self._pending = []
+        self._pending.wait()
 
 
 class TrajectoryReceiver:

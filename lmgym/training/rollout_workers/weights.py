@@ -13,6 +13,8 @@ from typing import Any
 import torch
 import torch.distributed as td
 
+from lmgym.training.rollout_workers.pending import PendingWorks
+
 FULL, WEIGHTS, END = 0, 1, 2
 KINDS = {FULL: "full", WEIGHTS: "weights", END: "end"}
 
@@ -44,7 +46,7 @@ class WeightPublisher:
     def __init__(self, group):
         self.group = group
         self.device = _device(group)
-        self._pending: list[tuple[list, list[torch.Tensor]]] = []  # (works, tensors they read) of each message
+        self._pending = PendingWorks()  # the sends in flight
 
     def publish(self, kind: int, version: int, tensors: list[torch.Tensor] = (), payload: Any = None) -> None:
         """Send `tensors` (copied now) as `version`, and for FULL/END the picklable `payload` (this call waits
@@ -58,15 +60,11 @@ class WeightPublisher:
         if kind in (FULL, END):
             td.broadcast_object_list([payload], src=0, group=self.group)
         works += [td.broadcast(flat, src=0, group=self.group, async_op=True) for flat in flats]
-        self._pending.append((works, [header, *flats]))
-        self._pending = [(w, keep) for w, keep in self._pending if not all(x.is_completed() for x in w)]
+        self._pending.add(works, [header, *flats])
 
     def wait(self) -> None:
         """Block until every published message has reached every rollout rank."""
-        for works, _ in self._pending:
-            for work in works:
-                work.wait()
-        self._pending = []
+        self._pending.wait()
 
 
 def receive_weights(group, full: list[torch.Tensor], trainable: list[torch.Tensor]) -> Message:
