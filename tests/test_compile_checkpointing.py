@@ -110,11 +110,16 @@ def test_sft_then_lora_grpo_with_checkpointing_train_compiled_in_one_process(lay
 
 
 def test_a_checkpointed_layer_past_the_recompile_limit_runs_uncompiled_with_one_warning(layout,
-                                                                                         device_thread_backward):
+                                                                                         device_thread_backward,
+                                                                                         monkeypatch):
     """A recompile limit of 1: the first training pass compiles the checkpointed entry (its recomputation, on
-    the 'device thread', needs no second graph); a batch of one row needs another graph, past the limit: one
+    the 'device thread', needs no second graph); a batch of one row, compiled at once here (not left to run
+    eagerly while such batches are rare, as `RowTiering` does), needs another graph, past the limit: one
     warning, and from there on the checkpointed passes run uncompiled, with the eager model's log-probs and
     gradients, while scoring without gradients stays compiled."""
+    from lmgym.policies.compiled_layers import RowTiering
+
+    monkeypatch.setattr(RowTiering, "compiles", lambda self, rows: True)
     plain, compiled = lora_policy(), lora_policy(checkpointing=True)
     assert compiled.compile_layers(BACKEND)
     ids, mask, completion = batch()
