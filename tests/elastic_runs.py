@@ -25,6 +25,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from lmgym.training.checkpoints import folders as ckpt  # imported now: not while a restart is being timed
+
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "examples" / "quickstart.py"
 TIMING = ("time_", "tokens_per_second")  # wall-clock columns differ between any two runs
@@ -165,8 +167,6 @@ def workers(agent: int) -> dict[int, tuple[int, int]]:
 
 def newest_checkpoint(run_dir: Path) -> int | None:
     """The newest checkpoint-N of `run_dir` that verifies (found here, independently of the resume code)."""
-    from lmgym.training.checkpoints import folders as ckpt
-
     found = []
     for path in Path(run_dir).glob("checkpoint-*"):
         try:
