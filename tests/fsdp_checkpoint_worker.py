@@ -4,11 +4,13 @@ Per variant ("full" fine-tuning, "lora", "kl": full fine-tuning with a KL refere
 policy every iteration, so the checkpoint's reference is its policy): a straight 2-iteration GRPO run;
 the same run stopped after iteration 1 (its checkpoint written by both ranks) and resumed from it by a
 freshly built algorithm; then the resumed run's model folder (`save_model` on both ranks); and the full
-run's checkpoint, relabelled as one of 3 ranks, resumed on 2. Each rank first draws a rank-dependent
+run's checkpoint, relabelled as one of 3 ranks, resumed on 2; and that run's two checkpoints with rank 1's shard
+of the newest lost (`drop_shard`), resumed by a run of 2 iterations. Each rank first draws a rank-dependent
 number of values from its random generators, so that the ranks' RNG states differ and a checkpoint that
 restored rank 0's states everywhere would be caught. Writes `<variant>_rank<r>.pt`: the trainable
 parameters of both runs, each rank's RNG states at the end of both, and every parameter the model folder
-was written from (gathered); `wrong_world_rank<r>.txt`: the error each rank raised."""
+was written from (gathered); `wrong_world_rank<r>.txt`: the error each rank raised; `lost_shard_rank<r>.pt`: the
+trainable parameters and iteration after the lost-shard resume."""
 import gc
 import shutil
 import sys
@@ -71,6 +73,33 @@ def wrong_world_error(out: Path) -> str:
     return "resumed"
 
 
+def drop_shard(folder: Path, rank: int) -> None:
+    """Remove rank `rank`'s shard file from the sharded checkpoint `folder` and from its manifest (a copy or sync
+    that lost the file: the manifest still verifies)."""
+    import json
+
+    name = f"sharded/__{rank}_0.distcp"
+    (folder / name).unlink()
+    manifest = json.loads((folder / "MANIFEST.json").read_text())
+    del manifest["files"][name]
+    (folder / "MANIFEST.json").write_text(json.dumps(manifest))
+
+
+def lost_shard(out: Path) -> dict:
+    """The full run's checkpoints 1 and 2, rank 1's shard of checkpoint-2 lost, resumed for 2 iterations."""
+    run_dir = out / "lost_shard"
+    if td.get_rank() == 0:
+        shutil.copytree(out / "full_resumed", run_dir)
+        drop_shard(run_dir / "checkpoint-2", 1)
+    td.barrier()
+    algo = build(run_dir, "full", 2)
+    algo.train(resume=True)
+    result = {"resumed": trained(algo), "iteration": algo.iteration}
+    del algo
+    gc.collect()
+    return result
+
+
 def run(rank: int, world: int, port: int, out_dir: str) -> None:
     join_gloo(rank, world, port)
     out = Path(out_dir)
@@ -88,4 +117,5 @@ def run(rank: int, world: int, port: int, out_dir: str) -> None:
                     "gathered": gathered, "folder": None if folder is None else str(folder)},
                    out / f"{variant}_rank{rank}.pt")
     (out / f"wrong_world_rank{rank}.txt").write_text(wrong_world_error(out))
+    torch.save(lost_shard(out), out / f"lost_shard_rank{rank}.pt")
     td.destroy_process_group()

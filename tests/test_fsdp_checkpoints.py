@@ -3,8 +3,8 @@ two CPU processes (gloo; tests/fsdp_checkpoint_worker.py): a run stopped after i
 ends with the parameters and per-rank RNG states of an uninterrupted run (full fine-tuning, LoRA, and a KL
 reference re-synced to the policy, which a sharded checkpoint restores from the loaded shards); the
 checkpoint lists every rank's shards in its manifest; a single process, or two ranks given a 3-rank
-checkpoint, refuse it in one line; an altered shard is caught; and `save_model` writes the gathered weights
-as a folder transformers loads."""
+checkpoint, refuse it in one line; an altered shard is caught, and so is a checkpoint that lost a rank's shard
+(resuming takes the one before); and `save_model` writes the gathered weights as a folder transformers loads."""
 import shutil
 
 import pytest
@@ -15,7 +15,7 @@ from lmgym.training.checkpoints.folders import CheckpointError, CorruptCheckpoin
 from lmgym.training.checkpoints.trainer_state import write_model_folder
 from tests import checkpoint_state
 from tests.distributed_worker import build_algorithm
-from tests.fsdp_checkpoint_worker import SETTINGS, VARIANTS, run
+from tests.fsdp_checkpoint_worker import SETTINGS, VARIANTS, drop_shard, run
 from tests.two_ranks import Job
 
 CHECKPOINT = "checkpoint-1"
@@ -94,6 +94,32 @@ def test_an_altered_shard_is_a_corrupt_checkpoint(two_ranks, tmp_path):
     algo = build_algorithm(str(tmp_path / "run"), "fsdp", "full")
     with pytest.raises(CorruptCheckpointError, match=r"__1_0\.distcp: sha256 differs from the manifest"):
         algo.load(folder)
+
+
+def test_a_checkpoint_missing_a_ranks_shard_is_incomplete(two_ranks, tmp_path):
+    from lmgym.training.checkpoints import sharded
+
+    folder = tmp_path / "checkpoint-1"
+    shutil.copytree(two_ranks / "full_resumed" / CHECKPOINT, folder)
+    state = checkpoint_state.read(folder)
+    sharded.check_complete(folder, state)  # as written: every rank's shard
+    drop_shard(folder, 1)
+    with pytest.raises(CorruptCheckpointError) as err:
+        sharded.check_complete(folder, state)
+    assert str(err.value) == (f"{folder}: incomplete sharded checkpoint: no shard file of rank 1 of its 2 (every "
+                              f"rank's shards are part of a checkpoint)")
+
+
+def test_resuming_sets_a_checkpoint_missing_a_shard_aside_and_takes_the_one_before(two_ranks):
+    straight = results(two_ranks, "full")[0]["straight"]
+    run_dir = two_ranks / "lost_shard"
+    assert (run_dir / "corrupt-checkpoint-2" / "sharded" / "__0_0.distcp").is_file()  # set aside, kept
+    assert (run_dir / "checkpoint-2" / "sharded" / "__1_0.distcp").is_file()  # written again from checkpoint-1
+    for rank in (0, 1):
+        found = torch.load(two_ranks / f"lost_shard_rank{rank}.pt")
+        assert found["iteration"] == 2
+        for name, value in straight.items():
+            assert torch.allclose(found["resumed"][name], value, atol=1e-6, rtol=1e-5), name
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

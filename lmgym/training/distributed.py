@@ -63,6 +63,39 @@ def launched() -> bool:
     return "RANK" in os.environ and "WORLD_SIZE" in os.environ
 
 
+def restart_count() -> int:
+    """How many times torchrun has restarted this job's workers (TORCHELASTIC_RESTART_COUNT: 0 on the first
+    start, and outside torchrun). A value that is not a whole number >= 0 is one ValueError line."""
+    text = os.environ.get("TORCHELASTIC_RESTART_COUNT", "").strip() or "0"
+    if not text.isdigit():
+        raise ValueError(f"TORCHELASTIC_RESTART_COUNT must be a whole number >= 0 (torchrun sets it), got {text!r}")
+    return int(text)
+
+
+def restart_store() -> td.Store | None:
+    """The store a process group restarted by torchrun joins over, or None for the usual env:// rendezvous.
+
+    torchrun's agent keeps one TCP store across restarts and its workers join it without a key prefix of the
+    attempt (pytorch/pytorch#135712), so after a restart a rank may read the killed attempt's gloo addresses (or
+    NCCL id) and connect to a dead process. On one node (one agent) every worker has the same restart count, so
+    the keys get it as a prefix here. Across nodes the agents count restarts apart; there
+    TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 in torchrun's environment gives each rendezvous a store of its own
+    (docs/scale-out.md), and a restarted rank without it gets a one-line warning."""
+    restart = restart_count()
+    if not restart or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        return None
+    if os.environ.get("GROUP_WORLD_SIZE", "1") != "1":
+        print("warning: torchrun restarted this rank on one of several nodes while they share the agents' store; "
+              "set TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 for torchrun, or the ranks may meet a dead attempt's "
+              "addresses (pytorch/pytorch#135712)", file=sys.stderr, flush=True)
+        return None
+    from torch.distributed.constants import default_pg_timeout
+
+    shared = td.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
+                         timeout=default_pg_timeout)
+    return td.PrefixStore(f"lmgym/restart{restart}/", shared)
+
+
 def init_from_env(quiet: bool = True) -> torch.device:
     """Join the process group when launched by torchrun (gloo on CPU, NCCL on GPU; once, idempotent) and
     return this rank's device (cuda:LOCAL_RANK, set as the current device). With `quiet`, the standard
@@ -71,7 +104,12 @@ def init_from_env(quiet: bool = True) -> torch.device:
     if launched() and not is_initialized():
         if torch.cuda.is_available():
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
-        td.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+        backend, store = "nccl" if torch.cuda.is_available() else "gloo", restart_store()
+        if store is None:
+            td.init_process_group(backend)
+        else:
+            td.init_process_group(backend, store=store, rank=int(os.environ["RANK"]),
+                                  world_size=int(os.environ["WORLD_SIZE"]))
         atexit.register(destroy)
         if quiet and not is_main():
             sys.stdout = open(os.devnull, "w")

@@ -334,8 +334,8 @@ class Trainer(ABC):
         if c.push_to_hub:  # before any work: a push that cannot happen is refused now, not after training
             dist.main_result(lambda: hub_preflight(c.push_to_hub, dry_run=c.hub_dry_run, hub_api=self.hub_api))
         resumed = None
-        if resume_from_checkpoint is None:
-            resume_from_checkpoint = c.resume_from_checkpoint
+        named = c.resume_from_checkpoint if resume_from_checkpoint is None else resume_from_checkpoint
+        resume, resume_from_checkpoint, restart = trainer_state.after_restart(run_dir, resume, named)  # torchrun's
         if resume_from_checkpoint not in (None, False):
             resumed = trainer_state.resume_named(self, run_dir, resume_from_checkpoint)
             resume = True
@@ -345,7 +345,7 @@ class Trainer(ABC):
         if resumed is not None:  # rank 0 reads metrics.jsonl; rows missing before the checkpoint stop every rank
             dist.main_result(lambda: check_history(run_dir, self.iteration, resumed))
         if dist.is_main() and self.iteration == 0:
-            trainer_state.start_over(run_dir, resume)
+            trainer_state.start_over(run_dir, resume, restart)
         self.should_stop = False
         self.callbacks.call("on_train_begin", self)  # RunLog opens the run's log (rank 0)
         bar = tqdm(total=c.train_iterations, initial=self.iteration, disable=not (c.progress and dist.is_main()),

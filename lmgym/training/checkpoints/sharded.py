@@ -7,17 +7,21 @@ rng_state.pth, extra_state.pt, trainer_state.json: training/checkpoints/layout.p
 other files. Only after every rank has written does rank 0 write the manifest (which lists the shard
 files with their hashes, so `checkpoints.verify` checks them too) and rename the folder into place: a
 folder named `checkpoint-*` is complete, as on one process. The shards are laid out for the world size that
-wrote them: resuming needs as many ranks (`check_fits` says so in one line otherwise).
+wrote them: resuming needs as many ranks (`check_fits` says so in one line otherwise). Every rank's shards and
+RNG states are part of a checkpoint's completeness (`check_complete`): a manifest without some rank's shard file
+(a copy or sync that lost one) marks the checkpoint corrupt, so resuming sets it aside and takes the one before.
 
 `gathered_state` collects the whole model on rank 0 (every rank takes part) for the model folder.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from lmgym.core.jsonl import read_json
 from lmgym.core.messages import first_line
 from lmgym.training import distributed as dist
 from lmgym.training.checkpoints import folders as ckpt
@@ -25,6 +29,10 @@ from lmgym.training.checkpoints import layout
 from lmgym.training.checkpoints.hf_state import hf_trainer_state
 
 SHARDED = "sharded"  # the DCP folder inside a checkpoint
+METADATA = ".metadata"  # DCP's index of the shards
+# DCP's FileSystemWriter names rank r's data files __<r>_<i>.distcp (one per rank and writer thread; a rank with
+# nothing to write still writes its empty file)
+_SHARD_FILE = re.compile(rf"^{SHARDED}/__(\d+)_\d+\.distcp$")
 
 
 def is_sharded(trainer) -> bool:
@@ -79,6 +87,22 @@ def check_fits(directory: Path, state: dict[str, Any], sharded_here: bool) -> No
         raise ckpt.CheckpointError(
             f"{directory}: a sharded checkpoint of {n} FSDP ranks, but {here}; resume it on {n} ranks "
             f"(torchrun --nproc_per_node {n})")
+
+
+def check_complete(directory: Path, state: dict[str, Any]) -> None:
+    """One CorruptCheckpointError line unless the manifest of the sharded checkpoint `directory` lists DCP's
+    index and a shard file of every rank of the world size `state` records (whose RNG states the state
+    checks hold: training/checkpoints/state_checks.py)."""
+    files = read_json(directory / ckpt.MANIFEST)["files"]  # read by `verify` just before: well formed
+    world = int(state[SHARDED]["world_size"])
+    if f"{SHARDED}/{METADATA}" not in files:
+        raise ckpt.CorruptCheckpointError(f"{directory}: incomplete sharded checkpoint (no {SHARDED}/{METADATA})")
+    ranks = {int(m.group(1)) for name in files if (m := _SHARD_FILE.match(name))}
+    missing = [r for r in range(world) if r not in ranks]
+    if missing:
+        raise ckpt.CorruptCheckpointError(
+            f"{directory}: incomplete sharded checkpoint: no shard file of rank{'s' if len(missing) > 1 else ''} "
+            f"{', '.join(map(str, missing))} of its {world} (every rank's shards are part of a checkpoint)")
 
 
 def save_shards(trainer, folder: Path) -> None:

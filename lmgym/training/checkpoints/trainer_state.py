@@ -126,6 +126,8 @@ def read_checkpoint(trainer, directory: Path) -> dict[str, Any]:
     if missing:
         raise ckpt.CorruptCheckpointError(f"{where}: not a checkpoint (no {', '.join(missing)})")
     state_checks.check_state(layout.locator(directory), state, ckpt.iteration_of(directory))
+    if sharded.SHARDED in state:  # every rank's shards (and, checked above, RNG states) or it is incomplete
+        sharded.check_complete(directory, state)
     for name, file in trainer.checkpoint_files().items():
         if (directory / name).is_file():
             try:
@@ -252,9 +254,32 @@ def refuse_symlinked_entries(run_dir: Path) -> None:
         refuse_symlink(run_dir / name, f"{name} in the run folder")
 
 
-def start_over(run_dir: Path, resume: bool) -> None:
-    """Iteration 0 in a folder that may hold an earlier run: its files are moved aside, never deleted."""
-    if resume:
+def after_restart(run_dir: Path, resume: bool, named: bool | str | Path | None
+                  ) -> tuple[bool, bool | str | Path | None, int]:
+    """`(resume, resume_from_checkpoint, restart)` for `train(resume, resume_from_checkpoint=named)`, where
+    `restart` is torchrun's restart count (TORCHELASTIC_RESTART_COUNT; 0: the first start, or no torchrun: both
+    returned as given). A restarted run (a rank was lost, torchrun started every rank again) resumes from the
+    newest complete checkpoint of `run_dir`, as `--resume` would, so a lost rank costs at most the work since
+    that checkpoint; a checkpoint named by `resume_from_checkpoint` (the launch's, perhaps an older one) is loaded
+    again only while `run_dir` has no complete checkpoint. No checkpoint at all: `start_over` warns in one line and
+    starts from iteration 0. Every rank must call it (a collective: the largest count of any rank is the run's,
+    since torchrun's agents on several nodes count restarts apart; rank 0 looks at the folder)."""
+    restart = max(dist.gather_lists([dist.restart_count()]))
+    if not restart:
+        return resume, named, 0
+    latest = named is True or (isinstance(named, str) and named.strip().lower() in ("true", "latest", "last"))
+    if named in (None, False) or latest or dist.main_result(lambda: bool(ckpt.resume_candidates(run_dir))):
+        return True, None, restart
+    return True, named, restart
+
+
+def start_over(run_dir: Path, resume: bool, restart: int = 0) -> None:
+    """Iteration 0 in a folder that may hold an earlier run: its files are moved aside, never deleted.
+    `restart`: torchrun's restart count (a restart that found no checkpoint says so in one warning line)."""
+    if restart:
+        warn(f"torchrun restart {restart}: no complete checkpoint in {run_dir} to resume from; starting again "
+             f"from iteration 0")
+    elif resume:
         print(f"note: --resume: no checkpoint in {run_dir}, starting from iteration 0", flush=True)
     folders = tuple(sorted(p.name for p in run_dir.glob(f"*{ckpt.PREFIX}*") if ckpt.is_archived_name(p.name)))
     n = archive_history(run_dir, (*folders, ckpt.CHECKPOINTS, ckpt.LEGACY, "metrics.jsonl", DISCARDED, COMPLETIONS,
