@@ -77,7 +77,7 @@ def test_a_run_stopped_early_drains_the_batches_sampled_ahead(runs):
 
 
 def test_the_schedule_every_rank_computes():
-    from lmgym.training.rollout_workers.schedule import drain_batches, group_slice, needed_version, publishes
+    from lmgym.training.rollout_workers.roles import drain_batches, group_slice, needed_version, publishes
 
     assert [needed_version(b, 0, 1) for b in range(4)] == [0, 0, 1, 2]
     assert [needed_version(b, 5, 2) for b in range(5, 9)] == [5, 5, 5, 6]  # resumed at 5: from the checkpoint's

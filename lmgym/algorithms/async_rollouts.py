@@ -6,7 +6,7 @@ and the same keyed sampling noise (seed, batch, group id, member) as a colocated
 depend on which rank draws them. It tags each trajectory with the policy version that sampled it
 (`Trajectory.iteration`) and sends each trainer rank that trainer's groups. Trainer rank 0 publishes the weights
 after each iteration's update (the trainable ones: a LoRA adapter alone when training LoRA); rollout ranks take
-them between batches, sampling batch b with version b - `max_policy_lag` (training/rollout_workers/schedule.py), so
+them between batches, sampling batch b with version b - `max_policy_lag` (training/rollout_workers/roles.py), so
 they sample the next batch while the trainers train on this one.
 
 The trainers treat a lagging trajectory as they treat a replayed one (algorithms/replay.py): its `iteration` is
@@ -21,8 +21,7 @@ from lmgym.buffers import Trajectory
 from lmgym.training import distributed as dist
 from lmgym.training.callbacks import TrainerCallback
 from lmgym.training.config import ConfigError
-from lmgym.training.rollout_workers.roles import Roles
-from lmgym.training.rollout_workers.schedule import drain_batches, group_slice, needed_version, publishes
+from lmgym.training.rollout_workers.roles import Roles, drain_batches, group_slice, needed_version, publishes
 from lmgym.training.rollout_workers.transport import Batch, TrajectoryReceiver, TrajectorySender
 from lmgym.training.rollout_workers.weights import END, FULL, WEIGHTS, WeightPublisher, receive_weights
 

@@ -1,8 +1,14 @@
-"""Rollout ranks apart from trainer ranks (`rollout_workers: R`): who is which (`roles`), the versioned weights
-trainer rank 0 broadcasts (`weights`), the trajectories rollout ranks send (`transport`), and which batch each
-rank handles and with which weights (`schedule`). The RL side (seeds, groups, lag) is algorithms/async_rollouts.py."""
-from lmgym.training.rollout_workers.roles import Roles, split_ranks
-from lmgym.training.rollout_workers.schedule import drain_batches, group_slice, needed_version, publishes
+"""Rollout ranks apart from trainer ranks (`rollout_workers: R`): who is which and which batch each handles with
+which weights (`roles`), the versioned weights trainer rank 0 broadcasts (`weights`), the trajectories rollout
+ranks send (`transport`). The RL side (seeds, groups, lag) is algorithms/async_rollouts.py."""
+from lmgym.training.rollout_workers.roles import (
+    Roles,
+    drain_batches,
+    group_slice,
+    needed_version,
+    publishes,
+    split_ranks,
+)
 from lmgym.training.rollout_workers.transport import Batch, TrajectoryReceiver, TrajectorySender
 from lmgym.training.rollout_workers.weights import Message, WeightPublisher, receive_weights
 

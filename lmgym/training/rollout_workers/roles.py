@@ -5,7 +5,16 @@ evaluates and writes the run folder) and the last R run the episode engine. `spl
 in the same order (torch.distributed requires it): the trainers' group, over which `training.distributed` then
 works (gradient averaging, metrics), a group of one for each rollout rank (its own helpers are single-process),
 the weights group (trainer rank 0 and the rollout ranks: versioned weights, broadcast) and a gloo group of every
-rank for the trajectories (pickled, point to point; gloo even when NCCL carries the weights)."""
+rank for the trajectories (pickled, point to point; gloo even when NCCL carries the weights).
+
+The schedule: which groups each rank handles and which weights sample which batch, the same arithmetic on every
+rank, so no message is needed to agree on it.
+
+Batch b (the one the trainers train on at iteration b) is sampled with policy version `needed_version(b)`:
+`max_policy_lag` versions behind, or the version the run started from. Version v is the policy after v iterations
+(the trainers' weights as iteration v begins); trainer rank 0 publishes version k + 1 after iteration k's update
+when a batch still needs it (`publishes`). A run that stops early (a callback's `should_stop`) leaves the batches
+of `drain_batches` sampled but untrained: the trainers receive and discard them, so no send is left waiting."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -85,3 +94,29 @@ def split_ranks(rollout_workers: int) -> Roles | None:
         _SPLIT[:] = [(default, roles)]
     dist.use_group(roles.own_group, main=not roles.is_rollout)
     return roles
+
+
+# ------------------------------------------------------------------ the schedule
+def group_slice(count: int, parts: int, index: int) -> tuple[int, int]:
+    """[start, stop) of part `index` when `count` groups are split into `parts` equal consecutive parts."""
+    if count % parts:
+        raise ValueError(f"{count} groups do not split evenly into {parts} parts")
+    share = count // parts
+    return index * share, (index + 1) * share
+
+
+def needed_version(batch: int, start: int, lag: int) -> int:
+    """The policy version that samples `batch` in a run started (or resumed) at iteration `start`."""
+    return max(start, batch - lag)
+
+
+def publishes(iteration: int, train_iterations: int, lag: int) -> bool:
+    """Whether version `iteration + 1` (the weights after iteration `iteration`) samples some batch of the run."""
+    return iteration + 1 + lag <= train_iterations - 1
+
+
+def drain_batches(done: int, start: int, train_iterations: int, lag: int) -> range:
+    """Batches the rollout ranks sampled and sent but the trainers did not train on, when the trainers stop with
+    `done` iterations done (none when the run ran to the end)."""
+    newest = max(start, min(done, train_iterations - 1 - lag))  # the last version published
+    return range(done, min(newest + lag, train_iterations - 1) + 1)

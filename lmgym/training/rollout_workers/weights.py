@@ -13,7 +13,7 @@ from typing import Any
 import torch
 import torch.distributed as td
 
-from lmgym.training.rollout_workers.pending import PendingWorks
+from lmgym.training.rollout_workers.transport import PendingWorks
 
 FULL, WEIGHTS, END = 0, 1, 2
 KINDS = {FULL: "full", WEIGHTS: "weights", END: "end"}
