@@ -5,7 +5,7 @@ finished run must equal the uninterrupted one: the same metrics rows, the same w
 Prints one JSON line (kills, the iterations resumed from and expected, differences, seconds); exits 1 on a
 mismatch.
 
-On the CPU (gloo, 2 ranks, a tiny model; tests/test_elastic.py runs the DDP case with --kills 2 --seed 6):
+On the CPU (gloo, 2 ranks, a tiny model; tests/test_elastic.py runs the DDP case with --kills 1 --seed 7):
 
     python benchmarks/kill_restart.py --cpu --data_parallel fsdp --kills 2 --seed 4
 

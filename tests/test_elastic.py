@@ -3,7 +3,7 @@
 - two torchrun "nodes" (`--nnodes 2 --nproc_per_node 1`, c10d rendezvous on localhost; benchmarks/two_nodes.py
   --cpu launches them) equal one `--nnodes 1 --nproc_per_node 2` launch of the same seed: the same metrics rows,
   the same weights;
-- under `torchrun --max-restarts 2`, a rank SIGKILLed at seeded points (a random rank, a random delay after a
+- under `torchrun --max-restarts 1`, a rank SIGKILLed at seeded points (a random rank, a random delay after a
   given checkpoint is complete) restarts every rank; each restart resumes by itself (no --resume) from the newest
   complete checkpoint on disk, and the finished DDP run equals the uninterrupted one. (The same under FSDP is
   benchmarks/kill_restart.py --cpu --data_parallel fsdp, run by hand: another ~60 s; the FSDP checkpoint that lost
@@ -26,7 +26,9 @@ from tests import elastic_runs
 ROOT = Path(__file__).resolve().parents[1]
 
 ITERATIONS = 6  # CPU_ARGS's train_iterations, one checkpoint each
-SEED = 6  # the kill plan: rank 1 a moment after checkpoint-1, then rank 0 right after checkpoint-5
+SEED = 7  # the kill plan: rank 0 (the rank that writes the run folder) a moment after checkpoint-3
+KILLS = 1  # one restart: each kill costs two ranks' start-up on the suite's two cores (benchmarks/kill_restart.py
+# and the RESULTS section run two and three)
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +43,7 @@ def launches(tmp_path_factory) -> dict:
                               "1", "--model", model, "--workdir", str(workdir)], cwd=ROOT,
                              env=elastic_runs.environment(""), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
-    plan = elastic_runs.kill_plan(SEED, kills=2, iterations=ITERATIONS)
+    plan = elastic_runs.kill_plan(SEED, kills=KILLS, iterations=ITERATIONS)
     command = [*elastic_runs.torchrun(1, 2, max_restarts=len(plan)), str(elastic_runs.QUICKSTART), *CPU_ARGS,
                "--model", model, "--output_dir", str(workdir / "killed")]
     try:
@@ -78,7 +80,7 @@ def test_two_torchrun_nodes_equal_one_node_of_two_ranks(launches):
 def test_a_killed_rank_costs_at_most_one_checkpoint_and_the_run_ends_as_an_uninterrupted_one(launches):
     result, workdir = launches["killed"], launches["workdir"]
     seen = {k: result[k] for k in ("kills", "resumed_from", "expected_from")}
-    assert len(result["kills"]) == 2 and {k["rank"] for k in result["kills"]} == {0, 1}, (seen, tail(result["log"]))
+    assert [k["rank"] for k in result["kills"]] == [0], (seen, tail(result["log"]))
     # each restart resumed, without --resume, from the newest complete checkpoint its workers found
     assert "--resume" not in launches["command"]
     assert len(result["expected_from"]) == len(result["kills"]), (seen, tail(result["log"]))
