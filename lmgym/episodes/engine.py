@@ -52,10 +52,14 @@ from lmgym.episodes.env_state import (
 from lmgym.policies.base import Policy
 from lmgym.policies.decoding.continuous import Continuation
 from lmgym.policies.decoding.generation import Generation, RowKeys, row_key
+from lmgym.policies.decoding.step import FORCED_TOKENS
 from lmgym.policies.turn_batches import encode_turns
 
 INJECTED_ROLE = "env"  # the role of raw text the env injects (a chat turn's tokens carry that turn's role)
 PLAY_ACTIONS = 4  # actions one continuous-play call makes room for (key/value columns); more go on in the next
+# key/value columns a continuous-play call keeps per action for the env's turn after it: FORCED_TOKENS at first,
+# then the longest turn seen (on a ladder of 64), this many at most (a longer turn's branch goes on in a new call)
+MAX_INJECTED_ROOM = 1024
 
 
 @dataclass
@@ -152,6 +156,7 @@ class EpisodeEngine:
         self.step_limit = episode_step_limit(env)
         self.env_seconds = 0.0
         self.tokenize_seconds = 0.0
+        self.injected_room = FORCED_TOKENS  # see MAX_INJECTED_ROOM
 
     def policy_for(self, role: str) -> Policy:
         """The policy that samples `role`'s actions."""
@@ -233,9 +238,11 @@ class EpisodeEngine:
                     if after_step is not None:
                         after_step(branch)
             else:
-                # a call in which no action went on (every turn the env wrote was too long to feed, e.g. search
-                # results) was a plain round with more bookkeeping: plain rounds from here
-                continuous = self._play_continuously(policy, live, generator, sample_key, score, after_step) > 0
+                # a call in which no action went on was a plain round with more bookkeeping: plain rounds from here,
+                # unless the env wrote a turn longer than the call had room for (the next call makes room for it)
+                room = self.injected_room
+                went_on = self._play_continuously(policy, live, generator, sample_key, score, after_step)
+                continuous = went_on > 0 or self.injected_room > room
             rounds += 1
         return rounds
 
@@ -251,7 +258,8 @@ class EpisodeEngine:
                            after_step) -> int:
         """One `Policy.play` call over `live`: each ended action is settled at once, and its branch goes on with the
         env's injected tokens when it is still live and `policy` acts next. Returns how many actions went on in the
-        call (a branch the decoder lets go is played on by the next call)."""
+        call (a branch the decoder lets go is played on by the next call). The call keeps `injected_room` columns
+        per action for the env's turns, and the room grows to the longest turn it sees (MAX_INJECTED_ROOM)."""
         s = self.settings
         noise = generator if sample_key is None else RowKeys(
             [row_key(sample_key, b.group_id, b.member, b.steps) for b in live])
@@ -273,11 +281,15 @@ class EpisodeEngine:
                 key = None if sample_key is None else row_key(sample_key, branch.group_id, branch.member,
                                                               branch.steps)
                 going.append(Continuation(branch.ids[start:], branch.stop, key))
+                longest[0] = max(longest[0], len(going[-1].injected))
             return going
 
+        longest = [0]
         with record_function("lmgym.sample"):
             policy.play([b.prompt_ids + b.ids for b in live], s.max_new_tokens, actions_left, s.temperature, s.top_p,
-                        [b.stop for b in live], noise, on_actions)
+                        [b.stop for b in live], noise, on_actions, injected=self.injected_room)
+        if longest[0] > self.injected_room:
+            self.injected_room = min(-(-longest[0] // 64) * 64, MAX_INJECTED_ROOM)
         return len(settled) - len(set(settled))  # actions past each branch's first
 
     def _settle(self, live: list[Branch], actions: dict[int, tuple[Generation, Policy]], score: bool) -> None:

@@ -24,6 +24,7 @@ from lmgym.policies.compiled_layers import compile_decoder_layers, take_over_che
 from lmgym.policies.decoding.continuous import OnActions, play, play_columns
 from lmgym.policies.decoding.fast import FastDecoder, supports_fast_decode
 from lmgym.policies.decoding.generation import RowKeys, StopLists, decode, stop_lists
+from lmgym.policies.decoding.step import FORCED_TOKENS
 from lmgym.policies.loading.hub import check_repo_id, push_folder, recorded_base
 from lmgym.policies.loading.lora_config import LoraSettings, peft_lora_config, wants_4bit
 from lmgym.policies.loading.model_card import write_model_card
@@ -200,13 +201,14 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
         return self.fast_decoder is not None
 
     def play(self, prompts: list[list[int]], max_new_tokens: int, actions: int, temperature: float, top_p: float,
-             stop: StopLists, generator: torch.Generator | RowKeys | None, on_actions: OnActions) -> None:
+             stop: StopLists, generator: torch.Generator | RowKeys | None, on_actions: OnActions,
+             injected: int = FORCED_TOKENS) -> None:
         """Play episodes from token-id `prompts` in one fast-decoder call, with room for `actions` actions of at
-        most `max_new_tokens` each: `on_actions` hears of the actions that ended at each host sync and answers how
-        each episode goes on (policies/decoding/continuous.py)."""
+        most `max_new_tokens` each, each followed by `injected` tokens of the env's turn: `on_actions` hears of the
+        actions that ended at each host sync and answers how each episode goes on (policies/decoding/continuous.py)."""
         if self.fast_decoder is None:
             raise ValueError("HFPolicy.play needs the fast decoder (a CUDA device and a Llama-family model)")
-        columns = play_columns(max_new_tokens, actions, self.fast_decoder.sync_every)
+        columns = play_columns(max_new_tokens, actions, self.fast_decoder.sync_every, injected)
         with self._sampling():
             play(self.fast_decoder, self.tokenizer, prompts, max_new_tokens, columns, temperature, top_p, stop,
                  generator, on_actions)

@@ -6,11 +6,12 @@ instead. At every host sync (`sync_every` steps) the rows whose action ended (a 
 per-action cap) are handed to `on_actions` together; it steps the env for them and answers, for each, a
 `Continuation` or None. A continued row goes on in place: its tokens sampled past the action's end are
 dropped (their key/value columns are masked out), the action's last token is fed again at the next column,
-then the env's injected tokens (at most FORCED_TOKENS, fed one per step: their samples are discarded), and
-it samples its next action, keyed by the continuation's key and the token's index in the action, as a new
-call would. The other rows never wait for it. A row whose episode ended, whose injected text is longer, or
-for which the bucket has no columns left for a whole action leaves the call (the engine plays it on in the
-next). Rows that left are compacted away as in `generate`.
+then the env's injected tokens (at most FORCED_TOKENS are fed one per step, their samples discarded; a longer
+turn is fed in one pass over the rows that have one, extension.py), and it samples its next action, keyed by
+the continuation's key and the token's index in the action, as a new call would. The other rows never wait for
+it. A row whose episode ended, or for which the bucket has no columns left for its injected turn and a whole
+action, leaves the call (the engine plays it on in the next). Rows that left are compacted away as in
+`generate`.
 
 So each token is sampled from the same context, with the same key, as the round-by-round path samples it:
 tests compare the two token for token.
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 import torch
 from torch.profiler import record_function
 
+from lmgym.policies.decoding.extension import extend_rows
 from lmgym.policies.decoding.fast import _round_batch
 from lmgym.policies.decoding.generation import Generation, RowKeys, StopChecker, StopLists, _eos_ids, stop_lists
 from lmgym.policies.decoding.shared_prefix import GroupedBuffers, round_groups
@@ -92,6 +94,7 @@ class _Play:
         self.column = int(self.buf.column)  # the next step's input column (the host's count)
         self.length = self.buf.valid.shape[1]
         self.row_prompt: list[int | None] = [i if i < len(prompts) else None for i in self.buf.rows.tolist()]
+        self.shift = [0] * len(self.row_prompt)  # each bucket row's columns ahead of `column` (extension.py)
 
     def _start(self, columns: int, generator):
         buf, logits = self.decoder._start_call(self.prompts, columns, generator, self.pad_id)
@@ -121,7 +124,8 @@ class _Play:
 
     def _launch(self) -> int:
         """Up to `sync_every` decode steps, as many as the bucket has columns for; returns how many."""
-        steps = max(0, min(self.decoder.sync_every, self.length - 1 - self.column))
+        ahead = max((s for s, p in zip(self.shift, self.row_prompt) if p is not None), default=0)
+        steps = max(0, min(self.decoder.sync_every, self.length - 1 - self.column - ahead))
         for _ in range(steps):
             with record_function("lmgym.decode"):
                 self.decoder._step(self.buf, self.sampling)
@@ -203,8 +207,7 @@ class _Play:
         need = self.max_new_tokens + 2 * self.decoder.sync_every + 2  # steps to its next action's end and its sync
         go, leave = [], []
         for (row, p, e, _), toks, cont in zip(ended, tokens, continuations):
-            if (cont is not None and len(cont.injected) <= FORCED_TOKENS
-                    and column + len(cont.injected) + need < self.length - 1):
+            if cont is not None and column + self.shift[row] + len(cont.injected) + need < self.length - 1:
                 go.append((row, p, e, toks[e - 1], cont))
             else:
                 leave.append(row)
@@ -218,15 +221,34 @@ class _Play:
         start = buf.sample_column[index, last] + 1  # where the action's last token went in (or would have)
         stale = torch.arange(self.length, device=device)[None, :] >= start[:, None]
         buf.valid[index] = buf.valid[index] & ~stale
-        buf.valid[index, column] = True  # the last token goes in again here
-        buf.tokens[index] = torch.tensor([t for _, _, _, t, _ in go], device=device)
-        buf.positions[index] = torch.tensor([self.context[p] + e - 1 for _, p, e, _, _ in go], device=device)
+        here = [column + self.shift[row] for row, *_ in go]  # where the action's last token goes in again
+        # a long injected turn: the last token and all but its last token in one pass; its last token is the input
+        long = [j for j, (*_, cont) in enumerate(go) if len(cont.injected) > FORCED_TOKENS]
+        if long:
+            with record_function("lmgym.extend"):
+                extend_rows(self.decoder, buf, [go[j][0] for j in long],
+                            [[go[j][3], *go[j][4].injected[:-1]] for j in long],
+                            [self.context[go[j][1]] + go[j][2] - 1 for j in long], [here[j] for j in long],
+                            self.pad_id)
+            for j in long:
+                self.shift[go[j][0]] += len(go[j][4].injected)
+                here[j] += len(go[j][4].injected)
+        extended = set(long)
+        buf.valid[index, torch.tensor(here, device=device)] = True
+        buf.shift[index] = torch.tensor([self.shift[row] for row, *_ in go], device=device)
+        buf.tokens[index] = torch.tensor([cont.injected[-1] if j in extended else t
+                                          for j, (_, _, _, t, cont) in enumerate(go)], device=device)
+        buf.positions[index] = torch.tensor(
+            [self.context[p] + e - 1 + (len(cont.injected) if j in extended else 0)
+             for j, (_, p, e, _, cont) in enumerate(go)], device=device)
         forced = torch.zeros((len(go), buf.forced.shape[1]), dtype=torch.long)
         for j, (*_, cont) in enumerate(go):
-            forced[j, :len(cont.injected)] = torch.tensor(cont.injected, dtype=torch.long)
+            if j not in extended:
+                forced[j, :len(cont.injected)] = torch.tensor(cont.injected, dtype=torch.long)
         buf.forced[index] = forced.to(device)
         buf.forced_at[index] = 0
-        buf.forced_end[index] = torch.tensor([len(cont.injected) for *_, cont in go], device=device)
+        buf.forced_end[index] = torch.tensor([0 if j in extended else len(cont.injected)
+                                              for j, (*_, cont) in enumerate(go)], device=device)
         buf.count[index] = 0
         buf.done[index] = False
         buf.reason_eos[index] = False
@@ -262,6 +284,7 @@ class _Play:
             self.buf = d._compact_groups(buf, torch.tensor(groups, device=device), smaller, self.pad_id)
             rows = [g * m + j for g in keep for j in range(m)]
             self.row_prompt = [self.row_prompt[r] if k < len(groups) * m else None for k, r in enumerate(rows)]
+            self.shift = [self.shift[r] for r in rows]
             return
         smaller = _round_batch(len(playing))
         if smaller >= len(buf.rows):
@@ -270,6 +293,7 @@ class _Play:
         self.buf = d._compact(buf, smaller, self.length, len(playing), self.pad_id,
                               keep=torch.tensor(keep, device=device))
         self.row_prompt = [self.row_prompt[r] if k < len(playing) else None for k, r in enumerate(keep)]
+        self.shift = [self.shift[r] for r in keep]
 
 
 @dataclass
@@ -288,8 +312,8 @@ class _Snapshot:
             self.event.synchronize()
 
 
-def play_columns(max_new_tokens: int, actions: int, sync_every: int) -> int:
+def play_columns(max_new_tokens: int, actions: int, sync_every: int, injected: int = FORCED_TOKENS) -> int:
     """Key/value columns past the prompt that `actions` whole actions take at most, each with its feed-back
-    token, injected tokens and the steps to the next sync, on the length ladder of 64."""
-    per_action = max_new_tokens + FORCED_TOKENS + sync_every + 2
+    token, `injected` tokens of the env's turn and the steps to the next sync, on the length ladder of 64."""
+    per_action = max_new_tokens + max(injected, FORCED_TOKENS) + sync_every + 2
     return int(math.ceil(per_action * max(actions, 1) / 64) * 64)

@@ -70,6 +70,7 @@ from lmgym.policies.decoding.step import (
     Outputs,
     Sampling,
     continue_and_record,
+    row_columns,
     sample_and_record,
 )
 from lmgym.policies.decoding.stop_tokens import StopTokens
@@ -174,8 +175,9 @@ class FastDecoder:
         # continuous play (continuous.py): the host settles a sync's actions while the next steps decode (on CUDA)
         self.overlap_host = self.device.type == "cuda"
         # counters for benchmarks: prompt tokens prefilled, prompt tokens copied from a shared row instead, decode
-        # graphs captured, buckets made
-        self.stats = {"prefill_tokens": 0, "prefill_tokens_shared": 0, "graph_captures": 0, "buckets_made": 0}
+        # graphs captured, buckets made, tokens of the env's turns fed in one pass mid-call (extension.py)
+        self.stats = {"prefill_tokens": 0, "prefill_tokens_shared": 0, "graph_captures": 0, "buckets_made": 0,
+                      "extended_tokens": 0}
 
     def _refresh_weights(self) -> None:
         """Copy the current weights into the fused decode copy (made on first use; None where it cannot be)."""
@@ -204,7 +206,8 @@ class FastDecoder:
 
     def _forward(self, ids: torch.Tensor, positions: torch.Tensor, buf: _Buffers, start: int | torch.Tensor,
                  mask: torch.Tensor | None, last: torch.Tensor | None = None) -> torch.Tensor:
-        """Run tokens ids [B, T] at `positions`, writing their keys/values at columns start..start+T-1.
+        """Run tokens ids [B, T] at `positions`, writing their keys/values at columns start..start+T-1 (`start`
+        [B, T]: each row's own columns).
 
         mask: [B, 1, T, L] boolean, True where a query may attend a key column; None for the prefill (start 0,
         rows right-padded: each query attends the columns up to its own, causally, with no mask). Returns the
@@ -227,8 +230,8 @@ class FastDecoder:
                 q, k = attn.q_norm(q), attn.k_norm(k)
             q = q * cos + rotate_half(q) * sin
             k = k * cos + rotate_half(k) * sin
-            buf.keys[i].index_copy_(2, columns, k.to(buf.keys[i].dtype))
-            buf.values[i].index_copy_(2, columns, v.to(buf.values[i].dtype))
+            _write(buf.keys[i], columns, k)
+            _write(buf.values[i], columns, v)
             out = self._attend_layer(q.to(buf.keys[i].dtype), buf, i, mask)
             h = h + attn.o_proj(out.transpose(1, 2).reshape(B, T, -1).to(h.dtype))
             h = h + layer.mlp(layer.post_attention_layernorm(h))
@@ -246,8 +249,8 @@ class FastDecoder:
         for i, layer_weights in enumerate(w.layers):
             q, k, v = attention_in(h, layer_weights, cos, sin, self.n_heads, self.kv_heads, self.head_dim,
                                    w.norm_eps, w.head_norm_eps)
-            buf.keys[i].index_copy_(2, columns, k.to(buf.keys[i].dtype))
-            buf.values[i].index_copy_(2, columns, v.to(buf.values[i].dtype))
+            _write(buf.keys[i], columns, k)
+            _write(buf.values[i], columns, v)
             out = self._attend_layer(q, buf, i, bias)
             h = attention_out(h, out.transpose(1, 2).reshape(B, T, -1), layer_weights, w.norm_eps)
         h = self.inner.norm(_take(h, last))
@@ -272,15 +275,17 @@ class FastDecoder:
                                                   scale=self.scaling, enable_gqa=True)
         return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=self.scaling, enable_gqa=True)
 
-    def _decode_step(self, buf: _Buffers) -> torch.Tensor:
+    def _decode_step(self, buf: _Buffers, per_row: bool = False) -> torch.Tensor:
+        """Logits of each row's next input, its keys and values written at `column` (per_row: each row's own)."""
         mask = buf.valid[:, None, None, :]
-        return self._forward(buf.tokens[:, None], buf.positions[:, None], buf, buf.column, mask)
+        columns = row_columns(buf)[:, None] if per_row else buf.column
+        return self._forward(buf.tokens[:, None], buf.positions[:, None], buf, columns, mask)
 
     def _decode_and_sample(self, buf: _Buffers, sampling: Sampling) -> None:
         """One whole decode step on the bucket's tensors: the forward pass of each row's next input, then
         sampling and bookkeeping (what a bucket's graph captures)."""
         with self._autocast():
-            logits = self._decode_step(buf)
+            logits = self._decode_step(buf, per_row=sampling.continuous)
         (continue_and_record if sampling.continuous else sample_and_record)(buf, logits, sampling)
 
     # ------------------------------------------------------------------ buckets and graphs
@@ -675,6 +680,14 @@ def _rows_from(cancelled_rows: Callable[[], Collection[int]] | None,
         return None
     position = {r: i for i, r in enumerate(part)}
     return lambda: [position[r] for r in cancelled_rows() if r in position]
+
+
+def _write(cache: torch.Tensor, columns: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """Keys or values x [B, heads, T, D] into cache [B, heads, L, D] at `columns`: [T] for every row, or [B, T]."""
+    x = x.to(cache.dtype)
+    if columns.dim() == 1:
+        return cache.index_copy_(2, columns, x)
+    return cache.scatter_(2, columns[:, None, :, None].expand_as(x), x)
 
 
 def _additive(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

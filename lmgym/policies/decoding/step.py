@@ -16,7 +16,7 @@ import torch
 from lmgym.policies.decoding.generation import RowKeys, sample_step
 
 _NO_PROMPT = torch.iinfo(torch.long).max  # `rows` of duplicate filler rows
-FORCED_TOKENS = 16  # injected tokens a row of continuous play feeds in the call at most (longer: a new call)
+FORCED_TOKENS = 16  # injected tokens a row of continuous play feeds one a step (longer: one pass, extension.py)
 
 
 class Sampling:
@@ -47,7 +47,7 @@ class LoopState:
     """The decode loop's tensors for one bucket of `batch` rows and `length` KV columns."""
 
     _PER_ROW = ("valid", "tokens", "positions", "out_tokens", "out_logp", "lengths", "done", "reason_eos",
-                "rows", "row_keys", "count", "sample_column", "forced", "forced_at", "forced_end")
+                "rows", "row_keys", "count", "sample_column", "forced", "forced_at", "forced_end", "shift")
 
     def __init__(self, batch: int, length: int, device: torch.device):
         long = {"dtype": torch.long, "device": device}
@@ -72,6 +72,9 @@ class LoopState:
         self.forced_at = torch.zeros(batch, **long)
         self.forced_end = torch.zeros(batch, **long)
         self.action_cap = torch.zeros(1, **long)
+        # columns past `column` that a row's keys and values go in: an injected turn fed in one pass moves its row
+        # ahead of the others (policies/decoding/extension.py)
+        self.shift = torch.zeros(batch, **long)
 
     def start(self, count: int, positions: torch.Tensor, column: int, max_new_tokens: int,
               generator: torch.Generator | RowKeys | None) -> None:
@@ -81,6 +84,7 @@ class LoopState:
         self.positions.copy_(positions)
         self.column.fill_(column)
         self.step.zero_()
+        self.shift.zero_()
         self.lengths.fill_(max_new_tokens)
         self.done.zero_()
         self.done[count:] = True
@@ -144,8 +148,8 @@ def continue_and_record(state: LoopState, logits: torch.Tensor, sampling: Sampli
     index = state.count.clamp(max=state.out_tokens.shape[1] - 1)[:, None]
     state.out_tokens.scatter_(1, index, torch.where(take, tokens, state.out_tokens.gather(1, index)[:, 0])[:, None])
     state.out_logp.scatter_(1, index, torch.where(take, logp, state.out_logp.gather(1, index)[:, 0])[:, None])
-    state.sample_column.scatter_(1, index, torch.where(take, state.column, state.sample_column.gather(1, index)[:, 0])
-                                 [:, None])
+    here = row_columns(state)
+    state.sample_column.scatter_(1, index, torch.where(take, here, state.sample_column.gather(1, index)[:, 0])[:, None])
     count = state.count + take.long()
     hit_eos = take & (tokens[:, None] == sampling.eos).any(-1)
     state.lengths.copy_(torch.where(hit_eos, count, state.lengths))
@@ -157,8 +161,14 @@ def continue_and_record(state: LoopState, logits: torch.Tensor, sampling: Sampli
     state.tokens.copy_(torch.where(forcing, fed, torch.where(state.done, sampling.pad_id, tokens)))
     state.positions.add_(1)
     state.column.add_(1)
-    state.valid.index_fill_(1, state.column, True)
+    state.valid.scatter_(1, row_columns(state)[:, None], True)
     state.step.add_(1)
+
+
+def row_columns(state: LoopState) -> torch.Tensor:
+    """Each row's input column in continuous play, `column` + its `shift` [batch] (a row that left the call may run
+    past the bucket: it writes in the last column, which no row that plays on reaches)."""
+    return (state.column + state.shift).clamp(max=state.valid.shape[1] - 1)
 
 
 class Outputs:
