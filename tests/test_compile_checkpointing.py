@@ -224,3 +224,27 @@ def test_one_row_passes_run_uncompiled_until_they_are_common_and_match_eager_eit
     assert hot > warm  # now common: compiled once
     both(wide)
     assert len(graphs) == hot
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["transformers_checkpoint", "one_row_eager_tier"])
+def test_the_recomputation_may_use_only_the_attention_kernels_its_forward_could(compiled):
+    """Training passes run inside `variable_length_attention` (no cuDNN attention) and their backward outside it.
+    An uncompiled checkpoint (transformers', or a compiled layer's one-row eager tier) must recompute under the
+    forward's kernels: with cuDNN allowed again, SDPA saved a log-sum-exp of another shape, and a one-row micro-batch
+    of the RAG agent's GRPO raised CheckpointError on an H200. Each attention call records whether cuDNN was allowed;
+    the flag is global state on the CPU too."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    policy = lora_policy(checkpointing=True)
+    if compiled:
+        assert policy.compile_layers(BACKEND)
+    seen = []
+    for layer in policy.backbone_and_head()[0].layers:
+        layer.self_attn.register_forward_pre_hook(lambda *_: seen.append(torch.backends.cuda.cudnn_sdp_enabled()))
+    ids, mask, completion = batch()
+    policy.model.train()
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]):
+        logprobs, _ = policy.token_logprobs(ids[1:], mask[1:], completion[1:])  # one row
+    assert torch.backends.cuda.cudnn_sdp_enabled()  # the backward runs where cuDNN is allowed
+    logprobs.sum().backward()
+    assert seen == [False] * (2 * LAYERS)  # the forward, then the recomputation

@@ -108,7 +108,7 @@ def test_short_and_long_injected_turns_and_per_turn_stops(lora, overlap):
     long_text = varied(FORCED_TOKENS + 5)
     env = TurnEnv(stops=[list("aeiou"), ["1", "2", "3"], list("xyz"), None, None],
                   injected=[("=", None), ("42", "tool"), (long_text, None), ("ok", None), ("", None)])
-    settings = SamplingSettings(max_new_tokens=10, temperature=1.0)
+    settings = SamplingSettings(max_new_tokens=10, temperature=1.0, fed_turn_tokens=64)
     starts = [{"seed": s} for s in range(3)]
     a, calls, _ = played(env, policy, settings, True, starts, 3, sample_key=7)
     b, rounds, _ = played(env, policy, settings, False, starts, 3, sample_key=7)
@@ -189,7 +189,7 @@ def test_a_turn_longer_than_the_calls_room_goes_on_in_a_call_with_room_for_it(ov
     long_text = varied(200)
     env = TurnEnv(stops=[["\n"], ["\n"], ["\n"], None], injected=[(long_text, None)] * 3 + [("", None)],
                   header="Search the documents, then answer. " * 6)
-    settings = SamplingSettings(max_new_tokens=6, temperature=1.0)
+    settings = SamplingSettings(max_new_tokens=6, temperature=1.0, fed_turn_tokens=1024)
     calls = counted_calls(policy)
     a, _, _ = played(env, policy, settings, True, [{"seed": 0}, {"seed": 1}], 4, sample_key=3)
     policy.play = HFPolicy.play.__get__(policy)
@@ -202,24 +202,22 @@ def test_a_turn_longer_than_the_calls_room_goes_on_in_a_call_with_room_for_it(ov
     assert any(key[0] == "grouped" for key in policy.fast_decoder._buckets)
 
 
-def test_after_a_call_where_no_episode_went_on_the_engine_plays_plain_rounds(monkeypatch):
-    """The env's turns are longer than the most room a call keeps (MAX_INJECTED_ROOM, here 64): the first call
-    plays one action each and makes room for 64 tokens, the second again, and the engine then plays plain rounds
-    (a call in which nothing goes on is a round with more bookkeeping); the same tokens."""
-    import lmgym.episodes.engine as engine_module
-
-    monkeypatch.setattr(engine_module, "MAX_INJECTED_ROOM", 64)
+@pytest.mark.parametrize("fed", [0, 64])
+def test_after_a_call_where_no_episode_went_on_the_engine_plays_plain_rounds(fed):
+    """The env's turns are longer than the most room a call keeps (fed_turn_tokens): the first call plays one action
+    each (and, with fed_turn_tokens 64, makes room for 64 tokens: the second call too), and the engine then plays
+    plain rounds (a call in which nothing goes on is a round with more bookkeeping); the same tokens."""
     policy = policies(seed=7)
     policy.fast_decoder.length_bucket = 16
     long_text = varied(300)
     env = TurnEnv(stops=[["\n"], ["\n"], ["\n"], None], injected=[(long_text, None)] * 3 + [("", None)])
-    settings = SamplingSettings(max_new_tokens=6, temperature=1.0)
+    settings = SamplingSettings(max_new_tokens=6, temperature=1.0, fed_turn_tokens=fed)
     calls = counted_calls(policy)
     a, rounds_a, _ = played(env, policy, settings, True, [{"seed": 0}, {"seed": 1}], 2, sample_key=3)
     policy.play = HFPolicy.play.__get__(policy)
     b, rounds_b, _ = played(env, policy, settings, False, [{"seed": 0}, {"seed": 1}], 2, sample_key=3)
     assert_same(a, b)
-    assert calls == [FORCED_TOKENS, 64] and rounds_a == rounds_b == 4
+    assert calls == ([FORCED_TOKENS, 64] if fed else [FORCED_TOKENS]) and rounds_a == rounds_b == 4
     assert policy.fast_decoder.stats["extended_tokens"] == 0
 
 
@@ -236,7 +234,7 @@ def test_rag_episodes_with_the_envs_long_turns_play_on_as_round_by_round():
     for continuous in (True, False):
         env = RAGHotpotQAEnv(records=RECORDS, store=store, k=2, max_searches=2, result_role="tool",
                              search_kwargs={"method": "bm25"})
-        settings = SamplingSettings(max_new_tokens=24, temperature=1.0)
+        settings = SamplingSettings(max_new_tokens=24, temperature=1.0, fed_turn_tokens=1024)
         runs.append(played(env, policy, settings, continuous, [{"options": {"index": i}} for i in range(3)], 4,
                            sample_key=5))
     (a, calls, _), (b, rounds, _) = runs

@@ -57,9 +57,6 @@ from lmgym.policies.turn_batches import encode_turns
 
 INJECTED_ROLE = "env"  # the role of raw text the env injects (a chat turn's tokens carry that turn's role)
 PLAY_ACTIONS = 4  # actions one continuous-play call makes room for (key/value columns); more go on in the next
-# key/value columns a continuous-play call keeps per action for the env's turn after it: FORCED_TOKENS at first,
-# then the longest turn seen (on a ladder of 64), this many at most (a longer turn's branch goes on in a new call)
-MAX_INJECTED_ROOM = 1024
 
 
 @dataclass
@@ -70,6 +67,11 @@ class SamplingSettings(CheckedConfig):
     temperature: float = 1.0  # 0: greedy
     top_p: float = 1.0  # nucleus mass kept
     max_prompt_tokens: int = 0  # the prompt's last N tokens are kept (TRL's max_prompt_length, from the left; 0: all)
+    # continuous play (`EpisodeEngine.play`): env turns longer than FORCED_TOKENS, up to this many tokens, are fed in
+    # one pass mid-call (policies/decoding/extension.py) instead of their branch going on in the next call; the
+    # call keeps room for the longest turn seen. 0: off, the default: on one H200 with the 135M model, feeding the
+    # RAG agent's search results this way was slower than re-prefilling them (benchmarks/RESULTS.md)
+    fed_turn_tokens: int = 0
 
 
 @dataclass
@@ -156,7 +158,7 @@ class EpisodeEngine:
         self.step_limit = episode_step_limit(env)
         self.env_seconds = 0.0
         self.tokenize_seconds = 0.0
-        self.injected_room = FORCED_TOKENS  # see MAX_INJECTED_ROOM
+        self.injected_room = FORCED_TOKENS  # key/value columns a continuous-play call keeps per env turn
 
     def policy_for(self, role: str) -> Policy:
         """The policy that samples `role`'s actions."""
@@ -259,7 +261,8 @@ class EpisodeEngine:
         """One `Policy.play` call over `live`: each ended action is settled at once, and its branch goes on with the
         env's injected tokens when it is still live and `policy` acts next. Returns how many actions went on in the
         call (a branch the decoder lets go is played on by the next call). The call keeps `injected_room` columns
-        per action for the env's turns, and the room grows to the longest turn it sees (MAX_INJECTED_ROOM)."""
+        per action for the env's turns; with `fed_turn_tokens`, the room grows to the longest turn seen, on a
+        ladder of 64, that many tokens at most."""
         s = self.settings
         noise = generator if sample_key is None else RowKeys(
             [row_key(sample_key, b.group_id, b.member, b.steps) for b in live])
@@ -288,8 +291,8 @@ class EpisodeEngine:
         with record_function("lmgym.sample"):
             policy.play([b.prompt_ids + b.ids for b in live], s.max_new_tokens, actions_left, s.temperature, s.top_p,
                         [b.stop for b in live], noise, on_actions, injected=self.injected_room)
-        if longest[0] > self.injected_room:
-            self.injected_room = min(-(-longest[0] // 64) * 64, MAX_INJECTED_ROOM)
+        if longest[0] > self.injected_room and s.fed_turn_tokens > self.injected_room:
+            self.injected_room = min(-(-longest[0] // 64) * 64, s.fed_turn_tokens)
         return len(settled) - len(set(settled))  # actions past each branch's first
 
     def _settle(self, live: list[Branch], actions: dict[int, tuple[Generation, Policy]], score: bool) -> None:

@@ -25,7 +25,9 @@ so the first one-row micro-batch (an item longer than the token budget, or a lon
 again: about 15 s of an H200 (issue 35's W4b), for a pass that eager code runs in milliseconds. `RowTiering`
 compiles the one-row shape only once it is common: at least `HOT_AFTER` one-row model passes that are half or more of
 the entry's passes (a run with `micro_batch_size` 1). A one-row pass runs eagerly whole: forward and recomputation
-(under the same uncompiled checkpoint as the fallback below), so the two always see one graph.
+(under the same uncompiled checkpoint as the fallback below), so the two always see one graph; the
+recomputation, in the backward, runs under the attention kernels the forward could use
+(`padded_passes.same_attention_kernels`).
 
 Where the checkpointed entry cannot be compiled whole (the recompile limit, a graph break), Dynamo raises
 before anything runs (`fullgraph=True`): the layers' checkpointed passes then run uncompiled from that call on,
@@ -44,7 +46,7 @@ from functools import partial
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from lmgym.policies.padded_passes import COMPILED_CHECKPOINT, USE_REENTRANT
+from lmgym.policies.padded_passes import COMPILED_CHECKPOINT, USE_REENTRANT, same_attention_kernels
 
 COMPILATION = "lmgym_compilation"  # the attribute holding a compiled layer's LayerCompilation
 CACHE_ARGUMENTS = ("past_key_values", "cache", "layer_past")  # a KV cache's names across transformers releases
@@ -161,7 +163,8 @@ class LayerCompilation:
                 warnings.warn(f"{type(layer).__name__}: the checkpointed forward could not be compiled whole "
                               f"({self.eager_reason}); checkpointed passes of these layers run uncompiled from "
                               f"here, passes without a checkpoint stay compiled", RuntimeWarning, stacklevel=2)
-        return checkpoint(partial(_uncompiled_forward, layer, **kwargs), *args, use_reentrant=USE_REENTRANT)
+        return checkpoint(partial(_uncompiled_forward, layer, **kwargs), *args, use_reentrant=USE_REENTRANT,
+                          context_fn=same_attention_kernels)
 
 
 def compile_decoder_layers(layers: Iterable[torch.nn.Module], backend: str, options: dict | None) -> None:

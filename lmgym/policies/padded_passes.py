@@ -33,7 +33,8 @@ A compiled layer (`HFPolicy.compile_layers`) checkpoints itself instead, inside 
 compiler owns the recomputation (policies/compiled_layers.py says why). Either way the gradients are those of a
 pass without it (tests/test_gradient_checkpointing.py, tests/test_compile_checkpointing.py). Non-reentrant
 checkpointing differentiates LoRA adapters behind a frozen embedding; transformers also makes the embedding's
-output require grad.
+output require grad. Every uncompiled checkpoint recomputes under the attention kernels its forward could use
+(`same_attention_kernels`): the backward runs outside `variable_length_attention`.
 """
 from __future__ import annotations
 
@@ -103,11 +104,27 @@ def variable_length_attention(device: torch.device):
     return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
 
 
+_KERNEL_FLAGS = ((SDPBackend.FLASH_ATTENTION, torch.backends.cuda.flash_sdp_enabled),
+                 (SDPBackend.EFFICIENT_ATTENTION, torch.backends.cuda.mem_efficient_sdp_enabled),
+                 (SDPBackend.MATH, torch.backends.cuda.math_sdp_enabled),
+                 (SDPBackend.CUDNN_ATTENTION, torch.backends.cuda.cudnn_sdp_enabled))
+
+
+def same_attention_kernels():
+    """`context_fn` of a non-reentrant checkpoint: its recomputation, in the backward, may use only the SDPA
+    kernels its forward could. The forward runs inside `variable_length_attention` (no cuDNN) and the backward
+    outside it, where PyTorch may pick cuDNN's attention, which saves a log-sum-exp of another shape than the
+    memory-efficient kernel: `torch.utils.checkpoint` then raised "Recomputed values ... have different metadata"
+    (a one-row micro-batch of the RAG agent's GRPO on an H200)."""
+    allowed = [backend for backend, enabled in _KERNEL_FLAGS if enabled()]
+    return nullcontext(), (sdpa_kernel(allowed) if allowed else nullcontext())
+
+
 def enable_activation_checkpointing(model: torch.nn.Module) -> None:
     """Checkpoint every decoder layer of `model` (a transformers model, or a peft model around one); its
     KV cache is turned off for forward passes (sampling turns it back on for itself). A model whose
     architecture does not support it is transformers' one-line ValueError."""
-    kwargs = {"use_reentrant": USE_REENTRANT}
+    kwargs = {"use_reentrant": USE_REENTRANT, "context_fn": same_attention_kernels}
     enable = getattr(model, "activation_checkpointing_enable", None)  # transformers 5.x: the old name warns there
     if enable is not None:
         enable(activation_checkpointing_kwargs=kwargs)
