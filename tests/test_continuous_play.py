@@ -102,8 +102,9 @@ def test_stepwise_episodes_play_on_in_one_call_as_round_by_round(noise, overlap)
 
 @pytest.mark.parametrize("lora,overlap", [(False, False), (True, True)])
 def test_short_and_long_injected_turns_and_per_turn_stops(lora, overlap):
-    """A short raw injection and a chat turn are fed one token a step; a turn longer than FORCED_TOKENS is fed in
-    one pass over its rows (extension.py); all in one call. Each turn's own stop strings cut it."""
+    """A short raw injection and a chat turn are fed one token a step; a turn longer than FORCED_TOKENS leaves the
+    first call, and the second, with room for it (fed_turn_tokens), feeds it in one pass over its rows
+    (extension.py). Each turn's own stop strings cut it."""
     policy = policies(lora=lora, seed=4, overlap=overlap)
     long_text = varied(FORCED_TOKENS + 5)
     env = TurnEnv(stops=[list("aeiou"), ["1", "2", "3"], list("xyz"), None, None],
@@ -113,7 +114,7 @@ def test_short_and_long_injected_turns_and_per_turn_stops(lora, overlap):
     a, calls, _ = played(env, policy, settings, True, starts, 3, sample_key=7)
     b, rounds, _ = played(env, policy, settings, False, starts, 3, sample_key=7)
     assert_same(a, b)
-    assert rounds == 5 and calls == 1
+    assert rounds == 5 and calls == 2  # the first call has room for 16 tokens a turn; the second for 64
     assert policy.fast_decoder.stats["extended_tokens"] >= 3 * 3 * len(long_text)  # 3 starts x 3 episodes
     assert all(long_text in x.text for x in a)
 

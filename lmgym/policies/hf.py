@@ -204,14 +204,15 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
              stop: StopLists, generator: torch.Generator | RowKeys | None, on_actions: OnActions,
              injected: int = FORCED_TOKENS) -> None:
         """Play episodes from token-id `prompts` in one fast-decoder call, with room for `actions` actions of at
-        most `max_new_tokens` each, each followed by `injected` tokens of the env's turn: `on_actions` hears of the
-        actions that ended at each host sync and answers how each episode goes on (policies/decoding/continuous.py)."""
+        most `max_new_tokens` each, each followed by an env turn of at most `injected` tokens (a longer one ends its
+        row's part in the call; policies/decoding/extension.py feeds those over FORCED_TOKENS): `on_actions` hears
+        of the actions that ended at each host sync and answers how each episode goes on (continuous.py)."""
         if self.fast_decoder is None:
             raise ValueError("HFPolicy.play needs the fast decoder (a CUDA device and a Llama-family model)")
         columns = play_columns(max_new_tokens, actions, self.fast_decoder.sync_every, injected)
         with self._sampling():
             play(self.fast_decoder, self.tokenizer, prompts, max_new_tokens, columns, temperature, top_p, stop,
-                 generator, on_actions)
+                 generator, on_actions, fed_turn_tokens=injected)
 
     @contextmanager
     def _sampling(self) -> Iterator[None]:

@@ -7,11 +7,11 @@ per-action cap) are handed to `on_actions` together; it steps the env for them a
 `Continuation` or None. A continued row goes on in place: its tokens sampled past the action's end are
 dropped (their key/value columns are masked out), the action's last token is fed again at the next column,
 then the env's injected tokens (at most FORCED_TOKENS are fed one per step, their samples discarded; a longer
-turn is fed in one pass over the rows that have one, extension.py), and it samples its next action, keyed by
-the continuation's key and the token's index in the action, as a new call would. The other rows never wait for
-it. A row whose episode ended, or for which the bucket has no columns left for its injected turn and a whole
-action, leaves the call (the engine plays it on in the next). Rows that left are compacted away as in
-`generate`.
+turn, up to `fed_turn_tokens`, is fed in one pass over the rows that have one, extension.py), and it samples
+its next action, keyed by the continuation's key and the token's index in the action, as a new call would. The
+other rows never wait for it. A row whose episode ended, whose injected turn is longer, or for which the bucket
+has no columns left for that turn and a whole action, leaves the call (the engine plays it on in the next).
+Rows that left are compacted away as in `generate`.
 
 So each token is sampled from the same context, with the same key, as the round-by-round path samples it:
 tests compare the two token for token.
@@ -50,10 +50,12 @@ OnActions = Callable[[list[tuple[int, Generation]]], list[Continuation | None]]
 
 @torch.no_grad()
 def play(decoder, tokenizer, prompts: list[list[int]], max_new_tokens: int, columns: int, temperature: float,
-         top_p: float, stop: StopLists, generator: torch.Generator | RowKeys | None, on_actions: OnActions) -> None:
+         top_p: float, stop: StopLists, generator: torch.Generator | RowKeys | None, on_actions: OnActions,
+         fed_turn_tokens: int = FORCED_TOKENS) -> None:
     """Play the episodes of `prompts` (one row each) on `decoder` (a FastDecoder), each action at most
     `max_new_tokens`, each row within `columns` key/value columns past its prompt (then it leaves at its next
-    action's start); see the module docstring."""
+    action's start); an env turn longer than `fed_turn_tokens` (and FORCED_TOKENS) makes its row leave; see the
+    module docstring."""
     columns = max(columns, max_new_tokens + 2 * decoder.sync_every + 2)
     rows = min(decoder.max_batch, decoder._rows_that_fit(max(map(len, prompts)) + columns))
     stops = stop_lists(stop, len(prompts))
@@ -66,7 +68,7 @@ def play(decoder, tokenizer, prompts: list[list[int]], max_new_tokens: int, colu
             return on_actions([(part[i], generation) for i, generation in ended])
 
         _Play(decoder, tokenizer, [prompts[i] for i in part], max_new_tokens, columns, temperature, top_p,
-              [stops[i] for i in part], noise, answer).run()
+              [stops[i] for i in part], noise, answer, max(fed_turn_tokens, FORCED_TOKENS)).run()
 
 
 class _Play:
@@ -77,9 +79,9 @@ class _Play:
     that ended then wait one more sync, and their new actions are set up behind the steps in flight."""
 
     def __init__(self, decoder, tokenizer, prompts, max_new_tokens, columns, temperature, top_p, stops, generator,
-                 on_actions: OnActions):
+                 on_actions: OnActions, fed_turn_tokens: int):
         self.decoder, self.tokenizer, self.prompts, self.on_actions = decoder, tokenizer, prompts, on_actions
-        self.max_new_tokens = max_new_tokens
+        self.max_new_tokens, self.fed_turn_tokens = max_new_tokens, fed_turn_tokens
         self.overlap = decoder.overlap_host
         decoder._refresh_weights()
         decoder._forget_moved_weights()
@@ -207,7 +209,8 @@ class _Play:
         need = self.max_new_tokens + 2 * self.decoder.sync_every + 2  # steps to its next action's end and its sync
         go, leave = [], []
         for (row, p, e, _), toks, cont in zip(ended, tokens, continuations):
-            if cont is not None and column + self.shift[row] + len(cont.injected) + need < self.length - 1:
+            if (cont is not None and len(cont.injected) <= self.fed_turn_tokens
+                    and column + self.shift[row] + len(cont.injected) + need < self.length - 1):
                 go.append((row, p, e, toks[e - 1], cont))
             else:
                 leave.append(row)
