@@ -87,7 +87,7 @@ class _Play:
         decoder._forget_moved_weights()
         self.pad_id = padding_id(tokenizer)
         self.sampling = Sampling(temperature, top_p, generator, _eos_ids(tokenizer, decoder.model), self.pad_id,
-                                 decoder.device, continuous=True)
+                                 decoder.device, continuous=True, per_row=fed_turn_tokens > FORCED_TOKENS)
         self.stopper = StopChecker(tokenizer, stops, len(prompts))
         self.marks: StopTokens | None = None
         self.context = [len(p) for p in prompts]  # tokens before each row's current action

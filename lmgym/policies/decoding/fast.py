@@ -285,7 +285,7 @@ class FastDecoder:
         """One whole decode step on the bucket's tensors: the forward pass of each row's next input, then
         sampling and bookkeeping (what a bucket's graph captures)."""
         with self._autocast():
-            logits = self._decode_step(buf, per_row=sampling.continuous)
+            logits = self._decode_step(buf, per_row=sampling.per_row)
         (continue_and_record if sampling.continuous else sample_and_record)(buf, logits, sampling)
 
     # ------------------------------------------------------------------ buckets and graphs

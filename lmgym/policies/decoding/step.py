@@ -23,9 +23,11 @@ class Sampling:
     """The sampling settings of one `generate` call, with the eos ids on the device."""
 
     def __init__(self, temperature: float, top_p: float, generator: torch.Generator | RowKeys | None,
-                 eos_ids: list[int], pad_id: int, device: torch.device, continuous: bool = False):
+                 eos_ids: list[int], pad_id: int, device: torch.device, continuous: bool = False,
+                 per_row: bool = False):
         self.temperature, self.top_p, self.generator, self.pad_id = temperature, top_p, generator, pad_id
         self.continuous = continuous  # episodes played on in the call (policies/decoding/continuous.py)
+        self.per_row = per_row  # rows may run ahead of `column` (extension.py): each writes at its own column
         self.keyed = isinstance(generator, RowKeys)
         self.eos = torch.tensor(eos_ids, device=device)
         if temperature <= 0:  # greedy: no noise
@@ -35,7 +37,7 @@ class Sampling:
         else:  # the graph advances the generator it was captured with (the default one for None)
             noise = generator
         self.key = (temperature if temperature > 0 else 0.0, top_p if temperature > 0 else 1.0, noise,
-                    tuple(eos_ids), pad_id, continuous)
+                    tuple(eos_ids), pad_id, continuous, per_row)
 
     @property
     def noise_generator(self) -> torch.Generator | None:
