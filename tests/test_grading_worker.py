@@ -297,3 +297,48 @@ def test_default_grader_never_parses_model_text_as_python(tmp_path, monkeypatch)
         assert log.exists()
     finally:
         answers._WORKER.stop()  # later tests get a worker without the spy
+
+
+def test_a_worker_forked_while_another_thread_holds_an_import_it_needs_is_forked_again(tmp_path, monkeypatch):
+    """Fork copies a lock another thread holds, and the worker waits on it forever: here a parent thread is inside
+    `import held_import` when the worker is forked, and the worker's preload imports the same module. It uses no
+    CPU from then on; after STALL_S of that (1 s here) the parent forks again, and the second worker (forked once
+    the parent's import ended) preloads and answers. Before, the parent waited READY_WALL_S (120 s) and every
+    verdict of the start was False: twice in one CI run on a loaded machine."""
+    import threading
+
+    import lmgym.envs.grading.worker as worker_module
+
+    monkeypatch.setattr(worker_module, "STALL_S", 1.0, raising=False)
+    monkeypatch.setattr(worker_module, "READY_WALL_S", 20.0)  # without the rule: False after 20 s, not 120
+    started, release = tmp_path / "started", tmp_path / "release"
+    (tmp_path / "held_import.py").write_text(
+        "import os, time\n"
+        f"open({str(started)!r}, 'w').close()\n"
+        f"while not os.path.exists({str(release)!r}):\n"
+        "    time.sleep(0.01)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "held_import", raising=False)
+    importer = threading.Thread(target=__import__, args=("held_import",))
+    importer.start()
+    while not started.exists():
+        time.sleep(0.01)
+    real_fork, forks = os.fork, []
+
+    def fork():
+        forks.append(1)
+        if len(forks) == 2:  # the parent's import ends before the second fork
+            release.touch()
+            importer.join()
+        return real_fork()
+
+    monkeypatch.setattr(os, "fork", fork)
+    worker = CpuBoundedWorker(_serve, lambda: __import__("held_import"), min_wall_s=1.0)
+    try:
+        assert worker.start()
+        assert len(forks) == 2  # the first worker stalled
+        assert worker.call(("echo", 9), budget=0.5) == 9
+    finally:
+        release.touch()
+        importer.join()
+        worker.stop()

@@ -16,7 +16,10 @@ Memory: ``RLIMIT_AS`` is set to the forked image plus ``WORKER_EXTRA_MEMORY``, s
 gets ``MemoryError`` (unequal) instead of growing into the host's memory.
 
 The parent only waits wall-clock time as a backstop, ``max(10 s, 20 x budget)``, then kills the
-worker (SIGKILL) and forks a fresh one on the next request.  A machine under load therefore slows
+worker (SIGKILL) and forks a fresh one on the next request. A worker that uses no CPU at all for ``STALL_S``
+seconds while the parent waits on it is stuck, not slow: forked while another thread of the parent held a lock
+(an import's), it waits on it forever. Such a worker is replaced at once (at birth: forked again; with a request:
+the request is sent once more to a fresh one).  A machine under load therefore slows
 a verdict down but does not change it.  The worker reports the CPU time each request used (read
 back with ``wait4`` when the worker had to be killed): see :func:`worker_cpu_seconds`.
 """
@@ -37,6 +40,9 @@ from typing import Any
 WORKER_CPU_HARD = 1200  # RLIMIT_CPU hard limit of one worker's life, seconds
 WORKER_CPU_RECYCLE = 600  # the parent replaces a worker that has used this much CPU
 READY_WALL_S = 120.0  # wall-clock wait for a fresh worker's preload (not part of any budget)
+# a worker that uses no CPU at all for this long while the parent waits on it is blocked for good: forked while
+# another thread of the parent held a lock (an import's), it waits on that lock forever (`_await`)
+STALL_S = 10.0
 PROF_REPEAT_S = 0.01
 WORKER_EXTRA_MEMORY = 4 << 30  # RLIMIT_AS headroom over the forked image: a runaway request gets MemoryError
 
@@ -52,6 +58,36 @@ _GONE = object()  # _exchange's marker: the pipe to the worker broke
 def wall_backstop(budget: float, min_wall_s: float = MIN_WALL_S) -> float:
     """Wall-clock seconds the parent waits for one answer before killing the worker."""
     return max(min_wall_s, 20.0 * budget)
+
+
+def _cpu_ticks(pid: int) -> int | None:
+    """User + system CPU time of process `pid`, in clock ticks (None where /proc cannot tell)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _await(conn, pid: int, wall: float) -> str:
+    """Wait up to `wall` seconds for a message from worker `pid`: "ready" (one is there), "timeout", or "stalled"
+    when the worker used no CPU at all for STALL_S seconds. A loaded machine slows a worker but leaves it some CPU;
+    a worker forked while another thread of the parent held a lock that the worker then takes (an import's, in its
+    preload or a lazy import of a request) never gets it, and used none."""
+    now = time.monotonic()
+    deadline, last, since = now + wall, _cpu_ticks(pid), now
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return "timeout"
+        if conn.poll(min(1.0, left)):
+            return "ready"
+        ticks = _cpu_ticks(pid)
+        if ticks is None or ticks != last:
+            last, since = ticks, time.monotonic()
+        elif time.monotonic() - since >= STALL_S:
+            return "stalled"
 
 
 _armed = False
@@ -166,25 +202,31 @@ class CpuBoundedWorker:
                 self.stop()
             return self._pid is not None or self._start()
 
-    def _start(self) -> bool:
-        parent_conn, child_conn = Pipe()
-        parent_pid = os.getpid()
-        with warnings.catch_warnings():  # Python >= 3.12 warns about fork with threads
-            warnings.simplefilter("ignore", DeprecationWarning)
-            pid = os.fork()
-        if pid == 0:  # child: serve requests until the parent goes away
-            try:
-                parent_conn.close()
-                _child_main(child_conn, parent_pid, self._serve, self._preload)
-            finally:
-                os._exit(0)
-        child_conn.close()
-        self._pid, self._conn = pid, parent_conn
-        if not parent_conn.poll(READY_WALL_S):
+    def _start(self, attempts: int = 3) -> bool:
+        """Fork a worker and wait for its preload; a worker stalled at birth (see `_await`) is replaced, up to
+        `attempts` forks in all."""
+        for _ in range(attempts):
+            parent_conn, child_conn = Pipe()
+            parent_pid = os.getpid()
+            with warnings.catch_warnings():  # Python >= 3.12 warns about fork with threads
+                warnings.simplefilter("ignore", DeprecationWarning)
+                pid = os.fork()
+            if pid == 0:  # child: serve requests until the parent goes away
+                try:
+                    parent_conn.close()
+                    _child_main(child_conn, parent_pid, self._serve, self._preload)
+                finally:
+                    os._exit(0)
+            child_conn.close()
+            self._pid, self._conn = pid, parent_conn
+            state = _await(parent_conn, pid, READY_WALL_S)
+            if state == "ready":
+                _, self._cpu_at_last_answer = parent_conn.recv()
+                return True
             self.stop()
-            return False
-        _, self._cpu_at_last_answer = parent_conn.recv()
-        return True
+            if state == "timeout":
+                return False
+        return False
 
     def _reap(self, flags: int) -> bool:
         """wait4 the worker; account the CPU time of its unfinished request. True if it was reaped."""
@@ -247,8 +289,9 @@ class CpuBoundedWorker:
                 return False, None
             self._conn.send((request, budget))
             self.requests += 1
-            if not self._conn.poll(wall_backstop(budget, self._min_wall_s)):
-                return False, None
+            state = _await(self._conn, self._pid, wall_backstop(budget, self._min_wall_s))
+            if state != "ready":  # a stalled worker is one killed from outside in effect: the request is sent again
+                return False, _GONE if state == "stalled" else None
             result, used, total = self._conn.recv()
         except (EOFError, BrokenPipeError, ConnectionResetError):  # the worker is gone (SIGXCPU, SIGKILL, ...)
             return False, _GONE
