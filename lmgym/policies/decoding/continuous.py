@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 from torch.profiler import record_function
@@ -207,11 +208,12 @@ class _Play:
         """Set each ended row going on its next action (see the module docstring), or retire it."""
         buf, column = self.buf, self.column
         need = self.max_new_tokens + 2 * self.decoder.sync_every + 2  # steps to its next action's end and its sync
-        go, leave = [], []
+        go: list[_Going] = []
+        leave = []
         for (row, p, e, _), toks, cont in zip(ended, tokens, continuations):
             if (cont is not None and len(cont.injected) <= self.fed_turn_tokens
                     and column + self.shift[row] + len(cont.injected) + need < self.length - 1):
-                go.append((row, p, e, toks[e - 1], cont))
+                go.append(_Going(row, p, e, toks[e - 1], cont, len(cont.injected) > FORCED_TOKENS))
             else:
                 leave.append(row)
         if leave:
@@ -219,48 +221,48 @@ class _Play:
         if not go:
             return
         device = buf.rows.device
-        index = torch.tensor([row for row, *_ in go], device=device)
-        last = torch.tensor([e - 1 for _, _, e, _, _ in go], device=device)
+        index = torch.tensor([g.row for g in go], device=device)
+        last = torch.tensor([g.end - 1 for g in go], device=device)
         start = buf.sample_column[index, last] + 1  # where the action's last token went in (or would have)
         stale = torch.arange(self.length, device=device)[None, :] >= start[:, None]
         buf.valid[index] = buf.valid[index] & ~stale
-        here = [column + self.shift[row] for row, *_ in go]  # where the action's last token goes in again
-        # a long injected turn: the last token and all but its last token in one pass; its last token is the input
-        long = [j for j, (*_, cont) in enumerate(go) if len(cont.injected) > FORCED_TOKENS]
-        if long:
-            with record_function("lmgym.extend"):
-                extend_rows(self.decoder, buf, [go[j][0] for j in long],
-                            [[go[j][3], *go[j][4].injected[:-1]] for j in long],
-                            [self.context[go[j][1]] + go[j][2] - 1 for j in long], [here[j] for j in long],
-                            self.pad_id)
-            for j in long:
-                self.shift[go[j][0]] += len(go[j][4].injected)
-                here[j] += len(go[j][4].injected)
-        extended = set(long)
-        buf.valid[index, torch.tensor(here, device=device)] = True
-        buf.shift[index] = torch.tensor([self.shift[row] for row, *_ in go], device=device)
-        buf.tokens[index] = torch.tensor([cont.injected[-1] if j in extended else t
-                                          for j, (_, _, _, t, cont) in enumerate(go)], device=device)
+        self._feed_long_turns([g for g in go if g.long])
+        # each row's next input: the action's last token again (a short turn then fed one a step), or the last token
+        # of a long turn fed in one pass just now
+        buf.valid[index, torch.tensor([column + self.shift[g.row] for g in go], device=device)] = True
+        buf.shift[index] = torch.tensor([self.shift[g.row] for g in go], device=device)
+        buf.tokens[index] = torch.tensor([g.cont.injected[-1] if g.long else g.last for g in go], device=device)
         buf.positions[index] = torch.tensor(
-            [self.context[p] + e - 1 + (len(cont.injected) if j in extended else 0)
-             for j, (_, p, e, _, cont) in enumerate(go)], device=device)
+            [self.context[g.prompt] + g.end - 1 + (len(g.cont.injected) if g.long else 0) for g in go], device=device)
         forced = torch.zeros((len(go), buf.forced.shape[1]), dtype=torch.long)
-        for j, (*_, cont) in enumerate(go):
-            if j not in extended:
-                forced[j, :len(cont.injected)] = torch.tensor(cont.injected, dtype=torch.long)
+        for j, g in enumerate(go):
+            if not g.long:
+                forced[j, :len(g.cont.injected)] = torch.tensor(g.cont.injected, dtype=torch.long)
         buf.forced[index] = forced.to(device)
         buf.forced_at[index] = 0
-        buf.forced_end[index] = torch.tensor([0 if j in extended else len(cont.injected)
-                                              for j, (*_, cont) in enumerate(go)], device=device)
+        buf.forced_end[index] = torch.tensor([0 if g.long else len(g.cont.injected) for g in go], device=device)
         buf.count[index] = 0
         buf.done[index] = False
         buf.reason_eos[index] = False
         if self.sampling.keyed:
-            buf.row_keys[index] = torch.tensor([cont.key for *_, cont in go], device=device)
-        for _, p, e, _, cont in go:
-            self.context[p] += e + len(cont.injected)
-            self.checked[p] = 0
-            self.stopper.set_row(p, cont.stop)
+            buf.row_keys[index] = torch.tensor([g.cont.key for g in go], device=device)
+        for g in go:
+            self.context[g.prompt] += g.end + len(g.cont.injected)
+            self.checked[g.prompt] = 0
+            self.stopper.set_row(g.prompt, g.cont.stop)
+
+    def _feed_long_turns(self, going: list[_Going]) -> None:
+        """Feed each row's action's last token and all but the last token of its long turn in one pass
+        (extension.py), at the row's own next columns; the row's shift grows by the turn's length."""
+        if not going:
+            return
+        with record_function("lmgym.extend"):
+            extend_rows(self.decoder, self.buf, [g.row for g in going],
+                        [[g.last, *g.cont.injected[:-1]] for g in going],
+                        [self.context[g.prompt] + g.end - 1 for g in going],
+                        [self.column + self.shift[g.row] for g in going], self.pad_id)
+        for g in going:
+            self.shift[g.row] += len(g.cont.injected)
 
     def _leave(self, rows: list[int]) -> None:
         """Retire bucket rows `rows`: finished, sampling for no prompt (compaction drops them)."""
@@ -297,6 +299,18 @@ class _Play:
                               keep=torch.tensor(keep, device=device))
         self.row_prompt = [self.row_prompt[r] if k < len(playing) else None for k, r in enumerate(keep)]
         self.shift = [self.shift[r] for r in keep]
+
+
+class _Going(NamedTuple):
+    """A bucket row whose episode goes on: its prompt, the tokens of the action that ended, that action's last
+    token, how it goes on, and whether its env turn is long (fed in one pass: extension.py)."""
+
+    row: int
+    prompt: int
+    end: int
+    last: int
+    cont: Continuation
+    long: bool
 
 
 @dataclass
