@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import torch
 
+from lmgym.policies.decoding.generation import right_pad
 from lmgym.policies.decoding.shared_prefix import GroupedBuffers
 
 
@@ -38,24 +39,22 @@ def extend_rows(decoder, buf, rows: list[int], inputs: list[list[int]], position
     sure each row's columns fit the bucket."""
     device, length = buf.valid.device, buf.valid.shape[1]
     index = torch.tensor(rows, device=device)
-    widths = torch.tensor([len(tokens) for tokens in inputs], device=device)
-    width = max(len(tokens) for tokens in inputs)
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    for j, tokens in enumerate(inputs):
-        ids[j, :len(tokens)] = torch.tensor(tokens, dtype=torch.long)
-    offsets = torch.arange(width, device=device)
+    ids, fed_tokens = right_pad(inputs, pad_id, device)
+    widths = fed_tokens.sum(-1)
+    offsets = torch.arange(ids.shape[1], device=device)
     first = torch.tensor(columns, device=device)
     written = (first[:, None] + offsets).clamp(max=length - 1)  # a padding token past a row's end: junk, masked
     # query t of row j attends the row's attendable columns and its new columns up to its own
     key_columns = torch.arange(length, device=device)
     new = ((key_columns >= first[:, None, None]) & (key_columns <= first[:, None, None] + offsets[None, :, None]))
-    mask = (buf.valid.index_select(0, index)[:, None, :] | new)[:, None]
+    attendable = buf.valid.index_select(0, index)
+    mask = (attendable[:, None, :] | new)[:, None]
     gathered = _GatheredRows(buf, index)
     with decoder._autocast():
-        decoder._forward(ids.to(device), torch.tensor(positions, device=device)[:, None] + offsets, gathered,
+        decoder._forward(ids, torch.tensor(positions, device=device)[:, None] + offsets, gathered,
                          written, mask, last=widths - 1)
     for full, part in zip(buf.keys + buf.values, gathered.keys + gathered.values):
         full.index_copy_(0, index, part)
     decoder.stats["extended_tokens"] += sum(map(len, inputs))
     fed = (key_columns >= first[:, None]) & (key_columns < (first + widths)[:, None])
-    buf.valid[index] = buf.valid.index_select(0, index) | fed
+    buf.valid[index] = attendable | fed
