@@ -307,6 +307,8 @@ EDITS = {
                          "is not a valid RNG state"),
     "rng['numpy_algorithm']": (lambda s: s["rng"]["numpy_algorithm"].update(bit_generator="Lehmer"),
                                "names no known bit generator ('Lehmer')"),
+    "rng['generator_device']": (lambda s: s["rng"].update(generator_device=3),
+                                "must be a device type such as 'cpu' or 'cuda', got 3"),
     "reference_source": (lambda s: s.update(reference_source="elsewhere"), "must be one of none, adapter"),
     "ref_synced_at": (lambda s: s.update(ref_synced_at=9), "is 9, after the checkpoint's iteration 1"),
 }
@@ -316,7 +318,8 @@ EDITS = {
 FIELD_FILES = {field: "trainer_state.json" for field in EDITS}
 FIELD_FILES.update({"optimizer['param_groups']": "optimizer.pt", "policy['lm_head.weight']": layout.OTHERS,
                     "rng['python']": "rng_state.pth", "rng['torch']": "rng_state.pth",
-                    "rng['generator']": "rng_state.pth", "rng['numpy_algorithm']": "rng_state.pth"})
+                    "rng['generator']": "rng_state.pth", "rng['numpy_algorithm']": "rng_state.pth",
+                    "rng['generator_device']": "rng_state.pth"})
 
 
 @pytest.mark.parametrize("field", list(EDITS))
@@ -344,3 +347,39 @@ def test_resume_skips_a_checkpoint_edited_to_a_negative_iteration_naming_file_an
     assert warning == (f"warning: skipping a checkpoint that does not verify: "
                        f"{run / 'checkpoint-2' / 'trainer_state.json'}: field iteration must be a whole "
                        f"number >= 0, got -5")
+
+
+def a_gpu_runs_generator(state, with_device_key):
+    """`state` as a GPU run wrote it: the trainer's sampling generator was a CUDA one, whose state is its seed and
+    offset (16 bytes); checkpoints of earlier versions did not name the device."""
+    state["rng"]["generator"] = torch.zeros(16, dtype=torch.uint8)
+    if with_device_key:
+        state["rng"]["generator_device"] = "cuda"
+    else:
+        state["rng"].pop("generator_device", None)
+
+
+@pytest.mark.parametrize("with_device_key", [True, False], ids=["device_named", "earlier_version"])
+def test_a_gpu_runs_checkpoint_verifies_and_resumes_here_with_the_generator_reseeded(tmp_path, capsys,
+                                                                                     with_device_key):
+    """A GPU run's checkpoints were refused as corrupt ("Expected a CPUGeneratorImplState of size 5056 but found
+    the input RNG state size to be 16"), so a killed GPU run started over: the CUDA generator's state was tried
+    on a CPU generator. It verifies now, and a resume on another device reseeds the generator in one line."""
+    if torch.cuda.is_available():
+        pytest.skip("checks the resume of a CUDA generator's state on a machine without CUDA")
+    algo = tiny_algo(tmp_path, keep_checkpoints=2)
+    run = tmp_path / "run"
+    assert algo.state_dict()["rng"]["generator_device"] == "cpu"
+    rewrite_state(save_at(algo, 1), lambda s: a_gpu_runs_generator(s, with_device_key))
+    ckpt.verify(run / "checkpoint-1")
+    generators = []
+    for _ in range(2):
+        fresh = tiny_algo(tmp_path)
+        assert fresh.resume_from(run) == run / "checkpoint-1" and fresh.iteration == 1
+        generators.append(fresh.generator.get_state())
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert warnings == ["warning: the checkpoint's sampling generator was on cuda, this run's is on cpu: it is "
+                        "seeded from the seed and the iteration instead, so sampling from here differs from an "
+                        "uninterrupted run's"] * 2
+    assert torch.equal(generators[0], generators[1])  # reseeded the same way each time
+    assert not torch.equal(generators[0], tiny_algo(tmp_path).generator.get_state())  # not the run's start

@@ -3,7 +3,8 @@ that resuming reads has the type and range it was written with. A wrong one is o
 line naming the file and the field (e.g. `.../iter-000003/trainer_state.json: field iteration must be a whole
 number >= 0, got -5`).
 
-The RNG states are tried on throwaway generators of the same kind (numpy's, Python's, torch's), so a
+The RNG states are tried on throwaway generators of the same kind (numpy's, Python's, torch's; the trainer's
+sampling generator's on its own device, CUDA's when it was on a GPU, where this machine has that device), so a
 state that the trainer's own generators would refuse is caught here, with the file named, and nothing
 of the trainer changes. What a field's weights hold (shapes, names) is checked when they are loaded
 (`apply_checkpoint`: "does not fit this model and algorithm").
@@ -73,15 +74,38 @@ def check_rng(path: Path, field: str, rng: Any) -> None:
                                                   f"({shown(numpy_state.get('bit_generator'))})")
     _try(path, f"{field}['numpy_algorithm']", lambda: setattr(kind(), "state", numpy_state))
     _try(path, f"{field}['python']", lambda: random.Random().setstate(rng["python"]))
-    for key in ("torch", "generator"):
-        _byte_tensor(path, f"{field}[{key!r}]", rng[key])
-        _try(path, f"{field}[{key!r}]", lambda key=key: torch.Generator().set_state(rng[key]))
+    _byte_tensor(path, f"{field}['torch']", rng["torch"])
+    _try(path, f"{field}['torch']", lambda: torch.Generator().set_state(rng["torch"]))
+    _byte_tensor(path, f"{field}['generator']", rng["generator"])
+    device = generator_device(rng)
+    if not isinstance(device, str) or not device:
+        _fail(path, f"{field}['generator_device']", f"must be a device type such as 'cpu' or 'cuda', got "
+                                                    f"{shown(device)}")
+    try:
+        throwaway = torch.Generator(device=device)
+    except (RuntimeError, ValueError):  # no such device here: its state cannot be tried (resuming reseeds)
+        throwaway = None
+    if throwaway is not None:
+        _try(path, f"{field}['generator']", lambda: throwaway.set_state(rng["generator"]))
     cuda = rng.get("cuda")
     if cuda is not None:
         if not isinstance(cuda, (list, tuple)):
             _fail(path, f"{field}['cuda']", f"must be a list of tensors or None, got {type(cuda).__name__}")
         for i, item in enumerate(cuda):
             _byte_tensor(path, f"{field}['cuda'][{i}]", item)
+
+
+def generator_device(rng: dict[str, Any]) -> Any:
+    """The device type of the trainer's sampling generator whose state `rng['generator']` is: saved as
+    `generator_device`; checkpoints written before it was saved had a CUDA generator's 16-byte (seed, offset)
+    state on a GPU and a CPU generator's 5,056-byte one elsewhere."""
+    if "generator_device" in rng:
+        return rng["generator_device"]
+    state = rng.get("generator")
+    return "cuda" if isinstance(state, torch.Tensor) and state.numel() == CUDA_STATE_BYTES else "cpu"
+
+
+CUDA_STATE_BYTES = 16  # torch's CUDA (Philox) generator state: the seed and the offset, 8 bytes each
 
 
 def _check_reference(path: Path, state: dict[str, Any], iteration: int) -> None:

@@ -63,6 +63,7 @@ def rng_state(trainer) -> dict[str, Any]:
     """This process's random states: the trainer's generators, numpy's, Python's, torch's (and CUDA's)."""
     return {"numpy_algorithm": trainer.rng.bit_generator.state, "python": random.getstate(),
             "torch": torch.get_rng_state(), "generator": trainer.generator.get_state(),
+            "generator_device": trainer.generator.device.type,
             "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
 
 
@@ -80,11 +81,25 @@ def load_core_state(trainer, state: dict[str, Any]) -> None:
     trainer.rng.bit_generator.state = rng["numpy_algorithm"]
     random.setstate(rng["python"])
     torch.set_rng_state(rng["torch"])
-    trainer.generator.set_state(rng["generator"])
+    _load_generator(trainer, rng, int(state["iteration"]))
     if rng["cuda"] is not None and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(rng["cuda"])
     trainer.iteration = int(state["iteration"])
     trainer._nonfinite_streak = int(state.get("nonfinite_streak", 0))
+
+
+def _load_generator(trainer, rng: dict[str, Any], iteration: int) -> None:
+    """The trainer's sampling generator from `rng`; a state saved from a generator on another device type (a
+    GPU run resumed on the CPU, or the other way) cannot be set on this one, so the generator is seeded from
+    the run's seed and the checkpoint's iteration instead, with one warning line."""
+    saved = state_checks.generator_device(rng)
+    here = trainer.generator.device.type
+    if saved == here:
+        trainer.generator.set_state(rng["generator"])
+        return
+    warn(f"the checkpoint's sampling generator was on {saved}, this run's is on {here}: it is seeded from the "
+         f"seed and the iteration instead, so sampling from here differs from an uninterrupted run's")
+    trainer.generator.manual_seed(int(trainer.config.seed) * 1_000_003 + iteration)
 
 
 def save_checkpoint(trainer, run_dir: str | Path | None = None) -> Path | None:
