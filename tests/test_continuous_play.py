@@ -168,6 +168,26 @@ def test_without_the_fast_decoder_play_is_advance_until_done():
     assert calls == rounds and len(steps) == sum(len(x.step_ends) for x in a)
 
 
+def test_a_single_turn_env_is_sampled_in_plain_calls_with_room_for_one_action():
+    """A single-turn env (Arithmetic in "single" mode, max_steps 8) was played in continuous-play calls that kept
+    key/value room for 4 actions a row: on one H200, W2's rows decoded over 4.5x the columns, its kept KV buffers
+    grew from 4.7 to 16.9 GB and sampling took 6.9 s a step against 4.4. Its rows are now sampled in one plain
+    call, whose bucket has room for the prompt and one action."""
+    policy = policies(seed=5)
+    policy.fast_decoder.length_bucket = 16
+    env = make("Arithmetic-v0", level=2)
+    settings = SamplingSettings(max_new_tokens=40, temperature=1.0)
+    calls = counted_calls(policy)
+    a, rounds, _ = played(env, policy, settings, True, [{"options": {"index": 0}}, {"options": {"index": 1}}], 4,
+                          sample_key=2)
+    b, _, _ = played(env, policy, settings, False, [{"options": {"index": 0}}, {"options": {"index": 1}}], 4,
+                     sample_key=2)
+    assert_same(a, b)
+    assert calls == [] and rounds == 1
+    longest = max(len(x.prompt_ids) + settings.max_new_tokens for x in a)
+    assert max(key[-1] for key in policy.fast_decoder._buckets) < longest + 16
+
+
 def varied(n: int) -> str:
     """n characters that do not repeat in a short cycle (a run of one character hides attention errors)."""
     return "".join(chr(97 + (i * 7 + i // 26) % 26) for i in range(n))

@@ -41,6 +41,7 @@ from lmgym.envs.rewards.batch import PENDING, batched_trl_rewards, settle
 from lmgym.episodes.env_state import (
     DEFAULT_ROLE,
     check_not_vector,
+    declares_single_turn,
     detach_branch_state,
     episode_step_limit,
     get_branch_state,
@@ -156,6 +157,9 @@ class EpisodeEngine:
         self.policies = _checked_policies(policies)
         self.settings = settings if settings is not None else SamplingSettings()
         self.step_limit = episode_step_limit(env)
+        # an env that says its episodes are one action is sampled in plain calls: a continuous-play call would keep
+        # key/value room for PLAY_ACTIONS actions a row (4x the columns every decode step reads) that it never uses
+        self.single_turn = declares_single_turn(env)
         self.env_seconds = 0.0
         self.tokenize_seconds = 0.0
         self.injected_room = FORCED_TOKENS  # key/value columns a continuous-play call keeps per env turn
@@ -228,13 +232,14 @@ class EpisodeEngine:
         ended at the same host sync, and its branch samples on without waiting for the rest
         (policies/decoding/continuous.py); a branch whose next turn does not fit that call goes on in the next,
         and after a call in which no branch went on (every turn the env wrote was too long), plain rounds.
-        Otherwise, and where every branch has one action left (a single-turn env), it is `advance` until no
-        branch is live. Either way each action is sampled as `advance`
+        Otherwise, for an env that says its episodes are one action (`declares_single_turn`), and where every
+        branch has one action left, it is `advance` until no branch is live. Either way each action is sampled as `advance`
         samples it: with `sample_key`, the same tokens."""
         rounds, continuous = 0, True
         while live := self.live(branches):
             policy = self._continuous_policy(live) if continuous else None
-            if policy is None or self.step_limit - min(b.steps for b in live) < 2:  # one action each: a plain call
+            if policy is None or self.single_turn or self.step_limit - min(b.steps for b in live) < 2:
+                # one action each: a plain call
                 self.advance(live, generator, sample_key, score)
                 for branch in live:
                     if after_step is not None:

@@ -102,6 +102,15 @@ def is_multi_step(env) -> bool:
     return _capability(env, "is_multi_step")
 
 
+def declares_single_turn(env) -> bool:
+    """Whether the (possibly wrapped) env says that an episode is one action: its ``is_multi_step`` is False
+    (``LanguageEnv`` in "single" mode). A plain env that does not say is not assumed single-turn."""
+    try:
+        return _capability_or_none(env, "is_multi_step") is False
+    except ValueError:
+        return False
+
+
 def is_stepwise(env) -> bool:
     """Whether each action of the (possibly wrapped) env is one reasoning step ending at a line break: its
     ``is_stepwise`` (``LanguageEnv``: mode "stepwise"); False for a plain env that does not say."""
@@ -128,10 +137,15 @@ def next_role(env) -> str:
 def _capability(env, name: str) -> bool:
     """A declared capability: through gymnasium's ``get_wrapper_attr`` (the outermost wrapper that defines it,
     else the env), or the attribute of a plain env; False when none defines it. A non-bool is a ValueError."""
+    return bool(_capability_or_none(env, name))
+
+
+def _capability_or_none(env, name: str) -> bool | None:
+    """`_capability`, None when no layer defines it."""
     try:
         value = env.get_wrapper_attr(name) if hasattr(env, "get_wrapper_attr") else getattr(env, name)
     except AttributeError:
-        return False
+        return None
     if not isinstance(value, bool):
         raise ValueError(f"{type(base_env(env)).__name__}.{name} must be a bool; got {value!r}")
     return value
