@@ -233,8 +233,8 @@ class EpisodeEngine:
         (policies/decoding/continuous.py); a branch whose next turn does not fit that call goes on in the next,
         and after a call in which no branch went on (every turn the env wrote was too long), plain rounds.
         Otherwise, for an env that says its episodes are one action (`declares_single_turn`), and where every
-        branch has one action left, it is `advance` until no branch is live. Either way each action is sampled as `advance`
-        samples it: with `sample_key`, the same tokens."""
+        branch has one action left, it is `advance` until no branch is live. Either way each action is sampled
+        as `advance` samples it: with `sample_key`, the same tokens."""
         rounds, continuous = 0, True
         while live := self.live(branches):
             policy = self._continuous_policy(live) if continuous else None
