@@ -3,6 +3,10 @@ until it completes; each trial is compared with an uninterrupted run (parameters
 metrics.jsonl). Prints trials run, kills delivered, resumes, iterations lost and any mismatch.
 
     python benchmarks/kill_resume.py --trials 30 --seed 0
+    python benchmarks/kill_resume.py --trials 4 --device cuda   # on a GPU: the trainer's CUDA generator resumed too
+
+On a GPU the parent never starts CUDA (each forked attempt does), and float results may differ between an
+uninterrupted and a resumed run where CUDA kernels are not deterministic; "iterations lost" must still be 0.
 """
 from __future__ import annotations
 
@@ -23,9 +27,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iterations", type=int, default=10, help="iterations of the run (one checkpoint each)")
     parser.add_argument("--max_kills", type=int, default=4, help="kills per trial at most (then it runs to the end)")
     parser.add_argument("--workdir", default=None, help="run folders (default: a temporary folder, kept)")
+    parser.add_argument("--device", default="cpu", help="where the run trains: cpu (default) or cuda")
     args = parser.parse_args(argv)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="kill-resume-"))
     harness.ITERATIONS = args.iterations  # read by the forked training attempts
+    harness.DEVICE = args.device
     s = harness.random_trials(workdir, args.trials, args.seed, args.max_kills)
     print(f"trials run: {s['trials']}")
     print(f"kills delivered: {s['kills']} ({s['kills_before_the_end']} before the last checkpoint was complete)")

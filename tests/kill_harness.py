@@ -39,6 +39,7 @@ from tests import checkpoint_state, faults  # noqa: E402
 from tests.toy_env import DigitsEnv  # noqa: E402,F401  (registers ToyDigits-v0)
 
 ITERATIONS = 5  # the crash-point sequence below assumes 5; benchmarks/kill_resume.py may set more
+DEVICE = "cpu"  # benchmarks/kill_resume.py --device cuda: the run on a GPU (each forked attempt starts CUDA itself)
 TIMING = re.compile(r"^(time_.*|tokens_per_second)$")
 
 
@@ -51,7 +52,7 @@ def train_child(run_dir: Path) -> None:
 
     lmgym.training.plots.plot_run = lambda *args, **kwargs: []  # what RunPlots draws with
     tok = build_tiny_tokenizer()
-    policy = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu")
+    policy = HFPolicy(build_tiny_model(tok, seed=0), tok, device=DEVICE)
     config = GRPOConfig(train_iterations=ITERATIONS, prompts_per_iteration=2, samples_per_prompt=2, max_new_tokens=6,
                         micro_batch_size=2, learning_rate=1e-2, kl_coeff=0.05, ref_sync_every=2, save_every=1,
                         keep_checkpoints=2, eval_at_start=True, eval_every=2, eval_episodes=2, progress=False,
