@@ -42,6 +42,35 @@ def pytest_xdist_make_scheduler(config, log):
     return FileScheduling(config, log)
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "plots: the test reads the PNG files a run draws when training ends (without "
+                                       "it, tests/conftest.py's `_plots_drawn_not_rendered` writes none)")
+
+
+@pytest.fixture(autouse=True)
+def _plots_drawn_not_rendered(request, monkeypatch):
+    """A run's end-of-training plots (training/plots.py's `plot_run`, through `plot_metrics`) are drawn, so every
+    trainer's rows still go through the panels' code, but not laid out or written: that took ~1 CPU s a run,
+    most of some test files' time, for PNGs no test reads. A test that reads them is marked `plots`."""
+    if request.node.get_closest_marker("plots"):
+        return
+    import lmgym.training.plots as plots
+
+    def drawn(rows, path, title="", panels=plots.PANELS):
+        if not rows:
+            return None
+        import matplotlib.pyplot as plt
+        from matplotlib.figure import Figure
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(Figure, "tight_layout", lambda self, *args, **kwargs: None)
+            figure = plots.draw_metrics(rows, title, panels)
+        plt.close(figure)
+        return None
+
+    monkeypatch.setattr(plots, "plot_metrics", drawn)
+
+
 @pytest.fixture
 def tiny_policy():
     from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
