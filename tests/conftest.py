@@ -49,24 +49,12 @@ def pytest_configure(config):
 
 @pytest.fixture(autouse=True)
 def _plots_drawn_not_rendered(request, monkeypatch):
-    """A run's end-of-training plots (training/plots.py's `plot_run`, through `plot_metrics`) are drawn, so every
-    trainer's rows still go through the panels' code, but not laid out or written: that took ~1 CPU s a run,
-    most of some test files' time, for PNGs no test reads. A test that reads them is marked `plots`."""
+    """A run's end-of-training plots are drawn but neither laid out nor written (tests/unrendered_plots.py),
+    unless the test is marked `plots`."""
     if request.node.get_closest_marker("plots"):
         return
     import lmgym.training.plots as plots
-
-    def drawn(rows, path, title="", panels=plots.PANELS):
-        if not rows:
-            return None
-        import matplotlib.pyplot as plt
-        from matplotlib.figure import Figure
-
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(Figure, "tight_layout", lambda self, *args, **kwargs: None)
-            figure = plots.draw_metrics(rows, title, panels)
-        plt.close(figure)
-        return None
+    from tests.unrendered_plots import drawn
 
     monkeypatch.setattr(plots, "plot_metrics", drawn)
 
