@@ -42,6 +42,23 @@ def pytest_xdist_make_scheduler(config, log):
     return FileScheduling(config, log)
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "plots: the test reads the PNG files a run draws when training ends (without "
+                                       "it, tests/conftest.py's `_plots_drawn_not_rendered` writes none)")
+
+
+@pytest.fixture(autouse=True)
+def _plots_drawn_not_rendered(request, monkeypatch):
+    """A run's end-of-training plots are drawn but neither laid out nor written (tests/unrendered_plots.py),
+    unless the test is marked `plots`."""
+    if request.node.get_closest_marker("plots"):
+        return
+    import lmgym.training.plots as plots
+    from tests.unrendered_plots import drawn
+
+    monkeypatch.setattr(plots, "plot_metrics", drawn)
+
+
 @pytest.fixture
 def tiny_policy():
     from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer

@@ -51,6 +51,7 @@ def test_one_update_changes_parameters_and_lowers_loss(tiny_policy, tmp_path, cl
     assert after < before - 1e-4, (before, after)
 
 
+@pytest.mark.plots  # reads the run's PNGs (tests/conftest.py)
 def test_grpo_with_kl_records_metrics_and_writes_run_folder(tiny_policy, tmp_path):
     config = small_config(GRPOConfig, tmp_path, kl_coeff=0.1, eval_at_start=True)
     algo = GRPO(tiny_policy, make("ToyDigits-v0"), config, eval_env=make("ToyDigits-v0"))

@@ -105,6 +105,7 @@ class StopAfter(TrainerCallback):
             trainer.should_stop = True
 
 
+@pytest.mark.plots  # reads the run's PNGs (tests/conftest.py)
 def test_a_callback_that_sets_should_stop_ends_the_run_after_a_checkpoint(tiny_policy, tmp_path):
     recorder = Recorder()
     algo = GRPO(tiny_policy, make("ToyDigits-v0"), config(tmp_path, train_iterations=5),

@@ -13,7 +13,7 @@ import os
 import pytest
 
 from lmgym.envs.answers import GradingOptions, answers_equal
-from tests.cpu_timing import cpu_call
+from tests.cpu_timing import cpu_call_within
 
 PWNED = "/tmp/rlgym_equiv_table_pwned"
 
@@ -449,7 +449,7 @@ def _no_marker():
 
 @pytest.mark.parametrize(("predicted", "gold", "expected"), TABLE, ids=[f"{i}" for i in range(len(TABLE))])
 def test_equivalence_table(predicted, gold, expected):
-    verdict, cpu = cpu_call(answers_equal, predicted, gold)
+    verdict, cpu = cpu_call_within(1.2, answers_equal, predicted, gold)  # remeasured only over the bound
     assert verdict is expected, f"{predicted!r} vs gold {gold!r}"
     assert cpu < 1.2  # the default budget is 1 s of CPU
 

@@ -24,12 +24,12 @@ import lmgym.envs.grading.numbers
 import lmgym.envs.grading.symbolic
 import lmgym.envs.safe_arith
 from lmgym.envs.answers import answers_equal, normalize_answer
-from tests.cpu_timing import cpu_call
+from tests.cpu_timing import cpu_call_within
 
 BUDGET = 0.3  # CPU seconds given to the worker per answers_equal call
 # What one call may cost in all: the worker's budget, plus the parent's side and, after a budget kill, the
 # replacement worker's start. A call that ran into its budget measured 0.52 s on the loaded 2-core machine.
-CPU_LIMIT = 1.0
+CPU_LIMIT = 1.0  # judged by cpu_call_within: remeasuring stops at the first run under it (the same verdicts)
 MARKER = f"/tmp/rlgym_pwned_{os.getpid()}"
 COUNTS = {"answers_equal": 0, "normalize_answer": 0}
 WORKER_REQUESTS = {"at_start": 0}
@@ -112,7 +112,7 @@ golds = st.one_of(numbers, st.sampled_from(["x", "x^2+2x+1", r"\frac{\sqrt{2}}{2
 
 def check_equal(predicted, gold) -> None:
     COUNTS["answers_equal"] += 1
-    verdict, cpu = cpu_call(answers_equal, predicted, gold, timeout=BUDGET)
+    verdict, cpu = cpu_call_within(CPU_LIMIT, answers_equal, predicted, gold, timeout=BUDGET)
     assert isinstance(verdict, bool)
     MAX_CPU["answers_equal"] = max(MAX_CPU["answers_equal"], cpu)
     assert cpu < CPU_LIMIT, (cpu, str(predicted)[:80], str(gold)[:80])
@@ -121,7 +121,7 @@ def check_equal(predicted, gold) -> None:
 
 def check_normalize(text) -> None:
     COUNTS["normalize_answer"] += 1
-    out, cpu = cpu_call(normalize_answer, text)
+    out, cpu = cpu_call_within(CPU_LIMIT, normalize_answer, text)
     assert isinstance(out, str)
     MAX_CPU["normalize_answer"] = max(MAX_CPU["normalize_answer"], cpu)
     assert cpu < CPU_LIMIT, (cpu, text[:80])
@@ -168,7 +168,7 @@ def test_answers_equal_payloads_never_run(payload, other, swap):
 @given(st.one_of(numbers, towers, small_text))
 def test_answers_equal_is_reflexive_on_sane_inputs(answer):
     COUNTS["answers_equal"] += 1
-    verdict, cpu = cpu_call(answers_equal, answer, answer, timeout=BUDGET)
+    verdict, cpu = cpu_call_within(CPU_LIMIT, answers_equal, answer, answer, timeout=BUDGET)
     assert cpu < CPU_LIMIT
     if verdict is not bool(answer.strip()):  # identical non-blank answers are equal, unless undefined (1/0)
         lmgym.envs.grading.symbolic.preload()
@@ -233,8 +233,9 @@ def test_no_inline_regexes():
 @given(redos)
 def test_every_regex_is_linear_on_redos_shapes(text):
     for module, name, pattern in PATTERNS:
-        _, spent = cpu_call(lambda p, t: (p.search(t), p.match(t), p.fullmatch(t), p.sub("", t[:10_000])),
-                            pattern, text)
+        _, spent = cpu_call_within(CPU_LIMIT,
+                                   lambda p, t: (p.search(t), p.match(t), p.fullmatch(t), p.sub("", t[:10_000])),
+                                   pattern, text)
         assert spent < CPU_LIMIT, f"{module}.{name} is slow on {text[:40]!r}..."
 
 
@@ -242,7 +243,7 @@ def test_every_regex_is_linear_on_redos_shapes(text):
 def test_every_regex_is_linear_on_each_repeated_unit(unit):
     for text in (unit * 20_000 + "!", "1" + unit * 20_000 + "\\"):
         for module, name, pattern in PATTERNS:
-            _, spent = cpu_call(lambda p, t: (p.search(t), p.fullmatch(t)), pattern, text)
+            _, spent = cpu_call_within(CPU_LIMIT, lambda p, t: (p.search(t), p.fullmatch(t)), pattern, text)
             assert spent < CPU_LIMIT, f"{module}.{name} is slow on {unit!r} * 20000"
 
 

@@ -2,8 +2,6 @@
 refused in one line; the model card names the repo it is pushed to, holds no local path and no placeholder, and
 its metadata passes the checks `ModelCard.validate` stands for, done locally (offline: no network here)."""
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -132,13 +130,20 @@ def test_a_policy_pushed_by_itself_names_its_repo_too(tmp_path):
     check_card_offline(local)
 
 
-def test_config_reference_help_prints_help_and_writes_nothing():
+def test_config_reference_help_prints_help_and_writes_nothing(capsys):
+    """The script's `main` as its command line runs it (in this process: a subprocess paid an import of the
+    package per call, ~10 s each on two loaded cores)."""
+    from tests.test_config_help import load
+
     page = ROOT / "docs" / "config-reference.md"
     before = page.read_bytes(), page.stat().st_mtime_ns
-    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "config_reference.py"), "--help"],
-                            capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0 and "usage:" in result.stdout and "--check" in result.stdout
-    wrong = subprocess.run([sys.executable, str(ROOT / "scripts" / "config_reference.py"), "--chek"],
-                           capture_output=True, text=True, timeout=120)
-    assert wrong.returncode == 2 and "unrecognized arguments: --chek" in wrong.stderr
+    script = load(ROOT / "scripts" / "config_reference.py")
+    with pytest.raises(SystemExit) as done:
+        script.main(["--help"])
+    out, _ = capsys.readouterr()
+    assert done.value.code == 0 and "usage:" in out and "--check" in out
+    with pytest.raises(SystemExit) as done:
+        script.main(["--chek"])
+    _, err = capsys.readouterr()
+    assert done.value.code == 2 and "unrecognized arguments: --chek" in err
     assert (page.read_bytes(), page.stat().st_mtime_ns) == before

@@ -70,6 +70,7 @@ def memory_metrics(row: dict) -> dict:
     return {key: value for key, value in row.items() if key.startswith("memory_")}
 
 
+@pytest.mark.plots  # reads the run's PNGs (tests/conftest.py)
 def test_each_phase_reports_its_own_peak_and_the_iteration_the_highest(tiny_policy, tmp_path, fake_cuda, monkeypatch):
     rows = grpo(tiny_policy, tmp_path, fake_cuda, monkeypatch, on_cuda=True).train()
     allocated = {"sample": 4.0, "reference": 3.0, "advantages": 1.0, "update": 2.0, "": 4.0,  # 1 GB held throughout

@@ -54,6 +54,7 @@ def test_the_losses_against_hand_values():
         pointwise_loss(logits, labels, torch.zeros_like(mask))
 
 
+@pytest.mark.plots  # reads the run's PNGs (tests/conftest.py)
 def test_a_prm_trained_on_a_handful_of_pairs_ranks_them(tiny_policy, tmp_path):
     prm = ProcessRewardModel.from_policy(tiny_policy)
     trainer = PRMTrainer(prm, PAIRS, config(tmp_path / "run", train_iterations=20, pairs_per_iteration=6,

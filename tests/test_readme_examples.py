@@ -41,6 +41,7 @@ def test_github_slugs_match_githubs_rule():
     assert github_slug("Register your own in three lines") == "register-your-own-in-three-lines"
 
 
+@pytest.mark.plots  # reads the run's PNGs (tests/conftest.py)
 def test_the_readme_pieces_train_and_evaluate_as_shown(reader):  # noqa: F811  (the fixture)
     blocks = python_blocks(README, runnable_only=False)
     assert len(blocks) == 1 and "GRPO(policy, env, config, eval_env=test_env).train()" in blocks[0].code

@@ -162,6 +162,7 @@ def test_component_metrics_are_means_over_applicable_episodes_with_their_values(
         component_metrics([episode({"std": 1.0}, 1.0)])
 
 
+@pytest.mark.plots  # reads the run's PNGs (tests/conftest.py)
 def test_every_iteration_logs_each_component_and_the_run_folder_has_their_plots(tiny_policy, tmp_path):
     one_iteration(tiny_policy, tmp_path, "uniform", eval_env=two_components(), train_iterations=2, eval_at_start=True)
     run = tmp_path / "uniform"

@@ -213,6 +213,7 @@ def test_bad_data_is_one_line(tmp_path, tiny_policy):
 
 
 # ---------------------------------------------------------------- the example script
+@pytest.mark.plots  # reads the run's PNGs (tests/conftest.py)
 def test_the_example_script_trains_saves_and_reports_held_out_loss(tmp_path_factory, tmp_path, capsys):
     model_dir = save_tiny_model_dir(tmp_path_factory, build_tiny_model)
     spec = importlib.util.spec_from_file_location("sft_example", ROOT / "examples" / "sft.py")

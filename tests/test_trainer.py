@@ -54,6 +54,7 @@ def trainer(run_dir, iterations: int) -> SupervisedTrainer:
     return SupervisedTrainer(policy, TEXTS, config, held_out=HELD_OUT)
 
 
+@pytest.mark.plots  # reads the run's PNGs (tests/conftest.py)
 def test_a_supervised_trainer_resumed_at_2_equals_an_uninterrupted_run_to_4(tmp_path, capsys):
     whole = trainer(tmp_path / "whole", 4)
     whole_rows = whole.train()

@@ -12,7 +12,7 @@ Every job joins a group of its own over one TCP store that rank 0 hosts for the 
 picked per job, so none can be taken in between). A job that raises records its traceback and ends the launch
 (the other rank may be waiting in a collective); the jobs after it are reported as not run. A job that neither
 finishes nor fails within `HANG_LIMIT_S` (a deadlock waits forever) has both ranks stopped and is reported as
-hung.
+hung. The ranks' runs draw their end-of-training plots without rendering them (tests/unrendered_plots.py).
 """
 from __future__ import annotations
 
@@ -51,7 +51,11 @@ def run_jobs(rank: int, world: int, port: int, out_dir: str, jobs: tuple[Job, ..
     """One spawned rank: host (rank 0) or join the launch's store, then run every job in turn."""
     import torch.distributed as td
 
+    import lmgym.training.plots
     from tests import distributed_worker
+    from tests.unrendered_plots import drawn
+
+    lmgym.training.plots.plot_metrics = drawn  # no test reads the ranks' plots (tests/unrendered_plots.py)
 
     out = Path(out_dir)
     store = td.TCPStore("127.0.0.1", port, world, rank == 0)  # rank 0 hosts it: it leaves last
