@@ -71,18 +71,32 @@ def test_a_stop_string_is_held_back_and_left_out(tiny_policy):
     assert stopped.updates[-1].finish_reason == "stop"
 
 
+class ActsWhenPublished(Listened):
+    """A Listened job that calls `action()` once, from the engine's thread, as its `after`-th token is published:
+    between two steps, with the engine's lock held. A test thread taking that lock after the first token raced
+    the engine (a lock does not queue its waiters: it could find every step run)."""
+
+    def __init__(self, *args, after: int, action, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.after, self.action, self.acted = after, action, False
+
+    def publish(self, item):
+        super().publish(item)
+        if not self.acted and len(self.updates) >= self.after:
+            self.acted = True
+            self.action()
+
+
 def test_a_request_joins_the_running_batch_before_the_first_one_ends(tiny_policy):
     engine = StreamEngine(tiny_policy)
-    first = Listened(engine, prompt_of(tiny_policy, "Hello there"), 40, temperature=1.0, key=0)  # no EOS in 40
+    second = Listened(engine, prompt_of(tiny_policy, "What is 2 + 3?"), 4, temperature=1.0, key=5)
+    submitted_at = []
+    first = ActsWhenPublished(engine, prompt_of(tiny_policy, "Hello there"), 40, temperature=1.0, key=0,  # no EOS
+                              after=3, action=lambda: submitted_at.append(engine.steps) or engine.submit(second.job))
     engine.submit(first.job)
-    assert first.first.wait(60)
-    with engine.lock:  # the engine waits between two steps
-        at = engine.steps
-        second = Listened(engine, prompt_of(tiny_policy, "What is 2 + 3?"), 4, temperature=1.0, key=5)
-        engine.submit(second.job)
     assert first.done.wait(60) and second.done.wait(60)
     assert first.updates[-1].finish_reason == "length" and first.job.finished_step == 40  # one token a step
-    assert second.job.admitted_step <= at + 1 < first.job.finished_step  # joined at the next step
+    assert submitted_at == [3] and second.job.admitted_step == 4 < first.job.finished_step  # joined at the next step
     assert second.job.finished_step < first.job.finished_step and engine.peak_rows == 2
 
 
@@ -100,31 +114,38 @@ def test_waiting_requests_join_together_and_the_queue_is_bounded(tiny_policy):
 
 def test_a_cancelled_request_leaves_the_batch_and_its_row_is_reused(tiny_policy):
     engine = StreamEngine(tiny_policy, BatchSettings(max_batch_rows=1))
-    long = Listened(engine, prompt_of(tiny_policy, "Hello there"), 200, temperature=1.0, key=0)  # EOS at 159
-    engine.submit(long.job)
-    assert long.first.wait(60)
-    with engine.lock:
-        short = Listened(engine, prompt_of(tiny_policy, "What is 2 + 3?"), 3, temperature=1.0, key=5)
+    short = Listened(engine, prompt_of(tiny_policy, "What is 2 + 3?"), 3, temperature=1.0, key=5)
+    seen = {}
+
+    def submit_then_cancel():  # between two steps, the engine's lock held
         engine.submit(short.job)  # waits: the batch has no free row
-        assert engine.waiting() == 1 and engine.running() == 1
+        seen.update(waiting=engine.waiting(), running=engine.running())
         engine.cancel(long.job)
-        at, heard = engine.steps, len(long.updates)
+        seen.update(at=engine.steps, heard=len(long.updates))
+
+    long = ActsWhenPublished(engine, prompt_of(tiny_policy, "Hello there"), 200, temperature=1.0, key=0,  # EOS at 159
+                             after=1, action=submit_then_cancel)
+    engine.submit(long.job)
     assert short.done.wait(60) and short.error is None
-    assert short.job.admitted_step == at + 1  # the cancelled row left at the next step and the new one took it
-    assert engine.peak_rows == 1 and len(long.updates) == heard and not long.done.is_set()
+    assert seen["waiting"] == 1 and seen["running"] == 1
+    assert short.job.admitted_step == seen["at"] + 1  # the cancelled row left at the next step and the new one took it
+    assert engine.peak_rows == 1 and len(long.updates) == seen["heard"] and not long.done.is_set()
     assert engine.running() == 0 and engine.steps < 200
 
 
 def test_a_request_past_its_deadline_leaves_the_batch_with_a_timeout(tiny_policy, monkeypatch):
     engine = StreamEngine(tiny_policy)
-    late = Listened(engine, prompt_of(tiny_policy, "Hello there"), 200, temperature=1.0, key=0)
+    seen = []
+
+    def deadline_passes():  # between two steps, the engine's lock held
+        monkeypatch.setattr(late.job.deadline, "at", 0.0)
+        seen.append(engine.steps)
+
+    late = ActsWhenPublished(engine, prompt_of(tiny_policy, "Hello there"), 200, temperature=1.0, key=0,
+                             after=1, action=deadline_passes)
     engine.submit(late.job)
-    assert late.first.wait(60)
-    with engine.lock:
-        monkeypatch.setattr(late.job.deadline, "at", 0.0)  # its deadline passed
-        at = engine.steps
     assert late.done.wait(60) and isinstance(late.error, ComputeTimeout)
-    assert engine.steps <= at + 1 and engine.running() == 0
+    assert seen == [1] and engine.steps == 1 and engine.running() == 0
 
 
 def test_prompts_admitted_together_prefill_their_shared_prefix_once_with_the_same_logits(tiny_policy):
