@@ -115,7 +115,10 @@ def record_sharding(algo, found: dict) -> None:
 
     assert algo.gradients.mode == "fsdp", algo.gradients.mode
     found["sharded"] = sharded_names(algo)
-    found["samples"] = algo.policy.generate_text(SAMPLE_PROMPTS, max_new_tokens=6)
+    # sampling through the sharded layers; not in the compiled case, where each rank recompiled the layers for the
+    # growing cache (about 50 CPU s in all) on a path no GPU run takes (CUDA samples with the fast decoder's copy)
+    compiled = algo.config.torch_compile
+    found["samples"] = None if compiled else algo.policy.generate_text(SAMPLE_PROMPTS, max_new_tokens=6)
     layer = algo.policy.data_parallel_module().layers[0]
     found["compiled"] = [getattr(m, COMPILATION, None) is not None
                          for m in (layer, getattr(algo.ref_policy, "model", None)
