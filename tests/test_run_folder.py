@@ -19,7 +19,7 @@ from lmgym.envs import make
 from lmgym.policies import HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
 from tests import checkpoint_state
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
-from tests.wandb_history import history
+from tests.wandb_history import written_history
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "examples" / "quickstart.py"
@@ -94,8 +94,8 @@ def test_the_before_evaluation_is_iteration_0_and_no_checkpoint_stores_the_initi
 def test_wandb_offline_holds_the_metrics_and_the_plot(quickstart_run):
     runs = list((quickstart_run / "wandb").glob("offline-run-*"))
     assert len(runs) == 1, runs
-    logged = {row["_step"]: row for row in history(next(runs[0].glob("*.wandb")))}
     rows = metrics(quickstart_run)
+    logged = {row["_step"]: row for row in written_history(next(runs[0].glob("*.wandb")), rows=len(rows))}
     assert sorted(logged) == [r["iteration"] for r in rows]
     for row in rows:
         for key, value in row.items():

@@ -209,7 +209,7 @@ def test_markdown_table_escapes_what_would_break_it():
 def test_wandb_gets_trls_names_and_the_table(tmp_path):
     pytest.importorskip("wandb")
     from lmgym.training.completions_log import table_of
-    from tests.wandb_history import history
+    from tests.wandb_history import written_history
 
     completions = [{"iteration": 1, "group": 0, "prompt": "Say hi.", "completion": "hi", "reward": 1.0,
                     "rewards": {"f": 1.0}, "correct": None, "truncated": False}]
@@ -217,7 +217,7 @@ def test_wandb_gets_trls_names_and_the_table(tmp_path):
     logger.log({"iteration": 1, "reward_mean": 0.5, "reward_f": 1.0, "rewards_f": [1.0, 1.0]})
     logger.log_table(*table_of(completions), step=1)
     logger.close(plots=False)
-    [row] = history(next(tmp_path.glob("wandb/offline-run-*/*.wandb")))
+    [row] = written_history(next(tmp_path.glob("wandb/offline-run-*/*.wandb")), rows=1)
     assert row["_step"] == 1 and row["reward"] == 0.5 and row["rewards/f/mean"] == 1.0 and "reward_mean" not in row
     assert row["completions/_type"] == "table-file" and row["completions/nrows"] == 1
 

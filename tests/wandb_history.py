@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 from pathlib import Path
 
 BLOCK = 32768
@@ -48,3 +49,15 @@ def history(path: str | Path) -> list[dict]:
                 row[key] = json.loads(item.value_json)
             rows.append(row)
     return rows
+
+
+def written_history(path: str | Path, rows: int, wait_s: float = 30.0) -> list[dict]:
+    """`history(path)` once it holds at least `rows` rows, read again every 0.1 s for at most `wait_s`: wandb's
+    service process may still be writing the last block after `finish()` returns on a busy machine (a CI run
+    read none of a one-row run's rows once). Whatever it holds then is returned, for the caller to check."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        found = history(path)
+        if len(found) >= rows or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
