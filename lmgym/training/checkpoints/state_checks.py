@@ -27,6 +27,7 @@ from lmgym.training.config import shown
 REFERENCE_SOURCES = ("none", "adapter", "initial", "policy", "stored")
 BIT_GENERATORS = {"PCG64": np.random.PCG64, "PCG64DXSM": np.random.PCG64DXSM, "MT19937": np.random.MT19937,
                   "Philox": np.random.Philox, "SFC64": np.random.SFC64}
+CUDA_STATE_BYTES = 16  # torch's CUDA (Philox) generator state: the seed and the offset, 8 bytes each
 
 
 def check_state(path: Path | Callable[[str], Path], state: dict[str, Any], folder_iteration: int | None = None
@@ -104,8 +105,6 @@ def generator_device(rng: dict[str, Any]) -> Any:
     state = rng.get("generator")
     return "cuda" if isinstance(state, torch.Tensor) and state.numel() == CUDA_STATE_BYTES else "cpu"
 
-
-CUDA_STATE_BYTES = 16  # torch's CUDA (Philox) generator state: the seed and the offset, 8 bytes each
 
 
 def _check_reference(path: Path, state: dict[str, Any], iteration: int) -> None:
