@@ -4,8 +4,9 @@ Each attempt is a child process forked from this (torch-importing, single-thread
 is a real SIGKILL of a real process, without paying the interpreter start-up per attempt. Kills come
 either from tests/faults.py (installed in the child only: it patches the library's file operations and
 kills the child at an exact file-operation boundary) or from the parent after a random delay. The result is
-compared with an uninterrupted run: final parameters, optimizer state and metrics.jsonl (timing columns aside)
-must be equal.
+compared with an uninterrupted run: final parameters, optimizer state and metrics.jsonl (the machine's measurements
+aside: timing and memory columns) must be equal. On a GPU (benchmarks/kill_resume.py --device cuda) each attempt
+asks torch for deterministic kernels, and a second uninterrupted run says whether two runs agree at all.
 
 Used by tests/test_kill_resume.py and benchmarks/kill_resume.py; as a script it prints a JSON summary:
     python tests/kill_harness.py --trials 3 --seed 0
@@ -40,7 +41,7 @@ from tests.toy_env import DigitsEnv  # noqa: E402,F401  (registers ToyDigits-v0)
 
 ITERATIONS = 5  # the crash-point sequence below assumes 5; benchmarks/kill_resume.py may set more
 DEVICE = "cpu"  # benchmarks/kill_resume.py --device cuda: the run on a GPU (each forked attempt starts CUDA itself)
-TIMING = re.compile(r"^(time_.*|tokens_per_second)$")
+MEASURED = re.compile(r"^(time_.*|tokens_per_second|memory_.*)$")  # the machine's measurements, not training's
 
 
 def train_child(run_dir: Path) -> None:
@@ -51,6 +52,9 @@ def train_child(run_dir: Path) -> None:
     import lmgym.training.plots
 
     lmgym.training.plots.plot_run = lambda *args, **kwargs: []  # what RunPlots draws with
+    if DEVICE != "cpu":  # atomics-based CUDA kernels would make two uninterrupted runs differ already
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True, warn_only=True)
     tok = build_tiny_tokenizer()
     policy = HFPolicy(build_tiny_model(tok, seed=0), tok, device=DEVICE)
     config = GRPOConfig(train_iterations=ITERATIONS, prompts_per_iteration=2, samples_per_prompt=2, max_new_tokens=6,
@@ -182,7 +186,7 @@ def fingerprint(run_dir: Path) -> dict:
     """Final parameters and optimizer state (from the last checkpoint) and the metrics rows."""
     final = newest_checkpoint(run_dir)
     state = checkpoint_state.read(run_dir / f"checkpoint-{final}")
-    rows = [{k: v for k, v in json.loads(line).items() if not TIMING.match(k)}
+    rows = [{k: v for k, v in json.loads(line).items() if not MEASURED.match(k)}
             for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     return {"iteration": final, "policy": state["policy"], "optimizer": state["optimizer"]["state"],
             "rows": rows}
@@ -194,7 +198,8 @@ def differences(a: dict, b: dict) -> list[str]:
     if a["iteration"] != b["iteration"]:
         out.append(f"final iteration {a['iteration']} != {b['iteration']}")
     if a["rows"] != b["rows"]:
-        out.append(f"metrics.jsonl differs ({len(a['rows'])} vs {len(b['rows'])} rows)")
+        keys = sorted({k for x, y in zip(a["rows"], b["rows"]) for k in x.keys() | y.keys() if x.get(k) != y.get(k)})
+        out.append(f"metrics.jsonl differs ({len(a['rows'])} vs {len(b['rows'])} rows; columns {', '.join(keys[:4])})")
     for name in a["policy"]:
         if not torch.equal(a["policy"][name], b["policy"][name]):
             out.append(f"parameter {name} differs")
@@ -234,6 +239,13 @@ def reference_run(workdir: Path) -> tuple[dict, float]:
     return fingerprint(workdir / "reference"), trial.attempts[0].seconds
 
 
+def repeat_run(workdir: Path, expected: dict) -> tuple[list[str], float]:
+    """A second uninterrupted run: how it differs from the first, and its seconds. On a GPU the first run's
+    seconds include compiling kernels that later runs find cached, so random kill times are drawn from this one's."""
+    trial = run_trial(workdir / "repeat")
+    return differences(fingerprint(workdir / "repeat"), expected), trial.attempts[0].seconds
+
+
 def crash_point_trial(workdir: Path, expected: dict) -> dict:
     """The run killed once at each boundary of CRASH_SEQUENCE, then completed; compared with `expected`."""
     trial = run_trial(workdir / "points", crash_points=CRASH_SEQUENCE)
@@ -247,9 +259,12 @@ def random_trials(workdir: Path, trials: int, seed: int, max_kills: int = 4,
                   reference: tuple[dict, float] | None = None) -> dict:
     """`trials` runs killed at random moments (up to `max_kills` each), compared with an uninterrupted run."""
     expected, duration = reference or reference_run(workdir)
+    repeat = None
+    if DEVICE != "cpu":
+        repeat, duration = repeat_run(workdir, expected)
     rng = random.Random(seed)
     summary = {"trials": 0, "kills": 0, "kills_before_the_end": 0, "resumes": 0, "iterations_lost": 0, "mismatches": [],
-               "reference_seconds": round(duration, 2)}
+               "reference_seconds": round(duration, 2), "repeat_differences": repeat}
     for t in range(trials):
         delays = [rng.uniform(0.02, 0.9) * duration for _ in range(rng.randint(1, max_kills))]
         trial = run_trial(workdir / f"trial-{t:03d}", delays=delays)
