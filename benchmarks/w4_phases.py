@@ -148,15 +148,16 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def activity(ev) -> str:
-    """A raw Kineto event's kind: "kernel", "user_annotation", "cpu_op", "cuda_runtime", ... Torch releases without
-    `activity_type` (2.11 has none) are read from the device type, the annotation flag and the name; there every
-    GPU event (copies and fills too) counts as a kernel."""
+def activity(ev, annotations: frozenset[str] = frozenset()) -> str:
+    """A raw Kineto event's kind: "kernel", "user_annotation", "gpu_user_annotation", "cpu_op", "cuda_runtime", ...
+    Torch releases without `activity_type` (2.11 has none) are read from the device type, the annotation flag and
+    the name; there every GPU event (copies and fills too) counts as a kernel, except one named like a host-side
+    range (`annotations`): that is the range's mirror on the GPU lane (spanning its kernels), not a kernel."""
     if hasattr(ev, "activity_type"):
         kind = ev.activity_type()
         return kind if isinstance(kind, str) else str(kind)
     if "CUDA" in str(ev.device_type()):
-        return "kernel"
+        return "gpu_user_annotation" if ev.name() in annotations else "kernel"
     if ev.is_user_annotation():
         return "user_annotation"
     return "cuda_runtime" if ev.name().startswith(("cuda", "cu")) else "cpu_op"
@@ -172,8 +173,10 @@ def trace_events(prof) -> tuple[list, list, int]:
     if results is None:
         raise RuntimeError("this torch's profiler keeps no kineto_results: cannot read its raw events")
     ranges, kernels, cpu_by_id, runtime_by_id = [], [], {}, {}
-    for ev in results.events():
-        kind = activity(ev)
+    events = results.events()
+    annotations = frozenset(ev.name() for ev in events if activity(ev) == "user_annotation")
+    for ev in events:
+        kind = activity(ev, annotations)
         if kind == "kernel":
             kernels.append((ev.start_ns(), ev.end_ns(), ev.correlation_id(), ev.linked_correlation_id()))
         elif kind in ("cpu_op", "user_annotation"):

@@ -12,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from w4_phases import PHASES, RangeClock, activity, flatten, split_wall  # noqa: E402
+from w4_phases import PHASES, RangeClock, activity, flatten, split_wall, trace_events  # noqa: E402
 
 SCRIPT = ROOT / "benchmarks" / "w4_multistep.py"
 
@@ -91,10 +91,34 @@ def test_raw_events_are_classified_without_activity_type():
                                name=lambda: name)
 
     assert activity(event("CUDA")) == "kernel"
+    # a host range's mirror on the GPU lane spans its kernels: counted as a kernel, it made W4's profiled
+    # chunks ~90% busy where NVML saw 44-66%
+    assert activity(event("CUDA", name="lmgym.decode"), frozenset({"lmgym.decode"})) == "gpu_user_annotation"
+    assert activity(event("CUDA", name="sm90_gemm"), frozenset({"lmgym.decode"})) == "kernel"
     assert activity(event("CPU", annotation=True, name="lmgym.decode")) == "user_annotation"
     assert activity(event("CPU", name="cudaLaunchKernel")) == "cuda_runtime"
     assert activity(event("CPU")) == "cpu_op"
     assert activity(SimpleNamespace(activity_type=lambda: "gpu_memcpy")) == "gpu_memcpy"
+
+
+def test_a_ranges_mirror_on_the_gpu_lane_is_not_counted_as_busy_time():
+    """On torch 2.11 a record_function range also appears on the GPU lane, spanning the kernels launched in it;
+    read as a kernel, it made every W4 chunk ~90% busy (NVML: 44-66%). Only the real kernel is busy here."""
+    def event(device, name, start, end, corr=0, linked=0, annotation=False):
+        return SimpleNamespace(device_type=lambda: f"DeviceType.{device}", name=lambda: name,
+                               is_user_annotation=lambda: annotation, start_ns=lambda: start, end_ns=lambda: end,
+                               correlation_id=lambda: corr, linked_correlation_id=lambda: linked,
+                               start_thread_id=lambda: 1)
+
+    events = [event("CPU", "w4.chunk", 0, 1000, corr=1, annotation=True),
+              event("CPU", "lmgym.decode", 100, 600, corr=2, annotation=True),
+              event("CPU", "aten::mm", 150, 160, corr=3),
+              event("CUDA", "sm90_gemm", 200, 300, linked=3),                # the kernel: 10% of the chunk
+              event("CUDA", "lmgym.decode", 200, 900), event("CUDA", "w4.chunk", 0, 1000)]  # the mirrors
+    prof = SimpleNamespace(profiler=SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: events)))
+    split = split_wall(*trace_events(prof))
+    assert split["gpu_busy_share"] == pytest.approx(0.1)
+    assert split["gpu_busy_by_phase"] == pytest.approx({"decode": 0.1})
 
 
 def test_a_tiny_run_reports_every_field(tmp_path):
