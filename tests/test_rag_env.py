@@ -306,3 +306,22 @@ def test_a_search_method_the_store_cannot_run_is_refused_when_the_env_is_made(tm
     with pytest.raises(ValueError, match=r"^search_kwargs \{'method': 'bm25'\} do not fit StrictStore.search: got an "
                                          r"unexpected keyword argument 'method'$"):
         RAGHotpotQAEnv(records=RECORDS, store=StrictStore(), search_kwargs={"method": "bm25"})
+
+
+def test_a_rounds_finished_episodes_score_answer_similarity_with_one_embed_call(tiny_policy):
+    """Rollouts score answer_similarity over every episode a round finished at once (one embed call, not one an
+    episode: a GPU embedder's launches and sync once), each episode's value as env.step alone gives it."""
+    calls = []
+
+    class Counting(LetterEmbedder):
+        def embed(self, texts):
+            calls.append(len(texts))
+            return super().embed(texts)
+
+    actions = ["<search>Gustave Eiffel born</search>", "<answer>Dijon, France</answer>"]
+    env = RAGHotpotQAEnv(records=RECORDS, store=ToyStore(), k=2, embedder=Counting())
+    trajectories = rollout(env, ScriptedPolicy(tiny_policy, actions), [{"options": {"index": DIJON}}], 4,
+                           SamplingSettings(max_new_tokens=64))
+    assert calls == [8]  # 4 answers and their 4 golds
+    assert [t.info["reward_components"]["answer_similarity"] for t in trajectories] == pytest.approx(
+        [6 / math.sqrt(65)] * 4)

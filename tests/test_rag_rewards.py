@@ -52,20 +52,44 @@ def test_format_reward_is_one_for_an_answer_minus_the_episodes_penalty():
     assert format_reward("", "x", {"parsed_answer": None}) == 0.0
 
 
+def _one(similarity, answer, gold):
+    """Score one episode as env.step alone does (the reward reads the fields the env passes)."""
+    return similarity("", gold, {"fields": {"parsed_answer": answer, "gold": gold}})
+
+
 def test_answer_similarity_is_the_clipped_cosine_of_the_embeddings():
     similarity = answer_similarity_reward(LetterEmbedder())
-    assert similarity("", "Dijon", {"parsed_answer": "dijon"}) == pytest.approx(1.0)
-    assert similarity("", "Paris", {"parsed_answer": "Dijon"}) == pytest.approx(1 / 5)  # one shared letter, i
-    assert similarity("", "Dijon", {"parsed_answer": "Dijon, France"}) == pytest.approx(6 / math.sqrt(13 * 5))
-    assert similarity("", "Dijon", {"parsed_answer": None}) == 0.0
-    assert similarity("", "Dijon", {"parsed_answer": "42"}) == 0.0  # no letters: a zero vector
+    assert _one(similarity, "dijon", "Dijon") == pytest.approx(1.0)
+    assert _one(similarity, "Dijon", "Paris") == pytest.approx(1 / 5)  # one shared letter, i
+    assert _one(similarity, "Dijon, France", "Dijon") == pytest.approx(6 / math.sqrt(13 * 5))
+    assert _one(similarity, None, "Dijon") == 0.0
+    assert _one(similarity, "42", "Dijon") == 0.0  # no letters: a zero vector
 
     class Opposite:
         def embed(self, texts):
             return np.array([[1.0, 0.0], [-1.0, 0.0]])
 
-    assert answer_similarity_reward(Opposite())("", "a", {"parsed_answer": "b"}) == 0.0  # clipped at 0
+    assert _one(answer_similarity_reward(Opposite()), "b", "a") == 0.0  # clipped at 0
     assert cosine_similarity(np.array([3.0, 4.0]), np.array([4.0, 3.0])) == pytest.approx(24 / 25)
+
+
+def test_a_batch_of_episodes_is_embedded_in_one_call_with_the_same_scores():
+    """The episode engine scores a round's finished episodes together: one embed call for all of them (a GPU
+    embedder's launches and sync once, not once an episode), each score as when scored alone."""
+    calls = []
+
+    class Counting(LetterEmbedder):
+        def embed(self, texts):
+            calls.append(list(texts))
+            return super().embed(texts)
+
+    similarity = answer_similarity_reward(Counting())
+    pairs = [("dijon", "Dijon"), (None, "Paris"), ("Dijon, France", "Dijon"), ("Dijon", "Paris")]
+    alone = [_one(similarity, answer, gold) for answer, gold in pairs]
+    calls.clear()
+    batch = similarity.batch([("", {"fields": {"parsed_answer": a, "gold": g}}) for a, g in pairs])
+    assert batch == pytest.approx(alone) and alone == pytest.approx([1.0, 0.0, 6 / math.sqrt(13 * 5), 1 / 5])
+    assert calls == [["dijon", "Dijon, France", "Dijon", "Dijon", "Dijon", "Paris"]]  # answers, then their golds
 
 
 def test_a_bad_embedder_is_a_one_line_error():
@@ -77,4 +101,4 @@ def test_a_bad_embedder_is_a_one_line_error():
             return np.ones(3)
 
     with pytest.raises(ValueError, match="^embedder.embed returned shape \\(3,\\) for 2 texts; expected \\(2, dim\\)$"):
-        answer_similarity_reward(Flat())("", "a", {"parsed_answer": "b"})
+        _one(answer_similarity_reward(Flat()), "b", "a")
