@@ -17,7 +17,7 @@ from lmgym.envs.base import EpisodeOverError, LanguageEnv, NoRewardError, Proble
 from lmgym.envs.data import DataFileNotFoundError, MalformedRowError
 from lmgym.envs.dataset_env import DatasetEnv
 from lmgym.envs.registry import NAMESPACE, UnknownEnvError, make, register, registered_ids
-from lmgym.envs.rewards.forms import per_sample_reward, reward_form, trl_reward
+from lmgym.envs.rewards.forms import per_sample_reward, reads_only, reward_form, trl_reward
 from lmgym.envs.spaces import AnyPrompt, AnyText
 
 if TYPE_CHECKING:  # loaded on first use (see _LAZY), so the generic base does not import the math grader
@@ -87,6 +87,7 @@ __all__ = [
     "format_reward",
     "make",
     "per_sample_reward",
+    "reads_only",
     "register",
     "registered_ids",
     "reward_form",

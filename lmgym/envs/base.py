@@ -23,7 +23,7 @@ from lmgym.envs.checks import (
     checked_reward_weights,
 )
 from lmgym.envs.rewards.batch import PENDING, PendingRewards, weighted_total
-from lmgym.envs.rewards.forms import RewardFn, TRLReward, reward_fields
+from lmgym.envs.rewards.forms import RewardFn, TRLReward, reward_fields, shares_context
 from lmgym.envs.rewards.guard import call_reward
 from lmgym.envs.spaces import AnyText
 
@@ -353,12 +353,18 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
             }
             context = {**env_keys, "prompt": self.build_prompt(problem),
                        "fields": reward_fields(problem.fields, gold, env_keys)}
+            shared = None  # one copy for the functions marked reads_only; every other function gets its own
             for name, fn in self.reward_fns.items():
                 if isinstance(fn, TRLReward) and getattr(self, "defer_batched_rewards", False):
                     deferred.append(name)  # scored with its batch (envs/rewards/batch.py)
                     components[name] = None
                     continue
-                components[name], error = call_reward(fn, solution, gold, copy.deepcopy(context), self.reward_timeout)
+                if shares_context(fn):
+                    shared = copy.deepcopy(context) if shared is None else shared
+                    given = shared
+                else:
+                    given = copy.deepcopy(context)
+                components[name], error = call_reward(fn, solution, gold, given, self.reward_timeout)
                 if error is not None:
                     errors[name] = error
         total, any_scored = weighted_total(components, self.reward_weights)

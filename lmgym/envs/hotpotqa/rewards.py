@@ -45,7 +45,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from lmgym.envs.hotpotqa.metrics import exact_match, hotpot_f1
-from lmgym.envs.rewards.forms import TRLReward, trl_reward
+from lmgym.envs.rewards.forms import TRLReward, reads_only, trl_reward
 from lmgym.envs.tool_env import ANSWER_CLOSE, ANSWER_OPEN
 from lmgym.retrieval.fusion import reciprocal_rank as ranked
 
@@ -96,12 +96,14 @@ class Embedder(Protocol):
         """One row per text: array [len(texts), dim]."""
 
 
+@reads_only
 def exact_match_reward(completion: str, gold: str, info: Mapping[str, Any]) -> float:
     """1.0 if the parsed answer equals the gold after SQuAD normalisation, else 0.0 (no answer: 0.0)."""
     answer = info.get("parsed_answer")
     return 0.0 if answer is None else exact_match(answer, gold)
 
 
+@reads_only
 def f1_reward(completion: str, gold: str, info: Mapping[str, Any]) -> float:
     """HotpotQA's token F1 of the parsed answer against the gold (no answer: 0.0)."""
     answer = info.get("parsed_answer")
@@ -116,12 +118,14 @@ def reciprocal_rank(retrieved_titles: Sequence[str], relevant_titles: Sequence[s
     return ranked(retrieved_titles, relevant_titles) if relevant_titles else 0.0
 
 
+@reads_only
 def mrr_reward(completion: str, gold: str, info: Mapping[str, Any]) -> float:
     """Reciprocal rank of the first supporting paragraph among everything the episode retrieved."""
     titles = [passage["title"] for passage in info.get("retrieved", ())]
     return reciprocal_rank(titles, info.get("supporting_titles", ()))
 
 
+@reads_only
 def format_reward(completion: str, gold: str, info: Mapping[str, Any]) -> float:
     """1.0 for a final ``<answer>...</answer>`` (0.0 without), minus the episode's format penalty."""
     answered = 1.0 if info.get("parsed_answer") is not None else 0.0
@@ -134,6 +138,7 @@ def title_recall(titles: Sequence[str], supporting: Sequence[str]) -> float:
     return len(wanted & set(titles)) / len(wanted) if wanted else 0.0
 
 
+@reads_only
 def support_recall_reward(completion: str, gold: str, info: Mapping[str, Any]) -> float:
     """The fraction of the distinct supporting titles among the titles of everything the episode retrieved."""
     return title_recall([passage["title"] for passage in info.get("retrieved", ())],
@@ -156,6 +161,7 @@ def redundant_searches(retrieved: Sequence[Mapping[str, Any]]) -> int:
     return count
 
 
+@reads_only
 def redundant_search_reward(completion: str, gold: str, info: Mapping[str, Any]) -> float:
     """``-REDUNDANT_SEARCH_COST`` per redundant search (``redundant_searches``), at most
     ``-MAX_REDUNDANT_COST`` in all; 0.0 when every search found a title not retrieved before."""
@@ -178,6 +184,7 @@ def one_answer(action: str) -> bool:
             and SEARCH_OPEN not in action and SEARCH_CLOSE not in action)
 
 
+@reads_only
 def strict_format_reward(completion: str, gold: str, info: Mapping[str, Any]) -> float:
     """1.0 for searches that were all well formed and run, then one final answer at the very end; else 0.0."""
     steps = info.get("steps")

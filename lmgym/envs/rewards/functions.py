@@ -12,13 +12,14 @@ from collections.abc import Mapping
 
 from lmgym.envs.answers import answers_equal
 from lmgym.envs.extraction import MAX_SCAN_CHARS, extract_answer, find_boxes
-from lmgym.envs.rewards.forms import RewardFn
+from lmgym.envs.rewards.forms import RewardFn, reads_only
 
 __all__ = ["RewardFn", "correctness_reward", "accuracy_reward", "format_reward"]
 
 _HASH_ANSWER_RE = re.compile(r"####[ \t]*\S")
 
 
+@reads_only
 def correctness_reward(completion: str, gold: str, info: dict | None = None) -> float:
     """1.0 if the final answer in ``completion`` equals ``gold``, else 0.0.
 
@@ -32,6 +33,7 @@ def correctness_reward(completion: str, gold: str, info: dict | None = None) -> 
     return 1.0 if answers_equal(extract_answer(completion), gold) else 0.0
 
 
+@reads_only
 def accuracy_reward(completion: str, gold: str, info: dict | None = None) -> float:
     """TRL's ``accuracy_reward`` on a data set's rows: 1.0 if the final answer in ``completion`` equals the
     row's ``solution`` column (its final answer as ``extract_answer`` finds it, else the whole text), the
@@ -44,6 +46,7 @@ def accuracy_reward(completion: str, gold: str, info: dict | None = None) -> flo
     return 1.0 if answers_equal(extract_answer(completion), target) else 0.0
 
 
+@reads_only
 def format_reward(completion: str, gold: str, info: dict | None = None) -> float:
     """1.0 if ``completion`` marks a final answer with ``####`` or ``\\boxed{}`` that can be extracted.
 
