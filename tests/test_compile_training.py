@@ -106,3 +106,24 @@ def test_compiled_lora_layers_score_and_differentiate_as_the_eager_ones():
     with torch.no_grad(), eager.model.disable_adapter(), compiled.model.disable_adapter():
         assert torch.allclose(eager.token_logprobs(ids, mask, completion)[0],
                               compiled.token_logprobs(ids, mask, completion)[0], atol=1e-5)
+
+
+def test_one_row_rotary_tables_are_expanded_once_a_forward_and_grad_free_passes_get_detached_inputs():
+    """Every layer of a forward gets the same one-row tables: one expansion serves them all (a copy a layer call
+    was 30 copies a forward), a new forward's tables or row count make a new one; the values are the same."""
+    from lmgym.policies.compiled_layers import OneGraphInputs
+
+    prepare = OneGraphInputs()
+    cos, sin = torch.randn(1, 5, 4), torch.randn(1, 5, 4)
+    hidden = torch.randn(3, 5, 8, requires_grad=True)
+    with torch.no_grad():
+        (first,), kwargs = prepare(3, (hidden,), {"position_embeddings": (cos, sin)})
+        _, again = prepare(3, (hidden,), {"position_embeddings": (cos, sin)})
+    assert not first.requires_grad and torch.equal(first, hidden.detach())
+    expanded = kwargs["position_embeddings"]
+    assert again["position_embeddings"] is expanded and expanded[0].shape == (3, 5, 4)
+    assert torch.equal(expanded[0], cos.expand(3, -1, -1)) and expanded[0].is_contiguous()
+    assert prepare(2, (hidden,), {"position_embeddings": (cos, sin)})[1]["position_embeddings"][0].shape[0] == 2
+    assert prepare(3, (hidden,), {"position_embeddings": (cos.clone(), sin)})[1]["position_embeddings"] is not expanded
+    (kept,), _ = prepare(3, (hidden,), {})  # gradients on: the hidden states keep theirs
+    assert kept is hidden

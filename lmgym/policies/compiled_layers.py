@@ -125,20 +125,30 @@ class RowTiering:
         return self.single_row_compiled
 
 
-def _one_graph_inputs(rows: int | None, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+class OneGraphInputs:
     """The call's inputs as every pass of the entry gives them, so that one graph serves them (the same values):
     hidden states that carry `requires_grad` into a pass without gradients (a LoRA model's input embeddings
     require grad for checkpointing, so layer 0's do and layer 1's do not) detached, and rotary tables of one row
     shared by every row (passes without padding) expanded to the call's rows (padded passes have a row each).
     Either difference is a guard Dynamo checks: each doubled the graphs compiled (4 instead of 1 without
-    gradients in a LoRA GRPO step, 2 instead of 1 with them)."""
-    if args and isinstance(args[0], torch.Tensor) and args[0].requires_grad and not torch.is_grad_enabled():
-        args = (args[0].detach(), *args[1:])
-    tables = kwargs.get("position_embeddings")
-    if rows is not None and rows > 1 and isinstance(tables, tuple) and all(
-            isinstance(t, torch.Tensor) and t.dim() == 3 and t.shape[0] == 1 for t in tables):
-        kwargs = {**kwargs, "position_embeddings": tuple(t.expand(rows, -1, -1).contiguous() for t in tables)}
-    return args, kwargs
+    gradients in a LoRA GRPO step, 2 instead of 1 with them). A model passes every layer the same tables, so
+    they are expanded once a forward (the last expansion is kept, with the tables it came from)."""
+
+    def __init__(self) -> None:
+        self._last: tuple[tuple, int, tuple] | None = None  # (tables given, rows, tables expanded)
+
+    def __call__(self, rows: int | None, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        if args and isinstance(args[0], torch.Tensor) and args[0].requires_grad and not torch.is_grad_enabled():
+            args = (args[0].detach(), *args[1:])
+        tables = kwargs.get("position_embeddings")
+        if rows is not None and rows > 1 and isinstance(tables, tuple) and all(
+                isinstance(t, torch.Tensor) and t.dim() == 3 and t.shape[0] == 1 for t in tables):
+            last = self._last
+            if last is None or last[1] != rows or len(last[0]) != len(tables) or any(
+                    a is not b for a, b in zip(last[0], tables)):
+                last = self._last = (tables, rows, tuple(t.expand(rows, -1, -1).contiguous() for t in tables))
+            kwargs = {**kwargs, "position_embeddings": last[2]}
+        return args, kwargs
 
 
 def _rows(args: tuple, kwargs: dict) -> int | None:
@@ -158,6 +168,7 @@ class LayerCompilation:
         self.eager_reason: str | None = None
         self.tiering = {"plain": RowTiering(layers), "checkpointed": RowTiering(layers)}
         self._give_up = _give_up_errors()
+        self.one_graph_inputs = OneGraphInputs()
 
     def __deepcopy__(self, memo: dict) -> LayerCompilation:
         return self  # a copied model's layers share the compiled entries, as their forward does
@@ -168,13 +179,13 @@ class LayerCompilation:
         rows = _rows(args, kwargs)
         if not (getattr(layer, COMPILED_CHECKPOINT, False) and layer.training and torch.is_grad_enabled()):
             if self.tiering["plain"].compiles(rows):
-                args, kwargs = _one_graph_inputs(rows, args, kwargs)
+                args, kwargs = self.one_graph_inputs(rows, args, kwargs)
                 return self.plain(layer, *args, **kwargs)
             return _uncompiled_forward(layer, *args, **kwargs)
         kwargs = _without_cache(layer, kwargs)
         if self.tiering["checkpointed"].compiles(rows) and self.eager_reason is None:
             try:
-                args, kwargs = _one_graph_inputs(rows, args, kwargs)
+                args, kwargs = self.one_graph_inputs(rows, args, kwargs)
                 return self.checkpointed(layer, *args, **kwargs)
             except self._give_up as err:  # raised while compiling, before any of the layer ran
                 self.eager_reason = _reason(err)
