@@ -6,7 +6,9 @@ metrics.jsonl). Prints trials run, kills delivered, resumes, iterations lost and
     python benchmarks/kill_resume.py --trials 4 --device cuda   # on a GPU: the trainer's CUDA generator resumed too
 
 On a GPU the parent never starts CUDA (each forked attempt does, with torch's deterministic kernels), a second
-uninterrupted run says whether two runs agree at all, and random kill times are drawn from its (warm) seconds.
+uninterrupted run says whether two runs agree at all, and random kill times are drawn from its (warm) span
+between its first checkpoint and its end (before it, an attempt is mostly starting CUDA: a kill there resumes
+nothing).
 """
 from __future__ import annotations
 
@@ -41,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     for m in s["mismatches"]:
         print(f"  trial {m['trial']}: {'; '.join(m['differences'])}")
     if s["repeat_differences"] is not None:
-        print(f"a second uninterrupted run: {'; '.join(s['repeat_differences']) or 'equal'}")
+        print(f"a second uninterrupted run: {'; '.join(s['repeat_differences']) or 'equal'} (its first checkpoint "
+              f"after {s['first_checkpoint_seconds']} s)")
     print(f"(uninterrupted run: {s['reference_seconds']} s; run folders in {workdir})")
     if not s["kills"]:
         print("no kill landed before its attempt finished: nothing was shown (more --trials, or a longer run)")

@@ -71,11 +71,13 @@ class Attempt:
     decided: bool                # it got as far as choosing its checkpoint (or saying there was none)
     newest_after: int | None     # newest complete checkpoint when the attempt ended
     seconds: float
+    first_checkpoint_s: float | None = None  # when a checkpoint folder first appeared (watched attempts only)
 
 
-def run_attempt(run_dir: Path, log: Path, crash_at: str | None = None, kill_after: float | None = None) -> Attempt:
+def run_attempt(run_dir: Path, log: Path, crash_at: str | None = None, kill_after: float | None = None,
+                watch: bool = False) -> Attempt:
     """Fork one training attempt; kill it at the boundary `crash_at` ("<point>:<n>", tests/faults.py) or after
-    `kill_after` seconds (parent)."""
+    `kill_after` seconds (parent); `watch`: note when the first checkpoint folder appears."""
     start = time.perf_counter()
     pid = os.fork()
     if pid == 0:  # child
@@ -96,12 +98,14 @@ def run_attempt(run_dir: Path, log: Path, crash_at: str | None = None, kill_afte
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)
-    status = None
-    if kill_after is not None:
-        deadline = time.perf_counter() + kill_after
+    status, first = None, None
+    if kill_after is not None or watch:
+        deadline = time.perf_counter() + (kill_after if kill_after is not None else float("inf"))
         while status is None and time.perf_counter() < deadline:
             done, code = os.waitpid(pid, os.WNOHANG)
             status = code if done else None
+            if watch and first is None and any(ckpt.iteration_of(p) is not None for p in run_dir.glob("checkpoint-*")):
+                first = time.perf_counter() - start
             time.sleep(0.005)
         if status is None:
             os.kill(pid, signal.SIGKILL)
@@ -117,7 +121,7 @@ def run_attempt(run_dir: Path, log: Path, crash_at: str | None = None, kill_afte
     found = re.search(r"resuming from .* \(iteration (\d+)\)", text)
     decided = bool(found) or "note: --resume: no checkpoint" in text
     return Attempt(outcome, int(found.group(1)) if found else None, decided, newest_checkpoint(run_dir),
-                   time.perf_counter() - start)
+                   time.perf_counter() - start, first)
 
 
 def newest_checkpoint(run_dir: Path) -> int | None:
@@ -164,9 +168,10 @@ class Trial:
         return lost
 
 
-def run_trial(run_dir: Path, crash_points: list[str] = (), delays: list[float] = (), max_attempts: int = 40) -> Trial:
+def run_trial(run_dir: Path, crash_points: list[str] = (), delays: list[float] = (), max_attempts: int = 40,
+              watch: bool = False) -> Trial:
     """Attempts with the given boundary kills, then the given timed kills (until the run completes), then
-    plain resumes until done."""
+    plain resumes until done; `watch`: the attempts note when their first checkpoint appears."""
     run_dir.mkdir(parents=True, exist_ok=True)
     logs = run_dir.parent / f"{run_dir.name}-logs"
     logs.mkdir(exist_ok=True)
@@ -174,7 +179,7 @@ def run_trial(run_dir: Path, crash_points: list[str] = (), delays: list[float] =
     plan = [(p, None) for p in crash_points] + [(None, d) for d in delays]
     while True:
         crash_at, delay = plan.pop(0) if plan else (None, None)
-        attempt = run_attempt(run_dir, logs / f"attempt-{len(trial.attempts):03d}.txt", crash_at, delay)
+        attempt = run_attempt(run_dir, logs / f"attempt-{len(trial.attempts):03d}.txt", crash_at, delay, watch)
         trial.attempts.append(attempt)
         if attempt.outcome == "completed" and (not plan or delay is not None):
             return trial  # a timed trial ends with the run; boundary kills all get their attempt
@@ -239,11 +244,15 @@ def reference_run(workdir: Path) -> tuple[dict, float]:
     return fingerprint(workdir / "reference"), trial.attempts[0].seconds
 
 
-def repeat_run(workdir: Path, expected: dict) -> tuple[list[str], float]:
-    """A second uninterrupted run: how it differs from the first, and its seconds. On a GPU the first run's
-    seconds include compiling kernels that later runs find cached, so random kill times are drawn from this one's."""
-    trial = run_trial(workdir / "repeat")
-    return differences(fingerprint(workdir / "repeat"), expected), trial.attempts[0].seconds
+def repeat_run(workdir: Path, expected: dict) -> tuple[list[str], float, float]:
+    """A second uninterrupted run: how it differs from the first, its seconds and when its first checkpoint
+    appeared. On a GPU the first run's seconds include compiling kernels that later runs find cached, and most of
+    an attempt is starting CUDA and the model (on the H200, 12 of 14 s), so random kill times are drawn from this
+    run's span between its first checkpoint and its end: a kill before any checkpoint shows no resume."""
+    trial = run_trial(workdir / "repeat", watch=True)
+    attempt = trial.attempts[0]
+    return (differences(fingerprint(workdir / "repeat"), expected), attempt.seconds,
+            attempt.first_checkpoint_s or 0.0)
 
 
 def crash_point_trial(workdir: Path, expected: dict) -> dict:
@@ -259,14 +268,15 @@ def random_trials(workdir: Path, trials: int, seed: int, max_kills: int = 4,
                   reference: tuple[dict, float] | None = None) -> dict:
     """`trials` runs killed at random moments (up to `max_kills` each), compared with an uninterrupted run."""
     expected, duration = reference or reference_run(workdir)
-    repeat = None
+    repeat, first = None, 0.0
     if DEVICE != "cpu":
-        repeat, duration = repeat_run(workdir, expected)
+        repeat, duration, first = repeat_run(workdir, expected)
     rng = random.Random(seed)
     summary = {"trials": 0, "kills": 0, "kills_before_the_end": 0, "resumes": 0, "iterations_lost": 0, "mismatches": [],
-               "reference_seconds": round(duration, 2), "repeat_differences": repeat}
+               "reference_seconds": round(duration, 2), "repeat_differences": repeat,
+               "first_checkpoint_seconds": round(first, 2) if repeat is not None else None}
     for t in range(trials):
-        delays = [rng.uniform(0.02, 0.9) * duration for _ in range(rng.randint(1, max_kills))]
+        delays = [first + rng.uniform(0.02, 0.9) * (duration - first) for _ in range(rng.randint(1, max_kills))]
         trial = run_trial(workdir / f"trial-{t:03d}", delays=delays)
         summary["trials"] += 1
         summary["kills"] += trial.kills
