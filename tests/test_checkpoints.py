@@ -309,6 +309,10 @@ EDITS = {
                                "names no known bit generator ('Lehmer')"),
     "rng['generator_device']": (lambda s: s["rng"].update(generator_device=3),
                                 "must be a device type such as 'cpu' or 'cuda', got 3"),
+    "rng['generator_device'] ": (lambda s: s["rng"].update(generator_device="gpu"),
+                                 "must be a device type such as 'cpu' or 'cuda', got 'gpu'"),
+    "rng['generator_device']  ": (lambda s: s["rng"].update(generator_device="cuda:1"),
+                                  "must be a device type such as 'cpu' or 'cuda', got 'cuda:1'"),
     "reference_source": (lambda s: s.update(reference_source="elsewhere"), "must be one of none, adapter"),
     "ref_synced_at": (lambda s: s.update(ref_synced_at=9), "is 9, after the checkpoint's iteration 1"),
 }
@@ -319,7 +323,8 @@ FIELD_FILES = {field: "trainer_state.json" for field in EDITS}
 FIELD_FILES.update({"optimizer['param_groups']": "optimizer.pt", "policy['lm_head.weight']": layout.OTHERS,
                     "rng['python']": "rng_state.pth", "rng['torch']": "rng_state.pth",
                     "rng['generator']": "rng_state.pth", "rng['numpy_algorithm']": "rng_state.pth",
-                    "rng['generator_device']": "rng_state.pth"})
+                    "rng['generator_device']": "rng_state.pth", "rng['generator_device'] ": "rng_state.pth",
+                    "rng['generator_device']  ": "rng_state.pth"})
 
 
 @pytest.mark.parametrize("field", list(EDITS))

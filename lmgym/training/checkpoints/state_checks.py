@@ -79,7 +79,7 @@ def check_rng(path: Path, field: str, rng: Any) -> None:
     _try(path, f"{field}['torch']", lambda: torch.Generator().set_state(rng["torch"]))
     _byte_tensor(path, f"{field}['generator']", rng["generator"])
     device = generator_device(rng)
-    if not isinstance(device, str) or not device:
+    if not _device_type(device):
         _fail(path, f"{field}['generator_device']", f"must be a device type such as 'cpu' or 'cuda', got "
                                                     f"{shown(device)}")
     try:
@@ -94,6 +94,14 @@ def check_rng(path: Path, field: str, rng: Any) -> None:
             _fail(path, f"{field}['cuda']", f"must be a list of tensors or None, got {type(cuda).__name__}")
         for i, item in enumerate(cuda):
             _byte_tensor(path, f"{field}['cuda'][{i}]", item)
+
+
+def _device_type(name: Any) -> bool:
+    """Whether `name` is a device type torch knows (a type alone: 'cuda', not 'cuda:1' or 'gpu')."""
+    try:
+        return isinstance(name, str) and torch.device(name).type == name
+    except (RuntimeError, ValueError):
+        return False
 
 
 def generator_device(rng: dict[str, Any]) -> Any:
