@@ -114,7 +114,6 @@ def generator_device(rng: dict[str, Any]) -> Any:
     return "cuda" if isinstance(state, torch.Tensor) and state.numel() == CUDA_STATE_BYTES else "cpu"
 
 
-
 def _check_reference(path: Path, state: dict[str, Any], iteration: int) -> None:
     if "reference_source" in state and state["reference_source"] not in REFERENCE_SOURCES:
         _fail(path, "reference_source", f"must be one of {', '.join(REFERENCE_SOURCES)}, got "
