@@ -117,6 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="after this many seconds of the run no chunk starts (a workload not begun is skipped, one begun ends "
              "after its first measured chunk, without its profiled one; 0: no limit)")
     add("--max_new_tokens", type=int, default=None, help="tokens per action in every W4 workload (default: presets)")
+    add("--w4b_set", action="append", default=[], metavar="FIELD=VALUE", dest="grpo_overrides",
+        help="a GRPOConfig field of W4b set over the gpu preset's (a JSON value, else a string), e.g. "
+             "gradient_checkpointing=false; repeatable")
     sizes = parser.add_argument_group("sizes (default: the presets; --tiny: tiny ones)")
     for name, default, what in (
             ("w1_steps", 4, "W1 steps"), ("w1_warmup", 1, "W1 warm-up steps (not measured)"),
@@ -268,6 +271,25 @@ def run(args: argparse.Namespace) -> dict:
     return results
 
 
+def config_overrides(pairs: list[str]) -> dict:
+    """--w4b_set's FIELD=VALUE pairs as a dict (VALUE read as JSON, else kept as a string); a pair without '=' or
+    naming no GRPOConfig field is one line that names it."""
+    from dataclasses import fields
+
+    from lmgym.algorithms import GRPOConfig
+
+    known, out = {f.name for f in fields(GRPOConfig)}, {}
+    for pair in pairs:
+        field, sep, value = pair.partition("=")
+        if not sep or field not in known:
+            raise SystemExit(f"w4_multistep: --w4b_set {pair!r}: expected FIELD=VALUE with FIELD a GRPOConfig field")
+        try:
+            out[field] = json.loads(value)
+        except json.JSONDecodeError:
+            out[field] = value
+    return out
+
+
 def build(name: str, args: argparse.Namespace, ctx: Context):
     """The workload object (w1: benchmarks/w1_benchmark.py as a module)."""
     if name == "w1":
@@ -278,7 +300,7 @@ def build(name: str, args: argparse.Namespace, ctx: Context):
                              args.w4a_max_steps)
     if name == "w4b":
         return RagWorkload(ctx, args.data_path, args.w4b_iterations, args.w4b_questions, args.w4b_episodes,
-                           args.max_new_tokens, dense=not args.no_dense)
+                           args.max_new_tokens, dense=not args.no_dense, overrides=config_overrides(args.grpo_overrides))
     return ReflectionWorkload(ctx, args.w4c_problems, args.w4c_warmup_problems, args.w4c_profile_problems,
                               args.w4c_batch, args.w4c_turns, args.max_new_tokens)
 

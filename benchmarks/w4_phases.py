@@ -136,6 +136,7 @@ def profile_chunk(run: Callable[[], Any], device: torch.device) -> tuple[Any, di
     clock = time.perf_counter()
     events = trace_events(prof)
     report = split_wall(*events)
+    report["host_ops"] = host_ops_by_phase(prof, events[0], events[2])
     report["analysis_s"] = time.perf_counter() - clock
     report["gpu_traced"] = device.type == "cuda"
     if not report["gpu_traced"]:  # no kernels to see: the split is the host's alone
@@ -199,6 +200,44 @@ def trace_events(prof) -> tuple[list, list, int]:
             launch, thread = -1, -1
         launched.append((start, end, launch, thread))
     return ranges, launched, main
+
+
+SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy",
+              "cudaMemcpyAsync")
+LAUNCH_CALLS = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernelEx", "cudaGraphLaunch")
+
+
+def host_ops_by_phase(prof, ranges: list, main: int, top: int = 12) -> dict:
+    """What the host did in each phase of the profiled chunk (the main thread's phase at the time, so CUDA's
+    autograd thread's backward counts in train): CPU ops' and CUDA runtime calls' counts and total seconds (ops
+    nest, so totals overlap), the `top` names by total time, and the launch and sync calls (count, seconds)
+    apart: a phase whose GPU idles while the host launches many small kernels is launch-bound; one that idles in
+    sync calls waits for the GPU."""
+    segments = flatten([(s, e, n) for s, e, t, n in ranges if t == main])
+    rows: list[tuple[int, int, str, str]] = []  # (start, duration, name, kind)
+    for ev in prof.profiler.kineto_results.events():
+        kind = activity(ev)
+        if kind in ("cpu_op", "cuda_runtime", "cuda_driver"):
+            rows.append((ev.start_ns(), ev.end_ns() - ev.start_ns(), ev.name(), kind))
+    if not rows:
+        return {}
+    phases = labels_at(segments, np.array([r[0] for r in rows], dtype=np.int64))
+    out: dict[str, dict] = {}
+    for (_, duration, name, _kind), phase in zip(rows, phases.tolist()):
+        entry = out.setdefault(PHASES[phase] if phase >= 0 else "host", {"ops": {}, "launches": [0, 0.0],
+                                                                          "syncs": [0, 0.0]})
+        count_s = entry["ops"].setdefault(name, [0, 0.0])
+        count_s[0] += 1
+        count_s[1] += duration / 1e9
+        for calls, key in ((LAUNCH_CALLS, "launches"), (SYNC_CALLS, "syncs")):
+            if name in calls:
+                entry[key][0] += 1
+                entry[key][1] += duration / 1e9
+    for entry in out.values():
+        ranked = sorted(entry["ops"].items(), key=lambda item: -item[1][1])
+        entry["ops_total"] = sum(c for c, _ in entry["ops"].values())
+        entry["ops"] = {name: [c, round(s, 6)] for name, (c, s) in ranked[:top]}
+    return out
 
 
 def flatten(ranges: list[tuple[int, int, str]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

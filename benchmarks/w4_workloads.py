@@ -265,7 +265,7 @@ class RagWorkload:
     name, unit = "w4b", "iteration"
 
     def __init__(self, ctx: Context, data_path: str, iterations: int, questions: int | None, episodes: int | None,
-                 max_new_tokens: int | None, dense: bool):
+                 max_new_tokens: int | None, dense: bool, overrides: dict | None = None):
         import rag_agent
 
         from lmgym.algorithms import GRPOConfig
@@ -289,7 +289,8 @@ class RagWorkload:
         lora = LoraSettings(r=flags.get_default("lora_r"), alpha=flags.get_default("lora_alpha"))
         system_prompt = read_system_prompt(flags.get_default("system_prompt_path"))
         policy = HFPolicy(ctx.model, lora=lora, system_prompt=system_prompt, device=ctx.device, fast_decode=True)
-        grpo = dict(preset["grpo"], max_new_tokens=max_new_tokens or preset["run"]["max_new_tokens"])
+        grpo = dict(preset["grpo"], max_new_tokens=max_new_tokens or preset["run"]["max_new_tokens"],
+                    **(overrides or {}))
         if questions is not None:
             grpo["prompts_per_iteration"] = questions
         if episodes is not None:
@@ -303,6 +304,7 @@ class RagWorkload:
         self.settings = {**grpo, "k": k, "max_searches": searches, "lora_r": lora.r, "lora_alpha": lora.alpha,
                          "index": index, "questions": len(records),
                          "train_questions": len(train), "iterations": iterations, "start": "base model (no SFT)",
+                         "overrides": overrides or {},
                          "torch_compile": self.algo.config.torch_compile}
         self.metrics: list[dict] = []
         self.extras = {"index_build_s": self.index_s}

@@ -12,7 +12,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from w4_phases import PHASES, RangeClock, activity, flatten, split_wall, trace_events  # noqa: E402
+from w4_multistep import config_overrides  # noqa: E402
+from w4_phases import PHASES, RangeClock, activity, flatten, host_ops_by_phase, split_wall, trace_events  # noqa: E402
 
 SCRIPT = ROOT / "benchmarks" / "w4_multistep.py"
 
@@ -121,6 +122,38 @@ def test_a_ranges_mirror_on_the_gpu_lane_is_not_counted_as_busy_time():
     assert split["gpu_busy_by_phase"] == pytest.approx({"decode": 0.1})
 
 
+def test_host_ops_are_counted_per_phase_with_launches_and_syncs_apart():
+    """The profiled chunk's host calls by phase: W4b's train phase idled the GPU 75% of its time, and this says
+    whether the host was launching (many small kernels) or waiting (syncs)."""
+    def event(name, start, end, annotation=False, thread=1):
+        return SimpleNamespace(device_type=lambda: "DeviceType.CPU", name=lambda: name,
+                               is_user_annotation=lambda: annotation, start_ns=lambda: start, end_ns=lambda: end,
+                               correlation_id=lambda: 0, linked_correlation_id=lambda: 0,
+                               start_thread_id=lambda: thread)
+
+    events = [event("w4.chunk", 0, 1000, annotation=True), event("w4.train", 100, 900, annotation=True),
+              event("aten::mm", 110, 130), event("cudaLaunchKernel", 115, 125), event("cudaLaunchKernel", 140, 150),
+              event("cudaStreamSynchronize", 200, 400), event("aten::add", 950, 960),
+              event("aten::mm", 120, 122, thread=2)]  # another thread's (CUDA's backward): the main one's phase
+    prof = SimpleNamespace(profiler=SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: events)))
+    ranges, _, main = trace_events(prof)
+    ops = host_ops_by_phase(prof, ranges, main)
+    train = ops["train"]
+    assert train["launches"] == [2, pytest.approx(20e-9)] and train["syncs"] == [1, pytest.approx(200e-9)]
+    assert train["ops_total"] == 5 and list(train["ops"])[0] == "cudaStreamSynchronize"
+    assert train["ops"]["aten::mm"][0] == 2
+    assert ops["host"]["ops_total"] == 1 and set(ops) == {"train", "host"}
+
+
+def test_w4b_overrides_are_grpo_config_fields():
+    assert config_overrides(["gradient_checkpointing=false", "max_tokens_per_microbatch=65536",
+                             "torch_compile_backend=inductor"]) == {
+        "gradient_checkpointing": False, "max_tokens_per_microbatch": 65536, "torch_compile_backend": "inductor"}
+    for bad in ("gradient_checkpointing", "no_such_field=1"):
+        with pytest.raises(SystemExit, match="--w4b_set.*GRPOConfig field"):
+            config_overrides([bad])
+
+
 def test_a_tiny_run_reports_every_field(tmp_path):
     hotpot, gsm8k = tiny_data(tmp_path)
     out = tmp_path / "w4.json"
@@ -128,7 +161,8 @@ def test_a_tiny_run_reports_every_field(tmp_path):
     env.pop("PYTHONPATH", None)  # the script's own tree
     sizes = ["--w1_prompts", "1", "--w1_max_new", "4", "--max_new_tokens", "4", "--w4a_problems", "1",
              "--w4a_warmup_problems", "0", "--w4a_max_steps", "2", "--w4b_questions", "1", "--w4c_problems", "2",
-             "--w4c_batch", "1", "--w4c_warmup_problems", "0", "--w4c_profile_problems", "1", "--w4c_turns", "2"]
+             "--w4c_batch", "1", "--w4c_warmup_problems", "0", "--w4c_profile_problems", "1", "--w4c_turns", "2",
+             "--w4b_set", "max_tokens_per_microbatch=4096"]
     done = subprocess.run([sys.executable, str(SCRIPT), "--tiny", "--data_path", str(hotpot), "--gsm8k", str(gsm8k),
                            "--no_dense", "--label", "tiny", "--out", str(out), *sizes], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=600)
@@ -151,6 +185,9 @@ def test_a_tiny_run_reports_every_field(tmp_path):
         assert profile["phases"]["decode"] > 0 and profile["phases"]["prefill"] > 0
         assert record["chunks"][0]["engine_generated_tokens"] == record["chunks"][0]["generated_tokens"]
     assert work["w4b"]["profile"]["phases"]["train"] > 0 and len(work["w4b"]["warmup"]) == 1
+    assert work["w4b"]["settings"]["overrides"] == {"max_tokens_per_microbatch": 4096}
+    assert work["w4b"]["settings"]["max_tokens_per_microbatch"] == 4096
+    assert work["w4b"]["profile"]["host_ops"]["train"]["ops_total"] > 0
     assert work["w4a"]["measured"]["projected_2000_problems_min"] > 0
     assert work["w4c"]["quality"]["episodes"] == 2.0
     assert "| w4b |" in done.stdout
