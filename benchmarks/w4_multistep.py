@@ -300,7 +300,8 @@ def build(name: str, args: argparse.Namespace, ctx: Context):
                              args.w4a_max_steps)
     if name == "w4b":
         return RagWorkload(ctx, args.data_path, args.w4b_iterations, args.w4b_questions, args.w4b_episodes,
-                           args.max_new_tokens, dense=not args.no_dense, overrides=config_overrides(args.grpo_overrides))
+                           args.max_new_tokens, dense=not args.no_dense,
+                           overrides=config_overrides(args.grpo_overrides))
     return ReflectionWorkload(ctx, args.w4c_problems, args.w4c_warmup_problems, args.w4c_profile_problems,
                               args.w4c_batch, args.w4c_turns, args.max_new_tokens)
 
