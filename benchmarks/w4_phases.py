@@ -137,6 +137,7 @@ def profile_chunk(run: Callable[[], Any], device: torch.device) -> tuple[Any, di
     events = trace_events(prof)
     report = split_wall(*events)
     report["host_ops"] = host_ops_by_phase(prof, events[0], events[2])
+    report["kernels_by_phase"] = kernels_by_phase(prof, events[0], events[2])
     report["analysis_s"] = time.perf_counter() - clock
     report["gpu_traced"] = device.type == "cuda"
     if not report["gpu_traced"]:  # no kernels to see: the split is the host's alone
@@ -237,6 +238,36 @@ def host_ops_by_phase(prof, ranges: list, main: int, top: int = 12) -> dict:
         ranked = sorted(entry["ops"].items(), key=lambda item: -item[1][1])
         entry["ops_total"] = sum(c for c, _ in entry["ops"].values())
         entry["ops"] = {name: [c, round(s, 6)] for name, (c, s) in ranked[:top]}
+    return out
+
+
+def kernels_by_phase(prof, ranges: list, main: int, top: int = 10) -> dict:
+    """The GPU's time in each phase of the profiled chunk by kernel name: per phase (of the main thread's range
+    when the kernel was launched; "unlinked" when its launch is not found) the kernels' count and seconds, and
+    the `top` names by seconds ([count, seconds] each): what a GPU-bound phase spends its time on."""
+    segments = flatten([(s, e, n) for s, e, t, n in ranges if t == main])
+    events = prof.profiler.kineto_results.events()
+    annotations = frozenset(ev.name() for ev in events if activity(ev) == "user_annotation")
+    launch_at = {ev.correlation_id(): ev.start_ns() for ev in events
+                 if activity(ev, annotations) in ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")}
+    kernels = [(ev.name(), ev.end_ns() - ev.start_ns(), launch_at.get(ev.linked_correlation_id(),
+                                                                       launch_at.get(ev.correlation_id(), -1)))
+               for ev in events if activity(ev, annotations) == "kernel"]
+    if not kernels:
+        return {}
+    phases = labels_at(segments, np.array([k[2] for k in kernels], dtype=np.int64)).tolist()
+    out: dict[str, dict] = {}
+    for (name, duration, launch), phase in zip(kernels, phases):
+        label = "unlinked" if launch < 0 else (PHASES[phase] if phase >= 0 else "host")
+        entry = out.setdefault(label, {"kernels": 0, "seconds": 0.0, "top": {}})
+        entry["kernels"] += 1
+        entry["seconds"] += duration / 1e9
+        count_s = entry["top"].setdefault(name, [0, 0.0])
+        count_s[0] += 1
+        count_s[1] += duration / 1e9
+    for entry in out.values():
+        ranked = sorted(entry["top"].items(), key=lambda item: -item[1][1])[:top]
+        entry["top"] = {name[:160]: [c, round(s, 6)] for name, (c, s) in ranked}
     return out
 
 

@@ -19,6 +19,7 @@ the same work in less time.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import tempfile
@@ -30,6 +31,8 @@ from typing import Any
 
 import torch
 from w4_phases import NvmlBusy, RangeClock, named_range, profile_chunk, shares, synchronize
+
+from lmgym.training.gc_pauses import GcPauses, frozen_setup
 
 
 class EngineCounter:
@@ -98,6 +101,8 @@ class Context:
     log: Callable[[str], None] = print
     notes: list[str] = field(default_factory=list)
     deadline: float | None = None  # time.perf_counter() after which no chunk starts (but a workload's first)
+    gc_freeze: bool = True  # a training workload runs inside gc_pauses.frozen_setup, as Trainer.train does
+    gc: GcPauses = field(default_factory=GcPauses)  # the collector's pauses, per chunk
 
     def past_deadline(self) -> bool:
         return self.deadline is not None and time.perf_counter() >= self.deadline
@@ -108,6 +113,13 @@ def measure(work, ctx: Context, record: dict) -> None:
     """Run `work`'s warm-up, measured and profiled chunks, filling `record` as they finish (ctx.save() after
     each): measured chunks run in order until all ran or `ctx.measure_s` seconds of them did (or the run's
     deadline passed: the first always runs, the profiled one is then skipped)."""
+    frozen = ctx.gc_freeze and getattr(work, "trains", False)
+    record["gc_frozen_setup"] = frozen
+    with frozen_setup() if frozen else contextlib.nullcontext():
+        _measure(work, ctx, record)
+
+
+def _measure(work, ctx: Context, record: dict) -> None:
     if ctx.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(ctx.device)
     record["settings"] = work.settings
@@ -151,13 +163,18 @@ def measure(work, ctx: Context, record: dict) -> None:
 def _chunk(work, spec, ctx: Context, kind: str) -> dict:
     context, generated, advances = ctx.counter.snapshot()
     synchronize(ctx.device)
-    start = time.perf_counter()
-    result = work.run(spec)
-    synchronize(ctx.device)
-    seconds = time.perf_counter() - start
-    after = ctx.counter.snapshot()
+    paused = ctx.gc.snapshot()
+    with ctx.gc:
+        start = time.perf_counter()
+        result = work.run(spec)
+        synchronize(ctx.device)
+        seconds = time.perf_counter() - start
+    after, now = ctx.counter.snapshot(), ctx.gc.snapshot()
     result.update(seconds=seconds, context_tokens=after[0] - context, engine_generated_tokens=after[1] - generated,
-                  engine_advances=after[2] - advances)
+                  engine_advances=after[2] - advances,
+                  gc={"seconds": now["seconds"] - paused["seconds"],
+                      "full_seconds": now["full_seconds"] - paused["full_seconds"],
+                      "collections": [b - a for a, b in zip(paused["collections"], now["collections"])]})
     ctx.log(f"[{work.name}] {kind} chunk {spec}: {seconds:.1f} s, {result['generated_tokens']:,} generated and "
             f"{result['context_tokens']:,} context tokens, {result['generated_tokens'] / max(seconds, 1e-9):,.0f} "
             f"generated tokens/s")
@@ -175,7 +192,9 @@ def summary(chunks: list[dict], unit: str, plain: dict[str, float], nvml_share: 
            "context_tok_per_s": context / seconds if seconds else 0.0,
            "s_per_1000_episodes": 1000 * seconds / episodes if episodes else None,
            "s_per_iteration": seconds / len(chunks) if unit == "iteration" and chunks else None,
-           "phases_plain": shares(plain, seconds), "phases_plain_s": plain, "nvml_gpu_busy": nvml_share}
+           "phases_plain": shares(plain, seconds), "phases_plain_s": plain, "nvml_gpu_busy": nvml_share,
+           "gc_s": sum(c["gc"]["seconds"] for c in chunks), "gc_full_s": sum(c["gc"]["full_seconds"] for c in chunks),
+           "gc_full_collections": sum(c["gc"]["collections"][2] for c in chunks)}
     if unit == "problems":
         problems = sum(c["problems"] for c in chunks)
         out["problems"] = problems
@@ -263,6 +282,7 @@ class RagWorkload:
     """W4b: GRPO iterations of the searching agent (see the module docstring)."""
 
     name, unit = "w4b", "iteration"
+    trains = True  # Trainer.train's loop: measured inside gc_pauses.frozen_setup (--gc_freeze)
 
     def __init__(self, ctx: Context, data_path: str, iterations: int, questions: int | None, episodes: int | None,
                  max_new_tokens: int | None, dense: bool, overrides: dict | None = None):

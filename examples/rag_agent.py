@@ -91,13 +91,13 @@ PRESETS = {
         # rows of 2048 tokens hold the longest, and packing fills them
         "sft": dict(examples_per_iteration=32, max_length=2048, micro_batch_size=8, learning_rate=1e-4,
                     warmup_iterations=5, eval_at_start=False),
-        # GRPO sized as examples/rag_grpo.py's gpu preset (16 questions x 8 episodes an iteration, LoRA,
-        # checkpointing and a token budget per micro-batch: contexts grow every tool turn). From an SFT model,
+        # GRPO sized as examples/rag_grpo.py's gpu preset (16 questions x 8 episodes an iteration, LoRA, and a
+        # token budget per micro-batch: contexts grow every tool turn; no checkpointing: see there). From an SFT model,
         # whose distribution is sharp, a lower learning rate than rag_grpo's 2e-4 (examples/pipeline.py saw
         # GRPO after SFT collapse at the base model's rate) and temperature 1.0 (its samples vary less).
         "grpo": dict(train_iterations=50, prompts_per_iteration=16, samples_per_prompt=8, temperature=1.0,
                      learning_rate=5e-5, kl_coeff=0.04, micro_batch_size=32, eval_at_start=False, save_every=10,
-                     gradient_checkpointing=True, max_tokens_per_microbatch=16384, reward_combination="env"),
+                     gradient_checkpointing=False, max_tokens_per_microbatch=32768, reward_combination="env"),
         "run": dict(hold_out=150, train_questions=0, sft_epochs=3.0, max_new_tokens=64, dense="auto", eval_batch=64),
     },
 }

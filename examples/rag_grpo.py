@@ -63,7 +63,12 @@ PRESETS = {
     "gpu": dict(train_iterations=100, prompts_per_iteration=16, samples_per_prompt=8, max_new_tokens=64,
                 temperature=0.8, learning_rate=2e-4, kl_coeff=0.04, eval_episodes=100, eval_every=25,
                 save_every=25, micro_batch_size=32, eval_at_start=True, reward_combination="env",
-                gradient_checkpointing=True, max_tokens_per_microbatch=16384,  # contexts grow every tool turn
+                # contexts grow every tool turn: micro-batches by tokens. The 135M model's activations fit without
+                # checkpointing, and fewer, larger micro-batches launch fewer kernels: on one H200 the update took
+                # 0.57-0.59 s an iteration this way (65,536 tokens, 51 GB peak) against 0.84-1.30 s with
+                # checkpointing and 16,384 (13 GB), its GPU idle most of the time (benchmarks/RESULTS.md, W4b,
+                # 2026-11-29); 32,768 keeps the peak near half of that. A larger --model: set both back.
+                gradient_checkpointing=False, max_tokens_per_microbatch=32768,
                 output_dir="runs/rag_grpo-gpu"),
 }  # temperature 0.8: the embedded 135M model's samples at 1.0 are mostly noise, with no tag in them
 # Both presets' reward weights (reward_combination "env"; the other combinations ignore them): answering

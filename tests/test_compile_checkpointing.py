@@ -80,8 +80,9 @@ def lora_policy(checkpointing: bool = False) -> HFPolicy:
 
 def test_sft_then_lora_grpo_with_checkpointing_train_compiled_in_one_process(layout, device_thread_backward,
                                                                               tmp_path):
-    """examples/rag_agent.py's gpu preset in small: full-weight SFT, then GRPO with LoRA and checkpointing, each
-    with compiled layers, in one process. The second stage compiles its own graphs; its checkpointed passes
+    """The issue's crash in small (examples/rag_agent.py's gpu preset until it dropped checkpointing, and any
+    --grpo_config that sets it): full-weight SFT, then GRPO with LoRA and checkpointing, each with compiled
+    layers, in one process. The second stage compiles its own graphs; its checkpointed passes
     stay compiled and the recomputation never looks a graph up again."""
     tok = build_tiny_tokenizer()
     sft = SFT(HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu"), PAIRS,

@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
 from lmgym.core.extras import MissingExtraError
 from lmgym.retrieval import (
@@ -265,3 +266,20 @@ def test_the_packaged_minilm_embeds_offline_and_finds_meaning_beyond_words():
     assert vectors.shape == (2, 384) and np.linalg.norm(vectors, axis=1) == pytest.approx([1.0, 1.0], abs=1e-5)
     assert store.search("my kitten", 1, "dense")[0].doc_id == "cat"  # no word in common
     assert store.search("shares fell on wall street", 1, "dense")[0].doc_id == "market"
+
+
+def test_embedding_calls_keep_attention_off_cudnn(monkeypatch):
+    """cuDNN plans attention per shape, and every embedding call pads to a new one (4-9 ms of host time a call
+    on an H200): the model encodes with cuDNN's attention off, and the setting is restored after."""
+    seen = []
+
+    class Model:
+        def encode(self, texts, **kwargs):
+            seen.append(torch.backends.cuda.cudnn_sdp_enabled())
+            return np.ones((len(texts), 4), dtype=np.float32) / 2
+
+    embedder = SentenceTransformerEmbedder.__new__(SentenceTransformerEmbedder)
+    embedder.name, embedder.batch_size, embedder._model = "fake", 8, Model()
+    before = torch.backends.cuda.cudnn_sdp_enabled()
+    assert embedder.embed(["a", "b"]).shape == (2, 4)
+    assert seen == [False] and torch.backends.cuda.cudnn_sdp_enabled() == before

@@ -13,7 +13,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from w4_multistep import config_overrides  # noqa: E402
-from w4_phases import PHASES, RangeClock, activity, flatten, host_ops_by_phase, split_wall, trace_events  # noqa: E402
+from w4_phases import (  # noqa: E402
+    PHASES,
+    RangeClock,
+    activity,
+    flatten,
+    host_ops_by_phase,
+    kernels_by_phase,
+    split_wall,
+    trace_events,
+)
 
 SCRIPT = ROOT / "benchmarks" / "w4_multistep.py"
 
@@ -145,6 +154,29 @@ def test_host_ops_are_counted_per_phase_with_launches_and_syncs_apart():
     assert ops["host"]["ops_total"] == 1 and set(ops) == {"train", "host"}
 
 
+def test_kernels_are_summed_per_phase_of_their_launch():
+    def event(device, name, start, end, corr=0, linked=0, annotation=False):
+        return SimpleNamespace(device_type=lambda: f"DeviceType.{device}", name=lambda: name,
+                               is_user_annotation=lambda: annotation, start_ns=lambda: start, end_ns=lambda: end,
+                               correlation_id=lambda: corr, linked_correlation_id=lambda: linked,
+                               start_thread_id=lambda: 1)
+
+    events = [event("CPU", "w4.chunk", 0, 1000, corr=1, annotation=True),
+              event("CPU", "lmgym.prefill", 100, 300, corr=2, annotation=True),
+              event("CPU", "aten::mm", 110, 120, corr=3), event("CPU", "aten::mm", 130, 140, corr=4),
+              event("CPU", "aten::add", 500, 510, corr=5),
+              event("CUDA", "sm90_gemm", 200, 260, linked=3), event("CUDA", "sm90_gemm", 260, 300, linked=4),
+              event("CUDA", "elementwise", 520, 530, linked=5), event("CUDA", "stray", 600, 605, linked=99),
+              event("CUDA", "lmgym.prefill", 200, 300)]  # the range's mirror: not a kernel
+    prof = SimpleNamespace(profiler=SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: events)))
+    ranges, _, main = trace_events(prof)
+    out = kernels_by_phase(prof, ranges, main)
+    assert set(out) == {"prefill", "host", "unlinked"}
+    assert out["prefill"]["kernels"] == 2 and out["prefill"]["seconds"] == pytest.approx(100e-9)
+    assert out["prefill"]["top"]["sm90_gemm"][0] == 2
+    assert out["host"]["top"] == {"elementwise": [1, pytest.approx(0.0, abs=1e-6)]}
+
+
 def test_w4b_overrides_are_grpo_config_fields():
     assert config_overrides(["gradient_checkpointing=false", "max_tokens_per_microbatch=65536",
                              "torch_compile_backend=inductor"]) == {
@@ -188,6 +220,8 @@ def test_a_tiny_run_reports_every_field(tmp_path):
     assert work["w4b"]["settings"]["overrides"] == {"max_tokens_per_microbatch": 4096}
     assert work["w4b"]["settings"]["max_tokens_per_microbatch"] == 4096
     assert work["w4b"]["profile"]["host_ops"]["train"]["ops_total"] > 0
+    assert work["w4b"]["gc_frozen_setup"] is True and work["w4a"]["gc_frozen_setup"] is False  # only what trains
+    assert work["w4b"]["measured"]["gc_s"] >= 0 and len(work["w4b"]["chunks"][0]["gc"]["collections"]) == 3
     assert work["w4a"]["measured"]["projected_2000_problems_min"] > 0
     assert work["w4c"]["quality"]["episodes"] == 2.0
     assert "| w4b |" in done.stdout

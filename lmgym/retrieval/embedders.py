@@ -82,9 +82,20 @@ class SentenceTransformerEmbedder:
             except OSError as err:
                 raise EmbedderNotFoundError(f"cannot load embedding model {self.name!r}: not a local folder and "
                                             f"not reachable on the hub [{str(err).splitlines()[0]}]") from None
-        vectors = self._model.encode(list(texts), batch_size=self.batch_size, show_progress_bar=progress,
-                                     convert_to_numpy=True, normalize_embeddings=True)
+        with attention_without_cudnn():
+            vectors = self._model.encode(list(texts), batch_size=self.batch_size, show_progress_bar=progress,
+                                         convert_to_numpy=True, normalize_embeddings=True)
         return np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1)
+
+
+def attention_without_cudnn():
+    """A context in which scaled_dot_product_attention picks flash, memory-efficient or math kernels, not cuDNN's.
+    Each embedding call pads its texts to a new length, and cuDNN plans its attention per shape: on an H200 those
+    calls took 4-9 ms of host time each where planned ones take 0.1 ms (the RAG agent's W4b profile,
+    benchmarks/RESULTS.md, 2026-11-29). The other kernels need no plan. Nothing changes on a CPU."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
 
 
 class HashingEmbedder:
