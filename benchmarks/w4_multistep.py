@@ -113,9 +113,6 @@ def build_parser() -> argparse.ArgumentParser:
     add("--measure_s", type=float, default=60.0,
         help="a W4 workload starts no further measured chunk after this many measured seconds (default 60)")
     add("--profile", action=argparse.BooleanOptionalAction, default=True, help="the profiled chunk (default on)")
-    add("--gc_freeze", action=argparse.BooleanOptionalAction, default=True,
-        help="W4b freezes its set-up out of the garbage collector's walks, as Trainer.train does (default on; "
-             "--no-gc_freeze: as before lmgym.training.gc_pauses)")
     add("--time_limit_s", type=float, default=0.0,
         help="after this many seconds of the run no chunk starts (a workload not begun is skipped, one begun ends "
              "after its first measured chunk, without its profiled one; 0: no limit)")
@@ -233,8 +230,7 @@ def run(args: argparse.Namespace) -> dict:
 
     ctx = Context(device, model, args.seed, args.measure_s, args.profile, RangeClock(), EngineCounter(),
                   save=lambda: write_json(out, results), log=log, notes=results["notes"],
-                  deadline=started + args.time_limit_s if args.time_limit_s > 0 else None, gc_freeze=args.gc_freeze)
-    results["gc_freeze"] = args.gc_freeze
+                  deadline=started + args.time_limit_s if args.time_limit_s > 0 else None)
     log(f"measuring {CODE_ROOT} (lmgym {lmgym.__file__}) on {results['device']}, model {results['model']}")
     trained = False
     for name in args.workloads:

@@ -19,7 +19,6 @@ the same work in less time.
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import gc
 import tempfile
@@ -30,9 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from w4_phases import NvmlBusy, RangeClock, named_range, profile_chunk, shares, synchronize
-
-from lmgym.training.gc_pauses import GcPauses, frozen_setup
+from w4_phases import GcPauses, NvmlBusy, RangeClock, named_range, profile_chunk, shares, synchronize
 
 
 class EngineCounter:
@@ -101,8 +98,7 @@ class Context:
     log: Callable[[str], None] = print
     notes: list[str] = field(default_factory=list)
     deadline: float | None = None  # time.perf_counter() after which no chunk starts (but a workload's first)
-    gc_freeze: bool = True  # a training workload runs inside gc_pauses.frozen_setup, as Trainer.train does
-    gc: GcPauses = field(default_factory=GcPauses)  # the collector's pauses, per chunk
+    gc: GcPauses = field(default_factory=GcPauses)  # the garbage collector's pauses, per chunk
 
     def past_deadline(self) -> bool:
         return self.deadline is not None and time.perf_counter() >= self.deadline
@@ -113,13 +109,6 @@ def measure(work, ctx: Context, record: dict) -> None:
     """Run `work`'s warm-up, measured and profiled chunks, filling `record` as they finish (ctx.save() after
     each): measured chunks run in order until all ran or `ctx.measure_s` seconds of them did (or the run's
     deadline passed: the first always runs, the profiled one is then skipped)."""
-    frozen = ctx.gc_freeze and getattr(work, "trains", False)
-    record["gc_frozen_setup"] = frozen
-    with frozen_setup() if frozen else contextlib.nullcontext():
-        _measure(work, ctx, record)
-
-
-def _measure(work, ctx: Context, record: dict) -> None:
     if ctx.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(ctx.device)
     record["settings"] = work.settings
@@ -282,7 +271,6 @@ class RagWorkload:
     """W4b: GRPO iterations of the searching agent (see the module docstring)."""
 
     name, unit = "w4b", "iteration"
-    trains = True  # Trainer.train's loop: measured inside gc_pauses.frozen_setup (--gc_freeze)
 
     def __init__(self, ctx: Context, data_path: str, iterations: int, questions: int | None, episodes: int | None,
                  max_new_tokens: int | None, dense: bool, overrides: dict | None = None):

@@ -37,7 +37,6 @@ from lmgym.training.checkpoints import sharded as sharded_checkpoints
 from lmgym.training.checkpoints import trainer_state
 from lmgym.training.config import TrainerConfig, checked_config
 from lmgym.training.data_parallel import GradientAverager
-from lmgym.training.gc_pauses import frozen_setup
 from lmgym.training.guards import NonFiniteTrainingError, StopRequests, TrainingInterrupted, interrupted_line, warn
 from lmgym.training.lr_schedules import build_scheduler
 from lmgym.training.model_card import write_trainer_cards
@@ -353,9 +352,7 @@ class Trainer(ABC):
                    desc=type(self).__name__)
         if self.iteration == 0 and c.eval_at_start:
             self._log({"iteration": 0, **self._eval_metrics()})
-        # Ctrl-C: finish this iteration, checkpoint it, stop (training/guards.py); the set-up's objects out of the
-        # garbage collector's full walks (training/gc_pauses.py)
-        with StopRequests() as stop, frozen_setup():
+        with StopRequests() as stop:  # Ctrl-C: finish this iteration, checkpoint it, stop (training/guards.py)
             while self.iteration < c.train_iterations and not self.should_stop:
                 started = self.iteration
                 try:
