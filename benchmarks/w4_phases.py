@@ -3,8 +3,9 @@
 Phases: prefill, decode, stop_strings, sample_host (the sampler's own host work outside those three),
 env (environment steps and tool calls, retrieval included), tokenize, train (the trainer's reference pass
 and update), host (everything else). The library marks them with `torch.profiler.record_function` ranges:
-lmgym.prefill, lmgym.decode, lmgym.stop_strings (the fast decoder), lmgym.sample, lmgym.env, lmgym.tokenize
-(the episode engine); the benchmark adds w4.train and w4.chunk. Ranges nest: an instant belongs to the
+lmgym.prefill, lmgym.decode, lmgym.stop_strings (the fast decoder), lmgym.extend (continuous play's pass over
+an env turn's tokens: prefill), lmgym.sample, lmgym.env, lmgym.tokenize (the episode engine); the benchmark adds
+w4.train and w4.chunk. Ranges nest: an instant belongs to the
 innermost one; a range of another name (one added later, e.g. lmgym.retrieval inside lmgym.env) takes the
 phase of the range around it.
 
@@ -34,7 +35,8 @@ import torch
 
 PHASES = ("prefill", "decode", "stop_strings", "sample_host", "env", "tokenize", "train", "host")
 HOST = PHASES.index("host")
-RANGE_PHASES = {"lmgym.prefill": "prefill", "lmgym.decode": "decode", "lmgym.stop_strings": "stop_strings",
+RANGE_PHASES = {"lmgym.prefill": "prefill", "lmgym.extend": "prefill", "lmgym.decode": "decode",
+                "lmgym.stop_strings": "stop_strings",
                 "lmgym.sample": "sample_host", "lmgym.env": "env", "lmgym.tokenize": "tokenize",
                 "lmgym.update": "train", "w4.train": "train", "w4.chunk": "host"}
 TRACKED_PREFIXES = ("lmgym.", "w4.")

@@ -22,6 +22,7 @@ from w4_phases import (  # noqa: E402
     flatten,
     host_ops_by_phase,
     kernels_by_phase,
+    phase_of,
     split_wall,
     trace_events,
 )
@@ -154,6 +155,13 @@ def test_host_ops_are_counted_per_phase_with_launches_and_syncs_apart():
     assert train["ops_total"] == 5 and list(train["ops"])[0] == "cudaStreamSynchronize"
     assert train["ops"]["aten::mm"][0] == 2
     assert ops["host"]["ops_total"] == 1 and set(ops) == {"train", "host"}
+
+
+def test_continuous_plays_turn_extension_is_prefill_work():
+    """An env turn fed in one pass (lmgym.extend, inside lmgym.sample) is prefill, not the sampler's host work: read
+    as the latter, it hid W4b's extension passes in the sampler's share."""
+    assert PHASES[phase_of("lmgym.extend", PHASES.index("sample_host"))] == "prefill"
+    assert PHASES[phase_of("lmgym.continue", PHASES.index("sample_host"))] == "sample_host"
 
 
 def test_kernels_are_summed_per_phase_of_their_launch():
