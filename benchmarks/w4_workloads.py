@@ -149,10 +149,18 @@ def measure(work, ctx: Context, record: dict) -> None:
     ctx.save()
 
 
+def decoder_stats(work) -> dict[str, int]:
+    """The workload's fast decoder's counters (FastDecoder.stats: prefilled, shared and extended tokens, graph
+    captures, buckets made); empty without one."""
+    policy = getattr(work, "policy", None) or getattr(getattr(work, "algo", None), "policy", None)
+    decoder = getattr(policy, "fast_decoder", None)
+    return dict(decoder.stats) if decoder is not None else {}
+
+
 def _chunk(work, spec, ctx: Context, kind: str) -> dict:
     context, generated, advances = ctx.counter.snapshot()
     synchronize(ctx.device)
-    paused = ctx.gc.snapshot()
+    paused, decoded = ctx.gc.snapshot(), decoder_stats(work)
     with ctx.gc:
         start = time.perf_counter()
         result = work.run(spec)
@@ -163,7 +171,8 @@ def _chunk(work, spec, ctx: Context, kind: str) -> dict:
                   engine_advances=after[2] - advances,
                   gc={"seconds": now["seconds"] - paused["seconds"],
                       "full_seconds": now["full_seconds"] - paused["full_seconds"],
-                      "collections": [b - a for a, b in zip(paused["collections"], now["collections"])]})
+                      "collections": [b - a for a, b in zip(paused["collections"], now["collections"])]},
+                  decoder={name: value - decoded.get(name, 0) for name, value in decoder_stats(work).items()})
     ctx.log(f"[{work.name}] {kind} chunk {spec}: {seconds:.1f} s, {result['generated_tokens']:,} generated and "
             f"{result['context_tokens']:,} context tokens, {result['generated_tokens'] / max(seconds, 1e-9):,.0f} "
             f"generated tokens/s")

@@ -239,6 +239,9 @@ def test_a_tiny_run_reports_every_field(tmp_path):
     assert work["w4b"]["settings"]["max_tokens_per_microbatch"] == 4096
     assert work["w4b"]["profile"]["host_ops"]["train"]["ops_total"] > 0
     assert work["w4b"]["measured"]["gc_s"] >= 0 and len(work["w4b"]["chunks"][0]["gc"]["collections"]) == 3
+    for name in ("w4a", "w4b", "w4c"):  # what the fast decoder prefilled, shared and extended in each chunk
+        decoded = work[name]["chunks"][0]["decoder"]
+        assert decoded["prefill_tokens"] > 0 and set(decoded) >= {"prefill_tokens_shared", "extended_tokens"}
     assert work["w4a"]["measured"]["projected_2000_problems_min"] > 0
     assert work["w4c"]["quality"]["episodes"] == 2.0
     assert "| w4b |" in done.stdout
