@@ -30,6 +30,19 @@ from w4_phases import (  # noqa: E402
 SCRIPT = ROOT / "benchmarks" / "w4_multistep.py"
 
 
+def event(device, name, start, end, corr=0, linked=0, annotation=False, thread=1):
+    """A raw Kineto event as torch 2.11 gives it (no activity_type)."""
+    return SimpleNamespace(device_type=lambda: f"DeviceType.{device}", name=lambda: name,
+                           is_user_annotation=lambda: annotation, start_ns=lambda: start, end_ns=lambda: end,
+                           correlation_id=lambda: corr, linked_correlation_id=lambda: linked,
+                           start_thread_id=lambda: thread)
+
+
+def profile_of(events):
+    """A finished profile holding `events`, as the analysis reads it."""
+    return SimpleNamespace(profiler=SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: events)))
+
+
 def test_gpu_busy_time_goes_to_the_launching_phase_and_idle_time_to_the_host_phase():
     ranges = [(0, 1000, 1, "w4.chunk"), (100, 600, 1, "lmgym.sample"), (100, 200, 1, "lmgym.prefill"),
               (200, 220, 1, "lmgym.decode"), (300, 320, 1, "lmgym.decode"), (400, 500, 1, "lmgym.stop_strings"),
@@ -117,18 +130,12 @@ def test_raw_events_are_classified_without_activity_type():
 def test_a_ranges_mirror_on_the_gpu_lane_is_not_counted_as_busy_time():
     """On torch 2.11 a record_function range also appears on the GPU lane, spanning the kernels launched in it;
     read as a kernel, it made every W4 chunk ~90% busy (NVML: 44-66%). Only the real kernel is busy here."""
-    def event(device, name, start, end, corr=0, linked=0, annotation=False):
-        return SimpleNamespace(device_type=lambda: f"DeviceType.{device}", name=lambda: name,
-                               is_user_annotation=lambda: annotation, start_ns=lambda: start, end_ns=lambda: end,
-                               correlation_id=lambda: corr, linked_correlation_id=lambda: linked,
-                               start_thread_id=lambda: 1)
-
     events = [event("CPU", "w4.chunk", 0, 1000, corr=1, annotation=True),
               event("CPU", "lmgym.decode", 100, 600, corr=2, annotation=True),
               event("CPU", "aten::mm", 150, 160, corr=3),
               event("CUDA", "sm90_gemm", 200, 300, linked=3),                # the kernel: 10% of the chunk
               event("CUDA", "lmgym.decode", 200, 900), event("CUDA", "w4.chunk", 0, 1000)]  # the mirrors
-    prof = SimpleNamespace(profiler=SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: events)))
+    prof = profile_of(events)
     split = split_wall(*trace_events(prof))
     assert split["gpu_busy_share"] == pytest.approx(0.1)
     assert split["gpu_busy_by_phase"] == pytest.approx({"decode": 0.1})
@@ -137,17 +144,14 @@ def test_a_ranges_mirror_on_the_gpu_lane_is_not_counted_as_busy_time():
 def test_host_ops_are_counted_per_phase_with_launches_and_syncs_apart():
     """The profiled chunk's host calls by phase: W4b's train phase idled the GPU 75% of its time, and this says
     whether the host was launching (many small kernels) or waiting (syncs)."""
-    def event(name, start, end, annotation=False, thread=1):
-        return SimpleNamespace(device_type=lambda: "DeviceType.CPU", name=lambda: name,
-                               is_user_annotation=lambda: annotation, start_ns=lambda: start, end_ns=lambda: end,
-                               correlation_id=lambda: 0, linked_correlation_id=lambda: 0,
-                               start_thread_id=lambda: thread)
+    def cpu(name, start, end, annotation=False, thread=1):
+        return event("CPU", name, start, end, annotation=annotation, thread=thread)
 
-    events = [event("w4.chunk", 0, 1000, annotation=True), event("w4.train", 100, 900, annotation=True),
-              event("aten::mm", 110, 130), event("cudaLaunchKernel", 115, 125), event("cudaLaunchKernel", 140, 150),
-              event("cudaStreamSynchronize", 200, 400), event("aten::add", 950, 960),
-              event("aten::mm", 120, 122, thread=2)]  # another thread's (CUDA's backward): the main one's phase
-    prof = SimpleNamespace(profiler=SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: events)))
+    events = [cpu("w4.chunk", 0, 1000, annotation=True), cpu("w4.train", 100, 900, annotation=True),
+              cpu("aten::mm", 110, 130), cpu("cudaLaunchKernel", 115, 125), cpu("cudaLaunchKernel", 140, 150),
+              cpu("cudaStreamSynchronize", 200, 400), cpu("aten::add", 950, 960),
+              cpu("aten::mm", 120, 122, thread=2)]  # another thread's (CUDA's backward): the main one's phase
+    prof = profile_of(events)
     ranges, _, main = trace_events(prof)
     ops = host_ops_by_phase(prof, ranges, main)
     train = ops["train"]
@@ -165,12 +169,6 @@ def test_continuous_plays_turn_extension_is_prefill_work():
 
 
 def test_kernels_are_summed_per_phase_of_their_launch():
-    def event(device, name, start, end, corr=0, linked=0, annotation=False):
-        return SimpleNamespace(device_type=lambda: f"DeviceType.{device}", name=lambda: name,
-                               is_user_annotation=lambda: annotation, start_ns=lambda: start, end_ns=lambda: end,
-                               correlation_id=lambda: corr, linked_correlation_id=lambda: linked,
-                               start_thread_id=lambda: 1)
-
     events = [event("CPU", "w4.chunk", 0, 1000, corr=1, annotation=True),
               event("CPU", "lmgym.prefill", 100, 300, corr=2, annotation=True),
               event("CPU", "aten::mm", 110, 120, corr=3), event("CPU", "aten::mm", 130, 140, corr=4),
@@ -178,7 +176,7 @@ def test_kernels_are_summed_per_phase_of_their_launch():
               event("CUDA", "sm90_gemm", 200, 260, linked=3), event("CUDA", "sm90_gemm", 260, 300, linked=4),
               event("CUDA", "elementwise", 520, 530, linked=5), event("CUDA", "stray", 600, 605, linked=99),
               event("CUDA", "lmgym.prefill", 200, 300)]  # the range's mirror: not a kernel
-    prof = SimpleNamespace(profiler=SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: events)))
+    prof = profile_of(events)
     ranges, _, main = trace_events(prof)
     out = kernels_by_phase(prof, ranges, main)
     assert set(out) == {"prefill", "host", "unlinked"}
