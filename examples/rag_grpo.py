@@ -67,7 +67,7 @@ PRESETS = {
                 # checkpointing, and fewer, larger micro-batches launch fewer kernels: on one H200 the update took
                 # 0.57-0.59 s an iteration this way (65,536 tokens, 51 GB peak) against 0.84-1.30 s with
                 # checkpointing and 16,384 (13 GB), its GPU idle most of the time (benchmarks/RESULTS.md, W4b,
-                # 2026-11-29); 32,768 keeps the peak near half of that. A larger --model: set both back.
+                # 2026-11-29); at 32,768 the rag_agent preset's GRPO peaked at 31 GB. A larger --model: set both back.
                 gradient_checkpointing=False, max_tokens_per_microbatch=32768,
                 output_dir="runs/rag_grpo-gpu"),
 }  # temperature 0.8: the embedded 135M model's samples at 1.0 are mostly noise, with no tag in them
