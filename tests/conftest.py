@@ -43,20 +43,22 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "plots: the test reads the PNG files a run draws when training ends (without "
-                                       "it, tests/conftest.py's `_plots_drawn_not_rendered` writes none)")
+    config.addinivalue_line("markers", "plots(*names): the test reads the PNG files a run draws when training ends, "
+                                       "those named (e.g. 'metrics.png') or, with no name, all (without the mark, "
+                                       "tests/conftest.py's `_plots_drawn_not_rendered` writes none)")
 
 
 @pytest.fixture(autouse=True)
 def _plots_drawn_not_rendered(request, monkeypatch):
     """A run's end-of-training plots are drawn but neither laid out nor written (tests/unrendered_plots.py),
-    unless the test is marked `plots`."""
-    if request.node.get_closest_marker("plots"):
+    unless the test is marked `plots`: all of them, or only the files its mark names (`plots("metrics.png")`)."""
+    marker = request.node.get_closest_marker("plots")
+    if marker is not None and not marker.args:
         return
     import lmgym.training.plots as plots
-    from tests.unrendered_plots import drawn
+    from tests.unrendered_plots import drawn, rendered_only
 
-    monkeypatch.setattr(plots, "plot_metrics", drawn)
+    monkeypatch.setattr(plots, "plot_metrics", drawn if marker is None else rendered_only(marker.args))
 
 
 @pytest.fixture
