@@ -6,6 +6,13 @@ from pathlib import Path
 # Idle OpenMP threads sleep instead of spinning: on a shared 2-core machine spinning threads made small
 # matmuls about 100x slower. Set before torch starts its thread pool.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# Byte-code caches written, whatever the environment says (PYTHONDONTWRITEBYTECODE=1 on the machine that runs CI):
+# without them every Python process of the suite (each worker, subprocess, torchrun rank and spawned rank)
+# compiled the package's modules again, and each worker rewrote the asserts of every test module (~17 s of a
+# worker's collection, ~1 s of a subprocess's start). They go to __pycache__/ folders (.gitignore); site-packages
+# has its own, from pip. Set before the test modules are collected; the subprocesses inherit it.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
