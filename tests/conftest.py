@@ -1,11 +1,19 @@
 """Shared fixtures: a tiny random model built in code (seconds on the CPU, no download)."""
 import os
+import re
 import sys
 from pathlib import Path
 
 # Idle OpenMP threads sleep instead of spinning: on a shared 2-core machine spinning threads made small
 # matmuls about 100x slower. Set before torch starts its thread pool.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# Byte-code caches written, whatever the environment says (PYTHONDONTWRITEBYTECODE=1 on the machine that runs CI):
+# without them every Python process of the suite (each worker, subprocess, torchrun rank and spawned rank)
+# compiled the package's modules again, and each worker rewrote the asserts of every test module (~17 s of a
+# worker's collection, ~1 s of a subprocess's start). They go to __pycache__/ folders (.gitignore); site-packages
+# has its own, from pip. Set before the test modules are collected; the subprocesses inherit it.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -20,43 +28,67 @@ torch.set_num_threads(max(1, 2 // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT"
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
 
+# A test file that starts processes, compiles or runs hypothesis: most of the suite's time is in these 35-odd files
+# (1,126 of 1,643 worker seconds in a run of 2026-11-29), in runs of up to ~140 s (the two-rank launch) each.
+HEAVY_FILE = re.compile(r"import subprocess|from subprocess|compile_layers\(|torch_compile=True|torch\.compile\(|"
+                        r"from hypothesis")
+
+
 @pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: ignored where it is not installed
 def pytest_xdist_make_scheduler(config, log):
     """Under pytest-xdist (`-n 2`), each test file runs whole on one worker (its module fixtures are made once,
     and a file may count what its own tests did), and the files with `TWO_RANK_JOBS` all on one worker (the
-    session's one two-rank launch, tests/two_ranks.py). Only for xdist's default `--dist load`."""
+    session's one two-rank launch, tests/two_ranks.py). The heavy files (`HEAVY_FILE`) are handed out first, so the
+    run ends on short files that even out the two workers' load: in xdist's order (most tests first) files of one
+    or two long tests came last, one worker running them while the other waited. Only for `--dist load`."""
     if config.getvalue("dist") != "load":
         return None
     from xdist.scheduler import LoadFileScheduling
 
-    two_rank_files: dict[str, bool] = {}
+    sources: dict[str, str] = {}
+
+    def source(path: str) -> str:
+        if path not in sources:
+            file = Path(config.rootpath, path)
+            sources[path] = file.read_text("utf-8") if file.is_file() else ""
+        return sources[path]
 
     class FileScheduling(LoadFileScheduling):
+        ordered = False
+
         def _split_scope(self, nodeid: str) -> str:
             path = super()._split_scope(nodeid)
-            if path not in two_rank_files:
-                source = Path(config.rootpath, path)
-                two_rank_files[path] = source.is_file() and "\nTWO_RANK_JOBS = " in source.read_text("utf-8")
-            return "two_rank_files" if two_rank_files[path] else path
+            return "two_rank_files" if "\nTWO_RANK_JOBS = " in source(path) else path
+
+        def _assign_work_unit(self, node) -> None:
+            if not self.ordered:  # the queue is built (most tests first): heavy files move ahead, in that order
+                self.ordered = True
+                queue = sorted(self.workqueue.items(),
+                               key=lambda unit: not (unit[0] == "two_rank_files" or HEAVY_FILE.search(source(unit[0]))))
+                self.workqueue.clear()
+                self.workqueue.update(queue)
+            super()._assign_work_unit(node)
 
     return FileScheduling(config, log)
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "plots: the test reads the PNG files a run draws when training ends (without "
-                                       "it, tests/conftest.py's `_plots_drawn_not_rendered` writes none)")
+    config.addinivalue_line("markers", "plots(*names): the test reads the PNG files a run draws when training ends, "
+                                       "those named (e.g. 'metrics.png') or, with no name, all (without the mark, "
+                                       "tests/conftest.py's `_plots_drawn_not_rendered` writes none)")
 
 
 @pytest.fixture(autouse=True)
 def _plots_drawn_not_rendered(request, monkeypatch):
     """A run's end-of-training plots are drawn but neither laid out nor written (tests/unrendered_plots.py),
-    unless the test is marked `plots`."""
-    if request.node.get_closest_marker("plots"):
+    unless the test is marked `plots`: all of them, or only the files its mark names (`plots("metrics.png")`)."""
+    marker = request.node.get_closest_marker("plots")
+    if marker is not None and not marker.args:
         return
     import lmgym.training.plots as plots
-    from tests.unrendered_plots import drawn
+    from tests.unrendered_plots import drawn, rendered_only
 
-    monkeypatch.setattr(plots, "plot_metrics", drawn)
+    monkeypatch.setattr(plots, "plot_metrics", drawn if marker is None else rendered_only(marker.args))
 
 
 @pytest.fixture

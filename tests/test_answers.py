@@ -169,7 +169,10 @@ def test_killed_worker_is_replaced():
             if f.read().rsplit(")", 1)[1].split()[0] == "Z":
                 break
         time.sleep(0.01)
-    assert answers_equal("(x-1)(x+1)", "x^2-1") is True  # the dead worker is noticed and replaced
+    # the dead worker is noticed and replaced. The CPU budget is not under test here (the test above): in a loaded
+    # full run (2026-11-29), with this file run late in a large worker process, the replacement's first request
+    # went over the default 1 CPU s and answered False (likely its fork's copy-on-write faults; not reproduced idle)
+    assert answers_equal("(x-1)(x+1)", "x^2-1", timeout=10.0) is True
     assert answers._WORKER.pid not in (None, pid)
     os.kill(answers._WORKER.pid, 0)  # alive
 

@@ -70,7 +70,7 @@ def tiny_argv(model: str, tmp_path: Path) -> list[str]:
             "--grpo_iterations", "1"]
 
 
-@pytest.mark.plots  # reads the run's PNGs (tests/conftest.py)
+@pytest.mark.plots("reward_components.png")  # reads that PNG of the GRPO runs; the others are drawn only
 def test_every_stage_runs_and_the_table_has_every_row_and_column(tiny_model_dir, tmp_path, capsys, monkeypatch):
     import lmgym.algorithms.base
     import lmgym.evaluation.rag_evaluate

@@ -16,7 +16,10 @@ def offline_wandb(tmp_path, monkeypatch):
 
 
 def offline_ids(run):
-    return sorted(p.name.rpartition("-")[2] for p in (run / "wandb").glob("offline-run-*"))
+    """The run id of each offline session, from its transaction log (run-<id>.wandb): the folder's name ends with the
+    id only if no other session started within the same second (else wandb appends "-1", "-2", ...)."""
+    return sorted(log.name.removeprefix("run-").removesuffix(".wandb")
+                  for session in (run / "wandb").glob("offline-run-*") for log in session.glob("run-*.wandb"))
 
 
 def test_a_resumed_run_logs_to_the_same_wandb_run(tmp_path, offline_wandb):
