@@ -202,20 +202,29 @@ def activity(ev, annotations: frozenset[str] = frozenset()) -> str:
     return "cuda_runtime" if ev.name().startswith(("cuda", "cu")) else "cpu_op"
 
 
+def classified(prof) -> list[tuple[Any, str]]:
+    """A finished profile's raw Kineto events, each with its kind (`activity`), classified once a profile (the
+    three readings below share it: the chunk's events run to hundreds of thousands)."""
+    cached = getattr(prof, "_w4_classified", None)
+    if cached is not None:
+        return cached
+    results = getattr(getattr(prof, "profiler", None), "kineto_results", None)
+    if results is None:
+        raise RuntimeError("this torch's profiler keeps no kineto_results: cannot read its raw events")
+    events = results.events()
+    annotations = frozenset(ev.name() for ev in events if activity(ev) == "user_annotation")
+    prof._w4_classified = [(ev, activity(ev, annotations)) for ev in events]
+    return prof._w4_classified
+
+
 def trace_events(prof) -> tuple[list, list, int]:
     """(ranges, kernels, main thread) from a finished profile's raw Kineto events.
 
     ranges: (start_ns, end_ns, thread, name) of the tracked ranges; kernels: (start_ns, end_ns, launch_ns,
     launch thread or -1) of every CUDA kernel, the launch found through the CPU op or range it is linked to,
     else through the runtime call of the same correlation id (-1, -1 when neither is found)."""
-    results = getattr(getattr(prof, "profiler", None), "kineto_results", None)
-    if results is None:
-        raise RuntimeError("this torch's profiler keeps no kineto_results: cannot read its raw events")
     ranges, kernels, cpu_by_id, runtime_by_id = [], [], {}, {}
-    events = results.events()
-    annotations = frozenset(ev.name() for ev in events if activity(ev) == "user_annotation")
-    for ev in events:
-        kind = activity(ev, annotations)
+    for ev, kind in classified(prof):
         if kind == "kernel":
             kernels.append((ev.start_ns(), ev.end_ns(), ev.correlation_id(), ev.linked_correlation_id()))
         elif kind in ("cpu_op", "user_annotation"):
@@ -253,8 +262,7 @@ def host_ops_by_phase(prof, ranges: list, main: int, top: int = 12) -> dict:
     sync calls waits for the GPU."""
     segments = flatten([(s, e, n) for s, e, t, n in ranges if t == main])
     rows: list[tuple[int, int, str, str]] = []  # (start, duration, name, kind)
-    for ev in prof.profiler.kineto_results.events():
-        kind = activity(ev)
+    for ev, kind in classified(prof):
         if kind in ("cpu_op", "cuda_runtime", "cuda_driver"):
             rows.append((ev.start_ns(), ev.end_ns() - ev.start_ns(), ev.name(), kind))
     if not rows:
@@ -283,13 +291,12 @@ def kernels_by_phase(prof, ranges: list, main: int, top: int = 10) -> dict:
     when the kernel was launched; "unlinked" when its launch is not found) the kernels' count and seconds, and
     the `top` names by seconds ([count, seconds] each): what a GPU-bound phase spends its time on."""
     segments = flatten([(s, e, n) for s, e, t, n in ranges if t == main])
-    events = prof.profiler.kineto_results.events()
-    annotations = frozenset(ev.name() for ev in events if activity(ev) == "user_annotation")
-    launch_at = {ev.correlation_id(): ev.start_ns() for ev in events
-                 if activity(ev, annotations) in ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")}
+    events = classified(prof)
+    launch_at = {ev.correlation_id(): ev.start_ns() for ev, kind in events
+                 if kind in ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")}
     kernels = [(ev.name(), ev.end_ns() - ev.start_ns(), launch_at.get(ev.linked_correlation_id(),
                                                                        launch_at.get(ev.correlation_id(), -1)))
-               for ev in events if activity(ev, annotations) == "kernel"]
+               for ev, kind in events if kind == "kernel"]
     if not kernels:
         return {}
     phases = labels_at(segments, np.array([k[2] for k in kernels], dtype=np.int64)).tolist()
