@@ -118,10 +118,37 @@ def test_a_failing_compilation_falls_back_to_the_eager_layer_functions(monkeypat
     def broken(*args, **kwargs):
         raise torch._dynamo.exc.TorchDynamoException("no compiler here")
 
-    monkeypatch.setattr(fast_decode, "compiled_layer_functions", lambda: (broken, broken))
+    monkeypatch.setattr(fast_decode, "compiled_layer_functions", lambda *args, **kwargs: (broken, broken))
     model, tok, prompts = setup()
     decoder = FastDecoder(model, sync_every=4, compile_layers=True)
-    with pytest.warns(UserWarning, match="compiling the decode step failed.*no compiler here"):
+    assert decoder.compile_prefill is True  # follows compile_layers
+    with pytest.warns(UserWarning) as warned:
         out = decoder.generate(tok, prompts, 20, temperature=0.0)
-    assert decoder.compile_layers is False
+    messages = [str(w.message) for w in warned]
+    assert sum("compiling the prefill failed" in m and "no compiler here" in m for m in messages) == 1
+    assert sum("compiling the decode step failed" in m and "no compiler here" in m for m in messages) == 1
+    assert decoder.compile_layers is False and decoder.compile_prefill is False
     same(out, FastDecoder(model, sync_every=4, fused_weights=False).generate(tok, prompts, 20, temperature=0.0))
+
+
+def test_compiled_prefill_decodes_what_the_eager_prefill_decodes(monkeypatch):
+    """Passes of many tokens (the prompts' prefill, then the turns appended mid-episode) through the layer
+    functions compiled for dynamic shapes: the same tokens and log-probs, greedy and sampled, and one graph
+    per function serves prompts of every batch and length."""
+    import torch._dynamo
+
+    monkeypatch.setattr(FastDecoder, "compile_backend", "eager")  # dynamo traces; no AOT pass
+    model, tok, prompts = setup()
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    compiled = FastDecoder(model, sync_every=4, compile_prefill=True)
+    eager = FastDecoder(model, sync_every=4, compile_prefill=False)
+    assert compiled.compile_layers is False  # the CPU default: the one-token steps stay eager here
+    for some in (prompts, [p + p for p in prompts[:3]]):  # another batch and length: no recompilation
+        same(compiled.generate(tok, some, 20, temperature=0.0), eager.generate(tok, some, 20, temperature=0.0))
+    sampled = [d.generate(tok, prompts, 16, temperature=1.2, generator=torch.Generator().manual_seed(5))
+               for d in (compiled, eager)]
+    same(*sampled)
+    assert compiled.compile_prefill is True
+    assert 2 <= torch._dynamo.utils.counters["stats"]["unique_graphs"] <= 4
+    torch._dynamo.reset()

@@ -130,9 +130,11 @@ class _RowView:
 class FastDecoder:
     """Samples completions for a Llama-family model with a static cache (and CUDA graphs on GPU)."""
 
+    compile_backend = "inductor"  # torch.compile's backend for the layer functions (tests use "aot_eager")
+
     def __init__(self, model, use_cuda_graphs: bool | None = None, sync_every: int = 8, length_bucket: int = 256,
                  max_batch: int = 2048, cache_bytes: int | None = None, fused_weights: bool | None = None,
-                 compile_layers: bool | None = None, share_prefill: bool = True):
+                 compile_layers: bool | None = None, share_prefill: bool = True, compile_prefill: bool | None = None):
         """max_batch: most prompts decoded at once (more are sampled in chunks); cache_bytes: most bytes of KV
         buffers kept in reusable buckets (None: 1/KEPT_CACHE_SHARE of the device's memory on CUDA, unbounded on CPU);
         fused_weights: decode with a decode-dtype copy of the projections, q/k/v and gate/up fused
@@ -142,7 +144,9 @@ class FastDecoder:
         a one-time compilation per process; benchmarks/RESULTS.md has the figures); share_prefill: rows that share a
         prompt prefix decode from one copy of it when that reads fewer key columns (policies/decoding/
         shared_prefix.py), and rows with the same prompt otherwise share one prefill row (their keys and values
-        are copied)."""
+        are copied); compile_prefill: passes of many tokens (prefills, appended turns) run the layer functions
+        compiled for dynamic shapes (None: as compile_layers; a failing compilation warns once and runs them
+        eagerly)."""
         if not supports_fast_decode(model):
             raise ValueError(f"{type(_unwrap(model)).__name__} is not supported by the fast decoder")
         self.model = model
@@ -170,6 +174,7 @@ class FastDecoder:
             fused_weights = copy_bytes <= limit
         self.fused_weights = fused_weights
         self.compile_layers = self.device.type == "cuda" if compile_layers is None else compile_layers
+        self.compile_prefill = self.compile_layers if compile_prefill is None else compile_prefill
         self.weights: DecodeWeights | None = None
         self.share_prefill = share_prefill
         # continuous play (continuous.py): the host settles a sync's actions while the next steps decode (on CUDA)
@@ -240,11 +245,26 @@ class FastDecoder:
 
     def _fused_forward(self, h, cos, sin, buf: _Buffers, columns: torch.Tensor, mask: torch.Tensor | None,
                        last: torch.Tensor | None) -> torch.Tensor:
-        """`_forward` with the fused decode copy of the weights (compiled layer functions for one-token steps)."""
+        """`_forward` with the fused decode copy of the weights: compiled layer functions for one-token steps
+        (`compile_layers`) and, compiled for dynamic shapes, for passes of many tokens (`compile_prefill`)."""
+        if h.shape[1] > 1 and self.compile_prefill:
+            try:
+                return self._fused_layers(h, cos, sin, buf, columns, mask, last,
+                                          compiled_layer_functions(self.compile_backend, dynamic=True))
+            except torch._dynamo.exc.TorchDynamoException as err:  # rerun eagerly: the cache writes are redone
+                warnings.warn(f"compiling the prefill failed, prefilling without it: {str(err).splitlines()[0]}",
+                              stacklevel=2)
+                self.compile_prefill = False
+        functions = (compiled_layer_functions(self.compile_backend) if self.compile_layers and h.shape[1] == 1
+                     else (attention_inputs, attention_output_and_mlp))
+        return self._fused_layers(h, cos, sin, buf, columns, mask, last, functions)
+
+    def _fused_layers(self, h, cos, sin, buf: _Buffers, columns: torch.Tensor, mask: torch.Tensor | None,
+                      last: torch.Tensor | None, functions) -> torch.Tensor:
+        """The layers and the head with the given (attention_inputs, attention_output_and_mlp) functions."""
         B, T, _ = h.shape
         w = self.weights
-        attention_in, attention_out = (compiled_layer_functions() if self.compile_layers and T == 1
-                                       else (attention_inputs, attention_output_and_mlp))
+        attention_in, attention_out = functions
         bias = None if mask is None else _additive(mask, self.dtype)
         for i, layer_weights in enumerate(w.layers):
             q, k, v = attention_in(h, layer_weights, cos, sin, self.n_heads, self.kv_heads, self.head_dim,

@@ -58,10 +58,26 @@ def attention_output_and_mlp(h: torch.Tensor, attended: torch.Tensor, w: LayerWe
 _COMPILED: dict = {}
 
 
-def compiled_layer_functions(backend: str = "inductor"):
-    """`torch.compile`d versions of the two functions (made once per process and backend): Inductor fuses
-    each norm, the rotary embedding, the SiLU gate and the residual adds into a few kernels."""
-    if backend not in _COMPILED:
-        _COMPILED[backend] = (torch.compile(attention_inputs, fullgraph=True, backend=backend),
-                              torch.compile(attention_output_and_mlp, fullgraph=True, backend=backend))
-    return _COMPILED[backend]
+def _prefill_attention_inputs(*args):
+    return attention_inputs(*args)
+
+
+def _prefill_attention_output_and_mlp(*args):
+    return attention_output_and_mlp(*args)
+
+
+def compiled_layer_functions(backend: str = "inductor", dynamic: bool = False):
+    """`torch.compile`d versions of the two functions (made once per process, backend and `dynamic`): Inductor
+    fuses each norm, the rotary embedding, the SiLU gate and the residual adds into a few kernels.
+
+    dynamic=False: the decode step's one-token passes (a graph per batch shape at most, under CUDA graphs);
+    dynamic=True: passes of many tokens (prefills, appended turns), whose batch and length change at every call,
+    compiled once for symbolic shapes. They compile wrappers of their own, so the two kinds keep apart caches
+    and recompilation counts in dynamo (which keys both on a function's code)."""
+    key = (backend, dynamic)
+    if key not in _COMPILED:
+        inputs, output = ((_prefill_attention_inputs, _prefill_attention_output_and_mlp) if dynamic
+                          else (attention_inputs, attention_output_and_mlp))
+        _COMPILED[key] = (torch.compile(inputs, fullgraph=True, backend=backend, dynamic=dynamic or None),
+                          torch.compile(output, fullgraph=True, backend=backend, dynamic=dynamic or None))
+    return _COMPILED[key]
