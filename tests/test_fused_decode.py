@@ -134,7 +134,8 @@ def test_a_failing_compilation_falls_back_to_the_eager_layer_functions(monkeypat
 def test_compiled_prefill_decodes_what_the_eager_prefill_decodes(monkeypatch):
     """Passes of many tokens (the prompts' prefill, then the turns appended mid-episode) through the layer
     functions compiled for dynamic shapes: the same tokens and log-probs, greedy and sampled, and one graph
-    per function serves prompts of every batch and length."""
+    per function serves prompts of every batch and length (a one-row pass runs eagerly: dynamo would compile
+    a second graph specialised to one row, seconds of Inductor mid-run on a GPU)."""
     import torch._dynamo
 
     monkeypatch.setattr(FastDecoder, "compile_backend", "eager")  # dynamo traces; no AOT pass
@@ -144,11 +145,11 @@ def test_compiled_prefill_decodes_what_the_eager_prefill_decodes(monkeypatch):
     compiled = FastDecoder(model, sync_every=4, compile_prefill=True)
     eager = FastDecoder(model, sync_every=4, compile_prefill=False)
     assert compiled.compile_layers is False  # the CPU default: the one-token steps stay eager here
-    for some in (prompts, [p + p for p in prompts[:3]]):  # another batch and length: no recompilation
+    for some in (prompts, [p + p for p in prompts[:3]], prompts[4:5]):  # other batches and lengths, one row
         same(compiled.generate(tok, some, 20, temperature=0.0), eager.generate(tok, some, 20, temperature=0.0))
     sampled = [d.generate(tok, prompts, 16, temperature=1.2, generator=torch.Generator().manual_seed(5))
                for d in (compiled, eager)]
     same(*sampled)
     assert compiled.compile_prefill is True
-    assert 2 <= torch._dynamo.utils.counters["stats"]["unique_graphs"] <= 4
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 2  # one graph a function: no recompilation
     torch._dynamo.reset()

@@ -246,8 +246,9 @@ class FastDecoder:
     def _fused_forward(self, h, cos, sin, buf: _Buffers, columns: torch.Tensor, mask: torch.Tensor | None,
                        last: torch.Tensor | None) -> torch.Tensor:
         """`_forward` with the fused decode copy of the weights: compiled layer functions for one-token steps
-        (`compile_layers`) and, compiled for dynamic shapes, for passes of many tokens (`compile_prefill`)."""
-        if h.shape[1] > 1 and self.compile_prefill:
+        (`compile_layers`) and, compiled for dynamic shapes, for passes of many tokens of more than one row
+        (`compile_prefill`: a one-row pass would compile a second graph, specialised to one row, mid-run)."""
+        if h.shape[0] > 1 and h.shape[1] > 1 and self.compile_prefill:  # one row: eager (dynamo specialises size 1)
             try:
                 return self._fused_layers(h, cos, sin, buf, columns, mask, last,
                                           compiled_layer_functions(self.compile_backend, dynamic=True))
