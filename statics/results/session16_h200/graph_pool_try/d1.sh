@@ -1,0 +1,1 @@
+mkdir -p /root/m /root/logs && cp .device/model-a/part /root/m/a && ls -la /root/m
