@@ -8,14 +8,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-if [ ! -x .venv/bin/python ]; then
-  "$PY" -m venv .venv
-fi
 V=.venv/bin/python
 PIP=($V -m pip install -q --no-compile)
 UV=.venv/bin/uv
-[ -x $UV ] || "${PIP[@]}" --only-binary uv uv -c scripts/constraints.txt 2>/dev/null \
-  || echo "uv is not installable here: installing with pip (slower)"
+UV_REQ=(--only-binary uv uv -c scripts/constraints.txt)
+if [ ! -x .venv/bin/pip ]; then
+  # pip (its newest release) and uv put in by $PY's own pip (22.3+: --python), not byte-compiled; venv's ensurepip
+  # would compile pip and setuptools (~25 s here) for uv to replace both. Where that fails, venv's ensurepip.
+  "$PY" -m venv --without-pip .venv
+  "$PY" -m pip --python $V install -q --no-compile pip "${UV_REQ[@]}" 2>/dev/null || "$PY" -m venv .venv
+fi
+[ -x $UV ] || "${PIP[@]}" "${UV_REQ[@]}" 2>/dev/null || echo "uv is not installable here: installing with pip (slower)"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 # torch pinned, and kept once installed (a dependency asking for a newer one would otherwise bring a CUDA build of
