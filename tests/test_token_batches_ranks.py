@@ -8,7 +8,7 @@ from tests.token_budget_worker import CASES, one_process, run
 from tests.two_ranks import Job
 
 # run in the session's one two-rank launch (tests/two_ranks.py), which stops a job that deadlocks (a rank
-# waiting for a micro-batch the other never runs) after HANG_LIMIT_S and fails its tests instead of waiting
+# waiting for a micro-batch the other never runs: its ranks sit idle) and fails its tests instead of waiting
 TWO_RANK_JOBS = (Job("token_budget", run),)
 
 

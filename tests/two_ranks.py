@@ -11,8 +11,10 @@ job's error.
 Every job joins a group of its own over one TCP store that rank 0 hosts for the whole launch (no port is
 picked per job, so none can be taken in between). A job that raises records its traceback and ends the launch
 (the other rank may be waiting in a collective); the jobs after it are reported as not run. A job that neither
-finishes nor fails within `HANG_LIMIT_S` (a deadlock waits forever) has both ranks stopped and is reported as
-hung. The ranks' runs draw their end-of-training plots without rendering them (tests/unrendered_plots.py).
+finishes nor fails has both ranks stopped and is reported as hung when the ranks sit idle (a deadlock waits in a
+collective, using no CPU: less than `IDLE_CPU_S` of CPU in `IDLE_WINDOW_S`), or when it has used `JOB_CPU_LIMIT_S`
+of CPU (a livelock spins): the work is bounded, not the clock, so a slow or loaded machine only takes longer.
+The ranks' runs draw their end-of-training plots without rendering them (tests/unrendered_plots.py).
 """
 from __future__ import annotations
 
@@ -25,7 +27,9 @@ from pathlib import Path
 
 import pytest
 
-HANG_LIMIT_S = 600  # one job's limit; a deadlock would wait forever: stop the ranks and fail instead
+IDLE_WINDOW_S = 180  # a job is hung when its ranks used less than IDLE_CPU_S of CPU in this many seconds
+IDLE_CPU_S = 1.0
+JOB_CPU_LIMIT_S = 1800  # one job's CPU seconds, both ranks together (~60-140 here on a quiet machine)
 
 
 @dataclass(frozen=True)
@@ -98,25 +102,62 @@ class TwoRankJobs:
         return folder
 
 
+def cpu_seconds(pids: Iterable[int]) -> float:
+    """The CPU time (user and system) the processes `pids` have used so far; a process that is gone counts 0."""
+    import psutil
+
+    total = 0.0
+    for pid in pids:
+        try:
+            times = psutil.Process(pid).cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system
+    return total
+
+
+class HangWatch:
+    """Says when the job running now is hung, from samples of the ranks' CPU seconds: idle (less than `idle_cpu_s`
+    of CPU over the last `idle_window_s` of wall time: a deadlock) or over `job_cpu_limit_s` of CPU (a livelock)."""
+
+    def __init__(self, idle_window_s: float = IDLE_WINDOW_S, idle_cpu_s: float = IDLE_CPU_S,
+                 job_cpu_limit_s: float = JOB_CPU_LIMIT_S):
+        self.idle_window_s, self.idle_cpu_s, self.job_cpu_limit_s = idle_window_s, idle_cpu_s, job_cpu_limit_s
+        self.job: str | None = None
+        self.job_cpu_start = 0.0
+        self.samples: list[tuple[float, float]] = []  # (wall seconds, CPU seconds) within the last window
+
+    def hung(self, now: float, cpu: float, job: str) -> str | None:
+        """Why `job` is hung at wall time `now` with the ranks' CPU seconds `cpu`, or None."""
+        if job != self.job:  # a job started: its CPU and its idleness count from here
+            self.job, self.job_cpu_start, self.samples = job, cpu, []
+        self.samples = [s for s in self.samples if now - s[0] <= self.idle_window_s] + [(now, cpu)]
+        first_time, first_cpu = self.samples[0]
+        if now - first_time >= 0.95 * self.idle_window_s and cpu - first_cpu < self.idle_cpu_s:
+            return f"its ranks used no CPU for {self.idle_window_s:.0f} s (deadlock)"
+        if cpu - self.job_cpu_start > self.job_cpu_limit_s:
+            return f"it used over {self.job_cpu_limit_s:.0f} CPU s"
+        return None
+
+
 def launch(out: Path, jobs: tuple[Job, ...]) -> TwoRankJobs:
-    """Run `jobs` on two spawned processes, watching for a job that hangs; the results under `out`."""
+    """Run `jobs` on two spawned processes, watching for a job that hangs (`HangWatch`); the results under `out`."""
     import torch.multiprocessing as mp
 
     if not jobs:
         return TwoRankJobs(out, jobs, None)
-    started_at = time.time()
     context = mp.spawn(run_jobs, args=(2, free_port(), str(out), jobs), nprocs=2, join=False)
-    failure = None
+    pids, watch, failure = [process.pid for process in context.processes], HangWatch(), None
     try:
         while not context.join(timeout=2):
-            markers = list(out.glob("*/.started_rank*")) + list(out.glob("*/.finished_rank*"))
-            if time.time() - max((m.stat().st_mtime for m in markers), default=started_at) > HANG_LIMIT_S:
-                current = max(markers, key=lambda m: m.stat().st_mtime).parent.name if markers else "(start)"
+            started = sorted(out.glob("*/.started_rank*"), key=lambda m: m.stat().st_mtime)
+            job = started[-1].parent.name if started else "(start)"
+            why = watch.hung(time.monotonic(), cpu_seconds(pids), job)
+            if why:
                 for process in context.processes:
                     process.kill()
-                failure = f"job {current!r} did not finish in {HANG_LIMIT_S} s (deadlock): both ranks were stopped"
+                failure = f"job {job!r} did not finish: {why}; both ranks were stopped"
                 break
     except Exception as err:  # a job raised (its traceback is in its folder) or a rank died
         failure = f"the launch failed: {type(err).__name__}: {str(err)[-2000:]}"
     return TwoRankJobs(out, jobs, failure)
-
