@@ -13,13 +13,7 @@ What is kept out:
   fastest run. Work that is really slow is slow on every run, so a quadratic path still fails its bound.
   A caller that only compares the time with a bound passes it as ``within``: runs stop at the first one
   under it (the fastest run is under the bound exactly when one of the runs is, so the verdict is the same,
-  and a fast call is not run again only to be judged fast).
-* a slow moment of the machine: a CPU second is not the same work at every moment (a vCPU whose host is
-  oversubscribed has its stolen time counted as the guest's CPU time: on 2026-11-29 a million additions took
-  0.052 s in most runs here and up to 0.33 s in bursts, a dict build 0.018 s and up to 0.84 s). Each run over
-  ``REMEASURE_OVER_S`` counts in reference seconds: its CPU seconds divided by :func:`slowness` measured just
-  after it, how much longer that fixed piece of Python work takes now than ``REFERENCE_WORK_S`` (at least 1, so
-  a quick machine keeps the bounds as they were set).
+  and a fast call is not run three times only to be judged fast).
 
 Calls measured here must be repeatable (same arguments, same result): a step of an env goes through
 :func:`cpu_step`, which repeats the step on copies of the env taken before it.
@@ -28,7 +22,6 @@ from __future__ import annotations
 
 import copy
 import gc
-import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -36,42 +29,7 @@ from typing import Any
 from lmgym.envs.answers import start_grading_worker, worker_cpu_seconds
 
 REMEASURE_OVER_S = 0.05  # calls cheaper than this are judged on one run
-ATTEMPTS = 4
-# CPU seconds of `reference_work()` on the machines the bounds were set on (an x86-64 core of 2026 takes
-# 0.03-0.06 s; the slow machines of 2026-11-29 0.2-0.3 s): a machine slower than this scales every slow call down
-REFERENCE_WORK_S = 0.06
-SLOWNESS_FRESH_S = 1.0  # a slowness measured less than this many seconds ago is used again
-
-
-def reference_work() -> int:
-    """A fixed piece of plain Python work (a million additions), the yardstick of `slowness`."""
-    total = 0
-    for i in range(1_000_000):
-        total += i ^ (i >> 3)
-    return total
-
-
-_SLOWNESS: list[float] = []  # [measured at (monotonic seconds), factor] once measured
-
-
-def slowness() -> float:
-    """How many times longer `reference_work` takes here and now than ``REFERENCE_WORK_S`` (its fastest of three
-    runs, in CPU seconds; at least 1). Measured again when the last measure is over ``SLOWNESS_FRESH_S`` old."""
-    now = time.monotonic()
-    if _SLOWNESS and now - _SLOWNESS[0] < SLOWNESS_FRESH_S:
-        return _SLOWNESS[1]
-    fastest = math.inf
-    for _ in range(3):
-        start = time.process_time()
-        reference_work()
-        fastest = min(fastest, time.process_time() - start)
-    _SLOWNESS[:] = [time.monotonic(), max(1.0, fastest / REFERENCE_WORK_S)]
-    return _SLOWNESS[1]
-
-
-def in_reference_seconds(seconds: float) -> float:
-    """``seconds`` of CPU here, in the reference machine's seconds (a call under ``REMEASURE_OVER_S`` as it is)."""
-    return seconds if seconds <= REMEASURE_OVER_S else seconds / slowness()
+ATTEMPTS = 3
 
 
 def _measure_once(call: Callable[[], Any]) -> tuple[Any, float]:
@@ -91,15 +49,13 @@ def fastest_run(first: Callable[[], Any], again: Callable[[], Callable[[], Any]]
                 within: float | None = None) -> tuple[Any, float]:
     """``(result of first(), CPU seconds)``: ``first`` measured once; if that took over ``REMEASURE_OVER_S``
     (and, given ``within``, not under ``within``), ``again()`` (a fresh zero-argument call of the same work;
-    ``first`` itself by default) is measured up to ``ATTEMPTS - 1`` more times and the fastest run counts. Each
-    run over ``REMEASURE_OVER_S`` counts in reference seconds, with the slowness measured just after it."""
-    result, raw = _measure_once(first)
-    seconds = in_reference_seconds(raw)
+    ``first`` itself by default) is measured up to ``ATTEMPTS - 1`` more times and the fastest run counts."""
+    result, seconds = _measure_once(first)
     for _ in range(ATTEMPTS - 1):
         if seconds <= REMEASURE_OVER_S or (within is not None and seconds < within):
             break
         call = again() if again is not None else first
-        seconds = min(seconds, in_reference_seconds(_measure_once(call)[1]))
+        seconds = min(seconds, _measure_once(call)[1])
     return result, seconds
 
 
