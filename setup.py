@@ -66,6 +66,7 @@ setup(
                  "import-linter==2.16",  # tests/test_layers.py: the package layers of .importlinter
                  "ruff>=0.17",  # tests/test_style.py and .ci/run: pyproject.toml's [tool.ruff] rules
                  "openai>=1.0",  # tests/test_openai_server.py: the real client against the /v1 routes
+                 "psutil>=5.9",  # tests/two_ranks.py: the ranks' CPU time (peft brings it too; named as used)
                  *WANDB],  # tests/test_run_folder.py runs --wandb offline
         "docs": ["mkdocs>=1.6,<2", "mkdocs-material>=9.5,<10", "mkdocstrings[python]>=0.29,<2"],
     },
