@@ -3,8 +3,9 @@ worker's CPU budgets assume it does not swing much.
 
 Runs one sympy simplify (a grading-sized request) and a plain-Python yardstick (a million additions) `--runs`
 times, each with the garbage collector off and sympy's cache cleared, and prints each run's CPU seconds and the
-max/min ratio. On 2026-11-29 (the CI machine kind, 2 cores) the simplify took 0.025-2.0 s (80x) and the yardstick
-0.052-0.33 s, with no correlation between a slow simplify and the yardstick run just after it.
+max/min ratio. On 2026-11-29 (the CI machine kind, 2 cores) the simplify took 0.036-2.28 s (63x) and the
+yardstick 0.051-0.345 s (statics/results/session17_cpu/cpu_time_noise.json); a slow simplify was not followed by a
+slow yardstick run.
 
     python benchmarks/cpu_time_noise.py --runs 10 --out cpu_time_noise.json
 """
