@@ -10,7 +10,7 @@ import pytest
 
 from lmgym.envs import answers
 from lmgym.envs.answers import answers_equal, extract_answer, gsm8k_gold, normalize_answer
-from tests.cpu_timing import VERDICT_BUDGET_S, cpu_call, cpu_call_within, within_budget
+from tests.cpu_timing import RUNAWAY_BOUND_S, VERDICT_BUDGET_S, cpu_call, cpu_call_within, within_budget
 
 # (predicted, gold, expected)
 EQUIVALENCE_TABLE = [
@@ -124,13 +124,10 @@ ADVERSARIAL = [
 
 @pytest.mark.parametrize("text", ADVERSARIAL, ids=range(len(ADVERSARIAL)))
 def test_adversarial_inputs_are_rejected_quickly(text):
-    # the default budget is 1 s of CPU. Far over it, as in the fuzz files: the machines CI runs on charged 2.5 s for
-    # `"-" * 450 + "1"` on its fastest of six runs, and what this hunts (a tower of powers computed) runs far longer
-    bound = 5.0
-    for predicted, gold in ((text, "1"), ("1", text), (text, "x")):
-        verdict, cpu = cpu_call_within(bound, answers_equal, predicted, gold)  # remeasured over it
+    for predicted, gold in ((text, "1"), ("1", text), (text, "x")):  # the default budget: 1 s of CPU
+        verdict, cpu = cpu_call_within(RUNAWAY_BOUND_S, answers_equal, predicted, gold)  # remeasured over it
         assert verdict is False
-        assert cpu < bound
+        assert cpu < RUNAWAY_BOUND_S
 
 
 def test_no_code_is_executed(tmp_path, monkeypatch):

@@ -24,13 +24,12 @@ import lmgym.envs.grading.numbers
 import lmgym.envs.grading.symbolic
 import lmgym.envs.safe_arith
 from lmgym.envs.answers import answers_equal, normalize_answer
-from tests.cpu_timing import cpu_call_within
+from tests.cpu_timing import RUNAWAY_BOUND_S, cpu_call_within
 
 BUDGET = 0.3  # CPU seconds given to the worker per answers_equal call
-# What one call may cost in all. Far over the budget (0.3 + 0.3 overshoot + 0.4 for the parent's side): the machines
-# CI runs on charged up to 1.9 CPU s for normalising a 1 MB text on the fastest of six runs (0.003-0.13 s for 10 kB
-# here), and the failures this file hunts (a regex that backtracks, a tower of powers) run far longer.
-CPU_LIMIT = 5.0  # judged by cpu_call_within: remeasuring stops at the first run under it (the same verdicts)
+# what one call may cost in all (tests/cpu_timing.py); judged by cpu_call_within: remeasuring stops at the first run
+# under it (the same verdicts)
+CPU_LIMIT = RUNAWAY_BOUND_S
 MARKER = f"/tmp/rlgym_pwned_{os.getpid()}"
 COUNTS = {"answers_equal": 0, "normalize_answer": 0}
 WORKER_REQUESTS = {"at_start": 0}
