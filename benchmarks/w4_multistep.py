@@ -83,6 +83,7 @@ from w4_workloads import (  # noqa: E402
     module_from,
     release,
     run_w1,
+    workload_policy,
 )
 
 WORKLOADS = ("w1", "w4a", "w4b", "w4c")
@@ -117,6 +118,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="after this many seconds of the run no chunk starts (a workload not begun is skipped, one begun ends "
              "after its first measured chunk, without its profiled one; 0: no limit)")
     add("--max_new_tokens", type=int, default=None, help="tokens per action in every W4 workload (default: presets)")
+    add("--decode_cache_gb", type=float, default=None,
+        help="GB of KV buckets each workload's fast decoder keeps between calls (default: the decoder's, a "
+             "sixteenth of the GPU); a multi-step workload whose buckets do not fit makes them anew every call")
+    add("--label_kept_cache_share", type=float, default=None,
+        help="W4a's PolicyLabelConfig.kept_cache_share (default: the config's; 0: the decoder's usual budget)")
+    add("--decoder_set", action="append", default=[], metavar="FIELD=VALUE", dest="decoder_overrides",
+        help="an attribute of each W4 workload's fast decoder set after it is built (a JSON value), e.g. "
+             "sync_every=16; repeatable")
     add("--w4b_set", action="append", default=[], metavar="FIELD=VALUE", dest="grpo_overrides",
         help="a GRPOConfig field of W4b set over the gpu preset's (a JSON value, else a string), e.g. "
              "gradient_checkpointing=false; repeatable")
@@ -246,6 +255,10 @@ def run(args: argparse.Namespace) -> dict:
         work = None
         try:
             work = build(name, args, ctx)
+            if args.decode_cache_gb is not None:
+                record["decode_cache_gb"] = keep_decode_cache(work, args.decode_cache_gb)
+            if args.decoder_overrides:
+                record["decoder_set"] = set_decoder(work, args.decoder_overrides)
             install_clock(ctx.clock)
             ctx.counter.install()
             if name == "w1":
@@ -269,6 +282,36 @@ def run(args: argparse.Namespace) -> dict:
     results["total_s"] = time.perf_counter() - started
     write_json(out, results)
     return results
+
+
+def keep_decode_cache(work, gigabytes: float) -> float | None:
+    """Set the workload's fast decoder's kept-bucket budget (`FastDecoder.cache_bytes`) to `gigabytes`; the
+    budget set, or None where the workload has no fast decoder (W1 builds its policy per run)."""
+    decoder = getattr(workload_policy(work), "fast_decoder", None)
+    if decoder is None:
+        return None
+    decoder.cache_bytes = int(gigabytes * 1e9)
+    return gigabytes
+
+
+def set_decoder(work, pairs: list[str]) -> dict | None:
+    """--decoder_set's FIELD=VALUE pairs set on the workload's fast decoder (VALUE read as JSON); the values set,
+    or None without a decoder. A FIELD the decoder lacks is one line that names it."""
+    decoder = getattr(workload_policy(work), "fast_decoder", None)
+    if decoder is None:
+        return None
+    out = {}
+    for pair in pairs:
+        field, sep, value = pair.partition("=")
+        try:
+            if not sep or not hasattr(decoder, field):
+                raise ValueError
+            out[field] = json.loads(value)
+        except ValueError:  # json's JSONDecodeError too
+            raise SystemExit(f"w4_multistep: --decoder_set {pair!r}: expected FIELD=VALUE, FIELD a FastDecoder "
+                             "attribute and VALUE JSON") from None
+        setattr(decoder, field, out[field])
+    return out
 
 
 def config_overrides(pairs: list[str]) -> dict:
@@ -297,7 +340,7 @@ def build(name: str, args: argparse.Namespace, ctx: Context):
     if name == "w4a":
         return LabelWorkload(ctx, args.w4a_problems, args.w4a_warmup_problems, args.w4a_profile_problems,
                              args.w4a_batch, args.w4a_samples, args.w4a_rollouts, args.max_new_tokens,
-                             args.w4a_max_steps)
+                             args.w4a_max_steps, args.label_kept_cache_share)
     if name == "w4b":
         return RagWorkload(ctx, args.data_path, args.w4b_iterations, args.w4b_questions, args.w4b_episodes,
                            args.max_new_tokens, dense=not args.no_dense,

@@ -149,11 +149,15 @@ def measure(work, ctx: Context, record: dict) -> None:
     ctx.save()
 
 
+def workload_policy(work):
+    """The policy a workload samples with (its own, or its algorithm's); None without one."""
+    return getattr(work, "policy", None) or getattr(getattr(work, "algo", None), "policy", None)
+
+
 def decoder_stats(work) -> dict[str, int]:
     """The workload's fast decoder's counters (FastDecoder.stats: prefilled, shared and extended tokens, graph
     captures, buckets made); empty without one."""
-    policy = getattr(work, "policy", None) or getattr(getattr(work, "algo", None), "policy", None)
-    decoder = getattr(policy, "fast_decoder", None)
+    decoder = getattr(workload_policy(work), "fast_decoder", None)
     return dict(decoder.stats) if decoder is not None else {}
 
 
@@ -221,7 +225,8 @@ class LabelWorkload:
     name, unit = "w4a", "problems"
 
     def __init__(self, ctx: Context, problems: int, warmup: int, profiled: int, batch: int | None,
-                 samples: int | None, rollouts: int | None, max_new_tokens: int | None, max_steps: int | None):
+                 samples: int | None, rollouts: int | None, max_new_tokens: int | None, max_steps: int | None,
+                 kept_cache_share: float | None = None):
         from lmgym.envs import make
         from lmgym.envs.arithmetic import split_indices
         from lmgym.policies import HFPolicy
@@ -229,7 +234,7 @@ class LabelWorkload:
 
         preset = dict(LABEL_PRESETS["gpu"])
         for key, value in (("batch_size", batch), ("samples_per_problem", samples), ("rollouts", rollouts),
-                           ("max_new_tokens", max_new_tokens)):
+                           ("max_new_tokens", max_new_tokens), ("kept_cache_share", kept_cache_share)):
             if value is not None:
                 preset[key] = value
         preset.pop("problems")

@@ -73,9 +73,20 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: the slow tier, out of the default run (tests/tiers.py; `-m slow` runs "
+                                       "it, `-m ''` both tiers)")
     config.addinivalue_line("markers", "plots(*names): the test reads the PNG files a run draws when training ends, "
                                        "those named (e.g. 'metrics.png') or, with no name, all (without the mark, "
                                        "tests/conftest.py's `_plots_drawn_not_rendered` writes none)")
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's `-m` deselects by marks
+def pytest_collection_modifyitems(config, items):
+    """A test that needs the two-rank launch (`two_rank_jobs`, ~140 s of processes on a fast machine, 725 s on the
+    CI machine kind) is in the slow tier (tests/tiers.py)."""
+    for item in items:
+        if "two_rank_jobs" in item.fixturenames:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(autouse=True)

@@ -11,6 +11,7 @@ import pytest
 from lmgym.envs import answers
 from lmgym.envs.answers import answers_equal, extract_answer, gsm8k_gold, normalize_answer
 from tests.cpu_timing import RUNAWAY_BOUND_S, VERDICT_BUDGET_S, cpu_call, cpu_call_within, within_budget
+from tests.tiers import fast_rows, slow
 
 # (predicted, gold, expected)
 EQUIVALENCE_TABLE = [
@@ -87,7 +88,7 @@ EQUIVALENCE_TABLE = [
 ]
 
 
-@pytest.mark.parametrize(("predicted", "gold", "expected"), EQUIVALENCE_TABLE)
+@pytest.mark.parametrize(("predicted", "gold", "expected"), fast_rows(EQUIVALENCE_TABLE, every=4))
 def test_equivalence_table(predicted, gold, expected):
     # the verdict under a generous budget (tests/cpu_timing.py); its cost: under the default 1 s on its fastest run
     verdict, cpu = cpu_call_within(1.0, answers_equal, predicted, gold, timeout=VERDICT_BUDGET_S)
@@ -122,7 +123,8 @@ ADVERSARIAL = [
 ]
 
 
-@pytest.mark.parametrize("text", ADVERSARIAL, ids=range(len(ADVERSARIAL)))
+@pytest.mark.parametrize("text", fast_rows([(t,) for t in ADVERSARIAL], every=4,
+                                             ids=[str(i) for i in range(len(ADVERSARIAL))]))
 def test_adversarial_inputs_are_rejected_quickly(text):
     for predicted, gold in ((text, "1"), ("1", text), (text, "x")):  # the default budget: 1 s of CPU
         verdict, cpu = cpu_call_within(RUNAWAY_BOUND_S, answers_equal, predicted, gold)  # remeasured over it
@@ -151,6 +153,7 @@ def test_no_code_is_executed(tmp_path, monkeypatch):
 SLOW = ("(x+y+z+w+1)^40", "(x+y+z+w+1)^39*(x+y+z+w+2)")  # simplify takes seconds
 
 
+@slow
 def test_cpu_budget_stops_a_slow_symbolic_call_and_the_worker_is_reused():
     assert answers_equal("(x+1)^2", "x^2+2x+1") is True  # the worker is up
     pid = answers._WORKER.pid
@@ -161,6 +164,7 @@ def test_cpu_budget_stops_a_slow_symbolic_call_and_the_worker_is_reused():
     assert answers_equal("(x-1)(x+1)", "x^2-1") is True
 
 
+@slow
 def test_killed_worker_is_replaced():
     assert answers_equal("(x+1)^2", "x^2+2x+1") is True
     pid = answers._WORKER.pid
@@ -178,6 +182,7 @@ def test_killed_worker_is_replaced():
     os.kill(answers._WORKER.pid, 0)  # alive
 
 
+@slow
 def test_default_timeout_bounds_slow_symbolic_call():
     verdict, cpu = cpu_call(answers_equal, *SLOW)
     assert verdict is False

@@ -17,6 +17,7 @@ from lmgym.commands import COMMANDS, dispatch
 from lmgym.commands.data import load_data
 from lmgym.envs.rewards import accuracy_reward
 from lmgym.policies import build_tiny_model, build_tiny_tokenizer
+from tests.tiers import slow
 
 ROOT = Path(__file__).resolve().parents[1]
 ROWS = [{"prompt": "What is 1 + 1?", "answer": "2"}, {"prompt": "What is 2 + 3?", "answer": "5"},
@@ -82,6 +83,7 @@ def grpo_run(work) -> tuple[Path, subprocess.CompletedProcess]:
     return work / "grpo-run", result
 
 
+@slow
 def test_python_m_lmgym_grpo_trains_on_a_local_jsonl_with_a_dotted_reward_function(grpo_run):
     run, result = grpo_run
     rows = metrics(run)
@@ -96,6 +98,7 @@ def test_python_m_lmgym_grpo_trains_on_a_local_jsonl_with_a_dotted_reward_functi
     assert "run folder: grpo-run" in result.stdout and "Traceback" not in result.stderr
 
 
+@slow
 def test_log_completions_writes_the_sampled_completions_of_the_data_sets_prompts(grpo_run):
     run, _ = grpo_run
     lines = [json.loads(line) for line in (run / "completions.jsonl").read_text().splitlines()]
@@ -104,6 +107,7 @@ def test_log_completions_writes_the_sampled_completions_of_the_data_sets_prompts
     assert sorted({line["iteration"] for line in lines}) == [1, 2]
 
 
+@slow
 def test_report_to_tensorboard_gets_trls_names_and_the_completions_table(grpo_run):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -121,6 +125,7 @@ def test_report_to_tensorboard_gets_trls_names_and_the_completions_table(grpo_ru
     assert "rewards/has_digit" in text and any(p in text for p in PROMPTS)
 
 
+@slow
 def test_a_bad_input_through_python_m_lmgym_is_one_line_without_a_traceback(work):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
     for argv, status, line in ((["grpoo"], 2, "lmgym: error: unknown command 'grpoo' (did you mean grpo?)"),

@@ -23,7 +23,10 @@ from tests.distributed_worker import fixed_trajectories
 from tests.test_compile_training import batch
 from tests.test_gradient_checkpointing import LAYERS, assert_same, training_pass
 from tests.test_sft import PAIRS
+from tests.tiers import slow
 from tests.toy_env import DigitsEnv  # noqa: F401
+
+pytestmark = slow  # the slow tier (tests/tiers.py): compiles the training layers
 
 BACKEND = "aot_eager"  # as tests/test_compile_training.py: traces and differentiates as Inductor does
 FALLBACK = "the checkpointed forward could not be compiled whole"

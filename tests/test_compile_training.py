@@ -10,7 +10,10 @@ from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
 from lmgym.policies.compiled_layers import compiled_layers
 from lmgym.policies.hf import cast_linear_weights
 from tests.distributed_worker import fixed_trajectories
+from tests.tiers import slow
 from tests.toy_env import DigitsEnv  # noqa: F401
+
+pytestmark = slow  # the slow tier (tests/tiers.py): compiles the training layers
 
 BACKEND = "aot_eager"  # traces and differentiates as Inductor does, without compiling kernels (seconds, not minutes)
 

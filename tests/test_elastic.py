@@ -22,6 +22,9 @@ import pytest
 
 from benchmarks.two_nodes import CPU_ARGS
 from tests import elastic_runs
+from tests.tiers import slow
+
+pytestmark = slow  # the slow tier (tests/tiers.py): two torchrun nodes (654 s of set-up on the CI machine kind)
 
 ROOT = Path(__file__).resolve().parents[1]
 

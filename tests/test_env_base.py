@@ -9,6 +9,7 @@ import pytest
 
 from lmgym.envs import GSM8KEnv, LanguageEnv, MathDatasetEnv, MathEnv, NoRewardError, Problem, correctness_reward
 from lmgym.moved import MovedModuleWarning
+from tests.tiers import slow
 
 
 class Echo(LanguageEnv):
@@ -47,6 +48,7 @@ def test_math_envs_supply_the_graders_correctness_reward():
     assert EchoMath(reward_fns={"mine": lambda c, g, i: 0.5}).reward_fns.keys() == {"mine"}
 
 
+@slow
 def test_importing_the_env_base_loads_no_math_grader():
     code = ("import sys, lmgym.envs.base\n"
             "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'sympy', 'latex2sympy2_extended', 'torch'})\n"

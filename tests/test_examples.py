@@ -16,7 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.tiers import slow
 from tests.tiny_models import save_tiny_model_dir
+
+pytestmark = slow  # the slow tier (tests/tiers.py): runs every example as a process
 
 ROOT = Path(__file__).resolve().parents[1]
 REINFORCE = ROOT / "examples" / "reinforce_stable_gsm8k.py"

@@ -14,6 +14,7 @@ import pytest
 from lmgym.core.extras import EXTRAS, MissingExtraError, import_extra
 from lmgym.retrieval import Document, DocumentStore, HashingEmbedder, SentenceTransformerEmbedder, StoreConfig
 from tests.test_examples import error_line, load_script
+from tests.tiers import slow
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = [Document("a", "Etna", "Etna is a volcano in Sicily."), Document("b", "Danube", "The Danube flows.")]
@@ -131,6 +132,7 @@ print(json.dumps({{"graded": graded, "loaded": loaded}}))
 """
 
 
+@slow
 def test_a_core_install_imports_every_package_and_trains_grpo(tmp_path):
     script = CORE_RUN.format(blocked=BLOCKED, run=str(tmp_path / "run"))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "WANDB_MODE": "disabled"}

@@ -212,3 +212,38 @@ def test_a_cancelled_row_ends_at_the_next_check_and_the_others_sample_on(fast):
     assert cut[1].text == tok.decode(whole[1].completion_ids[:kept], skip_special_tokens=True)
     for i in (0, 2):
         assert cut[i].completion_ids == whole[i].completion_ids and cut[i].finish_reason == whole[i].finish_reason
+
+
+def test_a_keeping_block_holds_more_buckets_and_trims_them_to_the_usual_budget_after_it():
+    """Step labels visit more (batch, length) shapes than the usual budget holds; inside `keeping` they stay (no
+    bucket and graph made anew), and after it the least recently used beyond the usual budget are dropped."""
+    model, tok = eos_prone_model()
+    sizing = FastDecoder(model, length_bucket=16)
+    sizing.generate(tok, prompts_for(tok, 8), 4, temperature=0.0)
+    unit = sizing.cached_bytes // next(length for _, length in sizing._buckets) * 16  # bytes of an (8, 16) bucket
+    decoder = FastDecoder(model, cache_bytes=5 * unit, length_bucket=16)
+
+    def visit_three_shapes():  # buckets (8, 32), (8, 48), (8, 64): 2, 3 and 4 units
+        for length in (4, 20, 36):
+            decoder.generate(tok, [p + [5] * length for p in prompts_for(tok, 8)], 8, temperature=0.0)
+
+    with decoder.keeping(9 * unit):
+        visit_three_shapes()
+        visit_three_shapes()
+        assert list(decoder._buckets) == [(8, 32), (8, 48), (8, 64)]
+        assert decoder.stats["buckets_made"] == 3  # the second round made none
+    assert decoder.cache_bytes == 5 * unit and list(decoder._buckets) == [(8, 64)]
+    visit_three_shapes()  # the usual budget: each shape made again
+    assert decoder.stats["buckets_made"] == 6 and decoder.cached_bytes <= 5 * unit
+    with decoder.keeping(None):  # no bound inside
+        visit_three_shapes()
+        assert len(decoder._buckets) == 3
+    assert decoder.cached_bytes <= 5 * unit
+
+
+def test_the_label_configs_kept_cache_share_is_checked():
+    from lmgym.traindata.step_data.policy_labels import PolicyLabelConfig
+
+    assert PolicyLabelConfig().kept_cache_share == 0.4
+    with pytest.raises(ValueError, match="kept_cache_share"):
+        PolicyLabelConfig(kept_cache_share=1.0)

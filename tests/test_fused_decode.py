@@ -11,6 +11,7 @@ from lmgym.policies.decoding.layers import (
     compiled_layer_functions,
 )
 from lmgym.policies.decoding.weights import DecodeWeights
+from tests.tiers import slow
 
 
 def setup(seed=1):
@@ -84,6 +85,7 @@ def test_weights_it_cannot_copy_whole_leave_the_modules_in_charge():
     assert decoder.weights is None
 
 
+@slow
 def test_compiled_layer_functions_trace_whole_and_once_for_every_layer_and_batch():
     """fullgraph=True: no graph breaks. One graph per function serves both layers (the weights are
     arguments) and, after one recompilation, every batch size (dynamic shapes)."""
@@ -131,6 +133,7 @@ def test_a_failing_compilation_falls_back_to_the_eager_layer_functions(monkeypat
     same(out, FastDecoder(model, sync_every=4, fused_weights=False).generate(tok, prompts, 20, temperature=0.0))
 
 
+@slow
 def test_compiled_prefill_decodes_what_the_eager_prefill_decodes(monkeypatch):
     """Passes of many tokens (the prompts' prefill, then the turns appended mid-episode) through the layer
     functions compiled for dynamic shapes: the same tokens and log-probs, greedy and sampled, and one graph

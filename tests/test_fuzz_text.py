@@ -37,6 +37,9 @@ from lmgym.envs.calculator import apply_calculator, find_calculation, safe_calcu
 from lmgym.envs.extraction import extract_answer
 from tests.cpu_timing import cpu_call_within, cpu_step
 from tests.redos import TEXT_MODULES, pump_strings
+from tests.tiers import slow
+
+pytestmark = slow  # the slow tier (tests/tiers.py): thousands of generated inputs
 
 # 1,000 inputs a property: about 110 of them 100k-1M characters long (every hostile branch among them). The ReDoS
 # pumps are sampled here (25 of the 657 at >= 100k; 42 with 2,000), not swept: tests/test_redos.py runs every pump

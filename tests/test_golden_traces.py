@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from tests.golden_traces import recording_machine, traces
+from tests.tiers import slow
 
 GOLDEN = Path(__file__).parent / "golden" / "traces.json"
 REL_TOL = 1e-5  # float32 reduction order moves the 7th digit; a real change of a loss or a norm moves more
@@ -63,6 +64,7 @@ def test_every_trainer_traces_as_recorded_within_float_noise(fresh, golden):
     assert not found, "\n".join(found[:20])
 
 
+@slow
 def test_traces_are_bit_identical_when_run_twice(fresh):
     threads = torch.get_num_threads()
     try:

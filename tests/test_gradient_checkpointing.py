@@ -17,6 +17,7 @@ from tests.distributed_worker import build_algorithm, fixed_trajectories, join_g
 from tests.test_compile_training import batch
 from tests.test_config_validation import one_line_error
 from tests.test_prm_trainer import PAIRS
+from tests.tiers import slow
 from tests.toy_env import DigitsEnv  # noqa: F401
 from tests.two_ranks import Job
 
@@ -81,6 +82,7 @@ def test_checkpointed_layers_give_the_same_gradients_and_keep_fewer_activations(
 
 
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
+@slow
 def test_compiled_checkpointed_layers_give_the_eager_gradients(lora):
     """`torch_compile` with `gradient_checkpointing`: the compiled layer holds the checkpoint
     (policies/compiled_layers.py), and AOTAutograd recomputes it."""

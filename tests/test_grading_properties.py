@@ -25,6 +25,9 @@ import lmgym.envs.grading.symbolic
 import lmgym.envs.safe_arith
 from lmgym.envs.answers import answers_equal, normalize_answer
 from tests.cpu_timing import RUNAWAY_BOUND_S, cpu_call_within
+from tests.tiers import slow
+
+pytestmark = slow  # the slow tier (tests/tiers.py): thousands of generated inputs through the grading worker
 
 BUDGET = 0.3  # CPU seconds given to the worker per answers_equal call
 # what one call may cost in all (tests/cpu_timing.py); judged by cpu_call_within: remeasuring stops at the first run

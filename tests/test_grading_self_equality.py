@@ -19,6 +19,9 @@ from lmgym.envs.answers import answers_equal, normalize_answer
 from lmgym.envs.extraction import extract_answer
 from lmgym.envs.grading.symbolic import parses_undefined, preload
 from lmgym.envs.safe_arith import MAX_ANSWER_CHARS
+from tests.tiers import slow
+
+pytestmark = slow  # the slow tier (tests/tiers.py): generated inputs through the grading worker
 
 BUDGET = 0.3
 

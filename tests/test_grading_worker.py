@@ -16,6 +16,7 @@ from lmgym.envs import answers
 from lmgym.envs.answers import answers_equal, worker_cpu_seconds
 from lmgym.envs.grading.worker import CpuBoundedWorker
 from tests.cpu_timing import VERDICT_BUDGET_S, cpu_call, within_budget
+from tests.tiers import slow
 
 RIGHT_SYMBOLIC = [
     ("(x+1)^2", "x^2+2x+1"),
@@ -26,6 +27,7 @@ RIGHT_SYMBOLIC = [
 ]
 
 
+@slow
 def test_verdicts_do_not_depend_on_machine_load():
     """Under 4 busy loops, the verdicts stay. The budget is generous (tests/cpu_timing.py): on the machines CI runs
     on, this load inflated the CPU seconds charged for `\\sec^2 y` = `\\tan^2 y + 1` to 2.1-2.9 s (0.02-0.04 s on
@@ -43,6 +45,7 @@ def test_verdicts_do_not_depend_on_machine_load():
             p.wait()
 
 
+@slow
 def test_first_request_budget_is_not_spent_on_imports():
     answers._WORKER.stop()  # the next call forks a fresh worker that preloads latex2sympy2_extended
     verdict, cpu = cpu_call(answers_equal, "(x+1)^2", "x^2+2x+1", timeout=VERDICT_BUDGET_S)
@@ -132,6 +135,7 @@ def test_math_verify_grader_still_credits_math_and_prose(predicted, gold):
     assert answers_equal(predicted, gold, timeout=VERDICT_BUDGET_S, grader="math_verify") is True
 
 
+@slow
 def test_math_verify_grader_is_cpu_bounded():
     verdict, cpu = cpu_call(answers_equal, "(x+y+z+w+1)^40", "(x+y+z+w+1)^39*(x+y+z+w+2)", timeout=0.3,
                             grader="math_verify")
@@ -192,6 +196,7 @@ def test_generic_worker_preload_is_outside_the_budget(worker):
     assert worker.total_request_cpu < 0.1  # the 0.5 s preload is not counted
 
 
+@slow
 def test_generic_worker_cpu_timer_keeps_the_worker(worker):
     assert worker.call(("echo", 1), budget=0.5) == 1
     pid = worker.pid
@@ -201,6 +206,7 @@ def test_generic_worker_cpu_timer_keeps_the_worker(worker):
 
 
 @pytest.mark.parametrize("kind", ["c_loop", "swallow"])
+@slow
 def test_generic_worker_rlimit_cpu_kills_what_the_timer_cannot_stop(worker, kind):
     assert worker.call(("echo", 1), budget=0.5) == 1
     pid = worker.pid
@@ -215,6 +221,7 @@ def test_generic_worker_rlimit_cpu_kills_what_the_timer_cannot_stop(worker, kind
     assert worker.pid != pid
 
 
+@slow
 def test_generic_worker_wall_clock_backstop(worker):
     assert worker.call(("sleep", 0.01), budget=1.0) is True  # a sleep that ends answers True...
     # ...so None means the parent's wall-clock backstop (max(1 s, 20 x budget) here) cut the 30 s sleep short
@@ -223,6 +230,7 @@ def test_generic_worker_wall_clock_backstop(worker):
     assert worker.call(("echo", 4), budget=0.5) == 4
 
 
+@slow
 def test_generic_worker_killed_while_idle_answers_the_next_request(worker, monkeypatch):
     """A kill that has not finished when the next request is sent (the parent still sees the worker alive,
     as under load) breaks the pipe: the request is sent again to a fresh worker, not answered None."""
@@ -235,6 +243,7 @@ def test_generic_worker_killed_while_idle_answers_the_next_request(worker, monke
     assert worker.pid not in (None, pid)
 
 
+@slow
 def test_generic_worker_is_not_retried_after_dying_of_a_request(worker):
     """A request that killed its worker (SIGXCPU after it used CPU) is not sent again."""
     assert worker.call(("echo", 1), budget=0.5) == 1
@@ -243,6 +252,7 @@ def test_generic_worker_is_not_retried_after_dying_of_a_request(worker):
     assert worker.requests == requests + 1
 
 
+@slow
 def test_generic_worker_memory_is_bounded(worker):
     assert worker.call(("echo", 1), budget=0.5) == 1
     pid = worker.pid
@@ -251,6 +261,7 @@ def test_generic_worker_memory_is_bounded(worker):
     assert worker.call(("echo", 6), budget=0.5) == 6
 
 
+@slow
 def test_generic_worker_does_not_run_the_hosts_signal_handlers(tmp_path):
     marker = tmp_path / "handler_ran"
     previous = signal.signal(signal.SIGTERM, lambda *_: marker.write_text("x"))

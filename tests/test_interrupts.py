@@ -16,6 +16,9 @@ from tests import checkpoint_state
 from tests.test_checkpoint_layout import algorithm, rows
 from tests.test_examples import load_script
 from tests.test_run_folder import save_tiny
+from tests.tiers import slow
+
+pytestmark = slow  # the slow tier (tests/tiers.py): interrupts training processes
 
 ROOT = Path(__file__).resolve().parents[1]
 

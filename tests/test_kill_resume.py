@@ -8,6 +8,9 @@ import sys
 from pathlib import Path
 
 from tests import checkpoint_state
+from tests.tiers import slow
+
+pytestmark = slow  # the slow tier (tests/tiers.py): kills and resumes training processes
 
 ROOT = Path(__file__).resolve().parents[1]
 

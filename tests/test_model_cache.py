@@ -8,6 +8,7 @@ from pathlib import Path
 
 from lmgym.policies.loading.models import build_once
 from tests.distributed_worker import save_copy_run
+from tests.tiers import slow
 from tests.two_ranks import Job
 
 TWO_RANK_JOBS = (Job("model_cache_copy", save_copy_run),)  # the session's one two-rank launch (tests/two_ranks.py)
@@ -28,6 +29,7 @@ def ask(out_dir: str, results) -> None:
     results.put(((built / "config.json").read_text(), sorted(p.name for p in built.iterdir())))
 
 
+@slow
 def test_concurrent_processes_build_the_cache_once_and_all_see_it_whole(tmp_path):
     out_dir = tmp_path / "cache" / "model"
     context = multiprocessing.get_context("fork")

@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from lmgym.moved import MOVED, OLD_PACKAGES, MovedModuleWarning, new_path
+from tests.tiers import slow
 
 
 def forget_old(name: str) -> None:
@@ -55,6 +56,7 @@ def test_a_path_that_never_existed_is_still_an_import_error():
         importlib.import_module("lmgym.no_such_module")
 
 
+@slow
 def test_a_fresh_process_prints_one_warning_line_for_an_old_import(tmp_path):
     code = "from envs import make\nimport envs.math\nprint(make('Arithmetic-v0').__class__.__module__)"
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from lmgym.core.extras import hidden_modules
+from tests.tiers import slow
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE_JAX = '''
@@ -111,6 +112,7 @@ def run_with_fake_jax(fake_jax: Path, script: str) -> tuple[dict, str]:
     return json.loads(result.stdout.strip().splitlines()[-1]), log.read_text() if log.exists() else ""
 
 
+@slow
 def test_retrieval_and_every_embedder_never_import_jax(fake_jax):
     pytest.importorskip("bm25s")
     pytest.importorskip("sentence_transformers")
@@ -120,12 +122,14 @@ def test_retrieval_and_every_embedder_never_import_jax(fake_jax):
                        "bm25s_jax": False, "jax": []}
 
 
+@slow
 def test_grpo_on_the_rag_env_with_a_bm25_store_never_imports_jax(fake_jax, tmp_path):
     pytest.importorskip("bm25s")
     outcome, log = run_with_fake_jax(fake_jax, TRAINING.format(run=str(tmp_path / "run")))
     assert log == "" and outcome == {"iterations": [1], "jax": []}
 
 
+@slow
 def test_a_jax_the_user_imported_stays_theirs_and_bm25s_does_not_warm_it_up(fake_jax):
     pytest.importorskip("bm25s")
     outcome, log = run_with_fake_jax(fake_jax, USERS_JAX.format())

@@ -10,6 +10,7 @@ import pytest
 
 from tests.test_examples import error_line, load_script
 from tests.test_problem_records import assert_report_recomputes, assert_tampering_is_caught
+from tests.tiers import slow
 from tests.tiny_models import save_tiny_model_dir
 
 PIPELINE = Path(__file__).resolve().parents[1] / "examples" / "pipeline.py"
@@ -38,6 +39,7 @@ def tiny_argv(model: str, tmp_path: Path) -> list[str]:
     return argv
 
 
+@slow
 def test_pipeline_writes_the_six_rows_and_a_rerun_skips_finished_stages(tiny_model_dir, tmp_path, capsys):
     script, out = load_script(PIPELINE), tmp_path / "pipe"
     argv = [*tiny_argv(tiny_model_dir, tmp_path), "--grpo_iterations", "2"]  # row 4 refreshes its PRM once
@@ -135,6 +137,7 @@ def assert_policy_labelled_prm(out: Path, printed: str) -> None:
     assert prm.aggregation == "min"
 
 
+@slow
 def test_pipeline_prm_labels_are_reused_and_a_given_prm_skips_the_stage(tiny_model_dir, tmp_path, capsys):
     import shutil
 
@@ -159,6 +162,7 @@ def test_pipeline_prm_labels_are_reused_and_a_given_prm_skips_the_stage(tiny_mod
     assert not (other / "prm").exists()
 
 
+@slow
 def test_pipeline_gsm8k_column_is_held_back_from_sft(tiny_model_dir, gsm8k_train, tmp_path):
     from lmgym.envs import make
 

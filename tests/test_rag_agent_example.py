@@ -12,6 +12,7 @@ from lmgym.envs.hotpotqa.data import HotpotQARecord
 from tests.rag_toys import CORPUS
 from tests.test_examples import error_line, load_script
 from tests.test_problem_records import assert_report_recomputes
+from tests.tiers import slow
 from tests.tiny_models import save_tiny_model_dir
 
 SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "rag_agent.py"
@@ -71,6 +72,7 @@ def tiny_argv(model: str, tmp_path: Path) -> list[str]:
 
 
 @pytest.mark.plots("reward_components.png")  # reads that PNG of the GRPO runs; the others are drawn only
+@slow
 def test_every_stage_runs_and_the_table_has_every_row_and_column(tiny_model_dir, tmp_path, capsys, monkeypatch):
     import lmgym.algorithms.base
     import lmgym.evaluation.rag_evaluate

@@ -12,6 +12,7 @@ import pytest
 from lmgym.evaluation.reflection_critic_metrics import CRITIC_METRICS
 from tests.test_examples import error_line, load_script, metrics
 from tests.test_problem_records import assert_report_recomputes
+from tests.tiers import slow
 from tests.tiny_models import save_tiny_model_dir
 
 SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "reflection_dpo.py"
@@ -44,6 +45,7 @@ def argv(model: str, out: Path, triples: Path, *extra: str) -> list[str]:
             "--no-progress", "--output_dir", str(out), *extra]
 
 
+@slow
 def test_the_pipeline_writes_the_table_and_skips_finished_stages(tiny_model_dir, tmp_path, capsys):
     script, out = load_script(SCRIPT), tmp_path / "run"
     args = argv(tiny_model_dir, out, triples_file(tmp_path / "triples.jsonl"))

@@ -14,6 +14,7 @@ from gymnasium.utils.env_checker import check_env
 
 from lmgym import envs
 from lmgym.envs import LanguageEnv, MathEnv, Problem, UnknownEnvError, make, register, registered_ids
+from tests.tiers import slow
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 DATA_FILES = {"GSM8K": SHARED_DATA / "gsm8k" / "train.jsonl", "MATH": SHARED_DATA / "math500" / "test.jsonl"}
@@ -120,6 +121,7 @@ def test_register_with_a_module_string_entry_point():
     assert type(env).__name__ == "ArithmeticEnv" and env.level == 4
 
 
+@slow
 def test_importing_the_package_is_light():
     code = "import sys, lmgym; print(any(m in sys.modules for m in ('datasets', 'torch', 'transformers')))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
@@ -161,6 +163,7 @@ def fresh_process_lines(code: str, tmp_path) -> list[str]:
     return result.stdout.split("\n")[:2]
 
 
+@slow
 def test_gymnasium_make_in_a_fresh_process_that_imports_only_gymnasium(tmp_path):
     code = (
         "import sys, gymnasium\n"
@@ -174,6 +177,7 @@ def test_gymnasium_make_in_a_fresh_process_that_imports_only_gymnasium(tmp_path)
     assert fresh_process_lines(code, tmp_path) == ["ArithmeticEnv lmgym/Arithmetic-v0 2 True", "GSM8KEnv 3"]
 
 
+@slow
 def test_gymnasium_register_envs_takes_the_package_as_with_ale_py(tmp_path):
     """gymnasium.register_envs(lmgym) is a no-op taking the module; importing it registers the lmgym/ ids."""
     code = (

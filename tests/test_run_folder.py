@@ -18,6 +18,7 @@ from lmgym.algorithms import GRPO, GRPOConfig
 from lmgym.envs import make
 from lmgym.policies import HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
 from tests import checkpoint_state
+from tests.tiers import slow
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 from tests.wandb_history import written_history
 
@@ -55,6 +56,7 @@ def metrics(run: Path) -> list[dict]:
     return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
 
 
+@slow
 def test_the_quickstart_model_folder_loads_with_plain_transformers(quickstart_run):
     from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, pipeline
 
@@ -74,6 +76,7 @@ def test_the_quickstart_model_folder_loads_with_plain_transformers(quickstart_ru
     assert out[0]["generated_text"][-1]["role"] == "assistant"
 
 
+@slow
 def test_the_quickstart_config_names_the_model_and_the_envs(quickstart_run):
     config = json.loads((quickstart_run / "config.json").read_text())
     assert config["model"] == str(quickstart_run.parent / "tiny") and config["algorithm"] == "GRPO"
@@ -82,6 +85,7 @@ def test_the_quickstart_config_names_the_model_and_the_envs(quickstart_run):
     assert config["train_iterations"] == 2 and config["samples_per_prompt"] == 2
 
 
+@slow
 def test_the_before_evaluation_is_iteration_0_and_no_checkpoint_stores_the_initial_reference(quickstart_run):
     rows = metrics(quickstart_run)
     assert [r["iteration"] for r in rows] == [0, 1, 2]
@@ -91,6 +95,7 @@ def test_the_before_evaluation_is_iteration_0_and_no_checkpoint_stores_the_initi
     assert (quickstart_run / "metrics.png").is_file()
 
 
+@slow
 def test_wandb_offline_holds_the_metrics_and_the_plot(quickstart_run):
     runs = list((quickstart_run / "wandb").glob("offline-run-*"))
     assert len(runs) == 1, runs

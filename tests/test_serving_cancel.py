@@ -15,6 +15,7 @@ from lmgym.serving import BatchSettings, ServerLimits, create_app
 from lmgym.serving import limits as limits_module
 from lmgym.serving.batcher import Batcher, QueueFull
 from lmgym.serving.limits import Deadline
+from tests.tiers import slow
 
 STEP_SECONDS = 0.03  # what one decoding step of the fake engine costs
 
@@ -72,6 +73,7 @@ def chat(max_tokens: int, **extra) -> dict:
             "temperature": 0, **extra}
 
 
+@slow
 def test_a_small_request_after_timed_out_heavy_ones_is_served_in_its_idle_time():
     engine = SlowEngine()
     app = create_app(engine, limits=ServerLimits(timeout_seconds=1.5), batching=BatchSettings(window_ms=1))

@@ -16,7 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.tiers import slow
 from tests.tiny_models import digit_answer_model, save_tiny_model_dir
+
+pytestmark = slow  # the slow tier (tests/tiers.py): launches torchrun
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "examples" / "quickstart.py"

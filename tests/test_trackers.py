@@ -17,6 +17,7 @@ from lmgym.training.metric_names import RENAMED, internal_names, read_metrics, t
 from lmgym.training.run_logger import RunLogger
 from lmgym.training.trackers.tensorboard_tracker import markdown_table
 from tests.test_config_validation import one_line_error
+from tests.tiers import slow
 
 ROWS = [{"prompt": "Name a color.", "answer": "red"}, {"prompt": "Name a fruit.", "answer": "fig"}]
 OLD_NAMES = ("reward_mean", "reward_vowels", "completion_length", "truncated_fraction", "zero_variance_groups",
@@ -206,6 +207,7 @@ def test_markdown_table_escapes_what_would_break_it():
     assert text.splitlines() == ["| prompt | completion |", "|---|---|", "| a\\|b | line<br>break |"]
 
 
+@slow
 def test_wandb_gets_trls_names_and_the_table(tmp_path):
     pytest.importorskip("wandb")
     from lmgym.training.completions_log import table_of

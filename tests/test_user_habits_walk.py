@@ -6,6 +6,10 @@ import json
 import sys
 from pathlib import Path
 
+from tests.tiers import slow
+
+pytestmark = slow  # the slow tier (tests/tiers.py): runs a user's walk as processes
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -14,6 +14,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.tiers import slow
+
+pytestmark = slow  # the slow tier (tests/tiers.py): runs the benchmark scripts as processes
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 

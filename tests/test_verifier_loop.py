@@ -11,6 +11,7 @@ import pytest
 from examples.verifier_tables import better_verifier, reliability_markdown, verifier_table, versus_line
 from tests.test_examples import error_line, load_script
 from tests.test_problem_records import assert_report_recomputes, assert_tampering_is_caught
+from tests.tiers import slow
 from tests.tiny_models import save_tiny_model_dir
 
 SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "verifier_loop.py"
@@ -68,6 +69,7 @@ def tiny_argv(model: str, out: Path) -> list[str]:
             "--no-progress"]
 
 
+@slow
 def test_the_loop_runs_every_stage_then_reuses_them(tiny_model_dir, tmp_path, capsys):
     from lmgym.envs import make
     from lmgym.evaluation import evaluate_verifier
@@ -212,6 +214,7 @@ def test_bad_flags_are_one_line_before_any_model_loads(tmp_path):
         f"error: stage evaluate needs {out / 'labels' / 'test_L2.jsonl'}, which does not exist: add label to --stages")
 
 
+@slow
 def test_a_second_policy_balanced_labels_the_critic_and_curve_parts(tiny_model_dir, tmp_path, capsys):
     """Issue 36's additions: the budgeted SFT as a second policy (its labels beside the policy's), each level's
     labels balanced before training (labels/balance.json), the critic scoring weighted maj and best-of-N beside

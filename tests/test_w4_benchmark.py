@@ -10,10 +10,12 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests.tiers import slow
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from w4_multistep import config_overrides  # noqa: E402
+from w4_multistep import config_overrides, keep_decode_cache, set_decoder  # noqa: E402
 from w4_phases import (  # noqa: E402
     PHASES,
     GcPauses,
@@ -193,6 +195,17 @@ def test_the_collectors_pauses_are_counted_while_installed():
     assert pauses.snapshot()["collections"][2] == pauses.collections[2]
 
 
+def test_decoder_settings_reach_the_workloads_fast_decoder_and_bad_ones_are_one_line():
+    decoder = SimpleNamespace(cache_bytes=None, sync_every=8)
+    work = SimpleNamespace(algo=SimpleNamespace(policy=SimpleNamespace(fast_decoder=decoder)))  # as W4b's
+    assert set_decoder(work, ["sync_every=16"]) == {"sync_every": 16} and decoder.sync_every == 16
+    assert keep_decode_cache(work, 40) == 40 and decoder.cache_bytes == 40_000_000_000
+    assert set_decoder(SimpleNamespace(policy=None), ["sync_every=16"]) is None  # no decoder: nothing set
+    for bad in ("sync_every", "no_such_field=1", "sync_every=sixteen"):
+        with pytest.raises(SystemExit, match="--decoder_set.*FastDecoder attribute"):
+            set_decoder(work, [bad])
+
+
 def test_w4b_overrides_are_grpo_config_fields():
     assert config_overrides(["gradient_checkpointing=false", "max_tokens_per_microbatch=65536",
                              "torch_compile_backend=inductor"]) == {
@@ -202,6 +215,7 @@ def test_w4b_overrides_are_grpo_config_fields():
             config_overrides([bad])
 
 
+@slow
 def test_a_tiny_run_reports_every_field(tmp_path):
     hotpot, gsm8k = tiny_data(tmp_path)
     out = tmp_path / "w4.json"

@@ -5,6 +5,7 @@ import pytest
 
 from lmgym.training.run_logger import WANDB_ID, RunLogger
 from tests.test_checkpoint_layout import algorithm
+from tests.tiers import slow
 
 
 @pytest.fixture
@@ -22,6 +23,7 @@ def offline_ids(run):
                   for session in (run / "wandb").glob("offline-run-*") for log in session.glob("run-*.wandb"))
 
 
+@slow
 def test_a_resumed_run_logs_to_the_same_wandb_run(tmp_path, offline_wandb):
     run = tmp_path / "run"
     algorithm(tmp_path, train_iterations=1, wandb="offline").train()

@@ -13,6 +13,9 @@ import zipfile
 from pathlib import Path
 
 import lmgym
+from tests.tiers import slow
+
+pytestmark = slow  # the slow tier (tests/tiers.py): builds the wheel and installs it in a fresh virtual environment
 
 ROOT = Path(__file__).resolve().parents[1]
 

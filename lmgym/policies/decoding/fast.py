@@ -32,7 +32,8 @@ from __future__ import annotations
 import math
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
 
 import torch
 import torch._dynamo
@@ -331,14 +332,42 @@ class FastDecoder:
         if key in self._buckets:
             self._buckets.move_to_end(key)
             return self._buckets[key]
-        if self.cache_bytes is not None:
-            for old in [k for k, b in self._buckets.items() if b is not keep]:
-                if sum(b.nbytes for b in self._buckets.values()) + need <= self.cache_bytes:
-                    break
-                del self._buckets[old]  # its graph and private memory pool go with it
+        self._fit(need, keep)
         self.stats["buckets_made"] += 1
         self._buckets[key] = make()
         return self._buckets[key]
+
+    def _fit(self, need: int, keep=None) -> None:
+        """Drop least recently used buckets (never `keep`) until the kept ones and `need` more bytes fit
+        `cache_bytes`."""
+        if self.cache_bytes is None:
+            return
+        for old in [k for k, b in self._buckets.items() if b is not keep]:
+            if self.cached_bytes + need <= self.cache_bytes:
+                break
+            del self._buckets[old]  # its graph and private memory pool go with it
+
+    @contextmanager
+    def keeping(self, cache_bytes: int | None) -> Iterator[None]:
+        """Keep up to `cache_bytes` of buckets inside the block (at least the usual budget; None: no bound): for
+        a sampling-only phase that visits more shapes than the usual budget holds, so that least recently used
+        eviction does not make them anew each time (Monte-Carlo step labels: ~50 GB of buckets at SmolLM2-135M
+        with the gpu preset; benchmarks/RESULTS.md, nineteenth session). After it the usual budget is back and the
+        least recently used buckets beyond it are dropped."""
+        usual = self.cache_bytes
+        if usual is not None:
+            self.cache_bytes = None if cache_bytes is None else max(usual, cache_bytes)
+        try:
+            yield
+        finally:
+            self.cache_bytes = usual
+            self._fit(0)
+
+    def device_bytes(self, share: float) -> int | None:
+        """`share` of the device's memory in bytes on CUDA; None (no bound) on the CPU, as the CPU's kept buckets."""
+        if self.device.type != "cuda":
+            return None
+        return int(share * torch.cuda.get_device_properties(self.device).total_memory)
 
     @property
     def cached_bytes(self) -> int:

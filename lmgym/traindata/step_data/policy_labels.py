@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -46,6 +47,10 @@ class PolicyLabelConfig(CheckedConfig):
     batch_size: int = setting(16, "problems per batch: their solutions, then all rollouts of all their step "
                                   "prefixes, advance together")
     token_budget: int = setting(0, "stop before the next batch once this many tokens were sampled (0: no limit)")
+    kept_cache_share: float = setting(0.4, "share of the GPU's memory the fast decoder may keep in reusable KV "
+                                           "buckets while labelling (nothing trains beside it), in [0, 1); 0: its "
+                                           "usual sixteenth, which made most of W4a's buckets and graphs anew each "
+                                           "batch (benchmarks/RESULTS.md, nineteenth session)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -54,6 +59,7 @@ class PolicyLabelConfig(CheckedConfig):
         for name in ("first_problem", "rollouts", "token_budget"):
             self.require(name, getattr(self, name) >= 0, "an int >= 0")
         self.require("temperature", self.temperature > 0, "> 0")
+        self.require("kept_cache_share", 0 <= self.kept_cache_share < 1, "a share in [0, 1)")
 
 
 # cpu: a smoke run of the tiny pipeline; gpu: the scale per Arithmetic-v0 level (2,000 problems of
@@ -92,15 +98,17 @@ def policy_labels(policy: Policy, env, config: PolicyLabelConfig | None = None, 
     engine = EpisodeEngine(env, policy, SamplingSettings(config.max_new_tokens, config.temperature))
     totals, samples, labelled, stopped = _Totals(), [], 0, False
     clock = time.perf_counter()
-    for first in range(0, len(starts), config.batch_size):
-        if config.token_budget and totals.tokens >= config.token_budget:
-            stopped = True
-            break
-        batch = starts[first:first + config.batch_size]
-        samples += _label_batch(engine, env, batch, first, config, totals, generator, sample_key)
-        labelled += len(batch)
-        if on_batch is not None:
-            on_batch(labelled, len(starts), totals.tokens, time.perf_counter() - clock)
+    decoder = getattr(policy, "fast_decoder", None)
+    with nullcontext() if decoder is None else decoder.keeping(decoder.device_bytes(config.kept_cache_share)):
+        for first in range(0, len(starts), config.batch_size):
+            if config.token_budget and totals.tokens >= config.token_budget:
+                stopped = True
+                break
+            batch = starts[first:first + config.batch_size]
+            samples += _label_batch(engine, env, batch, first, config, totals, generator, sample_key)
+            labelled += len(batch)
+            if on_batch is not None:
+                on_batch(labelled, len(starts), totals.tokens, time.perf_counter() - clock)
     seconds = time.perf_counter() - clock
     return PolicyLabels(samples, _stats(samples, labelled, totals, seconds, engine.env_seconds, stopped))
 
