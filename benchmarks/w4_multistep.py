@@ -255,10 +255,9 @@ def run(args: argparse.Namespace) -> dict:
         work = None
         try:
             work = build(name, args, ctx)
-            if args.decode_cache_gb is not None:
-                record["decode_cache_gb"] = keep_decode_cache(work, args.decode_cache_gb)
-            if args.decoder_overrides:
-                record["decoder_set"] = set_decoder(work, args.decoder_overrides)
+            cache = [] if args.decode_cache_gb is None else [f"cache_bytes={int(args.decode_cache_gb * 1e9)}"]
+            if cache or args.decoder_overrides:
+                record["decoder_set"] = set_decoder(work, cache + args.decoder_overrides)
             install_clock(ctx.clock)
             ctx.counter.install()
             if name == "w1":
@@ -284,19 +283,10 @@ def run(args: argparse.Namespace) -> dict:
     return results
 
 
-def keep_decode_cache(work, gigabytes: float) -> float | None:
-    """Set the workload's fast decoder's kept-bucket budget (`FastDecoder.cache_bytes`) to `gigabytes`; the
-    budget set, or None where the workload has no fast decoder (W1 builds its policy per run)."""
-    decoder = getattr(workload_policy(work), "fast_decoder", None)
-    if decoder is None:
-        return None
-    decoder.cache_bytes = int(gigabytes * 1e9)
-    return gigabytes
-
-
 def set_decoder(work, pairs: list[str]) -> dict | None:
     """--decoder_set's FIELD=VALUE pairs set on the workload's fast decoder (VALUE read as JSON); the values set,
-    or None without a decoder. A FIELD the decoder lacks is one line that names it."""
+    or None without a decoder (W1 builds its policy per run). A FIELD the decoder lacks is one line that names it.
+    --decode_cache_gb comes here as cache_bytes."""
     decoder = getattr(workload_policy(work), "fast_decoder", None)
     if decoder is None:
         return None

@@ -15,7 +15,7 @@ from tests.tiers import slow
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from w4_multistep import config_overrides, keep_decode_cache, set_decoder  # noqa: E402
+from w4_multistep import config_overrides, set_decoder  # noqa: E402
 from w4_phases import (  # noqa: E402
     PHASES,
     GcPauses,
@@ -199,7 +199,8 @@ def test_decoder_settings_reach_the_workloads_fast_decoder_and_bad_ones_are_one_
     decoder = SimpleNamespace(cache_bytes=None, sync_every=8)
     work = SimpleNamespace(algo=SimpleNamespace(policy=SimpleNamespace(fast_decoder=decoder)))  # as W4b's
     assert set_decoder(work, ["sync_every=16"]) == {"sync_every": 16} and decoder.sync_every == 16
-    assert keep_decode_cache(work, 40) == 40 and decoder.cache_bytes == 40_000_000_000
+    assert set_decoder(work, ["cache_bytes=40000000000"]) == {"cache_bytes": 40_000_000_000}  # --decode_cache_gb 40
+    assert decoder.cache_bytes == 40_000_000_000
     assert set_decoder(SimpleNamespace(policy=None), ["sync_every=16"]) is None  # no decoder: nothing set
     for bad in ("sync_every", "no_such_field=1", "sync_every=sixteen"):
         with pytest.raises(SystemExit, match="--decoder_set.*FastDecoder attribute"):
