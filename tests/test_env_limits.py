@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import signal
+import sys
 import threading
 
 import pytest
@@ -13,7 +15,7 @@ import lmgym.envs.math_env
 import lmgym.envs.rewards.functions
 from lmgym.envs import ArithmeticEnv, correctness_reward, format_reward, make
 from lmgym.envs.base import DEFAULT_MAX_ACTION_CHARS
-from lmgym.envs.rewards.guard import call_reward, cpu_time_limit
+from lmgym.envs.rewards.guard import RewardTimeout, call_reward, cpu_time_limit
 from tests.cpu_timing import cpu_step
 
 
@@ -150,6 +152,30 @@ def test_cpu_time_limit_restores_the_previous_handler_and_timer():
         signal.signal(signal.SIGPROF, old_handler)
     with cpu_time_limit(None):  # None: no timer at all
         assert signal.getitimer(signal.ITIMER_PROF) == (0.0, 0.0)
+
+
+def _signal_as_exit_starts(frame, event, arg):
+    """A profile hook that delivers SIGPROF as the guard's ``__exit__`` is entered: the timer's 50 ms repeat
+    landing just as a timed-out block unwinds (it happened in CI: the clean-up was skipped and the timer went
+    on raising in pytest's own code)."""
+    if event == "call" and frame.f_code.co_name == "__exit__":
+        sys.setprofile(None)
+        signal.raise_signal(signal.SIGPROF)
+
+
+@pytest.mark.parametrize("body_times_out", [False, True])
+def test_a_signal_landing_as_the_block_exits_neither_escapes_nor_leaves_the_timer_running(body_times_out):
+    previous = signal.getsignal(signal.SIGPROF)
+    try:
+        with pytest.raises(RewardTimeout) if body_times_out else contextlib.nullcontext():
+            with cpu_time_limit(30.0 if not body_times_out else 0.05):
+                sys.setprofile(_signal_as_exit_starts)
+                if body_times_out:
+                    burns_cpu("", "", {})
+    finally:
+        sys.setprofile(None)
+    assert signal.getitimer(signal.ITIMER_PROF) == (0.0, 0.0)
+    assert signal.getsignal(signal.SIGPROF) == previous
 
 
 def test_outside_the_main_thread_rewards_run_unbounded_but_contained():

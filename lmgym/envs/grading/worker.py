@@ -97,7 +97,8 @@ _armed = False
 
 
 def _on_sigprof(signum, frame) -> None:  # noqa: ARG001
-    if _armed:
+    # not inside _disarm: a repeat landing at its first instruction would skip it and escape the request
+    if _armed and frame.f_code is not _disarm.__code__:
         signal.setitimer(signal.ITIMER_PROF, PROF_REPEAT_S)  # again, should a library swallow it
         raise CpuBudgetExceeded
 

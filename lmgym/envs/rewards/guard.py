@@ -22,8 +22,7 @@ import numbers
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 from lmgym.core.messages import error_line
@@ -50,33 +49,63 @@ def _can_time(timeout: float | None) -> bool:
     )
 
 
-@contextmanager
-def cpu_time_limit(timeout: float | None) -> Iterator[None]:
+class cpu_time_limit:  # noqa: N801 - used as a function-like context manager: ``with cpu_time_limit(2.0):``
     """Raise :class:`RewardTimeout` in the block once it has used ``timeout`` CPU seconds.
 
     A no-op for ``timeout=None`` or outside the main thread.
+
+    A class, not a generator: a second SIGPROF that lands as the block exits (the timer repeats every 50 ms)
+    would raise at the first instruction of ``contextlib``'s ``__exit__``, skip the clean-up and leave the timer
+    raising anywhere in the program. The handler never raises while this class's ``__enter__``/``__exit__`` is on
+    the stack, and a handler that finds its block ended stops the timer.
     """
-    if not _can_time(timeout):
-        yield
-        return
-    state = {"armed": True}
 
-    def on_sigprof(signum: int, frame: Any) -> None:
-        if state["armed"]:
-            raise RewardTimeout(f"exceeded {timeout:g} s of CPU time")
+    def __init__(self, timeout: float | None) -> None:
+        self.timeout = timeout
+        self._armed = False
+        self._previous: tuple[Any, float, float, float] | None = None  # handler, delay, interval, CPU start
 
-    previous_handler = signal.signal(signal.SIGPROF, on_sigprof)
-    cpu_start = time.process_time()
-    previous_delay, previous_interval = signal.setitimer(signal.ITIMER_PROF, float(timeout), _REPEAT_S)
-    try:
-        yield
-    finally:
-        state["armed"] = False
+    def _on_sigprof(self, signum: int, frame: Any) -> None:
+        if not self._armed:
+            if signal.getsignal(signal.SIGPROF) == self._on_sigprof:  # the block ended without its clean-up
+                signal.setitimer(signal.ITIMER_PROF, 0.0)
+            return
+        if not _inside_own_exit(frame):
+            raise RewardTimeout(f"exceeded {self.timeout:g} s of CPU time")
+
+    def __enter__(self) -> "cpu_time_limit":
+        if not _can_time(self.timeout):
+            return self
+        handler = signal.signal(signal.SIGPROF, self._on_sigprof)
+        cpu_start = time.process_time()
+        self._armed = True
+        delay, interval = signal.setitimer(signal.ITIMER_PROF, float(self.timeout), _REPEAT_S)
+        self._previous = (handler, delay, interval, cpu_start)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._armed = False
+        if self._previous is None:
+            return
+        handler, delay, interval, cpu_start = self._previous
+        self._previous = None
         signal.setitimer(signal.ITIMER_PROF, 0.0)
-        signal.signal(signal.SIGPROF, previous_handler)
-        if previous_delay > 0:  # a timer someone else set keeps counting the CPU time used meanwhile
+        signal.signal(signal.SIGPROF, handler)
+        if delay > 0:  # a timer someone else set keeps counting the CPU time used meanwhile
             used = time.process_time() - cpu_start
-            signal.setitimer(signal.ITIMER_PROF, max(previous_delay - used, 1e-6), previous_interval)
+            signal.setitimer(signal.ITIMER_PROF, max(delay - used, 1e-6), interval)
+
+
+_OWN_CODES = (cpu_time_limit.__enter__.__code__, cpu_time_limit.__exit__.__code__)
+
+
+def _inside_own_exit(frame: Any) -> bool:
+    """Whether ``frame`` or a caller of it is ``cpu_time_limit.__enter__``/``__exit__`` (arming or cleaning up)."""
+    while frame is not None:
+        if frame.f_code in _OWN_CODES:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _as_reward(value: Any) -> float | None:
