@@ -73,7 +73,7 @@ class cpu_time_limit:  # noqa: N801 - used as a function-like context manager: `
         if not _inside_own_exit(frame):
             raise RewardTimeout(f"exceeded {self.timeout:g} s of CPU time")
 
-    def __enter__(self) -> "cpu_time_limit":
+    def __enter__(self) -> cpu_time_limit:
         if not _can_time(self.timeout):
             return self
         handler = signal.signal(signal.SIGPROF, self._on_sigprof)
