@@ -30,7 +30,6 @@ import os
 import signal
 import sys
 import types
-import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,15 +128,17 @@ class FaultInjector:
         this repository that imported it by name (`set_attribute`: setattr, or monkeypatch.setattr)."""
         targets = dict.fromkeys((s.owner, s.function) for s in SEAMS)
         owners = {owner: importlib.import_module(owner) for owner, _ in targets}
-        ours = _repository_modules()
+        wrappers = {}  # id(original) -> (its owner module, its wrapper)
         for owner, function in targets:
             original = getattr(owners[owner], function)
             wrapper = self._wrapper(original, [s for s in SEAMS if (s.owner, s.function) == (owner, function)])
-            holders = [(owners[owner], function)] + [
-                (module, name) for module in ours if module is not owners[owner]
-                for name, value in list(vars(module).items()) if value is original or _wraps(value, original)]
-            for holder, name in holders:
-                set_attribute(holder, name, wrapper)
+            wrappers[id(original)] = (owners[owner], wrapper)
+            set_attribute(owners[owner], function, wrapper)
+        for module in _repository_modules():  # each module's names read once: a by-name import of an original
+            for name, value in list(vars(module).items()):
+                found = wrappers.get(id(_unwrapped(value)))
+                if found is not None and module is not found[0]:
+                    set_attribute(module, name, found[1])
 
     def _wrapper(self, original: Callable, seams: list[Seam]) -> Callable:
         def counted(*args: Any, **kwargs: Any) -> Any:
@@ -160,12 +161,13 @@ class FaultInjector:
         return counted
 
 
-def _wraps(value: Any, original: Callable) -> bool:
-    """Is `value` an injector's wrapper of `original` (left in a module first imported while an earlier
-    `crash_at` was installed)? Such a one is replaced too, so that this injector counts its calls."""
-    with warnings.catch_warnings():  # isinstance reads __class__, which warns on deprecated torch objects
-        warnings.simplefilter("ignore")
-        return isinstance(value, types.FunctionType) and value.__dict__.get("fault_injection_of") is original
+def _unwrapped(value: Any) -> Any:
+    """The original function behind an injector's wrapper left in a module first imported while an earlier
+    `crash_at` was installed (such a one is replaced too, so that this injector counts its calls); else `value`.
+    `type(...) is`, not isinstance: isinstance reads __class__, which warns on deprecated torch objects."""
+    if type(value) is types.FunctionType:
+        return value.__dict__.get("fault_injection_of", value)
+    return value
 
 
 def _ours(path: Path) -> bool:
@@ -179,7 +181,9 @@ def _repository_modules() -> list[Any]:
     found = []
     for module in list(sys.modules.values()):
         path = getattr(module, "__file__", None)
-        if path and _ours(Path(path).resolve()):
+        # "site-packages" first, on the string: resolving the path of each of torch's and transformers' thousands
+        # of modules took ~6 s of every `crash_at` on the CI machine kind
+        if path and "site-packages" not in path and _ours(Path(path).resolve()):
             found.append(module)
     return found
 

@@ -7,6 +7,7 @@ from lmgym.algorithms import GRPO, GRPOConfig, ReinforceStable, ReinforceStableC
 from lmgym.buffers import Trajectory
 from lmgym.envs import make
 from lmgym.training import ConfigError, load_config
+from tests.tiers import slow
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 
@@ -51,6 +52,7 @@ def test_one_update_changes_parameters_and_lowers_loss(tiny_policy, tmp_path, cl
     assert after < before - 1e-4, (before, after)
 
 
+@slow
 @pytest.mark.plots  # reads the run's PNGs (tests/conftest.py)
 def test_grpo_with_kl_records_metrics_and_writes_run_folder(tiny_policy, tmp_path):
     config = small_config(GRPOConfig, tmp_path, kl_coeff=0.1, eval_at_start=True)

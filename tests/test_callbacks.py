@@ -26,6 +26,7 @@ from lmgym.training.callbacks import HOOK_ORDER, CallbackList, EarlyStopping, Tr
 from lmgym.training.plots import RunPlots
 from lmgym.training.run_logger import RunLog
 from tests import checkpoint_state
+from tests.tiers import slow
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 
@@ -75,6 +76,7 @@ def config(tmp_path, **overrides):
     return GRPOConfig(**values)
 
 
+@slow
 def test_a_custom_callback_sees_every_hook_in_the_documented_order(tiny_policy, tmp_path):
     recorder = Recorder()
     algo = GRPO(tiny_policy, make("ToyDigits-v0"), config(tmp_path, eval_at_start=True, eval_every=1, save_every=1),
@@ -105,6 +107,7 @@ class StopAfter(TrainerCallback):
             trainer.should_stop = True
 
 
+@slow
 @pytest.mark.plots  # reads the run's PNGs (tests/conftest.py)
 def test_a_callback_that_sets_should_stop_ends_the_run_after_a_checkpoint(tiny_policy, tmp_path):
     recorder = Recorder()
@@ -117,6 +120,7 @@ def test_a_callback_that_sets_should_stop_ends_the_run_after_a_checkpoint(tiny_p
     assert (tmp_path / "run" / "metrics.png").is_file()  # an ordinary end: RunPlots drew the run
 
 
+@slow
 def test_early_stopping_stops_when_the_metric_stops_improving(tiny_policy, tmp_path):
     # skipped_nonfinite_steps is 0 every iteration: it never improves on the first row
     stopper = EarlyStopping("skipped_nonfinite_steps", patience=2, mode="min")

@@ -13,6 +13,7 @@ from lmgym.policies import HFPolicy, LoraSettings, build_tiny_model, build_tiny_
 from lmgym.training.checkpoints import folders as ckpt
 from lmgym.training.checkpoints import layout
 from tests import checkpoint_state
+from tests.tiers import slow
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 TIMING = re.compile(r"^(time_.*|tokens_per_second)$")
@@ -36,6 +37,7 @@ def rows(run):
             for line in (run / "metrics.jsonl").read_text().splitlines()]
 
 
+@slow
 @pytest.mark.parametrize("kind, lora", [("grpo", False), ("ppo", False), ("grpo", True)])
 def test_the_files_are_safetensors_and_weights_only_torch_files(tmp_path, kind, lora):
     algo = algorithm(tmp_path, kind, lora, train_iterations=1)
@@ -64,6 +66,7 @@ def test_the_files_are_safetensors_and_weights_only_torch_files(tmp_path, kind, 
     assert not (folder / "state.pt").exists()
 
 
+@slow
 @pytest.mark.parametrize("kind, lora, how", [("grpo", False, "resume"), ("ppo", False, "resume"),
                                               ("grpo", True, "resume"), ("ppo", False, True), ("grpo", True, "path")])
 def test_resuming_a_safetensors_checkpoint_equals_an_uninterrupted_run(tmp_path, kind, lora, how):
@@ -98,6 +101,7 @@ def test_tied_weights_are_stored_once_and_read_back_tied(tmp_path):
     assert back["lm_head.weight"] is back["embed.weight"]
 
 
+@slow
 def test_a_damaged_safetensors_file_with_a_matching_manifest_is_skipped_in_one_line(tmp_path, capsys):
     algo = algorithm(tmp_path, train_iterations=2)
     algo.train()
@@ -114,6 +118,7 @@ def test_a_damaged_safetensors_file_with_a_matching_manifest_is_skipped_in_one_l
     assert "\n" not in warning
 
 
+@slow
 def test_a_layout_naming_a_path_outside_the_folder_is_refused(tmp_path):
     algo = algorithm(tmp_path, train_iterations=1)
     algo.train()

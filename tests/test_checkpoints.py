@@ -13,6 +13,7 @@ from lmgym.training.checkpoints import folders as ckpt
 from lmgym.training.checkpoints import layout
 from lmgym.training.cli import run_with_clear_errors
 from tests import checkpoint_state
+from tests.tiers import slow
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 
@@ -104,6 +105,7 @@ def test_a_state_pt_checkpoint_of_earlier_versions_still_resumes(tmp_path, capsy
         assert torch.equal(a, b)
 
 
+@slow
 def test_without_a_checkpoint_resume_starts_over_and_keeps_the_history(tmp_path, capsys):
     run = tmp_path / "run"
     run.mkdir()
@@ -170,6 +172,7 @@ def test_resume_is_refused_in_one_line_when_metrics_jsonl_lost_rows(tmp_path):
     assert "\n" not in message and checkpoint_state.entries(run) == ["checkpoint-2"]
 
 
+@slow
 def test_resume_with_every_row_continues(tmp_path):
     assert trained_then_resumed(tmp_path, lambda path: None) is None
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
@@ -364,6 +367,7 @@ def a_gpu_runs_generator(state, with_device_key):
         state["rng"].pop("generator_device", None)
 
 
+@slow
 @pytest.mark.parametrize("with_device_key", [True, False], ids=["device_named", "earlier_version"])
 def test_a_gpu_runs_checkpoint_verifies_and_resumes_here_with_the_generator_reseeded(tmp_path, capsys,
                                                                                      with_device_key):

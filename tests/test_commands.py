@@ -140,6 +140,7 @@ def test_a_bad_input_through_python_m_lmgym_is_one_line_without_a_traceback(work
 # ---------------------------------------------------------------- the other commands, in this process
 
 
+@slow
 @pytest.mark.parametrize("command", ["ppo", "reinforce"])
 def test_ppo_and_reinforce_train_on_the_data_set(command, in_work):
     rows = dispatch([command, "--model", "tiny", "--dataset_name", "data.jsonl", "--reward_funcs", "format_reward",

@@ -10,6 +10,7 @@ from lmgym.envs import make
 from lmgym.episodes import DEFAULT_ROLE, EpisodeEngine, SamplingSettings
 from lmgym.policies import HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
 from lmgym.policies.decoding.step import FORCED_TOKENS
+from tests.tiers import slow
 
 
 class TurnEnv:
@@ -83,6 +84,7 @@ def assert_same(a, b, tolerance=1e-4):
         assert max((abs(p - q) for p, q in zip(x.logprobs, y.logprobs)), default=0.0) < tolerance
 
 
+@slow
 @pytest.mark.parametrize("overlap", [False, True])
 @pytest.mark.parametrize("noise", ["greedy", "keyed"])
 def test_stepwise_episodes_play_on_in_one_call_as_round_by_round(noise, overlap):
@@ -100,6 +102,7 @@ def test_stepwise_episodes_play_on_in_one_call_as_round_by_round(noise, overlap)
         assert any(x.actions[k].injected_text == "\n" for x in a for k in range(len(x.actions) - 1))
 
 
+@slow
 @pytest.mark.parametrize("lora,overlap", [(False, False), (True, True)])
 def test_short_and_long_injected_turns_and_per_turn_stops(lora, overlap):
     """A short raw injection and a chat turn are fed one token a step; a turn longer than FORCED_TOKENS leaves the
@@ -200,6 +203,7 @@ def counted_calls(policy):
     return calls
 
 
+@slow
 @pytest.mark.parametrize("overlap", [False, True])
 def test_a_turn_longer_than_the_calls_room_goes_on_in_a_call_with_room_for_it(overlap):
     """Tight buckets (16-column ladder): the env's 200-token turns do not fit the first call's room, so its rows
@@ -223,6 +227,7 @@ def test_a_turn_longer_than_the_calls_room_goes_on_in_a_call_with_room_for_it(ov
     assert any(key[0] == "grouped" for key in policy.fast_decoder._buckets)
 
 
+@slow
 @pytest.mark.parametrize("fed", [0, 64])
 def test_after_a_call_where_no_episode_went_on_the_engine_plays_plain_rounds(fed):
     """The env's turns are longer than the most room a call keeps (fed_turn_tokens): the first call plays one action
@@ -242,6 +247,7 @@ def test_after_a_call_where_no_episode_went_on_the_engine_plays_plain_rounds(fed
     assert policy.fast_decoder.stats["extended_tokens"] == 0
 
 
+@slow
 def test_rag_episodes_with_the_envs_long_turns_play_on_as_round_by_round():
     """The HotpotQA RAG env on a tiny store: its 62-token turns (the nudge a random model earns) do not fit the first
     call's room; from the second call on they are fed in one pass each, and every episode is the round-by-round one."""

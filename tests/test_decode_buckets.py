@@ -6,6 +6,7 @@ import pytest
 
 from lmgym.policies import build_tiny_model, build_tiny_tokenizer
 from lmgym.policies.decoding.fast import FastDecoder
+from tests.tiers import slow
 
 # (rows a call, prompt tokens, new tokens, rows that share a prompt) of the presets' multi-step workloads
 PRESET_CALLS = {
@@ -35,6 +36,7 @@ def calls(rows, lengths, share, seed):
         yield prompts[:rows]
 
 
+@slow
 @pytest.mark.parametrize("preset", sorted(PRESET_CALLS))
 def test_every_call_fits_its_bucket_and_buckets_are_few(decoder, preset):
     rows, lengths, new_tokens, share = PRESET_CALLS[preset]

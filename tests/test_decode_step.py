@@ -7,6 +7,7 @@ from lmgym.policies.decoding.fast import FastDecoder
 from lmgym.policies.decoding.generation import RowKeys, _eos_ids, keyed_uniform, row_key, sample_tokens
 from lmgym.policies.decoding.step import LoopState, Outputs, Sampling, sample_and_record
 from tests.test_fast_decode import eos_prone_model, prompts_for
+from tests.tiers import slow
 
 BATCH, COUNT, VOCAB, STEPS, EOS, PAD = 8, 6, 16, 10, [3, 7], 0
 SETTINGS = [(0.0, 1.0, "torch"), (1.0, 1.0, "torch"), (1.3, 0.8, "torch"), (1.0, 1.0, "keys"), (0.7, 0.9, "keys")]
@@ -91,6 +92,7 @@ def test_keyed_noise_reads_the_step_from_a_tensor_as_from_an_int():
         assert torch.equal(keyed_uniform(keys, step), keyed_uniform(keys, torch.tensor([step])))
 
 
+@slow
 def test_a_captured_step_is_replayed_only_for_the_settings_it_was_captured_with():
     """A fake capture stands for a CUDA graph: its replay runs the step with the settings seen at capture, as a
     graph would (temperature, top_p and the generator baked in). Replaying it for other settings would sample

@@ -7,6 +7,7 @@ import torch
 
 from lmgym.moved import MOVED
 from tests.doc_blocks import DOCS, ROOT, docs_pages, python_blocks, reader, run_block  # noqa: F401  (reader: a fixture)
+from tests.tiers import slow
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 BLOCKS = [block for page in docs_pages() for block in python_blocks(page, runnable_only=True)]
@@ -117,6 +118,7 @@ def check_for(block):
     return found[0]
 
 
+@slow
 @pytest.mark.parametrize("block", BLOCKS, ids=lambda b: b.name)
 def test_runnable_block_runs_and_does_what_its_page_says(block, reader):  # noqa: F811  (the fixture)
     namespace = run_block(block)

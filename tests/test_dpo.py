@@ -11,6 +11,7 @@ from lmgym.policies import HFPolicy, LoraSettings, build_tiny_model, build_tiny_
 from lmgym.traindata import PreferencePair
 from lmgym.traindata.preference_data import load_preference_pairs, save_preference_pairs
 from lmgym.training import ConfigError
+from tests.tiers import slow
 
 PAIRS = [PreferencePair("2+3=", "5", "7"), PreferencePair("4+4=", "8", "9"), PreferencePair("6-1=", "5", "15"),
          PreferencePair("1+2=", "3", "12"), PreferencePair("9-3=", "6", "3"), PreferencePair("2*4=", "8", "6")]
@@ -115,6 +116,7 @@ def test_under_lora_the_reference_is_the_policy_with_its_adapter_disabled(tmp_pa
     assert not torch.allclose(trainer.pair_logprobs(policy, trainer.pairs)[0].detach(), base.ref_logps, atol=1e-3)
 
 
+@slow
 def test_a_run_resumed_at_2_equals_an_uninterrupted_run_to_4(tmp_path):
     def run(folder, iterations, resume=False):
         settings = config(tmp_path / folder, iterations, pairs_per_iteration=4, micro_batch_size=2, save_every=1,
@@ -134,6 +136,7 @@ def test_a_run_resumed_at_2_equals_an_uninterrupted_run_to_4(tmp_path):
         assert torch.allclose(a, b, atol=1e-6)
 
 
+@slow
 def test_the_step_is_the_same_whatever_the_micro_batch_size(tmp_path):
     steps = {}
     for size in (1, 6):

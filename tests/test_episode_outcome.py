@@ -11,6 +11,7 @@ from lmgym.algorithms import GRPO, GRPOConfig
 from lmgym.buffers import ActionRecord, EpisodeOutcome, ReplayBuffer, Trajectory
 from lmgym.envs.base import Problem
 from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+from tests.tiers import slow
 from tests.toy_env import DigitsEnv, digit_fraction
 
 FINAL_INFO = {"gold": "2", "problem_id": "arith/7", "correct": True, "parsed_answer": "2", "unparseable": False,
@@ -145,6 +146,7 @@ def replay_grpo(out) -> GRPO:
     return GRPO(HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu"), TwoTurnDigits(), config)
 
 
+@slow
 def test_episode_outcomes_round_trip_through_a_checkpointed_replay_buffer(tmp_path):
     algo = replay_grpo(tmp_path / "run")
     algo.train()

@@ -6,6 +6,7 @@ from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
 from lmgym.policies.decoding.fast import FastDecoder, supports_fast_decode
 from lmgym.policies.decoding.generation import RowKeys, decode
 from lmgym.policies.logprobs import chunked_token_logprobs
+from tests.tiers import slow
 
 
 def eos_prone_model(seed=1):
@@ -96,6 +97,7 @@ def test_both_decoders_report_every_sampled_token_for_progress_bars():
         assert len(calls) > 1 and sum(calls) == sum(len(g.completion_ids) for g in gens)
 
 
+@slow
 def test_per_prompt_stop_lists_cut_each_row_at_its_own_strings_in_both_paths():
     model, tok = eos_prone_model(seed=1)
     prompts, keys = prompts_for(tok, 6), RowKeys(list(range(40, 46)))  # keyed noise: rows don't share a stream

@@ -29,6 +29,7 @@ def same(a, b, tol=1e-5):
     assert max(abs(x - y) for ga, gb in zip(a, b) for x, y in zip(ga.logprobs, gb.logprobs)) < tol
 
 
+@slow
 def test_fused_weights_decode_what_the_modules_decode():
     model, tok, prompts = setup()
     fused = FastDecoder(model, sync_every=4)

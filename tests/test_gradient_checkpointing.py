@@ -140,6 +140,7 @@ def test_a_policy_built_with_checkpointing_keeps_it_when_the_config_is_off(tmp_p
     assert algo.policy.gradient_checkpointing and checkpointed_layers(algo.policy.model) == LAYERS
 
 
+@slow
 def test_ppo_checkpoints_its_own_critic_and_the_update_is_the_same(tmp_path):
     def ppo(checkpointing):
         config = PPOConfig(learning_rate=1e-2, micro_batch_size=4, output_dir=str(tmp_path / str(checkpointing)),

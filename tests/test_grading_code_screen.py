@@ -8,6 +8,7 @@ from lmgym.envs.grading import code_screen
 from lmgym.envs.grading.code_screen import looks_like_code
 from tests.cpu_timing import cpu_call
 from tests.redos import slow_shape
+from tests.tiers import slow
 
 CODE = [
     "__import__('os').system('x') or 0",
@@ -74,6 +75,7 @@ def test_math_and_prose_are_not_code(text):
     assert looks_like_code(text) is False
 
 
+@slow
 @pytest.mark.parametrize(("name", "regex"), [(n, v) for n, v in vars(code_screen).items() if hasattr(v, "pattern")])
 def test_screen_regexes_are_linear_on_redos_shapes(name, regex):
     slow = slow_shape(regex, 0.5)

@@ -284,6 +284,7 @@ def test_generic_worker_survives_errors(worker):
     assert worker.call(("echo", 5), budget=0.5) == 5
 
 
+@slow
 def test_default_grader_never_parses_model_text_as_python(tmp_path, monkeypatch):
     """parse_expr (sympify of a string, i.e. eval) is only ever reached with number tokens
     (and, while modules are imported, with sympy's own constant strings)."""

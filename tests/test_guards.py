@@ -7,6 +7,7 @@ from lmgym.envs import make
 from lmgym.episodes.rollout import SamplingSettings, rollout
 from lmgym.training.cli import run_with_clear_errors
 from lmgym.training.guards import NonFiniteTrainingError
+from tests.tiers import slow
 from tests.toy_env import DigitsEnv
 
 
@@ -100,6 +101,7 @@ class FailingRewardEnv(DigitsEnv):
         return obs, reward, terminated, truncated, info
 
 
+@slow
 def test_reward_failures_are_counted_and_the_first_is_logged(tmp_path, capsys):
     FailingRewardEnv.calls = 0
     algo = tiny_algo(tmp_path, env=FailingRewardEnv(), train_iterations=2, prompts_per_iteration=3)

@@ -18,6 +18,7 @@ from lmgym.training.cli import run_with_clear_errors
 from tests import checkpoint_state
 from tests.test_pretrained_checkpoint import IDS, trained
 from tests.test_trainer import HELD_OUT, TEXTS, SupervisedTrainer
+from tests.tiers import slow
 
 
 def supervised(run_dir, iterations: int, **overrides) -> SupervisedTrainer:
@@ -32,6 +33,7 @@ def same_weights(a, b) -> bool:
     return all(torch.equal(x, y) for x, y in zip(a.policy.parameters(), b.policy.parameters(), strict=True))
 
 
+@slow
 def test_checkpoints_are_checkpoint_n_folders_that_transformers_loads_with_the_tokenizer(tmp_path):
     algo, folder = trained(tmp_path, iterations=2)
     run = tmp_path / "run"
@@ -81,6 +83,7 @@ def test_every_file_of_a_checkpoint_and_of_the_model_folder_has_the_usual_mode(t
             if stat.S_IMODE(p.stat().st_mode) != 0o644} == {}
 
 
+@slow
 @pytest.mark.parametrize("how", ["true", "path", "config"])
 def test_resume_from_checkpoint_continues_bit_identically(tmp_path, capsys, how):
     whole = supervised(tmp_path / "whole", 4)
@@ -103,6 +106,7 @@ def test_resume_from_checkpoint_continues_bit_identically(tmp_path, capsys, how)
         assert torch.equal(a["exp_avg"], b["exp_avg"]) and torch.equal(a["exp_avg_sq"], b["exp_avg_sq"])
 
 
+@slow
 def test_resume_from_an_earlier_checkpoint_path_redoes_the_later_iterations(tmp_path):
     whole = supervised(tmp_path / "whole", 3)
     whole.train()
@@ -124,6 +128,7 @@ def test_resume_from_checkpoint_true_without_a_checkpoint_and_a_missing_path_ref
     assert message.startswith("error: resume_from_checkpoint: no checkpoint at") and "\n" not in message
 
 
+@slow
 def test_an_old_iter_n_checkpoint_still_resumes_and_is_pruned_like_the_new_ones(tmp_path, capsys):
     whole = supervised(tmp_path / "whole", 4)
     whole.train()

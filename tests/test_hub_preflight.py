@@ -15,6 +15,7 @@ from lmgym.envs import make
 from lmgym.policies.loading.hub import HubPreflightError, hub_preflight
 from lmgym.training.cli import run_with_clear_errors
 from tests.test_model_card import LocalHub, hub_named_policy
+from tests.tiers import slow
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,6 +104,7 @@ def check_card_offline(text: str) -> dict:
     return data
 
 
+@slow
 def test_the_pushed_card_names_the_repo_and_no_local_path(tmp_path, monkeypatch, no_login):
     monkeypatch.setenv("HF_TOKEN", "hf_fake_token_for_tests")
     hub = LoggedInHub(tmp_path / "hub")

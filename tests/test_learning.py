@@ -16,6 +16,7 @@ from lmgym.algorithms import (
 )
 from lmgym.envs import make
 from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+from tests.tiers import slow
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 CASES = {
@@ -27,6 +28,7 @@ CASES = {
 }
 
 
+@slow
 @pytest.mark.parametrize("name", list(CASES))
 def test_reward_rises_on_toy_digits(name, tmp_path):
     cls, config_cls, extra = CASES[name]

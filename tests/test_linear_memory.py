@@ -18,6 +18,7 @@ from lmgym.policies import HFPolicy, build_tiny_tokenizer
 from lmgym.policies.decoding.fast import FastDecoder
 from lmgym.policies.decoding.generation import PREFILL_CHUNK, decode
 from lmgym.policies.value import ValueHead, build_value_model
+from tests.tiers import slow
 
 VOCAB, CONTEXT, CHUNK = 50_000, 2 * PREFILL_CHUNK, 64  # the plain sampler's prefill chunks have CONTEXT // 2 queries
 PROMPT_LENGTHS = (CONTEXT + 64, CONTEXT - 300, CONTEXT, 600)  # padded rows: masks would be needed
@@ -94,6 +95,7 @@ def _batch(left_padded: bool) -> SimpleNamespace:
     return SimpleNamespace(input_ids=ids, attention_mask=mask, completion_positions=positions)
 
 
+@slow
 @pytest.mark.parametrize("fused_weights", [True, False])
 def test_the_fast_decoders_prefill_builds_no_query_by_key_tensor(fused_weights):
     model, tok = _wide_model()
@@ -103,6 +105,7 @@ def test_the_fast_decoders_prefill_builds_no_query_by_key_tensor(fused_weights):
     _check(recorder, batch=8)  # the decoder's smallest batch bucket
 
 
+@slow
 def test_the_plain_sampler_builds_no_query_by_key_tensor():
     model, tok = _wide_model()
     with _OutputSizes() as recorder:
@@ -110,6 +113,7 @@ def test_the_plain_sampler_builds_no_query_by_key_tensor():
     _check(recorder, batch=len(PROMPT_LENGTHS))
 
 
+@slow
 @pytest.mark.parametrize("left_padded", [False, True])
 def test_the_training_pass_and_its_backward_stay_linear(left_padded):
     model, tok = _wide_model()
@@ -122,6 +126,7 @@ def test_the_training_pass_and_its_backward_stay_linear(left_padded):
     _check(recorder, batch=len(ROWS))
 
 
+@slow
 def test_the_reference_and_value_passes_stay_linear():
     model, tok = _wide_model()
     policy = HFPolicy(model, tok, device="cpu", logprob_chunk=CHUNK, fast_decode=False)
@@ -136,6 +141,7 @@ def test_the_reference_and_value_passes_stay_linear():
     _check(recorder, batch=len(ROWS))
 
 
+@slow
 def test_the_guards_catch_a_masked_pass_and_unchunked_logits():
     """Neither guard is vacuous: a backbone pass given the padded 2-D mask (transformers then builds a
     [batch, 1, length, length] one) and scoring without log-prob chunks are both caught."""

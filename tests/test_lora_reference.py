@@ -10,6 +10,7 @@ from lmgym.envs import make
 from lmgym.policies import HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
 from lmgym.policies.reference_adapter import REFERENCE_ADAPTER, has_reference_adapter
 from tests import checkpoint_state
+from tests.tiers import slow
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 
@@ -53,6 +54,7 @@ def test_reinforce_stable_under_lora_resyncs_its_reference_adapter(tmp_path):
     assert kl_to_reference(a, sample) < 1e-6
 
 
+@slow
 def test_a_resume_restores_the_reference_adapter_and_a_saved_model_leaves_it_out(tmp_path):
     a = algo(tmp_path)
     a.train()

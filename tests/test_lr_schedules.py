@@ -12,6 +12,7 @@ from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
 from lmgym.training import ConfigError, TrainerConfig
 from lmgym.training.lr_schedules import NEEDS_MORE, SCHEDULES
 from tests.test_trainer import HELD_OUT, TEXTS, SupervisedTrainer
+from tests.tiers import slow
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 LR = 3e-3
@@ -53,6 +54,7 @@ def transformers_lrs(name: str, warmup: int, total: int, steps: list[int]) -> li
     return lrs
 
 
+@slow
 @pytest.mark.parametrize("name", ["cosine", "linear"])
 def test_known_steps_per_iteration_step_the_schedule_per_optimizer_step(tmp_path, name):
     rows = two_step(tmp_path, lr_scheduler_type=name).train()
@@ -62,6 +64,7 @@ def test_known_steps_per_iteration_step_the_schedule_per_optimizer_step(tmp_path
     assert logged[-1] == 0.0 and max(logged) <= LR
 
 
+@slow
 def test_rl_steps_a_named_schedule_once_per_iteration(tmp_path):
     tok = build_tiny_tokenizer()
     policy = HFPolicy(build_tiny_model(tok, seed=0), tok, device="cpu")
@@ -100,6 +103,7 @@ def test_the_accepted_names_are_transformers_own_and_every_other_is_explained():
     assert not set(SCHEDULES) & set(NEEDS_MORE)
 
 
+@slow
 def test_a_resumed_cosine_run_equals_an_uninterrupted_one(tmp_path, monkeypatch):
     def algorithm(folder):
         tok = build_tiny_tokenizer()

@@ -15,6 +15,7 @@ from lmgym.envs import make
 from lmgym.search.mcts import MCTSConfig
 from lmgym.training import ConfigError, add_config_arguments, config_from_arguments, load_config
 from tests.mcts_toys import SCORES, ScriptedPolicy, SevenEnv, TableScorer
+from tests.tiers import slow
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 # the scripted tree fully expanded (12 simulations, k=3): Q(root) = mean of all 12 scores
@@ -32,6 +33,7 @@ def config(tmp_path, mcts: dict | None = None, **overrides):
     return MCTSSearchConfig(**values)
 
 
+@slow
 def test_step_advantages_are_the_q_differences_of_a_scripted_tree(tmp_path):
     c = config(tmp_path, prompts_per_iteration=1, samples_per_prompt=9, pair_margin=0.3, max_new_tokens=8,
                mcts=dict(simulations=12, expand_k=3, wave_size=3, evaluation="prm"))
@@ -59,6 +61,7 @@ def test_step_advantages_are_the_q_differences_of_a_scripted_tree(tmp_path):
     assert all(isinstance(p, StepPair) for p in algo.step_pairs)
 
 
+@slow
 def test_two_iterations_on_the_tiny_model_with_rollouts_train_the_policy(tiny_policy, tmp_path):
     algo = MCTSSearch(tiny_policy, make("ToyDigits-v0", mode="stepwise", max_steps=2), config(tmp_path))
     before = [p.detach().clone() for p in tiny_policy.parameters()]
@@ -74,6 +77,7 @@ def test_two_iterations_on_the_tiny_model_with_rollouts_train_the_policy(tiny_po
     assert any(abs(v) > 1e-6 for t in trained for v in ADVANTAGES.get(t))
 
 
+@slow
 def test_the_prm_learns_from_the_trees_sibling_pairs(tiny_policy, tmp_path):
     from lmgym.policies.prm import ProcessRewardModel
 

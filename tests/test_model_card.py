@@ -23,6 +23,7 @@ from lmgym.policies import (
 )
 from lmgym.policies.loading.models import EMBEDDED_BASE_KEY
 from lmgym.training.model_card import env_dataset
+from tests.tiers import slow
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 
@@ -87,6 +88,7 @@ def test_the_adapter_card_replaces_peft_s_blank_template(tmp_path):
     assert recorded == "someone/tiny-base"
 
 
+@slow
 def test_an_adapter_over_the_embedded_model_records_its_hub_id_and_loads_back_offline(tmp_path, monkeypatch):
     monkeypatch.setenv("RLGYM_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -140,6 +142,7 @@ def test_env_datasets_are_hub_ids_where_known_and_none_for_generated_problems():
     assert env_dataset(make("Arithmetic-v0")) is None
 
 
+@slow
 def test_the_push_to_hub_flag_pushes_the_final_model_of_a_tiny_run_with_its_training_card(tmp_path, monkeypatch):
     import huggingface_hub
 

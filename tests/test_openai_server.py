@@ -6,12 +6,16 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-openai = pytest.importorskip("openai")
-uvicorn = pytest.importorskip("uvicorn")
+from lmgym.serving import BatchSettings, ServerLimits
+from lmgym.serving.batcher import Batcher, QueueFull
+from lmgym.serving.limits import ComputeTimeout, Deadline
+from tests.tiers import slow
 
-from lmgym.serving import BatchSettings, ServerLimits, create_app  # noqa: E402
-from lmgym.serving.batcher import Batcher, QueueFull  # noqa: E402
-from lmgym.serving.limits import ComputeTimeout, Deadline  # noqa: E402
+
+def openai_library():
+    """The `openai` package, imported when a test first needs it (skipped without it): at module level it took
+    ~40 s of every worker's collection on the CI machine kind."""
+    return pytest.importorskip("openai")
 
 CHAT = [{"role": "user", "content": "What is 2 + 3?"}]
 
@@ -43,6 +47,7 @@ class Served:
     """A uvicorn server for `app` in a thread, on a port the OS picked, and an openai client for it."""
 
     def __init__(self, app):
+        uvicorn = pytest.importorskip("uvicorn")
         self.socket = socket.socket()
         self.socket.bind(("127.0.0.1", 0))
         self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
@@ -52,7 +57,7 @@ class Served:
         while not self.server.started and self.thread.is_alive():
             started.wait(0.02)
         port = self.socket.getsockname()[1]
-        self.client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0,
+        self.client = openai_library().OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0,
                                     timeout=120)
         self.model = self.client.models.list().data[0].id
 
@@ -67,6 +72,8 @@ def serve():
     servers = []
 
     def start(policy, **kwargs):
+        from lmgym.serving import create_app
+
         servers.append(Served(create_app(policy, **kwargs)))
         return servers[-1]
 
@@ -134,6 +141,7 @@ def ask_sixteen(served) -> list[str]:
     return answers
 
 
+@slow
 def test_sixteen_concurrent_requests_join_one_running_batch(serve, tiny_policy):
     served = serve(tiny_policy, batching=BatchSettings(max_batch_rows=64))
     engine = served.server.config.app.state.engine
@@ -190,7 +198,7 @@ def test_a_stream_past_its_timeout_ends_with_an_error_event_and_leaves_the_batch
     stream = served.client.completions.create(model=served.model, prompt="Hello there", max_tokens=100,
                                               temperature=1.0, seed=0, stream=True)  # seed 0: no EOS in 100
     texts = []
-    with pytest.raises(openai.APIError, match="timeout of 2 s"):
+    with pytest.raises(openai_library().APIError, match="timeout of 2 s"):
         for chunk in stream:
             texts.append(chunk.choices[0].text)
     assert texts and all(texts)  # it streamed tokens before its deadline
@@ -202,7 +210,7 @@ def test_a_stream_past_its_timeout_ends_with_an_error_event_and_leaves_the_batch
 
 
 def error_of(call) -> dict:
-    with pytest.raises(openai.APIStatusError) as raised:
+    with pytest.raises(openai_library().APIStatusError) as raised:
         call()
     error = raised.value.response.json()["error"]
     assert set(error) == {"message", "type", "param", "code"} and "\n" not in error["message"]
@@ -232,6 +240,7 @@ def test_bad_input_gets_a_4xx_in_openais_error_shape(serve, tiny_policy):
     assert stops["param"] == "stop"
 
 
+@slow
 def test_search_is_chosen_through_extra_body(serve, tiny_policy):
     served = serve(tiny_policy)
     reply = served.client.chat.completions.create(model=served.model, messages=CHAT, max_tokens=4,

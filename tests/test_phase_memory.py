@@ -12,6 +12,7 @@ from lmgym.algorithms import GRPO, GRPOConfig
 from lmgym.envs import make
 from lmgym.training.phase_memory import PhaseMemory
 from lmgym.training.plots import memory_panels
+from tests.tiers import slow
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 RESERVED_EXTRA = 0.25  # GB the fake allocator reserves above what it allocated
@@ -70,6 +71,7 @@ def memory_metrics(row: dict) -> dict:
     return {key: value for key, value in row.items() if key.startswith("memory_")}
 
 
+@slow
 @pytest.mark.plots  # reads the run's PNGs (tests/conftest.py)
 def test_each_phase_reports_its_own_peak_and_the_iteration_the_highest(tiny_policy, tmp_path, fake_cuda, monkeypatch):
     rows = grpo(tiny_policy, tmp_path, fake_cuda, monkeypatch, on_cuda=True).train()
@@ -87,6 +89,7 @@ def test_each_phase_reports_its_own_peak_and_the_iteration_the_highest(tiny_poli
     assert (tmp_path / "run" / "metrics.png").is_file()
 
 
+@slow
 def test_a_cpu_run_logs_no_memory_metric_and_resets_nothing(tiny_policy, tmp_path, fake_cuda, monkeypatch):
     rows = grpo(tiny_policy, tmp_path, fake_cuda, monkeypatch, on_cuda=False).train()
     assert "time_update" in rows[-1] and "eval_accuracy" in rows[-1]
@@ -94,6 +97,7 @@ def test_a_cpu_run_logs_no_memory_metric_and_resets_nothing(tiny_policy, tmp_pat
     assert fake_cuda.resets == 0 and not PhaseMemory(torch.device("cpu")).enabled
 
 
+@slow
 def test_no_evaluation_no_evaluation_memory(tiny_policy, tmp_path, fake_cuda, monkeypatch):
     rows = grpo(tiny_policy, tmp_path, fake_cuda, monkeypatch, on_cuda=True, evaluated=False).train()
     assert "memory_peak_gb" in rows[-1] and not any(key.endswith("_evaluate") for key in rows[-1])

@@ -28,6 +28,7 @@ from lmgym.policies import (
 from lmgym.policies.contract import check_contract, incompatible_members, missing_members
 from lmgym.policies.decoding.generation import Generation, RowKeys, sample_tokens, stop_lists
 from lmgym.training.progress import counting_tokens
+from tests.tiers import slow
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -203,6 +204,7 @@ def test_no_module_sets_a_private_attribute_of_a_policy_from_outside(tiny_policy
 
 
 # ---------------------------------------------------------------------------------------------- a second policy
+@slow
 def test_a_minimal_policy_written_from_the_protocol_trains_with_grpo(tmp_path):
     policy = minimal_policy()
     assert isinstance(policy, TrainablePolicy) and not isinstance(policy, HFPolicy)

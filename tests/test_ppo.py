@@ -9,6 +9,7 @@ from lmgym.algorithms.advantages import explained_variance
 from lmgym.algorithms.losses import clipped_policy_loss, clipped_value_loss
 from lmgym.buffers import ADVANTAGES, OLD_VALUES, REF_LOGPROBS, RETURNS, Batch, Trajectory, collate
 from lmgym.envs import make
+from tests.tiers import slow
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 
@@ -105,6 +106,7 @@ def test_explained_variance_hand_values():
     assert math.isnan(explained_variance(values, torch.ones_like(returns), mask))
 
 
+@slow
 def test_value_loss_falls_when_fitting_a_fixed_batch(tiny_policy, tmp_path):
     algo = ppo(tiny_policy, tmp_path, value_clip=0.0, learning_rate=1e-3, value_learning_rate=3e-3)
     trajs = fixed_batch(tiny_policy)
@@ -162,6 +164,7 @@ def test_kl_penalty_is_paid_per_token_in_the_reward(tiny_policy, tmp_path):
         assert t.env_reward == float(i % 3) / 2 and t.shaping["kl_penalty"] == pytest.approx(-float(kl.sum()), abs=1e-5)
 
 
+@slow
 def test_ppo_train_logs_its_metrics(tiny_policy, tmp_path):
     rows = ppo(tiny_policy, tmp_path, train_iterations=1, kl_coeff=0.05).train()
     for key in ("reward_mean", "reward_std", "train_accuracy", "kl", "entropy", "clip_fraction", "approx_kl",
@@ -179,6 +182,7 @@ def test_invalid_ppo_config():
         PPOConfig(lam=1.5)
 
 
+@slow
 def test_ppo_gsm8k_example_runs_and_resumes(shared_data, tmp_path):
     import importlib.util
     from pathlib import Path

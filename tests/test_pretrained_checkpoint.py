@@ -10,6 +10,7 @@ from transformers import AutoModelForCausalLM
 from lmgym.algorithms import GRPO, GRPOConfig
 from lmgym.envs import make
 from lmgym.policies import HFPolicy, LoraSettings, build_tiny_model, build_tiny_tokenizer
+from tests.tiers import slow
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 IDS = torch.tensor([[1, 5, 9, 13, 2, 7, 3]])
@@ -32,6 +33,7 @@ def logits(model):
         return model(IDS).logits
 
 
+@slow
 def test_full_fine_tuning_checkpoint_loads_with_from_pretrained(tmp_path):
     algo, folder = trained(tmp_path)
     untrained = build_tiny_model(build_tiny_tokenizer(), seed=0)
@@ -56,6 +58,7 @@ def test_lora_checkpoint_loads_the_peft_way(tmp_path):
     assert algo.policy.model.peft_config["default"].inference_mode is False  # the policy's own config untouched
 
 
+@slow
 def test_resuming_from_it_still_continues(tmp_path):
     straight, _ = trained(tmp_path / "a", iterations=3)
     trained(tmp_path / "b", iterations=2)

@@ -11,6 +11,7 @@ from lmgym.algorithms.prm.reward import PRM_REWARDS, STEP_ENDS, add_prm_rewards,
 from lmgym.buffers import ADVANTAGES, RETURNS, TOKEN_REWARD_SHAPING, Trajectory, collate
 from lmgym.envs import make
 from tests.test_config_validation import one_line_error
+from tests.tiers import slow
 
 S = math.sqrt(0.1)  # unbiased std of the step rewards 0.9, 0.3, 0.6, 0.2
 
@@ -150,6 +151,7 @@ def stepwise():
     return make("Arithmetic-v0", mode="stepwise", max_steps=3)
 
 
+@slow
 def test_grpo_with_a_prm_of_weight_zero_trains_exactly_as_without(tiny_policy, tmp_path):
     import copy
 
@@ -172,6 +174,7 @@ class SpyGRPO(GRPO):
         self.prepared = trajectories
 
 
+@slow
 def test_grpo_trains_two_iterations_on_a_scripted_prm(tiny_policy, tmp_path):
     prm = ScriptedPRM()
     algo = SpyGRPO(tiny_policy, stepwise(), small(GRPOConfig, tmp_path, prm_weight=0.5, outcome_weight=0.0), prm=prm)
@@ -205,6 +208,7 @@ def test_ppo_gae_reads_the_prm_rewards(tiny_policy, tmp_path):
     assert all("prm_score" in r for r in rows[-2:])
 
 
+@slow
 def test_quickstart_trains_stepwise_with_a_prm_folder(tiny_policy, tmp_path, tmp_path_factory, capsys):
     from lmgym.policies import build_tiny_model
     from lmgym.policies.prm import ProcessRewardModel

@@ -10,6 +10,7 @@ from lmgym.algorithms import PRMConfig, PRMTrainer, bradley_terry_loss, pointwis
 from lmgym.buffers import RatedSteps, StepPair
 from lmgym.policies import ProcessRewardModel
 from lmgym.training import ConfigError
+from tests.tiers import slow
 
 PAIRS = [
     StepPair("What is 12 + 7 * 3?", ("7 * 3 = 21\n",), "12 + 21 = 33\n", "12 + 21 = 35\n", problem_id="a"),
@@ -54,6 +55,7 @@ def test_the_losses_against_hand_values():
         pointwise_loss(logits, labels, torch.zeros_like(mask))
 
 
+@slow
 @pytest.mark.plots  # reads the run's PNGs (tests/conftest.py)
 def test_a_prm_trained_on_a_handful_of_pairs_ranks_them(tiny_policy, tmp_path):
     prm = ProcessRewardModel.from_policy(tiny_policy)
@@ -85,6 +87,7 @@ def make(run_dir, iterations: int, tiny_policy) -> PRMTrainer:
     return PRMTrainer(prm, PAIRS[:4] + RATED, conf, held_out=PAIRS[4:] + RATED[:2])
 
 
+@slow
 def test_resume_equals_an_uninterrupted_run(tiny_policy, tmp_path):
     whole = make(tmp_path / "whole", 4, tiny_policy)
     whole_rows = whole.train()

@@ -10,6 +10,7 @@ from lmgym.envs import RAGHotpotQAEnv
 from lmgym.evaluation.episode_metrics import ToolErrorCounter, count_tool_errors
 from lmgym.policies.decoding.generation import Generation
 from tests.rag_toys import RECORDS, ToyStore
+from tests.tiers import slow
 
 
 class SearchThenAnswer:
@@ -31,6 +32,7 @@ class SearchThenAnswer:
         return out
 
 
+@slow
 def test_failing_searches_are_counted_per_iteration_and_evaluation_and_warned_once(tiny_policy, tmp_path, capsys):
     env = RAGHotpotQAEnv(records=RECORDS, store=ToyStore(fail=True), k=1, max_searches=1)
     eval_env = RAGHotpotQAEnv(records=RECORDS, store=ToyStore(fail=True), k=1, max_searches=1)

@@ -5,6 +5,7 @@ import re
 import pytest
 
 from tests.doc_blocks import ROOT, python_blocks, reader, run_block  # noqa: F401  (reader: a fixture)
+from tests.tiers import slow
 
 README = ROOT / "README.md"
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
@@ -41,6 +42,7 @@ def test_github_slugs_match_githubs_rule():
     assert github_slug("Register your own in three lines") == "register-your-own-in-three-lines"
 
 
+@slow
 @pytest.mark.plots  # reads the run's PNGs (tests/conftest.py)
 def test_the_readme_pieces_train_and_evaluate_as_shown(reader):  # noqa: F811  (the fixture)
     blocks = python_blocks(README, runnable_only=False)

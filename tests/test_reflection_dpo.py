@@ -164,6 +164,7 @@ def test_math_gold_solutions_complete_the_math_envs_prompts(shared_data):
     assert all("\\boxed{" in e.completion for e in examples)
 
 
+@slow
 def test_the_checked_critic_style_reaches_the_sft_examples(tiny_model_dir, tmp_path):
     script, out = load_script(SCRIPT), tmp_path / "run"
     script.main(argv(tiny_model_dir, out, triples_file(tmp_path / "triples.jsonl"), "--critic_style", "checked"))

@@ -36,6 +36,7 @@ def test_built_in_ids_are_registered():
     assert set(BUILT_IN_IDS) <= set(registered_ids())
 
 
+@slow
 @pytest.mark.parametrize("env_id", BUILT_IN_IDS)
 def test_gymnasium_check_env_passes_without_warnings(env_id):
     env = make_offline(env_id)

@@ -11,6 +11,7 @@ from lmgym.buffers import ReplayBuffer
 from lmgym.envs import make
 from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
 from lmgym.training.config import ConfigError
+from tests.tiers import slow
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 
@@ -26,6 +27,7 @@ def grpo(out, iterations=3, replay=1, **extra):
     return GRPO(tiny(), make("ToyDigits-v0"), config)
 
 
+@slow
 def test_each_iteration_also_trains_on_the_previous_ones(tmp_path):
     algo = grpo(tmp_path / "run", iterations=4, replay=2)
     rows = algo.train()
@@ -34,6 +36,7 @@ def test_each_iteration_also_trains_on_the_previous_ones(tmp_path):
     assert sorted({t.iteration for t in algo.buffer}) == [1, 2, 3]        # the last iteration and the two before
 
 
+@slow
 def test_replay_changes_the_update_and_off_is_on_policy(tmp_path):
     on = grpo(tmp_path / "on", replay=0).train()
     off = grpo(tmp_path / "off", replay=1).train()
@@ -42,6 +45,7 @@ def test_replay_changes_the_update_and_off_is_on_policy(tmp_path):
     assert abs(on[1]["grad_norm"] - off[1]["grad_norm"]) > 1e-6         # the second trains on 16, not 8
 
 
+@slow
 def test_a_resumed_run_replays_exactly_what_an_uninterrupted_one_does(tmp_path):
     whole = grpo(tmp_path / "whole", iterations=4, kl_coeff=0.04).train()
     grpo(tmp_path / "cut", iterations=2, kl_coeff=0.04).train()
@@ -59,6 +63,7 @@ def test_replayed_tokens_are_weighed_by_the_truncated_importance_ratio():
     assert torch.allclose(weights, torch.tensor([[1.0, 1.0], [1.0, 0.5]]))  # ratio 2 is cut to 1, 0.5 kept
 
 
+@slow
 def test_reinforce_stable_replays_its_cached_episodes(tmp_path):
     config = ReinforceStableConfig(train_iterations=3, prompts_per_iteration=4, max_new_tokens=6, learning_rate=1e-2,
                                    micro_batch_size=8, eval_at_start=False, progress=False, seed=0,

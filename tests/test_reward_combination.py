@@ -16,6 +16,7 @@ from lmgym.algorithms.reward_combination import (
     std_weights,
 )
 from lmgym.buffers import Trajectory
+from tests.tiers import slow
 from tests.toy_env import DigitsEnv
 
 NAN = float("nan")
@@ -101,6 +102,7 @@ def test_pca_with_loadings_summing_to_zero_makes_its_largest_loading_positive():
     assert combine(R, "pca") == pytest.approx((z0 - z1) / math.sqrt(2))
 
 
+@slow
 def test_pca_matches_sklearn_up_to_the_sign_it_leaves_arbitrary():
     sklearn = pytest.importorskip("sklearn.decomposition")
     matrix = np.random.default_rng(0).random((12, 3)) * [1.0, 2.0, 0.5]

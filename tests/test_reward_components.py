@@ -16,6 +16,7 @@ from lmgym.algorithms.reward_combination import combine_batch_rewards
 from lmgym.buffers import ADVANTAGES, Trajectory
 from lmgym.evaluation.episode_metrics import component_metrics
 from lmgym.training.plots import distribution_panels, draw_metrics, progression_panels
+from tests.tiers import slow
 from tests.toy_env import DigitsEnv, digit_fraction
 from tests.two_ranks import Job
 
@@ -104,6 +105,7 @@ def test_env_leaves_rewards_alone_and_other_methods_need_components():
         combine_batch_rewards([episode({"x": "high"}, 0.0)], "uniform")
 
 
+@slow
 def test_std_combination_changes_grpo_advantages_as_its_weights_say(tiny_policy, tmp_path):
     env_run, _ = one_iteration(tiny_policy, tmp_path, "env")
     from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
@@ -132,6 +134,7 @@ def test_std_combination_changes_grpo_advantages_as_its_weights_say(tiny_policy,
     assert not np.allclose(expected_std, expected, atol=1e-3)
 
 
+@slow
 def test_dapo_dynamic_sampling_judges_groups_by_the_combined_reward(tiny_policy, tmp_path):
     # digits + (1 - digits): the env's sum is 1 for every episode, so no group has signal under "env";
     # PCA of the two (perfectly anti-correlated) components varies wherever the digit fraction does.
@@ -162,6 +165,7 @@ def test_component_metrics_are_means_over_applicable_episodes_with_their_values(
         component_metrics([episode({"std": 1.0}, 1.0)])
 
 
+@slow
 @pytest.mark.plots  # reads the run's PNGs (tests/conftest.py)
 def test_every_iteration_logs_each_component_and_the_run_folder_has_their_plots(tiny_policy, tmp_path):
     one_iteration(tiny_policy, tmp_path, "uniform", eval_env=two_components(), train_iterations=2, eval_at_start=True)
@@ -195,6 +199,7 @@ def test_evaluate_reports_each_component_mean_over_its_greedy_episodes(tiny_poli
         assert result[f"reward_{name}"] == pytest.approx(np.mean([t.info["reward_components"][name] for t in played]))
 
 
+@slow
 def test_the_component_plots_draw_each_component_per_iteration():
     rows = [{"iteration": 1, "reward_mean": 0.5, "reward_mrr": 0.5, "reward_f1": 0.3, "rewards": [0.2, 0.8],
              "rewards_mrr": [0.0, 1.0], "rewards_f1": [0.1, None]},

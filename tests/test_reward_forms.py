@@ -17,6 +17,7 @@ from lmgym.envs import (
     trl_reward,
 )
 from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+from tests.tiers import slow
 
 
 def no_hashes_penalty(completion: str, gold: str, info: dict) -> float:
@@ -195,6 +196,7 @@ class HashOnlyEnv(MathEnv):
         return problem.question
 
 
+@slow
 def test_a_trl_reward_and_a_format_penalty_train_a_custom_env(tmp_path):
     topics = []
 

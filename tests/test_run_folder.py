@@ -124,6 +124,7 @@ def tiny_algo(tmp_path, policy=None, **overrides) -> GRPO:
     return GRPO(policy, make("ToyDigits-v0"), GRPOConfig(**values))
 
 
+@slow
 def test_checkpoints_store_the_reference_only_when_it_is_nowhere_else(tmp_path):
     algo = tiny_algo(tmp_path)
     algo.train()
@@ -167,6 +168,7 @@ def lora_settings() -> LoraSettings:
     return LoraSettings(r=4, alpha=8, target_modules=["q_proj", "v_proj"])
 
 
+@slow
 def test_a_lora_adapter_folder_loads_back_and_names_its_base_not_a_cache_path(tmp_path, monkeypatch):
     from transformers import AutoModelForCausalLM
 
@@ -199,6 +201,7 @@ def test_a_lora_adapter_folder_loads_back_and_names_its_base_not_a_cache_path(tm
         assert not torch.allclose(base, expected, atol=1e-3)
 
 
+@slow
 def test_the_plot_has_iteration_0_integer_ticks_and_a_fraction_for_0_1_rewards(tmp_path):
     from lmgym.training.plots import draw_metrics
 
@@ -226,6 +229,7 @@ def test_the_plot_has_iteration_0_integer_ticks_and_a_fraction_for_0_1_rewards(t
     assert "reward distribution per iteration" in {ax.get_title() for ax in draw_metrics(graded).axes}
 
 
+@slow
 def test_progress_bars_cover_evaluation_sampling_scoring_and_the_update(tmp_path, capsys):
     algo = tiny_algo(tmp_path, train_iterations=1, progress=True, eval_at_start=True, eval_episodes=3)
     algo.eval_env = make("ToyDigits-v0")

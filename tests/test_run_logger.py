@@ -5,6 +5,7 @@ import pytest
 
 from lmgym.training.run_logger import DISCARDED, MetricsHistoryError, RunLogger, check_history
 from tests.faults import Killed, crash_at_fixture  # noqa: F401  (the crash_at fixture)
+from tests.tiers import slow
 
 
 def rows(n):
@@ -108,6 +109,7 @@ def without_wandb_credentials(tmp_path, monkeypatch):
     wandb.teardown()
 
 
+@slow
 def test_wandb_online_without_an_api_key_is_refused_before_anything_loads(no_wandb_credentials, tmp_path, monkeypatch):
     from lmgym.algorithms import GRPOConfig
     from lmgym.training.config import ConfigError
@@ -148,6 +150,7 @@ def test_check_history_counts_whole_rows_up_to_the_checkpoint(tmp_path):
                                       f"missing: iteration 2);")
 
 
+@slow
 def test_the_credentials_fixture_leaves_no_dead_wandb_service_behind(tmp_path, monkeypatch):
     """A wandb service started before the fixture must not be named by WANDB_SERVICE after it: the fixture tears
     that service down, and a restored token would make every later wandb test in the process fail to connect

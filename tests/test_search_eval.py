@@ -11,6 +11,7 @@ from lmgym.search import SearchSettings
 from tests.search_toys import ScriptedPolicy, ScriptedScorer
 from tests.test_examples import error_line, load_script
 from tests.test_problem_records import assert_report_recomputes
+from tests.tiers import slow
 from tests.tiny_models import save_tiny_model_dir
 
 SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "search_eval.py"
@@ -71,6 +72,7 @@ def model_and_prm(tmp_path_factory) -> tuple[str, str]:
     return model, str(prm)
 
 
+@slow
 def test_the_script_runs_on_the_tiny_model_and_writes_its_table(model_and_prm, tmp_path, capsys):
     model, _ = model_and_prm
     script = load_script(SCRIPT)
@@ -98,6 +100,7 @@ def test_the_script_runs_every_method_with_a_prm_folder(model_and_prm, tmp_path)
     assert all(r["problems"] == 2 and r["tokens_per_problem"] > 0 for r in saved["rows"])
 
 
+@slow
 def test_the_script_draws_curves_at_its_budgets_with_a_verifier_folder(model_and_prm, tmp_path):
     model, prm = model_and_prm
     load_script(SCRIPT).main(["--preset", "cpu", "--model", model, "--prm", prm, "--episodes", "2",

@@ -13,6 +13,7 @@ from lmgym.search.search import greedy_search
 from lmgym.serving import create_app
 from tests.search_toys import ScriptedPolicy
 from tests.test_examples import load_script
+from tests.tiers import slow
 
 SEARCH_EVAL = Path(__file__).resolve().parents[1] / "examples" / "search_eval.py"
 SCRIPT = {"": ["3 + 4 = 7\n"], "3 + 4 = 7\n": ["#### 7\n"]}
@@ -52,6 +53,7 @@ def test_a_registered_method_is_accepted_by_the_search_cli(first_of_n):
     assert "first_of_n" in cli.build_parser().format_help()
 
 
+@slow
 def test_a_registered_method_is_accepted_by_the_server(first_of_n):
     client = TestClient(create_app(ScriptedPolicy(SCRIPT)))
     assert client.get("/health").json()["methods"] == ["greedy", "maj", "first_of_n"]  # no PRM: no scored methods

@@ -13,6 +13,7 @@ from lmgym.serving import limits as limits_module
 from lmgym.training.config import ConfigError
 from tests.search_toys import ScriptedPolicy, ScriptedScorer
 from tests.test_examples import error_line, load_script
+from tests.tiers import slow
 from tests.tiny_models import save_tiny_model_dir
 
 SERVE = Path(__file__).resolve().parents[1] / "examples" / "serve.py"
@@ -170,6 +171,7 @@ def test_limits_and_settings_are_checked_when_the_app_is_made():
         create_app(ScriptedPolicy({}), search=SearchSettings(temperature=0))
 
 
+@slow
 def test_serve_script_builds_the_app_over_a_model_folder_and_a_prm_folder(tmp_path_factory):
     from lmgym.policies import HFPolicy, ProcessRewardModel, build_tiny_model
 

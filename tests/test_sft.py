@@ -13,6 +13,7 @@ from lmgym.algorithms import SFT, SFTConfig
 from lmgym.algorithms.sft_tokens import collate_rows, encode_example, pack, packed_token_logprobs
 from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
 from lmgym.traindata import ChatExample, SFTExample, arithmetic_sft_examples, gsm8k_sft_examples, load_sft_examples
+from tests.tiers import slow
 from tests.tiny_models import save_tiny_model_dir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -108,6 +109,7 @@ def test_the_optimizer_step_is_the_same_packed_or_not(tmp_path):
 
 
 # ---------------------------------------------------------------- training
+@slow
 def test_sft_lowers_held_out_loss_and_resumes_exactly(tmp_path, capsys):
     whole = SFT(tiny(), PAIRS, config(tmp_path / "whole", 6), held_out=HELD_OUT)
     rows = whole.train()
@@ -169,6 +171,7 @@ def test_sft_data_from_jsonl_and_datasets(tmp_path):
     assert load_sft_examples(folder) == [SFTExample("a", "b"), SFTExample("c", "d")]
 
 
+@slow
 def test_gsm8k_and_arithmetic_gold_solutions_complete_the_envs_prompts(gsm8k_train):
     from lmgym.envs import make
 
@@ -213,6 +216,7 @@ def test_bad_data_is_one_line(tmp_path, tiny_policy):
 
 
 # ---------------------------------------------------------------- the example script
+@slow
 @pytest.mark.plots  # reads the run's PNGs (tests/conftest.py)
 def test_the_example_script_trains_saves_and_reports_held_out_loss(tmp_path_factory, tmp_path, capsys):
     model_dir = save_tiny_model_dir(tmp_path_factory, build_tiny_model)

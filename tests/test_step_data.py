@@ -28,6 +28,7 @@ from lmgym.traindata.step_data import (
 )
 from lmgym.traindata.step_data.equations import find_equations
 from lmgym.training.config import ConfigError
+from tests.tiers import slow
 
 NATALIA = ("Natalia sold 48/2 = <<48/2=24>>24 clips in May.\n"
            "Natalia sold 48+24 = <<48+24=72>>72 clips altogether in April and May.\n#### 72")
@@ -104,6 +105,7 @@ def test_arithmetic_pairs_use_the_stepwise_observation():
 
 
 
+@slow
 def test_gsm8k_rows_split_into_steps_and_pairs(gsm8k_train):
     with open(gsm8k_train, encoding="utf-8") as handle:
         rows = [json.loads(next(handle)) for _ in range(30)]

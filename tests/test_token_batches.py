@@ -13,6 +13,7 @@ from lmgym.envs import make
 from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
 from lmgym.training.config import ConfigError, field_help
 from lmgym.training.token_batches import padded_tokens, split_to_count, token_micro_batches
+from tests.tiers import slow
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 # --- the grouping -----------------------------------------------------------------------------------
@@ -141,6 +142,7 @@ def assert_same_step(a, b, fields):
         assert torch.allclose(ga, gb, rtol=1e-4, atol=1e-7)
 
 
+@slow
 @pytest.mark.parametrize("budget", [100, 48])
 @pytest.mark.parametrize("algorithm,fields", [("grpo", (REF_LOGPROBS,)), ("ppo", (REF_LOGPROBS, OLD_VALUES))])
 def test_token_budget_gives_the_micro_batch_size_step(algorithm, fields, budget, capsys):

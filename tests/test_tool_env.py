@@ -16,6 +16,7 @@ from lmgym.envs import (
     registered_ids,
 )
 from lmgym.envs.tool_env import DEFAULT_NUDGE, checked_tools, last_answer
+from tests.tiers import slow
 from tests.tool_toys import FRUIT_NUMBERS, FruitToolsEnv, LookupTool, ShoutTool
 
 APPLE = list(FRUIT_NUMBERS).index("apple")
@@ -159,6 +160,7 @@ def replay(trajectory) -> tuple[list[str], list[str], list[list[str]]]:
     return actions, injected, stops
 
 
+@slow
 def test_grpo_trains_on_the_two_tool_env_with_tool_output_masked(tiny_policy, tmp_path):
     config = GRPOConfig(train_iterations=2, prompts_per_iteration=4, samples_per_prompt=4, max_new_tokens=12,
                         learning_rate=1e-2, micro_batch_size=16, eval_at_start=False, progress=False, seed=0,

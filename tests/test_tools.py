@@ -10,6 +10,7 @@ from lmgym.envs import CalculatorTool, TagTool, Tool, ToolCall
 from lmgym.envs.calculator import MAX_CALC_CHARS
 from lmgym.envs.safe_arith import MAX_NESTING
 from tests.cpu_timing import cpu_call
+from tests.tiers import slow
 from tests.tool_toys import LookupTool, ShoutTool
 
 
@@ -96,6 +97,7 @@ def test_calculator_executes_exactly_and_refuses_code_and_huge_numbers(argument,
     assert CalculatorTool().execute(ToolCall("calc", argument)) == output
 
 
+@slow
 def test_execute_is_bounded_in_cpu_time_and_never_raises():
     output, seconds = cpu_call(SpinTool().execute, ToolCall("spin", ""))
     assert output == "error: spin ran out of time" and seconds < 5.0

@@ -50,6 +50,7 @@ def run(tmp_path_factory):
     return tmp / "run", rows
 
 
+@slow
 def test_metrics_jsonl_has_trls_names_and_reads_back_in_ours(run):
     folder, rows = run
     logged = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
@@ -233,6 +234,7 @@ def test_plots_draw_rows_read_in_trls_names(tmp_path):
     assert [list(line.get_ydata()) for line in panels["completion length (tokens)"].get_lines()] == [[4.0, 5.0]]
 
 
+@slow
 def test_a_resumed_run_continues_its_tracker_runs_and_a_new_one_starts_afresh(tmp_path, monkeypatch):
     from mlflow.tracking import MlflowClient
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator

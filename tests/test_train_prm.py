@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_examples import error_line, load_script, metrics
+from tests.tiers import slow
 from tests.tiny_models import save_tiny_model_dir
 
 TRAIN_PRM = Path(__file__).resolve().parents[1] / "examples" / "train_prm.py"
@@ -19,6 +20,7 @@ def tiny_model_dir(tmp_path_factory) -> str:
     return save_tiny_model_dir(tmp_path_factory, build_tiny_model)
 
 
+@slow
 def test_train_prm_builds_every_source_trains_and_saves_the_prm(tiny_model_dir, shared_data, tmp_path, capsys):
     from lmgym.buffers.step_pairs import load_step_data
     from lmgym.policies.prm import ProcessRewardModel

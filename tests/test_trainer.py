@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
 from lmgym.training import Trainer, TrainerConfig
 from tests import checkpoint_state
+from tests.tiers import slow
 
 TEXTS = ["2 + 3 = 5", "7 - 4 = 3", "6 * 2 = 12", "9 / 3 = 3", "1 + 1 = 2", "8 - 8 = 0"]
 HELD_OUT = ["4 + 4 = 8", "5 * 1 = 5"]
@@ -54,6 +55,7 @@ def trainer(run_dir, iterations: int) -> SupervisedTrainer:
     return SupervisedTrainer(policy, TEXTS, config, held_out=HELD_OUT)
 
 
+@slow
 @pytest.mark.plots  # reads the run's PNGs (tests/conftest.py)
 def test_a_supervised_trainer_resumed_at_2_equals_an_uninterrupted_run_to_4(tmp_path, capsys):
     whole = trainer(tmp_path / "whole", 4)

@@ -13,6 +13,7 @@ from lmgym.algorithms import GRPO, GRPOConfig
 from lmgym.training import load_config
 from lmgym.training.cli import add_config_arguments, config_from_arguments
 from tests.test_config_validation import one_line_error as one_line
+from tests.tiers import slow
 
 ROWS = [{"prompt": "Name a color.", "answer": "red"}, {"prompt": "Name a fruit.", "answer": "fig"},
         {"prompt": "Name a sum.", "answer": "4"}, {"prompt": "Name a tree.", "answer": "oak"}]
@@ -48,6 +49,7 @@ def changed(before: list[torch.Tensor], policy) -> bool:
     return any(not torch.equal(a, b) for a, b in zip(before, policy.model.parameters()))
 
 
+@slow
 def test_the_issues_trl_config_builds_and_trains_two_iterations(tiny_policy, tmp_path):
     config = small(tmp_path, **TRL_BATCH)
     # 4 per device x 2 accumulation x 1 process = 8 completions, 4 a prompt: 2 prompts, one optimizer step
@@ -135,6 +137,7 @@ def test_report_to_names(monkeypatch):
     assert GRPOConfig(**config.to_dict()) == config  # the resolved pair rebuilds as it is
 
 
+@slow
 def test_log_completions_appends_each_iterations_table(tiny_policy, tmp_path):
     import json
 
@@ -151,6 +154,7 @@ def test_log_completions_appends_each_iterations_table(tiny_policy, tmp_path):
     assert list((tmp_path / "run").glob("completions.*.bak"))  # ... and the earlier run's was moved aside
 
 
+@slow
 def test_a_dataset_positionally_and_as_train_dataset_trains(tiny_policy, tmp_path):
     datasets = pytest.importorskip("datasets")
     dataset = datasets.Dataset.from_list(ROWS)

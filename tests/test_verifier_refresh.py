@@ -13,6 +13,7 @@ from lmgym.envs import make
 from lmgym.policies.prm import ProcessRewardModel
 from tests.test_config_validation import one_line_error
 from tests.test_prm_reward import ScriptedPRM, SpyGRPO, small
+from tests.tiers import slow
 
 
 def sample(first_token, correct, step_ends=(1, 3)):
@@ -82,6 +83,7 @@ def test_refresh_config_is_checked(tiny_policy, tmp_path):
                                                             output_dir=str(tmp_path / "s")), prm=ScriptedPRM())
 
 
+@slow
 def test_tiny_dense_grpo_with_a_refreshed_verifier_trains_policy_and_verifier(tiny_policy, tmp_path):
     prm = ProcessRewardModel.from_policy(tiny_policy)
     policy_before = [p.detach().clone() for p in tiny_policy.parameters()]

@@ -20,6 +20,7 @@ from lmgym.traindata.step_data import (
     policy_labels,
     save_policy_labels,
 )
+from tests.tiers import slow
 
 Q = "What is 1 + 2? Give the final answer after ####.\n"
 SAMPLES = [LabelledSample(Q, "p", ("Add.\n", "#### 3\n"), True, "3", (0.75, 1.0), (1.0, 1.0)),
@@ -124,6 +125,7 @@ def test_the_votes_over_the_same_samples():
     assert recomputed == pytest.approx(report.solution.as_dict("solution_")) and "solution_auc" in recomputed
 
 
+@slow
 def test_label_four_problems_train_two_steps_and_evaluate(tiny_policy, tmp_path):
     env = make("Arithmetic-v0", level=1, split="train", mode="stepwise", max_steps=3)
     labels = policy_labels(tiny_policy, env, PolicyLabelConfig(problems=4, samples_per_problem=2, rollouts=2,

@@ -187,6 +187,7 @@ def test_kernels_are_summed_per_phase_of_their_launch():
     assert out["host"]["top"] == {"elementwise": [1, pytest.approx(0.0, abs=1e-6)]}
 
 
+@slow
 def test_the_collectors_pauses_are_counted_while_installed():
     with GcPauses() as pauses:
         gc.collect()

@@ -7,6 +7,7 @@ from lmgym.algorithms import GRPO, GRPOConfig
 from lmgym.envs import ArithmeticEnv, make
 from lmgym.episodes.rollout import SamplingSettings, rollout
 from lmgym.evaluation import evaluate
+from tests.tiers import slow
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 
@@ -41,6 +42,7 @@ def test_time_limit_and_reward_wrappers_apply_to_each_branch_on_its_own(tiny_pol
     assert "Q: What is" in prompt  # the observation wrapper changed the prompt the policy saw
 
 
+@slow
 def test_grpo_trains_a_wrapped_env_and_evaluate_takes_it(tiny_policy, tmp_path):
     env = StepBonus(gymnasium.wrappers.TimeLimit(AskPolitely(make("ToyDigits-v0")), max_episode_steps=1))
     test_env = gymnasium.wrappers.TimeLimit(make("Arithmetic-v0", split="test"), max_episode_steps=1)
