@@ -57,7 +57,7 @@ class cpu_time_limit:  # noqa: N801 - used as a function-like context manager: `
     A class, not a generator: a second SIGPROF that lands as the block exits (the timer repeats every 50 ms)
     would raise at the first instruction of ``contextlib``'s ``__exit__``, skip the clean-up and leave the timer
     raising anywhere in the program. The handler never raises while this class's ``__enter__``/``__exit__`` is on
-    the stack, and a handler that finds its block ended stops the timer.
+    the stack, so ``__exit__`` always runs whole.
     """
 
     def __init__(self, timeout: float | None) -> None:
@@ -66,11 +66,7 @@ class cpu_time_limit:  # noqa: N801 - used as a function-like context manager: `
         self._previous: tuple[Any, float, float, float] | None = None  # handler, delay, interval, CPU start
 
     def _on_sigprof(self, signum: int, frame: Any) -> None:
-        if not self._armed:
-            if signal.getsignal(signal.SIGPROF) == self._on_sigprof:  # the block ended without its clean-up
-                signal.setitimer(signal.ITIMER_PROF, 0.0)
-            return
-        if not _inside_own_exit(frame):
+        if self._armed and not _inside_enter_or_exit(frame):
             raise RewardTimeout(f"exceeded {self.timeout:g} s of CPU time")
 
     def __enter__(self) -> cpu_time_limit:
@@ -99,7 +95,7 @@ class cpu_time_limit:  # noqa: N801 - used as a function-like context manager: `
 _OWN_CODES = (cpu_time_limit.__enter__.__code__, cpu_time_limit.__exit__.__code__)
 
 
-def _inside_own_exit(frame: Any) -> bool:
+def _inside_enter_or_exit(frame: Any) -> bool:
     """Whether ``frame`` or a caller of it is ``cpu_time_limit.__enter__``/``__exit__`` (arming or cleaning up)."""
     while frame is not None:
         if frame.f_code in _OWN_CODES:
