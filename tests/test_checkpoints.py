@@ -150,6 +150,7 @@ def trained_then_resumed(tmp_path, edit_metrics):
     return None
 
 
+@slow
 def test_resume_is_refused_in_one_line_when_metrics_jsonl_is_missing(tmp_path):
     run = tmp_path / "run"
     message = trained_then_resumed(tmp_path, lambda path: path.unlink())

@@ -150,6 +150,7 @@ def test_ppo_and_reinforce_train_on_the_data_set(command, in_work):
     assert (in_work / f"{command}-run" / "checkpoint-1").is_dir()
 
 
+@slow
 def test_sft_trains_on_prompt_completion_and_messages_rows_of_one_file(in_work):
     rows = dispatch(["sft", "--model", "tiny", "--dataset_name", "sft.jsonl", "--max_steps", "2", "--max_length",
                      "64", "--output_dir", "sft-run", "--no-progress"])

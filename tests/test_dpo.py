@@ -77,6 +77,7 @@ def config(run_dir, iterations: int = 8, **overrides) -> DPOConfig:
     return DPOConfig(**{**values, **overrides})
 
 
+@slow
 @pytest.mark.parametrize("cls", [DPO, IPO, LengthNormalizedDPO])
 def test_training_raises_the_chosen_vs_rejected_margin_on_a_fixed_pair_set(cls, tmp_path):
     trainer = cls(tiny(), PAIRS, config(tmp_path), held_out=PAIRS)

@@ -17,6 +17,7 @@ from lmgym.buffers import (
     collate,
 )
 from lmgym.envs import make
+from tests.tiers import slow
 from tests.toy_env import DigitsEnv  # noqa: F401  (registers ToyDigits-v0)
 
 SCORE = TokenField("score", "a per-token score declared by a test")
@@ -158,6 +159,7 @@ def test_recent_hands_back_earlier_iterations_oldest_first():
             buf.recent(*bad)
 
 
+@slow
 def test_training_stamps_iterations_and_keeps_per_run_data_out_of_info(tiny_policy, tmp_path):
     config = GRPOConfig(train_iterations=2, prompts_per_iteration=2, samples_per_prompt=2, max_new_tokens=6,
                         micro_batch_size=4, kl_coeff=0.1, kl_in_reward=True, eval_at_start=False, progress=False,

@@ -69,6 +69,7 @@ def test_trainer_state_json_has_hf_s_keys_beside_ours(tmp_path):
     assert earlier["global_step"] == 2 and [e["step"] for e in earlier["log_history"]] == [0, 1, 2]
 
 
+@slow
 def test_every_file_of_a_checkpoint_and_of_the_model_folder_has_the_usual_mode(tmp_path):
     old = os.umask(0o022)
     try:

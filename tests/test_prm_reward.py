@@ -192,6 +192,7 @@ def test_grpo_trains_two_iterations_on_a_scripted_prm(tiny_policy, tmp_path):
     assert json.loads((tmp_path / "run" / "config.json").read_text())["prm"] == "ScriptedPRM"
 
 
+@slow
 def test_ppo_gae_reads_the_prm_rewards(tiny_policy, tmp_path):
     algo = PPO(tiny_policy, stepwise(), small(PPOConfig, tmp_path, gamma=1.0, lam=1.0, whiten_advantages=False,
                                               prm_weight=2.0), prm=ScriptedPRM([[0.5, 0.25], [1.0, 0.0]]))

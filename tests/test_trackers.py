@@ -69,6 +69,7 @@ def test_metrics_jsonl_has_trls_names_and_reads_back_in_ours(run):
     assert RunLogger(folder, {}, resume=True).read() == rows  # read back in the toolkit's names, exactly
 
 
+@slow
 def test_tensorboard_event_files_hold_the_scalars_and_the_table(run):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -89,6 +90,7 @@ def test_tensorboard_event_files_hold_the_scalars_and_the_table(run):
     assert table.count("Name a") == 8  # 2 prompts x 4 completions
 
 
+@slow
 def test_mlflow_run_in_the_local_store_holds_the_metrics_and_the_table(run, monkeypatch):
     from mlflow.tracking import MlflowClient
 
@@ -112,6 +114,7 @@ def test_mlflow_run_in_the_local_store_holds_the_metrics_and_the_table(run, monk
     assert [row[0] for row in table["data"]] == [1] * 8 + [2] * 8
 
 
+@slow
 def test_trackio_local_store_holds_the_metrics_and_the_table(run):
     from trackio.sqlite_storage import SQLiteStorage
 

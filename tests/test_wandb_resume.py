@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from lmgym.training.run_logger import WANDB_ID, RunLogger
+from lmgym.training.run_logger import WANDB_ID, RunLogger, read_wandb_id
 from tests.test_checkpoint_layout import algorithm
 from tests.tiers import slow
 
@@ -36,6 +36,7 @@ def test_a_resumed_run_logs_to_the_same_wandb_run(tmp_path, offline_wandb):
     assert new != stored and offline_ids(run) == sorted([stored, stored, new])
 
 
+@slow
 def test_an_unusable_stored_id_starts_a_new_wandb_run_with_a_warning(tmp_path, offline_wandb, capsys):
     run = tmp_path / "run"
     run.mkdir()
@@ -45,3 +46,18 @@ def test_an_unusable_stored_id_starts_a_new_wandb_run_with_a_warning(tmp_path, o
     logger.close()
     assert run_id != "../../x" and json.loads((run / WANDB_ID).read_text())["id"] == run_id
     assert f"warning: {run / WANDB_ID}: no usable W&B run id; --resume starts a new W&B run" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("stored", ['{"id": "../../x"}', '{"id": 7}', '["abc"]', "not json", '{"id": ""}'])
+def test_an_unusable_stored_id_is_read_as_none_with_one_warning_line(tmp_path, capsys, stored):
+    (tmp_path / WANDB_ID).write_text(stored)
+    assert read_wandb_id(tmp_path) is None
+    assert capsys.readouterr().err == (f"warning: {tmp_path / WANDB_ID}: no usable W&B run id; "
+                                       "--resume starts a new W&B run\n")
+
+
+def test_a_stored_plain_id_is_read_back_and_no_file_is_silently_none(tmp_path, capsys):
+    assert read_wandb_id(tmp_path) is None
+    (tmp_path / WANDB_ID).write_text('{"id": "a1B2-c_3", "project": "p"}')
+    assert read_wandb_id(tmp_path) == "a1B2-c_3"
+    assert capsys.readouterr().err == ""
