@@ -156,9 +156,9 @@ def workload_policy(work):
 
 def decoder_stats(work) -> dict[str, int]:
     """The workload's fast decoder's counters (FastDecoder.stats: prefilled, shared and extended tokens, graph
-    captures, buckets made); empty without one."""
+    captures, buckets made, weight copies); empty without one, or for older code whose decoder keeps none."""
     decoder = getattr(workload_policy(work), "fast_decoder", None)
-    return dict(decoder.stats) if decoder is not None else {}
+    return dict(getattr(decoder, "stats", {}))
 
 
 def _chunk(work, spec, ctx: Context, kind: str) -> dict:

@@ -75,6 +75,34 @@ def test_lora_adapters_are_merged_into_the_copy():
     assert [g.completion_ids for g in base] != [g.completion_ids for g in out]
 
 
+def test_a_call_copies_the_weights_only_when_what_they_are_made_from_changed():
+    """A multi-step run makes many decoding calls between two optimizer steps: a call copies the weights only
+    after a change, an optimizer step of any kind among them (a fused one's kernel counts no versions), and
+    always decodes with the current weights. (An adapter switched off: test_lora_adapters_are_merged_into_the_copy.)"""
+    model, tok, prompts = setup()
+    fused = FastDecoder(model, sync_every=4)
+
+    def decodes_current_weights(copies: int) -> None:
+        out = fused.generate(tok, prompts[:4], 6, temperature=0.0)
+        assert fused.stats["weight_copies"] == copies
+        same(out, FastDecoder(model, sync_every=4, fused_weights=False).generate(tok, prompts[:4], 6,
+                                                                                 temperature=0.0))
+
+    decodes_current_weights(1)
+    decodes_current_weights(1)  # nothing changed: no copy
+    for copies, kind in ((2, {"foreach": True}), (3, {"fused": True})):
+        optimizer = torch.optim.AdamW(model.parameters(), lr=0.05, **kind)
+        model(torch.tensor([prompts[0]])).logits.float().pow(2).mean().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        decodes_current_weights(copies)
+    model.load_state_dict({name: value * 0.5 for name, value in model.state_dict().items()})
+    decodes_current_weights(4)
+    model.lm_head.weight.data.mul_(1.5)  # an edit PyTorch does not count: said with weights_changed()
+    fused.weights_changed()
+    decodes_current_weights(5)
+
+
 def test_weights_it_cannot_copy_whole_leave_the_modules_in_charge():
     model, tok, prompts = setup()
     layers, head = list(model.model.layers), model.lm_head

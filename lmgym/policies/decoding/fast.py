@@ -181,16 +181,26 @@ class FastDecoder:
         # continuous play (continuous.py): the host settles a sync's actions while the next steps decode (on CUDA)
         self.overlap_host = self.device.type == "cuda"
         # counters for benchmarks: prompt tokens prefilled, prompt tokens copied from a shared row instead, decode
-        # graphs captured, buckets made, tokens of the env's turns fed in one pass mid-call (extension.py)
+        # graphs captured, buckets made, tokens of the env's turns fed in one pass mid-call (extension.py), copies
+        # of the weights made (weights.py: a call whose weights did not change since the last copy makes none)
         self.stats = {"prefill_tokens": 0, "prefill_tokens_shared": 0, "graph_captures": 0, "buckets_made": 0,
-                      "extended_tokens": 0}
+                      "extended_tokens": 0, "weight_copies": 0}
 
     def _refresh_weights(self) -> None:
-        """Copy the current weights into the fused decode copy (made on first use; None where it cannot be)."""
+        """Copy the current weights into the fused decode copy (made on first use; None where it cannot be),
+        unless they did not change since the last copy."""
         if not self.fused_weights:
             return
+        copies = self.weights.copies if self.weights is not None else 0
         if self.weights is None or not self.weights.refresh():
-            self.weights = DecodeWeights.build(self.layers, self.lm_head, self.dtype)
+            self.weights, copies = DecodeWeights.build(self.layers, self.lm_head, self.dtype), 0
+        self.stats["weight_copies"] += (self.weights.copies - copies) if self.weights is not None else 0
+
+    def weights_changed(self) -> None:
+        """Copy the weights again at the next call: needed only after a change PyTorch does not count (a parameter's
+        `.data` edited in place); optimizer steps, `copy_`, `load_state_dict` and moved weights are seen."""
+        if self.weights is not None:
+            self.weights.forget()
 
     def _forget_moved_weights(self) -> None:
         """Drop every captured graph if any weight now lives at another address than at capture: a graph

@@ -11,15 +11,56 @@ Numerically this is what autocast computed: the same bf16 weights, the inputs ca
 residual stream and the norms left in the model's dtype. Weights it cannot copy whole (4-bit layers,
 DoRA, FSDP shards outside a gather) make `DecodeWeights.build` return None, and the decoder keeps
 calling the model's own modules.
+
+A refresh that would copy what the buffers already hold is skipped (`DecodeWeights.source_state`): a multi-step
+run makes many decoding calls between two optimizer steps (each engine round, each host sync of a tree), and
+merging every LoRA delta again each time was host work with the GPU idle. The copy is redone when any source
+tensor moved or was changed in place (PyTorch's version counter: optimizer steps, `copy_`, `load_state_dict`),
+when an optimizer anywhere in the process stepped (a fused optimizer's kernel does not count versions), or when
+a LoRA layer's adapter settings changed. A change it cannot see (`param.data` edited in place) needs
+`FastDecoder.weights_changed()`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 _ATTN = ("q_proj", "k_proj", "v_proj")
 _MLP = ("gate_proj", "up_proj")
+_step_count = [0]  # optimizer steps taken in this process since the hook was installed
+_step_hook = None
+
+
+def _count_optimizer_step(*_) -> None:
+    _step_count[0] += 1
+
+
+def _watch_optimizer_steps() -> None:
+    """Count every optimizer step of the process (a global post-step hook, installed once)."""
+    global _step_hook
+    if _step_hook is None:
+        _step_hook = register_optimizer_step_post_hook(_count_optimizer_step)
+
+
+def _tensor_state(tensor: torch.Tensor | None) -> tuple | None:
+    return None if tensor is None else (tensor.data_ptr(), tensor._version)
+
+
+def _linear_state(linear: torch.nn.Module) -> tuple:
+    """What `_effective_parts(linear)` is computed from: each tensor's address and in-place version, and a LoRA
+    layer's adapter settings."""
+    base = getattr(linear, "base_layer", None)
+    if base is None:
+        return _tensor_state(getattr(linear, "weight", None)), _tensor_state(getattr(linear, "bias", None))
+    state = [_linear_state(base), bool(getattr(linear, "merged", False)),
+             bool(getattr(linear, "disable_adapters", False)), tuple(linear.active_adapters)]
+    for name in linear.active_adapters:
+        if name in getattr(linear, "lora_A", {}):
+            state += [linear.scaling.get(name), getattr(linear, "use_dora", {}).get(name, False),
+                      _tensor_state(linear.lora_A[name].weight), _tensor_state(linear.lora_B[name].weight)]
+    return tuple(state)
 
 
 def _effective_parts(linear: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor | None] | None:
@@ -70,6 +111,9 @@ class DecodeWeights:
         self.lm_head: torch.Tensor | None = None
         self.norm_eps = _eps(layers[0].input_layernorm)
         self.head_norm_eps = _eps(layers[0].self_attn.q_norm) if hasattr(layers[0].self_attn, "q_norm") else None
+        self.copied_from: tuple | None = None  # `source_state()` at the last copy
+        self.copies = 0  # refreshes that copied (the others found nothing changed)
+        _watch_optimizer_steps()
 
     @classmethod
     def build(cls, layers: list[torch.nn.Module], lm_head: torch.nn.Module,
@@ -100,10 +144,29 @@ class DecodeWeights:
             return None
         return out, head[0]
 
+    def source_state(self) -> tuple | None:
+        """What the copies are made from, read without touching the device: every source tensor's address and
+        version, the LoRA layers' settings and the process's optimizer steps; None when it cannot be read
+        (inference-mode tensors, tensor subclasses): then every refresh copies."""
+        try:
+            modules = [(layer.self_attn, layer.mlp, layer) for layer in self._layers]
+            state = [_linear_state(getattr(attn, n)) for attn, _, _ in modules for n in (*_ATTN, "o_proj")]
+            state += [_linear_state(getattr(mlp, n)) for _, mlp, _ in modules for n in (*_MLP, "down_proj")]
+            state += [_tensor_state(getattr(getattr(layer, n, None), "weight", None)) for _, _, layer in modules
+                      for n in ("input_layernorm", "post_attention_layernorm")]
+            state += [_tensor_state(getattr(getattr(attn, n, None), "weight", None)) for attn, _, _ in modules
+                      for n in ("q_norm", "k_norm")]
+            return (_step_count[0], _linear_state(self._lm_head), *state)
+        except (RuntimeError, AttributeError, TypeError):
+            return None
+
     @torch.no_grad()
     def refresh(self) -> bool:
-        """Copy the current weights in (the buffers keep their addresses, so captured graphs stay valid);
-        False if they cannot be copied whole."""
+        """Copy the current weights in (the buffers keep their addresses, so captured graphs stay valid), unless
+        nothing they are made from changed since the last copy; False if they cannot be copied whole."""
+        state = self.source_state()
+        if state is not None and state == self.copied_from:
+            return True
         sources = self._sources()
         if sources is None:
             return False
@@ -124,7 +187,13 @@ class DecodeWeights:
             _fill(mine.gate_up, [parts[4][0], parts[5][0]])
             mine.down.copy_(parts[6][0])
         self.lm_head.copy_(head)
+        self.copied_from = state
+        self.copies += 1
         return True
+
+    def forget(self) -> None:
+        """Make the next refresh copy, whatever it finds (a change it cannot see: `param.data` edited in place)."""
+        self.copied_from = None
 
     def _allocate(self, parts) -> LayerWeights:
         def empty(*tensors):
