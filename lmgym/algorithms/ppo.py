@@ -16,6 +16,7 @@ from lmgym.algorithms.advantages import explained_variance, gae, whiten
 from lmgym.algorithms.base import RLAlgorithm
 from lmgym.algorithms.config import RLConfig
 from lmgym.algorithms.losses import clipped_policy_loss, clipped_value_loss, masked_mean
+from lmgym.algorithms.trained_logprobs import trained_outputs
 from lmgym.buffers import ADVANTAGES, OLD_VALUES, RETURNS
 from lmgym.policies.base import BackbonePolicy
 from lmgym.policies.value import build_value_model
@@ -107,9 +108,8 @@ class PPO(RLAlgorithm):
         return self.value_model(hidden)
 
     def forward(self, batch):
-        logprobs, entropy, hidden = self.policy.completion_outputs(
-            batch.input_ids, batch.attention_mask, batch.completion_positions, self.config.temperature,
-            entropy_grad=self.config.entropy_coeff > 0)
+        logprobs, entropy, hidden = trained_outputs(self.policy, batch, self.config.temperature,
+                                                    entropy_grad=self.config.entropy_coeff > 0)
         return {"logprobs": logprobs.float(), "entropy": entropy.float(), "values": self.values(batch, hidden)}
 
     def prepare(self, trajectories):

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from lmgym.algorithms.trained_logprobs import trained_outputs
 from lmgym.policies import reference_adapter as adapter
 from lmgym.training import distributed as dist
 from lmgym.training import fsdp
@@ -41,10 +42,10 @@ def reference_context(ref_policy):
 
 
 def reference_logprobs(ref_policy, batch, temperature: float) -> torch.Tensor:
-    """The reference's log-probs [B, C] of a batch's completion tokens (no gradients)."""
+    """The reference's log-probs [B, C] of a batch's sampled tokens, 0 where `loss_mask` is not set (no
+    gradients)."""
     with reference_context(ref_policy):
-        return ref_policy.token_logprobs(batch.input_ids, batch.attention_mask, batch.completion_positions,
-                                         temperature)[0]
+        return trained_outputs(ref_policy, batch, temperature)[0]
 
 
 def prepare_sharded_resync(ref_policy, data_parallel: str, ref_sync_every: int) -> None:

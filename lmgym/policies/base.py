@@ -202,9 +202,12 @@ class BackbonePolicy(TrainablePolicy, Protocol):
     @abstractmethod
     def completion_outputs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                            completion_start: int | torch.Tensor, temperature: float = 1.0,
-                           entropy_grad: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                           entropy_grad: bool = False, select: torch.Tensor | None = None,
+                           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(log-probs, entropies, hidden states) of the completion tokens from one backbone pass; entropies
-        carry gradients only with `entropy_grad`."""
+        carry gradients only with `entropy_grad`. With `select` [B, C] (bool: the tokens a loss reads), the
+        lm-head scores those positions alone and the others read 0 (an episode's env turns, most of a
+        multi-turn row, cost no lm-head pass)."""
 
     @abstractmethod
     def compile_layers(self, backend: str = "inductor") -> bool:

@@ -32,7 +32,12 @@ from lmgym.policies.loading.models import EMBEDDED_ALIASES, EMBEDDED_MODEL, SYST
 from lmgym.policies.loading.pretrained_files import pretrained_files
 from lmgym.policies.loading.quantization import four_bit_config, prepare_for_adapters
 from lmgym.policies.loading.unsharded import unsharded_copy
-from lmgym.policies.logprobs import chunked_token_logprobs, completion_hidden_states, completion_targets
+from lmgym.policies.logprobs import (
+    chunked_token_logprobs,
+    completion_hidden_states,
+    completion_targets,
+    scatter_selected,
+)
 from lmgym.policies.padded_passes import backbone_hidden, enable_activation_checkpointing
 from lmgym.policies.prompting import Observation, is_observation, prompt_ids
 from lmgym.policies.reference_adapter import REFERENCE_ADAPTER
@@ -297,14 +302,22 @@ class HFPolicy(BackbonePolicy, DataParallelPolicy):
             hidden = backbone_hidden(self.training_backbone(), input_ids, attention_mask)
         return completion_hidden_states(hidden, completion_start)
 
-    def completion_outputs(self, input_ids, attention_mask, completion_start, temperature=1.0, entropy_grad=False):
-        """(log-probs, entropies, hidden states) of the completion tokens from one backbone pass."""
+    def completion_outputs(self, input_ids, attention_mask, completion_start, temperature=1.0, entropy_grad=False,
+                           select=None):
+        """(log-probs, entropies, hidden states) of the completion tokens from one backbone pass; with `select`
+        [B, C] (bool), the lm-head scores the selected positions alone and the others read 0."""
         _, head = self.backbone_and_head()
         h = self.completion_hidden(input_ids, attention_mask, completion_start)
         with self.autocast():
             targets = completion_targets(input_ids, completion_start)
-            logprobs, entropy = chunked_token_logprobs(h, head.weight, targets, temperature, self.logprob_chunk,
-                                                       entropy_grad)
+            if select is None:
+                logprobs, entropy = chunked_token_logprobs(h, head.weight, targets, temperature, self.logprob_chunk,
+                                                           entropy_grad)
+            else:
+                # one packed row: a chunk holds as many tokens as a chunk of the unpacked rows would
+                logprobs, entropy = scatter_selected(select, *chunked_token_logprobs(
+                    h[select].unsqueeze(0), head.weight, targets[select].unsqueeze(0), temperature,
+                    self.logprob_chunk * select.shape[0], entropy_grad))
         return logprobs, entropy, h
 
     # ------------------------------------------------------------------ reference and persistence

@@ -58,6 +58,12 @@ def chunked_token_logprobs(
     return torch.cat(parts_lp, 1), torch.cat(parts_ent, 1)
 
 
+def scatter_selected(select: torch.Tensor, *packed: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Each of `packed` [1, N] (values at the N True positions of `select` [B, C], row-major) as [B, C], 0 at
+    the other positions (gradients flow to the packed values)."""
+    return tuple(values.new_zeros(select.shape).masked_scatter(select, values[0]) for values in packed)
+
+
 def completion_hidden_states(hidden: torch.Tensor, completion: int | torch.Tensor) -> torch.Tensor:
     """The hidden states [B, C, H] that predict each completion token (state t predicts token t + 1).
 
