@@ -25,7 +25,6 @@ from lmgym.algorithms.kl import kl_estimate, pay_kl_in_reward
 from lmgym.algorithms.losses import completion_budget, token_weights
 from lmgym.algorithms.prm.reward import check_prm, prm_description, weigh_rewards
 from lmgym.algorithms.reward_combination import combine_batch_rewards
-from lmgym.algorithms.trained_logprobs import trained_outputs
 from lmgym.buffers import ADVANTAGES, REF_LOGPROBS, Batch, ReplayBuffer, TokenField, Trajectory, collate
 from lmgym.envs.registry import env_id, env_kwargs
 from lmgym.episodes.env_state import check_not_vector
@@ -34,6 +33,7 @@ from lmgym.evaluation.episode_metrics import ToolErrorCounter, episode_metrics
 from lmgym.evaluation.evaluate import evaluate as evaluate_episodes
 from lmgym.policies.base import TrainablePolicy
 from lmgym.policies.decoding.generation import row_key
+from lmgym.policies.logprobs import sampled_token_outputs
 from lmgym.policies.prompting import pad_id
 from lmgym.training import distributed as dist
 from lmgym.training.callbacks import TrainerCallback
@@ -155,8 +155,8 @@ class RLAlgorithm(Trainer):
 
     def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
         """Model outputs for one micro-batch, with gradients: log-probs and entropies [B, C] (float32) of the
-        sampled tokens, 0 where `loss_mask` is not set (algorithms/trained_logprobs.py)."""
-        logprobs, entropy, _ = trained_outputs(self.policy, batch, self.config.temperature)
+        sampled tokens, 0 where `loss_mask` is not set (policies/logprobs.py: sampled_token_outputs)."""
+        logprobs, entropy, _ = sampled_token_outputs(self.policy, batch, self.config.temperature)
         return {"logprobs": logprobs.float(), "entropy": entropy.float()}
 
     def lr_schedule_steps_per_iteration(self) -> None:

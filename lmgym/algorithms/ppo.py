@@ -16,9 +16,9 @@ from lmgym.algorithms.advantages import explained_variance, gae, whiten
 from lmgym.algorithms.base import RLAlgorithm
 from lmgym.algorithms.config import RLConfig
 from lmgym.algorithms.losses import clipped_policy_loss, clipped_value_loss, masked_mean
-from lmgym.algorithms.trained_logprobs import trained_outputs
 from lmgym.buffers import ADVANTAGES, OLD_VALUES, RETURNS
 from lmgym.policies.base import BackbonePolicy
+from lmgym.policies.logprobs import sampled_token_outputs
 from lmgym.policies.value import build_value_model
 from lmgym.training.config import setting
 
@@ -108,8 +108,8 @@ class PPO(RLAlgorithm):
         return self.value_model(hidden)
 
     def forward(self, batch):
-        logprobs, entropy, hidden = trained_outputs(self.policy, batch, self.config.temperature,
-                                                    entropy_grad=self.config.entropy_coeff > 0)
+        logprobs, entropy, hidden = sampled_token_outputs(self.policy, batch, self.config.temperature,
+                                                          entropy_grad=self.config.entropy_coeff > 0)
         return {"logprobs": logprobs.float(), "entropy": entropy.float(), "values": self.values(batch, hidden)}
 
     def prepare(self, trajectories):

@@ -18,8 +18,8 @@ from typing import Any
 
 import torch
 
-from lmgym.algorithms.trained_logprobs import trained_outputs
 from lmgym.policies import reference_adapter as adapter
+from lmgym.policies.logprobs import sampled_token_outputs
 from lmgym.training import distributed as dist
 from lmgym.training import fsdp
 from lmgym.training.callbacks import TrainerCallback
@@ -45,7 +45,7 @@ def reference_logprobs(ref_policy, batch, temperature: float) -> torch.Tensor:
     """The reference's log-probs [B, C] of a batch's sampled tokens, 0 where `loss_mask` is not set (no
     gradients)."""
     with reference_context(ref_policy):
-        return trained_outputs(ref_policy, batch, temperature)[0]
+        return sampled_token_outputs(ref_policy, batch, temperature)[0]
 
 
 def prepare_sharded_resync(ref_policy, data_parallel: str, ref_sync_every: int) -> None:

@@ -3,11 +3,28 @@
 The lm-head and log-softmax run over a few positions at a time, so the full [batch, length, vocab]
 logits never sit in memory at once; with gradients, each chunk is checkpointed and recomputed in
 the backward pass.
+
+`sampled_token_outputs` gives an RL loss the log-probs it reads: those of the policy's own sampled tokens
+(`Batch.loss_mask`), 0 elsewhere. A multi-turn row is mostly the env's turns (retrieved passages, a critic's
+replies, tool results: the RAG agent's gpu preset injects three passages after each of up to three 64-token
+searches), and no loss term reads a log-prob there. So when at most PACK_BELOW of a micro-batch's positions are
+sampled, a policy with a backbone (`BackbonePolicy.completion_outputs(select=...)`) runs its lm-head and
+log-softmax on those positions alone. A single-turn micro-batch (only its padding unread) takes the full pass,
+as before, so its numbers stay bit for bit what they were; any other policy computes every position.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch.utils.checkpoint import checkpoint
+
+from lmgym.policies.base import BackbonePolicy, Policy
+
+if TYPE_CHECKING:
+    from lmgym.buffers import Batch
+
+PACK_BELOW = 0.5  # the largest share of sampled positions for which the lm-head runs on them alone
 
 
 def _chunk_logprobs(hidden: torch.Tensor, head_weight: torch.Tensor, targets: torch.Tensor, temperature: float,
@@ -81,3 +98,19 @@ def completion_targets(input_ids: torch.Tensor, completion: int | torch.Tensor) 
     if isinstance(completion, int):
         return input_ids[:, completion:]
     return input_ids.gather(1, completion)
+
+
+def sampled_token_outputs(policy: Policy, batch: Batch, temperature: float, entropy_grad: bool = False,
+                          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """(log-probs, entropies) [B, C] where `batch.loss_mask` is set, 0 elsewhere, and the completion hidden
+    states [B, C, H] of a backbone policy (None for another policy); see the module docstring."""
+    select = batch.loss_mask > 0
+    if isinstance(policy, BackbonePolicy):
+        packed = select if int(select.sum()) <= PACK_BELOW * select.numel() else None
+        logprobs, entropy, hidden = policy.completion_outputs(
+            batch.input_ids, batch.attention_mask, batch.completion_positions, temperature,
+            entropy_grad=entropy_grad, select=packed)
+    else:
+        (logprobs, entropy), hidden = policy.token_logprobs(batch.input_ids, batch.attention_mask,
+                                                            batch.completion_positions, temperature), None
+    return logprobs.masked_fill(~select, 0.0), entropy.masked_fill(~select, 0.0), hidden

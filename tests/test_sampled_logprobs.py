@@ -1,10 +1,10 @@
-"""Log-probs of the sampled tokens alone (algorithms/trained_logprobs.py): the lm-head runs on the positions a
-loss reads, with the values and gradients the full pass gives there, and 0 elsewhere."""
+"""Log-probs of the sampled tokens alone (policies/logprobs.py: sampled_token_outputs): the lm-head runs on the
+positions a loss reads, with the values and gradients the full pass gives there, and 0 elsewhere."""
 import torch
 
-from lmgym.algorithms.trained_logprobs import PACK_BELOW, trained_outputs
 from lmgym.buffers import Trajectory, collate
 from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+from lmgym.policies.logprobs import PACK_BELOW, sampled_token_outputs
 
 
 def multi_turn_rows(tok, rows: int = 3, sampled_every: int = 3):
@@ -37,7 +37,7 @@ def test_sampled_positions_get_the_full_passs_log_probs_and_gradients_and_the_re
     policy.model.zero_grad()
     seen = []
     spy_on_select(policy, seen)
-    lp, ent, _ = trained_outputs(policy, batch, 1.0)
+    lp, ent, _ = sampled_token_outputs(policy, batch, 1.0)
     assert seen[0] is select or torch.equal(seen[0], select)
     (lp * batch.loss_mask).sum().backward()
     torch.testing.assert_close(lp[select], full_lp[select], rtol=1e-5, atol=1e-6)
@@ -56,7 +56,7 @@ def test_a_micro_batch_mostly_sampled_takes_the_full_pass_bit_for_bit():
     assert int(select.sum()) > PACK_BELOW * select.numel()
     seen = []
     spy_on_select(policy, seen)
-    lp, ent, _ = trained_outputs(policy, batch, 1.0)
+    lp, ent, _ = sampled_token_outputs(policy, batch, 1.0)
     full_lp, full_ent, _ = policy.completion_outputs(batch.input_ids, batch.attention_mask,
                                                      batch.completion_positions)
     assert seen[0] is None
@@ -74,7 +74,7 @@ class ScoresOnly:
 def test_a_policy_without_a_backbone_reads_zero_outside_the_sampled_tokens():
     tok = build_tiny_tokenizer()
     batch = collate(multi_turn_rows(tok), pad_id=tok.pad_token_id)
-    lp, ent, hidden = trained_outputs(ScoresOnly(), batch, 1.0)
+    lp, ent, hidden = sampled_token_outputs(ScoresOnly(), batch, 1.0)
     select = batch.loss_mask > 0
     assert hidden is None and (lp[~select] == 0).all() and (ent[~select] == 0).all()
     assert (lp[select] == 1).all() and (ent[select] == 1).all()
