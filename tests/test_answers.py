@@ -273,3 +273,23 @@ def test_extracted_answer_matches_gold_end_to_end():
     gold = gsm8k_gold("...\n#### 1,600")
     assert answers_equal(extract_answer("So she makes $1,600.00 per week.\n#### $1,600.00"), gold)
     assert not answers_equal(extract_answer("The answer is 1,500."), gold)
+
+
+def test_two_plain_integers_take_the_fast_path_and_get_the_general_verdict(monkeypatch):
+    import re
+
+    import lmgym.envs.answers as answers
+
+    values = ["0", "-0", "7", "07", "-7", "12", "204", "1000001", "1000000", " 5", "5\n", "-00",
+              "99999999999999999999", "099999999999999999999", "1.0", "+5", "1,000", "5%"]
+    fast = {(a, b): answers.answers_equal(a, b) for a in values for b in values}
+    monkeypatch.setattr(answers, "_PLAIN_INTEGER_RE", re.compile(r"(?!)"))  # the general path alone
+    assert fast == {(a, b): answers.answers_equal(a, b) for a in values for b in values}
+    monkeypatch.undo()
+
+    def never(*args):
+        raise AssertionError("normalised")
+
+    monkeypatch.setattr(answers, "_normalize", never)
+    assert answers.answers_equal("204", "204") and not answers.answers_equal("204", "6")
+    assert answers.answers_equal(" -7\n", "-07")

@@ -2,6 +2,8 @@
 whose completions per prefix are known, the token count, the budget, and the JSONL round trip."""
 from __future__ import annotations
 
+import gc
+import importlib
 import json
 from collections import Counter
 
@@ -22,8 +24,10 @@ from lmgym.traindata.step_data import (
     save_policy_labels,
     step_items,
 )
-from lmgym.traindata.step_data.policy_labels import LABEL_PRESETS
+from lmgym.traindata.step_data.policy_labels import LABEL_PRESETS, frozen_heap
 from lmgym.training.config import ConfigError
+
+policy_labels_module = importlib.import_module("lmgym.traindata.step_data.policy_labels")  # its function shadows it
 
 # per solution so far, the options handed out in turn (cycling, counted per problem); {gold} is the problem's answer
 SCRIPT = {"": ["Add.\n", "Subtract.\n", "Guess.\n"],
@@ -168,3 +172,73 @@ def test_config_errors_are_one_line(field, value, expected_line):
     with pytest.raises(ConfigError) as error:
         PolicyLabelConfig(**{field: value})
     assert str(error.value) == expected_line
+
+
+
+class RecordingGc:
+    """The `gc` module as policy_labels sees it, recording freeze and unfreeze calls (`gc.get_freeze_count()`
+    walks every frozen object, so the tests ask this record instead while the heap is frozen)."""
+
+    def __init__(self):
+        self.events: list[str] = []
+        self.isenabled, self.get_freeze_count = gc.isenabled, gc.get_freeze_count
+
+    def freeze(self) -> None:
+        self.events.append("freeze")
+        gc.freeze()
+
+    def unfreeze(self) -> None:
+        self.events.append("unfreeze")
+        gc.unfreeze()
+
+    @property
+    def frozen(self) -> bool:
+        return self.events[-1:] == ["freeze"]
+
+
+class FreezeWatchingPolicy(PatternPolicy):
+    """PatternPolicy that records, at each sample call, whether the labelling froze the heap."""
+
+    def __init__(self, golds: dict[str, int], recorder: RecordingGc):
+        super().__init__(golds)
+        self.recorder, self.frozen = recorder, []
+
+    def sample(self, prompts, *args, **kwargs):
+        self.frozen.append(self.recorder.frozen)
+        return super().sample(prompts, *args, **kwargs)
+
+
+def test_labelling_runs_with_the_heap_before_it_frozen_and_unfreezes_it_after(monkeypatch):
+    recorder = RecordingGc()
+    monkeypatch.setattr(policy_labels_module, "gc", recorder)
+    env, plain = setup()
+    policy = FreezeWatchingPolicy(plain.golds, recorder)
+    assert gc.get_freeze_count() == 0
+    labels = policy_labels(policy, env, PolicyLabelConfig(problems=2, samples_per_problem=3, rollouts=4,
+                                                          batch_size=1))
+    assert labels.samples == expected(env, 0) + expected(env, 1)  # the same labels
+    assert policy.frozen == [True] * 6  # every call (2 batches x 3 rounds) ran with the heap frozen
+    assert recorder.events == ["freeze", "unfreeze"] and gc.get_freeze_count() == 0  # nothing stays frozen
+
+
+def test_the_frozen_heap_leaves_a_freeze_or_a_disabled_collector_it_did_not_make_alone(monkeypatch):
+    recorder = RecordingGc()
+    monkeypatch.setattr(policy_labels_module, "gc", recorder)
+    gc.freeze()  # someone else's freeze
+    try:
+        with frozen_heap() as froze:
+            assert froze is False
+    finally:
+        gc.unfreeze()
+    assert recorder.events == []  # their freeze was neither redone nor undone
+    gc.disable()
+    try:
+        with frozen_heap() as froze:
+            assert froze is False
+    finally:
+        gc.enable()
+    assert recorder.events == []
+    with pytest.raises(RuntimeError), frozen_heap() as froze:  # an error inside still unfreezes
+        assert froze is True and recorder.frozen
+        raise RuntimeError("inside")
+    assert recorder.events == ["freeze", "unfreeze"] and gc.get_freeze_count() == 0

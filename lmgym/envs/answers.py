@@ -125,6 +125,7 @@ MAX_MATH_VERIFY_CHARS = 20_000  # grader="math_verify" gets the raw text (it ext
 # --------------------------------------------------------------------------
 
 # LaTeX thousands separators, read before the spacing below is removed: "1{,}234", "11,\\! 111" -> "1,234", "11,111".
+_PLAIN_INTEGER_RE = re.compile(r"[ \t\n]*-?\d{1,40}[ \t\n]*", re.ASCII)  # answers_equal's fast path
 _THOUSANDS_MARK_RE = re.compile(r"\{,\}|,\\!\s*")
 # Removed from every answer, in this order: \left/\right, LaTeX spacing (not the "\\" of a row break followed by
 # a space), degree marks.
@@ -459,6 +460,8 @@ def answers_equal(
             return _WORKER.call(("math_verify", (predicted, gold)), budget) is True
         if len(predicted) > MAX_ANSWER_CHARS or len(gold) > MAX_ANSWER_CHARS:
             return False
+        if _PLAIN_INTEGER_RE.fullmatch(predicted) and _PLAIN_INTEGER_RE.fullmatch(gold):
+            return int(predicted) == int(gold)  # two plain integers: the verdict below, without normalising
         pred_normal, gold_normal = _normalize(predicted), _normalize(gold)
         (a, a_list, a_unit), (b, b_list, b_unit) = pred_normal, gold_normal
         if not a or not b:

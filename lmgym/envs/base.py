@@ -5,7 +5,6 @@ is described in docs/environments.md ("How an episode runs")."""
 from __future__ import annotations
 
 import abc
-import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -13,6 +12,7 @@ from typing import Any, ClassVar
 import gymnasium
 
 from lmgym.core.chat import check_chat_prompt, messages_text
+from lmgym.core.state_copy import deep_copy
 from lmgym.envs import episode_state
 from lmgym.envs.checks import (
     check_choice,
@@ -360,10 +360,10 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
                     components[name] = None
                     continue
                 if shares_context(fn):
-                    shared = copy.deepcopy(context) if shared is None else shared
+                    shared = deep_copy(context) if shared is None else shared
                     given = shared
                 else:
-                    given = copy.deepcopy(context)
+                    given = deep_copy(context)
                 components[name], error = call_reward(fn, solution, gold, given, self.reward_timeout)
                 if error is not None:
                     errors[name] = error
@@ -382,5 +382,5 @@ class LanguageEnv(gymnasium.Env[str, str], abc.ABC):
             **extra,
         }
         if deferred:
-            info[PENDING] = PendingRewards(tuple(deferred), solution, copy.deepcopy(context))
+            info[PENDING] = PendingRewards(tuple(deferred), solution, deep_copy(context))
         return total, info

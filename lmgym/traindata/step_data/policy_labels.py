@@ -18,9 +18,10 @@ purpose: this is training data, and the gold is known.
 """
 from __future__ import annotations
 
+import gc
 import time
-from collections.abc import Callable, Sequence
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -99,7 +100,8 @@ def policy_labels(policy: Policy, env, config: PolicyLabelConfig | None = None, 
     totals, samples, labelled, stopped = _Totals(), [], 0, False
     clock = time.perf_counter()
     decoder = getattr(policy, "fast_decoder", None)
-    with nullcontext() if decoder is None else decoder.keeping(decoder.device_bytes(config.kept_cache_share)):
+    with (nullcontext() if decoder is None else decoder.keeping(decoder.device_bytes(config.kept_cache_share)),
+          frozen_heap()):
         for first in range(0, len(starts), config.batch_size):
             if config.token_budget and totals.tokens >= config.token_budget:
                 stopped = True
@@ -111,6 +113,27 @@ def policy_labels(policy: Policy, env, config: PolicyLabelConfig | None = None, 
                 on_batch(labelled, len(starts), totals.tokens, time.perf_counter() - clock)
     seconds = time.perf_counter() - clock
     return PolicyLabels(samples, _stats(samples, labelled, totals, seconds, engine.env_seconds, stopped))
+
+
+@contextmanager
+def frozen_heap() -> Iterator[bool]:
+    """Within the block, the cyclic garbage collector skips every object that exists when it starts; yields
+    whether it froze them (not when the collector is off, or when something else froze objects: theirs).
+
+    Labelling makes many small objects (branches and their snapshots, token lists, env states) in a process
+    that already holds millions (the model's modules, compiled graphs, the tokenizer, data), and each full
+    collection walks all of them: W4a's 64-problem batches paid two of about 0.5 s each on an H200 host
+    (benchmarks/RESULTS.md). `gc.freeze()` moves the objects tracked now into the permanent generation, which
+    collections ignore; `gc.unfreeze()` puts them back into the oldest generation at the end, so nothing
+    outlives the block on its account: garbage left among them goes at the next full collection after it."""
+    if not gc.isenabled() or gc.get_freeze_count() > 0:
+        yield False
+        return
+    gc.freeze()
+    try:
+        yield True
+    finally:
+        gc.unfreeze()
 
 
 def _label_batch(engine: EpisodeEngine, env, batch: list[dict], first_group: int, config: PolicyLabelConfig,
