@@ -124,8 +124,9 @@ MAX_MATH_VERIFY_CHARS = 20_000  # grader="math_verify" gets the raw text (it ext
 # normalisation (string only; every pattern linear)
 # --------------------------------------------------------------------------
 
+# Two plain integers (spaces around them allowed) are compared as ints, before any normalisation.
+_PLAIN_INTEGER_RE = re.compile(r"[ \t\n]*-?\d{1,40}[ \t\n]*", re.ASCII)
 # LaTeX thousands separators, read before the spacing below is removed: "1{,}234", "11,\\! 111" -> "1,234", "11,111".
-_PLAIN_INTEGER_RE = re.compile(r"[ \t\n]*-?\d{1,40}[ \t\n]*", re.ASCII)  # answers_equal's fast path
 _THOUSANDS_MARK_RE = re.compile(r"\{,\}|,\\!\s*")
 # Removed from every answer, in this order: \left/\right, LaTeX spacing (not the "\\" of a row break followed by
 # a space), degree marks.

@@ -122,10 +122,12 @@ def frozen_heap() -> Iterator[bool]:
 
     Labelling makes many small objects (branches and their snapshots, token lists, env states) in a process
     that already holds millions (the model's modules, compiled graphs, the tokenizer, data), and each full
-    collection walks all of them: W4a's 64-problem batches paid two of about 0.5 s each on an H200 host
-    (benchmarks/RESULTS.md). `gc.freeze()` moves the objects tracked now into the permanent generation, which
+    collection walks all of them. `gc.freeze()` moves the objects tracked now into the permanent generation, which
     collections ignore; `gc.unfreeze()` puts them back into the oldest generation at the end, so nothing
-    outlives the block on its account: garbage left among them goes at the next full collection after it."""
+    outlives the block on its account: garbage left among them goes at the next full collection after it.
+    Measured (benchmarks/RESULTS.md, twenty-second session): on a 2-core host a scripted 64-problem batch spent
+    7 s in collections instead of 41; on an H200 host W4a still paid one full collection a batch, 0.37-0.42 s
+    against 0.47-0.59 s, so something the freeze does not cover is still walked there."""
     if not gc.isenabled() or gc.get_freeze_count() > 0:
         yield False
         return
