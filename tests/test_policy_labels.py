@@ -181,7 +181,11 @@ class RecordingGc:
 
     def __init__(self):
         self.events: list[str] = []
-        self.isenabled, self.get_freeze_count = gc.isenabled, gc.get_freeze_count
+        self.isenabled, self.get_freeze_count, self.get_threshold = gc.isenabled, gc.get_freeze_count, gc.get_threshold
+
+    def set_threshold(self, *thresholds: int) -> None:
+        self.events.append(f"threshold {thresholds[2]}")
+        gc.set_threshold(*thresholds)
 
     def freeze(self) -> None:
         self.events.append("freeze")
@@ -193,7 +197,8 @@ class RecordingGc:
 
     @property
     def frozen(self) -> bool:
-        return self.events[-1:] == ["freeze"]
+        """Frozen, with full collections spaced out: the last two events are the block's start."""
+        return self.events[-2:] == ["freeze", f"threshold {policy_labels_module.FULL_COLLECTION_SPACING}"]
 
 
 class FreezeWatchingPolicy(PatternPolicy):
@@ -218,7 +223,10 @@ def test_labelling_runs_with_the_heap_before_it_frozen_and_unfreezes_it_after(mo
                                                           batch_size=1))
     assert labels.samples == expected(env, 0) + expected(env, 1)  # the same labels
     assert policy.frozen == [True] * 6  # every call (2 batches x 3 rounds) ran with the heap frozen
-    assert recorder.events == ["freeze", "unfreeze"] and gc.get_freeze_count() == 0  # nothing stays frozen
+    spaced, usual = policy_labels_module.FULL_COLLECTION_SPACING, gc.get_threshold()[2]
+    assert usual < spaced  # CPython's default (10): the block raised it, and put it back
+    assert recorder.events == ["freeze", f"threshold {spaced}", f"threshold {usual}", "unfreeze"]
+    assert gc.get_freeze_count() == 0  # nothing stays frozen
 
 
 def test_the_frozen_heap_leaves_a_freeze_or_a_disabled_collector_it_did_not_make_alone(monkeypatch):
@@ -238,7 +246,9 @@ def test_the_frozen_heap_leaves_a_freeze_or_a_disabled_collector_it_did_not_make
     finally:
         gc.enable()
     assert recorder.events == []
+    thresholds = gc.get_threshold()
     with pytest.raises(RuntimeError), frozen_heap() as froze:  # an error inside still unfreezes
         assert froze is True and recorder.frozen
         raise RuntimeError("inside")
-    assert recorder.events == ["freeze", "unfreeze"] and gc.get_freeze_count() == 0
+    assert recorder.events[0] == "freeze" and recorder.events[-1] == "unfreeze" and gc.get_freeze_count() == 0
+    assert gc.get_threshold() == thresholds  # and puts the threshold back
