@@ -177,9 +177,12 @@ def _chunk(work, spec, ctx: Context, kind: str) -> dict:
                       "full_seconds": now["full_seconds"] - paused["full_seconds"],
                       "collections": [b - a for a, b in zip(paused["collections"], now["collections"])]},
                   decoder={name: value - decoded.get(name, 0) for name, value in decoder_stats(work).items()})
+    buckets = result["decoder"]
+    made = (f"; buckets made {buckets['buckets_made']}, evicted {buckets.get('buckets_evicted', '-')}"
+            if "buckets_made" in buckets else "")
     ctx.log(f"[{work.name}] {kind} chunk {spec}: {seconds:.1f} s, {result['generated_tokens']:,} generated and "
             f"{result['context_tokens']:,} context tokens, {result['generated_tokens'] / max(seconds, 1e-9):,.0f} "
-            f"generated tokens/s")
+            f"generated tokens/s{made}")
     return result
 
 

@@ -235,8 +235,10 @@ def test_a_keeping_block_holds_more_buckets_and_trims_them_to_the_usual_budget_a
         assert list(decoder._buckets) == [(8, 32), (8, 48), (8, 64)]
         assert decoder.stats["buckets_made"] == 3  # the second round made none
     assert decoder.cache_bytes == 5 * unit and list(decoder._buckets) == [(8, 64)]
+    assert decoder.stats["buckets_evicted"] == 2  # trimmed to the usual budget
     visit_three_shapes()  # the usual budget: each shape made again
     assert decoder.stats["buckets_made"] == 6 and decoder.cached_bytes <= 5 * unit
+    assert decoder.stats["buckets_made"] - decoder.stats["buckets_evicted"] == len(decoder._buckets)
     with decoder.keeping(None):  # no bound inside
         visit_three_shapes()
         assert len(decoder._buckets) == 3

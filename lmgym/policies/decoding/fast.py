@@ -181,10 +181,12 @@ class FastDecoder:
         # continuous play (continuous.py): the host settles a sync's actions while the next steps decode (on CUDA)
         self.overlap_host = self.device.type == "cuda"
         # counters for benchmarks: prompt tokens prefilled, prompt tokens copied from a shared row instead, decode
-        # graphs captured, buckets made, tokens of the env's turns fed in one pass mid-call (extension.py), copies
-        # of the weights made (weights.py: a call whose weights did not change since the last copy makes none)
+        # graphs captured, buckets made, buckets dropped to fit the budget (made - evicted = kept: a workload that
+        # evicts about as many as it makes is thrashing its budget; one that evicts none meets new shapes), tokens
+        # of the env's turns fed in one pass mid-call (extension.py), copies of the weights made (weights.py: a
+        # call whose weights did not change since the last copy makes none)
         self.stats = {"prefill_tokens": 0, "prefill_tokens_shared": 0, "graph_captures": 0, "buckets_made": 0,
-                      "extended_tokens": 0, "weight_copies": 0}
+                      "buckets_evicted": 0, "extended_tokens": 0, "weight_copies": 0}
 
     def _refresh_weights(self) -> None:
         """Copy the current weights into the fused decode copy (made on first use; None where it cannot be),
@@ -356,6 +358,7 @@ class FastDecoder:
             if self.cached_bytes + need <= self.cache_bytes:
                 break
             del self._buckets[old]  # its graph and private memory pool go with it
+            self.stats["buckets_evicted"] += 1
 
     @contextmanager
     def keeping(self, cache_bytes: int | None) -> Iterator[None]:
