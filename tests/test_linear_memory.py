@@ -76,7 +76,8 @@ def _prompts(lengths) -> list[list[int]]:
 
 def _batch(left_padded: bool) -> SimpleNamespace:
     """A scored micro-batch: prompt + completion rows, right-padded as lmgym.buffers.batch.collate pads them (completion
-    positions per row), or with left-padded prompts (one completion start column)."""
+    positions per row), or with left-padded prompts (one completion start column); every completion token is
+    sampled (loss_mask 1), as in a single-turn row."""
     width = max(p + c for p, c in ROWS)
     prompt_width = max(p for p, _ in ROWS)
     ids = torch.zeros((len(ROWS), width), dtype=torch.long)
@@ -86,13 +87,15 @@ def _batch(left_padded: bool) -> SimpleNamespace:
         for i, ((p, c), row) in enumerate(zip(ROWS, tokens)):
             start = prompt_width - p
             ids[i, start:start + p + c], mask[i, start:start + p + c] = torch.tensor(row), 1
-        return SimpleNamespace(input_ids=ids, attention_mask=mask, completion_positions=prompt_width)
+        sampled = torch.tensor([[1.0] * c + [0.0] * (width - prompt_width - c) for _, c in ROWS])
+        return SimpleNamespace(input_ids=ids, attention_mask=mask, completion_positions=prompt_width, loss_mask=sampled)
     completion = max(c for _, c in ROWS)
     positions = torch.zeros((len(ROWS), completion), dtype=torch.long)
     for i, ((p, c), row) in enumerate(zip(ROWS, tokens)):
         ids[i, :p + c], mask[i, :p + c] = torch.tensor(row), 1
         positions[i] = (p + torch.arange(completion)).clamp(max=width - 1)
-    return SimpleNamespace(input_ids=ids, attention_mask=mask, completion_positions=positions)
+    sampled = torch.tensor([[1.0] * c + [0.0] * (completion - c) for _, c in ROWS])
+    return SimpleNamespace(input_ids=ids, attention_mask=mask, completion_positions=positions, loss_mask=sampled)
 
 
 @slow
