@@ -3,6 +3,7 @@ import pytest
 import torch
 
 from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
+from lmgym.policies.decoding.bucket_admission import UseCounts
 from lmgym.policies.decoding.fast import FastDecoder, supports_fast_decode
 from lmgym.policies.decoding.generation import RowKeys, decode
 from lmgym.policies.logprobs import chunked_token_logprobs
@@ -141,16 +142,18 @@ def test_more_prompts_than_max_batch_are_sampled_in_chunks_with_the_same_tokens(
     assert max(batch for batch, _ in chunked_decoder._buckets) <= 8  # never a bucket for 10 rows (16)
 
 
-def test_the_bucket_cache_stays_within_its_byte_budget_dropping_the_least_recently_used():
+def test_the_bucket_cache_stays_within_its_byte_budget_dropping_the_least_recently_used_for_a_more_used_shape():
     model, tok = eos_prone_model()
     one_bucket = FastDecoder(model)
     one_bucket.generate(tok, prompts_for(tok, 8), 8, temperature=0.0)
     budget = one_bucket.cached_bytes // 2  # half of one (8, 256) bucket
     decoder = FastDecoder(model, cache_bytes=budget, length_bucket=16)
-    for length in (4, 20, 36):  # buckets (8, 32), (8, 48), (8, 64): an eighth, 3/16 and a quarter of (8, 256)
+    for visit, length in enumerate((4, 20, 36, 36)):  # buckets (8, 32), (8, 48), (8, 64): 1/8, 3/16, 1/4 of it
         decoder.generate(tok, [p + [5] * length for p in prompts_for(tok, 8)], 8, temperature=0.0)
         assert decoder.cached_bytes <= budget
-    assert list(decoder._buckets) == [(8, 48), (8, 64)]  # the least recently used, (8, 32), was dropped
+        if visit == 2:  # (8, 64) asked for once, as often as (8, 32) it would drop: it served its call alone
+            assert list(decoder._buckets) == [(8, 32), (8, 48)] and decoder.stats["buckets_transient"] == 1
+    assert list(decoder._buckets) == [(8, 48), (8, 64)]  # asked for twice, it dropped the least recently used
 
 
 def test_captured_graphs_are_dropped_when_a_weight_moves_and_kept_when_updated_in_place():
@@ -216,6 +219,42 @@ def test_a_cancelled_row_ends_at_the_next_check_and_the_others_sample_on(fast):
         assert cut[i].completion_ids == whole[i].completion_ids and cut[i].finish_reason == whole[i].finish_reason
 
 
+def test_shapes_cycling_past_the_budget_keep_the_ones_that_fit_instead_of_making_every_one_anew():
+    """Three shapes visited in turn, a budget for two: least-recently-used eviction alone would drop each bucket
+    just before it is wanted again (3 made a round). A new bucket pushes kept ones out only when they were asked
+    for less often (bucket_admission.py), so two stay and the third serves its call alone (1 made a round), with
+    the same tokens as an unbounded cache."""
+    model, tok = eos_prone_model()
+    sizing = FastDecoder(model, length_bucket=16)
+    sizing.generate(tok, prompts_for(tok, 8), 4, temperature=0.0)
+    unit = sizing.cached_bytes // next(length for _, length in sizing._buckets) * 16  # bytes of an (8, 16) bucket
+    bounded = FastDecoder(model, cache_bytes=7 * unit, length_bucket=16)
+    unbounded = FastDecoder(model, length_bucket=16)
+    rounds, outputs = 4, {}
+    for decoder in (bounded, unbounded):
+        outputs[decoder] = [[g.completion_ids for g in decoder.generate(
+            tok, [p + [5] * length for p in prompts_for(tok, 8)], 8, temperature=0.0)]
+            for _ in range(rounds) for length in (4, 20, 36)]  # buckets (8, 32), (8, 48), (8, 64): 2, 3, 4 units
+    assert outputs[bounded] == outputs[unbounded]
+    assert list(bounded._buckets) == [(8, 32), (8, 48)] and bounded.cached_bytes <= 7 * unit
+    assert bounded.stats["buckets_made"] == 3 + (rounds - 1)  # least recently used alone: 3 * rounds
+    assert bounded.stats["buckets_transient"] == rounds and bounded.stats["buckets_evicted"] == 0
+
+
+def test_use_counts_admit_a_more_used_shape_and_age_so_a_new_phase_gets_in():
+    uses = UseCounts(age_every=8)
+    for key in ["old"] * 6 + ["new"]:
+        uses.asked(key)
+    assert not uses.admits("new", ["old"]) and uses.admits("old", ["new"]) and uses.admits("new", [])
+    uses.asked("new")  # the 8th request: every count halved (old 6 -> 3, new 2 -> 1)
+    assert uses.counts == {"old": 3, "new": 1}
+    for _ in range(8):  # the workload now asks for "new" only: "old" is halved again, "new" overtakes it
+        uses.asked("new")
+    assert uses.counts["old"] == 1 and uses.admits("new", ["old"])
+    with pytest.raises(ValueError, match="age_every"):
+        UseCounts(age_every=0)
+
+
 def test_a_keeping_block_holds_more_buckets_and_trims_them_to_the_usual_budget_after_it():
     """Step labels visit more (batch, length) shapes than the usual budget holds; inside `keeping` they stay (no
     bucket and graph made anew), and after it the least recently used beyond the usual budget are dropped."""
@@ -238,7 +277,10 @@ def test_a_keeping_block_holds_more_buckets_and_trims_them_to_the_usual_budget_a
     assert decoder.stats["buckets_evicted"] == 2  # trimmed to the usual budget
     visit_three_shapes()  # the usual budget: each shape made again
     assert decoder.stats["buckets_made"] == 6 and decoder.cached_bytes <= 5 * unit
-    assert decoder.stats["buckets_made"] - decoder.stats["buckets_evicted"] == len(decoder._buckets)
+    made, evicted, transient = (decoder.stats[k] for k in ("buckets_made", "buckets_evicted", "buckets_transient"))
+    assert (made, evicted, transient) == (6, 3, 1) and made - evicted - transient == len(decoder._buckets)
+    # (8, 32) pushed out (8, 64), asked for less often; (8, 64) would have pushed out both, asked for as often: it
+    # served its call and was dropped
     with decoder.keeping(None):  # no bound inside
         visit_three_shapes()
         assert len(decoder._buckets) == 3

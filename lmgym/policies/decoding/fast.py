@@ -12,9 +12,11 @@ smaller batch bucket.
 Memory is bounded: a call with more prompts than `max_batch`, or than fit 1/KV_SHARE of the GPU, is sampled in
 chunks (a prompt's rows together), and the buckets kept for reuse (KV buffers and graphs) hold at most
 `cache_bytes` of KV buffers, the least recently used dropped first (tree search and Math-Shepherd rollouts ask
-for many (batch, length) shapes). Rows that share a prompt prefix decode from one copy of it when that reads
-fewer key columns (policies/decoding/shared_prefix.py); stop strings are checked only at tokens that can
-complete one (policies/decoding/stop_tokens.py).
+for many (batch, length) shapes); once the budget is full, a new bucket pushes kept ones out only when they were
+asked for less often, else it serves its call alone (policies/decoding/bucket_admission.py).
+Rows that share a prompt prefix decode from one copy of it when that reads fewer key columns
+(policies/decoding/shared_prefix.py); stop strings are checked only at tokens that can complete one
+(policies/decoding/stop_tokens.py).
 The prefill holds nothing that grows with the square of the prompts' length: they are right-padded, so one
 causal pass without a mask (FlashAttention on CUDA) fills the KV buffers, and the decode steps skip each
 row's padding columns through their [batch, 1, 1, length] mask.
@@ -40,6 +42,7 @@ import torch._dynamo
 import torch.nn.functional as F
 from torch.profiler import record_function
 
+from lmgym.policies.decoding.bucket_admission import UseCounts
 from lmgym.policies.decoding.generation import (
     Generation,
     RowKeys,
@@ -167,6 +170,7 @@ class FastDecoder:
             cache_bytes = torch.cuda.get_device_properties(self.device).total_memory // KEPT_CACHE_SHARE
         self.cache_bytes = cache_bytes
         self._buckets: OrderedDict[tuple[int, int], _Buffers] = OrderedDict()  # least recently used first
+        self._uses = UseCounts()  # which new bucket may push kept ones out (bucket_admission.py)
         self._captured_with: tuple = ()  # the weights' addresses (and the path) the captured graphs read
         if fused_weights is None:
             copy_bytes = sum(p.numel() for p in model.parameters()) * self.dtype.itemsize
@@ -181,12 +185,12 @@ class FastDecoder:
         # continuous play (continuous.py): the host settles a sync's actions while the next steps decode (on CUDA)
         self.overlap_host = self.device.type == "cuda"
         # counters for benchmarks: prompt tokens prefilled, prompt tokens copied from a shared row instead, decode
-        # graphs captured, buckets made, buckets dropped to fit the budget (made - evicted = kept: a workload that
-        # evicts about as many as it makes is thrashing its budget; one that evicts none meets new shapes), tokens
+        # graphs captured, buckets made, buckets dropped to fit the budget (made - evicted - transient = kept),
+        # buckets made for one call and not kept (bucket_admission.py: the budget was full of more used ones), tokens
         # of the env's turns fed in one pass mid-call (extension.py), copies of the weights made (weights.py: a
         # call whose weights did not change since the last copy makes none)
         self.stats = {"prefill_tokens": 0, "prefill_tokens_shared": 0, "graph_captures": 0, "buckets_made": 0,
-                      "buckets_evicted": 0, "extended_tokens": 0, "weight_copies": 0}
+                      "buckets_evicted": 0, "buckets_transient": 0, "extended_tokens": 0, "weight_copies": 0}
 
     def _refresh_weights(self) -> None:
         """Copy the current weights into the fused decode copy (made on first use; None where it cannot be),
@@ -339,24 +343,39 @@ class FastDecoder:
                                                    self.kv_heads, self.head_dim, self.dtype, self.device))
 
     def _cached(self, key: tuple, need: int, keep, make):
-        """The bucket `key`, made by `make()` if needed after dropping least recently used ones (never `keep`,
-        the bucket in use) until the cache fits `cache_bytes` with the `need` bytes of the new one."""
+        """The bucket `key`: a kept one, or one made by `make()`. A new bucket is kept (dropping least recently
+        used ones, never `keep`, the bucket in use, until the cache fits `cache_bytes` with its `need` bytes)
+        when it fits or when each bucket it would drop was asked for less often than it (bucket_admission.py);
+        otherwise it serves this call only (transient)."""
+        self._uses.asked(key)
         if key in self._buckets:
             self._buckets.move_to_end(key)
             return self._buckets[key]
-        self._fit(need, keep)
         self.stats["buckets_made"] += 1
+        victims = self._victims(need, keep)
+        if not self._uses.admits(key, victims):
+            self.stats["buckets_transient"] += 1
+            return make()
+        self._drop(victims)
         self._buckets[key] = make()
         return self._buckets[key]
 
-    def _fit(self, need: int, keep=None) -> None:
-        """Drop least recently used buckets (never `keep`) until the kept ones and `need` more bytes fit
-        `cache_bytes`."""
+    def _victims(self, need: int, keep=None) -> list[tuple]:
+        """The least recently used kept buckets (never `keep`) to drop so that the kept ones and `need` more bytes
+        fit `cache_bytes` (all but `keep` when even that is not enough; none without a bound)."""
         if self.cache_bytes is None:
-            return
-        for old in [k for k, b in self._buckets.items() if b is not keep]:
-            if self.cached_bytes + need <= self.cache_bytes:
+            return []
+        over, victims = self.cached_bytes + need - self.cache_bytes, []
+        for old, buf in self._buckets.items():
+            if over <= 0:
                 break
+            if buf is not keep:
+                victims.append(old)
+                over -= buf.nbytes
+        return victims
+
+    def _drop(self, keys: list[tuple]) -> None:
+        for old in keys:
             del self._buckets[old]  # its graph and private memory pool go with it
             self.stats["buckets_evicted"] += 1
 
@@ -366,7 +385,8 @@ class FastDecoder:
         a sampling-only phase that visits more shapes than the usual budget holds, so that least recently used
         eviction does not make them anew each time (Monte-Carlo step labels: ~50 GB of buckets at SmolLM2-135M
         with the gpu preset; benchmarks/RESULTS.md, nineteenth session). After it the usual budget is back and the
-        least recently used buckets beyond it are dropped."""
+        least recently used buckets beyond it are dropped (without asking the use counts: the block's shapes are
+        done with)."""
         usual = self.cache_bytes
         if usual is not None:
             self.cache_bytes = None if cache_bytes is None else max(usual, cache_bytes)
@@ -374,7 +394,7 @@ class FastDecoder:
             yield
         finally:
             self.cache_bytes = usual
-            self._fit(0)
+            self._drop(self._victims(0))
 
     def device_bytes(self, share: float) -> int | None:
         """`share` of the device's memory in bytes on CUDA; None (no bound) on the CPU, as the CPU's kept buckets."""
