@@ -178,8 +178,8 @@ def _chunk(work, spec, ctx: Context, kind: str) -> dict:
                       "collections": [b - a for a, b in zip(paused["collections"], now["collections"])]},
                   decoder={name: value - decoded.get(name, 0) for name, value in decoder_stats(work).items()})
     buckets = result["decoder"]
-    made = (f"; buckets made {buckets['buckets_made']}, evicted {buckets.get('buckets_evicted', '-')}"
-            if "buckets_made" in buckets else "")
+    made = (f"; buckets made {buckets['buckets_made']}, evicted {buckets.get('buckets_evicted', '-')}, "
+            f"transient {buckets.get('buckets_transient', '-')}" if "buckets_made" in buckets else "")
     ctx.log(f"[{work.name}] {kind} chunk {spec}: {seconds:.1f} s, {result['generated_tokens']:,} generated and "
             f"{result['context_tokens']:,} context tokens, {result['generated_tokens'] / max(seconds, 1e-9):,.0f} "
             f"generated tokens/s{made}")

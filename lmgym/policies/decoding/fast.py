@@ -171,6 +171,7 @@ class FastDecoder:
         self.cache_bytes = cache_bytes
         self._buckets: OrderedDict[tuple[int, int], _Buffers] = OrderedDict()  # least recently used first
         self._uses = UseCounts()  # which new bucket may push kept ones out (bucket_admission.py)
+        self.admit_by_use = True  # False: least recently used eviction alone (the earlier rule, for comparisons)
         self._captured_with: tuple = ()  # the weights' addresses (and the path) the captured graphs read
         if fused_weights is None:
             copy_bytes = sum(p.numel() for p in model.parameters()) * self.dtype.itemsize
@@ -353,7 +354,7 @@ class FastDecoder:
             return self._buckets[key]
         self.stats["buckets_made"] += 1
         victims = self._victims(need, keep)
-        if not self._uses.admits(key, victims):
+        if self.admit_by_use and not self._uses.admits(key, victims):
             self.stats["buckets_transient"] += 1
             return make()
         self._drop(victims)
