@@ -81,6 +81,25 @@ def test_forked_children_use_their_own_worker():
     os.kill(pid, 0)
 
 
+def test_a_verdict_does_not_depend_on_the_recursion_limit_or_stack_the_worker_was_forked_with():
+    """The fork inherits the parent's recursion limit and stack depth (torch's compiler raises the limit), and a
+    deep parse ("-" * 450 + "1") got through under a raised limit: equal to 1 there, refused under the default.
+    The worker now sets its own limit from its own stack, so both forks give one verdict."""
+    deep = "-" * 450 + "1"
+    verdicts = []
+    limit = sys.getrecursionlimit()
+    try:
+        for parent_limit in (limit, 20_000):
+            sys.setrecursionlimit(parent_limit)
+            answers._WORKER.stop()  # the next call forks a fresh worker under this limit
+            verdicts.append((answers_equal("1", deep, timeout=VERDICT_BUDGET_S),
+                             answers_equal("(x+1)^2", "x^2+2x+1", timeout=VERDICT_BUDGET_S)))
+    finally:
+        sys.setrecursionlimit(limit)
+        answers._WORKER.stop()
+    assert verdicts == [(False, True), (False, True)]
+
+
 # --------------------------------------------------------------------------
 # grader option
 # --------------------------------------------------------------------------

@@ -55,8 +55,12 @@ def test_no_import_cycle_between_any_two_library_files():
     from any module of lmgym back to itself, subpackages and package `__init__`s included."""
     import grimp
 
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
-    graph = grimp.build_graph("lmgym", cache_dir=None)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 10_000))
+    try:
+        graph = grimp.build_graph("lmgym", cache_dir=None)
+    finally:
+        sys.setrecursionlimit(limit)  # a raised limit left behind changed what the next tests' processes could parse
     assert len(graph.modules) > 150
     assert import_cycles(graph) == []
 

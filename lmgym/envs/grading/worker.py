@@ -30,6 +30,7 @@ import math
 import os
 import resource
 import signal
+import sys
 import threading
 import time
 import warnings
@@ -48,6 +49,12 @@ PROF_REPEAT_S = 0.01
 # read back where 2.2 s was the most possible), and a lump past a 1 s slack killed a worker the timer would have stopped
 RLIMIT_SLACK_S = 2
 WORKER_EXTRA_MEMORY = 4 << 30  # RLIMIT_AS headroom over the forked image: a runaway request gets MemoryError
+# Python frames a request may nest past the worker's serving loop (CPython's default limit). The worker sets it from
+# its own stack on start, because the fork inherits the parent's limit and stack. Others raise the limit (torch's
+# inductor to 2,000; a test of ours to 10,000 for grimp), and with it the parser got through "-" * 450 + "1" and
+# called it equal to 1, a verdict a worker forked under the default refused (a CI run failed on it, depending on
+# which test ran first in its process)
+WORKER_RECURSION_DEPTH = 1000
 
 
 class CpuBudgetExceeded(BaseException):
@@ -149,6 +156,7 @@ def _child_main(conn, parent_pid: int, serve: Callable[[Any], Any], preload: Cal
     signal.signal(signal.SIGPROF, _on_sigprof)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_CPU, (WORKER_CPU_HARD, WORKER_CPU_HARD))
+    sys.setrecursionlimit(_stack_depth() + WORKER_RECURSION_DEPTH)  # the same for every fork (see the constant)
     try:
         preload()
         _limit_memory()
@@ -166,6 +174,14 @@ def _child_main(conn, parent_pid: int, serve: Callable[[Any], Any], preload: Cal
         result = _serve_one(serve, request, budget)
         now = time.process_time()
         conn.send((result, now - start, now))
+
+
+def _stack_depth() -> int:
+    """Python frames on the calling thread's stack, the caller's included."""
+    depth, frame = 0, sys._getframe(1)
+    while frame is not None:
+        depth, frame = depth + 1, frame.f_back
+    return depth
 
 
 def _child_cpu(rusage) -> float:
