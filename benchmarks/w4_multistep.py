@@ -265,6 +265,7 @@ def run(args: argparse.Namespace) -> dict:
                                      args.w1_group, args.w1_max_new))
             else:
                 measure(work, ctx, record)
+            save_bucket_trace(work, out, name, record)
         except Exception as err:  # noqa: BLE001 - one workload failing leaves the others to run
             record["error"] = f"{type(err).__name__}: {' '.join(str(err).split())[:500]}"
             record["traceback"] = traceback.format_exc()[-4000:]
@@ -281,6 +282,16 @@ def run(args: argparse.Namespace) -> dict:
     results["total_s"] = time.perf_counter() - started
     write_json(out, results)
     return results
+
+
+def save_bucket_trace(work, out: Path, name: str, record: dict) -> None:
+    """The workload's bucket requests, when `--decoder_set bucket_trace=[]` asked for them, beside `out`
+    (<out stem>.<workload>.buckets.json; `python benchmarks/bucket_replay.py` replays them under other rules)."""
+    trace = getattr(getattr(workload_policy(work), "fast_decoder", None), "bucket_trace", None)
+    if trace is not None:
+        path = out.with_name(f"{out.stem}.{name}.buckets.json")
+        path.write_text(json.dumps({"workload": name, "requests": trace}) + "\n")  # compact: thousands of entries
+        record["bucket_trace"] = str(path)
 
 
 def set_decoder(work, pairs: list[str]) -> dict | None:

@@ -3,7 +3,6 @@ import pytest
 import torch
 
 from lmgym.policies import HFPolicy, build_tiny_model, build_tiny_tokenizer
-from lmgym.policies.decoding.bucket_admission import UseCounts
 from lmgym.policies.decoding.fast import FastDecoder, supports_fast_decode
 from lmgym.policies.decoding.generation import RowKeys, decode
 from lmgym.policies.logprobs import chunked_token_logprobs
@@ -245,20 +244,6 @@ def test_shapes_cycling_past_the_budget_keep_the_ones_that_fit_instead_of_making
         for length in (4, 20, 36):
             lru.generate(tok, [p + [5] * length for p in prompts_for(tok, 8)], 8, temperature=0.0)
     assert lru.stats["buckets_made"] == 3 * rounds and lru.stats["buckets_transient"] == 0
-
-
-def test_use_counts_admit_a_more_used_shape_and_age_so_a_new_phase_gets_in():
-    uses = UseCounts(age_every=8)
-    for key in ["old"] * 6 + ["new"]:
-        uses.asked(key)
-    assert not uses.admits("new", ["old"]) and uses.admits("old", ["new"]) and uses.admits("new", [])
-    uses.asked("new")  # the 8th request: every count halved (old 6 -> 3, new 2 -> 1)
-    assert uses.counts == {"old": 3, "new": 1}
-    for _ in range(8):  # the workload now asks for "new" only: "old" is halved again, "new" overtakes it
-        uses.asked("new")
-    assert uses.counts["old"] == 1 and uses.admits("new", ["old"])
-    with pytest.raises(ValueError, match="age_every"):
-        UseCounts(age_every=0)
 
 
 def test_a_keeping_block_holds_more_buckets_and_trims_them_to_the_usual_budget_after_it():

@@ -5,11 +5,13 @@ import json
 import os
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+from lmgym.policies.decoding.bucket_admission import replay
 from tests.tiers import slow
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -226,7 +228,7 @@ def test_a_tiny_run_reports_every_field(tmp_path):
     sizes = ["--w1_prompts", "1", "--w1_max_new", "4", "--max_new_tokens", "4", "--w4a_problems", "1",
              "--w4a_warmup_problems", "0", "--w4a_max_steps", "2", "--w4b_questions", "1", "--w4c_problems", "2",
              "--w4c_batch", "1", "--w4c_warmup_problems", "0", "--w4c_profile_problems", "1", "--w4c_turns", "2",
-             "--w4b_set", "max_tokens_per_microbatch=4096"]
+             "--w4b_set", "max_tokens_per_microbatch=4096", "--decoder_set", "bucket_trace=[]"]
     done = subprocess.run([sys.executable, str(SCRIPT), "--tiny", "--data_path", str(hotpot), "--gsm8k", str(gsm8k),
                            "--no_dense", "--label", "tiny", "--out", str(out), *sizes], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=600)
@@ -257,6 +259,18 @@ def test_a_tiny_run_reports_every_field(tmp_path):
         decoded = work[name]["chunks"][0]["decoder"]
         assert decoded["prefill_tokens"] > 0 and set(decoded) >= {"prefill_tokens_shared", "extended_tokens"}
     assert work["w4a"]["measured"]["projected_2000_problems_min"] > 0
+    for name in ("w4a", "w4b", "w4c"):  # each workload's bucket requests, replayed as the run decided them
+        trace_file = tmp_path / f"w4.{name}.buckets.json"
+        assert work[name]["bucket_trace"] == str(trace_file)
+        trace = json.loads(trace_file.read_text())["requests"]
+        outcomes = Counter(entry.get("outcome") for entry in trace)
+        assert replay(trace) == {"requests": sum(outcomes[k] for k in ("hit", "kept", "transient")),
+                                 "hits": outcomes["hit"], "made": outcomes["kept"] + outcomes["transient"],
+                                 "evicted": replay(trace)["evicted"], "transient": outcomes["transient"]}
+    replayed = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bucket_replay.py"),
+                               str(tmp_path / "w4.w4a.buckets.json")], env=env, capture_output=True, text=True,
+                              timeout=120)
+    assert replayed.returncode == 0 and "| 1 | least recently used | - |" in replayed.stdout, replayed.stderr
     assert work["w4c"]["quality"]["episodes"] == 2.0
     assert "| w4b |" in done.stdout
     shown = subprocess.run([sys.executable, str(SCRIPT), "--compare", str(out), str(out)], env=env,

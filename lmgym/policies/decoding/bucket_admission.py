@@ -11,10 +11,14 @@ was asked for less often than it; otherwise it serves the call that asked for it
 transient bucket). The counts are halved every `age_every` requests, so shapes a workload stopped asking for
 lose their claim and a new phase's shapes get in. This is the admission rule of TinyLFU (Einziger, Friedman and
 Manes, 2017) with exact counts: a decoder asks for a few hundred distinct shapes, not millions of keys.
+
+`replay` runs a recorded request trace (`FastDecoder.bucket_trace`) through the same rule, or least recently used
+alone, at another budget or aging period: the requests a workload makes do not depend on what was kept, so one
+traced GPU run answers what other settings would have made (benchmarks/bucket_replay.py).
 """
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Hashable, Iterable
 
 AGE_EVERY = 256  # requests between two halvings of every count
@@ -41,3 +45,56 @@ class UseCounts:
         """Whether `key` may push out `victims`: each was asked for less often than it (no victims: yes)."""
         mine = self.counts[key]
         return all(self.counts[victim] < mine for victim in victims)
+
+
+def victims_for(kept: Iterable[tuple[Hashable, int]], total: int, need: int, budget: int | None) -> list:
+    """The keys of `kept` ((key, bytes), least recently used first; the bucket in use left out by the caller) to
+    drop so that `total` kept bytes less theirs plus `need` fit `budget`: all of them when even that is not
+    enough, none without a budget."""
+    if budget is None:
+        return []
+    over, victims = total + need - budget, []
+    for key, size in kept:
+        if over <= 0:
+            break
+        victims.append(key)
+        over -= size
+    return victims
+
+
+def replay(trace: list[dict], admit_by_use: bool = True, age_every: int = AGE_EVERY,
+           budget_scale: float = 1.0) -> dict[str, int]:
+    """Requests, hits, buckets made, kept after a drop or not, and transient, of `trace` (FastDecoder.bucket_trace,
+    from an empty cache) under the admission rule (or least recently used alone), `age_every` and every budget
+    times `budget_scale`."""
+    kept: OrderedDict = OrderedDict()
+    sizes: dict = {}
+    uses, out = UseCounts(age_every), Counter()
+    for entry in trace:
+        budget = None if entry["budget"] is None else int(entry["budget"] * budget_scale)
+        if entry.get("event") == "trim":
+            for victim in victims_for(kept.items(), sum(kept.values()), 0, budget):
+                del kept[victim]
+                out["evicted"] += 1
+            continue
+        key = tuple(entry["key"])
+        if entry.get("bytes") is not None:
+            sizes[key] = entry["bytes"]
+        uses.asked(key)
+        out["requests"] += 1
+        if key in kept:
+            kept.move_to_end(key)
+            out["hits"] += 1
+            continue
+        out["made"] += 1
+        keep = tuple(entry["keep"]) if entry.get("keep") is not None else None
+        victims = victims_for(((k, s) for k, s in kept.items() if k != keep), sum(kept.values()), entry["need"],
+                              budget)
+        if admit_by_use and not uses.admits(key, victims):
+            out["transient"] += 1
+            continue
+        for victim in victims:
+            del kept[victim]
+            out["evicted"] += 1
+        kept[key] = sizes[key]
+    return {name: out[name] for name in ("requests", "hits", "made", "evicted", "transient")}

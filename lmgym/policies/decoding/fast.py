@@ -42,7 +42,7 @@ import torch._dynamo
 import torch.nn.functional as F
 from torch.profiler import record_function
 
-from lmgym.policies.decoding.bucket_admission import UseCounts
+from lmgym.policies.decoding.bucket_admission import UseCounts, victims_for
 from lmgym.policies.decoding.generation import (
     Generation,
     RowKeys,
@@ -172,6 +172,7 @@ class FastDecoder:
         self._buckets: OrderedDict[tuple[int, int], _Buffers] = OrderedDict()  # least recently used first
         self._uses = UseCounts()  # which new bucket may push kept ones out (bucket_admission.py)
         self.admit_by_use = True  # False: least recently used eviction alone (the earlier rule, for comparisons)
+        self.bucket_trace: list[dict] | None = None  # a list: each bucket request recorded (bucket_admission.replay)
         self._captured_with: tuple = ()  # the weights' addresses (and the path) the captured graphs read
         if fused_weights is None:
             copy_bytes = sum(p.numel() for p in model.parameters()) * self.dtype.itemsize
@@ -351,29 +352,27 @@ class FastDecoder:
         self._uses.asked(key)
         if key in self._buckets:
             self._buckets.move_to_end(key)
+            self._trace(key, need, keep, "hit", None)
             return self._buckets[key]
         self.stats["buckets_made"] += 1
-        victims = self._victims(need, keep)
+        victims = victims_for(((k, b.nbytes) for k, b in self._buckets.items() if b is not keep), self.cached_bytes,
+                              need, self.cache_bytes)
         if self.admit_by_use and not self._uses.admits(key, victims):
             self.stats["buckets_transient"] += 1
-            return make()
+            buf = make()
+            self._trace(key, need, keep, "transient", buf.nbytes)
+            return buf
         self._drop(victims)
         self._buckets[key] = make()
+        self._trace(key, need, keep, "kept", self._buckets[key].nbytes)
         return self._buckets[key]
 
-    def _victims(self, need: int, keep=None) -> list[tuple]:
-        """The least recently used kept buckets (never `keep`) to drop so that the kept ones and `need` more bytes
-        fit `cache_bytes` (all but `keep` when even that is not enough; none without a bound)."""
-        if self.cache_bytes is None:
-            return []
-        over, victims = self.cached_bytes + need - self.cache_bytes, []
-        for old, buf in self._buckets.items():
-            if over <= 0:
-                break
-            if buf is not keep:
-                victims.append(old)
-                over -= buf.nbytes
-        return victims
+    def _trace(self, key: tuple, need: int, keep, outcome: str, nbytes: int | None) -> None:
+        """One request in `bucket_trace` when it is a list (`keep`: the bucket in use, recorded by its key)."""
+        if self.bucket_trace is not None:
+            keep_key = next((k for k, b in self._buckets.items() if b is keep), None)
+            self.bucket_trace.append({"key": list(key), "need": need, "bytes": nbytes, "budget": self.cache_bytes,
+                                      "keep": None if keep_key is None else list(keep_key), "outcome": outcome})
 
     def _drop(self, keys: list[tuple]) -> None:
         for old in keys:
@@ -395,7 +394,9 @@ class FastDecoder:
             yield
         finally:
             self.cache_bytes = usual
-            self._drop(self._victims(0))
+            self._drop(victims_for(((k, b.nbytes) for k, b in self._buckets.items()), self.cached_bytes, 0, usual))
+            if self.bucket_trace is not None:
+                self.bucket_trace.append({"event": "trim", "budget": usual})
 
     def device_bytes(self, share: float) -> int | None:
         """`share` of the device's memory in bytes on CUDA; None (no bound) on the CPU, as the CPU's kept buckets."""
