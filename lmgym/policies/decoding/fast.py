@@ -357,20 +357,20 @@ class FastDecoder:
         self.stats["buckets_made"] += 1
         victims = victims_for(((k, b.nbytes) for k, b in self._buckets.items() if b is not keep), self.cached_bytes,
                               need, self.cache_bytes)
-        if self.admit_by_use and not self._uses.admits(key, victims):
+        if not self.admit_by_use or self._uses.admits(key, victims):
+            self._drop(victims)
+            buf = self._buckets[key] = make()
+        else:
             self.stats["buckets_transient"] += 1
             buf = make()
-            self._trace(key, need, keep, "transient", buf.nbytes)
-            return buf
-        self._drop(victims)
-        self._buckets[key] = make()
-        self._trace(key, need, keep, "kept", self._buckets[key].nbytes)
-        return self._buckets[key]
+        buf.bucket_key = key  # a transient bucket's too: the trace names the bucket in use by it
+        self._trace(key, need, keep, "kept" if key in self._buckets else "transient", buf.nbytes)
+        return buf
 
     def _trace(self, key: tuple, need: int, keep, outcome: str, nbytes: int | None) -> None:
-        """One request in `bucket_trace` when it is a list (`keep`: the bucket in use, recorded by its key)."""
+        """One request in `bucket_trace` when it is a list (`keep`: the bucket in use, by its key)."""
         if self.bucket_trace is not None:
-            keep_key = next((k for k, b in self._buckets.items() if b is keep), None)
+            keep_key = getattr(keep, "bucket_key", None)
             self.bucket_trace.append({"key": list(key), "need": need, "bytes": nbytes, "budget": self.cache_bytes,
                                       "keep": None if keep_key is None else list(keep_key), "outcome": outcome})
 
