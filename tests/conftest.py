@@ -140,3 +140,35 @@ def two_rank_jobs(request, tmp_path_factory):
     names = [job.name for job in jobs]
     assert len(names) == len(set(names)), f"two-rank job names repeat: {names}"
     return launch(tmp_path_factory.mktemp("two_ranks"), jobs)
+
+
+def _process_state() -> dict:
+    """Process-wide settings a test may change and must put back: a leftover one changes what later tests in the
+    same worker see (a recursion limit raised and left made the grading worker, forked later, accept a parse it
+    refuses under the default, so a CI verdict depended on which test ran first)."""
+    import gc
+
+    return {"sys.getrecursionlimit()": sys.getrecursionlimit(), "torch.get_default_dtype()": torch.get_default_dtype(),
+            "torch.get_num_threads()": torch.get_num_threads(), "torch.is_grad_enabled()": torch.is_grad_enabled(),
+            "torch.are_deterministic_algorithms_enabled()": torch.are_deterministic_algorithms_enabled(),
+            "gc.get_threshold()": gc.get_threshold(), "gc.isenabled()": gc.isenabled()}
+
+
+@pytest.fixture(autouse=True)
+def _process_state_left_as_found():
+    """Fail a test that leaves a process-wide setting changed (`_process_state`), after putting it back."""
+    import gc
+
+    before = _process_state()
+    yield
+    after = _process_state()
+    changed = [f"{name}: {before[name]} -> {after[name]}" for name in before if after[name] != before[name]]
+    if changed:
+        sys.setrecursionlimit(before["sys.getrecursionlimit()"])
+        torch.set_default_dtype(before["torch.get_default_dtype()"])
+        torch.set_num_threads(before["torch.get_num_threads()"])
+        torch.set_grad_enabled(before["torch.is_grad_enabled()"])
+        torch.use_deterministic_algorithms(before["torch.are_deterministic_algorithms_enabled()"])
+        gc.set_threshold(*before["gc.get_threshold()"])
+        (gc.enable if before["gc.isenabled()"] else gc.disable)()
+        pytest.fail("the test left process-wide settings changed (put back now): " + "; ".join(changed))
