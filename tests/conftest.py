@@ -2,7 +2,9 @@
 import os
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 # Idle OpenMP threads sleep instead of spinning: on a shared 2-core machine spinning threads made small
 # matmuls about 100x slower. Set before torch starts its thread pool.
@@ -142,33 +144,33 @@ def two_rank_jobs(request, tmp_path_factory):
     return launch(tmp_path_factory.mktemp("two_ranks"), jobs)
 
 
-def _process_state() -> dict:
-    """Process-wide settings a test may change and must put back: a leftover one changes what later tests in the
-    same worker see (a recursion limit raised and left made the grading worker, forked later, accept a parse it
-    refuses under the default, so a CI verdict depended on which test ran first)."""
+def _process_settings() -> list[tuple[str, Callable[[], Any], Callable[[Any], Any]]]:
+    """(name, read, put back) of each process-wide setting a test may change and must put back: a leftover one
+    changes what later tests in the same worker see (a recursion limit raised and left made the grading worker,
+    forked later, accept a parse it refuses under the default, so a CI verdict depended on which test ran first)."""
     import gc
 
-    return {"sys.getrecursionlimit()": sys.getrecursionlimit(), "torch.get_default_dtype()": torch.get_default_dtype(),
-            "torch.get_num_threads()": torch.get_num_threads(), "torch.is_grad_enabled()": torch.is_grad_enabled(),
-            "torch.are_deterministic_algorithms_enabled()": torch.are_deterministic_algorithms_enabled(),
-            "gc.get_threshold()": gc.get_threshold(), "gc.isenabled()": gc.isenabled()}
+    return [("sys.getrecursionlimit()", sys.getrecursionlimit, sys.setrecursionlimit),
+            ("torch.get_default_dtype()", torch.get_default_dtype, torch.set_default_dtype),
+            ("torch.get_num_threads()", torch.get_num_threads, torch.set_num_threads),
+            ("torch.is_grad_enabled()", torch.is_grad_enabled, torch.set_grad_enabled),
+            ("torch.are_deterministic_algorithms_enabled()", torch.are_deterministic_algorithms_enabled,
+             torch.use_deterministic_algorithms),
+            ("gc.get_threshold()", gc.get_threshold, lambda thresholds: gc.set_threshold(*thresholds)),
+            ("gc.isenabled()", gc.isenabled, lambda enabled: (gc.enable if enabled else gc.disable)())]
 
 
 @pytest.fixture(autouse=True)
 def _process_state_left_as_found():
-    """Fail a test that leaves a process-wide setting changed (`_process_state`), after putting it back."""
-    import gc
-
-    before = _process_state()
+    """Fail a test that leaves a process-wide setting changed (`_process_settings`), after putting it back."""
+    settings = _process_settings()
+    before = [read() for _, read, _ in settings]
     yield
-    after = _process_state()
-    changed = [f"{name}: {before[name]} -> {after[name]}" for name in before if after[name] != before[name]]
+    changed = []
+    for (name, read, put_back), value in zip(settings, before):
+        now = read()
+        if now != value:
+            put_back(value)
+            changed.append(f"{name}: {value} -> {now}")
     if changed:
-        sys.setrecursionlimit(before["sys.getrecursionlimit()"])
-        torch.set_default_dtype(before["torch.get_default_dtype()"])
-        torch.set_num_threads(before["torch.get_num_threads()"])
-        torch.set_grad_enabled(before["torch.is_grad_enabled()"])
-        torch.use_deterministic_algorithms(before["torch.are_deterministic_algorithms_enabled()"])
-        gc.set_threshold(*before["gc.get_threshold()"])
-        (gc.enable if before["gc.isenabled()"] else gc.disable)()
         pytest.fail("the test left process-wide settings changed (put back now): " + "; ".join(changed))

@@ -70,12 +70,16 @@ def replay(trace: list[dict], admit_by_use: bool = True, age_every: int = AGE_EV
     kept: OrderedDict = OrderedDict()
     sizes: dict = {}
     uses, out = UseCounts(age_every), Counter()
+
+    def drop(victims: list) -> None:
+        for victim in victims:
+            del kept[victim]
+            out["evicted"] += 1
+
     for entry in trace:
         budget = None if entry["budget"] is None else int(entry["budget"] * budget_scale)
         if entry.get("event") == "trim":
-            for victim in victims_for(kept.items(), sum(kept.values()), 0, budget):
-                del kept[victim]
-                out["evicted"] += 1
+            drop(victims_for(kept.items(), sum(kept.values()), 0, budget))
             continue
         key = tuple(entry["key"])
         if entry.get("bytes") is not None:
@@ -93,8 +97,6 @@ def replay(trace: list[dict], admit_by_use: bool = True, age_every: int = AGE_EV
         if admit_by_use and not uses.admits(key, victims):
             out["transient"] += 1
             continue
-        for victim in victims:
-            del kept[victim]
-            out["evicted"] += 1
+        drop(victims)
         kept[key] = sizes[key]
     return {name: out[name] for name in ("requests", "hits", "made", "evicted", "transient")}

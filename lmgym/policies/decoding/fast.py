@@ -355,8 +355,7 @@ class FastDecoder:
             self._trace(key, need, keep, "hit", None)
             return self._buckets[key]
         self.stats["buckets_made"] += 1
-        victims = victims_for(((k, b.nbytes) for k, b in self._buckets.items() if b is not keep), self.cached_bytes,
-                              need, self.cache_bytes)
+        victims = victims_for(self._kept_sizes(keep), self.cached_bytes, need, self.cache_bytes)
         if not self.admit_by_use or self._uses.admits(key, victims):
             self._drop(victims)
             buf = self._buckets[key] = make()
@@ -373,6 +372,10 @@ class FastDecoder:
             keep_key = getattr(keep, "bucket_key", None)
             self.bucket_trace.append({"key": list(key), "need": need, "bytes": nbytes, "budget": self.cache_bytes,
                                       "keep": None if keep_key is None else list(keep_key), "outcome": outcome})
+
+    def _kept_sizes(self, keep=None) -> Iterator[tuple[tuple, int]]:
+        """(key, bytes) of the kept buckets, least recently used first, `keep` (the bucket in use) left out."""
+        return ((k, b.nbytes) for k, b in self._buckets.items() if b is not keep)
 
     def _drop(self, keys: list[tuple]) -> None:
         for old in keys:
@@ -394,7 +397,7 @@ class FastDecoder:
             yield
         finally:
             self.cache_bytes = usual
-            self._drop(victims_for(((k, b.nbytes) for k, b in self._buckets.items()), self.cached_bytes, 0, usual))
+            self._drop(victims_for(self._kept_sizes(), self.cached_bytes, 0, usual))
             if self.bucket_trace is not None:
                 self.bucket_trace.append({"event": "trim", "budget": usual})
 
