@@ -6,8 +6,9 @@
 #
 # 1. BEFORE_TREE (optional): another checkout of the toolkit on PYTHONPATH, e.g. the code before the admission rule
 #    and the spaced full collections (d089754) -> OUT/w4a_before.json
-# 2. this tree with least recently used eviction alone (--decoder_set admit_by_use=false) -> OUT/w4a_lru.json
-# 3. this tree as it is, its bucket requests traced -> OUT/w4a_admit.json, OUT/w4a_admit.w4a.buckets.json
+# 2. this tree with least recently used eviction alone (the default, admit_by_use false) -> OUT/w4a_lru.json
+# 3. this tree with the admission rule (--decoder_set admit_by_use=true), its bucket requests traced ->
+#    OUT/w4a_admit.json, OUT/w4a_admit.w4a.buckets.json
 # then `w4_multistep.py --compare` of each against the next and `bucket_replay.py` of the trace (OUT/*.txt).
 # PROBLEMS (default 192), MEASURE_S (40) and LIMIT_S (170) size each run; SITE is added to PYTHONPATH (wheels);
 # PYTHON (default python) runs them; EXTRA holds more w4_multistep.py arguments for every run. On the CPU,
@@ -34,7 +35,7 @@ compare() {
 }
 [[ -n "$before" ]] && run before "$before"
 run lru "$here" --decoder_set admit_by_use=false
-run admit "$here" --decoder_set "bucket_trace=[]"
+run admit "$here" --decoder_set admit_by_use=true --decoder_set "bucket_trace=[]"
 [[ -n "$before" ]] && compare before lru
 compare lru admit
 PYTHONPATH="$here${SITE:+:$SITE}" "${PYTHON:-python}" "$here/benchmarks/bucket_replay.py" "$out/w4a_admit.w4a.buckets.json" \

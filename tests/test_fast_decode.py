@@ -147,6 +147,7 @@ def test_the_bucket_cache_stays_within_its_byte_budget_dropping_the_least_recent
     one_bucket.generate(tok, prompts_for(tok, 8), 8, temperature=0.0)
     budget = one_bucket.cached_bytes // 2  # half of one (8, 256) bucket
     decoder = FastDecoder(model, cache_bytes=budget, length_bucket=16)
+    decoder.admit_by_use = True  # the admission rule (off by default until measured on a GPU)
     for visit, length in enumerate((4, 20, 36, 36)):  # buckets (8, 32), (8, 48), (8, 64): 1/8, 3/16, 1/4 of it
         decoder.generate(tok, [p + [5] * length for p in prompts_for(tok, 8)], 8, temperature=0.0)
         assert decoder.cached_bytes <= budget
@@ -228,6 +229,7 @@ def test_shapes_cycling_past_the_budget_keep_the_ones_that_fit_instead_of_making
     sizing.generate(tok, prompts_for(tok, 8), 4, temperature=0.0)
     unit = sizing.cached_bytes // next(length for _, length in sizing._buckets) * 16  # bytes of an (8, 16) bucket
     bounded = FastDecoder(model, cache_bytes=7 * unit, length_bucket=16)
+    bounded.admit_by_use = True  # the admission rule (off by default until measured on a GPU)
     unbounded = FastDecoder(model, length_bucket=16)
     rounds, outputs = 4, {}
     for decoder in (bounded, unbounded):
@@ -239,7 +241,7 @@ def test_shapes_cycling_past_the_budget_keep_the_ones_that_fit_instead_of_making
     assert bounded.stats["buckets_made"] == 3 + (rounds - 1)
     assert bounded.stats["buckets_transient"] == rounds and bounded.stats["buckets_evicted"] == 0
     lru = FastDecoder(model, cache_bytes=7 * unit, length_bucket=16)
-    lru.admit_by_use = False  # the earlier rule, kept for comparisons (benchmarks' --decoder_set)
+    assert lru.admit_by_use is False  # the default: least recently used alone
     for _ in range(rounds):
         for length in (4, 20, 36):
             lru.generate(tok, [p + [5] * length for p in prompts_for(tok, 8)], 8, temperature=0.0)
@@ -254,6 +256,7 @@ def test_a_keeping_block_holds_more_buckets_and_trims_them_to_the_usual_budget_a
     sizing.generate(tok, prompts_for(tok, 8), 4, temperature=0.0)
     unit = sizing.cached_bytes // next(length for _, length in sizing._buckets) * 16  # bytes of an (8, 16) bucket
     decoder = FastDecoder(model, cache_bytes=5 * unit, length_bucket=16)
+    decoder.admit_by_use = True  # the admission rule (off by default until measured on a GPU)
 
     def visit_three_shapes():  # buckets (8, 32), (8, 48), (8, 64): 2, 3 and 4 units
         for length in (4, 20, 36):

@@ -62,11 +62,11 @@ def victims_for(kept: Iterable[tuple[Hashable, int]], total: int, need: int, bud
     return victims
 
 
-def replay(trace: list[dict], admit_by_use: bool = True, age_every: int = AGE_EVERY,
+def replay(trace: list[dict], admit_by_use: bool = False, age_every: int = AGE_EVERY,
            budget_scale: float = 1.0) -> dict[str, int]:
     """Requests, hits, buckets made, kept after a drop or not, and transient, of `trace` (FastDecoder.bucket_trace,
-    from an empty cache) under the admission rule (or least recently used alone), `age_every` and every budget
-    times `budget_scale`."""
+    from an empty cache) under least recently used alone (the decoder's default) or the admission rule,
+    `age_every` and every budget times `budget_scale`."""
     kept: OrderedDict = OrderedDict()
     sizes: dict = {}
     uses, out = UseCounts(age_every), Counter()

@@ -12,8 +12,9 @@ smaller batch bucket.
 Memory is bounded: a call with more prompts than `max_batch`, or than fit 1/KV_SHARE of the GPU, is sampled in
 chunks (a prompt's rows together), and the buckets kept for reuse (KV buffers and graphs) hold at most
 `cache_bytes` of KV buffers, the least recently used dropped first (tree search and Math-Shepherd rollouts ask
-for many (batch, length) shapes); once the budget is full, a new bucket pushes kept ones out only when they were
-asked for less often, else it serves its call alone (policies/decoding/bucket_admission.py).
+for many (batch, length) shapes); with `admit_by_use` (off by default), once the budget is full a new bucket pushes
+kept ones out only when they were asked for less often, else it serves its call alone
+(policies/decoding/bucket_admission.py).
 Rows that share a prompt prefix decode from one copy of it when that reads fewer key columns
 (policies/decoding/shared_prefix.py); stop strings are checked only at tokens that can complete one
 (policies/decoding/stop_tokens.py).
@@ -171,7 +172,9 @@ class FastDecoder:
         self.cache_bytes = cache_bytes
         self._buckets: OrderedDict[tuple[int, int], _Buffers] = OrderedDict()  # least recently used first
         self._uses = UseCounts()  # which new bucket may push kept ones out (bucket_admission.py)
-        self.admit_by_use = True  # False: least recently used eviction alone (the earlier rule, for comparisons)
+        # True: the admission rule (bucket_admission.py); off until a GPU run shows it (benchmarks/w4a_bucket_rules.sh):
+        # on CUDA its transient buckets add graph captures and memory above the budget that no GPU run has measured
+        self.admit_by_use = False
         self.bucket_trace: list[dict] | None = None  # a list: each bucket request recorded (bucket_admission.replay)
         self._captured_with: tuple = ()  # the weights' addresses (and the path) the captured graphs read
         if fused_weights is None:
@@ -346,9 +349,9 @@ class FastDecoder:
 
     def _cached(self, key: tuple, need: int, keep, make):
         """The bucket `key`: a kept one, or one made by `make()`. A new bucket is kept (dropping least recently
-        used ones, never `keep`, the bucket in use, until the cache fits `cache_bytes` with its `need` bytes)
-        when it fits or when each bucket it would drop was asked for less often than it (bucket_admission.py);
-        otherwise it serves this call only (transient)."""
+        used ones, never `keep`, the bucket in use, until the cache fits `cache_bytes` with its `need` bytes);
+        with `admit_by_use`, only when it fits or when each bucket it would drop was asked for less often than it
+        (bucket_admission.py), otherwise it serves this call only (transient)."""
         self._uses.asked(key)
         if key in self._buckets:
             self._buckets.move_to_end(key)
