@@ -292,6 +292,9 @@ def save_bucket_trace(work, out: Path, name: str, record: dict) -> None:
         path = out.with_name(f"{out.stem}.{name}.buckets.json")
         path.write_text(json.dumps({"workload": name, "requests": trace}) + "\n")  # compact: thousands of entries
         record["bucket_trace"] = str(path)
+    steps = getattr(getattr(workload_policy(work), "fast_decoder", None), "shape_steps", None)
+    if steps is not None:  # --decoder_set shape_steps={}: decode steps (and rows playing x steps) by bucket
+        record["shape_steps"] = dict(sorted(steps.items(), key=lambda item: -item[1][0]))
 
 
 def set_decoder(work, pairs: list[str]) -> dict | None:

@@ -268,3 +268,72 @@ def test_rag_episodes_with_the_envs_long_turns_play_on_as_round_by_round():
     assert_same(a, b, tolerance=1e-5)
     assert calls == 2 and rounds == 4
     assert policy.fast_decoder.stats["extended_tokens"] > 0
+
+
+def test_the_hosts_part_of_a_sync_copies_to_the_device_without_a_stream_sync(monkeypatch):
+    """`torch.tensor(values, device=...)` from pageable memory makes the host wait for every queued decode step on
+    CUDA (generation.py). Continuous play and the one-pass feed of long turns copy host values only through
+    `to_device`/`copy_to` (pinned and asynchronous there): a call that continues, feeds long turns and shrinks makes
+    no other."""
+    import inspect
+
+    import torch
+
+    from lmgym.policies.decoding import generation as host_copies
+
+    direct, staged = [], []
+    plain_tensor, plain_copy = torch.tensor, host_copies.copy_to
+
+    def tensor(*args, **kwargs):
+        caller = inspect.stack()[1].filename
+        if kwargs.get("device") is not None and caller.endswith(("continuous.py", "extension.py")):
+            direct.append(caller)
+        return plain_tensor(*args, **kwargs)
+
+    def copy_to(t, device):
+        staged.append(tuple(t.shape))
+        return plain_copy(t, device)
+
+    monkeypatch.setattr(torch, "tensor", tensor)
+    monkeypatch.setattr(host_copies, "copy_to", copy_to)
+    policy = policies(seed=4, overlap=True)
+    env = TurnEnv(stops=[list("aeiou"), ["1", "2", "3"], list("xyz"), None, None],
+                  injected=[("=", None), ("42", "tool"), (varied(FORCED_TOKENS + 5), None), ("ok", None), ("", None)],
+                  short_seeds=(1,))
+    settings = SamplingSettings(max_new_tokens=10, temperature=1.0, fed_turn_tokens=64)
+    branches, _, _ = played(env, policy, settings, True, [{"seed": s} for s in range(3)], 3, sample_key=5)
+    assert all(b.done for b in branches)
+    assert policy.fast_decoder.stats["extended_tokens"] > 0  # a long turn was fed in one pass
+    assert direct == []
+    assert len(staged) > 10  # continuations, long turns and leaving rows went through to_device/copy_to
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_prompts_past_the_bucket_join_as_rows_free_up_and_play_as_round_by_round(overlap, monkeypatch):
+    """More episodes than a bucket holds: the first rows start the call and the rest join it as rows finish (their
+    prompts fed in one pass behind the next step's column, one pass per distinct prompt), instead of waiting for a
+    bucket of their own; every action is still the one the round-by-round engine samples."""
+    from lmgym.policies.decoding import continuous
+
+    env = make("Arithmetic-v0", mode="stepwise", max_steps=3, level=2)
+    settings = SamplingSettings(max_new_tokens=10, temperature=1.0)
+    starts = [{"options": {"index": i}} for i in range(5)]
+
+    def run(refill):
+        policy = policies(overlap=overlap)
+        policy.fast_decoder.max_batch = 8
+        if not refill:
+            monkeypatch.setattr(continuous._Play, "_admit", lambda self: None)
+        branches, _, _ = played(env, policy, settings, True, starts, 4, sample_key=3)
+        monkeypatch.undo()
+        return branches, policy.fast_decoder.stats
+
+    joined, stats = run(refill=True)
+    chunked, chunked_stats = run(refill=False)
+    rounds, _, _ = played(env, policies(overlap=overlap), settings, False, starts, 4, sample_key=3)
+    assert_same(joined, rounds)
+    assert_same(chunked, rounds)
+    assert stats["rows_joined"] == 12  # 20 episodes, 8 rows: the 12 others joined the first bucket
+    assert stats["buckets_made"] == 1 and chunked_stats["buckets_made"] == 2
+    prompts = sorted(b.prompt_ids for b in joined)
+    assert 0 < stats["extended_tokens"] < sum(len(p) - 1 for p in prompts[8:])  # joined together: fed once

@@ -28,7 +28,16 @@ from torch.profiler import record_function
 
 from lmgym.policies.decoding.extension import extend_rows
 from lmgym.policies.decoding.fast import _round_batch
-from lmgym.policies.decoding.generation import Generation, RowKeys, StopChecker, StopLists, _eos_ids, stop_lists
+from lmgym.policies.decoding.generation import (
+    Generation,
+    RowKeys,
+    StopChecker,
+    StopLists,
+    _eos_ids,
+    copy_to,
+    stop_lists,
+    to_device,
+)
 from lmgym.policies.decoding.shared_prefix import GroupedBuffers, round_groups
 from lmgym.policies.decoding.step import _NO_PROMPT, FORCED_TOKENS, Sampling, continue_and_record
 from lmgym.policies.decoding.stop_tokens import StopTokens
@@ -46,6 +55,8 @@ class Continuation:
 
 
 # the ended actions of one host sync: (prompt index, its action) -> for each, a Continuation or None (it leaves)
+JOIN_PASS_TOKENS = 16384  # padded prompt tokens fed in one pass when prompts join a call (bounds its memory)
+
 OnActions = Callable[[list[tuple[int, Generation]]], list[Continuation | None]]
 
 
@@ -60,16 +71,18 @@ def play(decoder, tokenizer, prompts: list[list[int]], max_new_tokens: int, colu
     columns = max(columns, max_new_tokens + 2 * decoder.sync_every + 2)
     rows = min(decoder.max_batch, decoder._rows_that_fit(max(map(len, prompts)) + columns))
     stops = stop_lists(stop, len(prompts))
-    order = sorted(range(len(prompts)), key=prompts.__getitem__)  # a prompt's rows together, as in generate
-    for first in range(0, len(order), rows):
-        part = order[first:first + rows]
+    pending = sorted(range(len(prompts)), key=prompts.__getitem__)  # a prompt's rows together, as in generate
+    while pending:  # a call's first `rows` prompts start it; the rest join as rows free up, or start the next
+        part = pending
         noise = RowKeys([generator.keys[i] for i in part]) if isinstance(generator, RowKeys) else generator
 
         def answer(ended, part=part):
             return on_actions([(part[i], generation) for i, generation in ended])
 
-        _Play(decoder, tokenizer, [prompts[i] for i in part], max_new_tokens, columns, temperature, top_p,
-              [stops[i] for i in part], noise, answer, max(fed_turn_tokens, FORCED_TOKENS)).run()
+        chunk = _Play(decoder, tokenizer, [prompts[i] for i in part], rows, max_new_tokens, columns, temperature,
+                      top_p, [stops[i] for i in part], noise, answer, max(fed_turn_tokens, FORCED_TOKENS))
+        chunk.run()
+        pending = [part[i] for i in chunk.waiting]
 
 
 class _Play:
@@ -79,8 +92,8 @@ class _Play:
     launches the next steps before the host reads it, so the GPU decodes while the host steps the env; the rows
     that ended then wait one more sync, and their new actions are set up behind the steps in flight."""
 
-    def __init__(self, decoder, tokenizer, prompts, max_new_tokens, columns, temperature, top_p, stops, generator,
-                 on_actions: OnActions, fed_turn_tokens: int):
+    def __init__(self, decoder, tokenizer, prompts, rows, max_new_tokens, columns, temperature, top_p, stops,
+                 generator, on_actions: OnActions, fed_turn_tokens: int):
         self.decoder, self.tokenizer, self.prompts, self.on_actions = decoder, tokenizer, prompts, on_actions
         self.max_new_tokens, self.fed_turn_tokens = max_new_tokens, fed_turn_tokens
         self.overlap = decoder.overlap_host
@@ -93,14 +106,19 @@ class _Play:
         self.marks: StopTokens | None = None
         self.context = [len(p) for p in prompts]  # tokens before each row's current action
         self.checked = [0] * len(prompts)  # tokens of its current action checked for stop strings
-        self.buf = self._start(columns, generator)
+        self.generator = generator
+        first = min(rows, len(prompts))
+        self.buf = self._start(prompts[:first], columns, generator)
         self.column = int(self.buf.column)  # the next step's input column (the host's count)
         self.length = self.buf.valid.shape[1]
-        self.row_prompt: list[int | None] = [i if i < len(prompts) else None for i in self.buf.rows.tolist()]
+        self.row_prompt: list[int | None] = [i if i < first else None for i in self.buf.rows.tolist()]
         self.shift = [0] * len(self.row_prompt)  # each bucket row's columns ahead of `column` (extension.py)
+        # prompts not started yet: they join as rows free up (`_admit`; a bucket per row only), else the next call
+        self.waiting: list[int] = list(range(first, len(prompts)))
+        self.refill = not isinstance(self.buf, GroupedBuffers)
 
-    def _start(self, columns: int, generator):
-        buf, logits = self.decoder._start_call(self.prompts, columns, generator, self.pad_id)
+    def _start(self, prompts: list[list[int]], columns: int, generator):
+        buf, logits = self.decoder._start_call(prompts, columns, generator, self.pad_id)
         buf.count.zero_()
         buf.forced_at.zero_()
         buf.forced_end.zero_()
@@ -116,6 +134,7 @@ class _Play:
             with record_function("lmgym.continue"):
                 snapshot.wait()
                 self._settle(snapshot)
+                self._admit()
             if not any(p is not None for p in self.row_prompt):
                 return
             if not self.overlap:
@@ -133,6 +152,12 @@ class _Play:
             with record_function("lmgym.decode"):
                 self.decoder._step(self.buf, self.sampling)
         self.column += steps
+        stats = self.decoder.stats
+        stats["row_steps"] += steps * len(self.row_prompt)
+        playing = steps * sum(p is not None for p in self.row_prompt)
+        stats["playing_row_steps"] += playing
+        if self.decoder.shape_steps is not None:
+            self.decoder.shape_steps.setdefault(str(getattr(self.buf, "bucket_key", None)), [0, 0])[1] += playing
         return steps
 
     def _snapshot(self) -> _Snapshot:
@@ -221,35 +246,105 @@ class _Play:
         if not go:
             return
         device = buf.rows.device
-        index = torch.tensor([g.row for g in go], device=device)
-        last = torch.tensor([g.end - 1 for g in go], device=device)
+        index = to_device([g.row for g in go], device)
+        last = to_device([g.end - 1 for g in go], device)
         start = buf.sample_column[index, last] + 1  # where the action's last token went in (or would have)
         stale = torch.arange(self.length, device=device)[None, :] >= start[:, None]
         buf.valid[index] = buf.valid[index] & ~stale
         self._feed_long_turns([g for g in go if g.long])
         # each row's next input: the action's last token again (a short turn then fed one a step), or the last token
         # of a long turn fed in one pass just now
-        buf.valid[index, torch.tensor([column + self.shift[g.row] for g in go], device=device)] = True
-        buf.shift[index] = torch.tensor([self.shift[g.row] for g in go], device=device)
-        buf.tokens[index] = torch.tensor([g.cont.injected[-1] if g.long else g.last for g in go], device=device)
-        buf.positions[index] = torch.tensor(
-            [self.context[g.prompt] + g.end - 1 + (len(g.cont.injected) if g.long else 0) for g in go], device=device)
+        buf.valid[index, to_device([column + self.shift[g.row] for g in go], device)] = True
+        buf.shift[index] = to_device([self.shift[g.row] for g in go], device)
+        buf.tokens[index] = to_device([g.cont.injected[-1] if g.long else g.last for g in go], device)
+        buf.positions[index] = to_device(
+            [self.context[g.prompt] + g.end - 1 + (len(g.cont.injected) if g.long else 0) for g in go], device)
         forced = torch.zeros((len(go), buf.forced.shape[1]), dtype=torch.long)
         for j, g in enumerate(go):
             if not g.long:
                 forced[j, :len(g.cont.injected)] = torch.tensor(g.cont.injected, dtype=torch.long)
-        buf.forced[index] = forced.to(device)
+        buf.forced[index] = copy_to(forced, device)
         buf.forced_at[index] = 0
-        buf.forced_end[index] = torch.tensor([0 if g.long else len(g.cont.injected) for g in go], device=device)
+        buf.forced_end[index] = to_device([0 if g.long else len(g.cont.injected) for g in go], device)
         buf.count[index] = 0
         buf.done[index] = False
         buf.reason_eos[index] = False
         if self.sampling.keyed:
-            buf.row_keys[index] = torch.tensor([g.cont.key for g in go], device=device)
+            buf.row_keys[index] = to_device([g.cont.key for g in go], device)
+        self.decoder.stats["fed_tokens"] += sum(len(g.cont.injected) for g in go if not g.long)
         for g in go:
             self.context[g.prompt] += g.end + len(g.cont.injected)
             self.checked[g.prompt] = 0
             self.stopper.set_row(g.prompt, g.cont.stop)
+
+    def _admit(self) -> None:
+        """Start waiting prompts in the bucket's free rows (per-row buckets): each prompt's tokens but the last are
+        fed in one pass (extension.py) into the columns just before the next step's, so a row needs no more
+        columns than a call started with it; the last token is the row's next input, and the step that feeds it
+        samples the first token of its first action, keyed as in a new call. A prompt joins only where there is
+        room behind for it and ahead for a whole action; the others start the next call."""
+        if not (self.refill and self.waiting):
+            return
+        need = self.max_new_tokens + 2 * self.decoder.sync_every + 2
+        free = [r for r, p in enumerate(self.row_prompt) if p is None]
+        if not free or self.column + need >= self.length - 1:
+            return
+        joining = [i for i in self.waiting if len(self.prompts[i]) - 1 <= self.column][:len(free)]
+        if not joining:
+            return
+        taken = set(joining)
+        self.waiting = [i for i in self.waiting if i not in taken]
+        rows = free[:len(joining)]
+        buf, device, column = self.buf, self.buf.rows.device, self.column
+        index = to_device(rows, device)
+        buf.valid[index] = False
+        self._feed_prompts(rows, joining)
+        buf.valid[index, column] = True
+        buf.tokens[index] = to_device([self.prompts[i][-1] for i in joining], device)
+        buf.positions[index] = to_device([len(self.prompts[i]) - 1 for i in joining], device)
+        buf.rows[index] = to_device(joining, device)
+        buf.shift[index] = 0
+        buf.forced_at[index] = 0
+        buf.forced_end[index] = 0
+        buf.count[index] = 0
+        buf.done[index] = False
+        buf.reason_eos[index] = False
+        if self.sampling.keyed:
+            buf.row_keys[index] = self.generator.row_keys(to_device(joining, device))
+        for r, i in zip(rows, joining):
+            self.row_prompt[r], self.shift[r] = i, 0
+        self.decoder.stats["rows_joined"] += len(joining)
+
+    def _feed_prompts(self, rows: list[int], joining: list[int]) -> None:
+        """Feed each joining prompt's tokens but the last into its row, in the columns that end at `column`: one
+        row per distinct prompt (k rollouts from one prefix are fed once; the others copy its keys and values), in
+        passes of at most JOIN_PASS_TOKENS padded tokens."""
+        buf, device = self.buf, self.buf.rows.device
+        first_row: dict[tuple[int, ...], int] = {}
+        fed: list[tuple[int, int]] = []  # (row, prompt) fed by a forward pass
+        copies: list[tuple[int, int, int]] = []  # (row, the row fed with the same prompt, tokens copied)
+        for row, i in zip(rows, joining):
+            prompt = tuple(self.prompts[i][:-1])
+            if not prompt:
+                continue
+            source = first_row.setdefault(prompt, row)
+            if source == row:
+                fed.append((row, i))
+            else:
+                copies.append((row, source, len(prompt)))
+        width = max((len(self.prompts[i]) for _, i in fed), default=1)
+        per_pass = max(1, JOIN_PASS_TOKENS // width)
+        with record_function("lmgym.extend"):
+            for start in range(0, len(fed), per_pass):
+                part = fed[start:start + per_pass]
+                extend_rows(self.decoder, buf, [r for r, _ in part], [self.prompts[i][:-1] for _, i in part],
+                            [0] * len(part), [self.column - len(self.prompts[i]) + 1 for _, i in part], self.pad_id)
+        if copies:
+            target, source = to_device([c[0] for c in copies], device), to_device([c[1] for c in copies], device)
+            for cache in buf.keys + buf.values:
+                cache.index_copy_(0, target, cache.index_select(0, source))
+            buf.valid[target] = buf.valid[source]
+            self.decoder.stats["prefill_tokens_shared"] += sum(c[2] for c in copies)
 
     def _feed_long_turns(self, going: list[_Going]) -> None:
         """Feed each row's action's last token and all but the last token of its long turn in one pass
@@ -266,7 +361,7 @@ class _Play:
 
     def _leave(self, rows: list[int]) -> None:
         """Retire bucket rows `rows`: finished, sampling for no prompt (compaction drops them)."""
-        index = torch.tensor(rows, device=self.buf.rows.device)
+        index = to_device(rows, self.buf.rows.device)
         self.buf.rows[index] = _NO_PROMPT
         self.buf.done[index] = True
         self.buf.tokens[index] = self.pad_id
@@ -277,6 +372,9 @@ class _Play:
         """Move the rows still playing into a smaller bucket once they fill at most half of this one (as
         `FastDecoder._shrink`, from the host's view of the rows: no sync)."""
         d, buf = self.decoder, self.buf
+        need = self.max_new_tokens + 2 * d.sync_every + 2
+        if self.refill and self.waiting and self.column + need < self.length - 1:  # free rows: for those waiting
+            return
         playing = [r for r, p in enumerate(self.row_prompt) if p is not None]
         device = buf.rows.device
         if isinstance(buf, GroupedBuffers):
@@ -286,7 +384,7 @@ class _Play:
             if smaller >= buf.groups:
                 return
             keep = groups + groups[:1] * (smaller - len(groups))
-            self.buf = d._compact_groups(buf, torch.tensor(groups, device=device), smaller, self.pad_id)
+            self.buf = d._compact_groups(buf, to_device(groups, device), smaller, self.pad_id)
             rows = [g * m + j for g in keep for j in range(m)]
             self.row_prompt = [self.row_prompt[r] if k < len(groups) * m else None for k, r in enumerate(rows)]
             self.shift = [self.shift[r] for r in rows]
@@ -296,7 +394,7 @@ class _Play:
             return
         keep = playing + playing[:1] * (smaller - len(playing))
         self.buf = d._compact(buf, smaller, self.length, len(playing), self.pad_id,
-                              keep=torch.tensor(keep, device=device))
+                              keep=to_device(keep, device))
         self.row_prompt = [self.row_prompt[r] if k < len(playing) else None for k, r in enumerate(keep)]
         self.shift = [self.shift[r] for r in keep]
 

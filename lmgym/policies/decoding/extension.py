@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from lmgym.policies.decoding.generation import right_pad
+from lmgym.policies.decoding.generation import right_pad, to_device
 from lmgym.policies.decoding.shared_prefix import GroupedBuffers
 
 
@@ -38,11 +38,11 @@ def extend_rows(decoder, buf, rows: list[int], inputs: list[list[int]], position
     columns[j].. of `buf` (a FastDecoder bucket), in one pass; those columns become attendable. The caller makes
     sure each row's columns fit the bucket."""
     device, length = buf.valid.device, buf.valid.shape[1]
-    index = torch.tensor(rows, device=device)
+    index = to_device(rows, device)
     ids, fed_tokens = right_pad(inputs, pad_id, device)
     widths = fed_tokens.sum(-1)
     offsets = torch.arange(ids.shape[1], device=device)
-    first = torch.tensor(columns, device=device)
+    first = to_device(columns, device)
     written = (first[:, None] + offsets).clamp(max=length - 1)  # a padding token past a row's end: junk, masked
     # query t of row j attends the row's attendable columns and its new columns up to its own
     key_columns = torch.arange(length, device=device)
@@ -51,7 +51,7 @@ def extend_rows(decoder, buf, rows: list[int], inputs: list[list[int]], position
     mask = (attendable[:, None, :] | new)[:, None]
     gathered = _GatheredRows(buf, index)
     with decoder._autocast():
-        decoder._forward(ids, torch.tensor(positions, device=device)[:, None] + offsets, gathered,
+        decoder._forward(ids, to_device(positions, device)[:, None] + offsets, gathered,
                          written, mask, last=widths - 1)
     for full, part in zip(buf.keys + buf.values, gathered.keys + gathered.values):
         full.index_copy_(0, index, part)

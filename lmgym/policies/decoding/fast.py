@@ -176,6 +176,8 @@ class FastDecoder:
         # on CUDA its transient buckets add graph captures and memory above the budget that no GPU run has measured
         self.admit_by_use = False
         self.bucket_trace: list[dict] | None = None  # a list: each bucket request recorded (bucket_admission.replay)
+        # a dict (benchmarks): bucket key -> [decode steps, rows playing x steps (continuous play)], where steps went
+        self.shape_steps: dict[str, list[int]] | None = None
         self._captured_with: tuple = ()  # the weights' addresses (and the path) the captured graphs read
         if fused_weights is None:
             copy_bytes = sum(p.numel() for p in model.parameters()) * self.dtype.itemsize
@@ -193,9 +195,12 @@ class FastDecoder:
         # graphs captured, buckets made, buckets dropped to fit the budget (made - evicted - transient = kept),
         # buckets made for one call and not kept (bucket_admission.py: the budget was full of more used ones), tokens
         # of the env's turns fed in one pass mid-call (extension.py), copies of the weights made (weights.py: a
-        # call whose weights did not change since the last copy makes none)
+        # call whose weights did not change since the last copy makes none); the decode steps' occupancy: bucket
+        # rows x steps, of them rows playing for a prompt x steps (continuous play), and env tokens fed one a step
+        # (continuous play: a step that samples nothing for its row). Sampled tokens / row_steps = rows put to use
         self.stats = {"prefill_tokens": 0, "prefill_tokens_shared": 0, "graph_captures": 0, "buckets_made": 0,
-                      "buckets_evicted": 0, "buckets_transient": 0, "extended_tokens": 0, "weight_copies": 0}
+                      "buckets_evicted": 0, "buckets_transient": 0, "extended_tokens": 0, "weight_copies": 0,
+                      "row_steps": 0, "playing_row_steps": 0, "fed_tokens": 0, "rows_joined": 0}
 
     def _refresh_weights(self) -> None:
         """Copy the current weights into the fused decode copy (made on first use; None where it cannot be),
@@ -416,6 +421,8 @@ class FastDecoder:
         return sum(b.nbytes for b in self._buckets.values())
 
     def _step(self, buf: _Buffers, sampling: Sampling) -> None:
+        if self.shape_steps is not None:
+            self.shape_steps.setdefault(str(getattr(buf, "bucket_key", None)), [0, 0])[0] += 1
         try:
             self._replay_or_capture(buf, sampling)
         except torch._dynamo.exc.TorchDynamoException as err:  # Inductor missing or failing here: decode eagerly
@@ -506,6 +513,7 @@ class FastDecoder:
                 buf = self._shrink(buf, outputs, n, live_count, pad_id)
             with record_function("lmgym.decode"):
                 self._step(buf, sampling)
+            self.stats["row_steps"] += len(buf.rows)
         outputs.take(buf, buf.rows < n)
         tokens, logp, eos = outputs.lists()
         return assemble(tokenizer, prompts, tokens, logp,
