@@ -309,12 +309,10 @@ def test_the_hosts_part_of_a_sync_copies_to_the_device_without_a_stream_sync(mon
 
 
 @pytest.mark.parametrize("overlap", [False, True])
-def test_prompts_past_the_bucket_join_as_rows_free_up_and_play_as_round_by_round(overlap, monkeypatch):
+def test_prompts_past_the_bucket_join_as_rows_free_up_and_play_as_round_by_round(overlap):
     """More episodes than a bucket holds: the first rows start the call and the rest join it as rows finish (their
     prompts fed in one pass behind the next step's column, one pass per distinct prompt), instead of waiting for a
     bucket of their own; every action is still the one the round-by-round engine samples."""
-    from lmgym.policies.decoding import continuous
-
     env = make("Arithmetic-v0", mode="stepwise", max_steps=3, level=2)
     settings = SamplingSettings(max_new_tokens=10, temperature=1.0)
     starts = [{"options": {"index": i}} for i in range(5)]
@@ -322,10 +320,8 @@ def test_prompts_past_the_bucket_join_as_rows_free_up_and_play_as_round_by_round
     def run(refill):
         policy = policies(overlap=overlap)
         policy.fast_decoder.max_batch = 8
-        if not refill:
-            monkeypatch.setattr(continuous._Play, "_admit", lambda self: None)
+        policy.fast_decoder.join_waiting = refill
         branches, _, _ = played(env, policy, settings, True, starts, 4, sample_key=3)
-        monkeypatch.undo()
         return branches, policy.fast_decoder.stats
 
     joined, stats = run(refill=True)

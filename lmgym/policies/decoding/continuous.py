@@ -115,7 +115,7 @@ class _Play:
         self.shift = [0] * len(self.row_prompt)  # each bucket row's columns ahead of `column` (extension.py)
         # prompts not started yet: they join as rows free up (`_admit`; a bucket per row only), else the next call
         self.waiting: list[int] = list(range(first, len(prompts)))
-        self.refill = not isinstance(self.buf, GroupedBuffers)
+        self.refill = decoder.join_waiting and not isinstance(self.buf, GroupedBuffers)
 
     def _start(self, prompts: list[list[int]], columns: int, generator):
         buf, logits = self.decoder._start_call(prompts, columns, generator, self.pad_id)

@@ -189,8 +189,10 @@ class FastDecoder:
         self.compile_prefill = self.compile_layers if compile_prefill is None else compile_prefill
         self.weights: DecodeWeights | None = None
         self.share_prefill = share_prefill
-        # continuous play (continuous.py): the host settles a sync's actions while the next steps decode (on CUDA)
+        # continuous play (continuous.py): the host settles a sync's actions while the next steps decode (on CUDA);
+        # prompts past the bucket join it as rows free up (False: they wait for a call of their own)
         self.overlap_host = self.device.type == "cuda"
+        self.join_waiting = True
         # counters for benchmarks: prompt tokens prefilled, prompt tokens copied from a shared row instead, decode
         # graphs captured, buckets made, buckets dropped to fit the budget (made - evicted - transient = kept),
         # buckets made for one call and not kept (bucket_admission.py: the budget was full of more used ones), tokens
