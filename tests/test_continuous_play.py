@@ -273,8 +273,9 @@ def test_rag_episodes_with_the_envs_long_turns_play_on_as_round_by_round():
 def test_the_hosts_part_of_a_sync_copies_to_the_device_without_a_stream_sync(monkeypatch):
     """`torch.tensor(values, device=...)` from pageable memory makes the host wait for every queued decode step on
     CUDA (generation.py). Continuous play and the one-pass feed of long turns copy host values only through
-    `to_device`/`copy_to` (pinned and asynchronous there): a call that continues, feeds long turns and shrinks makes
-    no other."""
+    `to_device`/`copy_to` (pinned and asynchronous there), and never index-assign a Python number (PyTorch copies it
+    to the device as a pageable one-element tensor, the same wait): a call that continues, feeds long turns, takes
+    in waiting prompts and shrinks makes neither."""
     import inspect
 
     import torch
@@ -294,9 +295,19 @@ def test_the_hosts_part_of_a_sync_copies_to_the_device_without_a_stream_sync(mon
         staged.append(tuple(t.shape))
         return plain_copy(t, device)
 
+    plain_setitem = torch.Tensor.__setitem__
+
+    def setitem(self, index, value):
+        caller = inspect.stack()[1].filename
+        if isinstance(value, (bool, int, float)) and caller.endswith(("continuous.py", "extension.py")):
+            direct.append(f"{caller}: [...] = {value!r}")
+        return plain_setitem(self, index, value)
+
     monkeypatch.setattr(torch, "tensor", tensor)
+    monkeypatch.setattr(torch.Tensor, "__setitem__", setitem)
     monkeypatch.setattr(host_copies, "copy_to", copy_to)
     policy = policies(seed=4, overlap=True)
+    policy.fast_decoder.max_batch = 8  # 9 episodes: one waits, then joins
     env = TurnEnv(stops=[list("aeiou"), ["1", "2", "3"], list("xyz"), None, None],
                   injected=[("=", None), ("42", "tool"), (varied(FORCED_TOKENS + 5), None), ("ok", None), ("", None)],
                   short_seeds=(1,))
@@ -304,6 +315,7 @@ def test_the_hosts_part_of_a_sync_copies_to_the_device_without_a_stream_sync(mon
     branches, _, _ = played(env, policy, settings, True, [{"seed": s} for s in range(3)], 3, sample_key=5)
     assert all(b.done for b in branches)
     assert policy.fast_decoder.stats["extended_tokens"] > 0  # a long turn was fed in one pass
+    assert policy.fast_decoder.stats["rows_joined"] > 0
     assert direct == []
     assert len(staged) > 10  # continuations, long turns and leaving rows went through to_device/copy_to
 

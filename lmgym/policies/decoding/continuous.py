@@ -55,7 +55,8 @@ class Continuation:
 
 
 # the ended actions of one host sync: (prompt index, its action) -> for each, a Continuation or None (it leaves)
-JOIN_PASS_TOKENS = 16384  # padded prompt tokens fed in one pass when prompts join a call (bounds its memory)
+JOIN_PASS_TOKENS = 65536  # padded prompt tokens fed in one pass when prompts join a call (bounds its memory)
+JOIN_AT_ONCE = 64  # prompts join once this many rows (or an eighth of the bucket) are free, or none plays
 
 OnActions = Callable[[list[tuple[int, Generation]]], list[Continuation | None]]
 
@@ -254,7 +255,8 @@ class _Play:
         self._feed_long_turns([g for g in go if g.long])
         # each row's next input: the action's last token again (a short turn then fed one a step), or the last token
         # of a long turn fed in one pass just now
-        buf.valid[index, to_device([column + self.shift[g.row] for g in go], device)] = True
+        buf.valid.index_put_((index, to_device([column + self.shift[g.row] for g in go], device)),
+                             torch.ones((), dtype=torch.bool, device=device))
         buf.shift[index] = to_device([self.shift[g.row] for g in go], device)
         buf.tokens[index] = to_device([g.cont.injected[-1] if g.long else g.last for g in go], device)
         buf.positions[index] = to_device(
@@ -264,11 +266,11 @@ class _Play:
             if not g.long:
                 forced[j, :len(g.cont.injected)] = torch.tensor(g.cont.injected, dtype=torch.long)
         buf.forced[index] = copy_to(forced, device)
-        buf.forced_at[index] = 0
+        buf.forced_at.index_fill_(0, index, 0)
         buf.forced_end[index] = to_device([0 if g.long else len(g.cont.injected) for g in go], device)
-        buf.count[index] = 0
-        buf.done[index] = False
-        buf.reason_eos[index] = False
+        buf.count.index_fill_(0, index, 0)
+        buf.done.index_fill_(0, index, False)
+        buf.reason_eos.index_fill_(0, index, False)
         if self.sampling.keyed:
             buf.row_keys[index] = to_device([g.cont.key for g in go], device)
         self.decoder.stats["fed_tokens"] += sum(len(g.cont.injected) for g in go if not g.long)
@@ -287,8 +289,9 @@ class _Play:
             return
         need = self.max_new_tokens + 2 * self.decoder.sync_every + 2
         free = [r for r, p in enumerate(self.row_prompt) if p is None]
-        if not free or self.column + need >= self.length - 1:
-            return
+        few = len(free) < min(JOIN_AT_ONCE, len(self.row_prompt) // 8) and len(free) < len(self.row_prompt)
+        if few or self.column + need >= self.length - 1:
+            return  # few rows free: they wait to join together (a pass per few rows costs the host more than it gains)
         joining = [i for i in self.waiting if len(self.prompts[i]) - 1 <= self.column][:len(free)]
         if not joining:
             return
@@ -297,18 +300,18 @@ class _Play:
         rows = free[:len(joining)]
         buf, device, column = self.buf, self.buf.rows.device, self.column
         index = to_device(rows, device)
-        buf.valid[index] = False
+        buf.valid.index_fill_(0, index, False)
         self._feed_prompts(rows, joining)
-        buf.valid[index, column] = True
+        buf.valid[:, column].index_fill_(0, index, True)
         buf.tokens[index] = to_device([self.prompts[i][-1] for i in joining], device)
         buf.positions[index] = to_device([len(self.prompts[i]) - 1 for i in joining], device)
         buf.rows[index] = to_device(joining, device)
-        buf.shift[index] = 0
-        buf.forced_at[index] = 0
-        buf.forced_end[index] = 0
-        buf.count[index] = 0
-        buf.done[index] = False
-        buf.reason_eos[index] = False
+        buf.shift.index_fill_(0, index, 0)
+        buf.forced_at.index_fill_(0, index, 0)
+        buf.forced_end.index_fill_(0, index, 0)
+        buf.count.index_fill_(0, index, 0)
+        buf.done.index_fill_(0, index, False)
+        buf.reason_eos.index_fill_(0, index, False)
         if self.sampling.keyed:
             buf.row_keys[index] = self.generator.row_keys(to_device(joining, device))
         for r, i in zip(rows, joining):
@@ -362,9 +365,9 @@ class _Play:
     def _leave(self, rows: list[int]) -> None:
         """Retire bucket rows `rows`: finished, sampling for no prompt (compaction drops them)."""
         index = to_device(rows, self.buf.rows.device)
-        self.buf.rows[index] = _NO_PROMPT
-        self.buf.done[index] = True
-        self.buf.tokens[index] = self.pad_id
+        self.buf.rows.index_fill_(0, index, _NO_PROMPT)
+        self.buf.done.index_fill_(0, index, True)
+        self.buf.tokens.index_fill_(0, index, self.pad_id)
         for row in rows:
             self.row_prompt[row] = None
 

@@ -16,6 +16,8 @@ import torch
 from lmgym.policies.decoding.generation import right_pad, to_device
 from lmgym.policies.decoding.shared_prefix import GroupedBuffers
 
+TOKEN_BUCKET = 64  # a pass's tokens per row are padded to a multiple of this
+
 
 class _GatheredRows:
     """Copies of some rows' key/value buffers (and, grouped, of their groups' prefixes, one group per row)."""
@@ -36,11 +38,18 @@ def extend_rows(decoder, buf, rows: list[int], inputs: list[list[int]], position
                 columns: list[int], pad_id: int) -> None:
     """Feed bucket row rows[j] the tokens inputs[j] (non-empty) at positions positions[j].. and key/value columns
     columns[j].. of `buf` (a FastDecoder bucket), in one pass; those columns become attendable. The caller makes
-    sure each row's columns fit the bucket."""
+    sure each row's columns fit the bucket (the pass also writes junk, never attendable, up to TOKEN_BUCKET - 1
+    columns past a row's tokens)."""
+    lengths = list(map(len, inputs))
     device, length = buf.valid.device, buf.valid.shape[1]
+    # shapes from a small set (cuDNN plans its attention, and the compiled layers guard, per shape): rows up to a
+    # power of two (the first row again: the same writes twice), tokens up to a multiple of TOKEN_BUCKET
+    extra = (1 << (len(rows) - 1).bit_length()) - len(rows)
+    rows, positions, columns = rows + rows[:1] * extra, positions + positions[:1] * extra, columns + columns[:1] * extra
+    width = -(-max(lengths) // TOKEN_BUCKET) * TOKEN_BUCKET
     index = to_device(rows, device)
-    ids, fed_tokens = right_pad(inputs, pad_id, device)
-    widths = fed_tokens.sum(-1)
+    ids, _ = right_pad([row + [pad_id] * (width - len(row)) for row in inputs + inputs[:1] * extra], pad_id, device)
+    widths = to_device(lengths + lengths[:1] * extra, device)
     offsets = torch.arange(ids.shape[1], device=device)
     first = to_device(columns, device)
     written = (first[:, None] + offsets).clamp(max=length - 1)  # a padding token past a row's end: junk, masked
@@ -55,6 +64,6 @@ def extend_rows(decoder, buf, rows: list[int], inputs: list[list[int]], position
                          written, mask, last=widths - 1)
     for full, part in zip(buf.keys + buf.values, gathered.keys + gathered.values):
         full.index_copy_(0, index, part)
-    decoder.stats["extended_tokens"] += sum(map(len, inputs))
+    decoder.stats["extended_tokens"] += sum(lengths)
     fed = (key_columns >= first[:, None]) & (key_columns < (first + widths)[:, None])
     buf.valid[index] = attendable | fed
