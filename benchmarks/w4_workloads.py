@@ -180,10 +180,12 @@ def _chunk(work, spec, ctx: Context, kind: str) -> dict:
     buckets = result["decoder"]
     made = (f"; buckets made {buckets['buckets_made']}, evicted {buckets.get('buckets_evicted', '-')}, "
             f"transient {buckets.get('buckets_transient', '-')}" if "buckets_made" in buckets else "")
-    if buckets.get("row_steps"):  # decode steps' rows put to use: sampled tokens over bucket rows x steps
-        made += (f"; rows sampling {result['generated_tokens'] / buckets['row_steps']:.0%} of bucket rows x steps "
-                 f"(playing {buckets['playing_row_steps'] / buckets['row_steps']:.0%}, fed "
-                 f"{buckets['fed_tokens'] / buckets['row_steps']:.0%}; {buckets['row_steps']:,} row steps)")
+    if buckets.get("playing_row_steps"):  # continuous play's decode steps put to use: sampled tokens (first tokens
+        # sampled from a prefill's logits included) over bucket rows x steps, and the rows playing or fed among them
+        made += (f"; tokens / bucket rows x steps {result['generated_tokens'] / buckets['row_steps']:.0%} "
+                 f"(rows playing {buckets['playing_row_steps'] / buckets['row_steps']:.0%}, fed "
+                 f"{buckets['fed_tokens'] / buckets['row_steps']:.0%}; {buckets['row_steps']:,} row steps, "
+                 f"{buckets.get('rows_joined', 0):,} rows joined)")
     ctx.log(f"[{work.name}] {kind} chunk {spec}: {seconds:.1f} s, {result['generated_tokens']:,} generated and "
             f"{result['context_tokens']:,} context tokens, {result['generated_tokens'] / max(seconds, 1e-9):,.0f} "
             f"generated tokens/s{made}")

@@ -195,6 +195,10 @@ class RecordingGc:
         self.events.append("unfreeze")
         gc.unfreeze()
 
+    def collect(self, *generation: int) -> int:
+        self.events.append("collect")
+        return gc.collect(*generation)
+
     @property
     def frozen(self) -> bool:
         """Frozen, with full collections spaced out: the last two events are the block's start."""
@@ -225,7 +229,7 @@ def test_labelling_runs_with_the_heap_before_it_frozen_and_unfreezes_it_after(mo
     assert policy.frozen == [True] * 6  # every call (2 batches x 3 rounds) ran with the heap frozen
     spaced, usual = policy_labels_module.FULL_COLLECTION_SPACING, gc.get_threshold()[2]
     assert usual < spaced  # CPython's default (10): the block raised it, and put it back
-    assert recorder.events == ["freeze", f"threshold {spaced}", f"threshold {usual}", "unfreeze"]
+    assert recorder.events == ["freeze", f"threshold {spaced}", "collect", f"threshold {usual}", "unfreeze"]
     assert gc.get_freeze_count() == 0  # nothing stays frozen
 
 
@@ -252,3 +256,17 @@ def test_the_frozen_heap_leaves_a_freeze_or_a_disabled_collector_it_did_not_make
         raise RuntimeError("inside")
     assert recorder.events[0] == "freeze" and recorder.events[-1] == "unfreeze" and gc.get_freeze_count() == 0
     assert gc.get_threshold() == thresholds  # and puts the threshold back
+
+
+def test_leaving_the_frozen_heap_leaves_no_full_collection_due():
+    """Young collections counted inside the block (where full ones are spaced out) would make the first full
+    collection after it walk the whole unfrozen heap; the block ends with a full collection while still frozen
+    (only its own objects), so none is due when it is left."""
+    spaced = []
+    with frozen_heap() as froze:
+        assert froze
+        for _ in range(gc.get_threshold()[0] * gc.get_threshold()[1] * 15):  # > 10 young collections of gen 1
+            spaced.append([{}])
+        assert gc.get_count()[2] > 10  # CPython's default threshold for a full collection, passed inside
+        spaced.clear()
+    assert gc.get_count()[2] == 0
