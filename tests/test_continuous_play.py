@@ -345,3 +345,30 @@ def test_prompts_past_the_bucket_join_as_rows_free_up_and_play_as_round_by_round
     assert stats["buckets_made"] == 1 and chunked_stats["buckets_made"] == 2
     prompts = sorted(b.prompt_ids for b in joined)
     assert 0 < stats["extended_tokens"] < sum(len(p) - 1 for p in prompts[8:])  # joined together: fed once
+
+
+def test_prompts_that_join_together_are_fed_in_passes_of_bounded_rows(monkeypatch):
+    """A pass copies its rows' whole key/value rows, so joining prompts are fed JOIN_PASS_ROWS rows at most a pass
+    (here 2), with the same actions as round by round."""
+    from lmgym.policies.decoding import continuous
+
+    passes = []
+    feed = continuous.extend_rows
+
+    def counted(decoder, buf, rows, *args):
+        passes.append(len(rows))
+        return feed(decoder, buf, rows, *args)
+
+    monkeypatch.setattr(continuous, "JOIN_PASS_ROWS", 2)
+    monkeypatch.setattr(continuous, "extend_rows", counted)
+    # no stop strings: every action runs to its cap, so the even seeds' one-turn episodes end at one sync together
+    env = TurnEnv(stops=[None, None, None], injected=[("=", None), ("ok", None), ("", None)],
+                  short_seeds=range(0, 16, 2))
+    settings = SamplingSettings(max_new_tokens=6, temperature=1.0)
+    starts = [{"seed": s} for s in range(16)]
+    policy = policies()
+    policy.fast_decoder.max_batch = 8
+    joined, _, _ = played(env, policy, settings, True, starts, 1, sample_key=3)
+    rounds, _, _ = played(env, policies(), settings, False, starts, 1, sample_key=3)
+    assert_same(joined, rounds)
+    assert policy.fast_decoder.stats["rows_joined"] >= 4 and passes and max(passes) <= 2

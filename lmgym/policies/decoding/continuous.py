@@ -56,6 +56,7 @@ class Continuation:
 
 # the ended actions of one host sync: (prompt index, its action) -> for each, a Continuation or None (it leaves)
 JOIN_PASS_TOKENS = 65536  # padded prompt tokens fed in one pass when prompts join a call (bounds its memory)
+JOIN_PASS_ROWS = 128  # rows fed in one such pass (each pass copies its rows' whole key/value rows: extension.py)
 JOIN_AT_ONCE = 64  # prompts join once this many rows (or an eighth of the bucket) are free, or none plays
 
 OnActions = Callable[[list[tuple[int, Generation]]], list[Continuation | None]]
@@ -321,7 +322,7 @@ class _Play:
     def _feed_prompts(self, rows: list[int], joining: list[int]) -> None:
         """Feed each joining prompt's tokens but the last into its row, in the columns that end at `column`: one
         row per distinct prompt (k rollouts from one prefix are fed once; the others copy its keys and values), in
-        passes of at most JOIN_PASS_TOKENS padded tokens."""
+        passes of at most JOIN_PASS_TOKENS padded tokens and JOIN_PASS_ROWS rows."""
         buf, device = self.buf, self.buf.rows.device
         first_row: dict[tuple[int, ...], int] = {}
         fed: list[tuple[int, int]] = []  # (row, prompt) fed by a forward pass
@@ -336,7 +337,7 @@ class _Play:
             else:
                 copies.append((row, source, len(prompt)))
         width = max((len(self.prompts[i]) for _, i in fed), default=1)
-        per_pass = max(1, JOIN_PASS_TOKENS // width)
+        per_pass = max(1, min(JOIN_PASS_TOKENS // width, JOIN_PASS_ROWS))
         with record_function("lmgym.extend"):
             for start in range(0, len(fed), per_pass):
                 part = fed[start:start + per_pass]
