@@ -1,0 +1,3 @@
+set -x
+python3 -m pip install -q --no-index --no-deps --target /tmp/site .device/wheels/*.whl 2>&1 | tail -3
+PYTHONPATH=/tmp/site python3 -c "import gymnasium, trl; print('imports ok')"
