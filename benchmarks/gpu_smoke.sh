@@ -15,7 +15,8 @@
 # Environment: PYTHON (default python), MODEL (passed as --model to every example; default the embedded model),
 # PRESET (default gpu), ONLY (comma-separated example names), NO_DENSE=1 (the RAG examples index with BM25 alone:
 # no embedding pass, for a CPU try), DRY_RUN=1 (only parse every command's flags with the example's own parser:
-# seconds, no model, no GPU).
+# seconds, no model, no GPU). With nvidia-smi, each example's peak GPU memory (sampled every 2 s) is a column of the
+# table and LOG_DIR/gpu_memory.log keeps the samples.
 set -u
 DATA=${1:?usage: bash benchmarks/gpu_smoke.sh DATA_DIR [LOG_DIR]}
 LOGS=${2:-gpu_smoke_logs}
@@ -111,7 +112,24 @@ launch() {  # name args: start run_one in the background unless the budget is sp
   run_one "$name" "$left" "$2" &
 }
 
-rm -f "$LOGS"/*.status
+# every 2 s, each GPU process's memory and the example it runs, in LOGS/gpu_memory.log ("seconds example MiB"):
+# when one example runs out of memory beside others, the table says how much each held
+sample_memory() {
+  while sleep 2; do
+    nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits 2>/dev/null |
+      while IFS=', ' read -r pid mib; do
+        example=$(ps -o args= -p "$pid" 2>/dev/null | grep -o 'examples/[a-z_]*\.py' | head -1)
+        echo "$(( $(date +%s) - start )) $(basename "${example:-other}" .py) $mib"
+      done
+  done >> "$LOGS/gpu_memory.log"
+}
+rm -f "$LOGS"/*.status "$LOGS/gpu_memory.log"
+sampler=""
+running() { jobs -rp | grep -cvx "${sampler:-none}"; }  # examples running (the sampler is not one)
+if command -v nvidia-smi > /dev/null; then
+  sample_memory &
+  sampler=$!
+fi
 names=()
 deferred=""
 for entry in "${EXAMPLES[@]}"; do
@@ -119,26 +137,33 @@ for entry in "${EXAMPLES[@]}"; do
   selected "$name" || continue
   names+=("$name")
   if [[ $name == search_eval ]] && selected train_prm; then deferred=$entry; continue; fi
-  while (( $(jobs -rp | wc -l) >= JOBS )); do wait -n; done
+  while (( $(running) >= JOBS )); do wait -n; done
   launch "$name" "${entry#*|}"
 done
 if [[ -n $deferred ]]; then  # after train_prm, with its PRM
   while [[ ! -f $LOGS/train_prm.status ]]; do wait -n || sleep 1; done
-  while (( $(jobs -rp | wc -l) >= JOBS )); do wait -n; done
+  while (( $(running) >= JOBS )); do wait -n; done
   launch search_eval "${deferred#*|}"
 fi
-wait
+while (( $(running) > 0 )); do wait -n; done
+[[ -n $sampler ]] && kill "$sampler" 2> /dev/null
+
+peak_gb() {  # the most GPU memory the example's process held in a sample (nvidia-smi), GB; - without samples
+  [[ -s $LOGS/gpu_memory.log ]] || { echo -; return; }
+  awk -v name="$1" '$2 == name && $3 > peak {peak = $3} END {if (peak) printf "%.1f", peak / 1024; else print "-"}' \
+    "$LOGS/gpu_memory.log"
+}
 
 echo
-echo "| example | result | wall s | exit |"
-echo "|---|---|---:|---:|"
+echo "| example | result | wall s | exit | peak GPU GB |"
+echo "|---|---|---:|---:|---:|"
 failed=0
 for name in "${names[@]}"; do
   read -r rc secs < "$LOGS/$name.status" 2>/dev/null || { rc=-2; secs=0; }
   if [[ $rc == 0 ]]; then result=PASS; else result=FAIL; failed=1; fi
   [[ $rc == 124 || $rc == 137 ]] && result="FAIL (timeout)"
   [[ $rc == -1 ]] && result="FAIL (not started: budget)"
-  printf '| %s | %s | %s | %s |\n' "$name" "$result" "$secs" "$rc"
+  printf '| %s | %s | %s | %s | %s |\n' "$name" "$result" "$secs" "$rc" "$(peak_gb "$name")"
 done
 echo
 echo "total $(( $(date +%s) - start )) s; logs in $LOGS"
