@@ -267,11 +267,8 @@ class _Play:
             if not g.long:
                 forced[j, :len(g.cont.injected)] = torch.tensor(g.cont.injected, dtype=torch.long)
         buf.forced[index] = copy_to(forced, device)
-        buf.forced_at.index_fill_(0, index, 0)
+        _start_actions(buf, index)
         buf.forced_end[index] = to_device([0 if g.long else len(g.cont.injected) for g in go], device)
-        buf.count.index_fill_(0, index, 0)
-        buf.done.index_fill_(0, index, False)
-        buf.reason_eos.index_fill_(0, index, False)
         if self.sampling.keyed:
             buf.row_keys[index] = to_device([g.cont.key for g in go], device)
         self.decoder.stats["fed_tokens"] += sum(len(g.cont.injected) for g in go if not g.long)
@@ -308,11 +305,8 @@ class _Play:
         buf.positions[index] = to_device([len(self.prompts[i]) - 1 for i in joining], device)
         buf.rows[index] = to_device(joining, device)
         buf.shift.index_fill_(0, index, 0)
-        buf.forced_at.index_fill_(0, index, 0)
         buf.forced_end.index_fill_(0, index, 0)
-        buf.count.index_fill_(0, index, 0)
-        buf.done.index_fill_(0, index, False)
-        buf.reason_eos.index_fill_(0, index, False)
+        _start_actions(buf, index)
         if self.sampling.keyed:
             buf.row_keys[index] = self.generator.row_keys(to_device(joining, device))
         for r, i in zip(rows, joining):
@@ -401,6 +395,13 @@ class _Play:
                               keep=to_device(keep, device))
         self.row_prompt = [self.row_prompt[r] if k < len(playing) else None for k, r in enumerate(keep)]
         self.shift = [self.shift[r] for r in keep]
+
+
+def _start_actions(buf, index: torch.Tensor) -> None:
+    """Rows `index` sample a new action from their next step: none of it sampled, no injected token fed yet, not
+    finished (index_fill_: a number assigned by index would wait for the GPU, see `to_device`)."""
+    for name, value in (("forced_at", 0), ("count", 0), ("done", False), ("reason_eos", False)):
+        getattr(buf, name).index_fill_(0, index, value)
 
 
 class _Going(NamedTuple):
