@@ -372,3 +372,26 @@ def test_prompts_that_join_together_are_fed_in_passes_of_bounded_rows(monkeypatc
     rounds, _, _ = played(env, policies(), settings, False, starts, 1, sample_key=3)
     assert_same(joined, rounds)
     assert policy.fast_decoder.stats["rows_joined"] >= 4 and passes and max(passes) <= 2
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_a_tail_bucket_syncs_more_often_with_the_same_actions_in_fewer_steps(overlap):
+    """`tail_sync_every` (a bucket of TAIL_ROWS rows or fewer): rows whose action ended wait fewer steps for the
+    host, so the same episodes (the round-by-round engine's actions) take fewer decode steps."""
+    env = make("Arithmetic-v0", mode="stepwise", max_steps=4, level=2)
+    settings = SamplingSettings(max_new_tokens=12, temperature=1.0)
+    starts = [{"options": {"index": i}} for i in range(3)]
+
+    def run(tail_sync_every):
+        policy = policies(overlap=overlap)
+        policy.fast_decoder.tail_sync_every = tail_sync_every
+        policy.fast_decoder.shape_steps = {}
+        branches, _, _ = played(env, policy, settings, True, starts, 2, sample_key=5)
+        return branches, sum(steps for steps, _ in policy.fast_decoder.shape_steps.values())
+
+    usual, usual_steps = run(None)
+    often, often_steps = run(1)
+    rounds, _, _ = played(env, policies(overlap=overlap), settings, False, starts, 2, sample_key=5)
+    assert_same(usual, rounds)
+    assert_same(often, rounds)
+    assert often_steps < usual_steps

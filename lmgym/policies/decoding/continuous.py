@@ -57,6 +57,9 @@ class Continuation:
 # the ended actions of one host sync: (prompt index, its action) -> for each, a Continuation or None (it leaves)
 JOIN_PASS_TOKENS = 65536  # padded prompt tokens fed in one pass when prompts join a call (bounds its memory)
 JOIN_PASS_ROWS = 128  # rows fed in one such pass (each pass copies its rows' whole key/value rows: extension.py)
+# a bucket this small is a call's tail: its rows wait for the host at each action's end while the GPU has little
+# else to do, so `FastDecoder.tail_sync_every` (when set) syncs more often there
+TAIL_ROWS = 32
 JOIN_AT_ONCE = 64  # prompts join once this many rows (or an eighth of the bucket) are free, or none plays
 
 OnActions = Callable[[list[tuple[int, Generation]]], list[Continuation | None]]
@@ -147,9 +150,13 @@ class _Play:
             self._shrink()
 
     def _launch(self) -> int:
-        """Up to `sync_every` decode steps, as many as the bucket has columns for; returns how many."""
+        """Up to `sync_every` decode steps (`tail_sync_every` in a bucket of TAIL_ROWS rows or fewer), as many as the
+        bucket has columns for; returns how many."""
         ahead = max((s for s, p in zip(self.shift, self.row_prompt) if p is not None), default=0)
-        steps = max(0, min(self.decoder.sync_every, self.length - 1 - self.column - ahead))
+        every = self.decoder.sync_every
+        if len(self.row_prompt) <= TAIL_ROWS and self.decoder.tail_sync_every:
+            every = min(every, self.decoder.tail_sync_every)
+        steps = max(0, min(every, self.length - 1 - self.column - ahead))
         for _ in range(steps):
             with record_function("lmgym.decode"):
                 self.decoder._step(self.buf, self.sampling)

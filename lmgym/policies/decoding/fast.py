@@ -193,6 +193,9 @@ class FastDecoder:
         # prompts past the bucket join it as rows free up (False: they wait for a call of their own)
         self.overlap_host = self.device.type == "cuda"
         self.join_waiting = True
+        # steps between host syncs in a continuous-play bucket of TAIL_ROWS rows or fewer (None: sync_every); off until
+        # a GPU run measures it (benchmarks: --decoder_set tail_sync_every=2)
+        self.tail_sync_every: int | None = None
         # counters for benchmarks: prompt tokens prefilled, prompt tokens copied from a shared row instead, decode
         # graphs captured, buckets made, buckets dropped to fit the budget (made - evicted - transient = kept),
         # buckets made for one call and not kept (bucket_admission.py: the budget was full of more used ones), tokens
