@@ -126,6 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--decoder_set", action="append", default=[], metavar="FIELD=VALUE", dest="decoder_overrides",
         help="an attribute of each W4 workload's fast decoder set after it is built (a JSON value), e.g. "
              "sync_every=16; repeatable")
+    add("--w4a_set", action="append", default=[], metavar="FIELD=VALUE", dest="label_overrides",
+        help="a PolicyLabelConfig field of W4a's labelling calls set over the gpu preset's (a JSON value), e.g. "
+             "batch_size=32 (a chunk of --w4a_batch problems in two batches) or overlap_batches=true; repeatable")
     add("--w4b_set", action="append", default=[], metavar="FIELD=VALUE", dest="grpo_overrides",
         help="a GRPOConfig field of W4b set over the gpu preset's (a JSON value, else a string), e.g. "
              "gradient_checkpointing=false; repeatable")
@@ -318,18 +321,20 @@ def set_decoder(work, pairs: list[str]) -> dict | None:
     return out
 
 
-def config_overrides(pairs: list[str]) -> dict:
-    """--w4b_set's FIELD=VALUE pairs as a dict (VALUE read as JSON, else kept as a string); a pair without '=' or
-    naming no GRPOConfig field is one line that names it."""
+def config_overrides(pairs: list[str], config: type | None = None, flag: str = "--w4b_set") -> dict:
+    """--w4b_set's (or `flag`'s) FIELD=VALUE pairs as a dict (VALUE read as JSON, else kept as a string); a pair
+    without '=' or naming no field of `config` (default GRPOConfig) is one line that names it."""
     from dataclasses import fields
 
-    from lmgym.algorithms import GRPOConfig
+    if config is None:
+        from lmgym.algorithms import GRPOConfig as config
 
-    known, out = {f.name for f in fields(GRPOConfig)}, {}
+    known, out = {f.name for f in fields(config)}, {}
     for pair in pairs:
         field, sep, value = pair.partition("=")
         if not sep or field not in known:
-            raise SystemExit(f"w4_multistep: --w4b_set {pair!r}: expected FIELD=VALUE with FIELD a GRPOConfig field")
+            raise SystemExit(f"w4_multistep: {flag} {pair!r}: expected FIELD=VALUE with FIELD a {config.__name__} "
+                             f"field")
         try:
             out[field] = json.loads(value)
         except json.JSONDecodeError:
@@ -342,9 +347,12 @@ def build(name: str, args: argparse.Namespace, ctx: Context):
     if name == "w1":
         return module_from(W1_FILE, "w1_benchmark")
     if name == "w4a":
+        from lmgym.traindata.step_data.policy_labels import PolicyLabelConfig
+
         return LabelWorkload(ctx, args.w4a_problems, args.w4a_warmup_problems, args.w4a_profile_problems,
                              args.w4a_batch, args.w4a_samples, args.w4a_rollouts, args.max_new_tokens,
-                             args.w4a_max_steps, args.label_kept_cache_share)
+                             args.w4a_max_steps, args.label_kept_cache_share,
+                             config_overrides(args.label_overrides, PolicyLabelConfig, "--w4a_set"))
     if name == "w4b":
         return RagWorkload(ctx, args.data_path, args.w4b_iterations, args.w4b_questions, args.w4b_episodes,
                            args.max_new_tokens, dense=not args.no_dense,

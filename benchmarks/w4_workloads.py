@@ -235,7 +235,7 @@ class LabelWorkload:
 
     def __init__(self, ctx: Context, problems: int, warmup: int, profiled: int, batch: int | None,
                  samples: int | None, rollouts: int | None, max_new_tokens: int | None, max_steps: int | None,
-                 kept_cache_share: float | None = None):
+                 kept_cache_share: float | None = None, overrides: dict | None = None):
         from lmgym.envs import make
         from lmgym.envs.arithmetic import split_indices
         from lmgym.policies import HFPolicy
@@ -248,6 +248,7 @@ class LabelWorkload:
                 preset[key] = value
         preset.pop("problems")
         self.preset, self.ctx, self.level = preset, ctx, 3
+        self.overrides = dict(overrides or {})  # over each call's config only: a chunk stays `batch` problems
         steps = max_steps or _verifier_loop_max_steps()
         self.env = make("Arithmetic-v0", level=self.level, split="train", mode="stepwise", max_steps=steps)
         have = len(split_indices(self.level, "train"))
@@ -260,14 +261,15 @@ class LabelWorkload:
         self.measured = _spans(0, problems, size)
         self.profiled = (problems, min(profiled, size)) if profiled else None
         self.settings = {**preset, "level": self.level, "split": "train", "mode": "stepwise", "max_steps": steps,
-                         "problems": problems, "warmup_problems": warmup, "profiled_problems": profiled}
+                         "problems": problems, "warmup_problems": warmup, "profiled_problems": profiled,
+                         **({"call_overrides": self.overrides} if self.overrides else {})}
         self.stats: list[dict] = []
 
     def run(self, spec: tuple[int, int]) -> dict:
         from lmgym.traindata.step_data.policy_labels import PolicyLabelConfig, policy_labels
 
         first, count = spec
-        config = PolicyLabelConfig(problems=count, first_problem=first, **self.preset)
+        config = PolicyLabelConfig(problems=count, first_problem=first, **{**self.preset, **self.overrides})
         stats = policy_labels(self.policy, self.env, config, sample_key=self.ctx.seed).stats
         self.stats.append(stats)
         return {"problems": count, "episodes": stats["samples"] + stats["rollouts"], "solutions": stats["samples"],

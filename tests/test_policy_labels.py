@@ -270,3 +270,35 @@ def test_leaving_the_frozen_heap_leaves_no_full_collection_due():
         assert gc.get_count()[2] > 10  # CPython's default threshold for a full collection, passed inside
         spaced.clear()
     assert gc.get_count()[2] == 0
+
+
+def test_overlapped_batches_give_the_same_labels_in_fewer_engine_calls(monkeypatch):
+    """overlap_batches: a batch's rollouts play in the engine call of the next batch's solutions (one tail a batch,
+    not two); with a sample_key every action is keyed by its branch alone, so the labels are the same, and progress
+    is still reported once a batch's samples are done."""
+    from lmgym.episodes.engine import EpisodeEngine
+    from lmgym.policies import HFPolicy, build_tiny_model
+
+    tok = build_tiny_tokenizer()
+    policy = HFPolicy(build_tiny_model(tok, seed=2), tok, device="cpu", fast_decode=True)
+    env = make("Arithmetic-v0", level=2, split="train", mode="stepwise", max_steps=3)
+    calls = []
+    play = EpisodeEngine.play
+    monkeypatch.setattr(EpisodeEngine, "play", lambda self, branches, *a, **k: calls.append(len(branches)) or
+                        play(self, branches, *a, **k))
+
+    def run(overlap):
+        calls.clear()
+        progress = []
+        config = PolicyLabelConfig(problems=3, samples_per_problem=2, rollouts=2, max_new_tokens=8, batch_size=1,
+                                   overlap_batches=overlap)
+        labels = policy_labels(policy, env, config, sample_key=4, on_batch=lambda done, *_: progress.append(done))
+        return labels, list(calls), progress
+
+    plain, plain_calls, plain_progress = run(False)
+    overlapped, overlapped_calls, overlapped_progress = run(True)
+    assert overlapped.samples == plain.samples
+    assert overlapped.stats["sampled_tokens"] == plain.stats["sampled_tokens"]
+    assert overlapped.stats["rollouts"] == plain.stats["rollouts"] > 0
+    assert len(plain_calls) == 6 and len(overlapped_calls) == 4  # 3 batches: 2 calls each, or 1 each and 1 more
+    assert plain_progress == overlapped_progress == [1, 2, 3]

@@ -48,6 +48,9 @@ class PolicyLabelConfig(CheckedConfig):
     batch_size: int = setting(16, "problems per batch: their solutions, then all rollouts of all their step "
                                   "prefixes, advance together")
     token_budget: int = setting(0, "stop before the next batch once this many tokens were sampled (0: no limit)")
+    overlap_batches: bool = setting(False, "play a batch's rollouts together with the next batch's solutions (one "
+                                           "engine call, one tail, instead of two; the same labels with a "
+                                           "sample_key): off until a GPU run measures it")
     kept_cache_share: float = setting(0.4, "share of the GPU's memory the fast decoder may keep in reusable KV "
                                            "buckets while labelling (nothing trains beside it), in [0, 1); 0: its "
                                            "usual sixteenth, which made most of W4a's buckets and graphs anew each "
@@ -102,13 +105,28 @@ def policy_labels(policy: Policy, env, config: PolicyLabelConfig | None = None, 
     decoder = getattr(policy, "fast_decoder", None)
     with (nullcontext() if decoder is None else decoder.keeping(decoder.device_bytes(config.kept_cache_share)),
           frozen_heap()):
+        pending: _Batch | None = None  # a batch whose rollouts play with the next batch's solutions
         for first in range(0, len(starts), config.batch_size):
             if config.token_budget and totals.tokens >= config.token_budget:
                 stopped = True
                 break
-            batch = starts[first:first + config.batch_size]
-            samples += _label_batch(engine, env, batch, first, config, totals, generator, sample_key)
-            labelled += len(batch)
+            batch = _Batch(engine, env, starts[first:first + config.batch_size], first, config)
+            carried = pending.rollout_branches() if pending is not None else []
+            totals.rounds += play_to_end(engine, batch.solutions + carried, generator, sample_key, batch.keep_prefix)
+            totals.solution_tokens += sum(sampled_tokens(p.branch) for p in batch.solutions)
+            batch.make_rollouts()
+            for done in ([pending] if pending is not None else []) + ([] if config.overlap_batches else [batch]):
+                if done is batch:
+                    totals.rounds += play_to_end(engine, batch.rollout_branches(), generator, sample_key)
+                samples += done.finish(totals)
+                labelled += len(done.starts)
+                if on_batch is not None:
+                    on_batch(labelled, len(starts), totals.tokens, time.perf_counter() - clock)
+            pending = batch if config.overlap_batches else None
+        if pending is not None:
+            totals.rounds += play_to_end(engine, pending.rollout_branches(), generator, sample_key)
+            samples += pending.finish(totals)
+            labelled += len(pending.starts)
             if on_batch is not None:
                 on_batch(labelled, len(starts), totals.tokens, time.perf_counter() - clock)
     seconds = time.perf_counter() - clock
@@ -156,37 +174,46 @@ def frozen_heap() -> Iterator[bool]:
         gc.unfreeze()
 
 
-def _label_batch(engine: EpisodeEngine, env, batch: list[dict], first_group: int, config: PolicyLabelConfig,
-                 totals: _Totals, generator, sample_key) -> list[LabelledSample]:
-    solutions = [PlayedBranch(b) for b in engine.start(batch, config.samples_per_problem, first_group)]
-    questions = {p.branch.group_id: reset_question(env, p.branch) for p in solutions}
-    owner = {id(p): index for index, p in enumerate(solutions)}
-    prefixes: list[tuple[int, int, PlayedBranch]] = []  # (solution, step index, the branch right after that step)
+class _Batch:
+    """One batch of problems: its solutions (played first; each live step's prefix kept by `keep_prefix`), then
+    k rollouts from every kept prefix, then its labelled samples (`finish`)."""
 
-    def keep_prefix(p: PlayedBranch) -> None:
-        if config.rollouts and engine.is_live(p.branch):
-            prefixes.append((owner[id(p)], len(p.steps) - 1, p.copy(p.branch.member)))
+    def __init__(self, engine: EpisodeEngine, env, starts: list[dict], first_group: int, config: PolicyLabelConfig):
+        self.engine, self.starts, self.config = engine, starts, config
+        self.solutions = [PlayedBranch(b) for b in engine.start(starts, config.samples_per_problem, first_group)]
+        self.questions = {p.branch.group_id: reset_question(env, p.branch) for p in self.solutions}
+        self.owner = {id(p): index for index, p in enumerate(self.solutions)}
+        self.prefixes: list[tuple[int, int, PlayedBranch]] = []  # (solution, step index, the branch after it)
+        self.rollouts: list[tuple[int, int, PlayedBranch]] = []
 
-    totals.rounds += play_to_end(engine, solutions, generator, sample_key, keep_prefix)
-    totals.solution_tokens += sum(sampled_tokens(p.branch) for p in solutions)
+    def keep_prefix(self, p: PlayedBranch) -> None:
+        """After each step of one of this batch's solutions (others played beside them are not its): keep the
+        branch right after it, when the episode goes on and rollouts are asked for."""
+        if self.config.rollouts and id(p) in self.owner and self.engine.is_live(p.branch):
+            self.prefixes.append((self.owner[id(p)], len(p.steps) - 1, p.copy(p.branch.member)))
 
-    next_member = {group: config.samples_per_problem for group in questions}
-    rollouts: list[tuple[int, int, PlayedBranch]] = []
-    for solution, step, prefix in prefixes:
-        group = prefix.branch.group_id
-        for _ in range(config.rollouts):
-            rollouts.append((solution, step, prefix.copy(next_member[group])))
-            next_member[group] += 1
-    totals.rounds += play_to_end(engine, [r for _, _, r in rollouts], generator, sample_key)
-    prefix_tokens = {(s, j): sampled_tokens(p.branch) for s, j, p in prefixes}
-    totals.rollout_tokens += sum(sampled_tokens(r.branch) - prefix_tokens[(s, j)] for s, j, r in rollouts)
-    totals.rollouts += len(rollouts)
+    def make_rollouts(self) -> None:
+        """k copies of every kept prefix, each with its own member (its sampling key)."""
+        next_member = {group: self.config.samples_per_problem for group in self.questions}
+        for solution, step, prefix in self.prefixes:
+            group = prefix.branch.group_id
+            for _ in range(self.config.rollouts):
+                self.rollouts.append((solution, step, prefix.copy(next_member[group])))
+                next_member[group] += 1
 
-    outcomes: dict[tuple[int, int], list[bool]] = {}
-    for solution, step, rollout in rollouts:
-        outcomes.setdefault((solution, step), []).append(ended_right(rollout.branch))
-    return [_sample(index, p, questions[p.branch.group_id], outcomes, config.rollouts > 0)
-            for index, p in enumerate(solutions)]
+    def rollout_branches(self) -> list[PlayedBranch]:
+        return [r for _, _, r in self.rollouts]
+
+    def finish(self, totals: _Totals) -> list[LabelledSample]:
+        """The batch's samples, its rollouts played: each step's soft and hard labels from its k rollouts."""
+        prefix_tokens = {(s, j): sampled_tokens(p.branch) for s, j, p in self.prefixes}
+        totals.rollout_tokens += sum(sampled_tokens(r.branch) - prefix_tokens[(s, j)] for s, j, r in self.rollouts)
+        totals.rollouts += len(self.rollouts)
+        outcomes: dict[tuple[int, int], list[bool]] = {}
+        for solution, step, rollout in self.rollouts:
+            outcomes.setdefault((solution, step), []).append(ended_right(rollout.branch))
+        return [_sample(index, p, self.questions[p.branch.group_id], outcomes, self.config.rollouts > 0)
+                for index, p in enumerate(self.solutions)]
 
 
 def _sample(index: int, played: PlayedBranch, question: str, outcomes: dict, rolled: bool) -> LabelledSample:
