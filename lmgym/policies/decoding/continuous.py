@@ -54,7 +54,6 @@ class Continuation:
     key: int | None = None
 
 
-# the ended actions of one host sync: (prompt index, its action) -> for each, a Continuation or None (it leaves)
 JOIN_PASS_TOKENS = 65536  # padded prompt tokens fed in one pass when prompts join a call (bounds its memory)
 JOIN_PASS_ROWS = 128  # rows fed in one such pass (each pass copies its rows' whole key/value rows: extension.py)
 # a bucket this small is a call's tail: its rows wait for the host at each action's end while the GPU has little
@@ -62,6 +61,7 @@ JOIN_PASS_ROWS = 128  # rows fed in one such pass (each pass copies its rows' wh
 TAIL_ROWS = 32
 JOIN_AT_ONCE = 64  # prompts join once this many rows (or an eighth of the bucket) are free, or none plays
 
+# the ended actions of one host sync: (prompt index, its action) -> for each, a Continuation or None (it leaves)
 OnActions = Callable[[list[tuple[int, Generation]]], list[Continuation | None]]
 
 
