@@ -50,13 +50,18 @@ class Batch:
         return self.input_ids.shape[0]
 
     def to(self, device: torch.device) -> Batch:
-        """The batch on `device`. To CUDA the copies go from pinned memory without waiting: a plain copy from
-        pageable memory synchronises the stream, so each micro-batch would wait for the GPU to drain."""
-        def move(t: torch.Tensor) -> torch.Tensor:
-            return t.pin_memory().to(device, non_blocking=True) if device.type == "cuda" else t.to(device)
+        """The batch on `device`, each tensor moved by `copy_to` (no stream sync to CUDA)."""
+        moved = {k: copy_to(v, device) for k, v in self.__dict__.items() if k != "fields"}
+        return Batch(**moved, fields={k: copy_to(v, device) for k, v in self.fields.items()})
 
-        moved = {k: move(v) for k, v in self.__dict__.items() if k != "fields"}
-        return Batch(**moved, fields={k: move(v) for k, v in self.fields.items()})
+
+def copy_to(tensor: torch.Tensor, device: torch.device | str) -> torch.Tensor:
+    """`tensor` (on the host, not changed afterwards) on `device`. To CUDA the copy goes from pinned memory without
+    waiting: a plain copy from pageable memory synchronises the stream, so the host would wait for every kernel
+    queued before it (each micro-batch for the GPU to drain; a decode sync for every step in flight)."""
+    if torch.device(device).type != "cuda":
+        return tensor.to(device)
+    return tensor.pin_memory().to(device, non_blocking=True)
 
 
 def collate(trajectories: list[Trajectory], pad_id: int, device: torch.device | str = "cpu",

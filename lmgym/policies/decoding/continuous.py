@@ -26,6 +26,7 @@ from typing import NamedTuple
 import torch
 from torch.profiler import record_function
 
+from lmgym.buffers.batch import copy_to
 from lmgym.policies.decoding.extension import extend_rows
 from lmgym.policies.decoding.fast import _round_batch
 from lmgym.policies.decoding.generation import (
@@ -34,7 +35,6 @@ from lmgym.policies.decoding.generation import (
     StopChecker,
     StopLists,
     _eos_ids,
-    copy_to,
     stop_lists,
     to_device,
 )

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from lmgym.buffers.batch import copy_to
 from lmgym.policies.prompting import pad_id as padding_id
 
 # transformers 5.2x renames `past_key_values` to `cache`; older 5.x releases only know the first name.
@@ -154,27 +155,16 @@ def sample_step(
     return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
 
 
-# Host-to-device copies that do not wait for the GPU.
-#
-# `torch.tensor(values, device="cuda")` copies from pageable host memory, and PyTorch then synchronizes the stream:
-# the host waits until every kernel queued before it has run. In continuous play (continuous.py) the host settles a
-# sync's ended actions while the next decode steps run on the GPU; one such copy there made the host wait for all of
-# those steps, and the GPU then idled while the host finished the sync (about 3,000 stream syncs in a 64-problem W4a
-# chunk on an H200, benchmarks/RESULTS.md). `to_device` stages the values in pinned memory and copies them
-# asynchronously: the copy is ordered on the stream after the queued work, as the blocking one was, and the host
-# goes on at once (PyTorch's pinned-memory cache keeps the staging block until the copy has run).
+# Host-to-device copies that do not wait for the GPU (`copy_to`, lmgym.buffers.batch). In continuous play
+# (continuous.py) the host settles a sync's ended actions while the next decode steps run on the GPU; one
+# `torch.tensor(values, device="cuda")` there made the host wait for all of those steps, and the GPU then idled
+# while the host finished the sync (about 3,000 stream syncs in a 64-problem W4a chunk on an H200,
+# benchmarks/RESULTS.md).
 
 
 def to_device(values, device: torch.device, dtype: torch.dtype = torch.long) -> torch.Tensor:
     """`torch.tensor(values, dtype=dtype, device=device)`, without a stream sync on CUDA."""
     return copy_to(torch.tensor(values, dtype=dtype), device)
-
-
-def copy_to(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """`tensor` (on the host, not changed afterwards) on `device`, without a stream sync on CUDA."""
-    if torch.device(device).type != "cuda":
-        return tensor.to(device)
-    return tensor.pin_memory().to(device, non_blocking=True)
 
 
 def _pad(sequences: list[list[int]], pad_id: int, device: torch.device, left: bool
