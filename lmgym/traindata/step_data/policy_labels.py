@@ -106,6 +106,14 @@ def policy_labels(policy: Policy, env, config: PolicyLabelConfig | None = None, 
     with (nullcontext() if decoder is None else decoder.keeping(decoder.device_bytes(config.kept_cache_share)),
           frozen_heap()):
         pending: _Batch | None = None  # a batch whose rollouts play with the next batch's solutions
+
+        def complete(done: _Batch) -> None:  # its rollouts played: its samples, and progress
+            nonlocal labelled
+            samples.extend(done.finish(totals))
+            labelled += len(done.starts)
+            if on_batch is not None:
+                on_batch(labelled, len(starts), totals.tokens, time.perf_counter() - clock)
+
         for first in range(0, len(starts), config.batch_size):
             if config.token_budget and totals.tokens >= config.token_budget:
                 stopped = True
@@ -115,20 +123,16 @@ def policy_labels(policy: Policy, env, config: PolicyLabelConfig | None = None, 
             totals.rounds += play_to_end(engine, batch.solutions + carried, generator, sample_key, batch.keep_prefix)
             totals.solution_tokens += sum(sampled_tokens(p.branch) for p in batch.solutions)
             batch.make_rollouts()
-            for done in ([pending] if pending is not None else []) + ([] if config.overlap_batches else [batch]):
-                if done is batch:
-                    totals.rounds += play_to_end(engine, batch.rollout_branches(), generator, sample_key)
-                samples += done.finish(totals)
-                labelled += len(done.starts)
-                if on_batch is not None:
-                    on_batch(labelled, len(starts), totals.tokens, time.perf_counter() - clock)
-            pending = batch if config.overlap_batches else None
+            if pending is not None:
+                complete(pending)
+            pending = batch
+            if not config.overlap_batches:
+                totals.rounds += play_to_end(engine, batch.rollout_branches(), generator, sample_key)
+                complete(batch)
+                pending = None
         if pending is not None:
             totals.rounds += play_to_end(engine, pending.rollout_branches(), generator, sample_key)
-            samples += pending.finish(totals)
-            labelled += len(pending.starts)
-            if on_batch is not None:
-                on_batch(labelled, len(starts), totals.tokens, time.perf_counter() - clock)
+            complete(pending)
     seconds = time.perf_counter() - clock
     return PolicyLabels(samples, _stats(samples, labelled, totals, seconds, engine.env_seconds, stopped))
 
