@@ -219,15 +219,20 @@ def test_a_cancelled_row_ends_at_the_next_check_and_the_others_sample_on(fast):
         assert cut[i].completion_ids == whole[i].completion_ids and cut[i].finish_reason == whole[i].finish_reason
 
 
+def bucket_unit(model, tok) -> int:
+    """Bytes of an (8 rows, 16 columns) bucket of `model`, measured from one a decoder made."""
+    sizing = FastDecoder(model, length_bucket=16)
+    sizing.generate(tok, prompts_for(tok, 8), 4, temperature=0.0)
+    return sizing.cached_bytes // next(length for _, length in sizing._buckets) * 16
+
+
 def test_shapes_cycling_past_the_budget_keep_the_ones_that_fit_instead_of_making_every_one_anew():
     """Three shapes visited in turn, a budget for two: least-recently-used eviction alone would drop each bucket
     just before it is wanted again (3 made a round). A new bucket pushes kept ones out only when they were asked
     for less often (bucket_admission.py), so two stay and the third serves its call alone (1 made a round), with
     the same tokens as an unbounded cache."""
     model, tok = eos_prone_model()
-    sizing = FastDecoder(model, length_bucket=16)
-    sizing.generate(tok, prompts_for(tok, 8), 4, temperature=0.0)
-    unit = sizing.cached_bytes // next(length for _, length in sizing._buckets) * 16  # bytes of an (8, 16) bucket
+    unit = bucket_unit(model, tok)
     bounded = FastDecoder(model, cache_bytes=7 * unit, length_bucket=16)
     bounded.admit_by_use = True  # the admission rule (off by default until measured on a GPU)
     unbounded = FastDecoder(model, length_bucket=16)
@@ -252,9 +257,7 @@ def test_a_keeping_block_holds_more_buckets_and_trims_them_to_the_usual_budget_a
     """Step labels visit more (batch, length) shapes than the usual budget holds; inside `keeping` they stay (no
     bucket and graph made anew), and after it the least recently used beyond the usual budget are dropped."""
     model, tok = eos_prone_model()
-    sizing = FastDecoder(model, length_bucket=16)
-    sizing.generate(tok, prompts_for(tok, 8), 4, temperature=0.0)
-    unit = sizing.cached_bytes // next(length for _, length in sizing._buckets) * 16  # bytes of an (8, 16) bucket
+    unit = bucket_unit(model, tok)
     decoder = FastDecoder(model, cache_bytes=5 * unit, length_bucket=16)
     decoder.admit_by_use = True  # the admission rule (off by default until measured on a GPU)
 
