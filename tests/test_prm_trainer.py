@@ -109,18 +109,31 @@ def test_resume_equals_an_uninterrupted_run(tiny_policy, tmp_path):
     assert {"eval_pairwise_accuracy", "eval_bt_loss", "eval_rated_accuracy", "eval_pointwise_loss"} <= set(last)
 
 
+def counting_padded_tokens(step_batch, passes: list[int]):
+    """`step_batch` that also appends each pass's padded tokens (rows x longest row) to `passes`."""
+    def counted(rows, positions):
+        passes.append(len(rows) * max(map(len, rows)))
+        return step_batch(rows, positions)
+    return counted
+
+
 def test_the_optimizer_step_is_the_same_whatever_the_micro_batch_size(tiny_policy, tmp_path):
-    steps = {}
+    steps, passes = {}, {}
     items = PAIRS + RATED
-    for size in (1, 9):  # 1: chunks of pairs alone and of rated solutions alone
+    # 1: chunks of pairs alone and of rated solutions alone; "tokens": 9 items a pass by count, cut by a budget of
+    # padded tokens (a pair counts two sequences) into several passes
+    for size, budget in ((1, 0), (9, 0), ("tokens", 256)):
         trainer = PRMTrainer(ProcessRewardModel.from_policy(tiny_policy), items,
-                             config(tmp_path / str(size), micro_batch_size=size, pairs_per_iteration=9,
-                                    pointwise_weight=2.0))
+                             config(tmp_path / str(size), micro_batch_size=9 if size == "tokens" else size,
+                                    pairs_per_iteration=9, pointwise_weight=2.0, max_tokens_per_microbatch=budget))
         with torch.no_grad():
             torch.nn.init.normal_(trainer.prm.head.linear.weight, std=0.5)  # gradients reach the backbone
+        trainer.prm.step_batch = counting_padded_tokens(trainer.prm.step_batch, passes.setdefault(size, []))
         stats = trainer.train_iteration()
         steps[size] = (stats, [p.grad.clone() for p in trainer.prm.parameters()])
-    for size in (9,):
+    assert len(passes[9]) == 1 and passes[9][0] > 256
+    assert len(passes["tokens"]) > 1 and max(passes["tokens"]) <= 256  # every item here fits the budget alone
+    for size in (9, "tokens"):
         for key in ("loss", "bradley_terry", "pointwise", "grad_norm", "pairwise_accuracy"):
             assert steps[size][0][key] == pytest.approx(steps[1][0][key], rel=1e-5), (size, key)
         for a, b in zip(steps[size][1], steps[1][1]):

@@ -25,24 +25,32 @@ import numpy as np
 from lmgym.training import distributed as dist
 
 
-def padded_tokens(lengths: Sequence[int], group: Sequence[int]) -> int:
-    """Tokens a micro-batch of the items `group` (indices into `lengths`) allocates: rows x longest row."""
-    return len(group) * max((lengths[i] for i in group), default=0)
+def padded_tokens(lengths: Sequence[int], group: Sequence[int], rows: Sequence[int] | None = None) -> int:
+    """Tokens a micro-batch of the items `group` (indices into `lengths`) allocates: rows x longest row (an item
+    is `rows[i]` rows, e.g. a preference pair's two; default one each)."""
+    count = len(group) if rows is None else sum(rows[i] for i in group)
+    return count * max((lengths[i] for i in group), default=0)
 
 
-def token_micro_batches(lengths: Sequence[int], budget: int) -> list[list[int]]:
+def token_micro_batches(lengths: Sequence[int], budget: int, rows: Sequence[int] | None = None,
+                        max_items: int = 0) -> list[list[int]]:
     """Indices of `lengths`, shortest first (ties by index), cut into consecutive micro-batches of at most
-    `budget` padded tokens (`padded_tokens`); an item longer than `budget` gets a micro-batch of its own.
-    Every index appears once; the result depends on the lengths alone."""
+    `budget` padded tokens (`padded_tokens`, item i being `rows[i]` rows) and, when `max_items` > 0, at most that
+    many items; an item longer than `budget` gets a micro-batch of its own. Every index appears once; the result
+    depends on the lengths (and rows) alone."""
     if budget <= 0:
         raise ValueError(f"token budget must be a positive integer, got {budget}")
     groups: list[list[int]] = []
     current: list[int] = []
+    current_rows = 0
     for i in sorted(range(len(lengths)), key=lambda i: (lengths[i], i)):
-        if current and (len(current) + 1) * lengths[i] > budget:  # sorted: item i is the longest so far
+        size = 1 if rows is None else rows[i]
+        full = 0 < max_items <= len(current)
+        if current and (full or (current_rows + size) * lengths[i] > budget):  # sorted: item i is the longest
             groups.append(current)
-            current = []
+            current, current_rows = [], 0
         current.append(i)
+        current_rows += size
     if current:
         groups.append(current)
     return groups

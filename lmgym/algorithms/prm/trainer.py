@@ -20,7 +20,7 @@ from lmgym.buffers.step_pairs import RatedSteps, StepPair
 from lmgym.evaluation.verifier_metrics import expected_calibration_error, roc_auc
 from lmgym.training import distributed as dist
 from lmgym.training.config import TrainerConfig, setting
-from lmgym.training.token_batches import EpochDraws
+from lmgym.training.token_batches import EpochDraws, same_count_on_every_rank, token_micro_batches
 from lmgym.training.trainer import Trainer
 
 
@@ -63,11 +63,17 @@ class PRMConfig(TrainerConfig):
     use_margin: bool = setting(False, "subtract each pair's margin from its chosen - rejected logit difference "
                                       "(off: plain Bradley-Terry)")
     score_batch_size: int = setting(16, "sequences per forward pass when evaluating")
+    # a micro-batch of items padded to its longest holds rows x longest tokens of activations: PRM800K's long
+    # solutions made 32 pairs a 122 GB pass on an H200 (benchmarks/RESULTS.md); 16,384 is TRL's reward trainer's
+    # 8 pairs of 1,024 tokens
+    max_tokens_per_microbatch: int = setting(16384, "padded tokens (sequences x longest, a pair two sequences) per "
+                                                    "forward/backward, beside micro_batch_size items (0: off)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         for name in ("pairs_per_iteration", "score_batch_size"):
             self.require(name, getattr(self, name) > 0, "a positive integer")
+        self.require("max_tokens_per_microbatch", self.max_tokens_per_microbatch >= 0, ">= 0")
         self.require("pointwise_weight", self.pointwise_weight >= 0, ">= 0")
 
     def optimizer_steps_per_iteration(self) -> int:
@@ -116,6 +122,11 @@ def encode_items(prm, items: Sequence, what: str) -> list[EncodedPair | EncodedR
         except ValueError as err:
             raise ValueError(f"PRMTrainer: {what}[{k}]: {err}") from None
     return encoded
+
+
+def item_length(item: EncodedPair | EncodedRated) -> int:
+    """Tokens of an encoded item's longest sequence."""
+    return max(len(item.chosen), len(item.rejected)) if isinstance(item, EncodedPair) else len(item.ids)
 
 
 def pair_wins(chosen: torch.Tensor, rejected: torch.Tensor) -> float:
@@ -167,6 +178,20 @@ class PRMTrainer(Trainer):
     def draw(self) -> list[EncodedPair | EncodedRated]:
         """This iteration's items: the next `pairs_per_iteration` of the seeded epochs."""
         return [self.items[i] for i in self.draws.indices(self.iteration, self.config.pairs_per_iteration)]
+
+    def micro_batches(self, items: Sequence) -> list[Sequence]:
+        """Similar lengths together, at most `micro_batch_size` items and `max_tokens_per_microbatch` padded tokens
+        a pass (training/token_batches.py; an item over the budget alone; under FSDP as many on every rank). The
+        step's loss does not depend on the grouping: each term is weighed by the step's totals (`chunk_loss`)."""
+        budget = self.config.max_tokens_per_microbatch
+        if not budget:
+            return super().micro_batches(items)
+        lengths = [item_length(x) for x in items]
+        groups = token_micro_batches(lengths, budget, [2 if isinstance(x, EncodedPair) else 1 for x in items],
+                                     self.config.micro_batch_size)
+        if self.gradients.mode == "fsdp":  # every forward all-gathers: the ranks' counts must match
+            groups = same_count_on_every_rank(groups, lengths, "max_tokens_per_microbatch")
+        return [[items[i] for i in group] for group in groups]
 
     # ------------------------------------------------------------------ the loss
     def chunk_logits(self, chunk: Sequence) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[EncodedRated]]:
