@@ -196,6 +196,10 @@ class FastDecoder:
         # steps between host syncs in a continuous-play bucket of TAIL_ROWS rows or fewer (None: sync_every); off until
         # a GPU run measures it (benchmarks: --decoder_set tail_sync_every=2)
         self.tail_sync_every: int | None = None
+        # a prompt joining a free row is fed by a plain causal prefill of its own tokens, scattered into the row,
+        # instead of the general pass that gathers whole key/value rows and masks over the bucket (extension.py);
+        # off until a GPU run measures it (benchmarks: --decoder_set prefill_joins=true)
+        self.prefill_joins = False
         # counters for benchmarks: prompt tokens prefilled, prompt tokens copied from a shared row instead, decode
         # graphs captured, buckets made, buckets dropped to fit the budget (made - evicted - transient = kept),
         # buckets made for one call and not kept (bucket_admission.py: the budget was full of more used ones), tokens
