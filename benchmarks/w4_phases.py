@@ -134,10 +134,15 @@ class GcPauses:
         self.seconds = 0.0
         self.full_seconds = 0.0
         self.collections = [0, 0, 0]
+        # each full collection: its seconds, the objects frozen when it began (0: it walked the whole heap; the
+        # labelling freezes the heap before it, policy_labels.frozen_heap) and what it collected
+        self.full: list[dict] = []
         self._started = 0.0
+        self._frozen = 0
 
     def _callback(self, phase: str, info: dict) -> None:
         if phase == "start":
+            self._frozen = gc.get_freeze_count() if info["generation"] == 2 else 0
             self._started = time.perf_counter()
             return
         spent = time.perf_counter() - self._started
@@ -145,10 +150,13 @@ class GcPauses:
         self.collections[info["generation"]] += 1
         if info["generation"] == 2:
             self.full_seconds += spent
+            self.full.append({"seconds": round(spent, 4), "frozen": self._frozen, "collected": info["collected"]})
 
     def snapshot(self) -> dict:
-        """What was counted so far: {"seconds", "full_seconds", "collections": [gen0, gen1, gen2]}."""
-        return {"seconds": self.seconds, "full_seconds": self.full_seconds, "collections": list(self.collections)}
+        """What was counted so far: {"seconds", "full_seconds", "collections": [gen0, gen1, gen2], "full": the full
+        collections' records}."""
+        return {"seconds": self.seconds, "full_seconds": self.full_seconds, "collections": list(self.collections),
+                "full": list(self.full)}
 
     def __enter__(self) -> GcPauses:
         gc.callbacks.append(self._callback)

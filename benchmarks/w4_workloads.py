@@ -175,7 +175,8 @@ def _chunk(work, spec, ctx: Context, kind: str) -> dict:
                   engine_advances=after[2] - advances,
                   gc={"seconds": now["seconds"] - paused["seconds"],
                       "full_seconds": now["full_seconds"] - paused["full_seconds"],
-                      "collections": [b - a for a, b in zip(paused["collections"], now["collections"])]},
+                      "collections": [b - a for a, b in zip(paused["collections"], now["collections"])],
+                      "full": now["full"][len(paused["full"]):]},
                   decoder={name: value - decoded.get(name, 0) for name, value in decoder_stats(work).items()})
     buckets = result["decoder"]
     made = (f"; buckets made {buckets['buckets_made']}, evicted {buckets.get('buckets_evicted', '-')}, "

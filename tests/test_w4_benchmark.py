@@ -193,9 +193,16 @@ def test_kernels_are_summed_per_phase_of_their_launch():
 def test_the_collectors_pauses_are_counted_while_installed():
     with GcPauses() as pauses:
         gc.collect()
-    assert pauses.collections[2] >= 1 and pauses.full_seconds > 0 and pauses.seconds >= pauses.full_seconds
+        gc.freeze()
+        try:
+            gc.collect()
+        finally:
+            gc.unfreeze()
+    assert pauses.collections[2] >= 2 and pauses.full_seconds > 0 and pauses.seconds >= pauses.full_seconds
+    # each full collection is recorded with the objects frozen when it began: the whole heap walked, then not
+    assert pauses.full[0]["frozen"] == 0 and pauses.full[-1]["frozen"] > 0
     gc.collect()  # uninstalled: not counted
-    assert pauses.snapshot()["collections"][2] == pauses.collections[2]
+    assert pauses.snapshot()["collections"][2] == pauses.collections[2] == len(pauses.snapshot()["full"])
 
 
 def test_decoder_settings_reach_the_workloads_fast_decoder_and_bad_ones_are_one_line():
