@@ -138,6 +138,11 @@ def policy_labels(policy: Policy, env, config: PolicyLabelConfig | None = None, 
     return PolicyLabels(samples, _stats(samples, labelled, totals, seconds, engine.env_seconds, stopped))
 
 
+# Objects in the permanent generation when this module was imported: the interpreter's own, unless something froze
+# objects earlier. Python 3.12 starts with a few hundred there (375 on 3.12.1; none on 3.11 or 3.13): counting them as
+# someone else's freeze made `frozen_heap` a no-op on the H200 hosts' Python 3.12, where W4a then paid three full
+# collections of the whole heap in a 10.6 s chunk (benchmarks/RESULTS.md, twenty-fifth session).
+INTERPRETER_FROZEN = gc.get_freeze_count()
 # Inside `frozen_heap`: at least this many young (generation-1) collections between two full ones. With CPython's
 # default, 10, a scripted labelling on a 2-core host made about two full collections a 64-problem batch with the
 # heap frozen, each walking the labelling's own live objects (80-160 thousand) and finding no garbage.
@@ -148,7 +153,9 @@ FULL_COLLECTION_SPACING = 100
 def frozen_heap() -> Iterator[bool]:
     """Within the block, the cyclic garbage collector skips every object that exists when it starts, and full
     collections come at most once every FULL_COLLECTION_SPACING young ones; yields whether it froze the heap (not
-    when the collector is off, or when something else froze objects: theirs).
+    when the collector is off, or when something else froze objects: theirs; the interpreter's own frozen objects,
+    INTERPRETER_FROZEN, do not count, and leave the permanent generation with the rest at the end, as CPython's own
+    `gc.unfreeze()` tests have them do).
 
     Labelling makes many small objects (branches and their snapshots, token lists, env states) in a process
     that already holds millions (the model's modules, compiled graphs, the tokenizer, data), and each full
@@ -165,7 +172,7 @@ def frozen_heap() -> Iterator[bool]:
     runs with the heap still frozen (it walks the block's objects only): the young collections counted inside the
     block would otherwise make the first full collection after it walk the whole heap (0.44 s a W4a batch on an
     H200 host, after the spacing above)."""
-    if not gc.isenabled() or gc.get_freeze_count() > 0:
+    if not gc.isenabled() or gc.get_freeze_count() > INTERPRETER_FROZEN:
         yield False
         return
     thresholds = gc.get_threshold()
