@@ -106,7 +106,8 @@ def main() -> None:
     print(f"spacing {result['spacing']}: {result['full_collections']} full collections in {len(batches)} batches, "
           f"{result['full_seconds']:.2f} s of {result['labelling_seconds']:.1f} s labelling; oldest generation "
           f"{[r['oldest_generation'] for r in watch.records]}; heap frozen during them: "
-          f"{[r['frozen'] > 0 for r in watch.records]}; cyclic garbage found after: {left}")
+          f"{[r['frozen'] > labels_module.INTERPRETER_FROZEN for r in watch.records]} (objects the interpreter froze "
+          f"itself: {labels_module.INTERPRETER_FROZEN}); cyclic garbage found after: {left}")
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1))
 

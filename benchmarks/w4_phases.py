@@ -134,8 +134,9 @@ class GcPauses:
         self.seconds = 0.0
         self.full_seconds = 0.0
         self.collections = [0, 0, 0]
-        # each full collection: its seconds, the objects frozen when it began (0: it walked the whole heap; the
-        # labelling freezes the heap before it, policy_labels.frozen_heap) and what it collected
+        # each full collection: its seconds, the objects frozen when it began (the interpreter's own only, 375 on
+        # Python 3.12.1 and 0 on 3.11: it walked the whole heap; the labelling freezes the heap before it,
+        # policy_labels.frozen_heap) and what it collected
         self.full: list[dict] = []
         self._started = 0.0
         self._frozen = 0
