@@ -13,7 +13,8 @@ has them, so each run is one consistent version. The JSON records the tree and i
 Workloads (--workloads, in order; benchmarks/w4_workloads.py has their settings, the examples' gpu presets):
 - w1: benchmarks/w1_benchmark.py's own side (`run_toolkit`, GSM8K from --gsm8k), a few steps.
 - w4a: Monte-Carlo step labels (policy_labels: 8 samples, k = 4 rollouts from every step prefix, stepwise
-  Arithmetic-v0 level 3), --w4a_problems problems in batches of 64.
+  Arithmetic-v0 level 3), --w4a_problems problems in batches of 64, --w4a_chunk problems (four batches) a
+  labelling call, as a labelling run calls it once over all of its batches.
 - w4b: the RAG agent's GRPO iterations (16 questions x 8 episodes, 3 searches of 3 passages, 64 tokens a turn,
   LoRA, the hybrid index) on the HotpotQA files of --data_path, from the base model (no SFT: a speed benchmark).
 - w4c: greedy reflection evaluation, --w4c_problems problems x 5 actor turns with the critic between them.
@@ -89,9 +90,9 @@ from w4_workloads import (  # noqa: E402
 WORKLOADS = ("w1", "w4a", "w4b", "w4c")
 TRAINING = {"w1", "w4b"}
 TINY = {"w1_steps": 2, "w1_warmup": 1, "w1_prompts": 2, "w1_group": 2, "w1_max_new": 8, "max_new_tokens": 8,
-        "w4a_problems": 2, "w4a_batch": 1, "w4a_warmup_problems": 1, "w4a_profile_problems": 1, "w4a_samples": 2,
-        "w4a_rollouts": 1, "w4a_max_steps": 3, "w4b_iterations": 1, "w4b_questions": 2, "w4b_episodes": 2,
-        "w4c_problems": 4, "w4c_batch": 2, "w4c_warmup_problems": 2, "w4c_profile_problems": 2}
+        "w4a_problems": 2, "w4a_batch": 1, "w4a_chunk": 1, "w4a_warmup_problems": 1, "w4a_profile_problems": 1,
+        "w4a_samples": 2, "w4a_rollouts": 1, "w4a_max_steps": 3, "w4b_iterations": 1, "w4b_questions": 2,
+        "w4b_episodes": 2, "w4c_problems": 4, "w4c_batch": 2, "w4c_warmup_problems": 2, "w4c_profile_problems": 2}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -128,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
              "sync_every=16; repeatable")
     add("--w4a_set", action="append", default=[], metavar="FIELD=VALUE", dest="label_overrides",
         help="a PolicyLabelConfig field of W4a's labelling calls set over the gpu preset's (a JSON value), e.g. "
-             "batch_size=32 (a chunk of --w4a_batch problems in two batches) or overlap_batches=true; repeatable")
+             "overlap_batches=false; repeatable")
     add("--w4b_set", action="append", default=[], metavar="FIELD=VALUE", dest="grpo_overrides",
         help="a GRPOConfig field of W4b set over the gpu preset's (a JSON value, else a string), e.g. "
              "gradient_checkpointing=false; repeatable")
@@ -137,10 +138,12 @@ def build_parser() -> argparse.ArgumentParser:
             ("w1_steps", 4, "W1 steps"), ("w1_warmup", 1, "W1 warm-up steps (not measured)"),
             ("w1_prompts", None, "W1 prompts a step (default 16)"), ("w1_group", None, "W1 samples a prompt (8)"),
             ("w1_max_new", None, "W1 new tokens at most (256)"),
-            ("w4a_problems", 128, "problems labelled in measured chunks"),
-            ("w4a_batch", None, "problems a chunk (policy_labels batch; preset 64)"),
+            ("w4a_problems", 256, "problems labelled in measured chunks"),
+            ("w4a_batch", None, "problems a labelling batch (policy_labels batch_size; preset 64)"),
+            ("w4a_chunk", 256, "problems a chunk, one policy_labels call over its batches (at least a batch; the "
+                               "twenty-fourth session's W4 made a call a batch: --w4a_chunk 64)"),
             ("w4a_warmup_problems", 8, "problems of the warm-up chunk"),
-            ("w4a_profile_problems", 16, "problems of the profiled chunk"),
+            ("w4a_profile_problems", 128, "problems of the profiled chunk"),
             ("w4a_samples", None, "solutions a problem (preset 8)"), ("w4a_rollouts", None, "k (preset 4)"),
             ("w4a_max_steps", None, "steps an episode (verifier_loop's gpu 8)"),
             ("w4b_iterations", 3, "measured GRPO iterations (one warm-up and one profiled beside them)"),
@@ -352,7 +355,7 @@ def build(name: str, args: argparse.Namespace, ctx: Context):
         return LabelWorkload(ctx, args.w4a_problems, args.w4a_warmup_problems, args.w4a_profile_problems,
                              args.w4a_batch, args.w4a_samples, args.w4a_rollouts, args.max_new_tokens,
                              args.w4a_max_steps, args.label_kept_cache_share,
-                             config_overrides(args.label_overrides, PolicyLabelConfig, "--w4a_set"))
+                             config_overrides(args.label_overrides, PolicyLabelConfig, "--w4a_set"), args.w4a_chunk)
     if name == "w4b":
         return RagWorkload(ctx, args.data_path, args.w4b_iterations, args.w4b_questions, args.w4b_episodes,
                            args.max_new_tokens, dense=not args.no_dense,

@@ -236,7 +236,7 @@ class LabelWorkload:
 
     def __init__(self, ctx: Context, problems: int, warmup: int, profiled: int, batch: int | None,
                  samples: int | None, rollouts: int | None, max_new_tokens: int | None, max_steps: int | None,
-                 kept_cache_share: float | None = None, overrides: dict | None = None):
+                 kept_cache_share: float | None = None, overrides: dict | None = None, chunk: int | None = None):
         from lmgym.envs import make
         from lmgym.envs.arithmetic import split_indices
         from lmgym.policies import HFPolicy
@@ -257,12 +257,15 @@ class LabelWorkload:
             raise ValueError(f"w4a: {warmup + problems + profiled} problems asked for, the train split of "
                              f"Arithmetic-v0 level {self.level} has {have}")
         self.policy = HFPolicy(ctx.model, device=ctx.device, fast_decode=True)
-        size = preset["batch_size"]
+        # a chunk is one policy_labels call over its batches, as a labelling run makes one call over all of its
+        # problems (kept buckets live across batches; overlap_batches joins them); None: a batch a call
+        size = max(chunk or preset["batch_size"], preset["batch_size"])
         self.warmup = _spans(problems + profiled, warmup, size) if warmup else []
         self.measured = _spans(0, problems, size)
         self.profiled = (problems, min(profiled, size)) if profiled else None
         self.settings = {**preset, "level": self.level, "split": "train", "mode": "stepwise", "max_steps": steps,
                          "problems": problems, "warmup_problems": warmup, "profiled_problems": profiled,
+                         "chunk_problems": size,
                          **({"call_overrides": self.overrides} if self.overrides else {})}
         self.stats: list[dict] = []
 

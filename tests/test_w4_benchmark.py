@@ -232,9 +232,10 @@ def test_a_tiny_run_reports_every_field(tmp_path):
     out = tmp_path / "w4.json"
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
     env.pop("PYTHONPATH", None)  # the script's own tree
-    sizes = ["--w1_prompts", "1", "--w1_max_new", "4", "--max_new_tokens", "4", "--w4a_problems", "1",
-             "--w4a_warmup_problems", "0", "--w4a_max_steps", "2", "--w4b_questions", "1", "--w4c_problems", "2",
-             "--w4c_batch", "1", "--w4c_warmup_problems", "0", "--w4c_profile_problems", "1", "--w4c_turns", "2",
+    sizes = ["--w1_prompts", "1", "--w1_max_new", "4", "--max_new_tokens", "4", "--w4a_problems", "2",
+             "--w4a_chunk", "2", "--w4a_warmup_problems", "0", "--w4a_max_steps", "2", "--w4b_questions", "1",
+             "--w4c_problems", "2", "--w4c_batch", "1", "--w4c_warmup_problems", "0", "--w4c_profile_problems", "1",
+             "--w4c_turns", "2",
              "--w4b_set", "max_tokens_per_microbatch=4096", "--decoder_set", "bucket_trace=[]"]
     done = subprocess.run([sys.executable, str(SCRIPT), "--tiny", "--data_path", str(hotpot), "--gsm8k", str(gsm8k),
                            "--no_dense", "--label", "tiny", "--out", str(out), *sizes], cwd=tmp_path, env=env,
@@ -266,6 +267,9 @@ def test_a_tiny_run_reports_every_field(tmp_path):
         decoded = work[name]["chunks"][0]["decoder"]
         assert decoded["prefill_tokens"] > 0 and set(decoded) >= {"prefill_tokens_shared", "extended_tokens"}
     assert work["w4a"]["measured"]["projected_2000_problems_min"] > 0
+    # a chunk is one labelling call over its batches (--tiny's batch is one problem): two batches, one call
+    assert work["w4a"]["settings"]["chunk_problems"] == 2 and work["w4a"]["settings"]["batch_size"] == 1
+    assert [c["problems"] for c in work["w4a"]["chunks"]] == [2]
     for name in ("w4a", "w4b", "w4c"):  # each workload's bucket requests, replayed as the run decided them
         trace_file = tmp_path / f"w4.{name}.buckets.json"
         assert work[name]["bucket_trace"] == str(trace_file)
