@@ -290,3 +290,54 @@ def test_the_label_configs_kept_cache_share_is_checked():
     assert PolicyLabelConfig().kept_cache_share == 0.4
     with pytest.raises(ValueError, match="kept_cache_share"):
         PolicyLabelConfig(kept_cache_share=1.0)
+
+
+def overlapped(model, sync_every: int) -> FastDecoder:
+    decoder = FastDecoder(model, sync_every=sync_every)
+    decoder.overlap_generate = True
+    return decoder
+
+
+@pytest.mark.parametrize("noise", ["greedy", "keyed"])
+def test_the_overlapped_sync_gives_the_plain_loops_tokens_logprobs_and_reasons(noise):
+    """overlap_generate: the host checks a sync's stop strings and compacts while the next steps run; rows that
+    stopped meanwhile are cut back where the plain loop ends them (EOS rows, stop strings, compaction exercised)."""
+    model, tok = eos_prone_model(seed=2)
+    prompts = prompts_for(tok, 12)
+    kwargs = dict(temperature=0.0) if noise == "greedy" else dict(temperature=1.0, generator=RowKeys(list(range(12))))
+    # greedy rows write spaces or end at once; sampled ones write varied text
+    stops = [([" "] if noise == "greedy" else ["e", "a"]) if i % 3 else None for i in range(12)]
+    plain = FastDecoder(model, sync_every=4).generate(tok, prompts, 30, stop=stops, **kwargs)
+    fast = overlapped(model, 4).generate(tok, prompts, 30, stop=stops, **kwargs)
+    assert {"eos", "stop", "length"} <= {g.finish_reason for g in plain}  # every end; rows finish at many times
+    for a, b in zip(plain, fast):
+        assert a.completion_ids == b.completion_ids and a.finish_reason == b.finish_reason and a.text == b.text
+        assert max((abs(x - y) for x, y in zip(a.logprobs, b.logprobs)), default=0.0) < 1e-5
+
+
+def test_the_overlapped_sync_checks_behind_the_next_steps_and_reports_every_token():
+    """The host's part of a sync (cancellations asked, stop strings, progress) comes after the next window of steps
+    was launched: one window later than the plain loop's; cancellations still cut at the sync they were asked at,
+    and progress adds up to every token sampled."""
+    tok = build_tiny_tokenizer()
+    model = build_tiny_model(tok, seed=0).eval()
+    prompts = prompts_for(tok, 3)
+    whole = FastDecoder(model, sync_every=4).generate(tok, prompts, 24, temperature=0.0)
+    steps_at_check = {}
+    for overlap in (False, True):
+        decoder = overlapped(model, 4) if overlap else FastDecoder(model, sync_every=4)
+        asked, reported = [], []
+
+        def cancelled_rows(decoder=decoder, asked=asked):  # the second check cancels row 1, after 8 tokens
+            asked.append(decoder.stats["row_steps"])
+            return [1] if len(asked) >= 2 else []
+
+        cut = decoder.generate(tok, prompts, 24, temperature=0.0, cancelled_rows=cancelled_rows,
+                               on_tokens=reported.append)
+        steps_at_check[overlap] = asked[0]
+        assert cut[1].completion_ids == whole[1].completion_ids[:8] and cut[1].finish_reason == "cancelled"
+        for i in (0, 2):
+            assert cut[i].completion_ids == whole[i].completion_ids and cut[i].finish_reason == whole[i].finish_reason
+        assert sum(reported) == sum(len(g.completion_ids) for g in cut) and len(reported) > 1
+    # bucket rows x steps at the first check: 3 steps in (plain), or 3 + the next window's 4 (overlapped)
+    assert steps_at_check[False] > 0 and steps_at_check[True] * 3 == steps_at_check[False] * 7

@@ -137,3 +137,19 @@ def test_a_prefill_in_passes_of_few_rows_samples_what_one_pass_does(monkeypatch,
     monkeypatch.setattr(fast, "OWN_PREFILL_BYTES", 1)  # grouped: one group a pass
     parts = FastDecoder(model, sync_every=4, share_prefill=share).generate(tok, prompts, 12, 1.0, generator=keys)
     same(parts, whole)
+
+
+def test_groups_leave_for_a_smaller_bucket_with_the_host_behind_the_next_steps():
+    """`overlap_generate` on a grouped bucket: whole groups that finished leave for a smaller one as in the plain
+    loop, counted on the device (rows may end in the steps in flight), with the same tokens."""
+    tok = build_tiny_tokenizer()
+    model = build_tiny_model(tok, seed=1).eval()
+    with torch.no_grad():  # EOS scores like 'x': rows finish at different times
+        model.lm_head.weight[tok.eos_token_id] = 1.2 * model.lm_head.weight[tok.convert_tokens_to_ids("x")]
+    prompts = [tok(HEADER + f"question {i}: " + "x" * (i % 7))["input_ids"] for i in range(16) for _ in range(4)]
+    keys, stop = RowKeys(list(range(64))), ["a", "e", "i", "o", "u", "7"]
+    decoder = FastDecoder(model, sync_every=2)
+    decoder.overlap_generate = True
+    grouped = decoder.generate(tok, prompts, 40, 1.0, stop=stop, generator=keys)
+    assert len({key[1] for key in decoder._buckets if key[0] == "grouped"}) > 1
+    same(grouped, FastDecoder(model, sync_every=2).generate(tok, prompts, 40, 1.0, stop=stop, generator=keys))

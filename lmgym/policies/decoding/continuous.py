@@ -28,7 +28,6 @@ from torch.profiler import record_function
 
 from lmgym.buffers.batch import copy_to
 from lmgym.policies.decoding.extension import extend_rows
-from lmgym.policies.decoding.fast import _round_batch
 from lmgym.policies.decoding.generation import (
     Generation,
     RowKeys,
@@ -39,7 +38,7 @@ from lmgym.policies.decoding.generation import (
     to_device,
 )
 from lmgym.policies.decoding.shared_prefix import GroupedBuffers, round_groups
-from lmgym.policies.decoding.step import _NO_PROMPT, FORCED_TOKENS, Sampling, continue_and_record
+from lmgym.policies.decoding.step import _NO_PROMPT, FORCED_TOKENS, Sampling, continue_and_record, round_batch
 from lmgym.policies.decoding.stop_tokens import StopTokens
 from lmgym.policies.prompting import pad_id as padding_id
 
@@ -395,7 +394,7 @@ class _Play:
             self.row_prompt = [self.row_prompt[r] if k < len(groups) * m else None for k, r in enumerate(rows)]
             self.shift = [self.shift[r] for r in rows]
             return
-        smaller = _round_batch(len(playing))
+        smaller = round_batch(len(playing))
         if smaller >= len(buf.rows):
             return
         keep = playing + playing[:1] * (smaller - len(playing))

@@ -60,6 +60,7 @@ from lmgym.policies.decoding.layers import (
     compiled_layer_functions,
     rotate_half,
 )
+from lmgym.policies.decoding.overlapped_sync import OverlappedLoop
 from lmgym.policies.decoding.shared_prefix import (
     GROUPED_COST,
     GroupedBuffers,
@@ -75,6 +76,7 @@ from lmgym.policies.decoding.step import (
     Outputs,
     Sampling,
     continue_and_record,
+    round_batch,
     row_columns,
     sample_and_record,
 )
@@ -200,6 +202,9 @@ class FastDecoder:
         # instead of the general pass that gathers whole key/value rows and masks over the bucket (extension.py);
         # off until a GPU run measures it (benchmarks: --decoder_set prefill_joins=true)
         self.prefill_joins = False
+        # generate: the host's part of each sync runs behind the next steps (overlapped_sync.py); off until a GPU run
+        # measures it (benchmarks: --decoder_set overlap_generate=true)
+        self.overlap_generate = False
         # counters for benchmarks: prompt tokens prefilled, prompt tokens copied from a shared row instead, decode
         # graphs captured, buckets made, buckets dropped to fit the budget (made - evicted - transient = kept),
         # buckets made for one call and not kept (bucket_admission.py: the budget was full of more used ones), tokens
@@ -500,6 +505,23 @@ class FastDecoder:
         sample_and_record(buf, logits, sampling)  # token 0; each later one by a whole decode step
         outputs = Outputs(n, max_new_tokens, pad_id, self.device)
         stopper = StopChecker(tokenizer, stop, n)
+        if self.overlap_generate:
+            loop = OverlappedLoop(self, tokenizer, n, max_new_tokens, stopper, outputs, on_tokens, cancelled_rows,
+                                  pad_id)
+            buf, stopped, cancelled = loop.run(buf, sampling)
+        else:
+            buf, stopped, cancelled = self._plain_loop(tokenizer, buf, sampling, n, max_new_tokens, stopper, outputs,
+                                                       on_tokens, cancelled_rows, pad_id)
+        outputs.take(buf, buf.rows < n)
+        tokens, logp, eos = outputs.lists()
+        return assemble(tokenizer, prompts, tokens, logp,
+                        ["eos" if eos[r] else "stop" if stopped[r] else "cancelled" if cancelled[r] else "length"
+                         for r in range(n)])
+
+    def _plain_loop(self, tokenizer, buf, sampling, n: int, max_new_tokens: int, stopper: StopChecker,
+                    outputs: Outputs, on_tokens, cancelled_rows, pad_id: int):
+        """`generate`'s decode loop, the host's part of each sync between the steps (the GPU waits for it); returns
+        the final bucket, which prompts stopped at a stop string and which were cancelled."""
         marks = StopTokens(tokenizer, {s for row in stopper.stops for s in row}, self.device) if stopper.any else None
         stopped, cancelled = [False] * n, [False] * n
         checked = reported = 0
@@ -523,11 +545,7 @@ class FastDecoder:
             with record_function("lmgym.decode"):
                 self._step(buf, sampling)
             self.stats["row_steps"] += len(buf.rows)
-        outputs.take(buf, buf.rows < n)
-        tokens, logp, eos = outputs.lists()
-        return assemble(tokenizer, prompts, tokens, logp,
-                        ["eos" if eos[r] else "stop" if stopped[r] else "cancelled" if cancelled[r] else "length"
-                         for r in range(n)])
+        return buf, stopped, cancelled
 
     def _start_call(self, prompts: list[list[int]], columns: int, generator, pad_id: int):
         """The call's bucket (`bucket_key`'s shape, room for `columns` columns past the prompts) with the prompts
@@ -570,7 +588,7 @@ class FastDecoder:
         """The decode shape of one call (at most one chunk of prompts): ("grouped", groups, members, prefix columns,
         own columns) with the groups (policies/decoding/shared_prefix.py), or (rows, columns) of a cache per row
         and no groups. Each comes from a small set of buckets, so graphs are captured once and replayed."""
-        rows = _round_batch(len(prompts))
+        rows = round_batch(len(prompts))
         length = int(math.ceil((max(map(len, prompts)) + max_new_tokens) / self.length_bucket) * self.length_bucket)
         groups = plan_groups(prompts) if self.share_prefill else []
         if any(shared for _, shared in groups):
@@ -660,7 +678,7 @@ class FastDecoder:
             if outputs is not None:  # finished rows (those of dropped groups among them)
                 outputs.take(buf, (buf.rows < n) & buf.done)
             return self._compact_groups(buf, live_groups, smaller, pad_id)
-        smaller = _round_batch(live_count)
+        smaller = round_batch(live_count)
         if smaller >= len(buf.rows):
             return buf
         if outputs is not None:
@@ -806,8 +824,3 @@ def _additive(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 def _take(h: torch.Tensor, last: torch.Tensor | None) -> torch.Tensor:
     """Each row's hidden state [B, H] in column `last` [B] of h [B, T, H] (None: the last column)."""
     return h[:, -1] if last is None else h[torch.arange(len(h), device=h.device), last]
-
-
-def _round_batch(n: int) -> int:
-    """Batch buckets: powers of two from 8 (few graphs to capture, at most 2x padding)."""
-    return max(8, 1 << (max(n, 1) - 1).bit_length())

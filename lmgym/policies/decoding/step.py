@@ -203,3 +203,8 @@ class Outputs:
         tokens, logp = self.tokens.cpu().tolist(), self.logp.cpu().tolist()
         return ([row[:k] for row, k in zip(tokens, lengths)], [row[:k] for row, k in zip(logp, lengths)],
                 self.reason_eos.cpu().tolist())
+
+
+def round_batch(n: int) -> int:
+    """Batch buckets: powers of two from 8 (few graphs to capture, at most 2x padding)."""
+    return max(8, 1 << (max(n, 1) - 1).bit_length())
