@@ -341,3 +341,31 @@ def test_the_overlapped_sync_checks_behind_the_next_steps_and_reports_every_toke
         assert sum(reported) == sum(len(g.completion_ids) for g in cut) and len(reported) > 1
     # bucket rows x steps at the first check: 3 steps in (plain), or 3 + the next window's 4 (overlapped)
     assert steps_at_check[False] > 0 and steps_at_check[True] * 3 == steps_at_check[False] * 7
+
+
+def test_the_overlapped_syncs_host_part_makes_no_blocking_copy(monkeypatch):
+    """Between a sync's copy and the steps in flight, a `torch.tensor(..., device=...)` or a number assigned by
+    index would make the host wait for those steps on CUDA (generation.to_device says why): overlapped_sync.py
+    writes its cuts through `to_device` and `index_fill_` only."""
+    import inspect
+
+    direct = []
+    plain_tensor, plain_setitem = torch.tensor, torch.Tensor.__setitem__
+
+    def tensor(*args, **kwargs):
+        if kwargs.get("device") is not None and inspect.stack()[1].filename.endswith("overlapped_sync.py"):
+            direct.append("torch.tensor(device=...)")
+        return plain_tensor(*args, **kwargs)
+
+    def setitem(self, index, value):
+        if isinstance(value, (bool, int, float)) and inspect.stack()[1].filename.endswith("overlapped_sync.py"):
+            direct.append(f"[...] = {value!r}")
+        return plain_setitem(self, index, value)
+
+    monkeypatch.setattr(torch, "tensor", tensor)
+    monkeypatch.setattr(torch.Tensor, "__setitem__", setitem)
+    model, tok = eos_prone_model(seed=2)
+    prompts = prompts_for(tok, 12)
+    out = overlapped(model, 4).generate(tok, prompts, 30, temperature=1.0, generator=RowKeys(list(range(12))),
+                                        stop=["e", "a"], cancelled_rows=lambda: [5])
+    assert {"stop", "cancelled"} <= {g.finish_reason for g in out} and direct == []

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 from torch.profiler import record_function
 
-from lmgym.policies.decoding.generation import StopChecker
+from lmgym.policies.decoding.generation import StopChecker, to_device
 from lmgym.policies.decoding.shared_prefix import GroupedBuffers
 from lmgym.policies.decoding.step import Outputs, round_batch
 from lmgym.policies.decoding.stop_tokens import StopTokens
@@ -112,11 +112,13 @@ class OverlappedLoop:
                     self.cancelled[rows[i]] = True
                     ends[i] = min(lengths[i], upto)
         if ends:
-            index = torch.tensor(list(ends), device=buf.rows.device)
-            buf.lengths[index] = torch.tensor(list(ends.values()), device=buf.rows.device)
-            buf.done[index] = True
-            buf.reason_eos[index] = False  # an EOS sampled past the cut, in the steps in flight, is not its end
-            buf.tokens[index] = self.pad_id
+            # asynchronous copies and index_fill_: a blocking copy or a number assigned by index would wait for the
+            # steps in flight
+            index = to_device(list(ends), buf.rows.device)
+            buf.lengths.index_copy_(0, index, to_device(list(ends.values()), buf.rows.device))
+            buf.done.index_fill_(0, index, True)
+            buf.reason_eos.index_fill_(0, index, False)  # an EOS sampled past the cut (steps in flight) is not its end
+            buf.tokens.index_fill_(0, index, self.pad_id)
         self.checked = upto
         if self.on_tokens is not None:
             emitted = self.taken + sum(min(ends.get(i, lengths[i]), upto) for i, r in enumerate(rows) if r < self.n)
