@@ -97,13 +97,19 @@ def test_shared_prefill_with_a_lora_adapter_matches_the_plain_path():
     same(fast, plain)
 
 
-def test_groups_that_finish_leave_for_a_smaller_grouped_bucket_and_sample_the_same():
+def finishing_groups():
+    """(tokenizer, model, prompts, keys, stop strings): 16 prompts x 4 samples whose rows end at different times
+    (EOS scores like 'x', vowels stop them), so whole groups finish and leave."""
     tok = build_tiny_tokenizer()
     model = build_tiny_model(tok, seed=1).eval()
-    with torch.no_grad():  # EOS scores like 'x': rows finish at different times
+    with torch.no_grad():
         model.lm_head.weight[tok.eos_token_id] = 1.2 * model.lm_head.weight[tok.convert_tokens_to_ids("x")]
     prompts = [tok(HEADER + f"question {i}: " + "x" * (i % 7))["input_ids"] for i in range(16) for _ in range(4)]
-    keys, stop = RowKeys(list(range(64))), ["a", "e", "i", "o", "u", "7"]
+    return tok, model, prompts, RowKeys(list(range(64))), ["a", "e", "i", "o", "u", "7"]
+
+
+def test_groups_that_finish_leave_for_a_smaller_grouped_bucket_and_sample_the_same():
+    tok, model, prompts, keys, stop = finishing_groups()
     decoder = FastDecoder(model, sync_every=2)
     grouped = decoder.generate(tok, prompts, 40, 1.0, stop=stop, generator=keys)
     sizes = sorted(key[1] for key in decoder._buckets if key[0] == "grouped")
@@ -142,12 +148,7 @@ def test_a_prefill_in_passes_of_few_rows_samples_what_one_pass_does(monkeypatch,
 def test_groups_leave_for_a_smaller_bucket_with_the_host_behind_the_next_steps():
     """`overlap_generate` on a grouped bucket: whole groups that finished leave for a smaller one as in the plain
     loop, counted on the device (rows may end in the steps in flight), with the same tokens."""
-    tok = build_tiny_tokenizer()
-    model = build_tiny_model(tok, seed=1).eval()
-    with torch.no_grad():  # EOS scores like 'x': rows finish at different times
-        model.lm_head.weight[tok.eos_token_id] = 1.2 * model.lm_head.weight[tok.convert_tokens_to_ids("x")]
-    prompts = [tok(HEADER + f"question {i}: " + "x" * (i % 7))["input_ids"] for i in range(16) for _ in range(4)]
-    keys, stop = RowKeys(list(range(64))), ["a", "e", "i", "o", "u", "7"]
+    tok, model, prompts, keys, stop = finishing_groups()
     decoder = FastDecoder(model, sync_every=2)
     decoder.overlap_generate = True
     grouped = decoder.generate(tok, prompts, 40, 1.0, stop=stop, generator=keys)
