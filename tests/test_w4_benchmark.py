@@ -199,8 +199,9 @@ def test_the_collectors_pauses_are_counted_while_installed():
         finally:
             gc.unfreeze()
     assert pauses.collections[2] >= 2 and pauses.full_seconds > 0 and pauses.seconds >= pauses.full_seconds
-    # each full collection is recorded with the objects frozen when it began: the whole heap walked, then not
-    assert pauses.full[0]["frozen"] == 0 and pauses.full[-1]["frozen"] > 0
+    # each full collection is recorded with the objects frozen when it began: the whole heap walked (the interpreter's
+    # own frozen objects at most: Python 3.12 starts with some), then far fewer walked
+    assert pauses.full[-1]["frozen"] > pauses.full[0]["frozen"]
     gc.collect()  # uninstalled: not counted
     assert pauses.snapshot()["collections"][2] == pauses.collections[2] == len(pauses.snapshot()["full"])
 
