@@ -789,8 +789,14 @@ class FastDecoder:
     def _compact(self, buf: _Buffers, batch: int, length: int, live_count: int, pad_id: int,
                  keep: torch.Tensor | None = None) -> _Buffers:
         """Move the live rows (or the rows `keep`) into the smaller bucket (padded with duplicates of the first,
-        finished at once)."""
-        keep = (~buf.done).nonzero().squeeze(-1) if keep is None else keep
+        finished at once). Without `keep`, the rows live on the device are moved and counted there, whatever
+        `live_count` said (a host's count from before the steps in flight may be larger: overlapped_sync.py); when
+        none is, `buf` is returned as it is."""
+        if keep is None:
+            keep = (~buf.done).nonzero().squeeze(-1)
+            live_count = keep.numel()
+            if live_count == 0:
+                return buf
         keep = torch.cat([keep, keep[:1].repeat(batch - keep.numel())])
         small = self._bucket(batch, length, keep=buf)
         for src, dst in zip(buf.keys + buf.values, small.keys + small.values):

@@ -25,8 +25,7 @@ import torch
 from torch.profiler import record_function
 
 from lmgym.policies.decoding.generation import StopChecker, to_device
-from lmgym.policies.decoding.shared_prefix import GroupedBuffers
-from lmgym.policies.decoding.step import Outputs, round_batch
+from lmgym.policies.decoding.step import Outputs
 from lmgym.policies.decoding.stop_tokens import StopTokens
 
 
@@ -147,20 +146,10 @@ class OverlappedLoop:
         return ends
 
     def _shrink(self, buf, live: int):
-        """The live rows in a smaller bucket once the copy says at most half of the rows are live, counted again on
-        the device (rows may have ended in the steps in flight); the dropped rows' tokens go to the outputs."""
-        decoder = self.decoder
-        if isinstance(buf, GroupedBuffers):
-            small = decoder._shrink(buf, self.outputs, self.n, live, self.pad_id)  # counts groups on the device
-        else:
-            if round_batch(live) >= len(buf.rows):
-                return buf
-            keep = (~buf.done).nonzero().squeeze(-1)
-            if keep.numel() == 0:
-                return buf  # every row ended in the steps in flight: the next sync sees it
-            self.outputs.take(buf, (buf.rows < self.n) & buf.done)
-            small = decoder._compact(buf, round_batch(keep.numel()), buf.valid.shape[1], keep.numel(), self.pad_id,
-                                     keep=keep)
+        """The live rows in a smaller bucket once the copy says at most half of the rows are live
+        (`FastDecoder._shrink`: it moves and counts the rows live on the device, some of which may have ended in the
+        steps in flight); the dropped rows' tokens go to the outputs."""
+        small = self.decoder._shrink(buf, self.outputs, self.n, live, self.pad_id)
         if small is not buf:
             self.taken = int(self.outputs.lengths.sum())
         return small
