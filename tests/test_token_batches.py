@@ -35,7 +35,6 @@ def test_hand_cases():
     assert token_micro_batches([1, 1, 50, 1], 4) == [[0, 1, 3], [2]]
     # items of several rows (a preference pair is two sequences): rows x longest, and a cap on items
     assert token_micro_batches([3, 3, 3], 9, rows=[2, 1, 1]) == [[0, 1], [2]]     # (2+1)x3=9, then 4x3 > 9
-    assert padded_tokens([3, 3, 3], [0, 1], rows=[2, 1, 1]) == 9
     assert token_micro_batches([1, 1, 1, 1, 1], 100, max_items=2) == [[0, 1], [2, 3], [4]]
 
 

@@ -25,19 +25,18 @@ import numpy as np
 from lmgym.training import distributed as dist
 
 
-def padded_tokens(lengths: Sequence[int], group: Sequence[int], rows: Sequence[int] | None = None) -> int:
-    """Tokens a micro-batch of the items `group` (indices into `lengths`) allocates: rows x longest row (an item
-    is `rows[i]` rows, e.g. a preference pair's two; default one each)."""
-    count = len(group) if rows is None else sum(rows[i] for i in group)
-    return count * max((lengths[i] for i in group), default=0)
+def padded_tokens(lengths: Sequence[int], group: Sequence[int]) -> int:
+    """Tokens a micro-batch of the items `group` (indices into `lengths`) allocates: rows x longest row."""
+    return len(group) * max((lengths[i] for i in group), default=0)
 
 
 def token_micro_batches(lengths: Sequence[int], budget: int, rows: Sequence[int] | None = None,
                         max_items: int = 0) -> list[list[int]]:
     """Indices of `lengths`, shortest first (ties by index), cut into consecutive micro-batches of at most
-    `budget` padded tokens (`padded_tokens`, item i being `rows[i]` rows) and, when `max_items` > 0, at most that
-    many items; an item longer than `budget` gets a micro-batch of its own. Every index appears once; the result
-    depends on the lengths (and rows) alone."""
+    `budget` padded tokens (rows x longest row, item i being `rows[i]` rows, e.g. a preference pair's two;
+    `padded_tokens` with one row an item) and, when `max_items` > 0, at most that many items; an item longer than
+    `budget` gets a micro-batch of its own. Every index appears once; the result depends on the lengths (and rows)
+    alone."""
     if budget <= 0:
         raise ValueError(f"token budget must be a positive integer, got {budget}")
     groups: list[list[int]] = []
