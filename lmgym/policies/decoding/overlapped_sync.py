@@ -103,7 +103,7 @@ class OverlappedLoop:
         ends: dict[int, int] = {}  # bucket row -> its length where it ends
         if self.marks is not None and live:
             with record_function("lmgym.stop_strings"):
-                ends.update(self._stop_ends(view, live, rows, upto))
+                ends.update(self._stop_ends(view, live, rows))
         if self.cancelled_rows is not None:
             asked = set(self.cancelled_rows())
             for i in live:
@@ -125,8 +125,9 @@ class OverlappedLoop:
             self.reported = max(emitted, self.reported)
         return len(live) - len(ends)
 
-    def _stop_ends(self, view: _View, live: list[int], rows: list[int], upto: int) -> dict[int, int]:
-        """bucket row -> tokens up to and including the first stop-string completion in columns [checked, upto)."""
+    def _stop_ends(self, view: _View, live: list[int], rows: list[int]) -> dict[int, int]:
+        """bucket row -> tokens up to and including the first stop-string completion in the copy's columns from
+        `checked` on."""
         first = view.first
         index = torch.tensor(live)
         window = view.tokens[index]
