@@ -150,8 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
             ("w4b_questions", None, "questions an iteration (preset 16)"),
             ("w4b_episodes", None, "episodes a question (preset 8)"),
             ("w4c_problems", 256, "problems evaluated in measured chunks"),
-            ("w4c_batch", None, "problems a chunk (64)"), ("w4c_warmup_problems", 8, "problems of the warm-up chunk"),
-            ("w4c_profile_problems", 64, "problems of the profiled chunk"),
+            ("w4c_batch", None, "problems a chunk (the gpu preset's batch_prompts, 256)"),
+            ("w4c_warmup_problems", 8, "problems of the warm-up chunk"),
+            ("w4c_profile_problems", 256, "problems of the profiled chunk (one batch at most)"),
             ("w4c_turns", None, "actor answers an episode (5)")):
         sizes.add_argument(f"--{name}", type=int, default=None, help=f"{what} (default {default})")
         parser.set_defaults(**{f"_default_{name}": default})

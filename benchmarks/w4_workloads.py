@@ -424,7 +424,7 @@ class ReflectionWorkload:
 
         preset, flags = reflection_dpo.PRESETS["gpu"], reflection_dpo.build_parser()
         self.ctx, self.turns = ctx, turns or flags.get_default("turns")
-        self.batch = batch or flags.get_default("batch_prompts")
+        self.batch = batch or preset.get("batch_prompts") or flags.get_default("batch_prompts")  # older trees: a flag
         self.max_new_tokens = max_new_tokens or preset["max_new_tokens"]
         self.env = make("Reflection-Arithmetic-v0", max_turns=self.turns, level=preset["level"], split="test")
         have = self.env.num_problems

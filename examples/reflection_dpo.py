@@ -101,10 +101,14 @@ _SFT_GPU = dict(train_iterations=150, examples_per_iteration=64, micro_batch_siz
                 learning_rate=5e-5, eval_every=50, eval_at_start=True)
 _DPO_GPU = dict(train_iterations=60, pairs_per_iteration=64, micro_batch_size=32, max_length=768,
                 learning_rate=1e-6, beta=0.1, eval_every=0)
+# a GPU's rollout batch: W4c (reflection evaluation, 256 problems x 5 turns) ran at 1.71x the tokens/s of batches
+# of 64 on an H200 (RESULTS.md, twenty-sixth session), where most decode steps had run in buckets of 8-16 rows
+GPU_BATCH_PROMPTS = 256
 PRESETS = {
     # sized for 2 CPU cores (a few minutes): a short look at each stage, not a result
     "cpu": dict(level=3, eval_episodes=32, max_new_tokens=48, critic_style="oracle", sft_examples=512,
                 reflect_problems=32, reflect_sft_iterations=20, pair_problems=16, pair_feedbacks=2, pair_refinements=2,
+                batch_prompts=64,
                 sft=_SFT_CPU,
                 dpo=dict(train_iterations=10, pairs_per_iteration=16, micro_batch_size=8, max_length=512,
                          learning_rate=5e-7, beta=0.1, eval_every=0)),
@@ -112,7 +116,7 @@ PRESETS = {
     # 96.5% (benchmarks/RESULTS.md, "Reflection: SFT then DPO"), at the ceiling: no room to reflect
     "gpu": dict(level=3, eval_episodes=256, max_new_tokens=64, critic_style="oracle", sft_examples=0,
                 reflect_problems=2048, reflect_sft_iterations=100, pair_problems=512, pair_feedbacks=4,
-                pair_refinements=2, sft=_SFT_GPU, dpo=_DPO_GPU),
+                pair_refinements=2, batch_prompts=GPU_BATCH_PROMPTS, sft=_SFT_GPU, dpo=_DPO_GPU),
     # "room to reflect" (issue 26: the first answer right about 30-60%). Chosen from RESULTS.md's figures for
     # the embedded model (greedy base accuracy 0.8% at level 4; SFT on every train problem 93.8%): level 4,
     # 128 distinct problems seen 6 times (24 x 32 draws). Measured on an H200 (RESULTS.md, "Reflection with a
@@ -122,7 +126,7 @@ PRESETS = {
     # 2.2%, and after DPO reached p1@t1 59.8%, m1@t5 69.9%, p1@t5 70.7%.
     "gpu_room": dict(level=4, eval_episodes=256, max_new_tokens=96, critic_style="checked", sft_examples=128,
                      reflect_problems=1024, reflect_sft_iterations=60, pair_problems=512, pair_feedbacks=4,
-                     pair_refinements=2,
+                     pair_refinements=2, batch_prompts=GPU_BATCH_PROMPTS,
                      sft={**_SFT_GPU, "train_iterations": 24, "examples_per_iteration": 32, "eval_every": 8},
                      dpo=_DPO_GPU),
 }
@@ -170,7 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--dpo_iterations", type=int, default=None, help="DPO train_iterations (preset)")
     add("--dpo_learning_rate", type=float, default=None, help="DPO learning_rate (preset)")
     add("--beta", type=float, default=None, help="DPO beta (preset)")
-    add("--batch_prompts", type=int, default=64, help="problems per rollout batch (default 64)")
+    add("--batch_prompts", type=int, default=None,
+        help="problems per rollout batch (default: the preset's, 64 on a CPU, 256 on a GPU)")
     add("--seed", type=int, default=0, help="seeds data draws, sampling and training (default 0)")
     add("--progress", action=argparse.BooleanOptionalAction, default=True, help="progress bars (default on)")
     add("--output_dir", default=None, help="the run folder (default runs/reflection-dpo-<preset>)")
@@ -190,7 +195,7 @@ def resolve(args: argparse.Namespace) -> argparse.Namespace:
     args.preset = args.preset or ("gpu" if torch.cuda.is_available() else "cpu")
     preset = PRESETS[args.preset]
     for name in ("level", "eval_episodes", "max_new_tokens", "critic_style", "sft_examples", "reflect_problems",
-                 "reflect_sft_iterations", "pair_problems", "pair_feedbacks", "pair_refinements"):
+                 "reflect_sft_iterations", "pair_problems", "pair_feedbacks", "pair_refinements", "batch_prompts"):
         if getattr(args, name) is None:
             setattr(args, name, preset[name])
     if args.turns < 2:
