@@ -200,10 +200,10 @@ class FastDecoder:
         self.tail_sync_every: int | None = None
         # a prompt joining a free row is fed by a plain causal prefill of its own tokens, scattered into the row,
         # instead of the general pass that gathers whole key/value rows and masks over the bucket (extension.py);
-        # off until a GPU run measures it (benchmarks: --decoder_set prefill_joins=true)
+        # off: measured 0.96x on W4a with more buckets made (H200, RESULTS.md, twenty-sixth session)
         self.prefill_joins = False
-        # generate: the host's part of each sync runs behind the next steps (overlapped_sync.py); off until a GPU run
-        # measures it (benchmarks: --decoder_set overlap_generate=true)
+        # generate: the host's part of each sync runs behind the next steps (overlapped_sync.py); off: measured
+        # 0.98x on W4b and 0.92x on W4c (H200, RESULTS.md, twenty-sixth session)
         self.overlap_generate = False
         # counters for benchmarks: prompt tokens prefilled, prompt tokens copied from a shared row instead, decode
         # graphs captured, buckets made, buckets dropped to fit the budget (made - evicted - transient = kept),
