@@ -347,28 +347,6 @@ def test_prompts_past_the_bucket_join_as_rows_free_up_and_play_as_round_by_round
     assert 0 < stats["extended_tokens"] < sum(len(p) - 1 for p in prompts[8:])  # joined together: fed once
 
 
-def test_joining_prompts_are_prefilled_alone_without_gathering_their_rows(monkeypatch):
-    """`prefill_joins`: a prompt joining a free row attends only to its own tokens, so its pass is a plain causal
-    prefill in buffers of its own width, its keys and values scattered into the row (no gather of whole key/value
-    rows, no mask over the bucket's columns), with the same actions as round by round."""
-    from lmgym.policies.decoding import extension
-
-    def no_gather(*args):
-        raise AssertionError("a joining prompt's pass gathered its rows' keys and values")
-
-    monkeypatch.setattr(extension, "_GatheredRows", no_gather)
-    env = make("Arithmetic-v0", mode="stepwise", max_steps=3, level=2)
-    settings = SamplingSettings(max_new_tokens=10, temperature=1.0)
-    starts = [{"options": {"index": i}} for i in range(5)]
-    policy = policies()
-    policy.fast_decoder.max_batch = 8
-    policy.fast_decoder.prefill_joins = True
-    joined, _, _ = played(env, policy, settings, True, starts, 4, sample_key=3)
-    rounds, _, _ = played(env, policies(), settings, False, starts, 4, sample_key=3)
-    assert_same(joined, rounds)
-    assert policy.fast_decoder.stats["rows_joined"] == 12
-
-
 def test_prompts_that_join_together_are_fed_in_passes_of_bounded_rows(monkeypatch):
     """A pass copies its rows' whole key/value rows, so joining prompts are fed JOIN_PASS_ROWS rows at most a pass
     (here 2), with the same actions as round by round."""
@@ -377,9 +355,9 @@ def test_prompts_that_join_together_are_fed_in_passes_of_bounded_rows(monkeypatc
     passes = []
     feed = continuous.extend_rows
 
-    def counted(decoder, buf, rows, *args, **kwargs):
+    def counted(decoder, buf, rows, *args):
         passes.append(len(rows))
-        return feed(decoder, buf, rows, *args, **kwargs)
+        return feed(decoder, buf, rows, *args)
 
     monkeypatch.setattr(continuous, "JOIN_PASS_ROWS", 2)
     monkeypatch.setattr(continuous, "extend_rows", counted)

@@ -143,14 +143,3 @@ def test_a_prefill_in_passes_of_few_rows_samples_what_one_pass_does(monkeypatch,
     monkeypatch.setattr(fast, "OWN_PREFILL_BYTES", 1)  # grouped: one group a pass
     parts = FastDecoder(model, sync_every=4, share_prefill=share).generate(tok, prompts, 12, 1.0, generator=keys)
     same(parts, whole)
-
-
-def test_groups_leave_for_a_smaller_bucket_with_the_host_behind_the_next_steps():
-    """`overlap_generate` on a grouped bucket: whole groups that finished leave for a smaller one as in the plain
-    loop, counted on the device (rows may end in the steps in flight), with the same tokens."""
-    tok, model, prompts, keys, stop = finishing_groups()
-    decoder = FastDecoder(model, sync_every=2)
-    decoder.overlap_generate = True
-    grouped = decoder.generate(tok, prompts, 40, 1.0, stop=stop, generator=keys)
-    assert len({key[1] for key in decoder._buckets if key[0] == "grouped"}) > 1
-    same(grouped, FastDecoder(model, sync_every=2).generate(tok, prompts, 40, 1.0, stop=stop, generator=keys))

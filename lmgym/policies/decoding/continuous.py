@@ -342,8 +342,7 @@ class _Play:
             for start in range(0, len(fed), per_pass):
                 part = fed[start:start + per_pass]
                 extend_rows(self.decoder, buf, [r for r, _ in part], [self.prompts[i][:-1] for _, i in part],
-                            [0] * len(part), [self.column - len(self.prompts[i]) + 1 for _, i in part], self.pad_id,
-                            fresh=self.decoder.prefill_joins)
+                            [0] * len(part), [self.column - len(self.prompts[i]) + 1 for _, i in part], self.pad_id)
         if copies:
             target, source = to_device([c[0] for c in copies], device), to_device([c[1] for c in copies], device)
             for cache in buf.keys + buf.values:

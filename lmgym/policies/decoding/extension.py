@@ -8,14 +8,6 @@ and the new keys and values are written back into each row's own next columns. T
 others; the loop state's per-row `shift` says by how much, and every later step writes each row at its own
 column (step.row_columns). The turn's last token stays the row's next input: the decode step that feeds it
 samples the next action's first token, as a fed token of the short path does.
-
-A prompt joining a free row (`fresh=True`, with `FastDecoder.prefill_joins`: the row holds no attendable column)
-has nothing to attend but its own tokens, so its pass is a plain prefill: the tokens attend causally to each
-other in buffers of the pass's own width (FlashAttention on CUDA, no mask), and only their keys and values are
-scattered into the row's columns. The general pass instead gathers every layer's whole key/value rows and attends
-over all the bucket's columns through a [rows, tokens, columns] mask: in the twenty-fifth session's W4a profile
-(one H200), 44 such passes for joining prompts held the GPU idle 12% of the chunk's wall time. The prefill pass is
-off until a GPU run measures it.
 """
 from __future__ import annotations
 
@@ -23,7 +15,6 @@ import torch
 
 from lmgym.policies.decoding.generation import right_pad, to_device
 from lmgym.policies.decoding.shared_prefix import GroupedBuffers
-from lmgym.policies.padded_passes import variable_length_attention
 
 TOKEN_BUCKET = 64  # a pass's tokens per row are padded to a multiple of this
 
@@ -44,12 +35,11 @@ class _GatheredRows:
 
 @torch.no_grad()
 def extend_rows(decoder, buf, rows: list[int], inputs: list[list[int]], positions: list[int],
-                columns: list[int], pad_id: int, fresh: bool = False) -> None:
+                columns: list[int], pad_id: int) -> None:
     """Feed bucket row rows[j] the tokens inputs[j] (non-empty) at positions positions[j].. and key/value columns
     columns[j].. of `buf` (a FastDecoder bucket), in one pass; those columns become attendable. The caller makes
     sure each row's columns fit the bucket (the pass also writes junk, never attendable, up to TOKEN_BUCKET - 1
-    columns past a row's tokens). fresh: the rows hold no attendable column (a per-row bucket's free rows, their
-    valid columns cleared), so the tokens attend only to each other: a plain prefill (see the module docstring)."""
+    columns past a row's tokens)."""
     lengths = list(map(len, inputs))
     device, length = buf.valid.device, buf.valid.shape[1]
     # shapes from a small set (cuDNN plans its attention, and the compiled layers guard, per shape): rows up to a
@@ -63,41 +53,17 @@ def extend_rows(decoder, buf, rows: list[int], inputs: list[list[int]], position
     offsets = torch.arange(ids.shape[1], device=device)
     first = to_device(columns, device)
     written = (first[:, None] + offsets).clamp(max=length - 1)  # a padding token past a row's end: junk, masked
-    token_positions = to_device(positions, device)[:, None] + offsets
+    # query t of row j attends the row's attendable columns and its new columns up to its own
     key_columns = torch.arange(length, device=device)
+    new = ((key_columns >= first[:, None, None]) & (key_columns <= first[:, None, None] + offsets[None, :, None]))
     attendable = buf.valid.index_select(0, index)
-    if fresh and not isinstance(buf, GroupedBuffers):
-        _prefill_rows(decoder, buf, index, ids, token_positions, written, widths)
-    else:
-        # query t of row j attends the row's attendable columns and its new columns up to its own
-        new = ((key_columns >= first[:, None, None]) & (key_columns <= first[:, None, None] + offsets[None, :, None]))
-        mask = (attendable[:, None, :] | new)[:, None]
-        gathered = _GatheredRows(buf, index)
-        with decoder._autocast():
-            decoder._forward(ids, token_positions, gathered, written, mask, last=widths - 1)
-        for full, part in zip(buf.keys + buf.values, gathered.keys + gathered.values):
-            full.index_copy_(0, index, part)
+    mask = (attendable[:, None, :] | new)[:, None]
+    gathered = _GatheredRows(buf, index)
+    with decoder._autocast():
+        decoder._forward(ids, to_device(positions, device)[:, None] + offsets, gathered,
+                         written, mask, last=widths - 1)
+    for full, part in zip(buf.keys + buf.values, gathered.keys + gathered.values):
+        full.index_copy_(0, index, part)
     decoder.stats["extended_tokens"] += sum(lengths)
     fed = (key_columns >= first[:, None]) & (key_columns < (first + widths)[:, None])
     buf.valid[index] = attendable | fed
-
-
-class _PassBuffers:
-    """A pass's own keys and values, [rows, kv heads, tokens, head dim] a layer, as a prefill writes them."""
-
-    def __init__(self, buf, rows: int, width: int):
-        self.keys = [k.new_empty(rows, k.shape[1], width, k.shape[3]) for k in buf.keys]
-        self.values = [v.new_empty(rows, v.shape[1], width, v.shape[3]) for v in buf.values]
-
-
-def _prefill_rows(decoder, buf, index: torch.Tensor, ids: torch.Tensor, positions: torch.Tensor,
-                  written: torch.Tensor, widths: torch.Tensor) -> None:
-    """`extend_rows` for fresh rows: a causal prefill of `ids` (right-padded) in buffers of its own width, under
-    the variable-length attention kernels as every prefill, then each token's keys and values into its row's
-    column `written` [rows, tokens]."""
-    own = _PassBuffers(buf, *ids.shape)
-    with decoder._autocast(), variable_length_attention(ids.device):
-        decoder._forward(ids, positions, own, 0, None, last=widths - 1)
-    rows = index[:, None].expand_as(written)
-    for full, part in zip(buf.keys + buf.values, own.keys + own.values):
-        full.transpose(1, 2).index_put_((rows, written), part.transpose(1, 2))

@@ -60,7 +60,6 @@ from lmgym.policies.decoding.layers import (
     compiled_layer_functions,
     rotate_half,
 )
-from lmgym.policies.decoding.overlapped_sync import OverlappedLoop
 from lmgym.policies.decoding.shared_prefix import (
     GROUPED_COST,
     GroupedBuffers,
@@ -198,13 +197,6 @@ class FastDecoder:
         # steps between host syncs in a continuous-play bucket of TAIL_ROWS rows or fewer (None: sync_every); off until
         # a GPU run measures it (benchmarks: --decoder_set tail_sync_every=2)
         self.tail_sync_every: int | None = None
-        # a prompt joining a free row is fed by a plain causal prefill of its own tokens, scattered into the row,
-        # instead of the general pass that gathers whole key/value rows and masks over the bucket (extension.py);
-        # off: measured 0.96x on W4a with more buckets made (H200, RESULTS.md, twenty-sixth session)
-        self.prefill_joins = False
-        # generate: the host's part of each sync runs behind the next steps (overlapped_sync.py); off: measured
-        # 0.98x on W4b and 0.92x on W4c (H200, RESULTS.md, twenty-sixth session)
-        self.overlap_generate = False
         # counters for benchmarks: prompt tokens prefilled, prompt tokens copied from a shared row instead, decode
         # graphs captured, buckets made, buckets dropped to fit the budget (made - evicted - transient = kept),
         # buckets made for one call and not kept (bucket_admission.py: the budget was full of more used ones), tokens
@@ -505,13 +497,8 @@ class FastDecoder:
         sample_and_record(buf, logits, sampling)  # token 0; each later one by a whole decode step
         outputs = Outputs(n, max_new_tokens, pad_id, self.device)
         stopper = StopChecker(tokenizer, stop, n)
-        if self.overlap_generate:
-            loop = OverlappedLoop(self, tokenizer, n, max_new_tokens, stopper, outputs, on_tokens, cancelled_rows,
-                                  pad_id)
-            buf, stopped, cancelled = loop.run(buf, sampling)
-        else:
-            buf, stopped, cancelled = self._plain_loop(tokenizer, buf, sampling, n, max_new_tokens, stopper, outputs,
-                                                       on_tokens, cancelled_rows, pad_id)
+        buf, stopped, cancelled = self._plain_loop(tokenizer, buf, sampling, n, max_new_tokens, stopper, outputs,
+                                                   on_tokens, cancelled_rows, pad_id)
         outputs.take(buf, buf.rows < n)
         tokens, logp, eos = outputs.lists()
         return assemble(tokenizer, prompts, tokens, logp,
@@ -789,9 +776,8 @@ class FastDecoder:
     def _compact(self, buf: _Buffers, batch: int, length: int, live_count: int, pad_id: int,
                  keep: torch.Tensor | None = None) -> _Buffers:
         """Move the live rows (or the rows `keep`) into the smaller bucket (padded with duplicates of the first,
-        finished at once). Without `keep`, the rows live on the device are moved and counted there, whatever
-        `live_count` said (a host's count from before the steps in flight may be larger: overlapped_sync.py); when
-        none is, `buf` is returned as it is."""
+        finished at once). Without `keep`, the rows live on the device are moved and counted there (`live_count`
+        is then only the host's estimate); when none is, `buf` is returned as it is."""
         if keep is None:
             keep = (~buf.done).nonzero().squeeze(-1)
             live_count = keep.numel()
