@@ -2,21 +2,26 @@
 
     python benchmarks/issue36_gpu.py OUT --list                 # stages, minutes estimated, done or not
     python benchmarks/issue36_gpu.py OUT --next --minutes 9     # the next unfinished stages whose estimates fit 9 min
+    python benchmarks/issue36_gpu.py OUT --next --minutes 25 --parallel 2 --timeout 1500   # two at a time
     python benchmarks/issue36_gpu.py OUT --stage label_L2       # one stage
     python benchmarks/issue36_gpu.py OUT --dry_run              # parse every stage's command (CPU, no model)
 
 A stage is done when its output file exists, and is then skipped. Its commands run in parallel processes (one
 GPU), each logged to OUT/logs/<stage>.<k>.log, under a --timeout (default 540 s) that keeps a cut stage inside a
 device call: rerun it (labels start over, trainers continue from their checkpoints, finished parts are kept).
+A stage names the stages whose outputs it reads (`after`); with --parallel K, --next runs up to K stages at once,
+each when those are done, and plans by the estimates which fit --minutes (a device machine is fresh each session,
+so a session's chain from labels to curves has to fit one session's device time).
 The stages, in order of priority (the headline search figures first), with the minutes each is estimated at on
-one H200 from benchmarks/RESULTS.md (labels: 2,000 problems x 8 x k = 4 at about 4.7 min a level; others scaled
-from the issue-25 run):
+one H200 from benchmarks/RESULTS.md (labels: 2,000 problems x 8 x k = 4 and the held-out labels at about 4 min a
+level, W4a projecting 2.4 min for the train problems in the twenty-sixth session; others scaled from the issue-25
+run):
 
-1. sft_critic, two processes: the budgeted first-answer SFT (the second policy: 128 gold solutions a level,
-   24 x 32 examples) and examples/reflection_dpo.py --preset gpu_room (the checked critic, SFT then DPO; 4-5 min
-   measured alone).
-3. label_L<l> / second_L<l>: the policy's labels of 2,000 train problems of level l (with the held-out test labels)
-   / the second policy's. Then label_stats (seconds): labels/stats.json over all of them.
+1. sft: the budgeted first-answer SFT (the second policy: 128 gold solutions a level, 24 x 32 examples).
+2. label_L<l> / second_L<l>: the policy's labels of 2,000 train problems of level l (with the held-out test labels)
+   / the second policy's (after sft).
+3. critic: examples/reflection_dpo.py --preset gpu_room (the checked critic, SFT then DPO; 4-5 min measured alone).
+   Then label_stats (seconds): labels/stats.json over all the labels.
 4. train: the ORM and the soft-label PRM on the balanced labels, two processes.
 5. evaluate: held-out AUC, ECE, maj@8 / weighted / best-of-8 by level.
 6. curves_*: L2, 896 held-out problems: maj@8 / weighted / best-of-8 with the verifier and with the critic (the
@@ -27,8 +32,10 @@ from the issue-25 run):
 9. pipe_*: the seed-000 pipeline, gpu_room preset (level 4, budgeted SFT) with the full-scale PRM.
 
 The estimates add up to more than three hours of one H200 (--dry_run prints the sum): a 30-minute session
-gets through the labels, the verifiers and their evaluation at most (--levels 2 for a first pass on level 2
-alone); the rest continue in later sessions from the same OUT. The summaries stage (last) merges only what is
+gets through level 2's labels, the verifiers, their evaluation and the headline table (--levels 2 --parallel 2,
+run in the background while device calls wait on it). A later session's machine is fresh: its OUT starts from
+the files carried back (labels and tables; not models), so a stage that reads a model reruns the stages that
+make it. The summaries stage (last) merges only what is
 complete: a script whose parts are not all saved is left out (it would train the missing ones).
 """
 from __future__ import annotations
@@ -38,6 +45,7 @@ import importlib.util
 import subprocess
 import sys
 import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,6 +66,7 @@ class Stage:
     output: Path
     commands: tuple[tuple[str, tuple[str, ...]], ...]
     needs: tuple[tuple[Path, ...], ...] = ()  # per command, files that must exist for it to run (summaries)
+    after: tuple[str, ...] = ()  # stages whose outputs this one reads: it starts once they are done
 
 
 def stages(out: Path, levels: list[int], seeds: int = 5, sizes: tuple[int, ...] = (250, 500, 1000, 2000),
@@ -70,40 +79,48 @@ def stages(out: Path, levels: list[int], seeds: int = 5, sizes: tuple[int, ...] 
     tests = ("--test_levels", train)  # held-out labels and the verifier's AUC on every level
     curves = (*loop, "--stages", "curves", "--test_levels", "2", "--critic", str(critic))
     sft_model = str(vl / "sft" / "model")
-    out_list = [  # the two SFTs side by side: the second policy (small) and the critic (4-5 min measured)
-        Stage("sft_critic", 6, critic / "config.json", (
-            ("verifier_loop", (*loop, *tests, "--stages", "sft")),
-            ("reflection", ("--preset", "gpu_room", "--output_dir", str(out / "reflection"))))),
-    ]
-    for level in levels:
-        out_list.append(Stage(f"label_L{level}", 6, vl / "labels" / f"train_L{level}.jsonl", (
+    # the two SFTs: the second policy (small) and the critic (4-5 min measured)
+    out_list = [Stage("sft", 3, vl / "sft" / "model" / "config.json",
+                      (("verifier_loop", (*loop, *tests, "--stages", "sft")),))]
+    labels = []
+    for level in levels:  # 2,000 problems at 8 x k = 4 and the held-out test labels (2.4 min projected by W4a)
+        out_list.append(Stage(f"label_L{level}", 4, vl / "labels" / f"train_L{level}.jsonl", (
             ("verifier_loop", (*loop, "--stages", "label", "--train_levels", str(level), "--test_levels", str(level),
                                "--label_only", "policy")),)))
-        out_list.append(Stage(f"second_L{level}", 5, vl / "labels" / f"train_L{level}.second.jsonl", (
+        out_list.append(Stage(f"second_L{level}", 4, vl / "labels" / f"train_L{level}.second.jsonl", (
             ("verifier_loop", (*loop, "--stages", "label", "--train_levels", str(level), "--test_levels", str(level),
-                               "--label_only", "second")),)))
+                               "--label_only", "second")),), after=("sft",)))
+        labels += [f"label_L{level}", f"second_L{level}"]
     out_list += [
+        Stage("critic", 6, critic / "config.json",
+              (("reflection", ("--preset", "gpu_room", "--output_dir", str(out / "reflection"))),)),
         Stage("label_stats", 0.5, vl / "labels" / "stats.json",
-              (("verifier_loop", (*loop, *tests, "--stages", "label")),)),
+              (("verifier_loop", (*loop, *tests, "--stages", "label")),), after=tuple(labels)),
         Stage("train", 5, vl / "verifiers" / "prm_soft" / "model", (
             ("verifier_loop", (*loop, *tests, "--stages", "train", "--verifiers", "orm")),
-            ("verifier_loop", (*loop, *tests, "--stages", "train", "--verifiers", "prm_soft")))),
+            ("verifier_loop", (*loop, *tests, "--stages", "train", "--verifiers", "prm_soft"))),
+              after=("label_stats",)),
         Stage("evaluate", 1.5, vl / "verifier_eval.json",
-              (("verifier_loop", (*loop, *tests, "--stages", "evaluate")),)),
-        Stage("curves_maj", 7, vl / "curves" / "L2_part_maj.json", (("verifier_loop", (*curves, "--curve_methods",
-                                                                                         "maj")),)),
+              (("verifier_loop", (*loop, *tests, "--stages", "evaluate")),), after=("train",)),
+        # curves_maj writes the uncapped table (maj@8 / weighted / best-of-8, the headline) the other curves reuse
+        Stage("curves_maj", 7, vl / "curves" / "L2_part_maj.json",
+              (("verifier_loop", (*curves, "--curve_methods", "maj")),), after=("evaluate",)),
         Stage("curves_mcts", 7, vl / "curves" / "L2_part_mcts.json", (("verifier_loop", (*curves, "--curve_methods",
-                                                                                           "mcts")),)),
+                                                                                           "mcts")),),
+              after=("curves_maj",)),
         Stage("curves_weighted", 5, vl / "curves" / "L2_part_weighted_maj+best_of_n.json", (
-            ("verifier_loop", (*curves, "--curve_methods", "weighted_maj,best_of_n")),)),
+            ("verifier_loop", (*curves, "--curve_methods", "weighted_maj,best_of_n")),), after=("curves_maj",)),
         Stage("curves_critic", 8, vl / "curves" / "L2_part_weighted_maj_critic+best_of_n_critic.json", (
-            ("verifier_loop", (*curves, "--curve_methods", "weighted_maj_critic,best_of_n_critic")),)),
+            ("verifier_loop", (*curves, "--curve_methods", "weighted_maj_critic,best_of_n_critic")),),
+              after=("curves_maj", "critic")),
         Stage("curves_beam", 4, vl / "curves" / "L2_part_beam.json", (("verifier_loop", (*curves, "--curve_methods",
-                                                                                           "beam")),)),
+                                                                                           "beam")),),
+              after=("curves_maj",)),
     ]
     for size in sizes:
         out_list.append(Stage(f"scaling_n{size}", 3, out / "scaling" / f"n{size}" / "result.json", (
-            ("scaling", ("--run", str(vl), "--sizes", str(size), "--out", str(out / "scaling"))),)))
+            ("scaling", ("--run", str(vl), "--sizes", str(size), "--out", str(out / "scaling"))),),
+            after=("label_stats",)))
     prm = str(vl / "verifiers" / "prm_soft" / "model")
     for seed in range(seeds):
         common = ("--seeds", "1", "--first-seed", str(seed))
@@ -113,21 +130,24 @@ def stages(out: Path, levels: list[int], seeds: int = 5, sizes: tuple[int, ...] 
                        *common)),
             ("dense", ("--preset", "gpu", "--model", sft_model, "--level", "3", "--verifier", prm,
                        "--token-budget", str(token_budget), "--methods", "dense", "--out", str(out / "dense"),
-                       *common)))))
+                       *common))), after=("sft", "train")))
         done = out / "search_training" / f"MCTSSearch-seed{seed}" / "result.json"
         out_list.append(Stage(f"mcts_seed{seed}", 8, done, (
             ("search_training", ("--runs", "GRPO", "--model", sft_model, "--level", "3", "--token-budget",
                                  str(token_budget), "--out", str(out / "search_training"), *common)),
             ("search_training", ("--runs", "MCTSSearch", "--mcts-evaluation", "prm", "--prm", prm, "--model",
                                  sft_model, "--level", "3", "--token-budget", str(token_budget), "--out",
-                                 str(out / "search_training"), *common)))))
+                                 str(out / "search_training"), *common))), after=("sft", "train")))
     pipe = ("--preset", "gpu_room", "--output_dir", str(out / "pipeline"), "--prm", prm, "--no-progress")
+    previous = "train"  # one folder: the pipeline's stages one after another
     for name, minutes, done, chosen in (("pipe_sft", 4, "sft/eval.json", "base,sft"),
                                         ("pipe_ppo", 6, "ppo/eval.json", "ppo"),
                                         ("pipe_grpo", 6, "grpo/eval.json", "grpo"),
                                         ("pipe_grpo_prm", 7, "grpo_prm/eval.json", "grpo_prm"),
                                         ("pipe_mcts", 8, "mcts/eval.json", "mcts")):
-        out_list.append(Stage(name, minutes, out / "pipeline" / done, (("pipeline", (*pipe, "--stages", chosen)),)))
+        out_list.append(Stage(name, minutes, out / "pipeline" / done, (("pipeline", (*pipe, "--stages", chosen)),),
+                              after=(previous,)))
+        previous = name
     # the summaries: every saved part merged (seconds; rerun after any stage)
     dense_done = tuple(out / "dense" / f"{m}-seed{k}" / "result.json" for m in ("outcome", "dense")
                        for k in range(seeds))
@@ -146,7 +166,8 @@ def stages(out: Path, levels: list[int], seeds: int = 5, sizes: tuple[int, ...] 
                                  sft_model, "--level", "3", "--token-budget", str(token_budget), "--seeds", str(seeds),
                                  "--out", str(out / "search_training"))),
             ("scaling", ("--run", str(vl), "--sizes", ",".join(map(str, sizes)), "--out", str(out / "scaling"))),
-            ("pipeline", (*pipe, "--stages", "base")))),
+            ("pipeline", (*pipe, "--stages", "base"))),
+              after=tuple(s.name for s in out_list)),  # --stage summaries merges what is saved at any time
     ]
     return out_list
 
@@ -211,6 +232,64 @@ def run_stage(stage: Stage, out: Path, timeout: float) -> bool:
     return done
 
 
+def plan(all_stages: list[Stage], slots: int, minutes: float) -> tuple[list[Stage], list[Stage]]:
+    """The unfinished stages that fit `minutes` by their estimates when `slots` of them run at once, each after the
+    stages it needs (list scheduling in the stages' order, each on the slot where it starts first), and those
+    that do not fit (or need one that does not)."""
+    done = {s.name for s in all_stages if s.output.exists()}
+    free, end = [0.0] * slots, {}
+    chosen, left = [], []
+    for stage in all_stages:
+        if stage.name in done:
+            continue
+        if any(d not in done and d not in end for d in stage.after):
+            left.append(stage)
+            continue
+        ready = max((end.get(d, 0.0) for d in stage.after), default=0.0)
+        slot = min(range(slots), key=lambda k: (max(ready, free[k]), -free[k]))
+        start = max(ready, free[slot])
+        if start + stage.minutes > minutes:
+            left.append(stage)
+            continue
+        free[slot] = end[stage.name] = start + stage.minutes
+        chosen.append(stage)
+    return chosen, left
+
+
+def run_next(all_stages: list[Stage], out: Path, minutes: float, slots: int, timeout: float) -> None:
+    """Run `plan`'s stages, up to `slots` at once, each once the stages it needs are done; a stage that fails
+    takes the stages that need it with it, and none starts whose estimate would pass `minutes` of wall time."""
+    chosen, left = plan(all_stages, slots, minutes)
+    for stage in left:
+        print(f"next: {stage.name} ({stage.minutes} min estimated) does not fit the {minutes:g} min "
+              f"with {slots} at once")
+    by_name = {s.name: s for s in all_stages}
+    start, failed, running = time.perf_counter(), set(), {}
+    with ThreadPoolExecutor(max_workers=slots) as pool:
+        while chosen or running:
+            for stage in list(chosen):
+                if len(running) >= slots:
+                    break
+                if failed.intersection(stage.after):
+                    chosen.remove(stage)
+                    failed.add(stage.name)
+                    print(f"skipped: {stage.name} needs {', '.join(sorted(failed.intersection(stage.after)))}")
+                elif all(by_name[d].output.exists() for d in stage.after):
+                    chosen.remove(stage)
+                    if (time.perf_counter() - start) / 60 + stage.minutes > minutes:
+                        print(f"next: {stage.name} ({stage.minutes} min estimated) does not fit the time left")
+                        continue
+                    running[pool.submit(run_stage, stage, out, timeout)] = stage
+            if not running:
+                break
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                stage = running.pop(future)
+                if not future.result():
+                    failed.add(stage.name)
+                    print(f"stopped: {stage.name} did not finish (see its log); rerun --next to continue it")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out", help="the run folder (every stage's output and logs)")
@@ -220,6 +299,9 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--stage", help="run one stage by name")
     what.add_argument("--dry_run", action="store_true", help="parse every command; load no model")
     parser.add_argument("--minutes", type=float, default=9.0, help="--next: the estimated minutes to fill (default 9)")
+    parser.add_argument("--parallel", type=int, default=1,
+                        help="--next: stages run at once on the one GPU (default 1; the embedded model's stages "
+                             "peak at 55 GB or less, so 2 fit an H200)")
     parser.add_argument("--timeout", type=float, default=540.0, help="seconds a stage may run (default 540)")
     parser.add_argument("--levels", default="2,3,4", help="train levels labelled (default 2,3,4)")
     parser.add_argument("--seeds", type=int, default=5, help="training seeds (default 5)")
@@ -246,17 +328,9 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit(f"--stage {args.stage!r}: no such stage; --list names them")
         run_stage(chosen[0], out, args.timeout)
         return
-    left = args.minutes
-    for stage in all_stages:
-        if stage.output.exists():
-            continue
-        if stage.minutes > left:
-            print(f"next: {stage.name} ({stage.minutes} min estimated) does not fit the {left:.1f} min left")
-            return
-        if not run_stage(stage, out, args.timeout):
-            print(f"stopped: {stage.name} did not finish (see its log); rerun --next to continue it")
-            return
-        left -= stage.minutes
+    if args.parallel < 1:
+        raise SystemExit(f"--parallel must be >= 1, got {args.parallel}")
+    run_next(all_stages, out, args.minutes, args.parallel, args.timeout)
 
 
 if __name__ == "__main__":

@@ -29,10 +29,15 @@ def test_the_dry_run_parses_every_command_and_every_stage_fits_a_device_call(tmp
     assert all(s.minutes < 9 for s in stages)  # each stage inside one 10-minute device call, with room to start
     assert len({s.name for s in stages}) == len(stages) and len({s.output for s in stages}) == len(stages)
     names = [s.name for s in stages]
-    # the order keeps dependencies: labels after the SFTs, training after labels, curves after evaluation
-    for before, after in (("sft_critic", "second_L2"), ("label_stats", "train"), ("evaluate", "curves_maj"),
-                          ("train", "scaling_n250"), ("train", "dense_seed0"), ("pipe_grpo", "pipe_grpo_prm")):
-        assert names.index(before) < names.index(after)
+    # a stage comes after every stage it needs (so one at a time in order works), and names only real ones;
+    # the chain: the second policy's labels after its SFT, training after labels, curves after evaluation
+    for stage in stages:
+        assert all(names.index(d) < names.index(stage.name) for d in stage.after), stage.name
+    by_name = {s.name: s for s in stages}
+    for before, after in (("sft", "second_L2"), ("label_stats", "train"), ("evaluate", "curves_maj"),
+                          ("label_stats", "scaling_n250"), ("train", "dense_seed0"), ("pipe_grpo", "pipe_grpo_prm"),
+                          ("critic", "curves_critic")):
+        assert needs(by_name, after, before), (before, after)
     assert "dry run: " in capsys.readouterr().out
     runner.main([str(tmp_path), "--dry_run", "--levels", "2"])  # the CLI's own dry run
 
@@ -44,28 +49,68 @@ def test_a_command_its_script_rejects_is_named(tmp_path):
         runner.dry_run([bad])
 
 
-def test_next_runs_unfinished_stages_while_their_estimates_fit(tmp_path, monkeypatch, capsys):
-    runner = load("issue36_gpu")
+def needs(by_name, stage, other) -> bool:
+    """`stage` needs `other`, directly or through the stages it needs."""
+    return other in by_name[stage].after or any(needs(by_name, d, other) for d in by_name[stage].after)
+
+
+def fake_runs(runner, monkeypatch, fail=()):
+    """run_stage replaced: each stage (threads may run several) is recorded, writes its output unless in `fail`."""
     ran = []
 
     def fake_run(stage, out, timeout):
         ran.append(stage.name)
+        if stage.name in fail:
+            return False
         stage.output.parent.mkdir(parents=True, exist_ok=True)
         stage.output.write_text("done\n")
         return True
 
     monkeypatch.setattr(runner, "run_stage", fake_run)
+    return ran
+
+
+def test_next_runs_unfinished_stages_while_their_estimates_fit(tmp_path, monkeypatch, capsys):
+    runner = load("issue36_gpu")
+    ran = fake_runs(runner, monkeypatch)
     first = runner.stages(tmp_path, [2])
     first[1].output.parent.mkdir(parents=True, exist_ok=True)
     first[1].output.write_text("saved\n")  # label_L2 saved by an earlier session: skipped
-    runner.main([str(tmp_path), "--next", "--minutes", "12", "--levels", "2"])
-    assert ran == ["sft_critic", "second_L2", "label_stats"]  # 6 + 5 + 0.5; train's 5 would pass 12
+    runner.main([str(tmp_path), "--next", "--minutes", "14", "--levels", "2"])
+    assert ran == ["sft", "second_L2", "critic", "label_stats"]  # 3 + 4 + 6 + 0.5; train's 5 would pass 14
     assert "next: train (5 min estimated) does not fit" in capsys.readouterr().out
     runner.main([str(tmp_path), "--list", "--levels", "2"])
     listed = capsys.readouterr().out
-    assert "done  sft_critic" in listed and "      train" in listed
+    assert "done  sft" in listed and "      train" in listed
     with pytest.raises(SystemExit, match="no such stage"):
         runner.main([str(tmp_path), "--stage", "nope"])
+    with pytest.raises(SystemExit, match="--parallel must be >= 1"):
+        runner.main([str(tmp_path), "--next", "--parallel", "0"])
+
+
+def test_the_plan_runs_stages_side_by_side_after_the_ones_they_need(tmp_path):
+    """Two at a time, by the estimates: the SFT and the first labels start together, the second policy's labels
+    after its SFT, the critic in the slot the first labels free; the headline chain to curves_maj fits 25 minutes
+    where one at a time it would not."""
+    runner = load("issue36_gpu")
+    stages = runner.stages(tmp_path, [2])
+    one, _ = runner.plan(stages, 1, 25)
+    two, left = runner.plan(stages, 2, 25)
+    assert "curves_maj" not in [s.name for s in one] and "curves_maj" in [s.name for s in two]
+    assert [s.name for s in two][:6] == ["sft", "label_L2", "second_L2", "critic", "label_stats", "train"]
+    assert all(s.name not in [t.name for t in two] for s in left)
+    # a stage that needs one left out is left out too
+    assert "curves_mcts" in [s.name for s in left] and "summaries" in [s.name for s in left]
+
+
+def test_a_failed_stage_takes_the_stages_that_need_it_and_no_other(tmp_path, monkeypatch, capsys):
+    runner = load("issue36_gpu")
+    ran = fake_runs(runner, monkeypatch, fail={"sft"})
+    runner.main([str(tmp_path), "--next", "--minutes", "14", "--levels", "2", "--parallel", "2"])
+    assert "sft" in ran and "label_L2" in ran and "critic" in ran  # the labels and the critic need no SFT
+    assert "second_L2" not in ran and "label_stats" not in ran
+    out = capsys.readouterr().out
+    assert "stopped: sft did not finish" in out and "skipped: second_L2 needs sft" in out
 
 
 def samples(level, problems, right_every, offset=0):
