@@ -353,6 +353,8 @@ class Loop:
             save_policy_labels(path, labels)
             print(f"labels {what}: {labels.describe()}, pass@{config.samples_per_problem} "
                   f"{labels.stats['pass_at_n']:.1%} -> {path}")
+        if plan.args.label_only != "both":
+            return  # labels/stats.json covers every label file: a process that labels them all writes it
         stats = {f"{'second' if by_second else split}_L{level}":
                  load_policy_labels(plan.labels_file(split, level, by_second)).stats
                  for split, level, _, by_second in jobs}
