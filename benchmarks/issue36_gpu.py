@@ -25,7 +25,7 @@ run):
 4. train: the ORM and the soft-label PRM on the balanced labels, two processes.
 5. evaluate: held-out AUC, ECE, maj@8 / weighted / best-of-8 by level.
 6. curves_*: L2, 896 held-out problems: maj@8 / weighted / best-of-8 with the verifier and with the critic (the
-   headline table) with the capped maj curve; then the other capped curves, a stage a method or two.
+   headline table) with the capped maj curve; the other capped curves, a stage a method or two, beside it.
 7. scaling_n<size>: the verifier's held-out AUC with the first 250 / 500 / 1,000 / 2,000 labelled problems.
 8. dense_seed<k> / mcts_seed<k>: dense-credit GRPO against outcome-only GRPO and MCTSSearch against GRPO from the
    budgeted SFT (a mixed-group start), equal sampled tokens, seeds 0-4.
@@ -82,7 +82,7 @@ def stages(out: Path, levels: list[int], seeds: int = 5, sizes: tuple[int, ...] 
     # the two SFTs: the second policy (small) and the critic (4-5 min measured)
     out_list = [Stage("sft", 3, vl / "sft" / "model" / "config.json",
                       (("verifier_loop", (*loop, *tests, "--stages", "sft")),))]
-    labels = []
+    labels, scored = [], ("evaluate", "critic")  # the curves' scorers: the better verifier and the critic
     for level in levels:  # 2,000 problems at 8 x k = 4 and the held-out test labels (2.4 min projected by W4a)
         out_list.append(Stage(f"label_L{level}", 4, vl / "labels" / f"train_L{level}.jsonl", (
             ("verifier_loop", (*loop, "--stages", "label", "--train_levels", str(level), "--test_levels", str(level),
@@ -102,20 +102,21 @@ def stages(out: Path, levels: list[int], seeds: int = 5, sizes: tuple[int, ...] 
               after=("label_stats",)),
         Stage("evaluate", 1.5, vl / "verifier_eval.json",
               (("verifier_loop", (*loop, *tests, "--stages", "evaluate")),), after=("train",)),
-        # curves_maj writes the uncapped table (maj@8 / weighted / best-of-8, the headline) the other curves reuse
+        # curves_maj writes the uncapped table (maj@8 / weighted / best-of-8, the headline); every curve part
+        # scores with the verifier and the critic, and runs beside the others
         Stage("curves_maj", 7, vl / "curves" / "L2_part_maj.json",
-              (("verifier_loop", (*curves, "--curve_methods", "maj")),), after=("evaluate",)),
+              (("verifier_loop", (*curves, "--curve_methods", "maj")),), after=scored),
         Stage("curves_mcts", 7, vl / "curves" / "L2_part_mcts.json", (("verifier_loop", (*curves, "--curve_methods",
                                                                                            "mcts")),),
-              after=("curves_maj",)),
+              after=scored),
         Stage("curves_weighted", 5, vl / "curves" / "L2_part_weighted_maj+best_of_n.json", (
-            ("verifier_loop", (*curves, "--curve_methods", "weighted_maj,best_of_n")),), after=("curves_maj",)),
+            ("verifier_loop", (*curves, "--curve_methods", "weighted_maj,best_of_n")),), after=scored),
         Stage("curves_critic", 8, vl / "curves" / "L2_part_weighted_maj_critic+best_of_n_critic.json", (
             ("verifier_loop", (*curves, "--curve_methods", "weighted_maj_critic,best_of_n_critic")),),
-              after=("curves_maj", "critic")),
+              after=scored),
         Stage("curves_beam", 4, vl / "curves" / "L2_part_beam.json", (("verifier_loop", (*curves, "--curve_methods",
                                                                                            "beam")),),
-              after=("curves_maj",)),
+              after=scored),
     ]
     for size in sizes:
         out_list.append(Stage(f"scaling_n{size}", 3, out / "scaling" / f"n{size}" / "result.json", (

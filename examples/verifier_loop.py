@@ -39,7 +39,8 @@ does the named ones again; a cut training continues from its newest checkpoint):
    With --critic (a reflection critic's model folder, examples/reflection_dpo.py --preset gpu_room) the
    critic scores solutions too (`algorithms.prm.critic_verifier`): weighted_maj[critic] and best_of_n[critic]
    join both tables. --curve_methods runs some of the capped curves (one process a method: curves/
-   L<level>_part_<method>.json); the summary merges the parts.
+   L<level>_part_<method>.json); the summary merges the parts. The uncapped table comes with maj's part (its
+   baseline), so parts without maj run beside it.
 The summary (verifier table, curves tables, the "at maj@N's budget" line) is written from whatever is saved
 to <output_dir>/verifier_loop.md and verifier_loop.json at the end of every run.
 """
@@ -134,7 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="the critic's score: P(approve) at its verdict, or the share of approving sampled turns")
     add("--curve_methods", default="all",
         help=f"comma-separated capped curves to run, of {', '.join(CURVE_METHODS)} and "
-             f"{', '.join(m + '_critic' for m in CRITIC_METHODS)} (default all)")
+             f"{', '.join(m + '_critic' for m in CRITIC_METHODS)} (default all); the uncapped table "
+             f"(<level>_at_maj) comes with maj")
     sizes = parser.add_argument_group("sizes (default: the preset's)")
     for name, (what, cpu, gpu) in SIZES.items():
         sizes.add_argument(f"--{name}", type=str if name == "budgets" else int, default=None,
@@ -470,8 +472,9 @@ class Loop:
             about = {"level": level, "split": "test", "problems": [0, size["curve_problems"]], "verifier": better,
                      "aggregation": aggregation, "model": plan.args.model, "critic": plan.args.critic,
                      "critic_mode": plan.args.critic_mode if plan.args.critic else None}
-            # the uncapped N-sample table first (the headline comparison, minutes), then the capped curves
-            if plan.args.restart or not at_maj.with_suffix(".json").exists():
+            # the uncapped N-sample table first (the headline comparison, minutes), then the capped curves; a run
+            # of some curves makes the table only when maj is among them (its baseline), so parts run side by side
+            if "maj" in plan.curve_methods and (plan.args.restart or not at_maj.with_suffix(".json").exists()):
                 sampled = [s for s in methods if s.method in ("maj", "weighted_maj", "best_of_n")]
                 rows = evaluate_search(self.policy, env, sampled, scorers, **run, baseline=f"maj@{n}",
                                        records_path=problems_path(at_maj.with_suffix(".json")))

@@ -255,6 +255,11 @@ def test_a_second_policy_balanced_labels_the_critic_and_curve_parts(tiny_model_d
     printed = capsys.readouterr().out
     assert "curves L2 -> " in printed and "L2_part_mcts" in printed
 
+    (out / "curves" / "L2_at_maj.json").unlink()
+    (out / "curves" / "L2_part_mcts.json").unlink()
+    script.main(argv + ["--curve_methods", "mcts", "--stages", "curves"])  # a part without maj: no uncapped table
+    assert (out / "curves" / "L2_part_mcts.json").is_file() and not (out / "curves" / "L2_at_maj.json").exists()
+
 
 def test_bad_issue36_flags_are_one_line(tmp_path):
     script = load_script(SCRIPT)
