@@ -5,6 +5,7 @@
     python benchmarks/issue36_gpu.py OUT --next --minutes 25 --parallel 2 --timeout 1500   # two at a time
     python benchmarks/issue36_gpu.py OUT --stage label_L2       # one stage
     python benchmarks/issue36_gpu.py OUT --dry_run              # parse every stage's command (CPU, no model)
+    python benchmarks/issue36_gpu.py OUT --next --rehearse MODEL --parallel 2 --minutes 200   # the chain on a CPU
 
 A stage is done when its output file exists, and is then skipped. Its commands run in parallel processes (one
 GPU), each logged to OUT/logs/<stage>.<k>.log, under a --timeout (default 540 s) that keeps a cut stage inside a
@@ -42,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import subprocess
 import sys
 import time
@@ -69,13 +71,32 @@ class Stage:
     after: tuple[str, ...] = ()  # stages whose outputs this one reads: it starts once they are done
 
 
+# --rehearse: the scripts' cpu presets at their smallest, on a given model (the chain's files and order, in minutes)
+REHEARSAL_LOOP = ("--label_problems", "2", "--samples", "2", "--rollouts", "1", "--max_new_tokens", "4",
+                  "--max_steps", "2", "--eval_problems", "2", "--curve_problems", "2", "--budgets", "16,32",
+                  "--train_iterations", "2", "--pairs_per_iteration", "4", "--micro_batch_size", "4",
+                  "--simulations", "2", "--batch_problems", "2", "--sft_examples", "4", "--sft_iterations", "1")
+REHEARSAL_CRITIC = ("--level", "2", "--turns", "2", "--eval_episodes", "2", "--max_new_tokens", "4",
+                    "--sft_examples", "4", "--reflect_problems", "3", "--pair_problems", "2", "--pair_feedbacks", "2",
+                    "--pair_refinements", "1", "--sft_iterations", "1", "--reflect_sft_iterations", "1",
+                    "--dpo_iterations", "1", "--batch_prompts", "4", "--no-progress")
+REHEARSAL_LEFT_OUT = ("dense_", "mcts_", "pipe_", "summaries")  # the level-2 chain a session runs is the rest
+# a tiny model's episodes are never right, so its DPO gets its pairs from two recorded refinements (--triples)
+REHEARSAL_TRIPLES = ({"question": "What is 2 + 3? Give the final answer after ####.", "initial": "#### 6",
+                      "feedback": "Check the sum.", "refined": "2 + 3 = 5\n#### 5", "gold": 5},
+                     {"question": "What is 2 + 3? Give the final answer after ####.", "initial": "#### 6",
+                      "feedback": "Looks right.", "refined": "#### 6", "gold": "5"})
+
+
 def stages(out: Path, levels: list[int], seeds: int = 5, sizes: tuple[int, ...] = (250, 500, 1000, 2000),
-           token_budget: int = 300_000) -> list[Stage]:
-    """Every stage of the set, in order (see the module docstring)."""
+           token_budget: int = 300_000, rehearse: str | None = None) -> list[Stage]:
+    """Every stage of the set, in order (see the module docstring); `rehearse`: a model folder, and the
+    scripts' cpu presets at their smallest (REHEARSAL_*)."""
     vl, critic = out / "vl", out / "reflection" / "dpo" / "model"
     train = ",".join(map(str, levels))
-    loop = ("--preset", "gpu", "--output_dir", str(vl), "--no-progress", "--second_policy", "sft",
-            "--train_levels", train)
+    tiny = ("--model", rehearse, *REHEARSAL_LOOP) if rehearse else ()
+    loop = ("--preset", "cpu" if rehearse else "gpu", "--output_dir", str(vl), "--no-progress", "--second_policy",
+            "sft", "--train_levels", train, *tiny)
     tests = ("--test_levels", train)  # held-out labels and the verifier's AUC on every level
     curves = (*loop, "--stages", "curves", "--test_levels", "2", "--critic", str(critic))
     sft_model = str(vl / "sft" / "model")
@@ -93,7 +114,10 @@ def stages(out: Path, levels: list[int], seeds: int = 5, sizes: tuple[int, ...] 
         labels += [f"label_L{level}", f"second_L{level}"]
     out_list += [
         Stage("critic", 6, critic / "config.json",
-              (("reflection", ("--preset", "gpu_room", "--output_dir", str(out / "reflection"))),)),
+              (("reflection", ("--preset", "cpu", "--model", rehearse, *REHEARSAL_CRITIC, "--output_dir",
+                               str(out / "reflection"), "--triples", str(out / "rehearsal_triples.jsonl"))
+                if rehearse else
+                ("--preset", "gpu_room", "--output_dir", str(out / "reflection"))),)),
         Stage("label_stats", 0.5, vl / "labels" / "stats.json",
               (("verifier_loop", (*loop, *tests, "--stages", "label")),), after=tuple(labels)),
         Stage("train", 5, vl / "verifiers" / "prm_soft" / "model", (
@@ -120,7 +144,8 @@ def stages(out: Path, levels: list[int], seeds: int = 5, sizes: tuple[int, ...] 
     ]
     for size in sizes:
         out_list.append(Stage(f"scaling_n{size}", 3, out / "scaling" / f"n{size}" / "result.json", (
-            ("scaling", ("--run", str(vl), "--sizes", str(size), "--out", str(out / "scaling"))),),
+            ("scaling", ("--run", str(vl), "--sizes", str(size), "--out", str(out / "scaling"),
+                         *(("--model", rehearse, "--train_iterations", "2") if rehearse else ()))),),
             after=("label_stats",)))
     prm = str(vl / "verifiers" / "prm_soft" / "model")
     for seed in range(seeds):
@@ -306,6 +331,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--timeout", type=float, default=540.0, help="seconds a stage may run (default 540)")
     parser.add_argument("--levels", default="2,3,4", help="train levels labelled (default 2,3,4)")
     parser.add_argument("--seeds", type=int, default=5, help="training seeds (default 5)")
+    parser.add_argument("--rehearse", metavar="MODEL", default=None,
+                        help="with --next: the level-2 chain (sft .. the first scaling size) at the scripts' cpu "
+                             "presets, smallest sizes, on MODEL (a folder): the files and the order, in minutes")
     return parser
 
 
@@ -315,7 +343,15 @@ def main(argv: list[str] | None = None) -> None:
     levels = [int(x) for x in args.levels.split(",") if x.strip()]
     if not levels or 2 not in levels:
         raise SystemExit(f"--levels must hold level 2 (the search figures' level), got {args.levels!r}")
-    all_stages = stages(out, levels, args.seeds)
+    if args.rehearse:
+        if not Path(args.rehearse).is_dir():
+            raise SystemExit(f"--rehearse {args.rehearse}: no such model folder")
+        all_stages = [s for s in stages(out, [2], args.seeds, sizes=(2,), rehearse=args.rehearse)
+                      if not s.name.startswith(REHEARSAL_LEFT_OUT)]
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "rehearsal_triples.jsonl").write_text("".join(json.dumps(row) + "\n" for row in REHEARSAL_TRIPLES))
+    else:
+        all_stages = stages(out, levels, args.seeds)
     if args.dry_run:
         dry_run(all_stages)
         return

@@ -259,7 +259,8 @@ class Plan:
         test_labels = [(self.labels_file("test", level), "label") for level in self.test_levels]
         needs = {"train": [(self.labels_file("train", level, second), "label") for level in self.train_levels
                            for second in ((False, True) if self.second_model else (False,))],
-                 "label": [(Path(self.second_model), "sft")] if self.args.second_policy == "sft" else [],
+                 "label": [(Path(self.second_model), "sft")]  # the second policy labels: its model exists
+                 if self.args.second_policy == "sft" and self.args.label_only != "policy" else [],
                  "evaluate": [(self.verifier(k), "train") for k in self.verifiers] + test_labels,
                  "curves": [(self.out / "verifier_eval.json", "evaluate")]}
         for stage in self.stages:

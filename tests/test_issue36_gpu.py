@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from lmgym.traindata.step_data import LabelledSample, PolicyLabels, label_balance, save_policy_labels
+from tests.tiers import slow
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -137,3 +138,34 @@ def test_scaling_takes_both_policies_first_n_problems_balanced(tmp_path):
     table = scaling.markdown([{"size": 250, "train_samples": 10, "levels": {"L2": {"solution_auc": 0.7}}},
                               {"size": 125, "train_samples": 5, "levels": {"L2": {"solution_auc": None}}}])
     assert table.splitlines()[2:] == ["| 125 | 5 | - |", "| 250 | 10 | 0.700 |"]
+
+
+@slow
+def test_the_rehearsal_runs_the_level_2_chain_two_at_a_time(tmp_path, capsys):
+    """--rehearse: the chain a session runs (sft .. curves and the first scaling size), at the scripts' cpu presets
+    on the tiny model, two stages at a time: every stage's output is saved, and the headline table holds the
+    critic's rows. (It found the policy's labels refused without the SFT's model,
+    and the critic's stage run at the gpu preset.)"""
+    import json
+
+    from lmgym.policies import build_tiny_model
+    from tests.tiny_models import save_tiny_model_dir
+
+    class Factory:  # save_tiny_model_dir's tmp_path_factory
+        @staticmethod
+        def mktemp(name):
+            folder = tmp_path / name
+            folder.mkdir()
+            return folder
+
+    model, out = save_tiny_model_dir(Factory, build_tiny_model), tmp_path / "run"
+    runner = load("issue36_gpu")
+    runner.main([str(out), "--next", "--rehearse", model, "--parallel", "2", "--minutes", "200", "--timeout", "600"])
+    printed = capsys.readouterr().out
+    chain = [s for s in runner.stages(out, [2], sizes=(2,), rehearse=model)
+             if not s.name.startswith(runner.REHEARSAL_LEFT_OUT)]
+    assert len(chain) == 13 and all(s.output.exists() for s in chain), printed
+    rows = json.loads((out / "vl" / "curves" / "L2_at_maj.json").read_text())["rows"]
+    assert [r["method"] for r in rows][-2:] == ["weighted_maj[critic]@2", "best_of_2[critic]"]
+    mcts = json.loads((out / "vl" / "curves" / "L2_part_mcts.json").read_text())["rows"]
+    assert [(r["method"], r["budget"]) for r in mcts] == [("mcts", 16), ("mcts", 32)]

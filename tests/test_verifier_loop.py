@@ -276,15 +276,16 @@ def test_bad_issue36_flags_are_one_line(tmp_path):
 
 @slow
 def test_one_policys_labels_leave_the_stats_to_the_process_that_labels_both(tiny_model_dir, tmp_path):
-    """issue36_gpu runs the policy's and the second policy's labels in two processes (--label_only), and its
-    label_stats stage is done once labels/stats.json exists: a one-policy process must not write it, else the
-    verifiers' training could start before the other policy's labels are saved."""
+    """issue36_gpu runs the policy's and the second policy's labels in two processes (--label_only), the policy's
+    beside the second policy's SFT; its label_stats stage is done once labels/stats.json exists: a one-policy
+    process must not write it, else the verifiers' training could start before the other policy's labels are
+    saved."""
     script, out = load_script(SCRIPT), tmp_path / "run"
     argv = tiny_argv(tiny_model_dir, out) + ["--train_levels", "2", "--test_levels", "2", "--second_policy", "sft",
                                              "--sft_examples", "4"]
-    script.main(argv + ["--stages", "sft"])
-    script.main(argv + ["--stages", "label", "--label_only", "policy"])
+    script.main(argv + ["--stages", "label", "--label_only", "policy"])  # beside the SFT: needs no second model
     assert (out / "labels" / "train_L2.jsonl").is_file() and not (out / "labels" / "stats.json").exists()
+    script.main(argv + ["--stages", "sft"])
     script.main(argv + ["--stages", "label", "--label_only", "second"])
     assert (out / "labels" / "train_L2.second.jsonl").is_file() and not (out / "labels" / "stats.json").exists()
     script.main(argv + ["--stages", "label"])  # every file saved: stats over all of them, nothing labelled again
