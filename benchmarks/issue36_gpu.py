@@ -80,6 +80,10 @@ REHEARSAL_CRITIC = ("--level", "2", "--turns", "2", "--eval_episodes", "2", "--m
                     "--sft_examples", "4", "--reflect_problems", "3", "--pair_problems", "2", "--pair_feedbacks", "2",
                     "--pair_refinements", "1", "--sft_iterations", "1", "--reflect_sft_iterations", "1",
                     "--dpo_iterations", "1", "--batch_prompts", "4", "--no-progress")
+# the curves' token caps a problem: up to about twice maj@8's tokens (341 on L2 in the twenty-third session), and
+# MCTS's up to maj@8's (its target; each cap costs more than the last). Their minutes below scale that session's
+# seconds on 128 problems to 896: maj 53 s, MCTS 60 s at these caps, weighted maj 64 s, best-of-N 47 s, beam 36 s.
+CURVE_BUDGETS, MCTS_BUDGETS = "96,192,384,768", "96,192,384"
 REHEARSAL_LEFT_OUT = ("dense_", "mcts_", "pipe_", "summaries")  # the level-2 chain a session runs is the rest
 # a tiny model's episodes are never right, so its DPO gets its pairs from two recorded refinements (--triples)
 REHEARSAL_TRIPLES = ({"question": "What is 2 + 3? Give the final answer after ####.", "initial": "#### 6",
@@ -98,7 +102,9 @@ def stages(out: Path, levels: list[int], seeds: int = 5, sizes: tuple[int, ...] 
     loop = ("--preset", "cpu" if rehearse else "gpu", "--output_dir", str(vl), "--no-progress", "--second_policy",
             "sft", "--train_levels", train, *tiny)
     tests = ("--test_levels", train)  # held-out labels and the verifier's AUC on every level
-    curves = (*loop, "--stages", "curves", "--test_levels", "2", "--critic", str(critic))
+    curves = (*loop, "--stages", "curves", "--test_levels", "2", "--critic", str(critic),
+              *(() if rehearse else ("--budgets", CURVE_BUDGETS)))
+    mcts_curve = (*curves, *(() if rehearse else ("--budgets", MCTS_BUDGETS)))
     sft_model = str(vl / "sft" / "model")
     # the two SFTs: the second policy (small) and the critic (4-5 min measured)
     out_list = [Stage("sft", 3, vl / "sft" / "model" / "config.json",
@@ -128,13 +134,14 @@ def stages(out: Path, levels: list[int], seeds: int = 5, sizes: tuple[int, ...] 
               (("verifier_loop", (*loop, *tests, "--stages", "evaluate")),), after=("train",)),
         # curves_maj writes the uncapped table (maj@8 / weighted / best-of-8, the headline); every curve part
         # scores with the verifier and the critic, and runs beside the others
-        Stage("curves_maj", 7, vl / "curves" / "L2_part_maj.json",
+        Stage("curves_maj", 6, vl / "curves" / "L2_part_maj.json",
               (("verifier_loop", (*curves, "--curve_methods", "maj")),), after=scored),
-        Stage("curves_mcts", 7, vl / "curves" / "L2_part_mcts.json", (("verifier_loop", (*curves, "--curve_methods",
-                                                                                           "mcts")),),
-              after=scored),
-        Stage("curves_weighted", 5, vl / "curves" / "L2_part_weighted_maj+best_of_n.json", (
-            ("verifier_loop", (*curves, "--curve_methods", "weighted_maj,best_of_n")),), after=scored),
+        Stage("curves_mcts", 7, vl / "curves" / "L2_part_mcts.json",
+              (("verifier_loop", (*mcts_curve, "--curve_methods", "mcts")),), after=scored),
+        Stage("curves_weighted", 8, vl / "curves" / "L2_part_weighted_maj.json",
+              (("verifier_loop", (*curves, "--curve_methods", "weighted_maj")),), after=scored),
+        Stage("curves_best_of_n", 6, vl / "curves" / "L2_part_best_of_n.json",
+              (("verifier_loop", (*curves, "--curve_methods", "best_of_n")),), after=scored),
         Stage("curves_critic", 8, vl / "curves" / "L2_part_weighted_maj_critic+best_of_n_critic.json", (
             ("verifier_loop", (*curves, "--curve_methods", "weighted_maj_critic,best_of_n_critic")),),
               after=scored),

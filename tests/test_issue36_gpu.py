@@ -164,7 +164,7 @@ def test_the_rehearsal_runs_the_level_2_chain_two_at_a_time(tmp_path, capsys):
     printed = capsys.readouterr().out
     chain = [s for s in runner.stages(out, [2], sizes=(2,), rehearse=model)
              if not s.name.startswith(runner.REHEARSAL_LEFT_OUT)]
-    assert len(chain) == 13 and all(s.output.exists() for s in chain), printed
+    assert len(chain) == 14 and all(s.output.exists() for s in chain), printed
     rows = json.loads((out / "vl" / "curves" / "L2_at_maj.json").read_text())["rows"]
     assert [r["method"] for r in rows][-2:] == ["weighted_maj[critic]@2", "best_of_2[critic]"]
     mcts = json.loads((out / "vl" / "curves" / "L2_part_mcts.json").read_text())["rows"]
