@@ -5,7 +5,7 @@
     python benchmarks/issue36_gpu.py OUT --next --minutes 25 --parallel 2 --timeout 1500   # two at a time
     python benchmarks/issue36_gpu.py OUT --stage label_L2       # one stage
     python benchmarks/issue36_gpu.py OUT --dry_run              # parse every stage's command (CPU, no model)
-    python benchmarks/issue36_gpu.py OUT --next --rehearse MODEL --parallel 2 --minutes 200   # the chain on a CPU
+    python benchmarks/issue36_gpu.py OUT --next --rehearse MODEL --parallel 2 --minutes 500   # all of it, on a CPU
 
 A stage is done when its output file exists, and is then skipped. Its commands run in parallel processes (one
 GPU), each logged to OUT/logs/<stage>.<k>.log, under a --timeout (default 540 s) that keeps a cut stage inside a
@@ -71,7 +71,8 @@ class Stage:
     after: tuple[str, ...] = ()  # stages whose outputs this one reads: it starts once they are done
 
 
-# --rehearse: the scripts' cpu presets at their smallest, on a given model (the chain's files and order, in minutes)
+# --rehearse: every stage (level 2, one seed) at the scripts' cpu presets and smallest sizes, on a given model: the
+# commands' files and order, checked in minutes on a CPU
 REHEARSAL_LOOP = ("--label_problems", "2", "--samples", "2", "--rollouts", "1", "--max_new_tokens", "4",
                   "--max_steps", "2", "--eval_problems", "2", "--curve_problems", "2", "--budgets", "16,32",
                   "--train_iterations", "2", "--pairs_per_iteration", "4", "--micro_batch_size", "4",
@@ -84,12 +85,36 @@ REHEARSAL_CRITIC = ("--level", "2", "--turns", "2", "--eval_episodes", "2", "--m
 # MCTS's up to maj@8's (its target; each cap costs more than the last). Their minutes below scale that session's
 # seconds on 128 problems to 896: maj 53 s, MCTS 60 s at these caps, weighted maj 64 s, best-of-N 47 s, beam 36 s.
 CURVE_BUDGETS, MCTS_BUDGETS = "96,192,384,768", "96,192,384"
-REHEARSAL_LEFT_OUT = ("dense_", "mcts_", "pipe_", "summaries")  # the level-2 chain a session runs is the rest
+REHEARSAL_TOKENS = 200  # sampled tokens a training run
+REHEARSAL_DENSE = ("--eval-episodes", "2", "--max-new-tokens", "4", "--max-steps", "2")
+REHEARSAL_SEARCH = ("--eval-episodes", "2", "--max-steps", "2", "--max-iterations", "1")
+# the pipeline's stages at their smallest (YAML files written beside the run by rehearsal_files)
+REHEARSAL_PIPELINE = {"sft": "examples_per_iteration: 2\nmicro_batch_size: 2\nmax_length: 1024\n",
+                      "prm": "pairs_per_iteration: 2\nmicro_batch_size: 4\n",
+                      "grpo": "prompts_per_iteration: 2\nsamples_per_prompt: 2\nmicro_batch_size: 4\n",
+                      "ppo": "prompts_per_iteration: 4\nmicro_batch_size: 4\nminibatch_size: 4\nupdate_epochs: 1\n"}
 # a tiny model's episodes are never right, so its DPO gets its pairs from two recorded refinements (--triples)
 REHEARSAL_TRIPLES = ({"question": "What is 2 + 3? Give the final answer after ####.", "initial": "#### 6",
                       "feedback": "Check the sum.", "refined": "2 + 3 = 5\n#### 5", "gold": 5},
                      {"question": "What is 2 + 3? Give the final answer after ####.", "initial": "#### 6",
                       "feedback": "Looks right.", "refined": "#### 6", "gold": "5"})
+
+
+def rehearsal_pipeline(out: Path) -> tuple[str, ...]:
+    """The pipeline's flags at its smallest, its stage configs read from `out` (rehearsal_files writes them)."""
+    flags = ["--level", "1", "--max_steps", "2", "--episodes", "2", "--max_new_tokens", "4", "--simulations", "2",
+             "--sft_examples", "4", "--prm_problems", "4"]
+    for stage in REHEARSAL_PIPELINE:
+        flags += [f"--{stage}_config", str(out / f"rehearsal_{stage}.yaml"), f"--{stage}_iterations", "1"]
+    return tuple(flags)
+
+
+def rehearsal_files(out: Path) -> None:
+    """The files the rehearsal's commands read: the critic's recorded refinements and the pipeline's configs."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "rehearsal_triples.jsonl").write_text("".join(json.dumps(row) + "\n" for row in REHEARSAL_TRIPLES))
+    for stage, text in REHEARSAL_PIPELINE.items():
+        (out / f"rehearsal_{stage}.yaml").write_text(text)
 
 
 def stages(out: Path, levels: list[int], seeds: int = 5, sizes: tuple[int, ...] = (250, 500, 1000, 2000),
@@ -149,29 +174,30 @@ def stages(out: Path, levels: list[int], seeds: int = 5, sizes: tuple[int, ...] 
                                                                                            "beam")),),
               after=scored),
     ]
+    scaling_args = ("--model", rehearse, "--train_iterations", "2") if rehearse else ()
     for size in sizes:
         out_list.append(Stage(f"scaling_n{size}", 3, out / "scaling" / f"n{size}" / "result.json", (
-            ("scaling", ("--run", str(vl), "--sizes", str(size), "--out", str(out / "scaling"),
-                         *(("--model", rehearse, "--train_iterations", "2") if rehearse else ()))),),
+            ("scaling", ("--run", str(vl), "--sizes", str(size), "--out", str(out / "scaling"), *scaling_args)),),
             after=("label_stats",)))
     prm = str(vl / "verifiers" / "prm_soft" / "model")
+    level, tokens = ("2", str(REHEARSAL_TOKENS)) if rehearse else ("3", str(token_budget))
+    dense_args = ("--preset", "cpu" if rehearse else "gpu", "--model", sft_model, "--level", level, "--verifier", prm,
+                  "--token-budget", tokens, *(REHEARSAL_DENSE if rehearse else ()))
+    search_args = ("--model", sft_model, "--level", level, "--token-budget", tokens,
+                   *(REHEARSAL_SEARCH if rehearse else ()))
     for seed in range(seeds):
         common = ("--seeds", "1", "--first-seed", str(seed))
         out_list.append(Stage(f"dense_seed{seed}", 8, out / "dense" / f"dense-seed{seed}" / "result.json", (
-            ("dense", ("--preset", "gpu", "--model", sft_model, "--level", "3", "--verifier", prm,
-                       "--token-budget", str(token_budget), "--methods", "outcome", "--out", str(out / "dense"),
-                       *common)),
-            ("dense", ("--preset", "gpu", "--model", sft_model, "--level", "3", "--verifier", prm,
-                       "--token-budget", str(token_budget), "--methods", "dense", "--out", str(out / "dense"),
-                       *common))), after=("sft", "train")))
+            ("dense", (*dense_args, "--methods", "outcome", "--out", str(out / "dense"), *common)),
+            ("dense", (*dense_args, "--methods", "dense", "--out", str(out / "dense"), *common))),
+            after=("sft", "train")))
         done = out / "search_training" / f"MCTSSearch-seed{seed}" / "result.json"
         out_list.append(Stage(f"mcts_seed{seed}", 8, done, (
-            ("search_training", ("--runs", "GRPO", "--model", sft_model, "--level", "3", "--token-budget",
-                                 str(token_budget), "--out", str(out / "search_training"), *common)),
-            ("search_training", ("--runs", "MCTSSearch", "--mcts-evaluation", "prm", "--prm", prm, "--model",
-                                 sft_model, "--level", "3", "--token-budget", str(token_budget), "--out",
-                                 str(out / "search_training"), *common))), after=("sft", "train")))
-    pipe = ("--preset", "gpu_room", "--output_dir", str(out / "pipeline"), "--prm", prm, "--no-progress")
+            ("search_training", ("--runs", "GRPO", *search_args, "--out", str(out / "search_training"), *common)),
+            ("search_training", ("--runs", "MCTSSearch", "--mcts-evaluation", "prm", "--prm", prm, *search_args,
+                                 "--out", str(out / "search_training"), *common))), after=("sft", "train")))
+    pipe = ("--preset", "cpu", "--model", rehearse, *rehearsal_pipeline(out)) if rehearse else ("--preset", "gpu_room")
+    pipe = (*pipe, "--output_dir", str(out / "pipeline"), "--prm", prm, "--no-progress")
     previous = "train"  # one folder: the pipeline's stages one after another
     for name, minutes, done, chosen in (("pipe_sft", 4, "sft/eval.json", "base,sft"),
                                         ("pipe_ppo", 6, "ppo/eval.json", "ppo"),
@@ -193,12 +219,11 @@ def stages(out: Path, levels: list[int], seeds: int = 5, sizes: tuple[int, ...] 
             (out / "pipeline" / "mcts" / "eval.json",)),
               commands=(
             ("verifier_loop", (*loop, *tests, "--stages", "label")),
-            ("dense", ("--preset", "gpu", "--seeds", str(seeds), "--out", str(out / "dense"), "--model", sft_model,
-                       "--level", "3", "--verifier", prm, "--token-budget", str(token_budget))),
-            ("search_training", ("--runs", "GRPO", "MCTSSearch", "--mcts-evaluation", "prm", "--prm", prm, "--model",
-                                 sft_model, "--level", "3", "--token-budget", str(token_budget), "--seeds", str(seeds),
-                                 "--out", str(out / "search_training"))),
-            ("scaling", ("--run", str(vl), "--sizes", ",".join(map(str, sizes)), "--out", str(out / "scaling"))),
+            ("dense", (*dense_args, "--seeds", str(seeds), "--out", str(out / "dense"))),
+            ("search_training", ("--runs", "GRPO", "MCTSSearch", "--mcts-evaluation", "prm", "--prm", prm,
+                                 *search_args, "--seeds", str(seeds), "--out", str(out / "search_training"))),
+            ("scaling", ("--run", str(vl), "--sizes", ",".join(map(str, sizes)), "--out", str(out / "scaling"),
+                         *scaling_args)),
             ("pipeline", (*pipe, "--stages", "base"))),
               after=tuple(s.name for s in out_list)),  # --stage summaries merges what is saved at any time
     ]
@@ -339,8 +364,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--levels", default="2,3,4", help="train levels labelled (default 2,3,4)")
     parser.add_argument("--seeds", type=int, default=5, help="training seeds (default 5)")
     parser.add_argument("--rehearse", metavar="MODEL", default=None,
-                        help="with --next: the level-2 chain (sft .. the first scaling size) at the scripts' cpu "
-                             "presets, smallest sizes, on MODEL (a folder): the files and the order, in minutes")
+                        help="every stage, level 2 and one seed, at the scripts' cpu presets and smallest sizes, "
+                             "on MODEL (a folder): the files and the order, in minutes (with --next)")
     return parser
 
 
@@ -353,10 +378,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.rehearse:
         if not Path(args.rehearse).is_dir():
             raise SystemExit(f"--rehearse {args.rehearse}: no such model folder")
-        all_stages = [s for s in stages(out, [2], args.seeds, sizes=(2,), rehearse=args.rehearse)
-                      if not s.name.startswith(REHEARSAL_LEFT_OUT)]
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "rehearsal_triples.jsonl").write_text("".join(json.dumps(row) + "\n" for row in REHEARSAL_TRIPLES))
+        all_stages = stages(out, [2], 1, sizes=(2,), rehearse=args.rehearse)
+        rehearsal_files(out)
     else:
         all_stages = stages(out, levels, args.seeds)
     if args.dry_run:
