@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import subprocess
 import sys
 import time
@@ -52,6 +51,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling issue36_rehearsal, also when loaded by path
+from issue36_rehearsal import (  # noqa: E402
+    REHEARSAL_CRITIC,
+    REHEARSAL_DENSE,
+    REHEARSAL_LOOP,
+    REHEARSAL_SEARCH,
+    REHEARSAL_TOKENS,
+    rehearsal_files,
+    rehearsal_pipeline,
+)
+
 SCRIPTS = {"verifier_loop": ROOT / "examples" / "verifier_loop.py",
            "reflection": ROOT / "examples" / "reflection_dpo.py", "pipeline": ROOT / "examples" / "pipeline.py",
            "dense": ROOT / "benchmarks" / "dense_vs_outcome.py",
@@ -71,56 +81,16 @@ class Stage:
     after: tuple[str, ...] = ()  # stages whose outputs this one reads: it starts once they are done
 
 
-# --rehearse: every stage (level 2, one seed) at the scripts' cpu presets and smallest sizes, on a given model: the
-# commands' files and order, checked in minutes on a CPU
-REHEARSAL_LOOP = ("--label_problems", "2", "--samples", "2", "--rollouts", "1", "--max_new_tokens", "4",
-                  "--max_steps", "2", "--eval_problems", "2", "--curve_problems", "2", "--budgets", "16,32",
-                  "--train_iterations", "2", "--pairs_per_iteration", "4", "--micro_batch_size", "4",
-                  "--simulations", "2", "--batch_problems", "2", "--sft_examples", "4", "--sft_iterations", "1")
-REHEARSAL_CRITIC = ("--level", "2", "--turns", "2", "--eval_episodes", "2", "--max_new_tokens", "4",
-                    "--sft_examples", "4", "--reflect_problems", "3", "--pair_problems", "2", "--pair_feedbacks", "2",
-                    "--pair_refinements", "1", "--sft_iterations", "1", "--reflect_sft_iterations", "1",
-                    "--dpo_iterations", "1", "--batch_prompts", "4", "--no-progress")
 # the curves' token caps a problem: up to about twice maj@8's tokens (341 on L2 in the twenty-third session), and
 # MCTS's up to maj@8's (its target; each cap costs more than the last). Their minutes below scale that session's
 # seconds on 128 problems to 896: maj 53 s, MCTS 60 s at these caps, weighted maj 64 s, best-of-N 47 s, beam 36 s.
 CURVE_BUDGETS, MCTS_BUDGETS = "96,192,384,768", "96,192,384"
-REHEARSAL_TOKENS = 200  # sampled tokens a training run
-REHEARSAL_DENSE = ("--eval-episodes", "2", "--max-new-tokens", "4", "--max-steps", "2")
-REHEARSAL_SEARCH = ("--eval-episodes", "2", "--max-steps", "2", "--max-iterations", "1")
-# the pipeline's stages at their smallest (YAML files written beside the run by rehearsal_files)
-REHEARSAL_PIPELINE = {"sft": "examples_per_iteration: 2\nmicro_batch_size: 2\nmax_length: 1024\n",
-                      "prm": "pairs_per_iteration: 2\nmicro_batch_size: 4\n",
-                      "grpo": "prompts_per_iteration: 2\nsamples_per_prompt: 2\nmicro_batch_size: 4\n",
-                      "ppo": "prompts_per_iteration: 4\nmicro_batch_size: 4\nminibatch_size: 4\nupdate_epochs: 1\n"}
-# a tiny model's episodes are never right, so its DPO gets its pairs from two recorded refinements (--triples)
-REHEARSAL_TRIPLES = ({"question": "What is 2 + 3? Give the final answer after ####.", "initial": "#### 6",
-                      "feedback": "Check the sum.", "refined": "2 + 3 = 5\n#### 5", "gold": 5},
-                     {"question": "What is 2 + 3? Give the final answer after ####.", "initial": "#### 6",
-                      "feedback": "Looks right.", "refined": "#### 6", "gold": "5"})
-
-
-def rehearsal_pipeline(out: Path) -> tuple[str, ...]:
-    """The pipeline's flags at its smallest, its stage configs read from `out` (rehearsal_files writes them)."""
-    flags = ["--level", "1", "--max_steps", "2", "--episodes", "2", "--max_new_tokens", "4", "--simulations", "2",
-             "--sft_examples", "4", "--prm_problems", "4"]
-    for stage in REHEARSAL_PIPELINE:
-        flags += [f"--{stage}_config", str(out / f"rehearsal_{stage}.yaml"), f"--{stage}_iterations", "1"]
-    return tuple(flags)
-
-
-def rehearsal_files(out: Path) -> None:
-    """The files the rehearsal's commands read: the critic's recorded refinements and the pipeline's configs."""
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "rehearsal_triples.jsonl").write_text("".join(json.dumps(row) + "\n" for row in REHEARSAL_TRIPLES))
-    for stage, text in REHEARSAL_PIPELINE.items():
-        (out / f"rehearsal_{stage}.yaml").write_text(text)
 
 
 def stages(out: Path, levels: list[int], seeds: int = 5, sizes: tuple[int, ...] = (250, 500, 1000, 2000),
            token_budget: int = 300_000, rehearse: str | None = None) -> list[Stage]:
     """Every stage of the set, in order (see the module docstring); `rehearse`: a model folder, and the
-    scripts' cpu presets at their smallest (REHEARSAL_*)."""
+    scripts' cpu presets at their smallest (issue36_rehearsal.py)."""
     vl, critic = out / "vl", out / "reflection" / "dpo" / "model"
     train = ",".join(map(str, levels))
     tiny = ("--model", rehearse, *REHEARSAL_LOOP) if rehearse else ()
