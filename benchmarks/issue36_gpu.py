@@ -5,6 +5,7 @@
     python benchmarks/issue36_gpu.py OUT --next --minutes 25 --parallel 2 --timeout 1500   # two at a time
     python benchmarks/issue36_gpu.py OUT --stage label_L2       # one stage
     python benchmarks/issue36_gpu.py OUT --dry_run              # parse every stage's command (CPU, no model)
+    python benchmarks/issue36_gpu.py OUT --report               # every saved summary -> OUT/issue36.md
     python benchmarks/issue36_gpu.py OUT --next --rehearse MODEL --parallel 2 --minutes 500   # all of it, on a CPU
 
 A stage is done when its output file exists, and is then skipped. Its commands run in parallel processes (one
@@ -318,6 +319,32 @@ def run_next(all_stages: list[Stage], out: Path, minutes: float, slots: int, tim
                     print(f"stopped: {stage.name} did not finish (see its log); rerun --next to continue it")
 
 
+# the report's sections: (title, the summary a script writes under OUT, the stages that make it)
+REPORT = (("Labels, verifiers and search at inference (level 2, held-out test problems)", "vl/verifier_loop.md",
+           "label_L2 .. curves_*"),
+          ("The critic (reflection, gpu_room preset)", "reflection/reflection.md", "critic"),
+          ("The verifier's AUC against labelled problems", "scaling/scaling.md", "scaling_n*"),
+          ("Dense credit against outcome-only GRPO", "dense/results.md", "dense_seed*, summaries"),
+          ("MCTSSearch against GRPO", "search_training/summary.md", "mcts_seed*, summaries"),
+          ("The seed-000 pipeline with the verifier", "pipeline/pipeline.md", "pipe_*"))
+
+
+def demoted(markdown: str) -> str:
+    """`markdown` with its headings two levels down, to sit under a section of the report."""
+    return "\n".join("##" + line if line.startswith("#") else line for line in markdown.splitlines())
+
+
+def report(out: Path) -> str:
+    """One markdown of every summary saved under `out` (a section each, in REPORT's order); a summary not saved
+    yet is named with the stages that make it."""
+    parts = [f"# Issue 36's measurements ({out})\n"]
+    for title, path, makers in REPORT:
+        saved = out / path
+        body = (demoted(saved.read_text().strip()) if saved.is_file() else f"(not run yet: {makers})")
+        parts.append(f"## {title}\n\n`{path}`\n\n{body}\n")
+    return "\n".join(parts)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out", help="the run folder (every stage's output and logs)")
@@ -326,6 +353,8 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--next", action="store_true", help="run unfinished stages in order while they fit --minutes")
     what.add_argument("--stage", help="run one stage by name")
     what.add_argument("--dry_run", action="store_true", help="parse every command; load no model")
+    what.add_argument("--report", action="store_true",
+                      help="every saved summary in one markdown -> OUT/issue36.md (also printed)")
     parser.add_argument("--minutes", type=float, default=9.0, help="--next: the estimated minutes to fill (default 9)")
     parser.add_argument("--parallel", type=int, default=1,
                         help="--next: stages run at once on the one GPU (default 1; the embedded model's stages "
@@ -354,6 +383,13 @@ def main(argv: list[str] | None = None) -> None:
         all_stages = stages(out, levels, args.seeds)
     if args.dry_run:
         dry_run(all_stages)
+        return
+    if args.report:
+        if not out.is_dir():
+            raise SystemExit(f"--report: {out} is no folder (the run's OUT)")
+        text = report(out)
+        (out / "issue36.md").write_text(text)
+        print(text, end="")
         return
     if args.list:
         for s in all_stages:

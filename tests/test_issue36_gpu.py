@@ -50,6 +50,19 @@ def test_a_command_its_script_rejects_is_named(tmp_path):
         runner.dry_run([bad])
 
 
+def test_the_report_gathers_the_saved_summaries_and_names_the_missing(tmp_path, capsys):
+    runner = load("issue36_gpu")
+    (tmp_path / "dense").mkdir()
+    (tmp_path / "dense" / "results.md").write_text("# Dense against outcome\n\n| method | seeds |\n")
+    runner.main([str(tmp_path), "--report"])
+    text = (tmp_path / "issue36.md").read_text()
+    assert text == capsys.readouterr().out
+    assert "## Dense credit against outcome-only GRPO\n\n`dense/results.md`\n\n### Dense against outcome" in text
+    assert "(not run yet: critic)" in text and text.count("(not run yet") == len(runner.REPORT) - 1
+    with pytest.raises(SystemExit, match="is no folder"):
+        runner.main([str(tmp_path / "nope"), "--report"])
+
+
 def needs(by_name, stage, other) -> bool:
     """`stage` needs `other`, directly or through the stages it needs."""
     return other in by_name[stage].after or any(needs(by_name, d, other) for d in by_name[stage].after)
@@ -168,4 +181,5 @@ def test_the_rehearsal_runs_every_stage_two_at_a_time(tmp_path, capsys):
     assert [r["method"] for r in rows][-2:] == ["weighted_maj[critic]@2", "best_of_2[critic]"]
     mcts = json.loads((out / "vl" / "curves" / "L2_part_mcts.json").read_text())["rows"]
     assert [(r["method"], r["budget"]) for r in mcts] == [("mcts", 16), ("mcts", 32)]
-    assert (out / "dense" / "results.md").is_file() and (out / "pipeline" / "pipeline.md").is_file()
+    runner.main([str(out), "--report"])  # every section's summary is saved
+    assert "(not run yet" not in (out / "issue36.md").read_text()
