@@ -497,18 +497,6 @@ class FastDecoder:
         sample_and_record(buf, logits, sampling)  # token 0; each later one by a whole decode step
         outputs = Outputs(n, max_new_tokens, pad_id, self.device)
         stopper = StopChecker(tokenizer, stop, n)
-        buf, stopped, cancelled = self._plain_loop(tokenizer, buf, sampling, n, max_new_tokens, stopper, outputs,
-                                                   on_tokens, cancelled_rows, pad_id)
-        outputs.take(buf, buf.rows < n)
-        tokens, logp, eos = outputs.lists()
-        return assemble(tokenizer, prompts, tokens, logp,
-                        ["eos" if eos[r] else "stop" if stopped[r] else "cancelled" if cancelled[r] else "length"
-                         for r in range(n)])
-
-    def _plain_loop(self, tokenizer, buf, sampling, n: int, max_new_tokens: int, stopper: StopChecker,
-                    outputs: Outputs, on_tokens, cancelled_rows, pad_id: int):
-        """`generate`'s decode loop, the host's part of each sync between the steps (the GPU waits for it); returns
-        the final bucket, which prompts stopped at a stop string and which were cancelled."""
         marks = StopTokens(tokenizer, {s for row in stopper.stops for s in row}, self.device) if stopper.any else None
         stopped, cancelled = [False] * n, [False] * n
         checked = reported = 0
@@ -532,7 +520,11 @@ class FastDecoder:
             with record_function("lmgym.decode"):
                 self._step(buf, sampling)
             self.stats["row_steps"] += len(buf.rows)
-        return buf, stopped, cancelled
+        outputs.take(buf, buf.rows < n)
+        tokens, logp, eos = outputs.lists()
+        return assemble(tokenizer, prompts, tokens, logp,
+                        ["eos" if eos[r] else "stop" if stopped[r] else "cancelled" if cancelled[r] else "length"
+                         for r in range(n)])
 
     def _start_call(self, prompts: list[list[int]], columns: int, generator, pad_id: int):
         """The call's bucket (`bucket_key`'s shape, room for `columns` columns past the prompts) with the prompts
@@ -776,13 +768,8 @@ class FastDecoder:
     def _compact(self, buf: _Buffers, batch: int, length: int, live_count: int, pad_id: int,
                  keep: torch.Tensor | None = None) -> _Buffers:
         """Move the live rows (or the rows `keep`) into the smaller bucket (padded with duplicates of the first,
-        finished at once). Without `keep`, the rows live on the device are moved and counted there (`live_count`
-        is then only the host's estimate); when none is, `buf` is returned as it is."""
-        if keep is None:
-            keep = (~buf.done).nonzero().squeeze(-1)
-            live_count = keep.numel()
-            if live_count == 0:
-                return buf
+        finished at once)."""
+        keep = (~buf.done).nonzero().squeeze(-1) if keep is None else keep
         keep = torch.cat([keep, keep[:1].repeat(batch - keep.numel())])
         small = self._bucket(batch, length, keep=buf)
         for src, dst in zip(buf.keys + buf.values, small.keys + small.values):
