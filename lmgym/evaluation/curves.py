@@ -17,7 +17,7 @@ from pathlib import Path
 
 from lmgym.core.problem_records import write_problem_records
 from lmgym.evaluation.search_comparison import vs_cell, vs_title, with_intervals
-from lmgym.evaluation.search_eval import search_outcomes, write_table
+from lmgym.evaluation.search_eval import VERIFIER_TOKENS_TITLE, search_outcomes, verifier_tokens_cells, write_table
 from lmgym.search.search_types import StepScorer
 from lmgym.search.settings import SearchSettings
 from lmgym.training.plots import save_line_plot
@@ -47,7 +47,8 @@ def evaluate_curves(policy, env, methods: Sequence[SearchSettings], budgets: Seq
 
     Returns one row per (method, budget), methods in the given order, budgets ascending: {method (its curve
     name), budget, accuracy, tokens_per_problem (mean tokens really sampled: the budget, or less where a
-    method finished first), problems, seconds, tokens_per_second}. With `records_path` (the aggregate's
+    method finished first), problems, seconds, tokens_per_second}, and verifier_tokens_per_problem where the
+    method's scorer counts the tokens it generated (as `evaluate_search`'s rows). With `records_path` (the aggregate's
     `.json` path, or a `.problems.jsonl` one) each problem's record is written there (lmgym.core.problem_records),
     kind "search_curves": `search_outcomes`' records, each run naming its curve `method` and `budget`. With
     `baseline` (a curve name, e.g. "maj") every other row gains `vs`: the paired bootstrap 95% interval of its
@@ -92,14 +93,19 @@ def _checked_budgets(budgets: Sequence[int]) -> list[int]:
 
 
 def curves_table(rows: Sequence[dict]) -> str:
-    """The rows of `evaluate_curves` as a markdown table (accuracy in %, one decimal); with a last column of
-    each row's interval against the baseline at its budget when the rows have one."""
-    extra = vs_title(rows)
+    """The rows of `evaluate_curves` as a markdown table (accuracy in %, one decimal); with "verifier
+    tokens/problem" after "tokens/problem" when a row has it, and a last column of each row's interval against
+    the baseline at its budget when the rows have one."""
+    extra, verifier = vs_title(rows), verifier_tokens_cells(rows)
     titles = [title for _, title in COLUMNS] + ([extra] if extra else [])
+    if verifier is not None:
+        titles.insert(4, VERIFIER_TOKENS_TITLE)
     lines = ["| " + " | ".join(titles) + " |", "|" + "---|" * len(titles)]
-    for row in rows:
+    for i, row in enumerate(rows):
         cells = [str(row["method"]), str(row["budget"]), f"{100 * row['accuracy']:.1f}%",
                  f"{row['tokens_per_problem']:.1f}", str(row["problems"])]
+        if verifier is not None:
+            cells.insert(4, verifier[i])
         lines.append("| " + " | ".join(cells + ([vs_cell(row)] if extra else [])) + " |")
     return "\n".join(lines) + "\n"
 

@@ -1,5 +1,6 @@
-"""Search methods side by side: accuracy, tokens sampled per problem and throughput on the same problems,
-as rows and as a markdown table (`evaluation/evaluate.py` is the plain greedy / pass@k evaluation)."""
+"""Search methods side by side: accuracy, tokens sampled per problem (and those a generative verifier wrote)
+and throughput on the same problems, as rows and as a markdown table (`evaluation/evaluate.py` is the plain
+greedy / pass@k evaluation)."""
 from __future__ import annotations
 
 import json
@@ -15,13 +16,14 @@ from lmgym.core.problem_records import write_problem_records
 from lmgym.evaluation.evaluate import episode_starts
 from lmgym.evaluation.search_comparison import vs_cell, vs_title, with_intervals
 from lmgym.search.methods import search_method
-from lmgym.search.search import run_search
+from lmgym.search.search import named_scorer, run_search
 from lmgym.search.search_types import SearchResult, StepScorer
 from lmgym.search.settings import SearchSettings
 from lmgym.training.progress import phase_bar
 
 COLUMNS = (("method", "method"), ("accuracy", "accuracy"), ("tokens_per_problem", "tokens/problem"),
            ("problems", "problems"), ("seconds", "seconds"), ("tokens_per_second", "tokens/s"))
+VERIFIER_TOKENS, VERIFIER_TOKENS_TITLE = "verifier_tokens_per_problem", "verifier tokens/problem"
 
 
 def evaluate_search(policy, env, methods: Sequence[SearchSettings], scorer: StepScorer | None = None,
@@ -32,7 +34,9 @@ def evaluate_search(policy, env, methods: Sequence[SearchSettings], scorer: Step
     picks them), `batch_problems` problems searched together, each method's sampling seeded by `seed`.
 
     Returns one row per method: {method (its label), accuracy, tokens_per_problem (every token sampled,
-    discarded candidates included), problems, seconds (wall clock), tokens_per_second}. With `records_path`
+    discarded candidates included), problems, seconds (wall clock), tokens_per_second}, and
+    verifier_tokens_per_problem (tokens the method's scorer generated, per problem) where that scorer counts
+    them in an int `tokens_generated` (a generative verifier: `CriticVerifier`). With `records_path`
     (the aggregate's `.json` path, or a `.problems.jsonl` one) each problem's `search_records` entry is
     written there (lmgym.core.problem_records), kind "search". With `baseline` (a method's label, e.g.
     "maj@8") every other row gains `vs`: the paired bootstrap 95% interval of its accuracy minus the baseline's
@@ -120,6 +124,8 @@ def search_metrics(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, 
 def _evaluate_one(policy, env, settings, scorer, starts, batch_problems, seed, progress
                   ) -> tuple[dict, list[SearchResult]]:
     generator = torch.Generator(device=getattr(policy, "device", "cpu")).manual_seed(seed)
+    counter = named_scorer(scorer, settings)
+    before = verifier_tokens(counter)
     bar = phase_bar(settings.label, len(starts), "problem", progress)
     results, clock = [], time.perf_counter()
     for first in range(0, len(starts), batch_problems):
@@ -129,19 +135,41 @@ def _evaluate_one(policy, env, settings, scorer, starts, batch_problems, seed, p
     bar.close()
     metrics = run_metrics([run_outcome(settings.label, r) for r in results])
     tokens = sum(r.tokens for r in results)
-    return {"method": settings.label, **metrics, "seconds": seconds,
-            "tokens_per_second": tokens / seconds if seconds > 0 else 0.0}, results
+    row = {"method": settings.label, **metrics, "seconds": seconds,
+           "tokens_per_second": tokens / seconds if seconds > 0 else 0.0}
+    if before is not None:
+        row[VERIFIER_TOKENS] = (verifier_tokens(counter) - before) / metrics["problems"]
+    return row, results
+
+
+def verifier_tokens(scorer) -> int | None:
+    """The tokens `scorer` has generated so far (its int `tokens_generated`), or None when it keeps no count."""
+    count = getattr(scorer, "tokens_generated", None)
+    return count if isinstance(count, int) and not isinstance(count, bool) else None
+
+
+def verifier_tokens_cells(rows: Sequence[Mapping[str, Any]]) -> list[str] | None:
+    """Each row's verifier tokens per problem as table text ("-" where it has none), or None when no row has
+    them (the tables then leave the column out)."""
+    if not any(VERIFIER_TOKENS in row for row in rows):
+        return None
+    return [f"{row[VERIFIER_TOKENS]:.1f}" if VERIFIER_TOKENS in row else "-" for row in rows]
 
 
 def markdown_table(rows: Sequence[dict]) -> str:
-    """The rows of `evaluate_search` as a markdown table (accuracy in %, one decimal); with a last column of
-    each row's interval against the baseline when the rows have one (`evaluate_search(baseline=...)`)."""
-    extra = vs_title(rows)
+    """The rows of `evaluate_search` as a markdown table (accuracy in %, one decimal); with "verifier
+    tokens/problem" after "tokens/problem" when a row has it, and a last column of each row's interval against
+    the baseline when the rows have one (`evaluate_search(baseline=...)`)."""
+    extra, verifier = vs_title(rows), verifier_tokens_cells(rows)
     titles = [title for _, title in COLUMNS] + ([extra] if extra else [])
+    if verifier is not None:
+        titles.insert(3, VERIFIER_TOKENS_TITLE)
     lines = ["| " + " | ".join(titles) + " |", "|" + "---|" * len(titles)]
-    for row in rows:
+    for i, row in enumerate(rows):
         cells = [str(row["method"]), f"{100 * row['accuracy']:.1f}%", f"{row['tokens_per_problem']:.1f}",
                  str(row["problems"]), f"{row['seconds']:.1f}", f"{row['tokens_per_second']:.0f}"]
+        if verifier is not None:
+            cells.insert(3, verifier[i])
         lines.append("| " + " | ".join(cells + ([vs_cell(row)] if extra else [])) + " |")
     return "\n".join(lines) + "\n"
 

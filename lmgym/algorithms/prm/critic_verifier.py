@@ -33,6 +33,7 @@ from lmgym.envs.base import Problem
 from lmgym.envs.reflection import ReflectionEnv
 from lmgym.evaluation.reflection_critic_metrics import APPROVE, feedback_verdict
 from lmgym.policies.base import Policy
+from lmgym.policies.decoding.generation import Generation
 from lmgym.traindata.checked_feedback import CHECKED_CORRECT_PHRASES, CHECKED_STEP_PHRASES
 from lmgym.traindata.reflection_sft import ReflectionTurnExample, turn_tokens
 
@@ -86,6 +87,11 @@ class CriticVerifier:
         env: the reflection env it was trained in (Reflection-Arithmetic-v0 of the level and split searched), for
             the question's prompt and the critic request; the branches' problems are found in it by problem id.
         config: CriticVerifierConfig.
+
+    `tokens_generated` counts every token the critic generated (the completion ids of each `critic.sample`
+    generation: the checks in mode verdict, every vote in mode votes) since it was made; search tables report
+    it per problem beside the policy's tokens. The teacher-forced verdict pass is a forward pass over given
+    tokens, not generation, and is not counted.
     """
 
     aggregation = "last"  # every step carries the solution's score
@@ -96,6 +102,7 @@ class CriticVerifier:
         if not isinstance(self.env, ReflectionEnv):
             raise ValueError(f"CriticVerifier needs the critic's ReflectionEnv; got {type(env).__name__}")
         self._problems: dict[str, Problem] | None = None
+        self.tokens_generated = 0  # tokens the critic generated in all (see the class docstring)
 
     # ---------------------------------------------------------------- StepScorer
     def score_branches(self, branches) -> list[list[float]]:
@@ -145,17 +152,24 @@ class CriticVerifier:
             ids = ids[:-1]  # turn_tokens ends the target with end-of-sequence: the critic is still writing
         return ids
 
+    def generate(self, contexts: list[list[int]], n: int, max_new_tokens: int, temperature: float
+                 ) -> list[list[Generation]]:
+        """`critic.sample` of `contexts`, its generated tokens added to `tokens_generated`."""
+        rows = self.critic.sample(contexts, n=n, max_new_tokens=max_new_tokens, temperature=temperature)
+        self.tokens_generated += sum(len(g.completion_ids) for row in rows for g in row)
+        return rows
+
     def _vote_scores(self, chunk: list[tuple[str, str]]) -> list[float]:
         c = self.config
-        rows = self.critic.sample([self.context(p, a) for p, a in chunk], n=c.votes, max_new_tokens=c.work_tokens,
-                                  temperature=c.temperature)
+        rows = self.generate([self.context(p, a) for p, a in chunk], n=c.votes, max_new_tokens=c.work_tokens,
+                             temperature=c.temperature)
         return [sum(feedback_verdict(g.text) == APPROVE for g in row) / len(row) for row in rows]
 
     def _verdict_scores(self, chunk: list[tuple[str, str]]) -> list[float]:
         c = self.config
         words = list(c.approve_words) + list(c.reject_words)
-        checks = self.critic.sample([self.context(p, a) for p, a in chunk], n=1, max_new_tokens=c.work_tokens,
-                                    temperature=0.0)
+        checks = self.generate([self.context(p, a) for p, a in chunk], n=1, max_new_tokens=c.work_tokens,
+                               temperature=0.0)
         rows: list[tuple[list[int], list[int]]] = []  # (context, a verdict word's tokens): one per item and word
         for (prompt, answer), [check] in zip(chunk, checks):
             work = check.text[:verdict_start(check.text, words)].rstrip()
