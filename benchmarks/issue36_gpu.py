@@ -3,6 +3,7 @@
     python benchmarks/issue36_gpu.py OUT --list                 # stages, minutes estimated, done or not
     python benchmarks/issue36_gpu.py OUT --next --minutes 9     # the next unfinished stages whose estimates fit 9 min
     python benchmarks/issue36_gpu.py OUT --next --minutes 25 --parallel 2 --timeout 1500   # two at a time
+    python benchmarks/issue36_gpu.py OUT --next --minutes 25 --parallel 2 --only sft,critic,train   # these only
     python benchmarks/issue36_gpu.py OUT --stage label_L2       # one stage
     python benchmarks/issue36_gpu.py OUT --dry_run              # parse every stage's command (CPU, no model)
     python benchmarks/issue36_gpu.py OUT --report               # every saved summary -> OUT/issue36.md
@@ -15,9 +16,9 @@ A stage names the stages whose outputs it reads (`after`); with --parallel K, --
 each when those are done, and plans by the estimates which fit --minutes (a device machine is fresh each session,
 so a session's chain from labels to curves has to fit one session's device time).
 The stages, in order of priority (the headline search figures first), with the minutes each is estimated at on
-one H200 from benchmarks/RESULTS.md (labels: 2,000 problems x 8 x k = 4 and the held-out labels at about 4 min a
-level, W4a projecting 2.4 min for the train problems in the twenty-sixth session; others scaled from the issue-25
-run):
+one H200: measured two at a time in the twenty-seventh session's lease where it ran them (sft, the labels, the
+critic, train, evaluate, the maj, MCTS and beam curves, scaling), scaled from the issue-25 run otherwise. Labels
+carried in from an earlier lease (OUT/vl/labels/*.jsonl and stats.json) mark their stages done:
 
 1. sft: the budgeted first-answer SFT (the second policy: 128 gold solutions a level, 24 x 32 examples).
 2. label_L<l> / second_L<l>: the policy's labels of 2,000 train problems of level l (with the held-out test labels)
@@ -83,8 +84,9 @@ class Stage:
 
 
 # the curves' token caps a problem: up to about twice maj@8's tokens (341 on L2 in the twenty-third session), and
-# MCTS's up to maj@8's (its target; each cap costs more than the last). Their minutes below scale that session's
-# seconds on 128 problems to 896: maj 53 s, MCTS 60 s at these caps, weighted maj 64 s, best-of-N 47 s, beam 36 s.
+# MCTS's up to maj@8's (its target; each cap costs more than the last). The weighted maj, best-of-N and critic
+# curves' minutes scale that session's seconds on 128 problems to 896 (weighted maj 64 s, best-of-N 47 s); the
+# maj (with the headline table), MCTS and beam curves took 8.1, 7.7 and 2.7 min in the twenty-seventh session.
 CURVE_BUDGETS, MCTS_BUDGETS = "96,192,384,768", "96,192,384"
 
 
@@ -103,36 +105,36 @@ def stages(out: Path, levels: list[int], seeds: int = 5, sizes: tuple[int, ...] 
     mcts_curve = (*curves, *(() if rehearse else ("--budgets", MCTS_BUDGETS)))
     sft_model = str(vl / "sft" / "model")
     # the two SFTs: the second policy (small) and the critic (4-5 min measured)
-    out_list = [Stage("sft", 3, vl / "sft" / "model" / "config.json",
+    out_list = [Stage("sft", 2, vl / "sft" / "model" / "config.json",
                       (("verifier_loop", (*loop, *tests, "--stages", "sft")),))]
     labels, scored = [], ("evaluate", "critic")  # the curves' scorers: the better verifier and the critic
     for level in levels:  # 2,000 problems at 8 x k = 4 and the held-out test labels (2.4 min projected by W4a)
-        out_list.append(Stage(f"label_L{level}", 4, vl / "labels" / f"train_L{level}.jsonl", (
+        out_list.append(Stage(f"label_L{level}", 5.5, vl / "labels" / f"train_L{level}.jsonl", (
             ("verifier_loop", (*loop, "--stages", "label", "--train_levels", str(level), "--test_levels", str(level),
                                "--label_only", "policy")),)))
-        out_list.append(Stage(f"second_L{level}", 4, vl / "labels" / f"train_L{level}.second.jsonl", (
+        out_list.append(Stage(f"second_L{level}", 2, vl / "labels" / f"train_L{level}.second.jsonl", (
             ("verifier_loop", (*loop, "--stages", "label", "--train_levels", str(level), "--test_levels", str(level),
                                "--label_only", "second")),), after=("sft",)))
         labels += [f"label_L{level}", f"second_L{level}"]
     out_list += [
-        Stage("critic", 6, critic / "config.json",
+        Stage("critic", 3, critic / "config.json",
               (("reflection", ("--preset", "cpu", "--model", rehearse, *REHEARSAL_CRITIC, "--output_dir",
                                str(out / "reflection"), "--triples", str(out / "rehearsal_triples.jsonl"))
                 if rehearse else
                 ("--preset", "gpu_room", "--output_dir", str(out / "reflection"))),)),
         Stage("label_stats", 0.5, vl / "labels" / "stats.json",
               (("verifier_loop", (*loop, *tests, "--stages", "label")),), after=tuple(labels)),
-        Stage("train", 5, vl / "verifiers" / "prm_soft" / "model", (
+        Stage("train", 4, vl / "verifiers" / "prm_soft" / "model", (
             ("verifier_loop", (*loop, *tests, "--stages", "train", "--verifiers", "orm")),
             ("verifier_loop", (*loop, *tests, "--stages", "train", "--verifiers", "prm_soft"))),
               after=("label_stats",)),
-        Stage("evaluate", 1.5, vl / "verifier_eval.json",
+        Stage("evaluate", 1, vl / "verifier_eval.json",
               (("verifier_loop", (*loop, *tests, "--stages", "evaluate")),), after=("train",)),
         # curves_maj writes the uncapped table (maj@8 / weighted / best-of-8, the headline); every curve part
         # scores with the verifier and the critic, and runs beside the others
-        Stage("curves_maj", 6, vl / "curves" / "L2_part_maj.json",
+        Stage("curves_maj", 8.5, vl / "curves" / "L2_part_maj.json",
               (("verifier_loop", (*curves, "--curve_methods", "maj")),), after=scored),
-        Stage("curves_mcts", 7, vl / "curves" / "L2_part_mcts.json",
+        Stage("curves_mcts", 8, vl / "curves" / "L2_part_mcts.json",
               (("verifier_loop", (*mcts_curve, "--curve_methods", "mcts")),), after=scored),
         Stage("curves_weighted", 8, vl / "curves" / "L2_part_weighted_maj.json",
               (("verifier_loop", (*curves, "--curve_methods", "weighted_maj")),), after=scored),
@@ -141,13 +143,13 @@ def stages(out: Path, levels: list[int], seeds: int = 5, sizes: tuple[int, ...] 
         Stage("curves_critic", 8, vl / "curves" / "L2_part_weighted_maj_critic+best_of_n_critic.json", (
             ("verifier_loop", (*curves, "--curve_methods", "weighted_maj_critic,best_of_n_critic")),),
               after=scored),
-        Stage("curves_beam", 4, vl / "curves" / "L2_part_beam.json", (("verifier_loop", (*curves, "--curve_methods",
+        Stage("curves_beam", 3, vl / "curves" / "L2_part_beam.json", (("verifier_loop", (*curves, "--curve_methods",
                                                                                            "beam")),),
               after=scored),
     ]
     scaling_args = ("--model", rehearse, "--train_iterations", "2") if rehearse else ()
     for size in sizes:
-        out_list.append(Stage(f"scaling_n{size}", 3, out / "scaling" / f"n{size}" / "result.json", (
+        out_list.append(Stage(f"scaling_n{size}", 3.5, out / "scaling" / f"n{size}" / "result.json", (
             ("scaling", ("--run", str(vl), "--sizes", str(size), "--out", str(out / "scaling"), *scaling_args)),),
             after=("label_stats",)))
     prm = str(vl / "verifiers" / "prm_soft" / "model")
@@ -261,15 +263,17 @@ def run_stage(stage: Stage, out: Path, timeout: float) -> bool:
     return done
 
 
-def plan(all_stages: list[Stage], slots: int, minutes: float) -> tuple[list[Stage], list[Stage]]:
+def plan(all_stages: list[Stage], slots: int, minutes: float, only: set[str] | None = None
+         ) -> tuple[list[Stage], list[Stage]]:
     """The unfinished stages that fit `minutes` by their estimates when `slots` of them run at once, each after the
     stages it needs (list scheduling in the stages' order, each on the slot where it starts first), and those
-    that do not fit (or need one that does not)."""
+    that do not fit (or need one that does not). With `only`, the stages not named there are never planned
+    (neither list holds them), so a stage that needs one of them unfinished does not fit."""
     done = {s.name for s in all_stages if s.output.exists()}
     free, end = [0.0] * slots, {}
     chosen, left = [], []
     for stage in all_stages:
-        if stage.name in done:
+        if stage.name in done or (only is not None and stage.name not in only):
             continue
         if any(d not in done and d not in end for d in stage.after):
             left.append(stage)
@@ -285,10 +289,12 @@ def plan(all_stages: list[Stage], slots: int, minutes: float) -> tuple[list[Stag
     return chosen, left
 
 
-def run_next(all_stages: list[Stage], out: Path, minutes: float, slots: int, timeout: float) -> None:
-    """Run `plan`'s stages, up to `slots` at once, each once the stages it needs are done; a stage that fails
-    takes the stages that need it with it, and none starts whose estimate would pass `minutes` of wall time."""
-    chosen, left = plan(all_stages, slots, minutes)
+def run_next(all_stages: list[Stage], out: Path, minutes: float, slots: int, timeout: float,
+             only: set[str] | None = None) -> None:
+    """Run `plan`'s stages (of `only`, when given), up to `slots` at once, each once the stages it needs are done;
+    a stage that fails takes the stages that need it with it, and none starts whose estimate would pass `minutes`
+    of wall time."""
+    chosen, left = plan(all_stages, slots, minutes, only)
     for stage in left:
         print(f"next: {stage.name} ({stage.minutes} min estimated) does not fit the {minutes:g} min "
               f"with {slots} at once")
@@ -359,6 +365,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--parallel", type=int, default=1,
                         help="--next: stages run at once on the one GPU (default 1; the embedded model's stages "
                              "peak at 55 GB or less, so 2 fit an H200)")
+    parser.add_argument("--only", default=None,
+                        help="--next: plan only these stages, comma-separated (their order stays the stages' own)")
     parser.add_argument("--timeout", type=float, default=540.0, help="seconds a stage may run (default 540)")
     parser.add_argument("--levels", default="2,3,4", help="train levels labelled (default 2,3,4)")
     parser.add_argument("--seeds", type=int, default=5, help="training seeds (default 5)")
@@ -403,7 +411,13 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.parallel < 1:
         raise SystemExit(f"--parallel must be >= 1, got {args.parallel}")
-    run_next(all_stages, out, args.minutes, args.parallel, args.timeout)
+    only = None
+    if args.only is not None:
+        only = {x.strip() for x in args.only.split(",") if x.strip()}
+        unknown = sorted(only - {s.name for s in all_stages})
+        if unknown or not only:
+            raise SystemExit(f"--only: no such stage {', '.join(unknown) or '(none named)'}; --list names them")
+    run_next(all_stages, out, args.minutes, args.parallel, args.timeout, only)
 
 
 if __name__ == "__main__":

@@ -5,8 +5,9 @@
 Reads examples/verifier_loop.py's labels in --run (labels/train_L<level>.jsonl, and .second.jsonl when a second
 policy labelled the same problems; labels/test_L<level>.jsonl held out). For each size n: the samples of the
 first n labelled problems of every train level, both policies', balanced to --right_share right solutions
-(traindata/step_data/label_balance.py), train a --kind verifier (the loop's gpu settings, or --train_iterations)
-from --model, and evaluate it on every held-out level: solution AUC and ECE. Each size is saved in
+(traindata/step_data/label_balance.py; --balance per_policy: each policy's labels on their own), train a --kind
+verifier (the loop's gpu settings, or --train_iterations) from --model, and evaluate it on every held-out level:
+solution AUC with its 95% bootstrap interval over problems, and ECE. Each size is saved in
 <out>/n<size>/result.json and skipped when saved (one size a process fits a device call); scaling.md and
 scaling.json collect the saved sizes.
 """
@@ -23,13 +24,15 @@ from examples.common import example_parser  # noqa: E402
 from lmgym.core.atomic_io import atomic_write_text  # noqa: E402
 from lmgym.policies import EMBEDDED_MODEL  # noqa: E402
 from lmgym.traindata.step_data import (  # noqa: E402
+    BALANCE_MODES,
     LabelledSample,
-    balanced_samples,
+    balanced_sources,
     first_problems,
-    label_balance,
     load_policy_labels,
 )
 
+SAVED = ("solution_auc", "solution_auc_low", "solution_auc_high", "solution_ece", "solution_count",
+         "solution_positive_rate")  # a held-out level's numbers in result.json
 TRAIN = dict(train_iterations=500, pairs_per_iteration=64, micro_batch_size=32, learning_rate=2e-5,
              warmup_iterations=20, eval_every=0, save_every=100, eval_at_start=False, pointwise_weight=1.0)
 
@@ -40,18 +43,18 @@ def levels_in(run: Path, split: str) -> list[int]:
                   if ".second" not in p.name)
 
 
-def training_samples(run: Path, levels: list[int], size: int, right_share: float,
-                     seed: int) -> tuple[list[LabelledSample], dict]:
-    """Every level's samples of its first `size` labelled problems (both policies'), balanced; and the balance
-    before and after, per level."""
+def training_samples(run: Path, levels: list[int], size: int, right_share: float, seed: int,
+                     mode: str = "per_policy") -> tuple[list[LabelledSample], dict]:
+    """Every level's samples of its first `size` labelled problems (both policies'), balanced as `mode` says;
+    and the balance before and after, per level (`balanced_sources`)."""
     samples, balance = [], {}
     for level in levels:
-        own = first_problems(load_policy_labels(run / "labels" / f"train_L{level}.jsonl").samples, size)
+        sources = {"policy": first_problems(load_policy_labels(run / "labels" / f"train_L{level}.jsonl").samples,
+                                            size)}
         second = run / "labels" / f"train_L{level}.second.jsonl"
         if second.is_file():
-            own += first_problems(load_policy_labels(second).samples, size)
-        kept = balanced_samples(own, right_share, seed) if right_share else own
-        balance[f"L{level}"] = {"before": label_balance(own), "after": label_balance(kept)}
+            sources["second"] = first_problems(load_policy_labels(second).samples, size)
+        kept, balance[f"L{level}"] = balanced_sources(sources, right_share, seed, mode)
         samples += kept
     return samples, balance
 
@@ -64,7 +67,8 @@ def train_and_evaluate(args: argparse.Namespace, size: int, folder: Path) -> dic
     from lmgym.policies.prm import ProcessRewardModel
 
     run = Path(args.run)
-    samples, balance = training_samples(run, levels_in(run, "train"), size, args.right_share, args.seed)
+    samples, balance = training_samples(run, levels_in(run, "train"), size, args.right_share, args.seed,
+                                       args.balance)
     train, held_back = split_by_problem(samples, 0.05, args.seed)
     values = {**TRAIN, **({"train_iterations": args.train_iterations} if args.train_iterations else {})}
     config = PRMConfig(output_dir=str(folder), seed=args.seed, progress=False, **values)
@@ -74,17 +78,29 @@ def train_and_evaluate(args: argparse.Namespace, size: int, folder: Path) -> dic
     for level in levels_in(run, "test"):
         report = evaluate_verifier(prm, load_policy_labels(run / "labels" / f"test_L{level}.jsonl").samples)
         record = report.as_dict()
-        result["levels"][f"L{level}"] = {k: record.get(k) for k in ("solution_auc", "solution_ece", "solution_count")}
+        result["levels"][f"L{level}"] = {k: record.get(k) for k in SAVED}
     return result
+
+
+def auc_cell(level: dict) -> str:
+    """A level's AUC, its 95% interval over problems and the held-out right solutions it rests on."""
+    if level.get("solution_auc") is None:
+        return "-"
+    cell = f"{level['solution_auc']:.3f}"
+    if level.get("solution_auc_low") is not None:
+        cell += f" [{level['solution_auc_low']:.2f}, {level['solution_auc_high']:.2f}]"
+    if level.get("solution_count") and level.get("solution_positive_rate") is not None:
+        cell += f" ({round(level['solution_count'] * level['solution_positive_rate'])} right)"
+    return cell
 
 
 def markdown(results: list[dict]) -> str:
     levels = sorted({level for r in results for level in r["levels"]})
-    lines = ["| labelled problems a level | training samples | " + " | ".join(f"AUC {x}" for x in levels) + " |",
+    lines = ["| labelled problems a level | training samples | "
+             + " | ".join(f"AUC {x} [95% CI] (held-out right solutions)" for x in levels) + " |",
              "|---|---|" + "---|" * len(levels)]
     for r in sorted(results, key=lambda r: r["size"]):
-        cells = ["-" if r["levels"][x]["solution_auc"] is None else f"{r['levels'][x]['solution_auc']:.3f}"
-                 for x in levels]
+        cells = [auc_cell(r["levels"][x]) for x in levels]
         lines.append(f"| {r['size']} | {r['train_samples']} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -95,6 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--sizes", default="250,500,1000,2000", help="labelled problems a level, comma-separated")
     parser.add_argument("--kind", choices=("orm", "prm_soft"), default="orm")
     parser.add_argument("--right_share", type=float, default=0.5, help="balance to this share right (0: as sampled)")
+    parser.add_argument("--balance", choices=BALANCE_MODES, default="per_policy",
+                        help="per_policy: each policy's labels balanced on their own; pooled: as one set")
     parser.add_argument("--train_iterations", type=int, default=None, help="(default 500, the loop's gpu setting)")
     parser.add_argument("--model", default=EMBEDDED_MODEL, help="the verifier's starting model (the policy)")
     parser.add_argument("--seed", type=int, default=0)

@@ -60,6 +60,7 @@ from lmgym.policies import EMBEDDED_MODEL  # noqa: E402
 from lmgym.policies.prm import AGGREGATIONS  # noqa: E402
 from lmgym.search.mcts import MCTSConfig  # noqa: E402
 from lmgym.search.settings import SearchSettings  # noqa: E402
+from lmgym.traindata.step_data.label_balance import BALANCE_MODES  # noqa: E402
 from lmgym.traindata.step_data.policy_labels import LABEL_PRESETS, PolicyLabelConfig  # noqa: E402
 from lmgym.training import load_config  # noqa: E402
 from lmgym.training.checkpoints import has_checkpoints  # noqa: E402
@@ -128,6 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--right_share", type=float, default=0.5,
         help="balance each train level's labels to this share of right solutions before training (0: as sampled; "
              "default 0.5)")
+    add("--balance", choices=BALANCE_MODES, default="per_policy",
+        help="per_policy: each policy's labels balanced on their own, so which policy wrote a solution says nothing "
+             "of its label; pooled: both policies' labels balanced as one set (default per_policy)")
     add("--label_only", choices=("both", "policy", "second"), default="both",
         help="the label stage labels the policy's samples, the second policy's, or both (default both)")
     add("--critic", default=None, help="a reflection critic's model folder: scores solutions beside the verifier")
@@ -364,25 +368,28 @@ class Loop:
         atomic_write_text(plan.out / "labels" / "stats.json", json.dumps(stats, indent=2) + "\n")
 
     def train(self) -> None:
+        from verifier_tables import auc_text
+
         from lmgym.algorithms import verifier_trainer
         from lmgym.buffers.step_pairs import split_by_problem
         from lmgym.policies.prm import ProcessRewardModel
-        from lmgym.traindata.step_data import balanced_samples, label_balance, load_policy_labels
+        from lmgym.traindata.step_data import balanced_sources, load_policy_labels
 
         plan = self.plan
         samples, balance = [], {}
         for level in plan.train_levels:
-            own = load_policy_labels(plan.labels_file("train", level)).samples
+            sources = {"policy": load_policy_labels(plan.labels_file("train", level)).samples}
             if plan.second_model:
-                own += load_policy_labels(plan.labels_file("train", level, second=True)).samples
-            kept = balanced_samples(own, plan.args.right_share, plan.args.seed) if plan.args.right_share else own
-            balance[f"L{level}"] = {"before": label_balance(own), "after": label_balance(kept),
-                                    "right_share": plan.args.right_share}
+                sources["second"] = load_policy_labels(plan.labels_file("train", level, second=True)).samples
+            kept, balance[f"L{level}"] = balanced_sources(sources, plan.args.right_share, plan.args.seed,
+                                                          plan.args.balance)
             samples += kept
         atomic_write_text(plan.out / "labels" / "balance.json", json.dumps(balance, indent=2) + "\n")
         print("labels balanced: " + ", ".join(f"{level} {b['before']['right_share']:.1%} right of "
                                                f"{b['before']['samples']} -> {b['after']['right_share']:.1%} of "
-                                               f"{b['after']['samples']}" for level, b in balance.items()))
+                                               f"{b['after']['samples']} ({b['mode']}; the source's AUC "
+                                               f"{auc_text(b['source_auc']['after'])})"
+                                               for level, b in balance.items()))
         # a few training problems held back for the trainer's own evaluation (the test split stays untouched)
         train, held_back = split_by_problem(samples, 0.05, plan.args.seed)
         for kind in plan.verifiers:

@@ -40,14 +40,18 @@ def _cell(record: Mapping, key: str, form: str) -> str:
 
 def verifier_table(records: Mapping[str, Mapping]) -> str:
     """Markdown: one row per named record (e.g. "orm, L2"): solution-level samples, share correct, accuracy at
-    0.5, AUC, ECE, then per problem over the same N samples: maj@N, the weighted maj@N and best-of-N its scores
-    give, the samples' accuracy and pass@N ("-": not in the record)."""
+    0.5, AUC (with its 95% interval over problems when the record has one), ECE, then per problem over the same
+    N samples: maj@N, the weighted maj@N and best-of-N its scores give, the samples' accuracy and pass@N ("-":
+    not in the record)."""
     titles = [t for _, t, _ in COLUMNS + PROBLEM_COLUMNS]
     lines = ["| verifier | " + " | ".join(titles) + " |", "|" + "---|" * (len(titles) + 1)]
     for name, record in records.items():
         solution = {key: record.get(f"solution_{key}") for key, _, _ in COLUMNS}
         solution["samples"] = record.get("solution_count")
         cells = [_cell(solution, key, form) for key, _, form in COLUMNS]
+        if record.get("solution_auc_low") is not None:  # the AUC's 95% interval over problems
+            cells[[k for k, _, _ in COLUMNS].index("auc")] += (f" [{record['solution_auc_low']:.2f}, "
+                                                              f"{record['solution_auc_high']:.2f}]")
         cells += [_cell(record, key, form) for key, _, form in PROBLEM_COLUMNS]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
@@ -139,14 +143,25 @@ def matched_budget_line(at_rows: Sequence[dict], at_records: Sequence[dict], row
             f"{interval_text(diff.difference, diff.low, diff.high)} points (paired bootstrap 95%)")
 
 
+def auc_text(auc: float | None) -> str:
+    """An AUC with three decimals; "-" for None (one label only)."""
+    return "-" if auc is None else f"{auc:.3f}"
+
+
 def balance_table(balance: Mapping[str, Mapping]) -> str:
     """Markdown of labels/balance.json: each train level's right share, samples and problems with a right
-    sample, before and after balancing."""
-    lines = ["| level | samples | right | right share | problems with a right sample | kept | kept right share |",
-             "|---|---|---|---|---|---|---|"]
+    sample, before and after balancing, pooled and per source (policy, second); and how well the source alone
+    predicts the label before and after (AUC; 0.5: not at all)."""
+    lines = ["| level | source | samples | right | right share | problems with a right sample | kept | "
+             "kept right share | source's AUC, before -> after |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for level, b in balance.items():
-        before, after = b["before"], b["after"]
-        lines.append(f"| {level} | {before['samples']} | {before['right']} | {before['right_share']:.1%} | "
-                     f"{before['problems_with_right']} of {before['problems']} | {after['samples']} | "
-                     f"{after['right_share']:.1%} |")
+        parts = [("all" + (f" ({b['mode']})" if "mode" in b else ""), b)] + list(b.get("sources", {}).items())
+        for source, counts in parts:
+            before, after = counts["before"], counts["after"]
+            auc = b.get("source_auc") if counts is b else None
+            lines.append(f"| {level} | {source} | {before['samples']} | {before['right']} | "
+                         f"{before['right_share']:.1%} | {before['problems_with_right']} of {before['problems']} | "
+                         f"{after['samples']} | {after['right_share']:.1%} | "
+                         f"{auc_text(auc['before']) + ' -> ' + auc_text(auc['after']) if auc else ''} |")
     return "\n".join(lines) + "\n"

@@ -90,9 +90,9 @@ def test_next_runs_unfinished_stages_while_their_estimates_fit(tmp_path, monkeyp
     first = runner.stages(tmp_path, [2])
     first[1].output.parent.mkdir(parents=True, exist_ok=True)
     first[1].output.write_text("saved\n")  # label_L2 saved by an earlier session: skipped
-    runner.main([str(tmp_path), "--next", "--minutes", "14", "--levels", "2"])
-    assert ran == ["sft", "second_L2", "critic", "label_stats"]  # 3 + 4 + 6 + 0.5; train's 5 would pass 14
-    assert "next: train (5 min estimated) does not fit" in capsys.readouterr().out
+    runner.main([str(tmp_path), "--next", "--minutes", "8", "--levels", "2"])
+    assert ran == ["sft", "second_L2", "critic", "label_stats"]  # 2 + 2 + 3 + 0.5; train's 4 would pass 8
+    assert "next: train (4 min estimated) does not fit" in capsys.readouterr().out
     runner.main([str(tmp_path), "--list", "--levels", "2"])
     listed = capsys.readouterr().out
     assert "done  sft" in listed and "      train" in listed
@@ -115,6 +115,27 @@ def test_the_plan_runs_stages_side_by_side_after_the_ones_they_need(tmp_path):
     assert all(s.name not in [t.name for t in two] for s in left)
     # a stage that needs one left out is left out too
     assert "dense_seed0" in [s.name for s in left] and "summaries" in [s.name for s in left]
+
+
+def test_only_plans_the_named_stages_from_labels_carried_in(tmp_path, monkeypatch, capsys):
+    """A later lease carries the labels in (their stages done) and names what to run: the verifiers, the headline
+    table, MCTS's curve and the first seed of both training comparisons; nothing else starts, and a stage that
+    needs one not named (the critic, for the curves) is left out."""
+    runner = load("issue36_gpu")
+    ran = fake_runs(runner, monkeypatch)
+    for stage in runner.stages(tmp_path, [2]):
+        if stage.name in ("label_L2", "second_L2", "label_stats"):
+            stage.output.parent.mkdir(parents=True, exist_ok=True)
+            stage.output.write_text("carried in\n")
+    chosen, left = runner.plan(runner.stages(tmp_path, [2]), 2, 30, {"sft", "train", "evaluate", "curves_maj"})
+    assert [s.name for s in chosen] == ["sft", "train", "evaluate"] and [s.name for s in left] == ["curves_maj"]
+    wanted = "sft,critic,train,evaluate,curves_maj,curves_mcts,dense_seed0,mcts_seed0"
+    runner.main([str(tmp_path), "--next", "--minutes", "40", "--parallel", "2", "--levels", "2", "--only", wanted])
+    assert sorted(ran) == sorted(wanted.split(","))
+    assert ran.index("train") < ran.index("evaluate") < ran.index("curves_maj") and ran.index("critic") < \
+        ran.index("curves_mcts")
+    with pytest.raises(SystemExit, match="--only: no such stage curves_nope"):
+        runner.main([str(tmp_path), "--next", "--levels", "2", "--only", "sft,curves_nope"])
 
 
 def test_a_failed_stage_takes_the_stages_that_need_it_and_no_other(tmp_path, monkeypatch, capsys):
@@ -148,9 +169,15 @@ def test_scaling_takes_both_policies_first_n_problems_balanced(tmp_path):
     assert (balance["L2"]["before"]["samples"], balance["L2"]["before"]["right"]) == (40, 12)
     assert balance["L2"]["after"] == label_balance(chosen) and label_balance(chosen)["right_share"] == 0.5
     assert {s.problem_id for s in chosen} <= {f"arithmetic/L2/{p}" for p in range(5)}
+    assert balance["L2"]["mode"] == "per_policy" and balance["L2"]["source_auc"]["after"] == pytest.approx(0.5)
+    assert [balance["L2"]["sources"][k]["after"]["right_share"] for k in ("policy", "second")] == [0.5, 0.5]
     table = scaling.markdown([{"size": 250, "train_samples": 10, "levels": {"L2": {"solution_auc": 0.7}}},
-                              {"size": 125, "train_samples": 5, "levels": {"L2": {"solution_auc": None}}}])
-    assert table.splitlines()[2:] == ["| 125 | 5 | - |", "| 250 | 10 | 0.700 |"]
+                              {"size": 125, "train_samples": 5, "levels": {"L2": {"solution_auc": None}}},
+                              {"size": 500, "train_samples": 20, "levels": {"L2": {
+                                  "solution_auc": 0.6, "solution_auc_low": 0.512, "solution_auc_high": 0.688,
+                                  "solution_count": 2048.0, "solution_positive_rate": 25 / 2048}}}])
+    assert table.splitlines()[2:] == ["| 125 | 5 | - |", "| 250 | 10 | 0.700 |",
+                                      "| 500 | 20 | 0.600 [0.51, 0.69] (25 right) |"]
 
 
 @slow

@@ -3,7 +3,13 @@ right solutions (keeping every sample of the scarce label), reports the balance,
 import pytest
 
 from lmgym.traindata.step_data import LabelledSample
-from lmgym.traindata.step_data.label_balance import balanced_samples, first_problems, label_balance
+from lmgym.traindata.step_data.label_balance import (
+    balanced_samples,
+    balanced_sources,
+    first_problems,
+    label_balance,
+    source_auc,
+)
 
 
 def synthetic(problems=40, per_problem=8, right_every=15):
@@ -54,3 +60,37 @@ def test_first_problems_keeps_whole_problems_in_order():
     assert first_problems(samples, 99) == samples
     with pytest.raises(ValueError, match=">= 1"):
         first_problems(samples, 0)
+
+
+def source(name, right, wrong):
+    """`right` right and `wrong` wrong samples of one policy, one problem each."""
+    return [LabelledSample(f"q{i}", f"{name}/{i}", (f"{name} step",), i < right, str(i)) for i in range(right + wrong)]
+
+
+def test_source_auc_by_hand():
+    # shares 1/4 and 3/4: positives scored .75 (3 of B) and .25 (1 of A) against negatives .25 (3 of A), .75 (1 of
+    # B): B's 3 beat A's 3 (9 pairs), ties within A (3) and within B (3) count half, A's one loses to B's: 12 / 16
+    assert source_auc({"A": source("A", 1, 3), "B": source("B", 3, 1)}) == pytest.approx(0.75)
+    assert source_auc({"A": source("A", 2, 2), "B": source("B", 1, 1)}) == pytest.approx(0.5)
+    assert source_auc({"A": source("A", 0, 3)}) is None
+
+
+def test_per_policy_balance_leaves_the_source_saying_nothing_of_the_label():
+    """The twenty-seventh session's L2 labels in small: the policy right 1 in 20, the budgeted SFT 6 in 10.
+    Pooled balancing keeps every right one, most of them the SFT's, so the source predicts the label; per
+    policy, each source is balanced on its own."""
+    sources = {"policy": source("policy", 4, 76), "second": source("second", 48, 32)}
+    pooled, report = balanced_sources(sources, 0.5, seed=0, mode="pooled")
+    assert label_balance(pooled)["right_share"] == 0.5 and report["source_auc"]["after"] > 0.75
+    assert pooled == balanced_samples(sources["policy"] + sources["second"], 0.5, 0)  # the old behaviour
+    kept, report = balanced_sources(sources, 0.5, seed=0)
+    assert report["mode"] == "per_policy" and report["source_auc"]["after"] == pytest.approx(0.5)
+    assert [(report["sources"][k]["after"]["right"], report["sources"][k]["after"]["wrong"])
+            for k in ("policy", "second")] == [(4, 4), (32, 32)]
+    assert report["after"] == label_balance(kept) and label_balance(kept)["samples"] == 72
+    assert report["before"] == label_balance(sources["policy"] + sources["second"])
+    assert report["source_auc"]["before"] == pytest.approx(source_auc(sources))
+    unbalanced, report = balanced_sources(sources, 0, seed=0)
+    assert unbalanced == sources["policy"] + sources["second"] and report["after"] == report["before"]
+    with pytest.raises(ValueError, match="balance mode must be one of per_policy, pooled"):
+        balanced_sources(sources, 0.5, mode="mixed")

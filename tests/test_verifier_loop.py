@@ -228,11 +228,13 @@ def test_a_second_policy_balanced_labels_the_critic_and_curve_parts(tiny_model_d
     assert (out / "sft" / "model" / "config.json").is_file()
     stats = json.loads((out / "labels" / "stats.json").read_text())
     assert list(stats) == ["train_L2", "test_L2", "second_L2"] and stats["second_L2"]["samples"] == 4
-    pooled = (load_policy_labels(out / "labels" / "train_L2.jsonl").samples
-              + load_policy_labels(out / "labels" / "train_L2.second.jsonl").samples)
+    own = load_policy_labels(out / "labels" / "train_L2.jsonl").samples
+    second = load_policy_labels(out / "labels" / "train_L2.second.jsonl").samples
     balance = json.loads((out / "labels" / "balance.json").read_text())["L2"]
-    assert balance["before"] == label_balance(pooled)
-    assert balance["after"] == label_balance(balanced_samples(pooled, 0.5, 0))
+    assert balance["before"] == label_balance(own + second) and balance["mode"] == "per_policy"
+    kept = balanced_samples(own, 0.5, 0) + balanced_samples(second, 0.5, 0)  # each policy's labels on their own
+    assert balance["after"] == label_balance(kept)
+    assert balance["sources"]["second"]["after"] == label_balance(balanced_samples(second, 0.5, 0))
 
     at_maj = json.loads((out / "curves" / "L2_at_maj.json").read_text())["rows"]
     assert [r["method"] for r in at_maj] == ["maj@2", "weighted_maj@2", "best_of_2", "weighted_maj[critic]@2",

@@ -8,6 +8,7 @@ import pytest
 
 from lmgym.evaluation.verifier_metrics import (
     ReliabilityBin,
+    auc_interval,
     expected_calibration_error,
     reliability_table,
     roc_auc,
@@ -62,3 +63,18 @@ def test_bad_input_is_one_line(scores, labels, message):
         verifier_metrics(scores, labels)
     with pytest.raises(ValueError, match="bins must be an int >= 1, got 0"):
         reliability_table([0.5], [1], bins=0)
+
+
+def test_auc_interval_over_problems_by_hand():
+    # problem A ranks its right sample above its wrong one, B the other way; a resample of AA has AUC 1, BB 0,
+    # AB 3/4 (0.9 > 0.1, 0.8; 0.2 > 0.1 only): the 95% interval runs from 0 to 1, the whole AUC is 3/4
+    scores, labels = [[0.9, 0.1], [0.2, 0.8]], [[1, 0], [1, 0]]
+    assert roc_auc([0.9, 0.1, 0.2, 0.8], [1, 0, 1, 0]) == 0.75
+    assert auc_interval(scores, labels, n_resamples=400, seed=1) == (0.0, 1.0)
+    # every problem separates its samples, and across problems too: every resample's AUC is 1
+    assert auc_interval([[0.9, 0.1], [0.8, 0.2], [0.7, 0.3]], [[1, 0]] * 3, n_resamples=50) == (1.0, 1.0)
+    assert auc_interval(scores, labels, seed=3) == auc_interval(scores, labels, seed=3)  # seeded
+    assert auc_interval([[0.2, 0.7], [0.5]], [[1, 1], [1]]) is None  # one class: no AUC in any resample
+    assert auc_interval([[0.9, 0.1]], [[1, 0]]) is None  # one problem: nothing to resample
+    with pytest.raises(ValueError, match="one length per problem"):
+        auc_interval([[0.9, 0.1]], [[1]])

@@ -16,7 +16,12 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from lmgym.evaluation.evaluate import majority_correct, winner_correct
-from lmgym.evaluation.verifier_metrics import VerifierMetrics, expected_calibration_error, verifier_metrics
+from lmgym.evaluation.verifier_metrics import (
+    VerifierMetrics,
+    auc_interval,
+    expected_calibration_error,
+    verifier_metrics,
+)
 from lmgym.policies.prm import ProcessRewardModel
 from lmgym.search.votes import weighted_majority
 
@@ -51,10 +56,12 @@ class VerifierReport:
     majority_accuracy: float
     weighted_majority_accuracy: float
     problems: tuple[dict, ...] = ()  # `problem_records`: what the per-problem numbers are computed from
+    auc_interval: tuple[float, float] | None = None  # the solution AUC's 95% bootstrap interval over problems
 
     def as_dict(self, prefix: str = "") -> dict[str, float]:
-        """Flat scalar metrics for logging and result files."""
-        values = {**self.solution.as_dict("solution_"), "best_of_n_accuracy": self.best_of_n_accuracy,
+        """Flat scalar metrics for logging and result files (the AUC's interval as solution_auc_low/high)."""
+        values = {**self.solution.as_dict("solution_"), **interval_fields(self.auc_interval),
+                  "best_of_n_accuracy": self.best_of_n_accuracy,
                   "sample_accuracy": self.sample_accuracy, "pass_at_n": self.pass_at_n,
                   "majority_accuracy": self.majority_accuracy,
                   "weighted_majority_accuracy": self.weighted_majority_accuracy}
@@ -91,7 +98,17 @@ def evaluate_verifier(prm: ProcessRewardModel, samples: Sequence[LabelledSolutio
     return VerifierReport(verifier_metrics(solution, [s.correct for s in samples], threshold, bins), step, soft_ece,
                           per_problem["best_of_n_accuracy"], per_problem["sample_accuracy"],
                           per_problem["pass_at_n"], per_problem["majority_accuracy"],
-                          per_problem["weighted_majority_accuracy"], tuple(problems))
+                          per_problem["weighted_majority_accuracy"], tuple(problems), records_auc_interval(problems))
+
+
+def records_auc_interval(records: Sequence[Mapping]) -> tuple[float, float] | None:
+    """The solution AUC's 95% bootstrap interval over the problems of `problem_records` (`auc_interval`)."""
+    return auc_interval([r["scores"] for r in records], [[bool(c) for c in r["correct"]] for r in records])
+
+
+def interval_fields(interval: tuple[float, float] | None) -> dict[str, float]:
+    """solution_auc_low and solution_auc_high of an interval; none for None."""
+    return {} if interval is None else {"solution_auc_low": interval[0], "solution_auc_high": interval[1]}
 
 
 def problem_records(samples: Sequence[LabelledSolution], solution_scores: Sequence[float]) -> list[dict]:
@@ -128,13 +145,14 @@ def verifier_problem_metrics(records: Sequence[Mapping]) -> dict[str, float]:
 
 
 def verifier_solution_metrics(records: Sequence[Mapping]) -> dict[str, float]:
-    """The solution-level numbers of `evaluate_verifier` (`solution_` accuracy, AUC, ECE, count, positive rate)
-    from its `problem_records`: `verifier_metrics` of every sample's score against its verdict, at the records'
-    `threshold` and `bins` (0.5 and 10 where a record names none)."""
+    """The solution-level numbers of `evaluate_verifier` (`solution_` accuracy, AUC and its interval, ECE, count,
+    positive rate) from its `problem_records`: `verifier_metrics` of every sample's score against its verdict,
+    at the records' `threshold` and `bins` (0.5 and 10 where a record names none)."""
     if not records:
         raise ValueError("verifier_solution_metrics: no problem records")
     scores = [float(x) for r in records for x in r["scores"]]
     labels = [bool(c) for r in records for c in r["correct"]]
     first = records[0]
-    return verifier_metrics(scores, labels, float(first.get("threshold", 0.5)),
-                            int(first.get("bins", 10))).as_dict("solution_")
+    return {**verifier_metrics(scores, labels, float(first.get("threshold", 0.5)),
+                               int(first.get("bins", 10))).as_dict("solution_"),
+            **interval_fields(records_auc_interval(records))}

@@ -4,7 +4,9 @@ the reliability table it comes from).
 
 AUC is the Mann-Whitney statistic: the chance that a random positive scores above a random negative, ties
 counting half (scikit-learn's roc_auc_score gives the same; it is an optional dependency here, so the few
-lines of rank arithmetic live in this file). It is None when the labels hold one class only.
+lines of rank arithmetic live in this file). It is None when the labels hold one class only. `auc_interval` is
+its bootstrap interval over problems (a problem's samples are drawn together): with few right solutions among
+the held-out samples, the AUC alone says little.
 """
 from __future__ import annotations
 
@@ -70,13 +72,9 @@ def roc_auc(scores: Sequence[float], labels: Sequence[float | bool]) -> float | 
     positives, negatives = int(y.sum()), int(y.size - y.sum())
     if positives == 0 or negatives == 0:
         return None
-    order = np.argsort(s, kind="mergesort")
-    ranks = np.empty(s.size)
-    sorted_scores = s[order]
-    starts = np.flatnonzero(np.r_[True, sorted_scores[1:] != sorted_scores[:-1]])
-    ends = np.r_[starts[1:], s.size]
-    for start, end in zip(starts, ends):  # tied scores share their mean rank (1-based)
-        ranks[order[start:end]] = (start + end + 1) / 2
+    _, where, counts = np.unique(s, return_inverse=True, return_counts=True)
+    ends = np.cumsum(counts)
+    ranks = ((ends - counts + ends + 1) / 2)[where]  # tied scores share their mean rank (1-based)
     return float((ranks[y == 1].sum() - positives * (positives + 1) / 2) / (positives * negatives))
 
 
@@ -115,3 +113,33 @@ def verifier_metrics(scores: Sequence[float], labels: Sequence[float | bool], th
     ece = float(sum(b.count * abs(b.mean_score - b.positive_rate) for b in table) / s.size)
     return VerifierMetrics(int(s.size), int(y.sum()), float(((s > threshold) == (y == 1)).mean()), roc_auc(s, y),
                            ece, table, threshold)
+
+
+def auc_interval(scores: Sequence[Sequence[float]], labels: Sequence[Sequence[float | bool]],
+                 n_resamples: int = 1000, confidence: float = 0.95, seed: int = 0) -> tuple[float, float] | None:
+    """The percentile bootstrap interval of `roc_auc` over problems: `scores[i]` and `labels[i]` are problem i's
+    samples, and each resample draws problems with replacement (numpy's generator seeded with `seed`), keeping a
+    problem's samples together. Resamples holding one class only are left out; None when fewer than half of
+    them hold both classes (too few of the scarce label to say)."""
+    if len(scores) != len(labels) or any(len(a) != len(b) for a, b in zip(scores, labels)):
+        raise ValueError("auc_interval: scores and labels must be lists of one length per problem, alike")
+    if n_resamples < 1 or not 0 < confidence < 1:
+        raise ValueError(f"auc_interval: needs n_resamples >= 1 and 0 < confidence < 1; got {n_resamples}, "
+                         f"{confidence}")
+    if len(scores) < 2:
+        return None
+    flat_s, flat_y = _checked([x for row in scores for x in row], [x for row in labels for x in row])
+    ends = np.cumsum([len(row) for row in scores])
+    starts = ends - np.asarray([len(row) for row in scores])
+    rng, values = np.random.default_rng(seed), []
+    for _ in range(n_resamples):
+        picked = rng.integers(0, len(scores), len(scores))
+        index = np.concatenate([np.arange(starts[i], ends[i]) for i in picked])
+        auc = roc_auc(flat_s[index], flat_y[index])
+        if auc is not None:
+            values.append(auc)
+    if len(values) < n_resamples / 2:
+        return None
+    tail = (1 - confidence) / 2 * 100
+    low, high = np.percentile(values, [tail, 100 - tail])
+    return float(low), float(high)

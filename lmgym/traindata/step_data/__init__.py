@@ -12,7 +12,14 @@ from lmgym.traindata.step_data.gold_corruption import (
     gsm8k_pairs,
     gsm8k_solution_steps,
 )
-from lmgym.traindata.step_data.label_balance import balanced_samples, first_problems, label_balance
+from lmgym.traindata.step_data.label_balance import (
+    BALANCE_MODES,
+    balanced_samples,
+    balanced_sources,
+    first_problems,
+    label_balance,
+    source_auc,
+)
 from lmgym.traindata.step_data.labelled_samples import (
     LabelledSample,
     PolicyLabels,
@@ -26,6 +33,7 @@ from lmgym.traindata.step_data.prm800k import load_prm800k
 from lmgym.traindata.step_data.shepherd import ShepherdConfig, ShepherdData, shepherd_data
 
 __all__ = [
+    "BALANCE_MODES",
     "KINDS",
     "LabelledSample",
     "PolicyLabelConfig",
@@ -34,8 +42,10 @@ __all__ = [
     "ShepherdData",
     "arithmetic_pairs",
     "balanced_samples",
+    "balanced_sources",
     "first_problems",
     "label_balance",
+    "source_auc",
     "arithmetic_steps",
     "corruptions",
     "gold_step_pairs",
