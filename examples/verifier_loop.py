@@ -35,7 +35,9 @@ does the named ones again; a cut training continues from its newest checkpoint):
    --budgets token cap with the better verifier -> curves/L<level>.md/.json/.png; and maj@N, weighted_maj@N
    and best_of_N uncapped (the same N samples each, so the same tokens) -> curves/L<level>_at_maj.md/.json;
    each problem's answers, verdicts and tokens under every method (and budget) in the .problems.jsonl beside.
-   Every table gives each method's paired bootstrap 95% interval against maj (evaluation/search_comparison.py).
+   Every table gives each method's paired bootstrap 95% interval against maj (evaluation/search_comparison.py);
+   the uncapped table's scored methods give their scorer's AUC on the very samples they ranked, with its interval
+   over problems (`search_eval.sample_auc`): the held-out labels hold few right samples, these hold hundreds.
    With --critic (a reflection critic's model folder, examples/reflection_dpo.py --preset gpu_room) the
    critic scores solutions too (`algorithms.prm.critic_verifier`): weighted_maj[critic] and best_of_n[critic]
    join both tables. --curve_methods runs some of the capped curves (one process a method: curves/
@@ -515,7 +517,7 @@ def summary(plan: Plan) -> tuple[str, dict]:
     from lmgym.core.problem_records import read_problem_records
     from lmgym.evaluation.curves import curves_table
     from lmgym.evaluation.search_comparison import with_intervals
-    from lmgym.evaluation.search_eval import markdown_table
+    from lmgym.evaluation.search_eval import markdown_table, sample_auc_table
 
     n, data = plan.size["samples"], {"preset": plan.preset, "model": plan.args.model}
     parts = [f"# One iteration of the loop ({plan.preset} preset, {plan.args.model})\n",
@@ -552,6 +554,9 @@ def summary(plan: Plan) -> tuple[str, dict]:
         line = versus_line(sampled, f"maj@{n}", others)
         data[f"L{level}"] = {"at_maj": sampled, "at_maj_line": line}
         part = f"## Held-out L{level}\n\n{markdown_table(sampled)}\n{line}\n"
+        aucs = sample_auc_table(sampled)  # the verifiers' AUC on the very samples the table's methods ranked
+        if aucs:
+            part += f"\nThe scorers on the samples they ranked:\n\n{aucs}"
         curves = read_curves(plan.out / "curves", level)
         if curves is not None:  # the capped curves come after the N-sample table
             rows, records = curves

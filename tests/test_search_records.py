@@ -30,7 +30,8 @@ def test_evaluate_search_records_each_problem_and_report_recomputes_the_table(tm
     assert records[0]["runs"] == [  # problem 0: greedy and best-of-3 pick the gold, the vote goes to -1
         {"method": "greedy", "answer": gold, "correct": True, "tokens": step},
         {"method": "maj@3", "answer": "-1", "correct": False, "tokens": step + 2 * 8},
-        {"method": "best_of_3", "answer": gold, "correct": True, "tokens": step + 2 * 8}]
+        {"method": "best_of_3", "answer": gold, "correct": True, "tokens": step + 2 * 8,
+         "sample_scores": [0.9, 0.1, 0.1], "sample_correct": [True, False, False]}]  # what the scorer ranked
     assert all(not run["correct"] for r in records[1:] for run in r["runs"])
 
     text = assert_report_recomputes(tmp_path / "results", 1)

@@ -36,7 +36,8 @@ def evaluate_search(policy, env, methods: Sequence[SearchSettings], scorer: Step
     Returns one row per method: {method (its label), accuracy, tokens_per_problem (every token sampled,
     discarded candidates included), problems, seconds (wall clock), tokens_per_second}, and
     verifier_tokens_per_problem (tokens the method's scorer generated, per problem) where that scorer counts
-    them in an int `tokens_generated` (a generative verifier: `CriticVerifier`). With `records_path`
+    them in an int `tokens_generated` (a generative verifier: `CriticVerifier`); a method that scores its
+    samples adds the scorer's AUC on them (`sample_auc`). With `records_path`
     (the aggregate's `.json` path, or a `.problems.jsonl` one) each problem's `search_records` entry is
     written there (lmgym.core.problem_records), kind "search". With `baseline` (a method's label, e.g.
     "maj@8") every other row gains `vs`: the paired bootstrap 95% interval of its accuracy minus the baseline's
@@ -95,8 +96,48 @@ def problem_identity(env, start: Mapping[str, Any], results: Sequence[SearchResu
 
 
 def run_outcome(method: str, result: SearchResult) -> dict[str, Any]:
-    """One method's part of a problem record: its label, parsed answer, the env's verdict and tokens sampled."""
-    return {"method": method, "answer": result.answer, "correct": bool(result.correct), "tokens": int(result.tokens)}
+    """One method's part of a problem record: its label, parsed answer, the env's verdict and tokens sampled;
+    for a method that scored its samples (best_of_n, weighted_maj), every sample's score and verdict too."""
+    out = {"method": method, "answer": result.answer, "correct": bool(result.correct), "tokens": int(result.tokens)}
+    if "scores" in result.details and "sample_correct" in result.details:
+        out["sample_scores"] = [float(x) for x in result.details["scores"]]
+        out["sample_correct"] = [bool(x) for x in result.details["sample_correct"]]
+    return out
+
+
+def sample_auc(runs: Sequence[Mapping[str, Any]]) -> dict[str, float] | None:
+    """The verifier's ROC AUC on a scored method's own samples (each run's `sample_scores` against its
+    `sample_correct`), with its 95% bootstrap interval over problems and the counts it rests on: {sample_auc,
+    sample_auc_low, sample_auc_high, samples_scored, samples_right}; None when the runs hold no scores or one
+    label only. These are the samples search ranks, so this AUC says how much the scorer can help it."""
+    from lmgym.evaluation.verifier_metrics import auc_interval, roc_auc
+
+    scored = [r for r in runs if "sample_scores" in r]
+    if not scored:
+        return None
+    scores, labels = [r["sample_scores"] for r in scored], [r["sample_correct"] for r in scored]
+    auc = roc_auc([x for row in scores for x in row], [y for row in labels for y in row])
+    if auc is None:
+        return None
+    out = {"sample_auc": auc, "samples_scored": sum(map(len, scores)), "samples_right": sum(map(sum, labels))}
+    interval = auc_interval(scores, labels)
+    if interval is not None:
+        out["sample_auc_low"], out["sample_auc_high"] = interval
+    return out
+
+
+def sample_auc_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Markdown of the rows that carry `sample_auc`: the scorer's AUC on the method's own samples, its
+    interval, and the samples (right ones) it rests on; "" when no row has it."""
+    own = [r for r in rows if "sample_auc" in r]
+    if not own:
+        return ""
+    lines = ["| method | verifier AUC on its samples [95% CI] | samples (right) |", "|---|---|---|"]
+    for r in own:
+        interval = (f" [{r['sample_auc_low']:.3f}, {r['sample_auc_high']:.3f}]" if "sample_auc_low" in r else "")
+        lines.append(f"| {r['method']} | {r['sample_auc']:.3f}{interval} | {r['samples_scored']} "
+                     f"({r['samples_right']}) |")
+    return "\n".join(lines) + "\n"
 
 
 def run_metrics(runs: Sequence[Mapping[str, Any]]) -> dict[str, float]:
@@ -133,12 +174,14 @@ def _evaluate_one(policy, env, settings, scorer, starts, batch_problems, seed, p
         bar.update(min(batch_problems, len(starts) - first))
     seconds = time.perf_counter() - clock
     bar.close()
-    metrics = run_metrics([run_outcome(settings.label, r) for r in results])
+    runs = [run_outcome(settings.label, r) for r in results]
+    metrics = run_metrics(runs)
     tokens = sum(r.tokens for r in results)
     row = {"method": settings.label, **metrics, "seconds": seconds,
            "tokens_per_second": tokens / seconds if seconds > 0 else 0.0}
     if before is not None:
         row[VERIFIER_TOKENS] = (verifier_tokens(counter) - before) / metrics["problems"]
+    row.update(sample_auc(runs) or {})
     return row, results
 
 

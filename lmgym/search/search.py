@@ -117,6 +117,8 @@ def _per_problem(policy, env, starts, settings, generator, pick, scorer=None, sc
             results.append(_unanswered(spent))
             continue
         chosen, details = pick(group, own)
+        if scored:  # each sample's verdict beside its score, read only to report (the verifier's AUC on them)
+            details["sample_correct"] = [bool(b.outcome.correct) for b in group]
         results.append(result_of(group[chosen], spent, details))
     return results
 
