@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 import pytest
 
@@ -247,6 +248,19 @@ def test_arithmetic_train_and_test_are_disjoint(level):
     assert train and test and not train & test
     total = len(split_indices(level, "train")) + len(split_indices(level, "test"))
     assert len(train) + len(test) == total  # every problem is in exactly one split, no duplicates
+
+
+def test_a_splits_first_problems_are_a_uniform_sample_in_a_fixed_order():
+    """The level enumerates one operation after another (level 2: sums, then differences, then products); a
+    split lists its problems in a fixed shuffled order, so its first n problems mix them as the split does. The
+    order is a stable hash of level and index: these ids are the same on every machine."""
+    test = ArithmeticEnv(level=2, split="test")
+    assert [test.get_problem(i).problem_id for i in range(3)] == [
+        "arithmetic/L2/14205", "arithmetic/L2/11062", "arithmetic/L2/6173"]
+    first = Counter(re.search(r" ([+\-*]) ", test.get_problem(i).question).group(1) for i in range(300))
+    assert set(first) == {"+", "-", "*"} and min(first.values()) > 60  # about 100 each
+    ordered = sorted(int(test.get_problem(i).problem_id.rsplit("/", 1)[1]) for i in range(test.num_problems))
+    assert ordered == sorted(split_indices(2, "test").tolist())  # a permutation of the split, nothing more
 
 
 def test_train_test_disjoint_across_levels_for_same_expression():

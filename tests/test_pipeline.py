@@ -120,8 +120,11 @@ def assert_policy_labelled_prm(out: Path, printed: str) -> None:
     labels = load_policy_labels(out / "prm" / "labels.jsonl")
     samples = labels.samples
     assert labels.stats["problems"] == 4 and len(samples) == 4 * 2
-    # the train split of level 1 starts at indices 0, 2, 3, 4 (index 1 is a test problem)
-    assert sorted({s.problem_id for s in samples}) == [f"arithmetic/L1/{i}" for i in (0, 2, 3, 4)]
+    # the train split's first 4 problems, in its fixed shuffled order
+    from lmgym.envs import make
+
+    train = make("Arithmetic-v0", level=1, split="train").unwrapped
+    assert sorted({s.problem_id for s in samples}) == sorted(train.get_problem(i).problem_id for i in range(4))
     for s in samples:
         assert s.steps and len(s.soft) == len(s.steps) == len(s.hard)
         # one rollout a step: each soft label is that rollout's verdict, 0 or 1, and equals the hard label;

@@ -77,7 +77,8 @@ def expected(env, index: int) -> list[LabelledSample]:
     # right, wrong, right, right -> 3/4, any -> 1. Sample 1: "Subtract." then option 0 (wrong); rollouts take
     # options 1, 2, 3, 0: wrong, right, wrong, wrong -> 1/4, any -> 1. Sample 2: "Guess." then wrong; rollouts
     # all wrong -> 0/4, any -> 0. A final step is labelled by its own verdict.
-    return [LabelledSample(question, pid, ("Add.\n", right), True, str(gold), (0.75, 1.0), (1.0, 1.0), 13),
+    return [LabelledSample(question, pid, ("Add.\n", right), True, str(gold), (0.75, 1.0), (1.0, 1.0),
+                           len("Add.\n") + len(right)),  # one token a character
             LabelledSample(question, pid, ("Subtract.\n", "#### 0\n"), False, "0", (0.25, 0.0), (1.0, 0.0), 17),
             LabelledSample(question, pid, ("Guess.\n", "#### 0\n"), False, "0", (0.0, 0.0), (0.0, 0.0), 14)]
 
@@ -90,13 +91,14 @@ def test_mc_step_labels_match_hand_computed_fractions_in_batched_rounds():
     # round 1: the first step of 2 x 3 solutions; round 2: their final step; round 3: the 4 rollouts of each of
     # the 6 live prefixes, all in one call
     assert policy.calls == [6, 6, 24]
-    solution_tokens = 2 * sum(s.tokens for s in expected(env, 0))
-    rollout_tokens = 2 * (3 * len("#### 21\n") + 1 * len("#### 0\n")  # after "Add." (golds 21, 28: 2 digits)
-                          + 1 * len("#### 21\n") + 3 * len("#### 0\n") + 4 * len("#### 0\n"))
+    solution_tokens = sum(s.tokens for s in expected(env, 0) + expected(env, 1))
+    rollout_tokens = sum(3 * len(f"#### {gold}\n") + 1 * len("#### 0\n")  # after "Add." (one token a character)
+                         + 1 * len(f"#### {gold}\n") + 3 * len("#### 0\n") + 4 * len("#### 0\n")
+                         for gold in (env.get_problem(0).gold, env.get_problem(1).gold))
     stats = labels.stats
     assert (stats["problems"], stats["samples"], stats["rollouts"], stats["engine_rounds"]) == (2, 6, 24, 3)
     assert (stats["solution_tokens"], stats["rollout_tokens"]) == (solution_tokens, rollout_tokens)
-    assert stats["sampled_tokens"] == solution_tokens + rollout_tokens == 88 + 176
+    assert stats["sampled_tokens"] == solution_tokens + rollout_tokens == 89 + 180  # golds 177 and 83
     assert stats["sample_accuracy"] == pytest.approx(2 / 6) and stats["pass_at_n"] == 1.0
     assert stats["tokens_per_second"] >= 0 and stats["stopped_by_budget"] is False
 

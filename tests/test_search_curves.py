@@ -12,8 +12,8 @@ from tests.search_toys import ScriptedPolicy, ScriptedScorer
 
 
 def env_and_script():
-    env = make("Arithmetic-v0", level=1, split="test", mode="stepwise", max_steps=3)
-    gold = env.get_problem(0).gold
+    env = make("Arithmetic-v0", level=1, split="train", mode="stepwise", max_steps=3)
+    gold = env.get_problem(0).gold  # two digits (21 + 16): the token counts below rest on it
     # every episode: "a = 1\n" (6 tokens), then the gold answer: 14 tokens when gold has two digits
     return env, {"": ["a = 1\n"], "a = 1\n": [f"#### {gold}\n"]}, 6 + len(f"#### {gold}\n")
 

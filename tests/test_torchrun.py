@@ -25,10 +25,11 @@ ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "examples" / "quickstart.py"
 TIMING = ("time_", "tokens_per_second")  # wall-clock columns differ between any two runs
 # the global batch: 4 prompts (2 groups per rank) x 6 samples, 2 iterations, KL on, evaluated every iteration;
-# micro-batches of 5 do not line up with the ranks' shares
+# micro-batches of 5 do not line up with the ranks' shares; seed 2 draws problems where the digit model is right
+# in the first iteration's groups (the first iteration's update then moves the weights, and the second's KL)
 ARGS = ["--preset", "cpu", "--level", "0", "--train_iterations", "2", "--prompts_per_iteration", "4",
         "--samples_per_prompt", "6", "--max_new_tokens", "6", "--eval_episodes", "8", "--eval_every", "1",
-        "--micro_batch_size", "5", "--learning_rate", "3e-2", "--save_every", "1"]
+        "--micro_batch_size", "5", "--learning_rate", "3e-2", "--save_every", "1", "--seed", "2"]
 
 
 @pytest.fixture(scope="module")
@@ -64,12 +65,19 @@ def files(run_dir: Path) -> list[str]:
     return sorted(str(p.relative_to(run_dir)) for p in run_dir.rglob("*") if p.is_file())
 
 
-def same(a, b) -> bool:
+def same(a, b, rel_tol: float = 1e-5) -> bool:
     if isinstance(a, float) or isinstance(b, float):
-        return math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-6)
+        return math.isclose(a, b, rel_tol=rel_tol, abs_tol=1e-6)
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(same(x, y, rel_tol) for x, y in zip(a, b))
     return a == b
+
+
+# After an update, float noise is no longer float noise: an Adam step at lr 3e-2 turns a different summation
+# order (the all-reduce's, or micro-batches of 3 instead of 5 in one process) into weights a few tenths of a
+# percent apart, and the next iteration's KL and entropy up to 3% apart on this tiny model. What one update
+# reads (iteration 1) must match to float noise; what it wrote is compared at this tolerance, its rewards exactly.
+AFTER_AN_UPDATE = 5e-2
 
 
 def torchrun() -> list[str]:
@@ -100,9 +108,12 @@ def test_torchrun_two_ranks_write_one_run_folder_equal_to_one_process(tiny_model
         assert sorted(got) == sorted(want)
         if got["iteration"] > 0:
             assert len(got["rewards"]) == 4 * 6  # the global batch, both ranks' groups, in group order
+        tolerance = 1e-5 if got["iteration"] <= 1 else AFTER_AN_UPDATE
         for key in want:
             if not key.startswith(TIMING):
-                assert same(got[key], want[key]), (got["iteration"], key, got[key], want[key])
+                exact = key == "rewards" or not isinstance(want[key], (float, list))
+                assert same(got[key], want[key], 1e-5 if exact else tolerance), (got["iteration"], key, got[key],
+                                                                                  want[key])
     # not a vacuous comparison: the first update moved the policy, the second iteration pays KL for it
     assert single[1]["grad_norm"] > 0 and single[2]["kl"] > 0 and single[2]["loss"] != 0, single
 

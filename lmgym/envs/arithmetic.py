@@ -5,7 +5,11 @@ Every level is a finite, deterministic list of problems. A problem goes to the
 test split when a stable hash of its canonical operands falls in the lowest 10%,
 so train and test never share a problem. Keys are canonical expressions shared
 across levels: ``3 + 5`` and ``5 + 3`` share a split, and so does ``23 + 74`` in
-levels 1 and 2.
+levels 1 and 2. Within a split, problems come in a fixed shuffled order (a stable
+hash of level and index), so the first n problems of a split are a uniform sample of it:
+the level's own enumeration runs through one operation after another (level 2's
+first 800 test problems were all sums, the next 760 all differences), and before
+2026-11-30 (twenty-seventh session) "problems 0..n" meant that narrow slice.
 
 Levels:
   0. one-digit sums ("What is 3 + 5?")
@@ -219,9 +223,12 @@ def split_of(key: str) -> str:
 
 @cache
 def split_indices(level: int, split: str) -> np.ndarray:
-    """Level-wide indices of the problems in ``split``, in order (computed once per process)."""
+    """Level-wide indices of the problems in ``split``, in the split's fixed shuffled order (by a stable hash of
+    the level and each problem's index: the same on every machine and library version; computed once per
+    process)."""
     check_level_and_split(level, split)
     chosen = [i for i in range(_LEVEL_SIZES[level]) if split_of(_GENERATORS[level](i).key) == split]
+    chosen.sort(key=lambda i: hashlib.sha256(f"order {level} {i}".encode()).digest())  # a fixed shuffle
     indices = np.asarray(chosen, dtype=np.int64)
     indices.setflags(write=False)
     return indices
