@@ -15,6 +15,7 @@ import torch
 from lmgym.core.problem_records import write_problem_records
 from lmgym.evaluation.evaluate import episode_starts
 from lmgym.evaluation.search_comparison import vs_cell, vs_title, with_intervals
+from lmgym.evaluation.verifier_metrics import auc_interval, roc_auc
 from lmgym.search.methods import search_method
 from lmgym.search.search import named_scorer, run_search
 from lmgym.search.search_types import SearchResult, StepScorer
@@ -110,8 +111,6 @@ def sample_auc(runs: Sequence[Mapping[str, Any]]) -> dict[str, float] | None:
     `sample_correct`), with its 95% bootstrap interval over problems and the counts it rests on: {sample_auc,
     sample_auc_low, sample_auc_high, samples_scored, samples_right}; None when the runs hold no scores or one
     label only. These are the samples search ranks, so this AUC says how much the scorer can help it."""
-    from lmgym.evaluation.verifier_metrics import auc_interval, roc_auc
-
     scored = [r for r in runs if "sample_scores" in r]
     if not scored:
         return None
