@@ -156,12 +156,12 @@ def balance_table(balance: Mapping[str, Mapping]) -> str:
              "kept right share | source's AUC, before -> after |",
              "|---|---|---|---|---|---|---|---|---|"]
     for level, b in balance.items():
-        parts = [("all" + (f" ({b['mode']})" if "mode" in b else ""), b)] + list(b.get("sources", {}).items())
-        for source, counts in parts:
+        auc = b.get("source_auc")
+        pooled = ("all" + (f" ({b['mode']})" if "mode" in b else ""), b,
+                  f"{auc_text(auc['before'])} -> {auc_text(auc['after'])}" if auc else "")
+        for source, counts, auc_cell in [pooled] + [(name, c, "") for name, c in b.get("sources", {}).items()]:
             before, after = counts["before"], counts["after"]
-            auc = b.get("source_auc") if counts is b else None
             lines.append(f"| {level} | {source} | {before['samples']} | {before['right']} | "
                          f"{before['right_share']:.1%} | {before['problems_with_right']} of {before['problems']} | "
-                         f"{after['samples']} | {after['right_share']:.1%} | "
-                         f"{auc_text(auc['before']) + ' -> ' + auc_text(auc['after']) if auc else ''} |")
+                         f"{after['samples']} | {after['right_share']:.1%} | {auc_cell} |")
     return "\n".join(lines) + "\n"
