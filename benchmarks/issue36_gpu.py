@@ -31,7 +31,7 @@ carried in from an earlier lease (OUT/vl/labels/*.jsonl and stats.json) mark the
    headline table) with the capped maj curve; the other capped curves, a stage a method or two, beside it.
 7. scaling_n<size>: the verifier's held-out AUC with the first 250 / 500 / 1,000 / 2,000 labelled problems.
 8. dense_seed<k> / mcts_seed<k>: dense-credit GRPO against outcome-only GRPO and MCTSSearch against GRPO from the
-   budgeted SFT (a mixed-group start), equal sampled tokens, seeds 0-4.
+   budgeted SFT (a mixed-group start), on the last labelled level (the PRM's), equal sampled tokens, seeds 0-4.
 9. pipe_*: the seed-000 pipeline, gpu_room preset (level 4, budgeted SFT) with the full-scale PRM.
 
 The estimates add up to more than three hours of one H200 (--dry_run prints the sum): a 30-minute session
@@ -153,7 +153,9 @@ def stages(out: Path, levels: list[int], seeds: int = 5, sizes: tuple[int, ...] 
             ("scaling", ("--run", str(vl), "--sizes", str(size), "--out", str(out / "scaling"), *scaling_args)),),
             after=("label_stats",)))
     prm = str(vl / "verifiers" / "prm_soft" / "model")
-    level, tokens = ("2", str(REHEARSAL_TOKENS)) if rehearse else ("3", str(token_budget))
+    # the training comparisons run on the last labelled level: the PRM was trained on its labels, and the budgeted
+    # SFT is right on a quarter of its samples there (mixed groups; level 3 it never saw)
+    level, tokens = str(levels[-1]), str(REHEARSAL_TOKENS if rehearse else token_budget)
     dense_args = ("--preset", "cpu" if rehearse else "gpu", "--model", sft_model, "--level", level, "--verifier", prm,
                   "--token-budget", tokens, *(REHEARSAL_DENSE if rehearse else ()))
     search_args = ("--model", sft_model, "--level", level, "--token-budget", tokens,

@@ -43,6 +43,17 @@ def test_the_dry_run_parses_every_command_and_every_stage_fits_a_device_call(tmp
     runner.main([str(tmp_path), "--dry_run", "--levels", "2"])  # the CLI's own dry run
 
 
+def test_the_training_comparisons_run_on_the_last_labelled_level(tmp_path):
+    # the PRM is trained on the labelled levels' labels and the budgeted SFT on their gold solutions: the dense and
+    # MCTSSearch comparisons must train and evaluate there, not on a level neither has seen
+    runner = load("issue36_gpu")
+    for levels, level in (([2], "2"), ([2, 3], "3")):
+        by_name = {s.name: s for s in runner.stages(tmp_path, levels)}
+        for name in ("dense_seed0", "mcts_seed4"):
+            for _, argv in by_name[name].commands:
+                assert argv[argv.index("--level") + 1] == level, (levels, name)
+
+
 def test_a_command_its_script_rejects_is_named(tmp_path):
     runner = load("issue36_gpu")
     bad = runner.Stage("bad", 1, tmp_path / "x", (("verifier_loop", ("--no_such_flag",)),))
