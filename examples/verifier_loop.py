@@ -43,7 +43,8 @@ does the named ones again; a cut training continues from its newest checkpoint):
    join both tables. --curve_methods runs some of the capped curves (one process a method: curves/
    L<level>_part_<method>.json); the summary merges the parts. The uncapped table comes with maj's part (its
    baseline), so parts without maj run beside it.
-The summary (verifier table, curves tables, the "at maj@N's budget" line) is written from whatever is saved
+The summary (verifier table, curves tables, the "at maj@N's budget" line, MCTS at maj@N's tokens, and a generative
+verifier's rows against maj at the tokens policy and verifier generated together) is written from whatever is saved
 to <output_dir>/verifier_loop.md and verifier_loop.json at the end of every run.
 """
 from __future__ import annotations
@@ -507,6 +508,7 @@ def summary(plan: Plan) -> tuple[str, dict]:
     """The markdown summary and its JSON, from whatever the stages saved."""
     from verifier_tables import (
         balance_table,
+        equal_tokens_lines,
         matched_budget_line,
         read_curves,
         reliability_markdown,
@@ -571,6 +573,11 @@ def summary(plan: Plan) -> tuple[str, dict]:
             if matched:
                 data[f"L{level}"]["mcts_at_maj_line"] = matched
                 part += f"\n{matched}\n"
+            equal = equal_tokens_lines(sampled, read_problem_records(at_records) if at_records.is_file() else [],
+                                       rows, records, "maj", plan.args.seed)
+            if equal:  # a generative verifier's checks counted: against maj at the tokens both wrote
+                data[f"L{level}"]["equal_tokens_lines"] = equal
+                part += "\n" + "\n\n".join(equal) + "\n"
             if plan.curves(level).with_suffix(".png").is_file():
                 part += f"\n![L{level}](curves/L{level}.png)\n"
         parts.append(part)

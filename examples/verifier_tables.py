@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from lmgym.core.problem_records import problems_path, read_problem_records
+from lmgym.evaluation.search_eval import VERIFIER_TOKENS
 from lmgym.evaluation.statistics import interval_text, paired_bootstrap
 from lmgym.evaluation.verifier_eval import VerifierReport
 
@@ -141,6 +142,38 @@ def matched_budget_line(at_rows: Sequence[dict], at_records: Sequence[dict], row
             f"tokens/problem): {100 * chosen['accuracy']:.1f}% vs {base} {100 * reference['accuracy']:.1f}% "
             f"({reference['tokens_per_problem']:.1f} tokens/problem) on {len(shared)} problems; difference "
             f"{interval_text(diff.difference, diff.low, diff.high)} points (paired bootstrap 95%)")
+
+
+def equal_tokens_lines(at_rows: Sequence[dict], at_records: Sequence[dict], rows: Sequence[dict],
+                       records: Sequence[dict], base: str = "maj", seed: int = 0) -> list[str]:
+    """Each uncapped row whose scorer generated tokens (`verifier_tokens_per_problem`: the critic's checks)
+    against `base`'s capped run at the smallest budget whose tokens/problem reach the policy's and the
+    verifier's tokens together (the largest budget when none does; the line gives both token counts), on the
+    same problems: accuracies and the paired bootstrap interval of the difference. [] when no row generated
+    tokens or the records are missing."""
+    own_rows = [r for r in at_rows if VERIFIER_TOKENS in r]
+    capped = sorted((r for r in rows if r["method"] == base), key=lambda r: r["budget"])
+    if not own_rows or not capped or not at_records or not records:
+        return []
+    lines = []
+    for row in own_rows:
+        generated = row["tokens_per_problem"] + row[VERIFIER_TOKENS]
+        chosen = next((r for r in capped if r["tokens_per_problem"] >= generated), capped[-1])
+        base_by = {rec["index"]: run["correct"] for rec in records for run in rec["runs"]
+                   if run["method"] == base and run.get("budget") == chosen["budget"]}
+        own_by = {rec["index"]: run["correct"] for rec in at_records for run in rec["runs"]
+                  if run["method"] == row["method"]}
+        shared = [i for i in own_by if i in base_by]
+        if len(shared) < 2:
+            continue
+        diff = paired_bootstrap([float(own_by[i]) for i in shared], [float(base_by[i]) for i in shared], seed=seed)
+        lines.append(f"{row['method']} at equal generated tokens ({generated:.1f} a problem: "
+                     f"{row['tokens_per_problem']:.1f} the policy's, {row[VERIFIER_TOKENS]:.1f} the verifier's): "
+                     f"{100 * row['accuracy']:.1f}% vs {base} capped at {chosen['budget']} "
+                     f"({chosen['tokens_per_problem']:.1f} tokens/problem) {100 * chosen['accuracy']:.1f}% on "
+                     f"{len(shared)} problems; difference {interval_text(diff.difference, diff.low, diff.high)} "
+                     f"points (paired bootstrap 95%)")
+    return lines
 
 
 def auc_text(auc: float | None) -> str:

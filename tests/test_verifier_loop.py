@@ -53,6 +53,34 @@ def test_versus_line_against_maj_by_hand():
         versus_line(rows, "maj@8", ["beam"])
 
 
+def test_a_generative_verifiers_rows_meet_maj_at_their_generated_tokens_by_hand():
+    from examples.verifier_tables import equal_tokens_lines
+
+    at_rows = [{"method": "maj@8", "accuracy": 0.25, "tokens_per_problem": 100.0},
+               {"method": "weighted_maj[critic]@8", "accuracy": 0.75, "tokens_per_problem": 100.0,
+                "verifier_tokens_per_problem": 90.0},
+               {"method": "big[critic]", "accuracy": 0.75, "tokens_per_problem": 400.0,
+                "verifier_tokens_per_problem": 400.0}]
+    at_records = [{"index": i, "runs": [{"method": "maj@8", "correct": i == 0},
+                                        {"method": "weighted_maj[critic]@8", "correct": i != 2},
+                                        {"method": "big[critic]", "correct": i != 2}]} for i in range(4)]
+    rows = [{"method": "maj", "budget": b, "accuracy": a, "tokens_per_problem": float(b)}
+            for b, a in ((384, 0.5), (96, 0.0), (192, 0.25))]  # any order
+    records = [{"index": i, "runs": [{"method": "maj", "budget": 96, "correct": False},
+                                     {"method": "maj", "budget": 192, "correct": i == 3},
+                                     {"method": "maj", "budget": 384, "correct": i in (1, 3)}]} for i in range(4)]
+    first, second = equal_tokens_lines(at_rows, at_records, rows, records, seed=0)
+    # 100 + 90 = 190 tokens: maj at 192 (the smallest budget reaching them), right on problem 3 only: 3/4 - 1/4
+    assert first.startswith("weighted_maj[critic]@8 at equal generated tokens (190.0 a problem: 100.0 the "
+                            "policy's, 90.0 the verifier's): 75.0% vs maj capped at 192 (192.0 tokens/problem) "
+                            "25.0% on 4 problems; difference +50.0 [")
+    # 800 tokens: no budget reaches them, so the largest (384), its tokens in the line: 3/4 - 2/4
+    assert "(800.0 a problem" in second and "maj capped at 384 (384.0 tokens/problem) 50.0%" in second
+    assert "difference +25.0 [" in second
+    assert equal_tokens_lines(at_rows[:1], at_records, rows, records) == []  # no generative verifier
+    assert equal_tokens_lines(at_rows, at_records, rows, []) == []  # no curve records
+
+
 @pytest.fixture(scope="module")
 def tiny_model_dir(tmp_path_factory) -> str:
     from lmgym.policies import build_tiny_model
