@@ -32,8 +32,11 @@ does the named ones again; a cut training continues from its newest checkpoint):
    verifier_eval.json (each problem's samples, verdicts and scores in verifier_eval.problems.jsonl); the
    verifier with the higher mean AUC is "better".
 4. curves: per test level, `lmgym.evaluation.evaluate_curves` of maj, weighted_maj, best_of_n, beam and mcts at every
-   --budgets token cap with the better verifier -> curves/L<level>.md/.json/.png; and maj@N, weighted_maj@N
-   and best_of_N uncapped (the same N samples each, so the same tokens) -> curves/L<level>_at_maj.md/.json;
+   --budgets token cap with the better verifier -> curves/L<level>.md/.json/.png; and the headline table
+   uncapped, on ONE pool of N samples a problem (`lmgym.evaluation.evaluate_reranking`): maj@N, and weighted_maj@N
+   and best_of_N under the better verifier, the other trained one, the critic (--critic) and the better one and
+   the critic combined (`<better>_critic`, the geometric mean of their scores), so every row has the same samples
+   and tokens and differs from maj@N by its choice alone -> curves/L<level>_at_maj.md/.json;
    each problem's answers, verdicts and tokens under every method (and budget) in the .problems.jsonl beside.
    Every table gives each method's paired bootstrap 95% interval against maj (evaluation/search_comparison.py);
    the uncapped table's scored methods give their scorer's AUC on the very samples they ranked, with its interval
@@ -301,6 +304,7 @@ class Loop:
 
     def __init__(self, plan: Plan):
         self.plan, self._policy, self._verifier, self._critic = plan, None, None, None
+        self._others: dict = {}  # the trained verifiers other than the better one, for the headline's pool
 
     @property
     def policy(self):
@@ -461,13 +465,33 @@ class Loop:
                                                                                    batch_size=64))
         return out
 
+    def pool_scorers(self, better: str, scorers: dict) -> tuple[dict, dict, dict]:
+        """The headline table's scorers on its one pool of samples: the better verifier ("default"), the other
+        trained one under its kind's name where it was trained, the critic with --critic, and the better verifier
+        and the critic combined (`<better>_critic`, the geometric mean of their scores); their aggregations (each
+        verifier as it was trained, the critic "last"); and the combinations."""
+        from lmgym.policies.prm import ProcessRewardModel
+
+        named, aggregations = {"default": scorers["default"]}, {"default": scorers["default"].aggregation}
+        for kind in ("orm", "prm_soft"):
+            if kind != better and (self.plan.verifier(kind) / "config.json").is_file():
+                if kind not in self._others:
+                    self._others[kind] = ProcessRewardModel.from_pretrained(self.plan.verifier(kind),
+                                                                            device=self.policy.device)
+                named[kind], aggregations[kind] = self._others[kind], self._others[kind].aggregation
+        combined = {}
+        if "critic" in scorers:
+            named["critic"], aggregations["critic"] = scorers["critic"], "last"
+            combined[f"{better}_critic"] = ("default", "critic")
+        return named, aggregations, combined
+
     def curves(self) -> None:
         from lmgym.evaluation.curves import evaluate_curves, save_curves
-        from lmgym.evaluation.search_eval import evaluate_search, save_table
+        from lmgym.evaluation.rerank_eval import evaluate_reranking
+        from lmgym.evaluation.search_eval import save_table
 
         plan = self.plan
         better = json.loads((plan.out / "verifier_eval.json").read_text())["better"]
-        n = plan.size["samples"]
         for level in plan.test_levels:
             at_maj, part = plan.curves(level, at_maj=True), plan.curve_part(level)
             if skipped(plan, part.with_suffix(".json"), f"curves L{level}"):
@@ -486,10 +510,13 @@ class Loop:
             # the uncapped N-sample table first (the headline comparison, minutes), then the capped curves; a run
             # of some curves makes the table only when maj is among them (its baseline), so parts run side by side
             if "maj" in plan.curve_methods and (plan.args.restart or not at_maj.with_suffix(".json").exists()):
-                sampled = [s for s in methods if s.method in ("maj", "weighted_maj", "best_of_n")]
-                rows = evaluate_search(self.policy, env, sampled, scorers, **run, baseline=f"maj@{n}",
-                                       records_path=problems_path(at_maj.with_suffix(".json")))
-                save_table(rows, at_maj, about)
+                pool = next(s for s in methods if s.method == "maj" and not s.verifier)
+                named, aggregations, combined = self.pool_scorers(better, scorers)
+                rows = evaluate_reranking(self.policy, env, pool, named, aggregations=aggregations,
+                                          combined=combined, **run,
+                                          records_path=problems_path(at_maj.with_suffix(".json")))
+                save_table(rows, at_maj, {**about, "scorers": list(named), "combined": combined,
+                                          "aggregations": aggregations, "one_pool": True})
                 print(f"curves L{level}: {at_maj}.md/.json", flush=True)
             capped = [s for s in methods if curve_key(s) in plan.curve_methods]
             baseline = "maj" if any(s.method == "maj" and not s.verifier for s in capped) else None

@@ -5,10 +5,11 @@ and the better verifier; and methods compared at one method's budget (`versus_li
 A record is `report.as_dict()` with the solution-level reliability table under "reliability" (a list of
 {lower, upper, count, mean_score, positive_rate}): what a result file keeps and a summary reads back.
 
-"At maj@8's budget: weighted maj@8 / best-of-8 vs maj@8": maj@n, weighted_maj@n and best_of_n run by
-`evaluate_search` with one seed sample the same n episodes per problem (they differ only in how one answer is
-chosen), so they spend the same tokens: the comparison is at equal tokens by construction, and the line states
-the tokens of each.
+"At maj@8's budget: weighted maj@8 / best-of-8 vs maj@8": the headline table's rows choose among one pool of n
+samples a problem (`evaluate_reranking`; they differ only in how one answer is chosen), so they spend the same
+policy tokens: the comparison is at equal tokens by construction, and the line states the tokens of each. A
+generative verifier's own tokens are not in that count: `equal_tokens_lines` compares its rows with maj at the
+tokens both wrote.
 """
 from __future__ import annotations
 

@@ -216,7 +216,9 @@ def test_the_rehearsal_runs_every_stage_two_at_a_time(tmp_path, capsys):
     every = runner.stages(out, [2], 1, sizes=(2,), rehearse=model)
     assert len(every) == 22 and all(s.output.exists() for s in every), printed
     rows = json.loads((out / "vl" / "curves" / "L2_at_maj.json").read_text())["rows"]
-    assert [r["method"] for r in rows][-2:] == ["weighted_maj[critic]@2", "best_of_2[critic]"]
+    better = json.loads((out / "vl" / "verifier_eval.json").read_text())["better"]
+    assert [r["method"] for r in rows][-4:] == ["weighted_maj[critic]@2", "best_of_2[critic]",
+                                                f"weighted_maj[{better}_critic]@2", f"best_of_2[{better}_critic]"]
     mcts = json.loads((out / "vl" / "curves" / "L2_part_mcts.json").read_text())["rows"]
     assert [(r["method"], r["budget"]) for r in mcts] == [("mcts", 16), ("mcts", 32)]
     runner.main([str(out), "--report"])  # every section's summary is saved

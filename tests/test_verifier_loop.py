@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from examples.verifier_tables import better_verifier, reliability_markdown, verifier_table, versus_line
+from lmgym.core.problem_records import read_problem_records
 from tests.test_examples import error_line, load_script
 from tests.test_problem_records import assert_report_recomputes, assert_tampering_is_caught
 from tests.tiers import slow
@@ -175,8 +176,14 @@ def test_the_loop_runs_every_stage_then_reuses_them(tiny_model_dir, tmp_path, ca
         assert all(r["problems"] == 2 and r["tokens_per_problem"] <= r["budget"] for r in rows)
         assert (out / "curves" / f"L{level}.png").stat().st_size > 0
         at_maj = json.loads((out / "curves" / f"L{level}_at_maj.json").read_text())["rows"]
-        assert [r["method"] for r in at_maj] == ["maj@2", "weighted_maj@2", "best_of_2"]
+        other = {"orm": "prm_soft", "prm_soft": "orm"}[saved["better"]]  # both verifiers score the one pool
+        assert [r["method"] for r in at_maj] == ["maj@2", "weighted_maj@2", "best_of_2", f"weighted_maj[{other}]@2",
+                                                 f"best_of_2[{other}]"]
         assert len({r["tokens_per_problem"] for r in at_maj}) == 1  # the same 2 samples a problem each
+        pools = read_problem_records(out / "curves" / f"L{level}_at_maj.problems.jsonl")
+        for record in pools:  # every row chose one of the pool's samples
+            assert set(record["samples"]["scores"]) == {"default", other}
+            assert all(run["answer"] in record["samples"]["answers"] for run in record["runs"])
 
     # 5. the summary
     summary = (out / "verifier_loop.md").read_text()
@@ -266,8 +273,11 @@ def test_a_second_policy_balanced_labels_the_critic_and_curve_parts(tiny_model_d
     assert balance["sources"]["second"]["after"] == label_balance(balanced_samples(second, 0.5, 0))
 
     at_maj = json.loads((out / "curves" / "L2_at_maj.json").read_text())["rows"]
-    assert [r["method"] for r in at_maj] == ["maj@2", "weighted_maj@2", "best_of_2", "weighted_maj[critic]@2",
-                                             "best_of_2[critic]"]
+    better = json.loads((out / "verifier_eval.json").read_text())["better"]
+    other = {"orm": "prm_soft", "prm_soft": "orm"}[better]
+    assert [r["method"] for r in at_maj] == ["maj@2", "weighted_maj@2", "best_of_2", f"weighted_maj[{other}]@2",
+                                             f"best_of_2[{other}]", "weighted_maj[critic]@2", "best_of_2[critic]",
+                                             f"weighted_maj[{better}_critic]@2", f"best_of_2[{better}_critic]"]
     assert "vs" not in at_maj[0] and all(r["vs"]["baseline"] == "maj@2" for r in at_maj[1:])
     assert all(r["vs"]["low"] <= r["vs"]["difference"] <= r["vs"]["high"] for r in at_maj[1:])
     part = json.loads((out / "curves" / "L2_part_maj+best_of_n_critic.json").read_text())["rows"]

@@ -1,5 +1,6 @@
 """Every way a policy, a verifier or a run is measured: greedy accuracy, pass@k and maj@k (`evaluate`), search
 methods side by side at equal token budgets and accuracy-vs-tokens curves (`evaluate_search`, `evaluate_curves`),
+verifiers compared on one pool of samples (`evaluate_reranking`),
 HotpotQA episodes' retrieval and answers (`evaluate_rag`), reflection's per-turn metrics (`evaluate_reflection`),
 a verifier's accuracy, AUC and calibration (`evaluate_verifier`), the metrics each iteration logs about its
 episodes (`episode_metrics`), and how sure a comparison is (`paired_bootstrap`, `seed_spread`)."""
@@ -22,6 +23,7 @@ from lmgym.evaluation.reflection_metrics import (
                                               turn_accuracy_curve,
                                               turn_metrics,
 )
+from lmgym.evaluation.rerank_eval import evaluate_reranking
 from lmgym.evaluation.search_eval import evaluate_search
 from lmgym.evaluation.statistics import (
     PairedDifference,
@@ -36,8 +38,9 @@ from lmgym.evaluation.verifier_eval import VerifierReport, evaluate_verifier, sc
 from lmgym.evaluation.verifier_metrics import VerifierMetrics, expected_calibration_error, roc_auc, verifier_metrics
 
 __all__ = [
-    "evaluate", "pass_at_k", "majority_correct", "sampled_metrics", "evaluate_search", "evaluate_curves",
-    "plot_curves", "save_curves", "evaluate_rag", "evaluate_reflection", "reflection_episodes", "reflection_metrics",
+    "evaluate", "pass_at_k", "majority_correct", "sampled_metrics", "evaluate_search", "evaluate_reranking",
+    "evaluate_curves", "plot_curves", "save_curves", "evaluate_rag", "evaluate_reflection", "reflection_episodes",
+    "reflection_metrics",
     "turn_metrics", "turn_accuracy_curve", "plot_turn_accuracy", "CRITIC_METRICS", "critic_metrics",
     "VerifierReport", "evaluate_verifier", "score_samples", "VerifierMetrics", "expected_calibration_error",
     "roc_auc", "verifier_metrics", "episode_metrics", "component_means", "component_metrics", "count_tool_errors",

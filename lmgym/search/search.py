@@ -95,9 +95,9 @@ def greedy_search(policy, env, starts, settings, scorer=None, generator=None) ->
     return [result_of(b, tokens[i]) for i, b in enumerate(branches)]
 
 
-def _sampled_groups(policy, env, starts, settings, generator):
-    """`settings.n` finished episodes per problem (one list per problem) and each problem's tokens; with
-    `max_tokens`, the episodes that fit the cap (`sampled_within_budget`), possibly none."""
+def sampled_groups(policy, env, starts, settings, generator=None) -> tuple[list[list], list[int]]:
+    """`settings.n` finished episodes per problem (one list of branches per problem) and each problem's sampled
+    tokens; with `max_tokens`, the episodes that fit the cap (`sampled_within_budget`), possibly none."""
     if settings.max_tokens is not None:
         return sampled_within_budget(policy, env, starts, settings, generator)
     engine = engine_for(policy, env, settings)
@@ -106,17 +106,39 @@ def _sampled_groups(policy, env, starts, settings, generator):
     return [branches[i * n:(i + 1) * n] for i in range(len(starts))], tokens
 
 
+def majority_pick(answers: Sequence[str | None], scores: Sequence[float] | None = None) -> tuple[int, dict]:
+    """maj's choice among one problem's samples: (the first sample of the most frequent parsed answer, details)."""
+    winner = majority_answer(list(answers))  # ties: the answer seen first
+    return (list(answers).index(winner) if winner is not None else 0,
+            {"votes": dict(Counter(a for a in answers if a is not None))})
+
+
+def best_of_n_pick(answers: Sequence[str | None], scores: Sequence[float]) -> tuple[int, dict]:
+    """best_of_n's choice: the highest-scored sample among those with a parsed answer (all when none has)."""
+    answered = [j for j, a in enumerate(answers) if a is not None] or list(range(len(answers)))
+    best = max(answered, key=lambda j: scores[j])  # ties: the first
+    return best, {"scores": list(scores), "chosen": best}
+
+
+def weighted_majority_pick(answers: Sequence[str | None], scores: Sequence[float]) -> tuple[int, dict]:
+    """weighted_maj's choice: the answer with the largest summed score, then its best-scored sample."""
+    winner = weighted_majority(answers, scores)
+    voters = [j for j, a in enumerate(answers) if a == winner] if winner is not None else [0]
+    chosen = max(voters, key=lambda j: scores[j])  # ties: the first
+    return chosen, {"votes": weighted_votes(answers, scores), "scores": list(scores), "chosen": chosen}
+
+
 def _per_problem(policy, env, starts, settings, generator, pick, scorer=None, scored=False) -> list[SearchResult]:
-    """Sample each problem's group (`_sampled_groups`), then keep the episode `pick(group, scores)` names:
+    """Sample each problem's group (`sampled_groups`), then keep the episode `pick(answers, scores)` names:
     (its index, details). `scores` are the solution scores when `scored`, else None."""
-    groups, tokens = _sampled_groups(policy, env, starts, settings, generator)
-    scores = _solution_scores(groups, settings, scorer) if scored else [None] * len(groups)
+    groups, tokens = sampled_groups(policy, env, starts, settings, generator)
+    scores = solution_scores(groups, settings.aggregation, scorer) if scored else [None] * len(groups)
     results = []
     for group, own, spent in zip(groups, scores, tokens):
         if not group:
             results.append(_unanswered(spent))
             continue
-        chosen, details = pick(group, own)
+        chosen, details = pick([parsed_answer(b) for b in group], own)
         if scored:  # each sample's verdict beside its score, read only to report (the verifier's AUC on them)
             details["sample_correct"] = [bool(b.outcome.correct) for b in group]
         results.append(result_of(group[chosen], spent, details))
@@ -125,38 +147,23 @@ def _per_problem(policy, env, starts, settings, generator, pick, scorer=None, sc
 
 def majority_search(policy, env, starts, settings, scorer=None, generator=None) -> list[SearchResult]:
     """maj: `n` episodes per problem; the most frequent parsed answer wins."""
-    def pick(group, _):
-        answers = [parsed_answer(b) for b in group]
-        winner = majority_answer(answers)  # ties: the answer seen first
-        return (answers.index(winner) if winner is not None else 0,
-                {"votes": dict(Counter(a for a in answers if a is not None))})
-    return _per_problem(policy, env, starts, settings, generator, pick)
+    return _per_problem(policy, env, starts, settings, generator, majority_pick)
 
 
 def best_of_n_search(policy, env, starts, settings, scorer, generator=None) -> list[SearchResult]:
     """best_of_n: `n` episodes per problem; the highest solution score wins."""
-    def pick(group, own):
-        answered = [j for j, b in enumerate(group) if parsed_answer(b) is not None] or list(range(len(group)))
-        best = max(answered, key=lambda j: own[j])  # ties: the first
-        return best, {"scores": own, "chosen": best}
-    return _per_problem(policy, env, starts, settings, generator, pick, scorer, scored=True)
+    return _per_problem(policy, env, starts, settings, generator, best_of_n_pick, scorer, scored=True)
 
 
 def weighted_majority_search(policy, env, starts, settings, scorer, generator=None) -> list[SearchResult]:
     """weighted_maj: `n` episodes per problem; each answer's vote is the sum of its episodes' scores."""
-    def pick(group, own):
-        answers = [parsed_answer(b) for b in group]
-        winner = weighted_majority(answers, own)
-        voters = [j for j, a in enumerate(answers) if a == winner] if winner is not None else [0]
-        chosen = max(voters, key=lambda j: own[j])  # ties: the first
-        return chosen, {"votes": weighted_votes(answers, own), "scores": own, "chosen": chosen}
-    return _per_problem(policy, env, starts, settings, generator, pick, scorer, scored=True)
+    return _per_problem(policy, env, starts, settings, generator, weighted_majority_pick, scorer, scored=True)
 
 
-def _solution_scores(groups, settings, scorer) -> list[list[float]]:
+def solution_scores(groups: Sequence[Sequence], aggregation: str, scorer: StepScorer) -> list[list[float]]:
     """Every episode's solution score (`aggregation` of its step scores), all scored in one call; per group."""
     everything = [b for group in groups for b in group]
-    flat = [aggregate_step_scores(s, settings.aggregation) for s in step_scores(scorer, everything)]
+    flat = [aggregate_step_scores(s, aggregation) for s in step_scores(scorer, everything)]
     out, first = [], 0
     for group in groups:
         out.append(flat[first:first + len(group)])
