@@ -541,6 +541,7 @@ def summary(plan: Plan) -> tuple[str, dict]:
         reliability_markdown,
         verifier_table,
         versus_line,
+        within_reach_line,
     )
 
     from lmgym.core.problem_records import read_problem_records
@@ -594,14 +595,17 @@ def summary(plan: Plan) -> tuple[str, dict]:
                                       seed=plan.args.seed)
             data[f"L{level}"]["curves"] = rows
             part += f"\nAccuracy against tokens per problem:\n\n{curves_table(rows)}\n"
-            at_records = problems_path(at_maj.with_suffix(".json"))
-            matched = matched_budget_line(sampled, read_problem_records(at_records) if at_records.is_file() else [],
-                                          rows, records, f"maj@{n}", "mcts", plan.args.seed)
-            if matched:
-                data[f"L{level}"]["mcts_at_maj_line"] = matched
-                part += f"\n{matched}\n"
-            equal = equal_tokens_lines(sampled, read_problem_records(at_records) if at_records.is_file() else [],
-                                       rows, records, "maj", plan.args.seed)
+            at_path = problems_path(at_maj.with_suffix(".json"))
+            at_records = read_problem_records(at_path) if at_path.is_file() else []
+            lines = {"mcts_at_maj_line": matched_budget_line(sampled, at_records, rows, records, f"maj@{n}", "mcts",
+                                                             plan.args.seed),
+                     # what each rule's samples held: a choice cannot find a right answer that is not there
+                     "within_reach_line": within_reach_line(sampled, at_records, rows, records, f"maj@{n}", "mcts")}
+            for key, line in lines.items():
+                if line:
+                    data[f"L{level}"][key] = line
+                    part += f"\n{line}\n"
+            equal = equal_tokens_lines(sampled, at_records, rows, records, "maj", plan.args.seed)
             if equal:  # a generative verifier's checks counted: against maj at the tokens both wrote
                 data[f"L{level}"]["equal_tokens_lines"] = equal
                 part += "\n" + "\n\n".join(equal) + "\n"

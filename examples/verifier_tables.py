@@ -122,16 +122,48 @@ def read_curves(folder: Path, level: int) -> tuple[list[dict], list[dict]] | Non
     return rows, list(by_problem.values())
 
 
+def within_budget(at_rows: Sequence[dict], rows: Sequence[dict], base: str, method: str) -> dict | None:
+    """`method`'s capped row at the largest budget whose tokens/problem stay within `base`'s (an uncapped row), or
+    None when it has none."""
+    reference = _row(at_rows, base)
+    within = [r for r in rows if r["method"] == method and r["tokens_per_problem"] <= reference["tokens_per_problem"]]
+    return max(within, key=lambda r: r["budget"]) if within else None
+
+
+def within_reach_line(at_rows: Sequence[dict], at_records: Sequence[dict], rows: Sequence[dict],
+                      records: Sequence[dict], base: str, method: str = "mcts") -> str | None:
+    """Where a right answer was within reach: on how many problems `base`'s pool of samples (the records'
+    `samples`) held a right one and how often `base` chose right; and the same for `method`'s trees at the budget
+    `matched_budget_line` compares (right finished leaves, with the trees' mean size). What bounds a choice rule
+    is what its samples hold. None when neither side's records carry it."""
+    parts = []
+    pools = [(rec["samples"]["correct"], run["correct"]) for rec in at_records if "samples" in rec
+             for run in rec["runs"] if run["method"] == base]
+    if pools:
+        held = [chose for correct, chose in pools if any(correct)]
+        parts.append(f"{base}'s samples held a right answer on {len(held)} of {len(pools)} problems "
+                     f"({len(held) / len(pools):.1%}) and it chose one on {sum(held)} of them")
+    chosen = within_budget(at_rows, rows, base, method)
+    trees = [] if chosen is None else [run for rec in records for run in rec["runs"] if run["method"] == method
+                                       and run.get("budget") == chosen["budget"] and "finished_right" in run]
+    if trees:
+        held = [run["correct"] for run in trees if run["finished_right"] > 0]
+        leaves = sum(run["finished_leaves"] for run in trees) / len(trees)
+        nodes = sum(run["nodes"] for run in trees) / len(trees)
+        parts.append(f"{method} at budget {chosen['budget']} held a right finished leaf on {len(held)} of "
+                     f"{len(trees)} ({len(held) / len(trees):.1%}; {leaves:.1f} finished leaves and {nodes:.1f} "
+                     f"nodes a tree) and chose one on {sum(held)} of them")
+    return ("Within reach: " + "; ".join(parts) + ".") if parts else None
+
+
 def matched_budget_line(at_rows: Sequence[dict], at_records: Sequence[dict], rows: Sequence[dict],
                         records: Sequence[dict], base: str, method: str = "mcts", seed: int = 0) -> str | None:
     """`method`'s capped run at the largest budget whose tokens/problem stay within `base`'s (an uncapped row,
     e.g. maj@8), against `base` on the same problems: accuracies, tokens and the paired bootstrap interval of
     the difference. None when the method has no such run or the records are missing."""
-    reference = _row(at_rows, base)
-    within = [r for r in rows if r["method"] == method and r["tokens_per_problem"] <= reference["tokens_per_problem"]]
-    if not within:
+    reference, chosen = _row(at_rows, base), within_budget(at_rows, rows, base, method)
+    if chosen is None:
         return None
-    chosen = max(within, key=lambda r: r["budget"])
     base_by = {rec["index"]: run["correct"] for rec in at_records for run in rec["runs"] if run["method"] == base}
     own_by = {rec["index"]: run["correct"] for rec in records for run in rec["runs"]
               if run["method"] == method and run.get("budget") == chosen["budget"]}

@@ -32,6 +32,7 @@ def test_the_search_finds_the_best_path_that_a_greedy_first_step_misses(selectio
         assert (result.answer, result.correct) == ("7", True)
         assert result.details["simulations"] == 30
         assert result.details["nodes"] == 13 and result.details["finished_leaves"] == 9
+        assert result.details["finished_right"] == 1  # of the nine finished leaves only "#### 7" is right
         assert result.details["depth"] == 2
         assert result.tokens == 3 * STEP + 9 * FINAL  # every node's step once; revisits sample nothing
     # wave 1 expands 3 roots by 3, wave 2 three leaves in each of 3 trees by 3; later waves only revisit

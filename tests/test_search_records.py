@@ -68,3 +68,15 @@ def test_evaluate_curves_records_each_budget_and_report_recomputes_the_curves(tm
 
     assert_tampering_is_caught(stem.with_suffix(".json"), shift_a_budget,
                                "| maj/30 | tokens_per_problem | 30.0000 | 28.0000 | NO |", tmp_path / "tampered")
+
+
+def test_a_tree_searchs_record_keeps_its_size_and_its_right_leaves():
+    from lmgym.evaluation.search_eval import run_outcome
+    from lmgym.search.search_types import SearchResult
+
+    tree = SearchResult(None, "7", True, 90, {"simulations": 30, "nodes": 13, "finished_leaves": 9,
+                                               "finished_right": 1, "depth": 2})
+    assert run_outcome("mcts", tree) == {"method": "mcts", "answer": "7", "correct": True, "tokens": 90,
+                                         "nodes": 13, "finished_leaves": 9, "finished_right": 1}
+    assert set(run_outcome("maj", SearchResult(None, "7", True, 90, {"votes": {"7": 2}}))) == {
+        "method", "answer", "correct", "tokens"}

@@ -82,6 +82,29 @@ def test_a_generative_verifiers_rows_meet_maj_at_their_generated_tokens_by_hand(
     assert equal_tokens_lines(at_rows, at_records, rows, []) == []  # no curve records
 
 
+def test_what_the_samples_and_the_trees_held_by_hand():
+    from examples.verifier_tables import within_reach_line
+
+    at_rows = [{"method": "maj@8", "accuracy": 0.25, "tokens_per_problem": 400.0}]
+    pools = [[True, False], [False, False], [False, True], [True, True]]
+    at_records = [{"index": i, "samples": {"correct": c}, "runs": [{"method": "maj@8", "correct": i == 3}]}
+                  for i, c in enumerate(pools)]
+    rows = [{"method": "mcts", "budget": b, "tokens_per_problem": float(t)} for b, t in ((192, 180), (384, 390),
+                                                                                         (768, 700))]
+    # at 384 (the largest budget within maj@8's 400 tokens): right leaves on problems 0, 1, 2; chosen on 1
+    trees = [dict(finished_leaves=f, finished_right=r, nodes=n, correct=c) for f, r, n, c in
+             ((4, 1, 10, False), (2, 2, 6, True), (6, 1, 14, False), (0, 0, 2, False))]
+    records = [{"index": i, "runs": [{"method": "mcts", "budget": 384, **tree},
+                                     {"method": "mcts", "budget": 768, **trees[0]}]} for i, tree in enumerate(trees)]
+    assert within_reach_line(at_rows, at_records, rows, records, "maj@8") == (
+        "Within reach: maj@8's samples held a right answer on 3 of 4 problems (75.0%) and it chose one on 1 of them; "
+        "mcts at budget 384 held a right finished leaf on 3 of 4 (75.0%; 3.0 finished leaves and 8.0 nodes a tree) "
+        "and chose one on 1 of them.")
+    old = [{k: v for k, v in r.items() if k != "samples"} for r in at_records]  # records of before the pools
+    assert within_reach_line(at_rows, old, rows, records, "maj@8").startswith("Within reach: mcts at budget 384")
+    assert within_reach_line(at_rows, old, rows, [], "maj@8") is None
+
+
 @pytest.fixture(scope="module")
 def tiny_model_dir(tmp_path_factory) -> str:
     from lmgym.policies import build_tiny_model
@@ -193,6 +216,9 @@ def test_the_loop_runs_every_stage_then_reuses_them(tiny_model_dir, tmp_path, ca
         assert line.startswith("at maj@2's budget (") and line in summary
     assert "| orm, L2 | 4 |" in summary and "| prm_soft, L4 | 4 |" in summary and "![L4](curves/L4.png)" in summary
     assert "| mcts | 32 |" in summary and data["verifier_eval"] == saved
+    for level in (2, 4):  # what maj's pool and MCTS's trees held, from the records
+        assert data[f"L{level}"]["within_reach_line"].startswith("Within reach: maj@2's samples held a right answer")
+        assert "finished leaves and" in data[f"L{level}"]["within_reach_line"]
 
     # a second run reuses every stage: no model is loaded, nothing sampled or trained, the same summary
     script.main(argv)

@@ -25,6 +25,7 @@ from lmgym.training.progress import phase_bar
 COLUMNS = (("method", "method"), ("accuracy", "accuracy"), ("tokens_per_problem", "tokens/problem"),
            ("problems", "problems"), ("seconds", "seconds"), ("tokens_per_second", "tokens/s"))
 VERIFIER_TOKENS, VERIFIER_TOKENS_TITLE = "verifier_tokens_per_problem", "verifier tokens/problem"
+TREE_KEYS = ("nodes", "finished_leaves", "finished_right")  # kept in a tree search's problem records
 
 
 def evaluate_search(policy, env, methods: Sequence[SearchSettings], scorer: StepScorer | None = None,
@@ -98,8 +99,12 @@ def problem_identity(env, start: Mapping[str, Any], results: Sequence[SearchResu
 
 def run_outcome(method: str, result: SearchResult) -> dict[str, Any]:
     """One method's part of a problem record: its label, parsed answer, the env's verdict and tokens sampled;
-    for a method that scored its samples (best_of_n, weighted_maj), every sample's score and verdict too."""
+    for a method that scored its samples (best_of_n, weighted_maj), every sample's score and verdict too; for a
+    tree search (mcts), its nodes, finished leaves and right finished leaves."""
     out = {"method": method, "answer": result.answer, "correct": bool(result.correct), "tokens": int(result.tokens)}
+    for key in TREE_KEYS:  # a tree search's size, and how many of its finished leaves were right
+        if key in result.details:
+            out[key] = int(result.details[key])
     if "scores" in result.details and "sample_correct" in result.details:
         out["sample_scores"] = [float(x) for x in result.details["scores"]]
         out["sample_correct"] = [bool(x) for x in result.details["sample_correct"]]

@@ -232,9 +232,12 @@ class MCTS:
             tree.tokens += extra
             tree.finish_tokens += extra
             nodes = tree.nodes()
-            details = {"simulations": tree.simulations, "nodes": len(nodes),
-                       "finished_leaves": len(tree.finished_leaves()), "depth": max(n.depth for n in nodes),
-                       "finish_tokens": extra, "chosen_depth": node.depth}
+            finished = tree.finished_leaves()
+            details = {"simulations": tree.simulations, "nodes": len(nodes), "finished_leaves": len(finished),
+                       "depth": max(n.depth for n in nodes), "finish_tokens": extra, "chosen_depth": node.depth,
+                       # the env's verdict on each finished leaf, read only to report (was a right answer in
+                       # the tree?); the choice above never reads it
+                       "finished_right": sum(bool(n.branch.outcome.correct) for n in finished)}
             if cut:
                 results.append(SearchResult(node.branch.to_trajectory(), None, False, tree.tokens,
                                             {**details, "cut": True}))
