@@ -81,6 +81,7 @@ def test_the_geometric_mean_by_hand():
     (dict(combined={"critic": ("default", "critic")}), "combined 'critic' must be a new name"),
     (dict(combined={"both": ("default", "nope")}), "combined 'both'"),
     (dict(aggregations={"nope": "last"}), "aggregations name unknown scorers: nope"),
+    (dict(aggregations={"critic": "median"}), "aggregation of 'critic' must be one of"),
     (dict(episodes=0), "episodes must be an integer >= 1"),
     (dict(offset=10_000), "offset 10000 is past the last problem"),
 ])

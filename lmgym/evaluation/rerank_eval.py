@@ -31,6 +31,7 @@ from lmgym.evaluation.search_eval import (
     sample_auc,
     verifier_tokens,
 )
+from lmgym.policies.prm import AGGREGATIONS
 from lmgym.search.search import best_of_n_pick, majority_pick, sampled_groups, solution_scores, weighted_majority_pick
 from lmgym.search.search_play import parsed_answer, result_of
 from lmgym.search.search_types import StepScorer
@@ -155,6 +156,10 @@ def _check(settings, scorers, aggregations, combined, episodes, offset, batch_pr
     unknown = [n for n in aggregations if n not in scorers]
     if unknown:
         raise ValueError(f"evaluate_reranking: aggregations name unknown scorers: {', '.join(map(str, unknown))}")
+    for name, how in aggregations.items():  # checked before anything is sampled
+        if how not in AGGREGATIONS:
+            raise ValueError(f"evaluate_reranking: aggregation of {name!r} must be one of {' | '.join(AGGREGATIONS)}; "
+                             f"got {how!r}")
     for name, parts in combined.items():
         if name in scorers or len(parts) < 2 or any(p not in scorers for p in parts):
             raise ValueError(f"evaluate_reranking: combined {name!r} must be a new name over 2 or more of the "
