@@ -46,8 +46,9 @@ does the named ones again; a cut training continues from its newest checkpoint):
    join both tables. --curve_methods runs some of the capped curves (one process a method: curves/
    L<level>_part_<method>.json); the summary merges the parts. The uncapped table comes with maj's part (its
    baseline), so parts without maj run beside it.
-The summary (verifier table, curves tables, the "at maj@N's budget" line, MCTS at maj@N's tokens, and a generative
-verifier's rows against maj at the tokens policy and verifier generated together) is written from whatever is saved
+The summary (verifier table, curves tables, the "at maj@N's budget" line, MCTS at maj@N's tokens, how often maj's
+pool and MCTS's trees held a right answer, and a generative verifier's rows against maj at the tokens policy and
+verifier generated together) is written from whatever is saved
 to <output_dir>/verifier_loop.md and verifier_loop.json at the end of every run.
 """
 from __future__ import annotations
