@@ -173,15 +173,15 @@ def stages(out: Path, levels: list[int], seeds: int = 5, sizes: tuple[int, ...] 
                                  "--out", str(out / "search_training"), *common))), after=("sft", "train")))
     pipe = ("--preset", "cpu", "--model", rehearse, *rehearsal_pipeline(out)) if rehearse else ("--preset", "gpu_room")
     pipe = (*pipe, "--output_dir", str(out / "pipeline"), "--prm", prm, "--no-progress")
-    previous = "train"  # one folder: the pipeline's stages one after another
-    for name, minutes, done, chosen in (("pipe_sft", 4, "sft/eval.json", "base,sft"),
-                                        ("pipe_ppo", 6, "ppo/eval.json", "ppo"),
-                                        ("pipe_grpo", 6, "grpo/eval.json", "grpo"),
-                                        ("pipe_grpo_prm", 7, "grpo_prm/eval.json", "grpo_prm"),
-                                        ("pipe_mcts", 8, "mcts/eval.json", "mcts")):
+    # one folder, each stage after the model it starts from: PPO and GRPO from the SFT (so they can run side by
+    # side), GRPO + PRM from GRPO's model, MCTS searching with GRPO + PRM's
+    for name, minutes, done, chosen, after in (("pipe_sft", 4, "sft/eval.json", "base,sft", "train"),
+                                               ("pipe_ppo", 6, "ppo/eval.json", "ppo", "pipe_sft"),
+                                               ("pipe_grpo", 6, "grpo/eval.json", "grpo", "pipe_sft"),
+                                               ("pipe_grpo_prm", 7, "grpo_prm/eval.json", "grpo_prm", "pipe_grpo"),
+                                               ("pipe_mcts", 8, "mcts/eval.json", "mcts", "pipe_grpo_prm")):
         out_list.append(Stage(name, minutes, out / "pipeline" / done, (("pipeline", (*pipe, "--stages", chosen)),),
-                              after=(previous,)))
-        previous = name
+                              after=(after,)))
     # the summaries: every saved part merged (seconds; rerun after any stage)
     dense_done = tuple(out / "dense" / f"{m}-seed{k}" / "result.json" for m in ("outcome", "dense")
                        for k in range(seeds))

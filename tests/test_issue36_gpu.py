@@ -39,6 +39,11 @@ def test_the_dry_run_parses_every_command_and_every_stage_fits_a_device_call(tmp
                           ("label_stats", "scaling_n250"), ("train", "dense_seed0"), ("pipe_grpo", "pipe_grpo_prm"),
                           ("critic", "curves_critic")):
         assert needs(by_name, after, before), (before, after)
+    # the pipeline's PPO and GRPO rows both start from its SFT, so neither waits on the other (two slots run them
+    # side by side); MCTS searches with GRPO + PRM's model
+    assert not needs(by_name, "pipe_ppo", "pipe_grpo") and not needs(by_name, "pipe_grpo", "pipe_ppo")
+    assert needs(by_name, "pipe_ppo", "pipe_sft") and needs(by_name, "pipe_mcts", "pipe_grpo_prm")
+    assert not needs(by_name, "pipe_mcts", "pipe_ppo")
     assert "dry run: " in capsys.readouterr().out
     runner.main([str(tmp_path), "--dry_run", "--levels", "2"])  # the CLI's own dry run
 
