@@ -87,7 +87,10 @@ class Stage:
 # MCTS's up to maj@8's (its target; each cap costs more than the last). The weighted maj, best-of-N and critic
 # curves' minutes scale that session's seconds on 128 problems to 896 (weighted maj 64 s, best-of-N 47 s); the
 # maj (with the headline table), MCTS and beam curves took 8.1, 7.7 and 2.7 min in the twenty-seventh session.
-CURVE_BUDGETS, MCTS_BUDGETS = "96,192,384,768", "96,192,384"
+# maj's curve goes on to 1,024 tokens: the critic's rows generate about 790 a problem with its checks (the second
+# lease), and their equal-tokens comparison takes maj at the smallest budget reaching that. The headline table on
+# one pool of samples (sampled once, not five times) pays for the extra budget.
+CURVE_BUDGETS, MCTS_BUDGETS, MAJ_BUDGETS = "96,192,384,768", "96,192,384", "96,192,384,768,1024"
 
 
 def stages(out: Path, levels: list[int], seeds: int = 5, sizes: tuple[int, ...] = (250, 500, 1000, 2000),
@@ -103,6 +106,7 @@ def stages(out: Path, levels: list[int], seeds: int = 5, sizes: tuple[int, ...] 
     curves = (*loop, "--stages", "curves", "--test_levels", "2", "--critic", str(critic),
               *(() if rehearse else ("--budgets", CURVE_BUDGETS)))
     mcts_curve = (*curves, *(() if rehearse else ("--budgets", MCTS_BUDGETS)))
+    maj_curve = (*curves, *(() if rehearse else ("--budgets", MAJ_BUDGETS)))
     sft_model = str(vl / "sft" / "model")
     # the two SFTs: the second policy (small) and the critic (4-5 min measured)
     out_list = [Stage("sft", 2, vl / "sft" / "model" / "config.json",
@@ -133,7 +137,7 @@ def stages(out: Path, levels: list[int], seeds: int = 5, sizes: tuple[int, ...] 
         # curves_maj writes the uncapped table (maj@8 / weighted / best-of-8, the headline); every curve part
         # scores with the verifier and the critic, and runs beside the others
         Stage("curves_maj", 8.5, vl / "curves" / "L2_part_maj.json",
-              (("verifier_loop", (*curves, "--curve_methods", "maj")),), after=scored),
+              (("verifier_loop", (*maj_curve, "--curve_methods", "maj")),), after=scored),
         Stage("curves_mcts", 8, vl / "curves" / "L2_part_mcts.json",
               (("verifier_loop", (*mcts_curve, "--curve_methods", "mcts")),), after=scored),
         Stage("curves_weighted", 8, vl / "curves" / "L2_part_weighted_maj.json",

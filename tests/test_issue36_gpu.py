@@ -59,6 +59,22 @@ def test_the_training_comparisons_run_on_the_last_labelled_level(tmp_path):
                 assert argv[argv.index("--level") + 1] == level, (levels, name)
 
 
+def test_majs_curve_reaches_past_the_tokens_the_critics_rows_generate(tmp_path):
+    # the critic's rows generate about 790 tokens a problem (policy and checks); the equal-tokens comparison takes
+    # maj at the smallest budget reaching that, so maj's curve goes on to 1,024, and only maj's
+    runner = load("issue36_gpu")
+    by_name = {s.name: s for s in runner.stages(tmp_path, [2])}
+
+    def budgets(name):
+        argv = by_name[name].commands[0][1]
+        last = max(k for k, word in enumerate(argv) if word == "--budgets")  # argparse keeps the last one
+        return [int(b) for b in argv[last + 1].split(",")]
+
+    assert max(budgets("curves_maj")) >= 1024
+    assert max(budgets("curves_weighted")) == max(budgets("curves_critic")) == 768
+    assert max(budgets("curves_mcts")) == 384
+
+
 def test_a_command_its_script_rejects_is_named(tmp_path):
     runner = load("issue36_gpu")
     bad = runner.Stage("bad", 1, tmp_path / "x", (("verifier_loop", ("--no_such_flag",)),))
