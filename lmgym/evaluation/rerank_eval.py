@@ -21,11 +21,11 @@ from typing import Any
 import torch
 
 from lmgym.core.problem_records import write_problem_records
-from lmgym.evaluation.evaluate import episode_starts
 from lmgym.evaluation.search_comparison import with_intervals
 from lmgym.evaluation.search_eval import (
     VERIFIER_TOKENS,
     problem_identity,
+    problem_starts,
     run_metrics,
     run_outcome,
     sample_auc,
@@ -63,14 +63,10 @@ def evaluate_reranking(policy, env, settings: SearchSettings, scorers: Mapping[s
     scorers'; verifier tokens where its scorers count them; the scorer's AUC on the pool) with `vs`: the paired
     bootstrap 95% interval against maj@n over the problems. With `records_path` each problem's record is
     written there (kind "search", with `samples`)."""
-    _check(settings, scorers, aggregations or {}, combined or {}, episodes, offset, batch_problems)
+    _check(settings, scorers, aggregations or {}, combined or {})
     aggregations = {name: (aggregations or {}).get(name, settings.aggregation) for name in scorers}
     combined = dict(combined or {})
-    everything = episode_starts(env, offset + episodes)
-    if offset >= len(everything):
-        raise ValueError(f"evaluate_reranking: offset {offset} is past the last problem (the env has "
-                         f"{len(everything)})")
-    starts = everything[offset:]
+    starts = problem_starts(env, episodes, offset, batch_problems, "evaluate_reranking")
     generator = torch.Generator(device=getattr(policy, "device", "cpu")).manual_seed(seed)
     seconds = {"sampling": 0.0, **{name: 0.0 for name in scorers}}
     generated = {name: 0 for name in scorers}
@@ -107,10 +103,13 @@ def _labels(settings: SearchSettings, names: Sequence[str], combined: Mapping[st
     """(row label, the scorers it used) in table order: maj@n, then weighted_maj and best_of_n of each name."""
     out = [(f"maj@{settings.n}", ())]
     for name in names:
-        for rule in RULES:
-            label = dataclasses.replace(settings, method=rule, verifier=None if name == "default" else name).label
-            out.append((label, tuple(combined.get(name, (name,)))))
+        out += [(_label(settings, rule, name), tuple(combined.get(name, (name,)))) for rule in RULES]
     return out
+
+
+def _label(settings: SearchSettings, rule: str, name: str) -> str:
+    """A rule's row label under the scorer `name`, as SearchSettings labels it ("default" unbracketed)."""
+    return dataclasses.replace(settings, method=rule, verifier=None if name == "default" else name).label
 
 
 def _record(env, start, group, spent: int, scores: Mapping[str, list[float]], settings: SearchSettings
@@ -122,10 +121,9 @@ def _record(env, start, group, spent: int, scores: Mapping[str, list[float]], se
     runs = [run_outcome(f"maj@{settings.n}", result_of(group[chosen], spent, details))]
     for name, own in scores.items():
         for rule, pick in RULES.items():
-            label = dataclasses.replace(settings, method=rule, verifier=None if name == "default" else name).label
             chosen, details = pick(answers, own)
             details["sample_correct"] = correct
-            runs.append(run_outcome(label, result_of(group[chosen], spent, details)))
+            runs.append(run_outcome(_label(settings, rule, name), result_of(group[chosen], spent, details)))
     identity = problem_identity(env, start, [])
     return {**identity, "runs": runs, "samples": {"answers": answers, "correct": correct,
                                                   "scores": {name: list(s) for name, s in scores.items()}}}
@@ -144,7 +142,7 @@ def _row(records: Sequence[Mapping], label: str, settings: SearchSettings, secon
     return row
 
 
-def _check(settings, scorers, aggregations, combined, episodes, offset, batch_problems) -> None:
+def _check(settings, scorers, aggregations, combined) -> None:
     if not isinstance(settings, SearchSettings) or settings.method != "maj" or settings.max_tokens is not None:
         raise ValueError("evaluate_reranking: settings must be a SearchSettings of method 'maj' without max_tokens "
                          "(the pool is maj@n's samples)")
@@ -164,6 +162,3 @@ def _check(settings, scorers, aggregations, combined, episodes, offset, batch_pr
         if name in scorers or len(parts) < 2 or any(p not in scorers for p in parts):
             raise ValueError(f"evaluate_reranking: combined {name!r} must be a new name over 2 or more of the "
                              f"scorers ({', '.join(scorers)}); got {list(parts)}")
-    for name, value, least in (("episodes", episodes, 1), ("offset", offset, 0), ("batch_problems", batch_problems, 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise ValueError(f"evaluate_reranking: {name} must be an integer >= {least}, got {value!r}")

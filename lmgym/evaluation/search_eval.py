@@ -67,13 +67,7 @@ def search_outcomes(policy, env, methods: Sequence[SearchSettings], scorer: Step
             raise TypeError(f"evaluate_search: methods must be SearchSettings, got {type(settings).__name__}")
         if search_method(settings.method).needs_scorer and scorer is None:
             raise ValueError(f"evaluate_search: method {settings.label} needs a step scorer (e.g. a PRM: --prm)")
-    for name, value, least in (("episodes", episodes, 1), ("offset", offset, 0), ("batch_problems", batch_problems, 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise ValueError(f"evaluate_search: {name} must be an integer >= {least}, got {value!r}")
-    everything = episode_starts(env, offset + episodes)
-    if offset >= len(everything):
-        raise ValueError(f"evaluate_search: offset {offset} is past the last problem (the env has {len(everything)})")
-    starts = everything[offset:]
+    starts = problem_starts(env, episodes, offset, batch_problems, "evaluate_search")
     rows, outcomes = [], []
     for settings in methods:
         row, results = _evaluate_one(policy, env, settings, scorer, starts, batch_problems, seed, progress)
@@ -83,6 +77,18 @@ def search_outcomes(policy, env, methods: Sequence[SearchSettings], scorer: Step
                 "runs": [run_outcome(settings.label, results[i]) for settings, results in zip(methods, outcomes)]}
                for i, start in enumerate(starts)]
     return rows, records
+
+
+def problem_starts(env, episodes: int, offset: int, batch_problems: int, caller: str) -> list[dict]:
+    """The resets of `episodes` problems from `offset` (`episode_starts`), after checking the three counts; a bad
+    one is a one-line ValueError naming `caller`."""
+    for name, value, least in (("episodes", episodes, 1), ("offset", offset, 0), ("batch_problems", batch_problems, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"{caller}: {name} must be an integer >= {least}, got {value!r}")
+    everything = episode_starts(env, offset + episodes)
+    if offset >= len(everything):
+        raise ValueError(f"{caller}: offset {offset} is past the last problem (the env has {len(everything)})")
+    return everything[offset:]
 
 
 def problem_identity(env, start: Mapping[str, Any], results: Sequence[SearchResult]) -> dict[str, Any]:
