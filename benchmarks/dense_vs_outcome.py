@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from examples.common import example_parser  # noqa: E402
+from examples.common import example_parser, read_saved_run  # noqa: E402
 from lmgym.algorithms import GRPO, GRPOConfig  # noqa: E402
 from lmgym.core.atomic_io import atomic_write_text  # noqa: E402
 from lmgym.envs import make  # noqa: E402
@@ -94,9 +94,14 @@ def run(method: str, seed: int, args: argparse.Namespace, out: Path) -> dict:
     after = evaluate(policy, test_env, args.eval_episodes, args.max_new_tokens)["accuracy"]
     result = {"method": method, "seed": seed, "accuracy_before": before, "accuracy_after": after,
               "iterations": algo.iteration, "sampled_tokens": sampled, "train_seconds": round(seconds, 2),
-              "mixed_groups": statistics.fmean(mixed) if mixed else None}
+              "mixed_groups": statistics.fmean(mixed) if mixed else None, **saved_settings(args)}
     print("RESULT " + json.dumps(result), flush=True)
     return result
+
+
+def saved_settings(args: argparse.Namespace) -> dict:
+    """The settings a saved run records and a later call must share to reuse it."""
+    return {"learning_rate": args.learning_rate, "eval_episodes": args.eval_episodes}
 
 
 def summarise(results: list[dict]) -> dict[str, dict]:
@@ -126,7 +131,7 @@ def versus(results: list[dict], method: str = "dense", baseline: str = "outcome"
 
 def markdown(summary: dict[str, dict], results: list[dict], args: argparse.Namespace) -> str:
     lines = [f"Arithmetic-v0 L{args.level} test ({args.eval_episodes} problems), budget {args.token_budget} sampled "
-             f"tokens per run, model {args.model}", "",
+             f"tokens per run, learning rate {args.learning_rate:g}, model {args.model}", "",
              "| method | seeds | accuracy mean | std | min | max | tokens/run |", "|---|---|---|---|---|---|---|"]
     for method, s in summary.items():
         lines.append(f"| {method} | {s['seeds']} | {s['mean']:.1%} | {s['std']:.1%} | {s['min']:.1%} | "
@@ -182,7 +187,7 @@ def main(argv: list[str] | None = None) -> dict:
             path = result_file(out, method, seed)
             if path.is_file():
                 print(f"{method} seed {seed}: saved in {path}, not trained again")
-                results.append(json.loads(path.read_text()))
+                results.append(read_saved_run(path, saved_settings(args)))
                 continue
             result = run(method, seed, args, out)
             path.parent.mkdir(parents=True, exist_ok=True)

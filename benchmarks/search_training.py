@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from examples.common import example_parser  # noqa: E402
+from examples.common import example_parser, read_saved_run  # noqa: E402
 from lmgym.algorithms import GRPO, GRPOConfig, MCTSSearch, MCTSSearchConfig  # noqa: E402
 from lmgym.core.atomic_io import atomic_write_text  # noqa: E402
 from lmgym.envs import make  # noqa: E402
@@ -53,17 +53,23 @@ def sampled_tokens(metrics: dict) -> int:
     return int(round(metrics["tokens_per_second"] * metrics["time_sample"]))
 
 
-def run(name: str, args: argparse.Namespace, out: Path) -> dict:
-    algo_cls, config_cls, values = RUNS[name]
-    policy = HFPolicy(args.model)
-    env = make("Arithmetic-v0", level=args.level, split="train", mode="stepwise", max_steps=args.max_steps)
-    test_env = make("Arithmetic-v0", level=args.level, split="test", mode="stepwise", max_steps=args.max_steps)
+def config_for(name: str, args: argparse.Namespace, out: Path) -> GRPOConfig | MCTSSearchConfig:
+    """The run's config: RUNS' settings over COMMON's, with this call's seed, learning rate and PRM choices."""
+    _, config_cls, values = RUNS[name]
     if name == "GRPO_PRM":
         values = {**values, "prm_weight": args.prm_weight}
     if name == "MCTSSearch":  # the tree's leaf values: rollouts to the end, or the verifier's step scores
         values = {**values, "mcts": {**values["mcts"], "evaluation": args.mcts_evaluation}}
-    config = config_cls(train_iterations=args.max_iterations, output_dir=str(out / f"{name}-seed{args.seed}"),
-                        seed=args.seed, **COMMON, **values)
+    return config_cls(train_iterations=args.max_iterations, output_dir=str(out / f"{name}-seed{args.seed}"),
+                      seed=args.seed, **{**COMMON, "learning_rate": args.learning_rate}, **values)
+
+
+def run(name: str, args: argparse.Namespace, out: Path) -> dict:
+    algo_cls = RUNS[name][0]
+    policy = HFPolicy(args.model)
+    env = make("Arithmetic-v0", level=args.level, split="train", mode="stepwise", max_steps=args.max_steps)
+    test_env = make("Arithmetic-v0", level=args.level, split="test", mode="stepwise", max_steps=args.max_steps)
+    config = config_for(name, args, out)
     extra = {}
     if name != "GRPO":
         needs_prm = name == "GRPO_PRM" or config.mcts.evaluation == "prm"
@@ -92,9 +98,15 @@ def run(name: str, args: argparse.Namespace, out: Path) -> dict:
     mixed = [1.0 - r["zero_variance_groups"] for r in rows if isinstance(r.get("zero_variance_groups"), (int, float))]
     summary = {"run": name, "seed": args.seed, "accuracy_before": before, "accuracy_after": after,
                "iterations": algo.iteration, "sampled_tokens": sampled, "train_minutes": round(train_minutes, 2),
-               "level": args.level, "mixed_groups": sum(mixed) / len(mixed) if mixed else None}
+               "level": args.level, "mixed_groups": sum(mixed) / len(mixed) if mixed else None,
+               **saved_settings(args)}
     print("RESULT " + json.dumps(summary), flush=True)
     return summary
+
+
+def saved_settings(args: argparse.Namespace) -> dict:
+    """The settings a saved run records and a later call must share to reuse it."""
+    return {"learning_rate": args.learning_rate, "eval_episodes": args.eval_episodes}
 
 
 def summarise(results: list[dict], baseline: str = "GRPO") -> dict[str, dict]:
@@ -142,6 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-iterations", type=int, default=400)
     parser.add_argument("--time-limit", type=float, default=1e9, help="seconds of training per run, at most")
     parser.add_argument("--eval-episodes", type=int, default=256)
+    parser.add_argument("--learning-rate", type=float, default=COMMON["learning_rate"],
+                        help=f"every run's (default {COMMON['learning_rate']:g}, tuned from the base model; RL after "
+                             "an SFT wants about 2e-6, see examples/pipeline.py's gpu preset)")
     parser.add_argument("--mcts-evaluation", choices=("rollout", "prm"), default="rollout",
                         help="MCTSSearch's leaf values: rollouts, or --prm's scores (examples/verifier_loop.py "
                              "writes a verifier trained on the policy's own samples)")
@@ -167,7 +182,7 @@ def main(argv: list[str] | None = None) -> dict:
             path = out / f"{name}-seed{seed}" / "result.json"
             if path.is_file():
                 print(f"{name} seed {seed}: saved in {path}, not trained again")
-                results.append(json.loads(path.read_text()))
+                results.append(read_saved_run(path, saved_settings(args)))
                 continue
             result = run(name, argparse.Namespace(**{**vars(args), "seed": seed}), out)
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -176,8 +191,10 @@ def main(argv: list[str] | None = None) -> dict:
     summary = summarise(results)
     report = {"settings": vars(args), "summary": summary, "runs": results}
     atomic_write_text(out / "summary.json", json.dumps(report, indent=2) + "\n")
-    atomic_write_text(out / "summary.md", markdown(summary, results))
-    print(markdown(summary, results))
+    text = (f"Arithmetic-v0 L{args.level} test ({args.eval_episodes} problems), budget {args.token_budget} sampled "
+            f"tokens a run, learning rate {args.learning_rate:g}, model {args.model}\n\n" + markdown(summary, results))
+    atomic_write_text(out / "summary.md", text)
+    print(text)
     return report
 
 

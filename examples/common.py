@@ -1,11 +1,13 @@
 """What several examples share: their argument parser (`example_parser`), a staged example's `--stages` and
-preset sizes, and freeing the GPU between its stages. Examples run as scripts (`python examples/x.py`), so their
-folder is on the path and they `import common`.
+preset sizes, freeing the GPU between its stages, and reading a seeded benchmark's saved run. Examples run as
+scripts (`python examples/x.py`), so their folder is on the path and they `import common`.
 """
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from lmgym.training.flag_parser import SuggestingParser
@@ -56,3 +58,15 @@ def release_memory() -> None:
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
+
+
+def read_saved_run(path: Path, settings: dict[str, Any]) -> dict[str, Any]:
+    """A run saved by an earlier (or parallel) call of a seeded benchmark, refused in one line when it was made
+    with other `settings` (a learning rate, an evaluation size) than this call's: a summary mixing them would compare
+    unlike runs. A setting the saved run does not record is not checked (runs saved before it was recorded)."""
+    saved = json.loads(path.read_text())
+    for name, value in settings.items():
+        if name in saved and saved[name] != value:
+            raise SystemExit(f"{path}: saved with {name} {saved[name]}, this call asks {value}; "
+                             "give another --out or the same settings")
+    return saved

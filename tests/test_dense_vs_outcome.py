@@ -1,5 +1,6 @@
 """benchmarks/dense_vs_outcome.py: the two methods' configs and the mean/spread summary, by hand (no training)."""
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -66,7 +67,24 @@ def test_dense_against_outcome_is_the_welch_interval_over_seeds_and_the_table_sh
     assert (compared["low"], compared["high"]) == pytest.approx((0.10 - 0.04612, 0.10 + 0.04612), abs=1e-5)
     args = bench.build_parser().parse_args(["--preset", "cpu"])
     assert args.seeds == 5
-    args.level, args.eval_episodes, args.token_budget, args.model = 3, 256, 1000, "m"
+    args.level, args.eval_episodes, args.token_budget, args.model, args.learning_rate = 3, 256, 1000, "m", 2e-6
     text = bench.markdown(bench.summarise(runs), runs, args)
     assert "dense - outcome: +10.0 [+5.4, +14.6] points" in text and "| 50.0% |" in text
+    assert "learning rate 2e-06, model m" in text
     assert bench.versus([r for r in runs if r["method"] == "dense"]) is None
+
+
+def test_a_saved_run_made_at_another_learning_rate_is_refused_in_one_line(tmp_path, monkeypatch):
+    # a summary mixing runs at 5e-5 and 2e-6 would compare unlike runs; the saved run records its settings
+    bench = load()
+    monkeypatch.setattr(bench, "run", lambda method, seed, args, out: {
+        "method": method, "seed": seed, "accuracy_before": 0.0, "accuracy_after": 0.1, "iterations": 1,
+        "sampled_tokens": 10, "train_seconds": 1.0, **bench.saved_settings(args)})
+    common = ["--preset", "cpu", "--out", str(tmp_path), "--methods", "outcome", "--seeds", "1"]
+    bench.main(common + ["--learning-rate", "2e-6"])
+    saved = json.loads((tmp_path / "outcome-seed0" / "result.json").read_text())
+    assert saved["learning_rate"] == 2e-6 and saved["eval_episodes"] == bench.PRESETS["cpu"]["eval_episodes"]
+    assert bench.main(common + ["--learning-rate", "2e-6"])["runs"][0]["accuracy_after"] == 0.1  # same: read back
+    with pytest.raises(SystemExit, match=r"outcome-seed0/result.json: saved with learning_rate 2e-06, this call "
+                                         r"asks 0.001; give another --out"):
+        bench.main(common)  # the cpu preset's 1e-3

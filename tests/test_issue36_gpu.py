@@ -27,7 +27,9 @@ def test_the_dry_run_parses_every_command_and_every_stage_fits_a_device_call(tmp
     stages = runner.stages(tmp_path, [2, 3, 4])
     count = runner.dry_run(stages)
     assert count == sum(len(s.commands) for s in stages) and count > 30
-    assert all(s.minutes < 9 for s in stages)  # each stage inside one 10-minute device call, with room to start
+    # the chain runs in the background while device calls wait on it, so a stage may outlast one call; the estimates
+    # stay near one call's 10 minutes so a lease's plan is fine-grained (the dense runs measured up to 10.2)
+    assert all(0 < s.minutes <= 11 for s in stages)
     assert len({s.name for s in stages}) == len(stages) and len({s.output for s in stages}) == len(stages)
     names = [s.name for s in stages]
     # a stage comes after every stage it needs (so one at a time in order works), and names only real ones;
@@ -57,6 +59,22 @@ def test_the_training_comparisons_run_on_the_last_labelled_level(tmp_path):
         for name in ("dense_seed0", "mcts_seed4"):
             for _, argv in by_name[name].commands:
                 assert argv[argv.index("--level") + 1] == level, (levels, name)
+
+
+def test_the_training_comparisons_start_from_the_sft_at_its_learning_rate_and_measure_896_problems(tmp_path):
+    # at the scripts' 5e-5 (tuned from the base model) every method lost accuracy from the SFT on an H200; every run
+    # of both comparisons gets the rate after SFT and 896 held-out problems (the rehearsal keeps its tiny sizes)
+    runner = load("issue36_gpu")
+    by_name = {s.name: s for s in runner.stages(tmp_path, [2])}
+    for name in ("dense_seed0", "mcts_seed4"):
+        assert len(by_name[name].commands) == 2
+        for _, argv in by_name[name].commands:
+            assert argv[argv.index("--learning-rate") + 1] == "2e-06" == str(runner.RL_AFTER_SFT_LR), name
+            assert argv[argv.index("--eval-episodes") + 1] == "896", name
+    rehearsed = {s.name: s for s in runner.stages(tmp_path, [2], rehearse="tiny")}
+    argv = rehearsed["dense_seed0"].commands[0][1]
+    last = max(k for k, word in enumerate(argv) if word == "--eval-episodes")  # argparse keeps the last one
+    assert argv[last + 1] == "2"
 
 
 def test_majs_curve_reaches_past_the_tokens_the_critics_rows_generate(tmp_path):

@@ -39,3 +39,22 @@ def test_seeds_are_saved_reused_and_compared_with_grpo(tmp_path, monkeypatch):
     assert (versus["low"], versus["high"]) == pytest.approx((0.10 - 0.04612, 0.10 + 0.04612), abs=1e-5)
     text = (tmp_path / "summary.md").read_text()
     assert "| MCTSSearch | 5 | 32.0% |" in text and "+10.0 [+5.4, +14.6]" in text and "| 25.0% |" in text
+
+
+def test_the_learning_rate_reaches_every_run_and_a_saved_run_at_another_is_refused(tmp_path, monkeypatch):
+    bench = load()
+    args = bench.build_parser().parse_args(["--learning-rate", "2e-6", "--seed", "1"])
+    args.seed = 1
+    for name in bench.RUNS:
+        config = bench.config_for(name, args, tmp_path)
+        assert (config.learning_rate, config.seed, config.kl_coeff) == (2e-6, 1, bench.COMMON["kl_coeff"]), name
+    default = bench.build_parser().parse_args([])
+    assert default.learning_rate == bench.COMMON["learning_rate"] == 5e-5
+    monkeypatch.setattr(bench, "run", lambda name, args, out: {
+        "run": name, "seed": args.seed, "accuracy_before": 0.1, "accuracy_after": 0.2, "iterations": 2,
+        "sampled_tokens": 50, "train_minutes": 0.1, "level": 2, "mixed_groups": None, **bench.saved_settings(args)})
+    common = ["--runs", "GRPO", "--out", str(tmp_path), "--seed", "0"]
+    bench.main(common + ["--learning-rate", "2e-6"])
+    assert "learning rate 2e-06" in (tmp_path / "summary.md").read_text()
+    with pytest.raises(SystemExit, match="saved with eval_episodes 256, this call asks 896"):
+        bench.main(common + ["--learning-rate", "2e-6", "--eval-episodes", "896"])
