@@ -113,9 +113,10 @@ PRESETS = {
         "ppo": dict(train_iterations=40, prompts_per_iteration=128, samples_per_prompt=1, learning_rate=2e-6,
                     value_learning_rate=5e-5, kl_coeff=0.04, micro_batch_size=128, minibatch_size=32,
                     update_epochs=2, eval_at_start=False),
-        # as benchmarks/dense_vs_outcome.py's dense runs (config_for): progress credit, refresh every 2 iterations
+        # as benchmarks/dense_vs_outcome.py's dense runs (config_for): progress credit, refresh every 2 iterations,
+        # its 64 samples a step in two passes (eight at the refresh's default micro-batch)
         "grpo_prm": dict(prm_credit="progress", refresh=dict(every=2, steps=4, labels="outcome_steps",
-                                                             samples_per_step=64)),
+                                                             samples_per_step=64, micro_batch_size=32)),
         "run": dict(episodes=256, max_new_tokens=64, prm_weight=0.3, simulations=24, sft_examples=4000,
                     prm_problems=512, prm_samples=8, prm_rollouts=4, gsm8k_rows=0),
     },

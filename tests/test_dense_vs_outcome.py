@@ -23,6 +23,13 @@ def test_methods_differ_only_in_the_dense_credit_and_refresh(tmp_path):
     outcome, dense = (bench.config_for(m, 1, args, tmp_path) for m in ("outcome", "dense"))
     assert outcome.prm_weight == 0 and outcome.refresh.every == 0
     assert dense.prm_weight == 0.3 and dense.prm_credit == "progress" and dense.refresh.every == 2
+    assert dense.refresh.micro_batch_size == bench.PRESETS["cpu"]["refresh_micro_batch_size"] == 2
+    # on the GPU the refresh's 64 samples a step go in two passes, not eight (the refresh's default micro-batch)
+    gpu = bench.build_parser().parse_args(["--preset", "gpu"])
+    for name, value in bench.PRESETS["gpu"].items():
+        setattr(gpu, name, getattr(gpu, name) if getattr(gpu, name) is not None else value)
+    refresh = bench.config_for("dense", 0, gpu, tmp_path).refresh
+    assert (refresh.samples_per_step, refresh.micro_batch_size) == (64, 32)
     assert (outcome.batch_size, outcome.seed, outcome.learning_rate) == (dense.batch_size, 1, dense.learning_rate)
 
 

@@ -201,3 +201,15 @@ def _yaml(tmp_path: Path) -> Path:
     path = tmp_path / "bad.yaml"
     path.write_text("learning_rate: -1\n")
     return path
+
+
+def test_the_gpu_presets_refresh_the_verifier_in_two_passes_a_step():
+    # row 4's refresh trains 64 samples a step; at the refresh's default micro-batch of 8 that was eight
+    # forward/backward passes a step, most of a dense iteration's time on an H200
+    from lmgym.algorithms import GRPOConfig
+
+    pipeline = load_script(PIPELINE)
+    for preset in ("gpu", "gpu_room"):
+        values = {**pipeline.PRESETS[preset]["grpo"], **pipeline.PRESETS[preset]["grpo_prm"]}
+        refresh = GRPOConfig(**values).refresh
+        assert (refresh.every, refresh.samples_per_step, refresh.micro_batch_size) == (2, 64, 32), preset
