@@ -38,8 +38,9 @@ from lmgym.evaluation import compare_seeds, evaluate, interval_text  # noqa: E40
 from lmgym.policies import EMBEDDED_MODEL, HFPolicy, ProcessRewardModel  # noqa: E402
 
 # gpu: one GPU, the embedded model; cpu: the tiny model built in code, seconds per run. The verifier's refresh trains
-# 64 samples a step in micro-batches of refresh_micro_batch_size: at the refresh's default 8, its 32 forward/backward
-# passes a refresh made a dense run take 3.3x an outcome run's time an iteration on an H200 (twenty-ninth session)
+# 64 samples a step in micro-batches of refresh_micro_batch_size. At the refresh's default 8 a dense iteration took
+# 3.3x an outcome one's time on an H200 (twenty-ninth session); the refresh's 32 forward/backward passes (16 an
+# iteration, against the policy update's two) are the likely cause, not profiled on the GPU
 PRESETS: dict[str, dict] = {
     "gpu": dict(model=EMBEDDED_MODEL, level=3, token_budget=300_000, eval_episodes=256, max_new_tokens=48,
                 prompts_per_iteration=16, samples_per_prompt=8, micro_batch_size=64, learning_rate=5e-5,
