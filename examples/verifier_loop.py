@@ -94,7 +94,7 @@ SIZES = {  # flag: (help, cpu, gpu); gpu labelling as LABEL_PRESETS["gpu"]; cpu 
     "batch_problems": ("problems searched together", 8, 64),
     "beam_width": ("beams kept per problem", 2, 4),
     "beam_expand": ("candidates per beam per step", 2, 2),
-    "simulations": ("MCTS leaf evaluations per problem (raised to the budget under a cap)", 4, 32),
+    "simulations": ("MCTS leaf evaluations per problem (raised to 8x the budget under a cap)", 4, 32),
     "expand_k": ("MCTS candidate steps per expanded leaf", 2, 4),
     "wave_size": ("MCTS leaves expanded per tree per wave", 2, 4),
     "sft_examples": ("gold solutions per train level of the budgeted SFT (--second_policy sft)", 16, 128),

@@ -1,5 +1,6 @@
 """evaluate_curves: every method at every budget on a scripted policy, each run stopped at the same token
 count; its rows, table, PNG and bad requests. Tiny tokenizer: one token per character."""
+import dataclasses
 import json
 
 import pytest
@@ -65,3 +66,44 @@ def test_curve_names_and_bad_requests():
         with pytest.raises(ValueError, match=message):
             evaluate_curves(policy, env, methods, budgets, None, episodes=1)
     assert policy.calls == []
+
+
+def finishing_everywhere():
+    """A script where every state below depth 3 offers a finished "#### 7" (rated 0.95 by the table) beside two steps
+    that go on (rated 0.3): a value guide that favours a finished leaf, so selection keeps revisiting it."""
+    from itertools import product
+
+    def steps(depth):
+        return [f"s{depth}{c}\n" for c in "ab"]
+
+    script, scores = {}, {"#### 7\n": 0.95, "#### 8\n": 0.2, "#### 9\n": 0.2}
+    for depth in range(4):
+        for state in product(*[steps(d) for d in range(depth)]):
+            script[state] = ["#### 7\n", *steps(depth)] if depth < 3 else ["#### 7\n", "#### 8\n", "#### 9\n"]
+        scores.update(dict.fromkeys(steps(depth), 0.3))
+    return script, scores
+
+
+def test_a_capped_tree_spends_its_tokens_even_when_its_value_guide_favours_a_finished_leaf():
+    # a revisit of a finished leaf samples nothing but counts a simulation: with simulations equal to the budget
+    # (the old rule) the tree stopped well short of it; capped's simulations leave room for the revisits
+    from lmgym.evaluation.curves import SIMULATIONS_PER_TOKEN, capped
+    from lmgym.search.mcts import MCTS
+    from tests.mcts_toys import ScriptedPolicy as StepPolicy
+    from tests.mcts_toys import SevenEnv, TableScorer
+
+    script, scores = finishing_everywhere()
+    settings = SearchSettings(method="mcts", mcts=MCTSConfig(simulations=8, expand_k=3, wave_size=4))
+
+    def tokens(config):
+        mcts = MCTS(StepPolicy(script=script), SevenEnv(max_steps=5), TableScorer(scores), config)
+        (tree,) = mcts.grow([{"options": {"index": 0}}], sample_key=1)
+        return tree.tokens, tree.simulations
+
+    for budget in (80, 160):
+        config = capped(settings, budget).mcts_config()
+        assert (config.simulations, config.max_tokens) == (SIMULATIONS_PER_TOKEN * budget, budget)
+        spent, simulations = tokens(config)
+        assert spent == budget and simulations < config.simulations  # the cap ended it, not the simulations
+        old_spent, old_simulations = tokens(dataclasses.replace(config, simulations=budget))
+        assert old_simulations == budget and old_spent < 0.6 * budget  # 45 of 80, 75 of 160

@@ -4,9 +4,12 @@ every sampled token counts, discarded candidates and verifier-rejected expansion
 
 maj, weighted_maj and best_of_n sample rounds of `n` episodes until the cap, so they spend it exactly;
 beam keeps its width and stops at the cap or when its beams have finished (then it spends less: the row
-says so); mcts runs with simulations raised to the budget (every new node costs at least one token), so
-the cap, not the simulation count, ends each tree. Rows: (method, budget, accuracy, tokens/problem); the
-plot draws one line per method.
+says so); mcts runs with simulations raised to SIMULATIONS_PER_TOKEN x the budget, so the cap, not the simulation
+count, ends each tree: a new node costs at least one token, but a revisit of a finished leaf costs none and still
+counts a simulation, and a value guide that rates a finished leaf highly spends most simulations revisiting it
+(with simulations equal to the budget, a toy tree of such leaves stopped at 45 of 80 tokens:
+tests/test_search_curves.py; on an H200 the trained PRM's trees stopped at 316 of 384, likely so). Rows: (method,
+budget, accuracy, tokens/problem); the plot draws one line per method.
 """
 from __future__ import annotations
 
@@ -31,11 +34,16 @@ def curve_name(settings: SearchSettings) -> str:
     return dataclasses.replace(settings, max_tokens=1).label.rsplit("@", 1)[0]
 
 
+SIMULATIONS_PER_TOKEN = 8  # a capped tree's simulations per budget token: room for revisits (module docstring)
+
+
 def capped(settings: SearchSettings, budget: int) -> SearchSettings:
-    """`settings` capped at `budget` sampled tokens per problem (mcts: simulations raised to the budget)."""
+    """`settings` capped at `budget` sampled tokens per problem (mcts: simulations raised to SIMULATIONS_PER_TOKEN
+    x the budget, so tokens, not revisits of finished leaves, end a tree)."""
     changes: dict = {"max_tokens": budget}
     if settings.method == "mcts":
-        changes["mcts"] = dataclasses.replace(settings.mcts, simulations=max(settings.mcts.simulations, budget))
+        simulations = max(settings.mcts.simulations, SIMULATIONS_PER_TOKEN * budget)
+        changes["mcts"] = dataclasses.replace(settings.mcts, simulations=simulations)
     return dataclasses.replace(settings, **changes)
 
 
