@@ -16,8 +16,10 @@ means with Welch's t 95% interval over seeds, evaluation/statistics.py `compare_
 mixed groups (a group whose rewards are not all equal: GRPO's only signal) is kept per run. Five seeds by default.
 A regime with room to learn (issue 36): --model a budgeted SFT (examples/verifier_loop.py --second_policy sft writes
 one) whose greedy accuracy on the level is 15-50%, so groups are mixed. Each run's own result goes to
-<out>/<method>-seed<k>/result.json, and a saved run is read rather than trained again, so seeds can run in
-parallel processes (`--methods dense --seeds 1 --first-seed 2`) and a last plain invocation summarises them.
+<out>/<method>-seed<k>/result.json (each held-out problem's outcome before and after beside it, in
+before/after.problems.jsonl: benchmarks/report.py recomputes from them), and a saved run is read rather than
+trained again, so seeds can run in parallel processes (`--methods dense --seeds 1 --first-seed 2`) and a last plain
+invocation summarises them.
 """
 from __future__ import annotations
 
@@ -85,7 +87,9 @@ def run(method: str, seed: int, args: argparse.Namespace, out: Path) -> dict:
         prm = ProcessRewardModel.from_pretrained(args.verifier, device=policy.device) if args.verifier \
             else ProcessRewardModel.from_policy(policy)
     config = config_for(method, seed, args, out)
-    before = evaluate(policy, test_env, args.eval_episodes, args.max_new_tokens)["accuracy"]
+    records = Path(config.output_dir)  # each problem's greedy outcome before and after, for report.py and pairing
+    before = evaluate(policy, test_env, args.eval_episodes, args.max_new_tokens,
+                      records_path=records / "before.problems.jsonl")["accuracy"]
     algo = GRPO(policy, env, config, prm=prm)
     sampled, start, mixed = 0, time.perf_counter(), []
     while sampled < args.token_budget and algo.iteration < args.max_iterations:
@@ -95,7 +99,8 @@ def run(method: str, seed: int, args: argparse.Namespace, out: Path) -> dict:
         if metrics.get("zero_variance_groups") is not None:
             mixed.append(1.0 - float(metrics["zero_variance_groups"]))
     seconds = time.perf_counter() - start
-    after = evaluate(policy, test_env, args.eval_episodes, args.max_new_tokens)["accuracy"]
+    after = evaluate(policy, test_env, args.eval_episodes, args.max_new_tokens,
+                     records_path=records / "after.problems.jsonl")["accuracy"]
     result = {"method": method, "seed": seed, "accuracy_before": before, "accuracy_after": after,
               "iterations": algo.iteration, "sampled_tokens": sampled, "train_seconds": round(seconds, 2),
               "mixed_groups": statistics.fmean(mixed) if mixed else None, **saved_settings(args)}

@@ -11,8 +11,9 @@ split (problems never trained on) is measured before and after. `--time-limit` s
 tokens are reported, so the comparison stays honest). One JSON line per run is printed (RESULT ...).
 
 Seeds (issue 36): each run goes with --seeds seeds from --first-seed (5 by default; --seed S is one seed, S); a
-run's result is saved in <out>/<run>-seed<k>/result.json and read rather than trained again, so seeds can run in
-parallel processes and a last plain call summarises them. summary.json / summary.md: each run's mean held-out
+run's result is saved in <out>/<run>-seed<k>/result.json (each held-out problem's outcome before and after beside
+it, in before/after.problems.jsonl) and read rather than trained again, so seeds can run in parallel processes and
+a last plain call summarises them. summary.json / summary.md: each run's mean held-out
 accuracy, its spread over seeds, and its difference from GRPO with Welch's t 95% interval (evaluation/statistics.py
 `compare_seeds`); the share of mixed groups (rewards not all equal) of each GRPO run is kept. --model a budgeted
 SFT (examples/verifier_loop.py --second_policy sft) starts from a regime with room to learn.
@@ -77,7 +78,9 @@ def run(name: str, args: argparse.Namespace, out: Path) -> dict:
         if needs_prm and extra["prm"] is None:
             raise SystemExit(f"{name} needs --prm "
                              "(a verifier folder: examples/verifier_loop.py or examples/train_prm.py)")
-    before = evaluate(policy, test_env, args.eval_episodes, COMMON["max_new_tokens"])["accuracy"]
+    records = Path(config.output_dir)  # each problem's greedy outcome before and after, for report.py and pairing
+    before = evaluate(policy, test_env, args.eval_episodes, COMMON["max_new_tokens"],
+                      records_path=records / "before.problems.jsonl")["accuracy"]
     algo = algo_cls(policy, env, config, **extra)
     rows, sampled, start = [], 0, time.perf_counter()
     while sampled < args.token_budget and algo.iteration < args.max_iterations:
@@ -93,7 +96,8 @@ def run(name: str, args: argparse.Namespace, out: Path) -> dict:
         print(f"{name} iteration {algo.iteration}: {sampled} tokens, reward {metrics.get('reward_mean', 0):.3f}, "
               f"length {metrics.get('completion_length', 0):.1f}", flush=True)
     train_minutes = (time.perf_counter() - start) / 60
-    after = evaluate(policy, test_env, args.eval_episodes, COMMON["max_new_tokens"])["accuracy"]
+    after = evaluate(policy, test_env, args.eval_episodes, COMMON["max_new_tokens"],
+                     records_path=records / "after.problems.jsonl")["accuracy"]
     (out / f"{name}-seed{args.seed}_metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     mixed = [1.0 - r["zero_variance_groups"] for r in rows if isinstance(r.get("zero_variance_groups"), (int, float))]
     summary = {"run": name, "seed": args.seed, "accuracy_before": before, "accuracy_after": after,

@@ -95,3 +95,22 @@ def test_a_saved_run_made_at_another_learning_rate_is_refused_in_one_line(tmp_pa
     with pytest.raises(SystemExit, match=r"outcome-seed0/result.json: saved with learning_rate 2e-06, this call "
                                          r"asks 0.001; give another --out"):
         bench.main(common)  # the cpu preset's 1e-3
+
+
+def test_a_run_keeps_each_problems_outcome_before_and_after(tmp_path):
+    # the tiny model, a few iterations: report.py recomputes a run's accuracy from these, and methods can be
+    # paired problem by problem (they are evaluated on the same held-out problems)
+    from lmgym.core.problem_records import read_problem_records
+
+    bench = load()
+    args = bench.build_parser().parse_args(["--preset", "cpu", "--methods", "outcome"])
+    for name, value in bench.PRESETS["cpu"].items():
+        setattr(args, name, getattr(args, name) if getattr(args, name) is not None else value)
+    result = bench.run("outcome", 0, args, tmp_path)
+    test_env = bench.make("Arithmetic-v0", level=args.level, split="test", mode="stepwise", max_steps=args.max_steps)
+    first = [test_env.get_problem(i).problem_id for i in range(args.eval_episodes)]
+    for when in ("before", "after"):
+        records = read_problem_records(tmp_path / "outcome-seed0" / f"{when}.problems.jsonl")
+        assert [r["id"] for r in records] == first  # the first held-out problems, in order: pairable across runs
+        right = sum(r["c"] for r in records) / len(records)
+        assert right == pytest.approx(result[f"accuracy_{when}"])

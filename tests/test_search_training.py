@@ -1,6 +1,7 @@
 """benchmarks/search_training.py: seeds saved one file a run and summarised with each run's difference from GRPO
 and its Welch t interval (no training: the run is replaced by a fake)."""
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -58,3 +59,21 @@ def test_the_learning_rate_reaches_every_run_and_a_saved_run_at_another_is_refus
     assert "learning rate 2e-06" in (tmp_path / "summary.md").read_text()
     with pytest.raises(SystemExit, match="saved with eval_episodes 256, this call asks 896"):
         bench.main(common + ["--learning-rate", "2e-6", "--eval-episodes", "896"])
+
+
+def test_a_run_keeps_each_problems_outcome_before_and_after(tmp_path_factory, tmp_path):
+    # the tiny model, one iteration of GRPO: report.py recomputes a run's accuracy from these records
+    from lmgym.core.problem_records import read_problem_records
+    from lmgym.policies import build_tiny_model
+    from tests.tiny_models import save_tiny_model_dir
+
+    bench = load()
+    model = save_tiny_model_dir(tmp_path_factory, build_tiny_model)
+    bench.main(["--runs", "GRPO", "--model", model, "--seed", "0", "--max-iterations", "1", "--eval-episodes", "3",
+                "--max-steps", "2", "--token-budget", "10", "--out", str(tmp_path)])
+    result = json.loads((tmp_path / "GRPO-seed0" / "result.json").read_text())
+    assert result["learning_rate"] == 5e-5 and result["eval_episodes"] == 3
+    for when in ("before", "after"):
+        records = read_problem_records(tmp_path / "GRPO-seed0" / f"{when}.problems.jsonl")
+        assert len(records) == 3 and len({r["id"] for r in records}) == 3
+        assert sum(r["c"] for r in records) / 3 == pytest.approx(result[f"accuracy_{when}"])
