@@ -28,7 +28,8 @@ carried in from an earlier lease (OUT/vl/labels/*.jsonl and stats.json) mark the
 4. train: the ORM and the soft-label PRM on the balanced labels, two processes.
 5. evaluate: held-out AUC, ECE, maj@8 / weighted / best-of-8 by level.
 6. curves_*: L2, 896 held-out problems: maj@8 / weighted / best-of-8 with the verifier and with the critic (the
-   headline table) with the capped maj curve; the other capped curves, a stage a method or two, beside it.
+   headline table) with the capped maj curve; the other capped curves, a stage a method or two, beside it
+   (curves_mcts_critic: MCTS with the critic as its value).
 7. scaling_n<size>: the verifier's held-out AUC with the first 250 / 500 / 1,000 / 2,000 labelled problems.
 8. dense_seed<k> / mcts_seed<k>: dense-credit GRPO against outcome-only GRPO and MCTSSearch against GRPO from the
    budgeted SFT (a mixed-group start), on the last labelled level (the PRM's), equal sampled tokens, seeds 0-4,
@@ -156,6 +157,10 @@ def stages(out: Path, levels: list[int], seeds: int = 5, sizes: tuple[int, ...] 
         Stage("curves_critic", 8, vl / "curves" / "L2_part_weighted_maj_critic+best_of_n_critic.json", (
             ("verifier_loop", (*curves, "--curve_methods", "weighted_maj_critic,best_of_n_critic")),),
               after=scored),
+        # MCTS with the critic as its value (each new node judged by the critic's check and verdict; never run:
+        # the estimate scales curves_mcts by the critic's checks, about 60 tokens a node)
+        Stage("curves_mcts_critic", 10, vl / "curves" / "L2_part_mcts_critic.json",
+              (("verifier_loop", (*mcts_curve, "--curve_methods", "mcts_critic")),), after=scored),
         Stage("curves_beam", 3, vl / "curves" / "L2_part_beam.json", (("verifier_loop", (*curves, "--curve_methods",
                                                                                            "beam")),),
               after=scored),

@@ -76,7 +76,9 @@ from lmgym.training.cli import run_with_clear_errors  # noqa: E402
 STAGES = ("sft", "label", "train", "evaluate", "curves")
 VERIFIERS = ("orm", "prm_soft")
 CURVE_METHODS = ("maj", "weighted_maj", "best_of_n", "beam", "mcts")
-CRITIC_METHODS = ("weighted_maj", "best_of_n")  # run again with the critic's scores, named <method>[critic]
+# run again with the critic's scores, named <method>[critic]; MCTS with the critic as its value: the checked critic
+# redoes each step before its verdict, so on a partial solution it judges the steps so far (a step value)
+CRITIC_METHODS = ("weighted_maj", "best_of_n", "mcts")
 SIZES = {  # flag: (help, cpu, gpu); gpu labelling as LABEL_PRESETS["gpu"]; cpu smaller than LABEL_PRESETS["cpu"]:
     # on 2 shared (loaded) CPU cores the embedded model labelled at 1-3 tokens/s, about 40 s an engine round: the
     # cpu preset shows every stage run rather than measuring anything
@@ -598,10 +600,15 @@ def summary(plan: Plan) -> tuple[str, dict]:
             part += f"\nAccuracy against tokens per problem:\n\n{curves_table(rows)}\n"
             at_path = problems_path(at_maj.with_suffix(".json"))
             at_records = read_problem_records(at_path) if at_path.is_file() else []
-            lines = {"mcts_at_maj_line": matched_budget_line(sampled, at_records, rows, records, f"maj@{n}", "mcts",
-                                                             plan.args.seed),
-                     # what each rule's samples held: a choice cannot find a right answer that is not there
-                     "within_reach_line": within_reach_line(sampled, at_records, rows, records, f"maj@{n}", "mcts")}
+            lines = {}
+            for tree, key in (("mcts", ""), ("mcts[critic]", "_critic")):  # the PRM's value, the critic's
+                if key and not any(r["method"] == tree for r in rows):
+                    continue
+                lines[f"mcts{key}_at_maj_line"] = matched_budget_line(sampled, at_records, rows, records, f"maj@{n}",
+                                                                      tree, plan.args.seed)
+                # what each rule's samples held: a choice cannot find a right answer that is not there
+                lines[f"within_reach{key}_line"] = within_reach_line(sampled, at_records, rows, records,
+                                                                     f"maj@{n}", tree)
             for key, line in lines.items():
                 if line:
                     data[f"L{level}"][key] = line

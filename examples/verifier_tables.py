@@ -171,8 +171,9 @@ def matched_budget_line(at_rows: Sequence[dict], at_records: Sequence[dict], row
     if len(shared) < 2:
         return None
     diff = paired_bootstrap([float(own_by[i]) for i in shared], [float(base_by[i]) for i in shared], seed=seed)
+    checks = f", and {chosen[VERIFIER_TOKENS]:.1f} the verifier generated" if VERIFIER_TOKENS in chosen else ""
     return (f"{method} at <= {base}'s tokens (budget {chosen['budget']}, {chosen['tokens_per_problem']:.1f} "
-            f"tokens/problem): {100 * chosen['accuracy']:.1f}% vs {base} {100 * reference['accuracy']:.1f}% "
+            f"tokens/problem{checks}): {100 * chosen['accuracy']:.1f}% vs {base} {100 * reference['accuracy']:.1f}% "
             f"({reference['tokens_per_problem']:.1f} tokens/problem) on {len(shared)} problems; difference "
             f"{interval_text(diff.difference, diff.low, diff.high)} points (paired bootstrap 95%)")
 

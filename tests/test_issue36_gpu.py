@@ -253,12 +253,16 @@ def test_the_rehearsal_runs_every_stage_two_at_a_time(tmp_path, capsys):
     runner.main([str(out), "--next", "--rehearse", model, "--parallel", "2", "--minutes", "500", "--timeout", "600"])
     printed = capsys.readouterr().out
     every = runner.stages(out, [2], 1, sizes=(2,), rehearse=model)
-    assert len(every) == 22 and all(s.output.exists() for s in every), printed
+    assert len(every) == 23 and all(s.output.exists() for s in every), printed
     rows = json.loads((out / "vl" / "curves" / "L2_at_maj.json").read_text())["rows"]
     better = json.loads((out / "vl" / "verifier_eval.json").read_text())["better"]
     assert [r["method"] for r in rows][-4:] == ["weighted_maj[critic]@2", "best_of_2[critic]",
                                                 f"weighted_maj[{better}_critic]@2", f"best_of_2[{better}_critic]"]
     mcts = json.loads((out / "vl" / "curves" / "L2_part_mcts.json").read_text())["rows"]
     assert [(r["method"], r["budget"]) for r in mcts] == [("mcts", 16), ("mcts", 32)]
+    # MCTS with the critic as its value: the critic's checks counted beside the policy's tokens
+    critic_mcts = json.loads((out / "vl" / "curves" / "L2_part_mcts_critic.json").read_text())["rows"]
+    assert [(r["method"], r["budget"]) for r in critic_mcts] == [("mcts[critic]", 16), ("mcts[critic]", 32)]
+    assert all(r["verifier_tokens_per_problem"] > 0 for r in critic_mcts)
     runner.main([str(out), "--report"])  # every section's summary is saved
     assert "(not run yet" not in (out / "issue36.md").read_text()

@@ -105,6 +105,24 @@ def test_what_the_samples_and_the_trees_held_by_hand():
     assert within_reach_line(at_rows, old, rows, [], "maj@8") is None
 
 
+def test_mcts_with_the_critic_is_compared_at_maj_tokens_and_its_checks_are_named():
+    # MCTS with the critic as its value: compared at the largest budget within maj@8's policy tokens, as MCTS with
+    # the PRM is, and its line names the tokens the critic generated (its checks), which the PRM's never has
+    from examples.verifier_tables import matched_budget_line
+
+    at_rows = [{"method": "maj@8", "accuracy": 0.25, "tokens_per_problem": 400.0}]
+    at_records = [{"index": i, "runs": [{"method": "maj@8", "correct": i == 0}]} for i in range(4)]
+    rows = [{"method": "mcts[critic]", "budget": b, "accuracy": a, "tokens_per_problem": float(t),
+             "verifier_tokens_per_problem": v} for b, a, t, v in ((192, 0.25, 190, 1500.0), (384, 0.5, 380, 3000.0))]
+    records = [{"index": i, "runs": [{"method": "mcts[critic]", "budget": 384, "correct": i in (0, 1)},
+                                     {"method": "mcts[critic]", "budget": 192, "correct": False}]} for i in range(4)]
+    line = matched_budget_line(at_rows, at_records, rows, records, "maj@8", "mcts[critic]")
+    assert line.startswith("mcts[critic] at <= maj@8's tokens (budget 384, 380.0 tokens/problem, and 3000.0 the "
+                           "verifier generated): 50.0% vs maj@8 25.0% (400.0 tokens/problem) on 4 problems; "
+                           "difference +25.0 [")
+    assert matched_budget_line(at_rows, at_records, rows, records, "maj@8", "mcts") is None  # the PRM's not run
+
+
 @pytest.fixture(scope="module")
 def tiny_model_dir(tmp_path_factory) -> str:
     from lmgym.policies import build_tiny_model
