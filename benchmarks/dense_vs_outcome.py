@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from examples.common import example_parser, read_saved_run  # noqa: E402
+from examples.common import example_parser, read_saved_run, saved_settings  # noqa: E402
 from lmgym.algorithms import GRPO, GRPOConfig  # noqa: E402
 from lmgym.core.atomic_io import atomic_write_text  # noqa: E402
 from lmgym.envs import make  # noqa: E402
@@ -106,11 +106,6 @@ def run(method: str, seed: int, args: argparse.Namespace, out: Path) -> dict:
               "mixed_groups": statistics.fmean(mixed) if mixed else None, **saved_settings(args)}
     print("RESULT " + json.dumps(result), flush=True)
     return result
-
-
-def saved_settings(args: argparse.Namespace) -> dict:
-    """The settings a saved run records and a later call must share to reuse it."""
-    return {"learning_rate": args.learning_rate, "eval_episodes": args.eval_episodes}
 
 
 def summarise(results: list[dict]) -> dict[str, dict]:

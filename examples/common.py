@@ -60,6 +60,12 @@ def release_memory() -> None:
         torch.cuda.empty_cache()
 
 
+def saved_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings a seeded benchmark's saved run records and a later call must share to reuse it (its
+    `--learning-rate` and `--eval-episodes`)."""
+    return {"learning_rate": args.learning_rate, "eval_episodes": args.eval_episodes}
+
+
 def read_saved_run(path: Path, settings: dict[str, Any]) -> dict[str, Any]:
     """A run saved by an earlier (or parallel) call of a seeded benchmark, refused in one line when it was made
     with other `settings` (a learning rate, an evaluation size) than this call's: a summary mixing them would compare
