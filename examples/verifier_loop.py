@@ -63,6 +63,7 @@ from common import example_parser, parse_stages, release_memory  # noqa: E402
 from lmgym.algorithms import PRMConfig  # noqa: E402
 from lmgym.core.atomic_io import atomic_write_text  # noqa: E402
 from lmgym.core.problem_records import problems_path, write_problem_records  # noqa: E402
+from lmgym.evaluation.curves import SIMULATIONS_PER_TOKEN  # noqa: E402
 from lmgym.policies import EMBEDDED_MODEL  # noqa: E402
 from lmgym.policies.prm import AGGREGATIONS  # noqa: E402
 from lmgym.search.mcts import MCTSConfig  # noqa: E402
@@ -96,7 +97,8 @@ SIZES = {  # flag: (help, cpu, gpu); gpu labelling as LABEL_PRESETS["gpu"]; cpu 
     "batch_problems": ("problems searched together", 8, 64),
     "beam_width": ("beams kept per problem", 2, 4),
     "beam_expand": ("candidates per beam per step", 2, 2),
-    "simulations": ("MCTS leaf evaluations per problem (raised to 8x the budget under a cap)", 4, 32),
+    "simulations": (f"MCTS leaf evaluations per problem (raised to {SIMULATIONS_PER_TOKEN}x the budget under a cap)",
+                    4, 32),
     "expand_k": ("MCTS candidate steps per expanded leaf", 2, 4),
     "wave_size": ("MCTS leaves expanded per tree per wave", 2, 4),
     "sft_examples": ("gold solutions per train level of the budgeted SFT (--second_policy sft)", 16, 128),
