@@ -15,4 +15,4 @@ setsid nohup python benchmarks/issue36_gpu.py /root/i36 --next --levels 2 --para
   --only $ONLY --timeout 1500 > /root/logs/i36.log 2>&1 < /dev/null &
 echo started; sleep 480; cat /root/logs/i36.log; tail -n 3 /root/i36/logs/*.log 2>/dev/null | cut -c1-200
 nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv
-bash $R/statics/results/session29_h200/next_lease/pack.sh
+bash $R/statics/results/session28_h200/next_lease/pack.sh
