@@ -202,13 +202,15 @@ def resync_run(rank: int, world: int, port: int, out_dir: str) -> None:
 
 
 def whiten_run(rank: int, world: int, port: int, out_dir: str) -> None:
-    """One rank whitening its half of a fixed batch (PPO's advantages); saves its rows."""
-    from lmgym.algorithms.advantages import whiten
+    """One rank whitening (PPO's advantages) and RMS-scaling (MCTSSearch's) its half of a fixed batch; saves its
+    rows of each."""
+    from lmgym.algorithms.advantages import rms_scale, whiten
 
     join_gloo(rank, world, port)
     values, mask = whiten_batch()
     half = slice(rank * 3, rank * 3 + 3)
     torch.save(whiten(values[half], mask[half]), Path(out_dir) / f"whiten_rank{rank}.pt")
+    torch.save(rms_scale(values[half], mask[half]), Path(out_dir) / f"rms_rank{rank}.pt")
     dist.destroy()
 
 

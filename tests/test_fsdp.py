@@ -92,14 +92,15 @@ def test_optimizer_foreach_is_torchs_default_without_shards():
 
 
 def test_batch_statistics_span_every_ranks_share(two_rank_jobs):
-    """PPO's whitening (and REINFORCE-stable's baseline and std, in the re-sync test above) use the whole
-    iteration's batch: two ranks whitening their halves give one process's whitened batch."""
-    from lmgym.algorithms.advantages import whiten
+    """PPO's whitening, MCTSSearch's RMS scaling (and REINFORCE-stable's baseline and std, in the re-sync test
+    above) use the whole iteration's batch: two ranks scaling their halves give one process's scaled batch."""
+    from lmgym.algorithms.advantages import rms_scale, whiten
     from tests.distributed_worker import whiten_batch
 
     out = two_rank_jobs.folder("fsdp_whiten")
-    halves = [torch.load(out / f"whiten_rank{r}.pt") for r in (0, 1)]
     values, mask = whiten_batch()
-    assert torch.allclose(torch.cat(halves), whiten(values, mask), atol=1e-6)
-    assert not torch.allclose(halves[0], whiten(values[:3], mask[:3]), atol=1e-3)  # not each half on its own
+    for name, scale in (("whiten", whiten), ("rms", rms_scale)):
+        halves = [torch.load(out / f"{name}_rank{r}.pt") for r in (0, 1)]
+        assert torch.allclose(torch.cat(halves), scale(values, mask), atol=1e-6), name
+        assert not torch.allclose(halves[0], scale(values[:3], mask[:3]), atol=1e-3), name  # not each half alone
 

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from lmgym.algorithms.advantages import discounted_returns, group_advantages, zero_variance_groups
+from lmgym.algorithms.advantages import discounted_returns, group_advantages, rms_scale, zero_variance_groups
 from lmgym.algorithms.kl import kl_estimate
 from lmgym.evaluation.evaluate import majority_correct, pass_at_k
 
@@ -41,6 +41,17 @@ def test_group_advantages_hand_values():
     dr = group_advantages(rewards, groups, scale_by_std=False)
     assert torch.allclose(dr[:4], torch.tensor([0.5, -0.5, -0.5, 0.5]))
     assert zero_variance_groups(rewards, groups).tolist() == [False, True]
+
+
+def test_rms_scale_hand_values():
+    """Divided by the root mean square over the masked tokens: 3, -4 and a masked 100 -> rms sqrt(12.5)."""
+    values = torch.tensor([[3.0, -4.0, 100.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0]])
+    scaled = rms_scale(values, mask)
+    rms = math.sqrt((9 + 16) / 2)
+    assert scaled[0].tolist() == pytest.approx([3 / rms, -4 / rms, 0.0], rel=1e-6)
+    assert float((scaled ** 2 * mask).sum() / mask.sum()) == pytest.approx(1.0, rel=1e-6)  # unit scale
+    assert rms_scale(torch.zeros(2, 3), torch.ones(2, 3)).abs().sum() == 0  # nothing to scale stays nothing
 
 
 def test_discounted_returns():

@@ -47,9 +47,22 @@ def test_step_advantages_are_the_q_differences_of_a_scripted_tree(tmp_path):
         assert STEP_ADVANTAGES.get(t) == pytest.approx([a1] * len(first) + [a2] * len(second))
     by_text = {t.text: STEP_ADVANTAGES.get(t) for t in trajectories}
     assert by_text["y = 2\n#### 7\n"] == pytest.approx([0.2125] * 6 + [0.4375] * 7)  # 0.5125 - 0.3, 0.95 - 0.5125
-    algo.prepare(trajectories)
+    algo.prepare(trajectories)  # every token sampled (mask 1); by default scaled by the batch's root mean square
+    steps = [v for t in trajectories for v in STEP_ADVANTAGES.get(t)]
+    rms = (sum(v * v for v in steps) / len(steps)) ** 0.5
+    assert 0.1 < rms < 0.3  # PRM-value sized, a fraction of GRPO's unit-scale advantages
     for t in trajectories:
-        assert ADVANTAGES.get(t) == pytest.approx(STEP_ADVANTAGES.get(t))  # every token sampled: mask 1
+        assert ADVANTAGES.get(t) == pytest.approx([v / rms for v in STEP_ADVANTAGES.get(t)], rel=1e-5)
+    assert float(algo._step_metrics["step_advantage_rms"][-1]) == pytest.approx(rms, rel=1e-5)
+    for scaling, expected in (("none", lambda v: v), ("whiten", None)):
+        algo.config.advantage_scaling = scaling
+        algo.prepare(trajectories)
+        if expected is not None:  # the raw Q differences
+            assert all(ADVANTAGES.get(t) == pytest.approx(STEP_ADVANTAGES.get(t)) for t in trajectories)
+        else:  # PPO's: zero mean, unit std over the tokens
+            whitened = [v for t in trajectories for v in ADVANTAGES.get(t)]
+            assert sum(whitened) / len(whitened) == pytest.approx(0.0, abs=1e-5)
+            assert sum(v * v for v in whitened) / len(whitened) == pytest.approx(1.0, rel=1e-4)
     problem = trajectories[0].info["problem_id"]
     question = f"Problem {problem}\n"  # the reset observation, verbatim
     # siblings whose Q differ by >= 0.3: y over z (0.4), and under y "#### 7" over "#### 8" and "#### 9" (0.65)
@@ -102,6 +115,9 @@ def test_bad_settings_are_one_line_config_errors(tmp_path):
         config(tmp_path, mcts=dict(selection="x"))
     with pytest.raises(ConfigError, match=r"^MCTSSearchConfig.temperature must be > 0"):
         config(tmp_path, temperature=0)
+    with pytest.raises(ConfigError, match=r"^MCTSSearchConfig.advantage_scaling must be one of rms, whiten, none, "
+                                          r"got 'std'$"):
+        config(tmp_path, advantage_scaling="std")
     with pytest.raises(ConfigError, match=r"^MCTSSearchConfig.pair_margin must be > 0, got 0.0$"):
         config(tmp_path, pair_margin=0)
     env = SevenEnv()

@@ -172,6 +172,15 @@ def whiten(values: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch
     return (values - mean) * torch.rsqrt(var + eps) * mask
 
 
+def rms_scale(values: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """x / sqrt(mean of x^2) over the masked positions of the whole batch, every rank's share included: signs and
+    ratios kept, the scale made 1 (an advantage already measured against a baseline, such as a tree's
+    Q(node) - Q(parent), keeps its meaning); masked-out positions become 0, all-zero values stay 0."""
+    n = dist.all_reduce_sum(float(mask.sum()))
+    squares = dist.all_reduce_sum(float((values * values * mask).sum()))
+    return values * (squares / max(n, 1.0) + eps) ** -0.5 * mask
+
+
 def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor) -> float:
     """1 - Var(returns - values) / Var(returns) over masked positions: 1 perfect, 0 no better than a
     constant, negative worse than a constant; nan when the returns have no variance."""

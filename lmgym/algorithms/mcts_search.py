@@ -5,7 +5,9 @@ rollouts to the end with the env's reward (default) or by a process reward model
 trajectories are root-to-finished-leaf paths (the most visited first, at most `samples_per_prompt` per
 problem; group id = the problem; a tree with no finished leaf gives its most-visited path); each step's
 tokens get the advantage Q(node) - Q(parent), the mean backed-up values of the step's node and of the
-node it was taken from, and the loss is GRPO's clipped policy loss. Sibling steps whose Q differ by at
+node it was taken from, scaled over the iteration's batch (`advantage_scaling`: by default divided by their
+root mean square, so the step size is near GRPO's normalised advantages), and the loss is GRPO's clipped
+policy loss. Sibling steps whose Q differ by at
 least `pair_margin` become `StepPair`s for the PRM (`self.step_pairs`, the latest iteration's); with
 `prm_updates > 0` the PRM takes that many Bradley-Terry steps on them each iteration, so the policy and
 the PRM improve together.
@@ -19,6 +21,7 @@ from typing import Any
 
 import torch
 
+from lmgym.algorithms.advantages import rms_scale, whiten
 from lmgym.algorithms.base import RLAlgorithm
 from lmgym.algorithms.config import RLConfig
 from lmgym.algorithms.losses import clipped_ratio_loss
@@ -32,6 +35,7 @@ from lmgym.search.mcts_tree import Node, walk
 from lmgym.training import distributed as dist
 from lmgym.training.config import ConfigError, setting
 
+ADVANTAGE_SCALINGS = {"rms": rms_scale, "whiten": whiten, "none": lambda values, mask: values * mask}
 STEP_ADVANTAGES = TokenField("step_advantages", "Q(node) - Q(parent) of the tree step each token belongs to "
                                                 "(0 after the last step)")
 
@@ -50,6 +54,10 @@ class MCTSSearchConfig(RLConfig):
     mcts: MCTSConfig = setting(MCTSConfig(evaluation="rollout"), "the tree search (evaluation rollout by default: "
                                                                  "prm needs prm=); it samples at temperature and "
                                                                  "max_new_tokens")
+    # rms: divided by their root mean square over the batch's trained tokens (signs and ratios kept); whiten: PPO's
+    # (minus the mean, over the std); none: the raw Q differences (PRM-value sized: a tenth of GRPO's step, measured)
+    advantage_scaling: str = setting("rms", "step advantages over the batch: rms (sign kept) | whiten | none (raw Q "
+                                            "differences)")
     clip_low: float = setting(0.2, "ratio lower bound is 1 - clip_low")
     clip_high: float = setting(0.2, "ratio upper bound is 1 + clip_high")
     pair_margin: float = setting(0.25, "sibling steps whose Q differ by at least this become PRM pairs (> 0)")
@@ -61,6 +69,8 @@ class MCTSSearchConfig(RLConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         self.require("temperature", self.temperature > 0, "> 0 (a tree search needs differing candidates)")
+        self.require("advantage_scaling", self.advantage_scaling in ADVANTAGE_SCALINGS,
+                     f"one of {', '.join(ADVANTAGE_SCALINGS)}")
         self.require("clip_low", 0 <= self.clip_low < 1, "in [0, 1)")
         self.require("clip_high", self.clip_high >= 0, ">= 0")
         self.require("pair_margin", self.pair_margin > 0, "> 0")
@@ -131,7 +141,12 @@ class MCTSSearch(RLAlgorithm):
 
     # ------------------------------------------------------------------ advantages and loss
     def advantages(self, batch):
-        return batch[STEP_ADVANTAGES] * batch.loss_mask
+        """The step advantages of the trained tokens, scaled as `advantage_scaling` says; their root mean square
+        before scaling is recorded (`step_advantage_rms`)."""
+        mask = batch.loss_mask
+        raw = batch[STEP_ADVANTAGES] * mask
+        self.record("step_advantage_rms", ((raw * raw).sum() / mask.sum().clamp(min=1.0)).sqrt())
+        return ADVANTAGE_SCALINGS[self.config.advantage_scaling](raw, mask)
 
     def loss(self, batch, logprobs, entropy):
         c = self.config
