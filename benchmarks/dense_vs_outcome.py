@@ -32,7 +32,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from examples.common import example_parser, read_saved_run, saved_settings  # noqa: E402
+from examples.common import (  # noqa: E402
+    both_seeds,
+    example_parser,
+    read_saved_run,
+    saved_settings,
+    seed_pooled_line,
+)
 from lmgym.algorithms import GRPO, GRPOConfig  # noqa: E402
 from lmgym.core.atomic_io import atomic_write_text  # noqa: E402
 from lmgym.envs import make  # noqa: E402
@@ -145,6 +151,8 @@ def markdown(summary: dict[str, dict], results: list[dict], args: argparse.Names
         lines += ["", f"dense - outcome: {interval_text(compared['difference'], compared['low'], compared['high'])} "
                       f"points (mean held-out accuracy; Welch t 95% interval over {compared['seeds'][0]} and "
                       f"{compared['seeds'][1]} seeds)"]
+        pooled = seed_pooled_line(Path(args.out), "dense", "outcome", both_seeds(results, "dense", "outcome"))
+        lines += [pooled] if pooled else []
     lines += ["", "| method | seed | before | after | iterations | tokens | seconds | mixed groups |",
               "|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r['method']} | {r['seed']} | {r['accuracy_before']:.1%} | {r['accuracy_after']:.1%} | "

@@ -28,7 +28,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from examples.common import example_parser, read_saved_run, saved_settings  # noqa: E402
+from examples.common import (  # noqa: E402
+    both_seeds,
+    example_parser,
+    read_saved_run,
+    saved_settings,
+    seed_pooled_line,
+)
 from lmgym.algorithms import GRPO, GRPOConfig, MCTSSearch, MCTSSearchConfig  # noqa: E402
 from lmgym.core.atomic_io import atomic_write_text  # noqa: E402
 from lmgym.envs import make  # noqa: E402
@@ -59,10 +65,17 @@ def config_for(name: str, args: argparse.Namespace, out: Path) -> GRPOConfig | M
     _, config_cls, values = RUNS[name]
     if name == "GRPO_PRM":
         values = {**values, "prm_weight": args.prm_weight}
-    if name == "MCTSSearch":  # the tree's leaf values: rollouts to the end, or the verifier's step scores
-        values = {**values, "mcts": {**values["mcts"], "evaluation": args.mcts_evaluation}}
+    if name == "MCTSSearch":  # the tree's leaf values (rollouts to the end, or the verifier's step scores), the scale
+        values = {**values, "mcts": {**values["mcts"], "evaluation": args.mcts_evaluation},
+                  "advantage_scaling": args.mcts_advantages}
     return config_cls(train_iterations=args.max_iterations, output_dir=str(out / f"{name}-seed{args.seed}"),
                       seed=args.seed, **{**COMMON, "learning_rate": args.learning_rate}, **values)
+
+
+def run_settings(name: str, args: argparse.Namespace) -> dict:
+    """The settings a saved run records and a later call must share to reuse it: the learning rate and evaluation
+    size, and MCTSSearch's advantage scaling."""
+    return {**saved_settings(args), **({"advantage_scaling": args.mcts_advantages} if name == "MCTSSearch" else {})}
 
 
 def run(name: str, args: argparse.Namespace, out: Path) -> dict:
@@ -103,7 +116,7 @@ def run(name: str, args: argparse.Namespace, out: Path) -> dict:
     summary = {"run": name, "seed": args.seed, "accuracy_before": before, "accuracy_after": after,
                "iterations": algo.iteration, "sampled_tokens": sampled, "train_minutes": round(train_minutes, 2),
                "level": args.level, "mixed_groups": sum(mixed) / len(mixed) if mixed else None,
-               **saved_settings(args)}
+               **run_settings(name, args)}
     print("RESULT " + json.dumps(summary), flush=True)
     return summary
 
@@ -126,7 +139,7 @@ def summarise(results: list[dict], baseline: str = "GRPO") -> dict[str, dict]:
     return out
 
 
-def markdown(summary: dict[str, dict], results: list[dict]) -> str:
+def markdown(summary: dict[str, dict], results: list[dict], out: Path | None = None) -> str:
     lines = ["| run | seeds | accuracy mean | std | min | max | vs GRPO, points [95% CI] |",
              "|---|---|---|---|---|---|---|"]
     for name, s in summary.items():
@@ -134,6 +147,10 @@ def markdown(summary: dict[str, dict], results: list[dict]) -> str:
         cell = "-" if vs is None else interval_text(vs["difference"], vs["low"], vs["high"])
         lines.append(f"| {name} | {s['seeds']} | {s['mean']:.1%} | {s['std']:.1%} | {s['min']:.1%} | {s['max']:.1%} "
                      f"| {cell} |")
+    pooled = [seed_pooled_line(out, name, "GRPO", both_seeds(results, name, "GRPO", key="run"))
+              for name in summary if name != "GRPO"] if out is not None else []
+    if any(pooled):  # the same comparisons paired over problems, from the runs' records
+        lines += [""] + [line for line in pooled if line]
     lines += ["", "| run | seed | before | after | iterations | tokens | minutes | mixed groups |",
               "|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r['run']} | {r['seed']} | {r['accuracy_before']:.1%} | {r['accuracy_after']:.1%} | "
@@ -159,6 +176,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--mcts-evaluation", choices=("rollout", "prm"), default="rollout",
                         help="MCTSSearch's leaf values: rollouts, or --prm's scores (examples/verifier_loop.py "
                              "writes a verifier trained on the policy's own samples)")
+    parser.add_argument("--mcts-advantages", choices=("rms", "whiten", "none"), default="rms",
+                        help="MCTSSearch's advantage_scaling (default rms: its step advantages divided by their root "
+                             "mean square; none: the raw Q differences, which the thirtieth session's lease found "
+                             "a tenth of GRPO's step size)")
     parser.add_argument("--seeds", type=int, default=5, help="runs per method, seeds --first-seed onwards (default 5)")
     parser.add_argument("--first-seed", type=int, default=0, help="the first seed (default 0)")
     parser.add_argument("--seed", type=int, default=None, help="one seed only: --first-seed SEED --seeds 1")
@@ -181,7 +202,7 @@ def main(argv: list[str] | None = None) -> dict:
             path = out / f"{name}-seed{seed}" / "result.json"
             if path.is_file():
                 print(f"{name} seed {seed}: saved in {path}, not trained again")
-                results.append(read_saved_run(path, saved_settings(args)))
+                results.append(read_saved_run(path, run_settings(name, args)))
                 continue
             result = run(name, argparse.Namespace(**{**vars(args), "seed": seed}), out)
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -191,7 +212,8 @@ def main(argv: list[str] | None = None) -> dict:
     report = {"settings": vars(args), "summary": summary, "runs": results}
     atomic_write_text(out / "summary.json", json.dumps(report, indent=2) + "\n")
     text = (f"Arithmetic-v0 L{args.level} test ({args.eval_episodes} problems), budget {args.token_budget} sampled "
-            f"tokens a run, learning rate {args.learning_rate:g}, model {args.model}\n\n" + markdown(summary, results))
+            f"tokens a run, learning rate {args.learning_rate:g}, model {args.model}\n\n"
+            + markdown(summary, results, out))
     atomic_write_text(out / "summary.md", text)
     print(text)
     return report

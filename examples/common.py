@@ -66,6 +66,31 @@ def saved_settings(args: argparse.Namespace) -> dict[str, Any]:
     return {"learning_rate": args.learning_rate, "eval_episodes": args.eval_episodes}
 
 
+def both_seeds(results: Sequence[dict], method: str, baseline: str, key: str = "method") -> list[int]:
+    """The seeds (in order) that both `method` and `baseline` ran among a seeded benchmark's `results` (each a dict
+    with `key` naming its method and `seed`)."""
+    ran = {name: {r["seed"] for r in results if r[key] == name} for name in (method, baseline)}
+    return sorted(ran[method] & ran[baseline])
+
+
+def seed_pooled_line(out: Path, method: str, baseline: str, seeds: Sequence[int]) -> str | None:
+    """A seeded benchmark's method against its baseline paired over problems: each held-out problem's share right
+    after training averaged over `seeds`, from the runs' `<out>/<name>-seed<k>/after.problems.jsonl`, and the
+    paired bootstrap 95% interval of the difference (evaluation.seed_mean_paired). None when a run kept no records
+    (runs saved before they were kept)."""
+    from lmgym.core.problem_records import read_problem_records
+    from lmgym.evaluation import interval_text, seed_mean_paired
+
+    paths = {name: [out / f"{name}-seed{seed}" / "after.problems.jsonl" for seed in seeds]
+             for name in (method, baseline)}
+    if not seeds or not all(p.is_file() for group in paths.values() for p in group):
+        return None
+    runs = {name: [read_problem_records(p) for p in group] for name, group in paths.items()}
+    d = seed_mean_paired(runs[method], runs[baseline])
+    return (f"{method} - {baseline}: {interval_text(d.difference, d.low, d.high)} points (each of {d.problems} "
+            f"held-out problems' share right over {len(seeds)} seeds; paired bootstrap 95% over problems)")
+
+
 def read_saved_run(path: Path, settings: dict[str, Any]) -> dict[str, Any]:
     """A run saved by an earlier (or parallel) call of a seeded benchmark, refused in one line when it was made
     with other `settings` (a learning rate, an evaluation size) than this call's: a summary mixing them would compare

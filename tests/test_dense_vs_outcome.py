@@ -81,6 +81,27 @@ def test_dense_against_outcome_is_the_welch_interval_over_seeds_and_the_table_sh
     assert bench.versus([r for r in runs if r["method"] == "dense"]) is None
 
 
+def test_the_table_pairs_the_methods_over_problems_when_the_runs_kept_records(tmp_path):
+    bench = load()
+    runs = [{"method": m, "seed": k, "accuracy_before": 0.2, "accuracy_after": 0.5, "iterations": 3,
+             "sampled_tokens": 100, "train_seconds": 1.0, "mixed_groups": None}
+            for m in ("dense", "outcome") for k in (0, 1)]
+    outcomes = {("dense", 0): [1, 0, 1, 1], ("dense", 1): [1, 1, 0, 1], ("outcome", 0): [0, 0, 1, 1],
+                ("outcome", 1): [0, 0, 1, 0]}
+    for (method, seed), right in outcomes.items():
+        folder = tmp_path / f"{method}-seed{seed}"
+        folder.mkdir()
+        folder.joinpath("after.problems.jsonl").write_text("".join(
+            json.dumps({"kind": "sampled", "id": f"p{i}", "c": c, "n": 1}) + "\n" for i, c in enumerate(right)))
+    args = bench.build_parser().parse_args(["--preset", "cpu", "--out", str(tmp_path)])
+    args.level, args.eval_episodes, args.token_budget, args.model, args.learning_rate = 2, 4, 1000, "m", 2e-6
+    text = bench.markdown(bench.summarise(runs), runs, args)
+    # shares right over the seeds: dense 1, 0.5, 0.5, 1; outcome 0, 0, 1, 0.5: +0.375 a problem
+    assert "dense - outcome: +37.5 [" in text and "each of 4 held-out problems' share right over 2 seeds" in text
+    (tmp_path / "outcome-seed1" / "after.problems.jsonl").unlink()  # a run saved before records were kept
+    assert "share right over" not in bench.markdown(bench.summarise(runs), runs, args)
+
+
 def test_a_saved_run_made_at_another_learning_rate_is_refused_in_one_line(tmp_path, monkeypatch):
     # a summary mixing runs at 5e-5 and 2e-6 would compare unlike runs; the saved run records its settings
     bench = load()

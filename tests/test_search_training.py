@@ -53,12 +53,52 @@ def test_the_learning_rate_reaches_every_run_and_a_saved_run_at_another_is_refus
     assert default.learning_rate == bench.COMMON["learning_rate"] == 5e-5
     monkeypatch.setattr(bench, "run", lambda name, args, out: {
         "run": name, "seed": args.seed, "accuracy_before": 0.1, "accuracy_after": 0.2, "iterations": 2,
-        "sampled_tokens": 50, "train_minutes": 0.1, "level": 2, "mixed_groups": None, **bench.saved_settings(args)})
+        "sampled_tokens": 50, "train_minutes": 0.1, "level": 2, "mixed_groups": None,
+        **bench.run_settings(name, args)})
     common = ["--runs", "GRPO", "--out", str(tmp_path), "--seed", "0"]
     bench.main(common + ["--learning-rate", "2e-6"])
     assert "learning rate 2e-06" in (tmp_path / "summary.md").read_text()
     with pytest.raises(SystemExit, match="saved with eval_episodes 256, this call asks 896"):
         bench.main(common + ["--learning-rate", "2e-6", "--eval-episodes", "896"])
+
+
+def test_mcts_search_scales_its_advantages_as_asked_and_a_saved_run_scaled_otherwise_is_refused(tmp_path,
+                                                                                                   monkeypatch):
+    bench = load()
+    assert bench.build_parser().parse_args([]).mcts_advantages == "rms"
+    for scaling in ("rms", "whiten", "none"):
+        args = bench.build_parser().parse_args(["--mcts-advantages", scaling, "--seed", "0"])
+        args.seed = 0
+        assert bench.config_for("MCTSSearch", args, tmp_path).advantage_scaling == scaling
+        assert bench.run_settings("MCTSSearch", args)["advantage_scaling"] == scaling
+        assert "advantage_scaling" not in bench.run_settings("GRPO", args)  # GRPO's runs do not depend on it
+    monkeypatch.setattr(bench, "run", lambda name, args, out: {
+        "run": name, "seed": args.seed, "accuracy_before": 0.1, "accuracy_after": 0.2, "iterations": 2,
+        "sampled_tokens": 50, "train_minutes": 0.1, "level": 2, "mixed_groups": None,
+        **bench.run_settings(name, args)})
+    common = ["--runs", "GRPO", "MCTSSearch", "--out", str(tmp_path), "--seed", "0"]
+    bench.main(common + ["--mcts-advantages", "none"])
+    assert json.loads((tmp_path / "MCTSSearch-seed0" / "result.json").read_text())["advantage_scaling"] == "none"
+    with pytest.raises(SystemExit, match="MCTSSearch-seed0/result.json: saved with advantage_scaling none, this "
+                                         "call asks rms"):
+        bench.main(common)
+
+
+def test_the_summary_pairs_each_run_with_grpo_over_problems_from_the_runs_records(tmp_path):
+    bench = load()
+    results = [{"run": name, "seed": seed, "accuracy_before": 0.1, "accuracy_after": 0.5, "iterations": 2,
+                "sampled_tokens": 50, "train_minutes": 0.1, "level": 2, "mixed_groups": None}
+               for name in ("GRPO", "MCTSSearch") for seed in (0, 1)]
+    right = {"GRPO": [1, 1, 0, 0], "MCTSSearch": [1, 0, 0, 0]}
+    for r in results:
+        folder = tmp_path / f"{r['run']}-seed{r['seed']}"
+        folder.mkdir()
+        folder.joinpath("after.problems.jsonl").write_text("".join(
+            json.dumps({"kind": "sampled", "id": f"p{i}", "c": c, "n": 1}) + "\n"
+            for i, c in enumerate(right[r["run"]])))
+    text = bench.markdown(bench.summarise(results), results, tmp_path)
+    assert "MCTSSearch - GRPO: -25.0 [" in text and "each of 4 held-out problems' share right over 2 seeds" in text
+    assert "share right over" not in bench.markdown(bench.summarise(results), results)  # no folder: no line
 
 
 def test_a_run_keeps_each_problems_outcome_before_and_after(tmp_path_factory, tmp_path):

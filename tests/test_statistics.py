@@ -136,3 +136,22 @@ def test_seeds_compared_with_unequal_spreads_and_edge_cases():
     assert interval_text(one.difference, one.low, one.high) == "+15.0 [n/a, n/a]"
     with pytest.raises(ValueError, match="confidence"):
         compare_seeds([0.1, 0.2], [0.1, 0.2], confidence=1.5)
+
+
+def records(outcomes: list[int], ids: tuple[str, ...] = ("p0", "p1", "p2")) -> list[dict]:
+    return [{"kind": "sampled", "id": i, "c": c, "n": 1} for i, c in zip(ids, outcomes)]
+
+
+def test_seeds_paired_over_problems_on_each_problems_share_right_over_the_seeds():
+    from lmgym.evaluation import seed_mean_paired
+
+    method = [records([1, 0, 1]), records([1, 1, 0])]  # shares right over the two seeds: 1, 0.5, 0.5
+    baseline = [records([0, 0, 1]), records([0, 0, 1])]  # 0, 0, 1
+    d = seed_mean_paired(method, baseline)
+    assert d.difference == pytest.approx((1 + 0.5 - 0.5) / 3) and d.problems == 3
+    same = paired_bootstrap([1.0, 0.5, 0.5], [0.0, 0.0, 1.0])
+    assert (d.low, d.high) == pytest.approx((same.low, same.high))
+    with pytest.raises(ValueError, match="run 1 lists other problems than run 0"):
+        seed_mean_paired([records([1, 0, 1]), records([1, 0, 1], ids=("p0", "p2", "p1"))], baseline)
+    with pytest.raises(ValueError, match="the method's runs and the baseline's list other problems"):
+        seed_mean_paired(method, [records([0, 0, 1], ids=("q0", "q1", "q2"))])

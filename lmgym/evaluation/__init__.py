@@ -32,6 +32,7 @@ from lmgym.evaluation.statistics import (
     compare_seeds,
     interval_text,
     paired_bootstrap,
+    seed_mean_paired,
     seed_spread,
 )
 from lmgym.evaluation.verifier_eval import VerifierReport, evaluate_verifier, score_samples
@@ -45,5 +46,5 @@ __all__ = [
     "VerifierReport", "evaluate_verifier", "score_samples", "VerifierMetrics", "expected_calibration_error",
     "roc_auc", "verifier_metrics", "episode_metrics", "component_means", "component_metrics", "count_tool_errors",
     "ToolErrorCounter", "PairedDifference", "SeedSpread", "paired_bootstrap", "seed_spread",
-    "SeedComparison", "compare_seeds", "interval_text",
+    "SeedComparison", "compare_seeds", "interval_text", "seed_mean_paired",
 ]

@@ -11,7 +11,9 @@ the same difference (two identical lists), where the percentile interval is [0, 
 Training runs that differ only in their seed are compared by `compare_seeds`: each method's mean and spread
 (`seed_spread`) and Welch's t interval of the difference of the two means (unequal variances, Welch-Satterthwaite
 degrees of freedom). Five seeds are too few for a bootstrap's percentiles to mean much; the t interval is the
-usual one for a handful of runs, and it is exact to compute by hand.
+usual one for a handful of runs, and it is exact to compute by hand. When each run also kept its per-problem
+outcomes on one shared set of problems, `seed_mean_paired` pairs the methods problem by problem on each problem's
+share right averaged over the seeds: it sees the problems' variance, where the seeds' t interval sees the runs'.
 """
 from __future__ import annotations
 
@@ -86,6 +88,34 @@ def paired_bootstrap(a: Sequence[float], b: Sequence[float], n_resamples: int = 
     interval = result.confidence_interval
     return PairedDifference(float(np.mean(first - second)), float(interval.low), float(interval.high), confidence,
                             len(first), n_resamples)
+
+
+def seed_mean_scores(runs: Sequence[Sequence[dict]]) -> tuple[list[str], np.ndarray]:
+    """The problem ids of the runs' records (problem records: `id`, `c` right of `n`) and each problem's share
+    right, averaged over the runs; every run must list the same problems in the same order (ValueError naming the
+    first that does not)."""
+    if not runs:
+        raise ValueError("seed_mean_scores: no runs")
+    ids = [str(r["id"]) for r in runs[0]]
+    for k, run in enumerate(runs[1:], start=1):
+        other = [str(r["id"]) for r in run]
+        if other != ids:
+            at = next((i for i, (a, b) in enumerate(zip(ids, other)) if a != b), min(len(ids), len(other)))
+            raise ValueError(f"seed_mean_scores: run {k} lists other problems than run 0 (from position {at}: "
+                             f"{len(other)} against {len(ids)} problems)")
+    shares = np.array([[r["c"] / r["n"] for r in run] for run in runs], dtype=float)
+    return ids, shares.mean(axis=0)
+
+
+def seed_mean_paired(method_runs: Sequence[Sequence[dict]], baseline_runs: Sequence[Sequence[dict]],
+                     **bootstrap: float) -> PairedDifference:
+    """The paired bootstrap (over problems) of the method's share right averaged over its seeds minus the
+    baseline's, from each run's problem records; both sides must list the same problems."""
+    ids, method = seed_mean_scores(method_runs)
+    base_ids, baseline = seed_mean_scores(baseline_runs)
+    if ids != base_ids:
+        raise ValueError("seed_mean_paired: the method's runs and the baseline's list other problems")
+    return paired_bootstrap(method, baseline, **bootstrap)
 
 
 def seed_spread(values: Sequence[float]) -> SeedSpread:
