@@ -34,7 +34,10 @@ carried in from an earlier lease (OUT/vl/labels/*.jsonl and stats.json) mark the
 8. dense_seed<k> / mcts_seed<k>: dense-credit GRPO against outcome-only GRPO and MCTSSearch against GRPO from the
    budgeted SFT (a mixed-group start), on the last labelled level (the PRM's), equal sampled tokens, seeds 0-4,
    at RL_AFTER_SFT_LR, each run's held-out accuracy on 896 test problems (measured in the twenty-ninth session's
-   lease, six to eight processes on one H200 and 256 test problems: dense 7.7-10.2 min, mcts 4.0-6.4).
+   lease, six to eight processes on one H200 and 256 test problems: dense 7.7-10.2 min, mcts 4.0-6.4; in the
+   thirtieth's, ten processes and 896 problems, the dense refresh in two passes a step: dense 6.2-6.9, mcts 5.8-6.6).
+   MCTSSearch scales its step advantages by their root mean square (search_training.py --mcts-advantages, rms by
+   default): unscaled, its gradient was a tenth of GRPO's and it did not learn (thirtieth session's lease).
 9. pipe_*: the seed-000 pipeline, gpu_room preset (level 4, budgeted SFT) with the full-scale PRM.
 
 The estimates add up to more than three hours of one H200 (--dry_run prints the sum): a 30-minute session
@@ -130,7 +133,7 @@ def stages(out: Path, levels: list[int], seeds: int = 5, sizes: tuple[int, ...] 
                                "--label_only", "second")),), after=("sft",)))
         labels += [f"label_L{level}", f"second_L{level}"]
     out_list += [
-        Stage("critic", 3, critic / "config.json",
+        Stage("critic", 2.5, critic / "config.json",
               (("reflection", ("--preset", "cpu", "--model", rehearse, *REHEARSAL_CRITIC, "--output_dir",
                                str(out / "reflection"), "--triples", str(out / "rehearsal_triples.jsonl"))
                 if rehearse else
@@ -150,17 +153,17 @@ def stages(out: Path, levels: list[int], seeds: int = 5, sizes: tuple[int, ...] 
         # 7.9 min measured when its trees spent 82% of the 384 cap; capped trees now spend all of it (curves.capped)
         Stage("curves_mcts", 9.5, vl / "curves" / "L2_part_mcts.json",
               (("verifier_loop", (*mcts_curve, "--curve_methods", "mcts")),), after=scored),
-        Stage("curves_weighted", 8, vl / "curves" / "L2_part_weighted_maj.json",
-              (("verifier_loop", (*curves, "--curve_methods", "weighted_maj")),), after=scored),
-        Stage("curves_best_of_n", 6, vl / "curves" / "L2_part_best_of_n.json",
-              (("verifier_loop", (*curves, "--curve_methods", "best_of_n")),), after=scored),
-        Stage("curves_critic", 8, vl / "curves" / "L2_part_weighted_maj_critic+best_of_n_critic.json", (
-            ("verifier_loop", (*curves, "--curve_methods", "weighted_maj_critic,best_of_n_critic")),),
-              after=scored),
         # MCTS with the critic as its value (each new node judged by the critic's check and verdict; never run:
         # the estimate scales curves_mcts by the critic's checks, about 60 tokens a node)
         Stage("curves_mcts_critic", 10, vl / "curves" / "L2_part_mcts_critic.json",
               (("verifier_loop", (*mcts_curve, "--curve_methods", "mcts_critic")),), after=scored),
+        Stage("curves_critic", 8, vl / "curves" / "L2_part_weighted_maj_critic+best_of_n_critic.json", (
+            ("verifier_loop", (*curves, "--curve_methods", "weighted_maj_critic,best_of_n_critic")),),
+              after=scored),
+        Stage("curves_weighted", 8, vl / "curves" / "L2_part_weighted_maj.json",
+              (("verifier_loop", (*curves, "--curve_methods", "weighted_maj")),), after=scored),
+        Stage("curves_best_of_n", 6, vl / "curves" / "L2_part_best_of_n.json",
+              (("verifier_loop", (*curves, "--curve_methods", "best_of_n")),), after=scored),
         Stage("curves_beam", 3, vl / "curves" / "L2_part_beam.json", (("verifier_loop", (*curves, "--curve_methods",
                                                                                            "beam")),),
               after=scored),
@@ -183,7 +186,7 @@ def stages(out: Path, levels: list[int], seeds: int = 5, sizes: tuple[int, ...] 
                    *(REHEARSAL_SEARCH if rehearse else ()))
     for seed in range(seeds):
         common = ("--seeds", "1", "--first-seed", str(seed))
-        out_list.append(Stage(f"dense_seed{seed}", 10.5, out / "dense" / f"dense-seed{seed}" / "result.json", (
+        out_list.append(Stage(f"dense_seed{seed}", 7.5, out / "dense" / f"dense-seed{seed}" / "result.json", (
             ("dense", (*dense_args, "--methods", "outcome", "--out", str(out / "dense"), *common)),
             ("dense", (*dense_args, "--methods", "dense", "--out", str(out / "dense"), *common))),
             after=("sft", "train")))
