@@ -17,9 +17,9 @@ mixed groups (a group whose rewards are not all equal: GRPO's only signal) is ke
 A regime with room to learn (issue 36): --model a budgeted SFT (examples/verifier_loop.py --second_policy sft writes
 one) whose greedy accuracy on the level is 15-50%, so groups are mixed. Each run's own result goes to
 <out>/<method>-seed<k>/result.json (each held-out problem's outcome before and after beside it, in
-before/after.problems.jsonl: benchmarks/report.py recomputes from them), and a saved run is read rather than
-trained again, so seeds can run in parallel processes (`--methods dense --seeds 1 --first-seed 2`) and a last plain
-invocation summarises them.
+before/after.problems.jsonl: benchmarks/report.py recomputes from them; each iteration's metrics in
+metrics.jsonl), and a saved run is read rather than trained again, so seeds can run in parallel processes
+(`--methods dense --seeds 1 --first-seed 2`) and a last plain invocation summarises them.
 """
 from __future__ import annotations
 
@@ -97,14 +97,18 @@ def run(method: str, seed: int, args: argparse.Namespace, out: Path) -> dict:
     before = evaluate(policy, test_env, args.eval_episodes, args.max_new_tokens,
                       records_path=records / "before.problems.jsonl")["accuracy"]
     algo = GRPO(policy, env, config, prm=prm)
-    sampled, start, mixed = 0, time.perf_counter(), []
+    sampled, start, mixed, rows = 0, time.perf_counter(), [], []
     while sampled < args.token_budget and algo.iteration < args.max_iterations:
         metrics = algo.run_iteration()
         algo.iteration += 1
         sampled += int(round(metrics["completion_length"] * config.batch_size))  # every sampled token
         if metrics.get("zero_variance_groups") is not None:
             mixed.append(1.0 - float(metrics["zero_variance_groups"]))
+        rows.append({"iteration": algo.iteration, "sampled_tokens": sampled,
+                     **{k: v for k, v in metrics.items() if isinstance(v, (int, float, str))}})
     seconds = time.perf_counter() - start
+    # the iterations' scalar metrics (reward, KL, the PRM's scores and refresh), to read why a run went as it did
+    atomic_write_text(records / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
     after = evaluate(policy, test_env, args.eval_episodes, args.max_new_tokens,
                      records_path=records / "after.problems.jsonl")["accuracy"]
     result = {"method": method, "seed": seed, "accuracy_before": before, "accuracy_after": after,

@@ -135,3 +135,6 @@ def test_a_run_keeps_each_problems_outcome_before_and_after(tmp_path):
         assert [r["id"] for r in records] == first  # the first held-out problems, in order: pairable across runs
         right = sum(r["c"] for r in records) / len(records)
         assert right == pytest.approx(result[f"accuracy_{when}"])
+    rows = [json.loads(line) for line in (tmp_path / "outcome-seed0" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in rows] == list(range(1, result["iterations"] + 1))
+    assert rows[-1]["sampled_tokens"] == result["sampled_tokens"] and all("reward_mean" in r for r in rows)
