@@ -35,7 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from examples.common import (  # noqa: E402
     both_seeds,
     example_parser,
+    movement_cells,
     read_saved_run,
+    run_movement,
     saved_settings,
     seed_pooled_line,
 )
@@ -113,7 +115,7 @@ def run(method: str, seed: int, args: argparse.Namespace, out: Path) -> dict:
                      records_path=records / "after.problems.jsonl")["accuracy"]
     result = {"method": method, "seed": seed, "accuracy_before": before, "accuracy_after": after,
               "iterations": algo.iteration, "sampled_tokens": sampled, "train_seconds": round(seconds, 2),
-              "mixed_groups": statistics.fmean(mixed) if mixed else None, **saved_settings(args)}
+              "mixed_groups": statistics.fmean(mixed) if mixed else None, **run_movement(rows), **saved_settings(args)}
     print("RESULT " + json.dumps(result), flush=True)
     return result
 
@@ -157,11 +159,12 @@ def markdown(summary: dict[str, dict], results: list[dict], args: argparse.Names
                       f"{compared['seeds'][1]} seeds)"]
         pooled = seed_pooled_line(Path(args.out), "dense", "outcome", both_seeds(results, "dense", "outcome"))
         lines += [pooled] if pooled else []
-    lines += ["", "| method | seed | before | after | iterations | tokens | seconds | mixed groups |",
-              "|---|---|---|---|---|---|---|---|"]
+    lines += ["", "| method | seed | before | after | iterations | tokens | seconds | mixed groups | grad norm | KL, "
+                  "last 10 |", "|---|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r['method']} | {r['seed']} | {r['accuracy_before']:.1%} | {r['accuracy_after']:.1%} | "
               f"{r['iterations']} | {r['sampled_tokens']} | {r['train_seconds']} | "
-              f"{'-' if r.get('mixed_groups') is None else format(r['mixed_groups'], '.1%')} |" for r in results]
+              f"{'-' if r.get('mixed_groups') is None else format(r['mixed_groups'], '.1%')} | {movement_cells(r)} |"
+              for r in results]
     return "\n".join(lines) + "\n"
 
 

@@ -31,7 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from examples.common import (  # noqa: E402
     both_seeds,
     example_parser,
+    movement_cells,
     read_saved_run,
+    run_movement,
     saved_settings,
     seed_pooled_line,
 )
@@ -115,7 +117,7 @@ def run(name: str, args: argparse.Namespace, out: Path) -> dict:
     mixed = [1.0 - r["zero_variance_groups"] for r in rows if isinstance(r.get("zero_variance_groups"), (int, float))]
     summary = {"run": name, "seed": args.seed, "accuracy_before": before, "accuracy_after": after,
                "iterations": algo.iteration, "sampled_tokens": sampled, "train_minutes": round(train_minutes, 2),
-               "level": args.level, "mixed_groups": sum(mixed) / len(mixed) if mixed else None,
+               "level": args.level, "mixed_groups": sum(mixed) / len(mixed) if mixed else None, **run_movement(rows),
                **run_settings(name, args)}
     print("RESULT " + json.dumps(summary), flush=True)
     return summary
@@ -151,11 +153,12 @@ def markdown(summary: dict[str, dict], results: list[dict], out: Path | None = N
               for name in summary if name != "GRPO"] if out is not None else []
     if any(pooled):  # the same comparisons paired over problems, from the runs' records
         lines += [""] + [line for line in pooled if line]
-    lines += ["", "| run | seed | before | after | iterations | tokens | minutes | mixed groups |",
-              "|---|---|---|---|---|---|---|---|"]
+    lines += ["", "| run | seed | before | after | iterations | tokens | minutes | mixed groups | grad norm | KL, "
+                  "last 10 |", "|---|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r['run']} | {r['seed']} | {r['accuracy_before']:.1%} | {r['accuracy_after']:.1%} | "
               f"{r['iterations']} | {r['sampled_tokens']} | {r['train_minutes']} | "
-              f"{'-' if r.get('mixed_groups') is None else format(r['mixed_groups'], '.1%')} |" for r in results]
+              f"{'-' if r.get('mixed_groups') is None else format(r['mixed_groups'], '.1%')} | {movement_cells(r)} |"
+              for r in results]
     return "\n".join(lines) + "\n"
 
 

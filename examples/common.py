@@ -66,6 +66,24 @@ def saved_settings(args: argparse.Namespace) -> dict[str, Any]:
     return {"learning_rate": args.learning_rate, "eval_episodes": args.eval_episodes}
 
 
+def run_movement(rows: Sequence[dict]) -> dict[str, float | None]:
+    """How far a seeded benchmark's run moved its policy, from its iterations' metrics: the mean gradient norm
+    (`grad_norm`) and the mean KL to the reference over the last 10 iterations (`kl_last10`); None where the rows
+    lack the metric."""
+    def mean(values: list[float]) -> float | None:
+        return sum(values) / len(values) if values else None
+
+    norms = [float(r["grad_norm"]) for r in rows if isinstance(r.get("grad_norm"), (int, float))]
+    kls = [float(r["kl"]) for r in rows if isinstance(r.get("kl"), (int, float))]
+    return {"grad_norm": mean(norms), "kl_last10": mean(kls[-10:])}
+
+
+def movement_cells(result: dict) -> str:
+    """A run's `run_movement` as two table cells ("grad norm | KL, last 10"), "-" for a run saved without them."""
+    norm, kl = result.get("grad_norm"), result.get("kl_last10")
+    return f"{'-' if norm is None else format(norm, '.3f')} | {'-' if kl is None else format(kl, '.4f')}"
+
+
 def both_seeds(results: Sequence[dict], method: str, baseline: str, key: str = "method") -> list[int]:
     """The seeds (in order) that both `method` and `baseline` ran among a seeded benchmark's `results` (each a dict
     with `key` naming its method and `seed`)."""

@@ -138,3 +138,4 @@ def test_a_run_keeps_each_problems_outcome_before_and_after(tmp_path):
     rows = [json.loads(line) for line in (tmp_path / "outcome-seed0" / "metrics.jsonl").read_text().splitlines()]
     assert [r["iteration"] for r in rows] == list(range(1, result["iterations"] + 1))
     assert rows[-1]["sampled_tokens"] == result["sampled_tokens"] and all("reward_mean" in r for r in rows)
+    assert result["grad_norm"] == pytest.approx(sum(r["grad_norm"] for r in rows) / len(rows))

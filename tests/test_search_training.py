@@ -101,6 +101,16 @@ def test_the_summary_pairs_each_run_with_grpo_over_problems_from_the_runs_record
     assert "share right over" not in bench.markdown(bench.summarise(results), results)  # no folder: no line
 
 
+def test_how_far_a_run_moved_is_its_mean_gradient_norm_and_its_last_ten_kls():
+    from examples.common import movement_cells, run_movement
+
+    rows = [{"grad_norm": 0.5 + k % 2, "kl": 0.01 * k} for k in range(12)]  # norms 0.5, 1.5, ...; KL 0 to 0.11
+    assert run_movement(rows) == pytest.approx({"grad_norm": 1.0, "kl_last10": 0.01 * sum(range(2, 12)) / 10})
+    assert run_movement([{"reward_mean": 1.0}]) == {"grad_norm": None, "kl_last10": None}
+    assert movement_cells({"grad_norm": 0.0738, "kl_last10": 0.00355}) == "0.074 | 0.0036"
+    assert movement_cells({}) == "- | -"  # a run saved before they were kept
+
+
 def test_a_run_keeps_each_problems_outcome_before_and_after(tmp_path_factory, tmp_path):
     # the tiny model, one iteration of GRPO: report.py recomputes a run's accuracy from these records
     from lmgym.core.problem_records import read_problem_records
@@ -113,6 +123,7 @@ def test_a_run_keeps_each_problems_outcome_before_and_after(tmp_path_factory, tm
                 "--max-steps", "2", "--token-budget", "10", "--out", str(tmp_path)])
     result = json.loads((tmp_path / "GRPO-seed0" / "result.json").read_text())
     assert result["learning_rate"] == 5e-5 and result["eval_episodes"] == 3
+    assert result["grad_norm"] > 0 and result["kl_last10"] is not None  # how far it moved, from its metrics
     for when in ("before", "after"):
         records = read_problem_records(tmp_path / "GRPO-seed0" / f"{when}.problems.jsonl")
         assert len(records) == 3 and len({r["id"] for r in records}) == 3
