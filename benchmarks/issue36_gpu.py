@@ -199,11 +199,13 @@ def stages(out: Path, levels: list[int], seeds: int = 5, sizes: tuple[int, ...] 
     pipe = (*pipe, "--output_dir", str(out / "pipeline"), "--prm", prm, "--no-progress")
     # one folder, each stage after the model it starts from: PPO and GRPO from the SFT (so they can run side by
     # side), GRPO + PRM from GRPO's model, MCTS searching with GRPO + PRM's
-    for name, minutes, done, chosen, after in (("pipe_sft", 4, "sft/eval.json", "base,sft", "train"),
-                                               ("pipe_ppo", 6, "ppo/eval.json", "ppo", "pipe_sft"),
-                                               ("pipe_grpo", 6, "grpo/eval.json", "grpo", "pipe_sft"),
-                                               ("pipe_grpo_prm", 7, "grpo_prm/eval.json", "grpo_prm", "pipe_grpo"),
-                                               ("pipe_mcts", 8, "mcts/eval.json", "mcts", "pipe_grpo_prm")):
+    # minutes alone on an H200 (thirtieth session): base and sft 1.7, grpo 1.2, ppo past 1.2 (cut at 37 of its
+    # iterations); grpo_prm as grpo with the dense runs' 1.9x; mcts never timed
+    for name, minutes, done, chosen, after in (("pipe_sft", 2, "sft/eval.json", "base,sft", "train"),
+                                               ("pipe_ppo", 2, "ppo/eval.json", "ppo", "pipe_sft"),
+                                               ("pipe_grpo", 2, "grpo/eval.json", "grpo", "pipe_sft"),
+                                               ("pipe_grpo_prm", 3, "grpo_prm/eval.json", "grpo_prm", "pipe_grpo"),
+                                               ("pipe_mcts", 5, "mcts/eval.json", "mcts", "pipe_grpo_prm")):
         out_list.append(Stage(name, minutes, out / "pipeline" / done, (("pipeline", (*pipe, "--stages", chosen)),),
                               after=(after,)))
     # the summaries: every saved part merged (seconds; rerun after any stage)
