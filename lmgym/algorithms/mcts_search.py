@@ -7,10 +7,9 @@ problem; group id = the problem; a tree with no finished leaf gives its most-vis
 tokens get the advantage Q(node) - Q(parent), the mean backed-up values of the step's node and of the
 node it was taken from, scaled over the iteration's batch (`advantage_scaling`: by default divided by their
 root mean square, so the step size is near GRPO's normalised advantages), and the loss is GRPO's clipped
-policy loss. Sibling steps whose Q differ by at
-least `pair_margin` become `StepPair`s for the PRM (`self.step_pairs`, the latest iteration's); with
-`prm_updates > 0` the PRM takes that many Bradley-Terry steps on them each iteration, so the policy and
-the PRM improve together.
+policy loss. Sibling steps whose Q differ by at least `pair_margin` become `StepPair`s for the PRM
+(`self.step_pairs`, the latest iteration's); with `prm_updates > 0` the PRM takes that many Bradley-Terry
+steps on them each iteration, so the policy and the PRM improve together.
 """
 from __future__ import annotations
 
