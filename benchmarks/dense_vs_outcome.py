@@ -33,7 +33,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from examples.common import (  # noqa: E402
-    both_seeds,
     example_parser,
     movement_cells,
     read_saved_run,
@@ -99,18 +98,17 @@ def run(method: str, seed: int, args: argparse.Namespace, out: Path) -> dict:
     before = evaluate(policy, test_env, args.eval_episodes, args.max_new_tokens,
                       records_path=records / "before.problems.jsonl")["accuracy"]
     algo = GRPO(policy, env, config, prm=prm)
-    sampled, start, mixed, rows = 0, time.perf_counter(), [], []
+    sampled, start, rows = 0, time.perf_counter(), []
     while sampled < args.token_budget and algo.iteration < args.max_iterations:
         metrics = algo.run_iteration()
         algo.iteration += 1
         sampled += int(round(metrics["completion_length"] * config.batch_size))  # every sampled token
-        if metrics.get("zero_variance_groups") is not None:
-            mixed.append(1.0 - float(metrics["zero_variance_groups"]))
         rows.append({"iteration": algo.iteration, "sampled_tokens": sampled,
                      **{k: v for k, v in metrics.items() if isinstance(v, (int, float, str))}})
     seconds = time.perf_counter() - start
     # the iterations' scalar metrics (reward, KL, the PRM's scores and refresh), to read why a run went as it did
     atomic_write_text(records / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    mixed = [1.0 - float(r["zero_variance_groups"]) for r in rows if r.get("zero_variance_groups") is not None]
     after = evaluate(policy, test_env, args.eval_episodes, args.max_new_tokens,
                      records_path=records / "after.problems.jsonl")["accuracy"]
     result = {"method": method, "seed": seed, "accuracy_before": before, "accuracy_after": after,
@@ -157,7 +155,7 @@ def markdown(summary: dict[str, dict], results: list[dict], args: argparse.Names
         lines += ["", f"dense - outcome: {interval_text(compared['difference'], compared['low'], compared['high'])} "
                       f"points (mean held-out accuracy; Welch t 95% interval over {compared['seeds'][0]} and "
                       f"{compared['seeds'][1]} seeds)"]
-        pooled = seed_pooled_line(Path(args.out), "dense", "outcome", both_seeds(results, "dense", "outcome"))
+        pooled = seed_pooled_line(Path(args.out), results, "dense", "outcome")
         lines += [pooled] if pooled else []
     lines += ["", "| method | seed | before | after | iterations | tokens | seconds | mixed groups | grad norm | KL, "
                   "last 10 |", "|---|---|---|---|---|---|---|---|---|---|"]

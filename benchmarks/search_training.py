@@ -29,7 +29,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from examples.common import (  # noqa: E402
-    both_seeds,
     example_parser,
     movement_cells,
     read_saved_run,
@@ -149,7 +148,7 @@ def markdown(summary: dict[str, dict], results: list[dict], out: Path | None = N
         cell = "-" if vs is None else interval_text(vs["difference"], vs["low"], vs["high"])
         lines.append(f"| {name} | {s['seeds']} | {s['mean']:.1%} | {s['std']:.1%} | {s['min']:.1%} | {s['max']:.1%} "
                      f"| {cell} |")
-    pooled = [seed_pooled_line(out, name, "GRPO", both_seeds(results, name, "GRPO", key="run"))
+    pooled = [seed_pooled_line(out, results, name, "GRPO", key="run")
               for name in summary if name != "GRPO"] if out is not None else []
     if any(pooled):  # the same comparisons paired over problems, from the runs' records
         lines += [""] + [line for line in pooled if line]

@@ -84,21 +84,18 @@ def movement_cells(result: dict) -> str:
     return f"{'-' if norm is None else format(norm, '.3f')} | {'-' if kl is None else format(kl, '.4f')}"
 
 
-def both_seeds(results: Sequence[dict], method: str, baseline: str, key: str = "method") -> list[int]:
-    """The seeds (in order) that both `method` and `baseline` ran among a seeded benchmark's `results` (each a dict
-    with `key` naming its method and `seed`)."""
-    ran = {name: {r["seed"] for r in results if r[key] == name} for name in (method, baseline)}
-    return sorted(ran[method] & ran[baseline])
-
-
-def seed_pooled_line(out: Path, method: str, baseline: str, seeds: Sequence[int]) -> str | None:
-    """A seeded benchmark's method against its baseline paired over problems: each held-out problem's share right
-    after training averaged over `seeds`, from the runs' `<out>/<name>-seed<k>/after.problems.jsonl`, and the
-    paired bootstrap 95% interval of the difference (evaluation.seed_mean_paired). None when a run kept no records
-    (runs saved before they were kept)."""
+def seed_pooled_line(out: Path, results: Sequence[dict], method: str, baseline: str,
+                     key: str = "method") -> str | None:
+    """A seeded benchmark's method against its baseline paired over problems, on the seeds both ran among
+    `results` (each a dict with `key` naming its method, and `seed`): each held-out problem's share right after
+    training averaged over those seeds, from the runs' `<out>/<name>-seed<k>/after.problems.jsonl`, and the paired
+    bootstrap 95% interval of the difference (evaluation.seed_mean_paired). None when a run kept no records (runs
+    saved before they were kept)."""
     from lmgym.core.problem_records import read_problem_records
     from lmgym.evaluation import interval_text, seed_mean_paired
 
+    ran = {name: {r["seed"] for r in results if r[key] == name} for name in (method, baseline)}
+    seeds = sorted(ran[method] & ran[baseline])
     paths = {name: [out / f"{name}-seed{seed}" / "after.problems.jsonl" for seed in seeds]
              for name in (method, baseline)}
     if not seeds or not all(p.is_file() for group in paths.values() for p in group):
