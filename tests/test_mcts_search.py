@@ -47,7 +47,10 @@ def test_step_advantages_are_the_q_differences_of_a_scripted_tree(tmp_path):
         assert STEP_ADVANTAGES.get(t) == pytest.approx([a1] * len(first) + [a2] * len(second))
     by_text = {t.text: STEP_ADVANTAGES.get(t) for t in trajectories}
     assert by_text["y = 2\n#### 7\n"] == pytest.approx([0.2125] * 6 + [0.4375] * 7)  # 0.5125 - 0.3, 0.95 - 0.5125
-    algo.prepare(trajectories)  # every token sampled (mask 1); by default scaled by the batch's root mean square
+    algo.prepare(trajectories)  # every token sampled (mask 1); by default the raw Q differences
+    assert all(ADVANTAGES.get(t) == pytest.approx(STEP_ADVANTAGES.get(t)) for t in trajectories)
+    algo.config.advantage_scaling = "rms"  # divided by the batch's root mean square
+    algo.prepare(trajectories)
     steps = [v for t in trajectories for v in STEP_ADVANTAGES.get(t)]
     rms = (sum(v * v for v in steps) / len(steps)) ** 0.5
     assert 0.1 < rms < 0.3  # PRM-value sized, a fraction of GRPO's unit-scale advantages

@@ -65,7 +65,7 @@ def test_the_learning_rate_reaches_every_run_and_a_saved_run_at_another_is_refus
 def test_mcts_search_scales_its_advantages_as_asked_and_a_saved_run_scaled_otherwise_is_refused(tmp_path,
                                                                                                    monkeypatch):
     bench = load()
-    assert bench.build_parser().parse_args([]).mcts_advantages == "rms"
+    assert bench.build_parser().parse_args([]).mcts_advantages == "none"
     for scaling in ("rms", "whiten", "none"):
         args = bench.build_parser().parse_args(["--mcts-advantages", scaling, "--seed", "0"])
         args.seed = 0
@@ -81,7 +81,7 @@ def test_mcts_search_scales_its_advantages_as_asked_and_a_saved_run_scaled_other
     assert json.loads((tmp_path / "MCTSSearch-seed0" / "result.json").read_text())["advantage_scaling"] == "none"
     with pytest.raises(SystemExit, match="MCTSSearch-seed0/result.json: saved with advantage_scaling none, this "
                                          "call asks rms"):
-        bench.main(common)
+        bench.main(common + ["--mcts-advantages", "rms"])
 
 
 def test_the_summary_pairs_each_run_with_grpo_over_problems_from_the_runs_records(tmp_path):
