@@ -29,15 +29,16 @@ carried in from an earlier lease (OUT/vl/labels/*.jsonl and stats.json) mark the
 5. evaluate: held-out AUC, ECE, maj@8 / weighted / best-of-8 by level.
 6. curves_*: L2, 896 held-out problems: maj@8 / weighted / best-of-8 with the verifier and with the critic (the
    headline table) with the capped maj curve; the other capped curves, a stage a method or two, beside it
-   (curves_mcts_critic: MCTS with the critic as its value).
+   (curves_mcts_critic: MCTS with the critic as its value; curves_pool: every rule under every scorer, the critic's
+   among them, at every budget, from one pool of 48 samples a problem).
 7. scaling_n<size>: the verifier's held-out AUC with the first 250 / 500 / 1,000 / 2,000 labelled problems.
 8. dense_seed<k> / mcts_seed<k>: dense-credit GRPO against outcome-only GRPO and MCTSSearch against GRPO from the
    budgeted SFT (a mixed-group start), on the last labelled level (the PRM's), equal sampled tokens, seeds 0-4,
    at RL_AFTER_SFT_LR, each run's held-out accuracy on 896 test problems (measured in the twenty-ninth session's
    lease, six to eight processes on one H200 and 256 test problems: dense 7.7-10.2 min, mcts 4.0-6.4; in the
    thirtieth's, ten processes and 896 problems, the dense refresh in two passes a step: dense 6.2-6.9, mcts 5.8-6.6).
-   MCTSSearch scales its step advantages by their root mean square (search_training.py --mcts-advantages, rms by
-   default): unscaled, its gradient was a tenth of GRPO's and it did not learn (thirtieth session's lease).
+   MCTSSearch's step advantages unscaled (search_training.py --mcts-advantages none, the default): its gradient is
+   a tenth of GRPO's and it held its start; scaled by their root mean square it lost 3.6 points (31st session).
 9. pipe_*: the seed-000 pipeline, gpu_room preset (level 4, budgeted SFT) with the full-scale PRM.
 
 The estimates add up to more than three hours of one H200 (--dry_run prints the sum): a 30-minute session
@@ -166,6 +167,12 @@ def stages(out: Path, levels: list[int], seeds: int = 5, sizes: tuple[int, ...] 
               (("verifier_loop", (*curves, "--curve_methods", "best_of_n")),), after=scored),
         Stage("curves_beam", 3, vl / "curves" / "L2_part_beam.json", (("verifier_loop", (*curves, "--curve_methods",
                                                                                            "beam")),),
+              after=scored),
+        # every rule under every scorer (verifiers, critic, both) at every budget from one pool of 48 samples a
+        # problem: sampled once (about 1,250 tokens a problem), the critic checks each sample once (estimated from
+        # the headline table's seconds: its 8 samples 40 s, the critic's checks 35 s)
+        Stage("curves_pool", 9, vl / "curves" / "L2_pool.json", (("verifier_loop", (
+            *maj_curve, "--curve_methods", "pool", *(() if rehearse else ("--pool_samples", "48")))),),
               after=scored),
     ]
     scaling_args = ("--model", rehearse, "--train_iterations", "2") if rehearse else ()

@@ -41,6 +41,10 @@ does the named ones again; a cut training continues from its newest checkpoint):
    Every table gives each method's paired bootstrap 95% interval against maj (evaluation/search_comparison.py);
    the uncapped table's scored methods give their scorer's AUC on the very samples they ranked, with its interval
    over problems (`search_eval.sample_auc`): the held-out labels hold few right samples, these hold hundreds.
+   --curve_methods pool: maj, weighted maj and best-of-N under every scorer of that table at every budget, from
+   ONE pool of --pool_samples samples a problem (`lmgym.evaluation.pool_curves`: each budget keeps the pool's
+   prefix that fits, as a capped run does) -> curves/L<level>_pool.md/.json/.png, the pool in
+   curves/L<level>_pool_samples.
    With --critic (a reflection critic's model folder, examples/reflection_dpo.py --preset gpu_room) the
    critic scores solutions too (`algorithms.prm.critic_verifier`): weighted_maj[critic] and best_of_n[critic]
    join both tables. --curve_methods runs some of the capped curves (one process a method: curves/
@@ -77,6 +81,9 @@ from lmgym.training.cli import run_with_clear_errors  # noqa: E402
 STAGES = ("sft", "label", "train", "evaluate", "curves")
 VERIFIERS = ("orm", "prm_soft")
 CURVE_METHODS = ("maj", "weighted_maj", "best_of_n", "beam", "mcts")
+# every rule's curve (maj, weighted maj and best-of-N under every scorer) from one pool sampled once past the largest
+# budget (lmgym.evaluation.pool_curves): the capped runs sample again for each method and budget
+POOL = "pool"
 # run again with the critic's scores, named <method>[critic]; MCTS with the critic as its value: the checked critic
 # redoes each step before its verdict, so on a partial solution it judges the steps so far (a step value)
 CRITIC_METHODS = ("weighted_maj", "best_of_n", "mcts")
@@ -94,6 +101,8 @@ SIZES = {  # flag: (help, cpu, gpu); gpu labelling as LABEL_PRESETS["gpu"]; cpu 
     "eval_problems": ("held-out test problems per test level the verifiers are evaluated on", 2, 256),
     "curve_problems": ("held-out test problems per test level the curves run on", 2, 896),
     "budgets": ("comma-separated token caps per problem of the curves", "16,32,64,128", "96,192,384,768,1536"),
+    "pool_samples": ("samples per problem of the pooled curves (--curve_methods pool), enough to pass the largest "
+                     "budget", 8, 48),
     "batch_problems": ("problems searched together", 8, 64),
     "beam_width": ("beams kept per problem", 2, 4),
     "beam_expand": ("candidates per beam per step", 2, 2),
@@ -150,8 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="the critic's score: P(approve) at its verdict, or the share of approving sampled turns")
     add("--curve_methods", default="all",
         help=f"comma-separated capped curves to run, of {', '.join(CURVE_METHODS)} and "
-             f"{', '.join(m + '_critic' for m in CRITIC_METHODS)} (default all); the uncapped table "
-             f"(<level>_at_maj) comes with maj")
+             f"{', '.join(m + '_critic' for m in CRITIC_METHODS)}, and {POOL} (every rule and scorer from one pool) "
+             f"(default all); the uncapped table (<level>_at_maj) comes with maj")
     sizes = parser.add_argument_group("sizes (default: the preset's)")
     for name, (what, cpu, gpu) in SIZES.items():
         sizes.add_argument(f"--{name}", type=str if name == "budgets" else int, default=None,
@@ -197,8 +206,7 @@ class Plan:
             raise ValueError(f"--right_share must be 0 (no balancing) or in (0, 1), got {args.right_share}")
         if args.critic is not None and not Path(args.critic).is_dir():
             raise ValueError(f"--critic {args.critic}: no such model folder")
-        names = list(CURVE_METHODS) + ([m + "_critic" for m in CRITIC_METHODS] if args.critic else [])
-        self.curve_methods = parse_stages(args.curve_methods, names, "--curve_methods")
+        self.curve_methods = parse_stages(args.curve_methods, [*self.capped_names, POOL], "--curve_methods")
         if args.second_policy not in (None, "sft") and not Path(args.second_policy).is_dir():
             raise ValueError(f"--second_policy {args.second_policy}: not 'sft' and no such model folder")
         common = dict(samples_per_problem=self.size["samples"], max_new_tokens=self.size["max_new_tokens"],
@@ -260,13 +268,21 @@ class Plan:
     def curves(self, level: int, at_maj: bool = False) -> Path:
         return self.out / "curves" / (f"L{level}_at_maj" if at_maj else f"L{level}")
 
+    @property
+    def capped_names(self) -> list[str]:
+        """Every capped curve's name: the search methods, and with --critic those the critic scores."""
+        return list(CURVE_METHODS) + ([m + "_critic" for m in CRITIC_METHODS] if self.args.critic else [])
+
     def curve_part(self, level: int) -> Path:
         """Where this run's capped curves go: curves/L<level> with every method, else curves/L<level>_part_<methods>."""
-        every = list(CURVE_METHODS) + ([m + "_critic" for m in CRITIC_METHODS] if self.args.critic else [])
-        stem = self.curves(level)
-        if self.curve_methods == every:
+        chosen, stem = [m for m in self.curve_methods if m != POOL], self.curves(level)
+        if chosen == self.capped_names:
             return stem
-        return stem.with_name(f"{stem.name}_part_{'+'.join(self.curve_methods)}")
+        return stem.with_name(f"{stem.name}_part_{'+'.join(chosen)}")
+
+    def pool_curves(self, level: int) -> Path:
+        """Where the pooled curves go (curves/L<level>_pool; the pool itself in curves/L<level>_pool_samples)."""
+        return self.out / "curves" / f"L{level}_pool"
 
     def check_inputs(self) -> None:
         """A stage that is run needs what earlier stages write: saved, or made in this run (the stage that makes
@@ -498,8 +514,12 @@ class Loop:
         plan = self.plan
         better = json.loads((plan.out / "verifier_eval.json").read_text())["better"]
         for level in plan.test_levels:
-            at_maj, part = plan.curves(level, at_maj=True), plan.curve_part(level)
-            if skipped(plan, part.with_suffix(".json"), f"curves L{level}"):
+            at_maj, part, pooled = plan.curves(level, at_maj=True), plan.curve_part(level), plan.pool_curves(level)
+            capped_todo = any(m != POOL for m in plan.curve_methods) and not skipped(
+                plan, part.with_suffix(".json"), f"curves L{level}")
+            pool_todo = POOL in plan.curve_methods and not skipped(plan, pooled.with_suffix(".json"),
+                                                                   f"pooled curves L{level}")
+            if not (capped_todo or pool_todo):
                 continue
             scorers = self.scorers(better, level)
             aggregation = scorers["default"].aggregation
@@ -512,6 +532,10 @@ class Loop:
             about = {"level": level, "split": "test", "problems": [0, size["curve_problems"]], "verifier": better,
                      "aggregation": aggregation, "model": plan.args.model, "critic": plan.args.critic,
                      "critic_mode": plan.args.critic_mode if plan.args.critic else None}
+            if pool_todo:
+                self.pooled_curves(level, better, scorers, env, run, about)
+            if not capped_todo:
+                continue
             # the uncapped N-sample table first (the headline comparison, minutes), then the capped curves; a run
             # of some curves makes the table only when maj is among them (its baseline), so parts run side by side
             if "maj" in plan.curve_methods and (plan.args.restart or not at_maj.with_suffix(".json").exists()):
@@ -529,6 +553,31 @@ class Loop:
                                    records_path=problems_path(part.with_suffix(".json")))
             save_curves(rows, part, about)
             print(f"curves L{level} -> {part}.md/.json/.png and {at_maj}.md/.json")
+
+    def pooled_curves(self, level: int, better: str, scorers: dict, env, run: dict, about: dict) -> None:
+        """maj, weighted maj and best-of-N under every scorer of the headline table, at every budget, from one pool
+        of --pool_samples samples a problem (`evaluate_reranking` once, then `pool_curves`) -> curves/L<level>_pool
+        (.md/.json/.png, per-problem runs beside) and the pool itself (curves/L<level>_pool_samples)."""
+        from lmgym.core.problem_records import read_problem_records, write_problem_records
+        from lmgym.evaluation.curves import save_curves
+        from lmgym.evaluation.pool_curves import pool_curves
+        from lmgym.evaluation.rerank_eval import evaluate_reranking
+        from lmgym.evaluation.search_eval import save_table
+
+        plan, stem = self.plan, self.plan.pool_curves(level)
+        maj = next(s for s in plan.methods if s.method == "maj" and not s.verifier)
+        pool = dataclasses.replace(maj, n=plan.size["pool_samples"])
+        named, aggregations, combined = self.pool_scorers(better, scorers)
+        samples = stem.with_name(f"{stem.name}_samples.json")
+        rows = evaluate_reranking(self.policy, env, pool, named, aggregations=aggregations, combined=combined, **run,
+                                  records_path=problems_path(samples))
+        settings = {**about, "pool_samples": pool.n, "scorers": list(named), "combined": combined,
+                    "aggregations": aggregations, "one_pool": True}
+        save_table(rows, samples.with_suffix(""), settings)  # the whole pool's table (maj@N over every sample)
+        curves, records = pool_curves(read_problem_records(problems_path(samples)), plan.budgets, plan.args.seed)
+        save_curves(curves, stem, {**settings, "budgets": plan.budgets})
+        write_problem_records(problems_path(stem.with_suffix(".json")), "search_curves", records)
+        print(f"pooled curves L{level} -> {stem}.md/.json/.png (the pool: {samples})", flush=True)
 
 
 def curve_key(settings: SearchSettings) -> str:
@@ -622,6 +671,15 @@ def summary(plan: Plan) -> tuple[str, dict]:
             if plan.curves(level).with_suffix(".png").is_file():
                 part += f"\n![L{level}](curves/L{level}.png)\n"
         parts.append(part)
+    for level in plan.test_levels:  # every rule's curve from one pool (--curve_methods pool)
+        pooled = plan.pool_curves(level).with_suffix(".json")
+        if pooled.is_file():
+            saved = json.loads(pooled.read_text())
+            data.setdefault(f"L{level}", {})["pool_curves"] = saved["rows"]
+            parts.append(f"## Held-out L{level}: every rule's curve from one pool of {saved['about']['pool_samples']} "
+                         f"samples a problem\n\nEach budget keeps the pool's samples that fit it in sampling order "
+                         f"(as a capped run does); rows differ by their choice alone.\n\n{curves_table(saved['rows'])}"
+                         f"\n![L{level} pool]({pooled.with_suffix('.png').relative_to(plan.out).as_posix()})\n")
     return "\n".join(parts), data
 
 

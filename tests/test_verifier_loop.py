@@ -182,8 +182,10 @@ def test_the_loop_runs_every_stage_then_reuses_them(tiny_model_dir, tmp_path, ca
     saved = json.loads((out / "verifier_eval.json").read_text())
     assert set(saved["verifiers"]) == {"orm", "prm_soft"} and saved["better"] in ("orm", "prm_soft")
     # each (verifier, level, problem) recorded beside it; benchmarks/report.py recomputes the per-problem numbers
-    # (and the curves below: curves/L<level>.problems.jsonl, curves/L<level>_at_maj.problems.jsonl)
-    text = assert_report_recomputes(out, 5)
+    # (and the curves below: curves/L<level>.problems.jsonl, curves/L<level>_at_maj.problems.jsonl, and the pooled
+    # curves with their pool, curves/L<level>_pool.problems.jsonl and L<level>_pool_samples.problems.jsonl)
+    text = assert_report_recomputes(out, 9)
+    assert "| curves/L2_pool.problems.jsonl | weighted_maj/" in text
     assert "| prm_soft/L4 | weighted_majority_accuracy |" in text
     for kind in ("orm", "prm_soft"):  # the solution-level AUC and ECE from the records' scores and verdicts
         for metric in ("solution_ece", "solution_accuracy") + (("solution_auc",) if "solution_auc" in
@@ -339,6 +341,24 @@ def test_a_second_policy_balanced_labels_the_critic_and_curve_parts(tiny_model_d
     assert "vs maj, points [95% CI]" in summary
     printed = capsys.readouterr().out
     assert "curves L2 -> " in printed and "L2_part_mcts" in printed
+
+    # every rule's curve from one pool: each scorer of the headline table, at each budget, against maj there
+    script.main(argv + ["--curve_methods", "pool", "--stages", "curves", "--pool_samples", "3"])
+    pooled = json.loads((out / "curves" / "L2_pool.json").read_text())
+    names = ["maj", "weighted_maj", "best_of_n", f"weighted_maj[{other}]", f"best_of_n[{other}]",
+             "weighted_maj[critic]", "best_of_n[critic]", f"weighted_maj[{better}_critic]",
+             f"best_of_n[{better}_critic]"]
+    assert [(r["method"], r["budget"]) for r in pooled["rows"]] == [(m, b) for m in names for b in (16, 32)]
+    assert pooled["about"]["pool_samples"] == 3 and all(r["tokens_per_problem"] <= r["budget"] for r in pooled["rows"])
+    assert all(("verifier_tokens_per_problem" in r) == ("critic" in r["method"]) for r in pooled["rows"])
+    pool = read_problem_records(out / "curves" / "L2_pool_samples.problems.jsonl")
+    assert all(len(r["samples"]["tokens"]) == 3 for r in pool)
+    for budget in (16, 32):  # maj's tokens at each budget: the pool's samples charged in order, as a capped run does
+        spent = [min(budget, sum(r["samples"]["tokens"])) for r in pool]
+        row = next(r for r in pooled["rows"] if r["method"] == "maj" and r["budget"] == budget)
+        assert row["tokens_per_problem"] == pytest.approx(sum(spent) / len(spent))
+    assert "every rule's curve from one pool of 3 samples" in (out / "verifier_loop.md").read_text()
+    assert not (out / "curves" / "L2_part_pool.json").exists()  # no capped part for the pool
 
     (out / "curves" / "L2_at_maj.json").unlink()
     (out / "curves" / "L2_part_mcts.json").unlink()

@@ -1,6 +1,6 @@
 """Every way a policy, a verifier or a run is measured: greedy accuracy, pass@k and maj@k (`evaluate`), search
 methods side by side at equal token budgets and accuracy-vs-tokens curves (`evaluate_search`, `evaluate_curves`),
-verifiers compared on one pool of samples (`evaluate_reranking`),
+verifiers compared on one pool of samples (`evaluate_reranking`) and every rule's curve from that pool (`pool_curves`),
 HotpotQA episodes' retrieval and answers (`evaluate_rag`), reflection's per-turn metrics (`evaluate_reflection`),
 a verifier's accuracy, AUC and calibration (`evaluate_verifier`), the metrics each iteration logs about its
 episodes (`episode_metrics`), and how sure a comparison is (`paired_bootstrap`, `seed_spread`)."""
@@ -13,6 +13,7 @@ from lmgym.evaluation.episode_metrics import (
                                               episode_metrics,
 )
 from lmgym.evaluation.evaluate import evaluate, majority_correct, pass_at_k, sampled_metrics
+from lmgym.evaluation.pool_curves import pool_curves
 from lmgym.evaluation.rag_evaluate import evaluate_rag
 from lmgym.evaluation.reflection_critic_metrics import CRITIC_METRICS, critic_metrics
 from lmgym.evaluation.reflection_metrics import (
@@ -40,8 +41,8 @@ from lmgym.evaluation.verifier_metrics import VerifierMetrics, expected_calibrat
 
 __all__ = [
     "evaluate", "pass_at_k", "majority_correct", "sampled_metrics", "evaluate_search", "evaluate_reranking",
-    "evaluate_curves", "plot_curves", "save_curves", "evaluate_rag", "evaluate_reflection", "reflection_episodes",
-    "reflection_metrics",
+    "pool_curves", "evaluate_curves", "plot_curves", "save_curves", "evaluate_rag", "evaluate_reflection",
+    "reflection_episodes", "reflection_metrics",
     "turn_metrics", "turn_accuracy_curve", "plot_turn_accuracy", "CRITIC_METRICS", "critic_metrics",
     "VerifierReport", "evaluate_verifier", "score_samples", "VerifierMetrics", "expected_calibration_error",
     "roc_auc", "verifier_metrics", "episode_metrics", "component_means", "component_metrics", "count_tool_errors",

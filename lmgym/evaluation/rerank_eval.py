@@ -6,8 +6,9 @@ tokens. `search_eval.evaluate_search` runs each method on its own samples instea
 even under one seed (batched bf16 sampling), so its rows' differences carry sampling noise too.
 
 Rows and problem records have `evaluate_search`'s form (kind "search": benchmarks/report.py recomputes them),
-each record adding `samples`: every sample's parsed answer, verdict and score under each scorer, so any other
-choice rule can be recomputed from the file.
+each record adding `samples`: every sample's parsed answer, verdict, tokens and score under each scorer (and the
+tokens a generative scorer's check took), so any other choice rule, or the curves at smaller budgets
+(`pool_curves`), can be recomputed from the file.
 """
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ from lmgym.evaluation.search_eval import (
 from lmgym.policies.prm import AGGREGATIONS
 from lmgym.search.search import best_of_n_pick, majority_pick, sampled_groups, solution_scores, weighted_majority_pick
 from lmgym.search.search_play import parsed_answer, result_of
-from lmgym.search.search_types import StepScorer
+from lmgym.search.search_types import StepScorer, sampled_tokens
 from lmgym.search.settings import SearchSettings
 from lmgym.training.progress import phase_bar
 
@@ -77,18 +78,25 @@ def evaluate_reranking(policy, env, settings: SearchSettings, scorers: Mapping[s
         clock = time.perf_counter()
         groups, tokens = sampled_groups(policy, env, batch, settings, generator)
         seconds["sampling"] += time.perf_counter() - clock
-        scores = {}
+        scores, checks = {}, {}
         for name, scorer in scorers.items():
-            clock, before = time.perf_counter(), verifier_tokens(scorer)
+            clock, before, items = time.perf_counter(), verifier_tokens(scorer), len(item_tokens(scorer) or ())
             scores[name] = solution_scores(groups, aggregations[name], scorer)
             seconds[name] += time.perf_counter() - clock
             if before is not None:
                 generated[name] += verifier_tokens(scorer) - before
+            own = (item_tokens(scorer) or [])[items:]
+            if own and len(own) == sum(map(len, groups)):  # each sample's check, in the groups' order
+                checks[name] = _split(own, groups)
         for name, parts in combined.items():
             scores[name] = [[geometric_mean(s) for s in zip(*(scores[p][g] for p in parts))]
                             for g in range(len(groups))]
+            if any(p in checks for p in parts):  # every part's checks of each sample
+                checks[name] = [[sum(checks[p][g][j] for p in parts if p in checks) for j in range(len(group))]
+                                for g, group in enumerate(groups)]
         for k, (start, group, spent) in enumerate(zip(batch, groups, tokens)):
-            records.append(_record(env, start, group, spent, {name: s[k] for name, s in scores.items()}, settings))
+            records.append(_record(env, start, group, spent, {name: s[k] for name, s in scores.items()}, settings,
+                                   {name: c[k] for name, c in checks.items()}))
         bar.update(len(batch))
     bar.close()
     rows = [_row(records, label, settings, seconds, generated, uses) for label, uses in
@@ -112,9 +120,25 @@ def _label(settings: SearchSettings, rule: str, name: str) -> str:
     return dataclasses.replace(settings, method=rule, verifier=None if name == "default" else name).label
 
 
-def _record(env, start, group, spent: int, scores: Mapping[str, list[float]], settings: SearchSettings
-            ) -> dict[str, Any]:
-    """One problem's record: identity, every row's run, and the pool (answers, verdicts, scores per scorer)."""
+def item_tokens(scorer) -> list[int] | None:
+    """The tokens a generative scorer generated for each item it scored, in order (its `item_tokens` list), or
+    None when it keeps no such list."""
+    found = getattr(scorer, "item_tokens", None)
+    return found if isinstance(found, list) else None
+
+
+def _split(flat: Sequence[int], groups: Sequence[Sequence]) -> list[list[int]]:
+    out, first = [], 0
+    for group in groups:
+        out.append([int(x) for x in flat[first:first + len(group)]])
+        first += len(group)
+    return out
+
+
+def _record(env, start, group, spent: int, scores: Mapping[str, list[float]], settings: SearchSettings,
+            checks: Mapping[str, list[int]]) -> dict[str, Any]:
+    """One problem's record: identity, every row's run, and the pool (answers, verdicts, tokens sampled, scores
+    per scorer, and the tokens a generative scorer's check of each sample took)."""
     answers = [parsed_answer(b) for b in group]
     correct = [bool(b.outcome.correct) for b in group]
     chosen, details = majority_pick(answers)
@@ -125,8 +149,11 @@ def _record(env, start, group, spent: int, scores: Mapping[str, list[float]], se
             details["sample_correct"] = correct
             runs.append(run_outcome(_label(settings, rule, name), result_of(group[chosen], spent, details)))
     identity = problem_identity(env, start, [])
-    return {**identity, "runs": runs, "samples": {"answers": answers, "correct": correct,
-                                                  "scores": {name: list(s) for name, s in scores.items()}}}
+    pool = {"answers": answers, "correct": correct, "tokens": [sampled_tokens(b) for b in group],
+            "scores": {name: list(s) for name, s in scores.items()}}
+    if checks:
+        pool["verifier_tokens"] = {name: list(c) for name, c in checks.items()}
+    return {**identity, "runs": runs, "samples": pool}
 
 
 def _row(records: Sequence[Mapping], label: str, settings: SearchSettings, seconds: Mapping[str, float],

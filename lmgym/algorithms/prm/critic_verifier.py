@@ -103,6 +103,7 @@ class CriticVerifier:
             raise ValueError(f"CriticVerifier needs the critic's ReflectionEnv; got {type(env).__name__}")
         self._problems: dict[str, Problem] | None = None
         self.tokens_generated = 0  # tokens the critic generated in all (see the class docstring)
+        self.item_tokens: list[int] = []  # and for each item it scored, in order (pool_curves charges them)
 
     # ---------------------------------------------------------------- StepScorer
     def score_branches(self, branches) -> list[list[float]]:
@@ -154,9 +155,12 @@ class CriticVerifier:
 
     def generate(self, contexts: list[list[int]], n: int, max_new_tokens: int, temperature: float
                  ) -> list[list[Generation]]:
-        """`critic.sample` of `contexts`, its generated tokens added to `tokens_generated`."""
+        """`critic.sample` of `contexts`, its generated tokens added to `tokens_generated` and, a context's
+        together, to `item_tokens`."""
         rows = self.critic.sample(contexts, n=n, max_new_tokens=max_new_tokens, temperature=temperature)
-        self.tokens_generated += sum(len(g.completion_ids) for row in rows for g in row)
+        own = [sum(len(g.completion_ids) for g in row) for row in rows]
+        self.item_tokens += own
+        self.tokens_generated += sum(own)
         return rows
 
     def _vote_scores(self, chunk: list[tuple[str, str]]) -> list[float]:

@@ -1,0 +1,97 @@
+"""Accuracy against tokens per problem from ONE pool of samples: every choice rule under every scorer at every
+budget, without sampling again for each.
+
+`evaluate_reranking` draws each problem's pool once and keeps every sample's answer, verdict, scores, tokens
+and (for a generative verifier) the tokens its check generated. A capped run of maj, weighted_maj or best_of_n
+charges its samples in sampling order and keeps those that fit the cap (`search/token_budget.py`); so the run at
+budget B is the pool's prefix that `charge_in_order` keeps, and one pool drawn past the largest budget gives
+every rule's curve. The rows differ from one another by the choice alone (as the uncapped table's do), and the
+sampling that separate capped runs repeat per method and budget (the critic's curves took over 18 minutes a
+method on an H200 and never finished) is paid once. A problem whose pool holds fewer tokens than a budget spends
+its whole pool there (the row's tokens/problem says so).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from lmgym.evaluation.search_comparison import with_intervals
+from lmgym.evaluation.search_eval import VERIFIER_TOKENS, run_metrics
+from lmgym.search.search import best_of_n_pick, majority_pick, weighted_majority_pick
+from lmgym.search.token_budget import charge_in_order
+
+SCORED_RULES = {"weighted_maj": weighted_majority_pick, "best_of_n": best_of_n_pick}
+
+
+def rule_name(rule: str, scorer: str | None) -> str:
+    """A curve's name: the rule, with its scorer in brackets unless it is the default one (maj has none)."""
+    return rule if scorer in (None, "default") else f"{rule}[{scorer}]"
+
+
+def pool_curves(records: Sequence[Mapping[str, Any]], budgets: Sequence[int], seed: int = 0
+                ) -> tuple[list[dict], list[dict]]:
+    """The curves of maj, and weighted_maj and best_of_n under each scorer of the pool, at each budget, from
+    `evaluate_reranking`'s problem records (each with `samples`: answers, correct, tokens, scores, and
+    verifier_tokens where a scorer generated some). Returns (rows, records): a row per (curve, budget) as
+    `evaluate_curves` gives them (method, budget, accuracy, tokens_per_problem, problems; verifier tokens per
+    problem where the scorer generated them; `vs`: the paired bootstrap interval against maj at the same
+    budget), and per-problem records of kind "search_curves" (each run names its method and budget)."""
+    budgets = _checked(records, budgets)
+    names = list(records[0]["samples"]["scores"])
+    curve_records = [{**{k: v for k, v in record.items() if k not in ("runs", "samples")},
+                      "runs": [run for budget in budgets for run in _runs(record["samples"], names, budget)]}
+                     for record in records]
+    methods = ["maj"] + [rule_name(rule, name) for name in names for rule in SCORED_RULES]
+    rows = []
+    for method in methods:
+        for budget in budgets:
+            runs = [run for record in curve_records for run in record["runs"]
+                    if run["method"] == method and run["budget"] == budget]
+            row = {"method": method, "budget": budget, **run_metrics(runs)}
+            if any(VERIFIER_TOKENS in run for run in runs):
+                row[VERIFIER_TOKENS] = sum(run.get(VERIFIER_TOKENS, 0) for run in runs) / len(runs)
+            rows.append(row)
+    return with_intervals(rows, curve_records, "maj", seed=seed), curve_records
+
+
+def _runs(samples: Mapping[str, Any], names: Sequence[str], budget: int) -> list[dict]:
+    """One problem's run of each curve at `budget`: the pool's prefix that fits, chosen among by each rule."""
+    kept, spent = charge_in_order(samples["tokens"], 0, budget)
+    answers, correct = samples["answers"][:kept], samples["correct"][:kept]
+    runs = [_run("maj", budget, answers, correct, spent, majority_pick(answers)[0] if kept else None)]
+    for name in names:
+        scores = samples["scores"][name][:kept]
+        generated = samples.get("verifier_tokens", {}).get(name)
+        for rule, pick in SCORED_RULES.items():
+            run = _run(rule_name(rule, name), budget, answers, correct, spent,
+                       pick(answers, scores)[0] if kept else None)
+            if generated is not None:  # a generative verifier checked every kept sample
+                run[VERIFIER_TOKENS] = int(sum(generated[:kept]))
+            runs.append(run)
+    return runs
+
+
+def _run(method: str, budget: int, answers: Sequence, correct: Sequence[bool], spent: int,
+         chosen: int | None) -> dict:
+    """A curve's run on one problem: the chosen sample's answer and verdict (none when nothing fit)."""
+    return {"method": method, "budget": budget, "answer": None if chosen is None else answers[chosen],
+            "correct": False if chosen is None else bool(correct[chosen]), "tokens": int(spent)}
+
+
+def _checked(records: Sequence[Mapping[str, Any]], budgets: Sequence[int]) -> list[int]:
+    """The budgets ascending, after checking them and that every record holds a pool with per-sample tokens."""
+    budgets = list(budgets)
+    if not budgets or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in budgets):
+        raise ValueError(f"pool_curves: budgets must be integers >= 1 (tokens per problem), got {budgets!r}")
+    if len(set(budgets)) != len(budgets):
+        raise ValueError(f"pool_curves: budgets repeat a value: {budgets}")
+    if not records:
+        raise ValueError("pool_curves: no problem records")
+    for i, record in enumerate(records):
+        samples = record.get("samples")
+        if not isinstance(samples, Mapping) or "tokens" not in samples:
+            raise ValueError(f"pool_curves: record {i} has no per-sample tokens (samples.tokens): give "
+                             f"evaluate_reranking's records")
+        if not (len(samples["tokens"]) == len(samples["answers"]) == len(samples["correct"])):
+            raise ValueError(f"pool_curves: record {i}'s samples disagree in length (tokens, answers, correct)")
+    return sorted(budgets)

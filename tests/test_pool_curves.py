@@ -1,0 +1,102 @@
+"""`pool_curves`: every rule's accuracy-vs-tokens curve from one pool of samples, by hand on a scripted pool, and the
+same numbers as separate capped runs (`evaluate_curves`) of the scripted policy, whose rounds draw the pool's
+samples in the pool's order."""
+import json
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from lmgym.evaluation.curves import evaluate_curves
+from lmgym.evaluation.pool_curves import pool_curves
+from lmgym.evaluation.rerank_eval import evaluate_reranking
+from lmgym.search import SearchSettings
+from tests.search_toys import ScriptedPolicy
+from tests.test_rerank_eval import GOLD, SAMPLES, CountingScorer, env, scorers
+
+BUDGETS = [5, 9, 16, 23, 30]  # the samples cost 9, 7, 7, 7 tokens (one a character): 30 in all
+
+
+class ItemCountingScorer(CountingScorer):
+    """The scripted critic, its 3 tokens a solution also listed per solution, as CriticVerifier keeps them."""
+
+    def __init__(self, table):
+        super().__init__(table)
+        self.item_tokens = []
+
+    def score_branches(self, branches):
+        self.item_tokens += [3] * len(branches)
+        return super().score_branches(branches)
+
+
+def records_of(named) -> list[dict]:
+    """evaluate_reranking's problem records of the scripted pool (two problems, 4 samples each)."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "pool.json"
+        evaluate_reranking(ScriptedPolicy({"": SAMPLES}), env(), SearchSettings(method="maj", n=4), named,
+                           aggregations={"critic": "last"}, episodes=2, batch_problems=1, records_path=path)
+        return [json.loads(line) for line in path.with_name("pool.problems.jsonl").read_text().splitlines()]
+
+
+def test_the_pool_keeps_each_samples_tokens_and_the_critics_check_of_each():
+    named = {**scorers(), "critic": ItemCountingScorer(scorers()["critic"].table)}
+    records = records_of(named)
+    pool = records[0]["samples"]
+    assert pool["tokens"] == [len(s) for s in SAMPLES]
+    assert pool["verifier_tokens"] == {"critic": [3, 3, 3, 3]}  # the plain verifier generated nothing
+    assert "verifier_tokens" not in records_of(scorers())[0]["samples"]  # a scorer that lists no items
+
+
+def test_each_budget_keeps_the_pools_prefix_that_fits_and_each_rule_chooses_among_it_by_hand():
+    named = {**scorers(), "critic": ItemCountingScorer(scorers()["critic"].table)}
+    rows, records = pool_curves(records_of(named), BUDGETS)
+    by = {(r["method"], r["budget"]): r for r in rows}
+    assert list(dict.fromkeys(r["method"] for r in rows)) == [
+        "maj", "weighted_maj", "best_of_n", "weighted_maj[critic]", "best_of_n[critic]"]
+    # problem 0 (gold 125) keeps nothing at 5 (the first sample crosses the cap), [125] at 9, [125, 7] at 16
+    # (maj's tie goes to the answer seen first), [125, 7, 7] at 23 and 30 (7 outvotes it; the verifier's sums
+    # keep 125 at 0.9 > 0.4, the critic's pick 7); problem 1 (gold 93) is wrong everywhere
+    accuracy = {method: [by[(method, b)]["accuracy"] for b in BUDGETS] for method in dict.fromkeys(m for m, _ in by)}
+    assert accuracy == {"maj": [0.0, 0.5, 0.5, 0.0, 0.0], "weighted_maj": [0.0, 0.5, 0.5, 0.5, 0.5],
+                        "best_of_n": [0.0, 0.5, 0.5, 0.5, 0.5], "weighted_maj[critic]": [0.0, 0.5, 0.0, 0.0, 0.0],
+                        "best_of_n[critic]": [0.0, 0.5, 0.0, 0.0, 0.0]}
+    assert [by[("maj", b)]["tokens_per_problem"] for b in BUDGETS] == [5, 9, 16, 23, 30]  # the cut sample counts
+    # the critic checked the kept samples only: 0, 1, 2, 3, 4 of them
+    assert [by[("weighted_maj[critic]", b)]["verifier_tokens_per_problem"] for b in BUDGETS] == [0, 3, 6, 9, 12]
+    assert "verifier_tokens_per_problem" not in by[("weighted_maj", 30)]
+    assert "vs" not in by[("maj", 9)] and by[("weighted_maj", 23)]["vs"]["difference"] == pytest.approx(0.5)
+    assert by[("weighted_maj", 9)]["vs"]["difference"] == 0.0  # against maj at the same budget
+    first = records[0]
+    assert first["gold"] == GOLD and "samples" not in first
+    assert {(run["method"], run["budget"]) for run in first["runs"]} == set(by)
+
+
+def test_the_curves_are_what_separate_capped_runs_give():
+    rows, _ = pool_curves(records_of(scorers()), BUDGETS)
+    methods = [SearchSettings(method=m, n=4) for m in ("maj", "weighted_maj", "best_of_n")]
+    capped = evaluate_curves(ScriptedPolicy({"": SAMPLES}), env(), methods, BUDGETS, scorers()["default"],
+                             episodes=2, batch_problems=1, baseline="maj")
+    pooled = {(r["method"], r["budget"]): (r["accuracy"], r["tokens_per_problem"]) for r in rows}
+    assert {(r["method"], r["budget"]): (r["accuracy"], r["tokens_per_problem"]) for r in capped} == {
+        key: value for key, value in pooled.items() if "[" not in key[0]}
+
+
+def test_a_budget_past_the_pool_spends_the_whole_pool_and_says_so():
+    rows, _ = pool_curves(records_of(scorers()), [30, 60])
+    assert [r["tokens_per_problem"] for r in rows if r["method"] == "maj"] == [30, 30]
+
+
+@pytest.mark.parametrize("budgets, message", [([], "budgets must be integers >= 1"), ([0], "budgets must be"),
+                                              ([9, 9], "budgets repeat a value")])
+def test_bad_budgets_are_one_line(budgets, message):
+    with pytest.raises(ValueError, match=message):
+        pool_curves(records_of(scorers()), budgets)
+
+
+def test_records_without_a_pool_are_one_line():
+    with pytest.raises(ValueError, match="pool_curves: no problem records"):
+        pool_curves([], [8])
+    records = records_of(scorers())
+    del records[1]["samples"]["tokens"]
+    with pytest.raises(ValueError, match=r"record 1 has no per-sample tokens \(samples.tokens\)"):
+        pool_curves(records, [8])
