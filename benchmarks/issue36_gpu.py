@@ -107,9 +107,10 @@ CURVE_BUDGETS, MCTS_BUDGETS, MAJ_BUDGETS = "96,192,384,768", "96,192,384", "96,1
 
 
 def stages(out: Path, levels: list[int], seeds: int = 5, sizes: tuple[int, ...] = (250, 500, 1000, 2000),
-           token_budget: int = 300_000, rehearse: str | None = None) -> list[Stage]:
+           token_budget: int = 300_000, rehearse: str | None = None, mcts_advantages: str = "none") -> list[Stage]:
     """Every stage of the set, in order (see the module docstring); `rehearse`: a model folder, and the
-    scripts' cpu presets at their smallest (issue36_rehearsal.py)."""
+    scripts' cpu presets at their smallest (issue36_rehearsal.py); `mcts_advantages`: MCTSSearch's step advantage
+    scaling (search_training.py --mcts-advantages)."""
     vl, critic = out / "vl", out / "reflection" / "dpo" / "model"
     train = ",".join(map(str, levels))
     tiny = ("--model", rehearse, *REHEARSAL_LOOP) if rehearse else ()
@@ -134,7 +135,7 @@ def stages(out: Path, levels: list[int], seeds: int = 5, sizes: tuple[int, ...] 
                                "--label_only", "second")),), after=("sft",)))
         labels += [f"label_L{level}", f"second_L{level}"]
     out_list += [
-        Stage("critic", 2.5, critic / "config.json",
+        Stage("critic", 3, critic / "config.json",
               (("reflection", ("--preset", "cpu", "--model", rehearse, *REHEARSAL_CRITIC, "--output_dir",
                                str(out / "reflection"), "--triples", str(out / "rehearsal_triples.jsonl"))
                 if rehearse else
@@ -151,14 +152,21 @@ def stages(out: Path, levels: list[int], seeds: int = 5, sizes: tuple[int, ...] 
         # scores with the verifier and the critic, and runs beside the others
         Stage("curves_maj", 8.5, vl / "curves" / "L2_part_maj.json",
               (("verifier_loop", (*maj_curve, "--curve_methods", "maj")),), after=scored),
-        # 7.9 min measured when its trees spent 82% of the 384 cap; capped trees now spend all of it (curves.capped)
-        Stage("curves_mcts", 9.5, vl / "curves" / "L2_part_mcts.json",
+        # every rule under every scorer (verifiers, critic, both) at every budget from one pool of 48 samples a
+        # problem: sampled once (about 1,250 tokens a problem), the critic checks each sample once (estimated from
+        # the headline table's seconds: its 8 samples 40 s, the critic's checks 35 s)
+        Stage("curves_pool", 9, vl / "curves" / "L2_pool.json", (("verifier_loop", (
+            *maj_curve, "--curve_methods", "pool", *(() if rehearse else ("--pool_samples", "48")))),),
+              after=scored),
+        # 7.9 min measured when its trees spent 82% of the 384 cap; capped trees now spend all of it (curves.capped):
+        # 16.6 min in the 31st session's lease, three curves beside ten training processes on the card
+        Stage("curves_mcts", 16, vl / "curves" / "L2_part_mcts.json",
               (("verifier_loop", (*mcts_curve, "--curve_methods", "mcts")),), after=scored),
-        # MCTS with the critic as its value (each new node judged by the critic's check and verdict; never run:
-        # the estimate scales curves_mcts by the critic's checks, about 60 tokens a node)
-        Stage("curves_mcts_critic", 10, vl / "curves" / "L2_part_mcts_critic.json",
+        # MCTS with the critic as its value (each new node judged by the critic's check and verdict): cut unfinished
+        # at 18 min in the 31st session's lease, as curves_critic was (curves_pool gives the critic's curves now)
+        Stage("curves_mcts_critic", 24, vl / "curves" / "L2_part_mcts_critic.json",
               (("verifier_loop", (*mcts_curve, "--curve_methods", "mcts_critic")),), after=scored),
-        Stage("curves_critic", 8, vl / "curves" / "L2_part_weighted_maj_critic+best_of_n_critic.json", (
+        Stage("curves_critic", 20, vl / "curves" / "L2_part_weighted_maj_critic+best_of_n_critic.json", (
             ("verifier_loop", (*curves, "--curve_methods", "weighted_maj_critic,best_of_n_critic")),),
               after=scored),
         Stage("curves_weighted", 8, vl / "curves" / "L2_part_weighted_maj.json",
@@ -167,12 +175,6 @@ def stages(out: Path, levels: list[int], seeds: int = 5, sizes: tuple[int, ...] 
               (("verifier_loop", (*curves, "--curve_methods", "best_of_n")),), after=scored),
         Stage("curves_beam", 3, vl / "curves" / "L2_part_beam.json", (("verifier_loop", (*curves, "--curve_methods",
                                                                                            "beam")),),
-              after=scored),
-        # every rule under every scorer (verifiers, critic, both) at every budget from one pool of 48 samples a
-        # problem: sampled once (about 1,250 tokens a problem), the critic checks each sample once (estimated from
-        # the headline table's seconds: its 8 samples 40 s, the critic's checks 35 s)
-        Stage("curves_pool", 9, vl / "curves" / "L2_pool.json", (("verifier_loop", (
-            *maj_curve, "--curve_methods", "pool", *(() if rehearse else ("--pool_samples", "48")))),),
               after=scored),
     ]
     scaling_args = ("--model", rehearse, "--train_iterations", "2") if rehearse else ()
@@ -190,7 +192,7 @@ def stages(out: Path, levels: list[int], seeds: int = 5, sizes: tuple[int, ...] 
     dense_args = ("--preset", "cpu" if rehearse else "gpu", "--model", sft_model, "--level", level, "--verifier", prm,
                   "--token-budget", tokens, *after_sft, *(REHEARSAL_DENSE if rehearse else ()))
     search_args = ("--model", sft_model, "--level", level, "--token-budget", tokens, *after_sft,
-                   *(REHEARSAL_SEARCH if rehearse else ()))
+                   "--mcts-advantages", mcts_advantages, *(REHEARSAL_SEARCH if rehearse else ()))
     for seed in range(seeds):
         common = ("--seeds", "1", "--first-seed", str(seed))
         out_list.append(Stage(f"dense_seed{seed}", 7.5, out / "dense" / f"dense-seed{seed}" / "result.json", (
@@ -198,7 +200,7 @@ def stages(out: Path, levels: list[int], seeds: int = 5, sizes: tuple[int, ...] 
             ("dense", (*dense_args, "--methods", "dense", "--out", str(out / "dense"), *common))),
             after=("sft", "train")))
         done = out / "search_training" / f"MCTSSearch-seed{seed}" / "result.json"
-        out_list.append(Stage(f"mcts_seed{seed}", 7, done, (
+        out_list.append(Stage(f"mcts_seed{seed}", 9, done, (
             ("search_training", ("--runs", "GRPO", *search_args, "--out", str(out / "search_training"), *common)),
             ("search_training", ("--runs", "MCTSSearch", "--mcts-evaluation", "prm", "--prm", prm, *search_args,
                                  "--out", str(out / "search_training"), *common))), after=("sft", "train")))
@@ -206,13 +208,12 @@ def stages(out: Path, levels: list[int], seeds: int = 5, sizes: tuple[int, ...] 
     pipe = (*pipe, "--output_dir", str(out / "pipeline"), "--prm", prm, "--no-progress")
     # one folder, each stage after the model it starts from: PPO and GRPO from the SFT (so they can run side by
     # side), GRPO + PRM from GRPO's model, MCTS searching with GRPO + PRM's
-    # minutes alone on an H200 (thirtieth session): base and sft 1.7, grpo 1.2, ppo past 1.2 (cut at 37 of its
-    # iterations); grpo_prm as grpo with the dense runs' 1.9x; mcts never timed
+    # minutes beside the MCTSSearch seeds on an H200 (31st session): sft 1.5, ppo 3.4, grpo 2.7, grpo_prm 3.7, mcts 2.4
     for name, minutes, done, chosen, after in (("pipe_sft", 2, "sft/eval.json", "base,sft", "train"),
-                                               ("pipe_ppo", 2, "ppo/eval.json", "ppo", "pipe_sft"),
-                                               ("pipe_grpo", 2, "grpo/eval.json", "grpo", "pipe_sft"),
-                                               ("pipe_grpo_prm", 3, "grpo_prm/eval.json", "grpo_prm", "pipe_grpo"),
-                                               ("pipe_mcts", 5, "mcts/eval.json", "mcts", "pipe_grpo_prm")):
+                                               ("pipe_ppo", 3.5, "ppo/eval.json", "ppo", "pipe_sft"),
+                                               ("pipe_grpo", 3, "grpo/eval.json", "grpo", "pipe_sft"),
+                                               ("pipe_grpo_prm", 4, "grpo_prm/eval.json", "grpo_prm", "pipe_grpo"),
+                                               ("pipe_mcts", 2.5, "mcts/eval.json", "mcts", "pipe_grpo_prm")):
         out_list.append(Stage(name, minutes, out / "pipeline" / done, (("pipeline", (*pipe, "--stages", chosen)),),
                               after=(after,)))
     # the summaries: every saved part merged (seconds; rerun after any stage)
@@ -405,6 +406,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--timeout", type=float, default=540.0, help="seconds a stage may run (default 540)")
     parser.add_argument("--levels", default="2,3,4", help="train levels labelled (default 2,3,4)")
     parser.add_argument("--seeds", type=int, default=5, help="training seeds (default 5)")
+    parser.add_argument("--mcts-advantages", choices=("none", "rms", "whiten"), default="none",
+                        help="MCTSSearch's step advantage scaling in the mcts_seed stages (default none; the saved "
+                             "runs must match: search_training.py refuses others)")
     parser.add_argument("--rehearse", metavar="MODEL", default=None,
                         help="every stage, level 2 and one seed, at the scripts' cpu presets and smallest sizes, "
                              "on MODEL (a folder): the files and the order, in minutes (with --next)")
@@ -420,10 +424,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.rehearse:
         if not Path(args.rehearse).is_dir():
             raise SystemExit(f"--rehearse {args.rehearse}: no such model folder")
-        all_stages = stages(out, [2], 1, sizes=(2,), rehearse=args.rehearse)
+        all_stages = stages(out, [2], 1, sizes=(2,), rehearse=args.rehearse, mcts_advantages=args.mcts_advantages)
         rehearsal_files(out)
     else:
-        all_stages = stages(out, levels, args.seeds)
+        all_stages = stages(out, levels, args.seeds, mcts_advantages=args.mcts_advantages)
     if args.dry_run:
         dry_run(all_stages)
         return
