@@ -48,8 +48,9 @@ does the named ones again; a cut training continues from its newest checkpoint):
    With --critic (a reflection critic's model folder, examples/reflection_dpo.py --preset gpu_room) the
    critic scores solutions too (`algorithms.prm.critic_verifier`): weighted_maj[critic] and best_of_n[critic]
    join both tables. --curve_methods runs some of the capped curves (one process a method: curves/
-   L<level>_part_<method>.json); the summary merges the parts. The uncapped table comes with maj's part (its
-   baseline), so parts without maj run beside it.
+   L<level>_part_<method>.json); the summary merges the parts. Each finished (method, budget) run is kept as it
+   ends (`evaluation/curve_progress.py`), so a cut curve stage continues from there when run again. The
+   uncapped table comes with maj's part (its baseline), so parts without maj run beside it.
 The summary (verifier table, curves tables, the "at maj@N's budget" line, MCTS at maj@N's tokens, how often maj's
 pool and MCTS's trees held a right answer, and a generative verifier's rows against maj at the tokens policy and
 verifier generated together) is written from whatever is saved
@@ -507,6 +508,7 @@ class Loop:
         return named, aggregations, combined
 
     def curves(self) -> None:
+        from lmgym.evaluation.curve_progress import partial_path
         from lmgym.evaluation.curves import evaluate_curves, save_curves
         from lmgym.evaluation.rerank_eval import evaluate_reranking
         from lmgym.evaluation.search_eval import save_table
@@ -549,8 +551,11 @@ class Loop:
                 print(f"curves L{level}: {at_maj}.md/.json", flush=True)
             capped = [s for s in methods if curve_key(s) in plan.curve_methods]
             baseline = "maj" if any(s.method == "maj" and not s.verifier for s in capped) else None
+            records = problems_path(part.with_suffix(".json"))
+            if plan.args.restart:  # a cut run's finished (method, budget) runs are kept for the next call, not this
+                partial_path(records).unlink(missing_ok=True)
             rows = evaluate_curves(self.policy, env, capped, plan.budgets, scorers, **run, baseline=baseline,
-                                   records_path=problems_path(part.with_suffix(".json")))
+                                   records_path=records, on_run=run_line(level))
             save_curves(rows, part, about)
             print(f"curves L{level} -> {part}.md/.json/.png and {at_maj}.md/.json")
 
@@ -578,6 +583,15 @@ class Loop:
         save_curves(curves, stem, {**settings, "budgets": plan.budgets})
         write_problem_records(problems_path(stem.with_suffix(".json")), "search_curves", records)
         print(f"pooled curves L{level} -> {stem}.md/.json/.png (the pool: {samples})", flush=True)
+
+
+def run_line(level: int):
+    """evaluate_curves' `on_run`: one printed line a finished (method, budget) run, so a log shows how far it got."""
+    def line(row: dict, done: int, total: int, resumed: bool) -> None:
+        print(f"curves L{level}: {row['method']} at {row['budget']}: {row['accuracy']:.1%}, "
+              f"{row['tokens_per_problem']:.1f} tokens/problem ({done} of {total}"
+              f"{', saved by an earlier call' if resumed else ''})", flush=True)
+    return line
 
 
 def curve_key(settings: SearchSettings) -> str:

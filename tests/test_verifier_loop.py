@@ -341,6 +341,8 @@ def test_a_second_policy_balanced_labels_the_critic_and_curve_parts(tiny_model_d
     assert "vs maj, points [95% CI]" in summary
     printed = capsys.readouterr().out
     assert "curves L2 -> " in printed and "L2_part_mcts" in printed
+    assert re.search(r"curves L2: mcts at 32: \d+\.\d%, [\d.]+ tokens/problem \(2 of 2\)", printed)  # a line a run
+    assert not list((out / "curves").glob("*.partial.jsonl"))  # each part's progress file gone once it is written
 
     # every rule's curve from one pool: each scorer of the headline table, at each budget, against maj there
     script.main(argv + ["--curve_methods", "pool", "--stages", "curves", "--pool_samples", "3"])

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from lmgym.core.problem_records import write_problem_records
+from lmgym.evaluation.curve_progress import finished_runs, partial_path, run_key, save_run
 from lmgym.evaluation.search_comparison import vs_cell, vs_title, with_intervals
 from lmgym.evaluation.search_eval import VERIFIER_TOKENS_TITLE, search_outcomes, verifier_tokens_cells, write_table
+from lmgym.search.methods import search_method
 from lmgym.search.search_types import StepScorer
 from lmgym.search.settings import SearchSettings
 from lmgym.training.plots import save_line_plot
@@ -50,7 +52,8 @@ def capped(settings: SearchSettings, budget: int) -> SearchSettings:
 def evaluate_curves(policy, env, methods: Sequence[SearchSettings], budgets: Sequence[int],
                     scorer: StepScorer | None = None, episodes: int = 256, offset: int = 0,
                     batch_problems: int = 64, seed: int = 0, progress: bool = False,
-                    records_path: str | os.PathLike | None = None, baseline: str | None = None) -> list[dict]:
+                    records_path: str | os.PathLike | None = None, baseline: str | None = None,
+                    on_run: Callable[[dict, int, int, bool], None] | None = None) -> list[dict]:
     """Run every method at every budget on the same problems (as `evaluate_search` picks and seeds them).
 
     Returns one row per (method, budget), methods in the given order, budgets ascending: {method (its curve
@@ -60,7 +63,10 @@ def evaluate_curves(policy, env, methods: Sequence[SearchSettings], budgets: Seq
     `.json` path, or a `.problems.jsonl` one) each problem's record is written there (lmgym.core.problem_records),
     kind "search_curves": `search_outcomes`' records, each run naming its curve `method` and `budget`. With
     `baseline` (a curve name, e.g. "maj") every other row gains `vs`: the paired bootstrap 95% interval of its
-    accuracy minus the baseline's at the same budget, over the same problems (evaluation/search_comparison.py)."""
+    accuracy minus the baseline's at the same budget, over the same problems (evaluation/search_comparison.py).
+    With `records_path`, each finished (method, budget) run is kept beside it as it ends and a later call with the
+    same settings runs only the rest (evaluation/curve_progress.py). `on_run(row, done, total, resumed)` is called
+    after each run (resumed: read back, not run)."""
     methods, budgets = list(methods), _checked_budgets(budgets)
     if not methods:
         raise ValueError("evaluate_curves: methods is empty; give at least one SearchSettings")
@@ -77,14 +83,35 @@ def evaluate_curves(policy, env, methods: Sequence[SearchSettings], budgets: Seq
         raise ValueError(f"evaluate_curves: two methods share the curve name {twice[0]!r}; give each its own shape")
     if baseline is not None and baseline not in names:
         raise ValueError(f"evaluate_curves: baseline {baseline!r} is not one of the curves ({', '.join(names)})")
+    unscored = next((s for s in methods if search_method(s.method).needs_scorer and scorer is None), None)
+    if unscored is not None:  # before any run: the runs go one at a time
+        raise ValueError(f"evaluate_curves: method {capped(unscored, budgets[0]).label} needs a step scorer (e.g. "
+                         f"a PRM: --prm)")
     runs = [capped(settings, budget) for settings in methods for budget in budgets]
-    rows, records = search_outcomes(policy, env, runs, scorer, episodes=episodes, offset=offset,
-                                    batch_problems=batch_problems, seed=seed, progress=progress)
-    on_curves = [{**record, "runs": [{**outcome, "method": curve_name(run), "budget": run.max_tokens}
-                                     for run, outcome in zip(runs, record["runs"])]} for record in records]
+    progress_file = partial_path(records_path) if records_path is not None else None
+    finished = finished_runs(progress_file) if progress_file is not None else {}
+    rows, per_run = [], []
+    for k, run in enumerate(runs):  # one at a time (each run seeds its own generator: the same as all at once)
+        key = run_key(run, episodes, offset, batch_problems, seed)
+        if key in finished:
+            row, records = finished[key]["row"], finished[key]["records"]
+        else:
+            (row,), records = search_outcomes(policy, env, [run], scorer, episodes=episodes, offset=offset,
+                                              batch_problems=batch_problems, seed=seed, progress=progress)
+            row = {**row, "method": curve_name(run), "budget": run.max_tokens}
+            records = [{**record, "runs": [{**outcome, "method": row["method"], "budget": run.max_tokens}
+                                           for outcome in record["runs"]]} for record in records]
+            if progress_file is not None:
+                save_run(progress_file, key, row, records)
+        rows.append(row)
+        per_run.append(records)
+        if on_run is not None:
+            on_run(row, k + 1, len(runs), key in finished)
+    on_curves = [{**first, "runs": [run for records in per_run for run in records[i]["runs"]]}
+                 for i, first in enumerate(per_run[0])]
     if records_path is not None:
         write_problem_records(records_path, "search_curves", on_curves)
-    rows = [{**row, "method": curve_name(run), "budget": run.max_tokens} for run, row in zip(runs, rows)]
+        progress_file.unlink(missing_ok=True)
     return with_intervals(rows, on_curves, baseline, seed=seed) if baseline is not None else rows
 
 
