@@ -30,7 +30,8 @@ carried in from an earlier lease (OUT/vl/labels/*.jsonl and stats.json) mark the
 6. curves_*: L2, 896 held-out problems: maj@8 / weighted / best-of-8 with the verifier and with the critic (the
    headline table) with the capped maj curve; the other capped curves, a stage a method or two, beside it
    (curves_mcts_critic: MCTS with the critic as its value; curves_pool: every rule under every scorer, the critic's
-   among them, at every budget, from one pool of 48 samples a problem).
+   among them, at every budget, from one pool of 48 samples a problem; curves_pool_sft: the same from the budgeted
+   SFT's samples).
 7. scaling_n<size>: the verifier's held-out AUC with the first 250 / 500 / 1,000 / 2,000 labelled problems.
 8. dense_seed<k> / mcts_seed<k>: dense-credit GRPO against outcome-only GRPO and MCTSSearch against GRPO from the
    budgeted SFT (a mixed-group start), on the last labelled level (the PRM's), equal sampled tokens, seeds 0-4,
@@ -158,6 +159,12 @@ def stages(out: Path, levels: list[int], seeds: int = 5, sizes: tuple[int, ...] 
         Stage("curves_pool", 9, vl / "curves" / "L2_pool.json", (("verifier_loop", (
             *maj_curve, "--curve_methods", "pool", *(() if rehearse else ("--pool_samples", "48")))),),
               after=scored),
+        # the same from the budgeted SFT's samples (right on a quarter of them, a right one among 8 on 36% of the
+        # train problems: the base policy's pool held one on 14% of the held-out problems, which bounded the
+        # verifiers' gain); its samples are shorter (about 18 tokens), so 64 of them pass maj's largest budget
+        Stage("curves_pool_sft", 10, vl / "curves" / "L2_pool_second.json", (("verifier_loop", (
+            *maj_curve, "--curve_methods", "pool", "--pool_policy", "second",
+            *(() if rehearse else ("--pool_samples", "64")))),), after=(*scored, "sft")),
         # 7.9 min measured when its trees spent 82% of the 384 cap; capped trees now spend all of it (curves.capped):
         # 16.6 min in the 31st session's lease, three curves beside ten training processes on the card
         Stage("curves_mcts", 16, vl / "curves" / "L2_part_mcts.json",

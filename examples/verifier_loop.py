@@ -44,7 +44,7 @@ does the named ones again; a cut training continues from its newest checkpoint):
    --curve_methods pool: maj, weighted maj and best-of-N under every scorer of that table at every budget, from
    ONE pool of --pool_samples samples a problem (`lmgym.evaluation.pool_curves`: each budget keeps the pool's
    prefix that fits, as a capped run does) -> curves/L<level>_pool.md/.json/.png, the pool in
-   curves/L<level>_pool_samples.
+   curves/L<level>_pool_samples; with --pool_policy second the second policy samples it (curves/L<level>_pool_second).
    With --critic (a reflection critic's model folder, examples/reflection_dpo.py --preset gpu_room) the
    critic scores solutions too (`algorithms.prm.critic_verifier`): weighted_maj[critic] and best_of_n[critic]
    join both tables. --curve_methods runs some of the capped curves (one process a method: curves/
@@ -156,6 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--label_only", choices=("both", "policy", "second"), default="both",
         help="the label stage labels the policy's samples, the second policy's, or both (default both)")
     add("--critic", default=None, help="a reflection critic's model folder: scores solutions beside the verifier")
+    add("--pool_policy", choices=("policy", "second"), default="policy",
+        help="who samples the pooled curves' pool: the policy, or the second policy (--second_policy; its curves go "
+             "to curves/L<level>_pool_second)")
     add("--critic_mode", choices=("verdict", "votes"), default="verdict",
         help="the critic's score: P(approve) at its verdict, or the share of approving sampled turns")
     add("--curve_methods", default="all",
@@ -208,6 +211,8 @@ class Plan:
         if args.critic is not None and not Path(args.critic).is_dir():
             raise ValueError(f"--critic {args.critic}: no such model folder")
         self.curve_methods = parse_stages(args.curve_methods, [*self.capped_names, POOL], "--curve_methods")
+        if args.pool_policy == "second" and args.second_policy is None:
+            raise ValueError("--pool_policy second needs --second_policy (sft, or a model folder)")
         if args.second_policy not in (None, "sft") and not Path(args.second_policy).is_dir():
             raise ValueError(f"--second_policy {args.second_policy}: not 'sft' and no such model folder")
         common = dict(samples_per_problem=self.size["samples"], max_new_tokens=self.size["max_new_tokens"],
@@ -281,9 +286,11 @@ class Plan:
             return stem
         return stem.with_name(f"{stem.name}_part_{'+'.join(chosen)}")
 
-    def pool_curves(self, level: int) -> Path:
-        """Where the pooled curves go (curves/L<level>_pool; the pool itself in curves/L<level>_pool_samples)."""
-        return self.out / "curves" / f"L{level}_pool"
+    def pool_curves(self, level: int, sampler: str | None = None) -> Path:
+        """Where the pooled curves of `sampler` (default --pool_policy) go: curves/L<level>_pool for the policy's,
+        curves/L<level>_pool_second for the second policy's (the pool itself beside, ..._samples)."""
+        sampler = sampler or self.args.pool_policy
+        return self.out / "curves" / f"L{level}_pool{'_second' if sampler == 'second' else ''}"
 
     def check_inputs(self) -> None:
         """A stage that is run needs what earlier stages write: saved, or made in this run (the stage that makes
@@ -294,7 +301,9 @@ class Plan:
                  "label": [(Path(self.second_model), "sft")]  # the second policy labels: its model exists
                  if self.args.second_policy == "sft" and self.args.label_only != "policy" else [],
                  "evaluate": [(self.verifier(k), "train") for k in self.verifiers] + test_labels,
-                 "curves": [(self.out / "verifier_eval.json", "evaluate")]}
+                 "curves": [(self.out / "verifier_eval.json", "evaluate")]
+                 + ([(Path(self.second_model), "sft")]
+                    if POOL in self.curve_methods and self.args.pool_policy == "second" else [])}
         for stage in self.stages:
             for path, maker in needs.get(stage, []):
                 if not path.exists() and maker not in self.stages:
@@ -568,16 +577,19 @@ class Loop:
         from lmgym.evaluation.pool_curves import pool_curves
         from lmgym.evaluation.rerank_eval import evaluate_reranking
         from lmgym.evaluation.search_eval import save_table
+        from lmgym.policies import HFPolicy
 
         plan, stem = self.plan, self.plan.pool_curves(level)
+        sampler = self.policy if plan.args.pool_policy == "policy" else HFPolicy(plan.second_model)
         maj = next(s for s in plan.methods if s.method == "maj" and not s.verifier)
         pool = dataclasses.replace(maj, n=plan.size["pool_samples"])
         named, aggregations, combined = self.pool_scorers(better, scorers)
         samples = stem.with_name(f"{stem.name}_samples.json")
-        rows = evaluate_reranking(self.policy, env, pool, named, aggregations=aggregations, combined=combined, **run,
+        rows = evaluate_reranking(sampler, env, pool, named, aggregations=aggregations, combined=combined, **run,
                                   records_path=problems_path(samples))
         settings = {**about, "pool_samples": pool.n, "scorers": list(named), "combined": combined,
-                    "aggregations": aggregations, "one_pool": True}
+                    "aggregations": aggregations, "one_pool": True, "pool_policy": plan.args.pool_policy,
+                    "sampler": plan.args.model if plan.args.pool_policy == "policy" else plan.second_model}
         save_table(rows, samples.with_suffix(""), settings)  # the whole pool's table (maj@N over every sample)
         curves, records = pool_curves(read_problem_records(problems_path(samples)), plan.budgets, plan.args.seed)
         save_curves(curves, stem, {**settings, "budgets": plan.budgets})
@@ -685,14 +697,16 @@ def summary(plan: Plan) -> tuple[str, dict]:
             if plan.curves(level).with_suffix(".png").is_file():
                 part += f"\n![L{level}](curves/L{level}.png)\n"
         parts.append(part)
-    for level in plan.test_levels:  # every rule's curve from one pool (--curve_methods pool)
-        pooled = plan.pool_curves(level).with_suffix(".json")
+    for level, sampler in ((level, s) for level in plan.test_levels for s in ("policy", "second")):
+        pooled = plan.pool_curves(level, sampler).with_suffix(".json")  # every rule's curve from one pool
         if pooled.is_file():
             saved = json.loads(pooled.read_text())
-            data.setdefault(f"L{level}", {})["pool_curves"] = saved["rows"]
+            data.setdefault(f"L{level}", {})["pool_curves" + ("_second" if sampler == "second" else "")] = saved["rows"]
+            who = "the policy's" if sampler == "policy" else "the second policy's"
             parts.append(f"## Held-out L{level}: every rule's curve from one pool of {saved['about']['pool_samples']} "
-                         f"samples a problem\n\nEach budget keeps the pool's samples that fit it in sampling order "
-                         f"(as a capped run does); rows differ by their choice alone.\n\n{curves_table(saved['rows'])}"
+                         f"samples a problem, {who} ({saved['about'].get('sampler')})\n\nEach budget keeps the "
+                         f"pool's samples that fit it in sampling order (as a capped run does); rows differ by their "
+                         f"choice alone.\n\n{curves_table(saved['rows'])}"
                          f"\n![L{level} pool]({pooled.with_suffix('.png').relative_to(plan.out).as_posix()})\n")
     return "\n".join(parts), data
 

@@ -92,7 +92,7 @@ def test_majs_curve_reaches_past_the_tokens_the_critics_rows_generate(tmp_path):
     assert max(budgets("curves_maj")) >= 1024
     assert max(budgets("curves_weighted")) == max(budgets("curves_critic")) == 768
     assert max(budgets("curves_mcts")) == 384
-    assert max(budgets("curves_pool")) >= 1024  # the pool reaches maj's largest budget (48 samples a problem)
+    assert max(budgets("curves_pool")) == max(budgets("curves_pool_sft")) >= 1024  # maj's largest budget
 
 
 def test_a_command_its_script_rejects_is_named(tmp_path):
@@ -255,7 +255,8 @@ def test_the_rehearsal_runs_every_stage_two_at_a_time(tmp_path, capsys):
     runner.main([str(out), "--next", "--rehearse", model, "--parallel", "2", "--minutes", "500", "--timeout", "600"])
     printed = capsys.readouterr().out
     every = runner.stages(out, [2], 1, sizes=(2,), rehearse=model)
-    assert len(every) == 24 and all(s.output.exists() for s in every), printed
+    assert len(every) == 25 and all(s.output.exists() for s in every), printed
+    assert json.loads((out / "vl" / "curves" / "L2_pool_second.json").read_text())["about"]["pool_policy"] == "second"
     pooled = json.loads((out / "vl" / "curves" / "L2_pool.json").read_text())["rows"]
     assert {r["method"] for r in pooled} >= {"maj", "weighted_maj[critic]", "best_of_n[critic]"}
     rows = json.loads((out / "vl" / "curves" / "L2_at_maj.json").read_text())["rows"]

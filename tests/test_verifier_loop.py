@@ -361,6 +361,16 @@ def test_a_second_policy_balanced_labels_the_critic_and_curve_parts(tiny_model_d
         assert row["tokens_per_problem"] == pytest.approx(sum(spent) / len(spent))
     assert "every rule's curve from one pool of 3 samples" in (out / "verifier_loop.md").read_text()
     assert not (out / "curves" / "L2_part_pool.json").exists()  # no capped part for the pool
+    # the second policy (the budgeted SFT) samples a pool of its own, beside the policy's
+    script.main(argv + ["--curve_methods", "pool", "--stages", "curves", "--pool_samples", "2", "--pool_policy",
+                        "second"])
+    second = json.loads((out / "curves" / "L2_pool_second.json").read_text())
+    assert second["about"]["sampler"] == str(out / "sft" / "model") and second["about"]["pool_samples"] == 2
+    assert [(r["method"], r["budget"]) for r in second["rows"]] == [(m, b) for m in names for b in (16, 32)]
+    assert json.loads((out / "curves" / "L2_pool.json").read_text()) == pooled  # the policy's left as it was
+    summary = (out / "verifier_loop.md").read_text()
+    assert "one pool of 3 samples a problem, the policy's" in summary
+    assert f"one pool of 2 samples a problem, the second policy's ({out / 'sft' / 'model'})" in summary
 
     (out / "curves" / "L2_at_maj.json").unlink()
     (out / "curves" / "L2_part_mcts.json").unlink()
@@ -377,6 +387,8 @@ def test_bad_issue36_flags_are_one_line(tmp_path):
         f"error: --critic {tmp_path / 'none'}: no such model folder")
     assert error_line(script, common + ["--curve_methods", "best_of_n_critic"]).startswith(
         "error: --curve_methods: 'best_of_n_critic'; choose from maj, weighted_maj, best_of_n, beam, mcts")
+    assert error_line(script, common + ["--pool_policy", "second"]) == (
+        "error: --pool_policy second needs --second_policy (sft, or a model folder)")
     assert error_line(script, common + ["--second_policy", str(tmp_path / "none")]) == (
         f"error: --second_policy {tmp_path / 'none'}: not 'sft' and no such model folder")
 
