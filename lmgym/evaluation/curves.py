@@ -21,8 +21,13 @@ from pathlib import Path
 from lmgym.core.problem_records import write_problem_records
 from lmgym.evaluation.curve_progress import finished_runs, partial_path, run_key, save_run
 from lmgym.evaluation.search_comparison import vs_cell, vs_title, with_intervals
-from lmgym.evaluation.search_eval import VERIFIER_TOKENS_TITLE, search_outcomes, verifier_tokens_cells, write_table
-from lmgym.search.methods import search_method
+from lmgym.evaluation.search_eval import (
+    VERIFIER_TOKENS_TITLE,
+    check_methods,
+    search_outcomes,
+    verifier_tokens_cells,
+    write_table,
+)
 from lmgym.search.search_types import StepScorer
 from lmgym.search.settings import SearchSettings
 from lmgym.training.plots import save_line_plot
@@ -83,11 +88,8 @@ def evaluate_curves(policy, env, methods: Sequence[SearchSettings], budgets: Seq
         raise ValueError(f"evaluate_curves: two methods share the curve name {twice[0]!r}; give each its own shape")
     if baseline is not None and baseline not in names:
         raise ValueError(f"evaluate_curves: baseline {baseline!r} is not one of the curves ({', '.join(names)})")
-    unscored = next((s for s in methods if search_method(s.method).needs_scorer and scorer is None), None)
-    if unscored is not None:  # before any run: the runs go one at a time
-        raise ValueError(f"evaluate_curves: method {capped(unscored, budgets[0]).label} needs a step scorer (e.g. "
-                         f"a PRM: --prm)")
-    runs = [capped(settings, budget) for settings in methods for budget in budgets]
+    runs = check_methods([capped(settings, budget) for settings in methods for budget in budgets], scorer,
+                         "evaluate_curves")  # before any run: the runs go one at a time
     progress_file = partial_path(records_path) if records_path is not None else None
     finished = finished_runs(progress_file) if progress_file is not None else {}
     rows, per_run = [], []

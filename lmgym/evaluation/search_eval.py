@@ -59,14 +59,7 @@ def search_outcomes(policy, env, methods: Sequence[SearchSettings], scorer: Step
     """`evaluate_search`'s rows and its per-problem records: one per problem, in order, with its `index`
     (problem index, or seed), `id`, `gold` and `runs`: each method's {method, answer, correct, tokens}, in
     the methods' order. Each row's accuracy and tokens are `run_metrics` of its runs."""
-    methods = list(methods)
-    if not methods:
-        raise ValueError("evaluate_search: methods is empty; give at least one SearchSettings")
-    for settings in methods:
-        if not isinstance(settings, SearchSettings):
-            raise TypeError(f"evaluate_search: methods must be SearchSettings, got {type(settings).__name__}")
-        if search_method(settings.method).needs_scorer and scorer is None:
-            raise ValueError(f"evaluate_search: method {settings.label} needs a step scorer (e.g. a PRM: --prm)")
+    methods = check_methods(methods, scorer)
     starts = problem_starts(env, episodes, offset, batch_problems, "evaluate_search")
     rows, outcomes = [], []
     for settings in methods:
@@ -77,6 +70,21 @@ def search_outcomes(policy, env, methods: Sequence[SearchSettings], scorer: Step
                 "runs": [run_outcome(settings.label, results[i]) for settings, results in zip(methods, outcomes)]}
                for i, start in enumerate(starts)]
     return rows, records
+
+
+def check_methods(methods: Sequence[SearchSettings], scorer: StepScorer | None, caller: str = "evaluate_search"
+                  ) -> list[SearchSettings]:
+    """`methods` as a list, after checking that there is one, that each is a SearchSettings and that each method
+    needing a step scorer has one; a bad one is a one-line error naming `caller`."""
+    methods = list(methods)
+    if not methods:
+        raise ValueError(f"{caller}: methods is empty; give at least one SearchSettings")
+    for settings in methods:
+        if not isinstance(settings, SearchSettings):
+            raise TypeError(f"{caller}: methods must be SearchSettings, got {type(settings).__name__}")
+        if search_method(settings.method).needs_scorer and scorer is None:
+            raise ValueError(f"{caller}: method {settings.label} needs a step scorer (e.g. a PRM: --prm)")
+    return methods
 
 
 def problem_starts(env, episodes: int, offset: int, batch_problems: int, caller: str) -> list[dict]:
