@@ -86,8 +86,9 @@ def test_a_budget_past_the_pool_spends_the_whole_pool_and_says_so():
     assert [r["tokens_per_problem"] for r in rows if r["method"] == "maj"] == [30, 30]
 
 
-@pytest.mark.parametrize("budgets, message", [([], "budgets must be integers >= 1"), ([0], "budgets must be"),
-                                              ([9, 9], "budgets repeat a value")])
+@pytest.mark.parametrize("budgets, message", [([], "pool_curves: budgets is empty"),
+                                              ([0], "pool_curves: budgets must be integers >= 1"),
+                                              ([9, 9], "pool_curves: budgets repeat a value")])
 def test_bad_budgets_are_one_line(budgets, message):
     with pytest.raises(ValueError, match=message):
         pool_curves(records_of(scorers()), budgets)

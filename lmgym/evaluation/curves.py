@@ -72,7 +72,7 @@ def evaluate_curves(policy, env, methods: Sequence[SearchSettings], budgets: Seq
     With `records_path`, each finished (method, budget) run is kept beside it as it ends and a later call with the
     same settings runs only the rest (evaluation/curve_progress.py). `on_run(row, done, total, resumed)` is called
     after each run (resumed: read back, not run)."""
-    methods, budgets = list(methods), _checked_budgets(budgets)
+    methods, budgets = list(methods), checked_budgets(budgets)
     if not methods:
         raise ValueError("evaluate_curves: methods is empty; give at least one SearchSettings")
     names = []
@@ -117,15 +117,17 @@ def evaluate_curves(policy, env, methods: Sequence[SearchSettings], budgets: Seq
     return with_intervals(rows, on_curves, baseline, seed=seed) if baseline is not None else rows
 
 
-def _checked_budgets(budgets: Sequence[int]) -> list[int]:
+def checked_budgets(budgets: Sequence[int], caller: str = "evaluate_curves") -> list[int]:
+    """The token budgets ascending, after checking them (integers >= 1, none repeated); a bad one is one line
+    naming `caller`."""
     budgets = list(budgets)
     if len(budgets) == 0:
-        raise ValueError("evaluate_curves: budgets is empty; give tokens per problem, e.g. [100, 200, 400, 800]")
+        raise ValueError(f"{caller}: budgets is empty; give tokens per problem, e.g. [100, 200, 400, 800]")
     for b in budgets:
         if isinstance(b, bool) or not isinstance(b, int) or b < 1:
-            raise ValueError(f"evaluate_curves: budgets must be integers >= 1 (tokens per problem), got {b!r}")
+            raise ValueError(f"{caller}: budgets must be integers >= 1 (tokens per problem), got {b!r}")
     if len(set(budgets)) != len(budgets):
-        raise ValueError(f"evaluate_curves: budgets repeat a value: {budgets}")
+        raise ValueError(f"{caller}: budgets repeat a value: {budgets}")
     return sorted(budgets)
 
 

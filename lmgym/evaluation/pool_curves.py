@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from lmgym.evaluation.curves import checked_budgets
 from lmgym.evaluation.search_comparison import with_intervals
 from lmgym.evaluation.search_eval import VERIFIER_TOKENS, run_metrics
 from lmgym.search.search import best_of_n_pick, majority_pick, weighted_majority_pick
@@ -80,11 +81,7 @@ def _run(method: str, budget: int, answers: Sequence, correct: Sequence[bool], s
 
 def _checked(records: Sequence[Mapping[str, Any]], budgets: Sequence[int]) -> list[int]:
     """The budgets ascending, after checking them and that every record holds a pool with per-sample tokens."""
-    budgets = list(budgets)
-    if not budgets or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in budgets):
-        raise ValueError(f"pool_curves: budgets must be integers >= 1 (tokens per problem), got {budgets!r}")
-    if len(set(budgets)) != len(budgets):
-        raise ValueError(f"pool_curves: budgets repeat a value: {budgets}")
+    budgets = checked_budgets(budgets, "pool_curves")
     if not records:
         raise ValueError("pool_curves: no problem records")
     for i, record in enumerate(records):
@@ -94,4 +91,4 @@ def _checked(records: Sequence[Mapping[str, Any]], budgets: Sequence[int]) -> li
                              f"evaluate_reranking's records")
         if not (len(samples["tokens"]) == len(samples["answers"]) == len(samples["correct"])):
             raise ValueError(f"pool_curves: record {i}'s samples disagree in length (tokens, answers, correct)")
-    return sorted(budgets)
+    return budgets
