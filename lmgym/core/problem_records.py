@@ -26,12 +26,17 @@ def problems_path(aggregate_path: str | os.PathLike) -> Path:
     return path.with_name(path.stem + SUFFIX)
 
 
+def records_file(path: str | os.PathLike) -> Path:
+    """`path` itself when it names a records file (`.problems.jsonl`), else the records file beside the aggregate it
+    names (`problems_path`)."""
+    path = Path(path)
+    return path if path.name.endswith(SUFFIX) else problems_path(path)
+
+
 def write_problem_records(path: str | os.PathLike, kind: str, records: Iterable[Mapping[str, Any]]) -> Path:
     """Write `records` (one per problem, in order), each tagged `kind`, to `path` atomically (a `.json`
     aggregate's path is turned into its `problems_path`); returns the path written."""
-    path = Path(path)
-    if not path.name.endswith(SUFFIX):
-        path = problems_path(path)
+    path = records_file(path)
     lines = [json.dumps({"kind": kind, **record}, ensure_ascii=False) + "\n" for record in records]
     if not lines:
         raise ValueError(f"{path}: no problem records to write")

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from lmgym.core.atomic_io import append_synced
-from lmgym.core.problem_records import SUFFIX
+from lmgym.core.problem_records import records_file
 from lmgym.search.settings import SearchSettings
 
 PARTIAL_SUFFIX = ".partial.jsonl"
@@ -28,9 +28,8 @@ PARTIAL_SUFFIX = ".partial.jsonl"
 def partial_path(records_path: str | os.PathLike) -> Path:
     """The progress file beside a records file (`curves.json` or `curves.problems.jsonl` ->
     `curves.problems.partial.jsonl`)."""
-    path = Path(records_path)
-    stem = path.name[:-len(SUFFIX)] if path.name.endswith(SUFFIX) else path.stem
-    return path.with_name(stem + SUFFIX.replace(".jsonl", "") + PARTIAL_SUFFIX)
+    records = records_file(records_path)
+    return records.with_name(records.name.removesuffix(".jsonl") + PARTIAL_SUFFIX)
 
 
 def run_key(settings: SearchSettings, episodes: int, offset: int, batch_problems: int, seed: int) -> str:
