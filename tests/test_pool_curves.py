@@ -1,12 +1,12 @@
 """`pool_curves`: every rule's accuracy-vs-tokens curve from one pool of samples, by hand on a scripted pool, and the
 same numbers as separate capped runs (`evaluate_curves`) of the scripted policy, whose rounds draw the pool's
 samples in the pool's order."""
-import json
 import tempfile
 from pathlib import Path
 
 import pytest
 
+from lmgym.core.problem_records import problems_path, read_problem_records
 from lmgym.evaluation.curves import evaluate_curves
 from lmgym.evaluation.pool_curves import pool_curves
 from lmgym.evaluation.rerank_eval import evaluate_reranking
@@ -35,7 +35,7 @@ def records_of(named) -> list[dict]:
         path = Path(folder) / "pool.json"
         evaluate_reranking(ScriptedPolicy({"": SAMPLES}), env(), SearchSettings(method="maj", n=4), named,
                            aggregations={"critic": "last"}, episodes=2, batch_problems=1, records_path=path)
-        return [json.loads(line) for line in path.with_name("pool.problems.jsonl").read_text().splitlines()]
+        return read_problem_records(problems_path(path))
 
 
 def test_the_pool_keeps_each_samples_tokens_and_the_critics_check_of_each():
