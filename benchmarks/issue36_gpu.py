@@ -145,7 +145,10 @@ def stages(out: Path, levels: list[int], seeds: int = 5, sizes: tuple[int, ...] 
               (("verifier_loop", (*loop, *tests, "--stages", "label")),), after=tuple(labels)),
         Stage("train", 4, vl / "verifiers" / "prm_soft" / "model", (
             ("verifier_loop", (*loop, *tests, "--stages", "train", "--verifiers", "orm")),
-            ("verifier_loop", (*loop, *tests, "--stages", "train", "--verifiers", "prm_soft"))),
+            ("verifier_loop", (*loop, *tests, "--stages", "train", "--verifiers", "prm_soft")),
+            # the ORM with a ranking term over one problem's right-wrong pairs (the 32nd session's pools: the
+            # verifiers' AUC within problems was 0.65-0.69 on the budgeted SFT's samples, 0.92 over them all)
+            ("verifier_loop", (*loop, *tests, "--stages", "train", "--verifiers", "orm_ranked"))),
               after=("label_stats",)),
         Stage("evaluate", 1, vl / "verifier_eval.json",
               (("verifier_loop", (*loop, *tests, "--stages", "evaluate")),), after=("train",)),
@@ -155,14 +158,16 @@ def stages(out: Path, levels: list[int], seeds: int = 5, sizes: tuple[int, ...] 
               (("verifier_loop", (*maj_curve, "--curve_methods", "maj")),), after=scored),
         # every rule under every scorer (verifiers, critic, both) at every budget from one pool of 48 samples a
         # problem: sampled once (about 1,250 tokens a problem), the critic checks each sample once (estimated from
-        # the headline table's seconds: its 8 samples 40 s, the critic's checks 35 s)
-        Stage("curves_pool", 9, vl / "curves" / "L2_pool.json", (("verifier_loop", (
+        # the headline table's seconds: its 8 samples 40 s, the critic's checks 35 s; 16.6 min measured in the 32nd
+        # session's lease, beside curves_pool_sft and five MCTSSearch seeds on the card)
+        Stage("curves_pool", 17, vl / "curves" / "L2_pool.json", (("verifier_loop", (
             *maj_curve, "--curve_methods", "pool", *(() if rehearse else ("--pool_samples", "48")))),),
               after=scored),
         # the same from the budgeted SFT's samples (right on a quarter of them, a right one among 8 on 36% of the
         # train problems: the base policy's pool held one on 14% of the held-out problems, which bounded the
-        # verifiers' gain); its samples are shorter (about 18 tokens), so 64 of them pass maj's largest budget
-        Stage("curves_pool_sft", 10, vl / "curves" / "L2_pool_second.json", (("verifier_loop", (
+        # verifiers' gain); its samples are shorter (about 18 tokens), so 64 of them pass maj's largest budget;
+        # 15.1 min measured beside curves_pool (the critic's checks are most of it: 2,763 tokens a problem)
+        Stage("curves_pool_sft", 15, vl / "curves" / "L2_pool_second.json", (("verifier_loop", (
             *maj_curve, "--curve_methods", "pool", "--pool_policy", "second",
             *(() if rehearse else ("--pool_samples", "64")))),), after=(*scored, "sft")),
         # 7.9 min measured when its trees spent 82% of the 384 cap; capped trees now spend all of it (curves.capped):
@@ -170,8 +175,9 @@ def stages(out: Path, levels: list[int], seeds: int = 5, sizes: tuple[int, ...] 
         Stage("curves_mcts", 16, vl / "curves" / "L2_part_mcts.json",
               (("verifier_loop", (*mcts_curve, "--curve_methods", "mcts")),), after=scored),
         # MCTS with the critic as its value (each new node judged by the critic's check and verdict): cut unfinished
-        # at 18 min in the 31st session's lease, as curves_critic was (curves_pool gives the critic's curves now)
-        Stage("curves_mcts_critic", 24, vl / "curves" / "L2_part_mcts_critic.json",
+        # at 18 min in the 31st session's lease, as curves_critic was (curves_pool gives the critic's curves now);
+        # about 15 min in the 32nd, its three budgets kept as each finished
+        Stage("curves_mcts_critic", 16, vl / "curves" / "L2_part_mcts_critic.json",
               (("verifier_loop", (*mcts_curve, "--curve_methods", "mcts_critic")),), after=scored),
         Stage("curves_critic", 20, vl / "curves" / "L2_part_weighted_maj_critic+best_of_n_critic.json", (
             ("verifier_loop", (*curves, "--curve_methods", "weighted_maj_critic,best_of_n_critic")),),
@@ -207,7 +213,7 @@ def stages(out: Path, levels: list[int], seeds: int = 5, sizes: tuple[int, ...] 
             ("dense", (*dense_args, "--methods", "dense", "--out", str(out / "dense"), *common))),
             after=("sft", "train")))
         done = out / "search_training" / f"MCTSSearch-seed{seed}" / "result.json"
-        out_list.append(Stage(f"mcts_seed{seed}", 9, done, (
+        out_list.append(Stage(f"mcts_seed{seed}", 7, done, (  # 6.8-7.0 min in the 32nd session's lease
             ("search_training", ("--runs", "GRPO", *search_args, "--out", str(out / "search_training"), *common)),
             ("search_training", ("--runs", "MCTSSearch", "--mcts-evaluation", "prm", "--prm", prm, *search_args,
                                  "--out", str(out / "search_training"), *common))), after=("sft", "train")))

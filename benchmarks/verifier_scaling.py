@@ -31,8 +31,8 @@ from lmgym.traindata.step_data import (  # noqa: E402
     load_policy_labels,
 )
 
-SAVED = ("solution_auc", "solution_auc_low", "solution_auc_high", "solution_ece", "solution_count",
-         "solution_positive_rate")  # a held-out level's numbers in result.json
+SAVED = ("solution_auc", "solution_auc_low", "solution_auc_high", "solution_within_problem_auc", "solution_ece",
+         "solution_count", "solution_positive_rate")  # a held-out level's numbers in result.json
 TRAIN = dict(train_iterations=500, pairs_per_iteration=64, micro_batch_size=32, learning_rate=2e-5,
              warmup_iterations=20, eval_every=0, save_every=100, eval_at_start=False, pointwise_weight=1.0)
 
@@ -89,6 +89,8 @@ def auc_cell(level: dict) -> str:
     cell = f"{level['solution_auc']:.3f}"
     if level.get("solution_auc_low") is not None:
         cell += f" [{level['solution_auc_low']:.2f}, {level['solution_auc_high']:.2f}]"
+    if level.get("solution_within_problem_auc") is not None:
+        cell += f", within problems {level['solution_within_problem_auc']:.3f}"
     if level.get("solution_count") and level.get("solution_positive_rate") is not None:
         cell += f" ({round(level['solution_count'] * level['solution_positive_rate'])} right)"
     return cell

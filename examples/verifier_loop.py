@@ -22,9 +22,11 @@ does the named ones again; a cut training continues from its newest checkpoint):
    verifier problems per test level, outcome labels only -> labels/test_L<level>.jsonl. Sampled tokens and
    tokens/s are printed and collected in labels/stats.json. With --second_policy, the second policy's samples
    of the same train problems -> labels/train_L<level>.second.jsonl (stats "second_L<level>").
-2. train: `lmgym.algorithms.verifier_trainer` kinds orm and prm_soft on every train level's labels (a few problems
-   held back for the trainer's own evaluation) -> verifiers/<kind>/ (run folder) and verifiers/<kind>/model
-   (`ProcessRewardModel.from_pretrained`). --verifiers picks some (two processes can train one each). Each
+2. train: `lmgym.algorithms.verifier_trainer` kinds orm, prm_soft and orm_ranked (the ORM with a ranking term
+   over right-wrong pairs of one problem's solutions, --pairs_per_problem a problem) on every train level's labels
+   (a few problems held back for the trainer's own evaluation) -> verifiers/<kind>/ (run folder) and
+   verifiers/<kind>/model (`ProcessRewardModel.from_pretrained`). --verifiers picks some (a process can train
+   each). Each
    level's samples (both policies' when there are two) are balanced to --right_share right solutions first
    (`traindata.step_data.label_balance`); the balance before and after, per level -> labels/balance.json.
 3. evaluate: `lmgym.algorithms.evaluate_verifier` of each verifier on each test level's labels: accuracy, AUC, ECE,
@@ -80,7 +82,7 @@ from lmgym.training.checkpoints import has_checkpoints  # noqa: E402
 from lmgym.training.cli import run_with_clear_errors  # noqa: E402
 
 STAGES = ("sft", "label", "train", "evaluate", "curves")
-VERIFIERS = ("orm", "prm_soft")
+VERIFIERS = ("orm", "prm_soft", "orm_ranked")
 CURVE_METHODS = ("maj", "weighted_maj", "best_of_n", "beam", "mcts")
 # every rule's curve (maj, weighted maj and best-of-N under every scorer) from one pool sampled once past the largest
 # budget (lmgym.evaluation.pool_curves): the capped runs sample again for each method and budget
@@ -133,6 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--verifiers", default="all",
         help=f"comma-separated, of {', '.join(VERIFIERS)}: the ones trained and evaluated "
              "(default all; one each lets two processes train them side by side)")
+    add("--pairs_per_problem", type=int, default=4,
+        help="orm_ranked's right-wrong pairs of one problem's solutions, at most, a problem (default 4)")
     add("--train_levels", default="2,3,4", help="Arithmetic-v0 levels whose train split is labelled (default 2,3,4)")
     add("--test_levels", default="2,4", help="levels whose test split is held out (default 2,4)")
     add("--seed", type=int, default=0, help="sampling and training seed (default 0)")
@@ -211,6 +215,8 @@ class Plan:
         if args.critic is not None and not Path(args.critic).is_dir():
             raise ValueError(f"--critic {args.critic}: no such model folder")
         self.curve_methods = parse_stages(args.curve_methods, [*self.capped_names, POOL], "--curve_methods")
+        if args.pairs_per_problem < 1:
+            raise ValueError(f"--pairs_per_problem must be >= 1, got {args.pairs_per_problem}")
         if args.pool_policy == "second" and args.second_policy is None:
             raise ValueError("--pool_policy second needs --second_policy (sft, or a model folder)")
         if args.second_policy not in (None, "sft") and not Path(args.second_policy).is_dir():
@@ -435,7 +441,8 @@ class Loop:
                 continue
             config = plan.prm_configs[kind]
             prm = ProcessRewardModel.from_policy(self.policy, plan.args.aggregation)
-            trainer = verifier_trainer(prm, train, kind, config, held_out=held_back)
+            trainer = verifier_trainer(prm, train, kind, config, held_out=held_back,
+                                       pairs_per_problem=plan.args.pairs_per_problem)
             resume = not plan.args.restart and has_checkpoints(config.output_dir)
             rows = trainer.train(resume=resume)
             trainer.save_model(plan.verifier(kind))
@@ -504,7 +511,7 @@ class Loop:
         from lmgym.policies.prm import ProcessRewardModel
 
         named, aggregations = {"default": scorers["default"]}, {"default": scorers["default"].aggregation}
-        for kind in ("orm", "prm_soft"):
+        for kind in VERIFIERS:
             if kind != better and (self.plan.verifier(kind) / "config.json").is_file():
                 if kind not in self._others:
                     self._others[kind] = ProcessRewardModel.from_pretrained(self.plan.verifier(kind),
@@ -571,10 +578,11 @@ class Loop:
     def pooled_curves(self, level: int, better: str, scorers: dict, env, run: dict, about: dict) -> None:
         """maj, weighted maj and best-of-N under every scorer of the headline table, at every budget, from one pool
         of --pool_samples samples a problem (`evaluate_reranking` once, then `pool_curves`) -> curves/L<level>_pool
-        (.md/.json/.png, per-problem runs beside) and the pool itself (curves/L<level>_pool_samples)."""
+        (.md/.json/.png, per-problem runs beside; its settings hold `scorers_on_pool`' rows) and the pool itself
+        (curves/L<level>_pool_samples)."""
         from lmgym.core.problem_records import read_problem_records, write_problem_records
         from lmgym.evaluation.curves import save_curves
-        from lmgym.evaluation.pool_curves import pool_curves
+        from lmgym.evaluation.pool_curves import pool_curves, scorers_on_pool
         from lmgym.evaluation.rerank_eval import evaluate_reranking
         from lmgym.evaluation.search_eval import save_table
         from lmgym.policies import HFPolicy
@@ -591,8 +599,10 @@ class Loop:
                     "aggregations": aggregations, "one_pool": True, "pool_policy": plan.args.pool_policy,
                     "sampler": plan.args.model if plan.args.pool_policy == "policy" else plan.second_model}
         save_table(rows, samples.with_suffix(""), settings)  # the whole pool's table (maj@N over every sample)
-        curves, records = pool_curves(read_problem_records(problems_path(samples)), plan.budgets, plan.args.seed)
-        save_curves(curves, stem, {**settings, "budgets": plan.budgets})
+        pooled = read_problem_records(problems_path(samples))
+        curves, records = pool_curves(pooled, plan.budgets, plan.args.seed)
+        # each scorer's AUC over the pool and within its problems, and the pool's reach: why a row gains or not
+        save_curves(curves, stem, {**settings, "budgets": plan.budgets, "scorers_on_pool": scorers_on_pool(pooled)})
         write_problem_records(problems_path(stem.with_suffix(".json")), "search_curves", records)
         print(f"pooled curves L{level} -> {stem}.md/.json/.png (the pool: {samples})", flush=True)
 
@@ -626,6 +636,7 @@ def summary(plan: Plan) -> tuple[str, dict]:
 
     from lmgym.core.problem_records import read_problem_records
     from lmgym.evaluation.curves import curves_table
+    from lmgym.evaluation.pool_curves import scorers_on_pool_markdown
     from lmgym.evaluation.search_comparison import with_intervals
     from lmgym.evaluation.search_eval import markdown_table, sample_auc_table
 
@@ -707,7 +718,11 @@ def summary(plan: Plan) -> tuple[str, dict]:
                          f"samples a problem, {who} ({saved['about'].get('sampler')})\n\nEach budget keeps the "
                          f"pool's samples that fit it in sampling order (as a capped run does); rows differ by their "
                          f"choice alone.\n\n{curves_table(saved['rows'])}"
-                         f"\n![L{level} pool]({pooled.with_suffix('.png').relative_to(plan.out).as_posix()})\n")
+                         + (f"\nThe scorers on the pool (a choice among one problem's samples gains only as far as "
+                            f"its AUC within problems and the pool's reach let it):\n\n"
+                            f"{scorers_on_pool_markdown(saved['about']['scorers_on_pool'])}"
+                            if saved["about"].get("scorers_on_pool") else "")
+                         + f"\n![L{level} pool]({pooled.with_suffix('.png').relative_to(plan.out).as_posix()})\n")
     return "\n".join(parts), data
 
 

@@ -24,7 +24,8 @@ from lmgym.evaluation.statistics import interval_text, paired_bootstrap
 from lmgym.evaluation.verifier_eval import VerifierReport
 
 COLUMNS = (("samples", "samples", "{:.0f}"), ("positive_rate", "correct", "{:.1%}"),
-           ("accuracy", "accuracy", "{:.1%}"), ("auc", "AUC", "{:.3f}"), ("ece", "ECE", "{:.3f}"))
+           ("accuracy", "accuracy", "{:.1%}"), ("auc", "AUC", "{:.3f}"),
+           ("within_problem_auc", "AUC within problems", "{:.3f}"), ("ece", "ECE", "{:.3f}"))
 PROBLEM_COLUMNS = (("majority_accuracy", "maj@N", "{:.1%}"), ("weighted_majority_accuracy", "weighted maj@N", "{:.1%}"),
                    ("best_of_n_accuracy", "best-of-N", "{:.1%}"), ("sample_accuracy", "sample accuracy", "{:.1%}"),
                    ("pass_at_n", "pass@N", "{:.1%}"))
@@ -42,7 +43,8 @@ def _cell(record: Mapping, key: str, form: str) -> str:
 
 def verifier_table(records: Mapping[str, Mapping]) -> str:
     """Markdown: one row per named record (e.g. "orm, L2"): solution-level samples, share correct, accuracy at
-    0.5, AUC (with its 95% interval over problems when the record has one), ECE, then per problem over the same
+    0.5, AUC (with its 95% interval over problems when the record has one), the AUC within problems (over
+    right-wrong pairs of one problem's samples: what a choice among them needs), ECE, then per problem over the same
     N samples: maj@N, the weighted maj@N and best-of-N its scores give, the samples' accuracy and pass@N ("-":
     not in the record)."""
     titles = [t for _, t, _ in COLUMNS + PROBLEM_COLUMNS]

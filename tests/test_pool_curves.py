@@ -8,7 +8,7 @@ import pytest
 
 from lmgym.core.problem_records import problems_path, read_problem_records
 from lmgym.evaluation.curves import evaluate_curves
-from lmgym.evaluation.pool_curves import pool_curves
+from lmgym.evaluation.pool_curves import pool_curves, scorers_on_pool, scorers_on_pool_markdown
 from lmgym.evaluation.rerank_eval import evaluate_reranking
 from lmgym.search import SearchSettings
 from tests.search_toys import ScriptedPolicy
@@ -101,3 +101,27 @@ def test_records_without_a_pool_are_one_line():
     del records[1]["samples"]["tokens"]
     with pytest.raises(ValueError, match=r"record 1 has no per-sample tokens \(samples.tokens\)"):
         pool_curves(records, [8])
+
+
+def test_pool_scorers_tell_problems_apart_from_samples_by_hand():
+    def record(correct, default, critic):
+        n = len(correct)
+        return {"samples": {"answers": ["1"] * n, "correct": correct, "tokens": [5] * n,
+                            "scores": {"default": default, "critic": critic}}}
+    # the default scorer scores the easy problem's samples 0.9 and the hard one's 0.1: it tells the problems apart
+    # (over every sample: 2 right of 0.9 against the wrong 0.9 (ties) and the two 0.1s; 0.1 right ties the 0.1s)
+    # but never one problem's samples; the critic ranks within each problem; the third problem has no right sample
+    records = [record([True, True, False], [0.9, 0.9, 0.9], [0.8, 0.7, 0.2]),
+               record([False, False, True], [0.1, 0.1, 0.1], [0.3, 0.1, 0.4]),
+               record([False, False], [0.5, 0.5], [0.5, 0.5])]
+    rows = {r["scorer"]: r for r in scorers_on_pool(records)}
+    assert rows["default"]["within_problem_auc"] == 0.5 and rows["critic"]["within_problem_auc"] == 1.0
+    # default over every sample: positives 0.9, 0.9, 0.1 against negatives 0.9, 0.1, 0.1, 0.5, 0.5:
+    # each 0.9 gets 0.5 + 1 + 1 + 1 + 1 = 4.5, the 0.1 gets 0 + 0.5 + 0.5 = 1: 10 of 15 pairs
+    assert rows["default"]["auc"] == pytest.approx(10 / 15)
+    assert rows["critic"]["mixed_problems"] == 2 and rows["critic"]["problems"] == 3
+    assert rows["critic"]["reach"] == pytest.approx(2 / 3) and rows["critic"]["sample_accuracy"] == pytest.approx(3 / 8)
+    table = scorers_on_pool_markdown(list(rows.values()))
+    assert table.splitlines()[2] == "| default | 0.667 | 0.500 | 2 of 3 | 66.7% | 37.5% |"
+    with pytest.raises(ValueError, match="scorers_on_pool: no problem records"):
+        scorers_on_pool([])

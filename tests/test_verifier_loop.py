@@ -17,23 +17,26 @@ from tests.tiers import slow
 from tests.tiny_models import save_tiny_model_dir
 
 SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "verifier_loop.py"
+VERIFIERS = ("orm", "prm_soft", "orm_ranked")  # examples/verifier_loop.py's kinds, in its order
 METHODS = ["maj", "weighted_maj", "best_of_n", "beam_2x2", "mcts"]
 BUDGETS = [8, 16, 24, 32]
 
 
 def test_verifier_table_reliability_and_the_better_verifier_by_hand():
     orm = {"solution_count": 8.0, "solution_positive_rate": 0.25, "solution_accuracy": 0.75, "solution_auc": 0.8,
-           "solution_ece": 0.125, "majority_accuracy": 0.25, "weighted_majority_accuracy": 0.375,
+           "solution_within_problem_auc": 0.625, "solution_ece": 0.125, "majority_accuracy": 0.25,
+           "weighted_majority_accuracy": 0.375,
            "best_of_n_accuracy": 0.5, "sample_accuracy": 0.25, "pass_at_n": 0.5,
            "reliability": [{"lower": 0.2, "upper": 0.3, "count": 6, "mean_score": 0.25, "positive_rate": 1 / 6},
                            {"lower": 0.9, "upper": 1.0, "count": 2, "mean_score": 0.95, "positive_rate": 0.5}]}
-    one_class = {**orm, "solution_auc": None, "weighted_majority_accuracy": None}  # a record saved before the votes
+    one_class = {**orm, "solution_auc": None, "solution_within_problem_auc": None,
+                 "weighted_majority_accuracy": None}  # a record saved before the votes
     assert verifier_table({"orm, L2": orm, "prm, L2": one_class}) == (
-        "| verifier | samples | correct | accuracy | AUC | ECE | maj@N | weighted maj@N | best-of-N | sample accuracy "
-        "| pass@N |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|\n"
-        "| orm, L2 | 8 | 25.0% | 75.0% | 0.800 | 0.125 | 25.0% | 37.5% | 50.0% | 25.0% | 50.0% |\n"
-        "| prm, L2 | 8 | 25.0% | 75.0% | - | 0.125 | 25.0% | - | 50.0% | 25.0% | 50.0% |\n")
+        "| verifier | samples | correct | accuracy | AUC | AUC within problems | ECE | maj@N | weighted maj@N "
+        "| best-of-N | sample accuracy | pass@N |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+        "| orm, L2 | 8 | 25.0% | 75.0% | 0.800 | 0.625 | 0.125 | 25.0% | 37.5% | 50.0% | 25.0% | 50.0% |\n"
+        "| prm, L2 | 8 | 25.0% | 75.0% | - | - | 0.125 | 25.0% | - | 50.0% | 25.0% | 50.0% |\n")
     assert reliability_markdown(orm) == ("| score bin | solutions | mean score | correct |\n|---|---|---|---|\n"
                                          "| [0.2, 0.3) | 6 | 0.250 | 16.7% |\n| [0.9, 1.0) | 2 | 0.950 | 50.0% |\n")
     # mean AUC: orm (0.8 + 0.6) / 2 = 0.7; prm (no AUC -> 0.5, 0.9) / 2 = 0.7: a tie goes to the first named
@@ -173,21 +176,23 @@ def test_the_loop_runs_every_stage_then_reuses_them(tiny_model_dir, tmp_path, ca
 
     # 2. verifiers: each a PRM folder; the ORM reads its last step
     verifiers = {kind: ProcessRewardModel.from_pretrained(out / "verifiers" / kind / "model", device="cpu")
-                 for kind in ("orm", "prm_soft")}
+                 for kind in ("orm", "prm_soft", "orm_ranked")}
     assert verifiers["orm"].aggregation == "last" and verifiers["prm_soft"].aggregation == "min"
+    assert verifiers["orm_ranked"].aggregation == "last"  # the ORM with a ranking term reads its last step too
     assert all(json.loads((out / "verifiers" / k / "metrics.jsonl").read_text().splitlines()[-1])["iteration"] == 2
                for k in verifiers)
 
     # 3. held-out evaluation: what evaluate_verifier gives on the saved verifier and the test labels
     saved = json.loads((out / "verifier_eval.json").read_text())
-    assert set(saved["verifiers"]) == {"orm", "prm_soft"} and saved["better"] in ("orm", "prm_soft")
+    assert set(saved["verifiers"]) == {"orm", "prm_soft", "orm_ranked"}
+    assert saved["better"] in ("orm", "prm_soft", "orm_ranked")
     # each (verifier, level, problem) recorded beside it; benchmarks/report.py recomputes the per-problem numbers
     # (and the curves below: curves/L<level>.problems.jsonl, curves/L<level>_at_maj.problems.jsonl, and the pooled
     # curves with their pool, curves/L<level>_pool.problems.jsonl and L<level>_pool_samples.problems.jsonl)
     text = assert_report_recomputes(out, 9)
     assert "| curves/L2_pool.problems.jsonl | weighted_maj/" in text
     assert "| prm_soft/L4 | weighted_majority_accuracy |" in text
-    for kind in ("orm", "prm_soft"):  # the solution-level AUC and ECE from the records' scores and verdicts
+    for kind in ("orm", "prm_soft", "orm_ranked"):  # the solution-level AUC and ECE from the records' scores, verdicts
         for metric in ("solution_ece", "solution_accuracy") + (("solution_auc",) if "solution_auc" in
                                                                 saved["verifiers"][kind]["L2"] else ()):
             value = saved["verifiers"][kind]["L2"][metric]
@@ -213,19 +218,20 @@ def test_the_loop_runs_every_stage_then_reuses_them(tiny_model_dir, tmp_path, ca
     for level in (2, 4):
         curves = json.loads((out / "curves" / f"L{level}.json").read_text())
         assert curves["about"]["verifier"] == saved["better"] and curves["about"]["problems"] == [0, 2]
-        assert curves["about"]["aggregation"] == {"orm": "last", "prm_soft": "min"}[saved["better"]]
+        aggregations = {"orm": "last", "prm_soft": "min", "orm_ranked": "last"}
+        assert curves["about"]["aggregation"] == aggregations[saved["better"]]
         rows = curves["rows"]
         assert [(r["method"], r["budget"]) for r in rows] == [(m, b) for m in METHODS for b in BUDGETS]
         assert all(r["problems"] == 2 and r["tokens_per_problem"] <= r["budget"] for r in rows)
         assert (out / "curves" / f"L{level}.png").stat().st_size > 0
         at_maj = json.loads((out / "curves" / f"L{level}_at_maj.json").read_text())["rows"]
-        other = {"orm": "prm_soft", "prm_soft": "orm"}[saved["better"]]  # both verifiers score the one pool
-        assert [r["method"] for r in at_maj] == ["maj@2", "weighted_maj@2", "best_of_2", f"weighted_maj[{other}]@2",
-                                                 f"best_of_2[{other}]"]
+        others = [k for k in VERIFIERS if k != saved["better"]]  # every verifier scores the one pool
+        assert [r["method"] for r in at_maj] == ["maj@2", "weighted_maj@2", "best_of_2"] + [
+            f"{rule}[{other}]{n}" for other in others for rule, n in (("weighted_maj", "@2"), ("best_of_2", ""))]
         assert len({r["tokens_per_problem"] for r in at_maj}) == 1  # the same 2 samples a problem each
         pools = read_problem_records(out / "curves" / f"L{level}_at_maj.problems.jsonl")
         for record in pools:  # every row chose one of the pool's samples
-            assert set(record["samples"]["scores"]) == {"default", other}
+            assert set(record["samples"]["scores"]) == {"default", *others}
             assert all(run["answer"] in record["samples"]["answers"] for run in record["runs"])
 
     # 5. the summary
@@ -284,13 +290,13 @@ def test_bad_flags_are_one_line_before_any_model_loads(tmp_path):
         "error: --curve_problems + --eval_problems is 15, but the test split of Arithmetic-v0 level 0 has 14 problems")
     assert error_line(script, common + ["--learning_rate", "-1"]).startswith("error: PRMConfig.learning_rate")
     assert error_line(script, common + ["--verifiers", "orm,prm_hard"]) == (
-        "error: --verifiers: 'prm_hard'; choose from orm, prm_soft (or all)")
+        "error: --verifiers: 'prm_hard'; choose from orm, prm_soft, orm_ranked (or all)")
     assert error_line(script, common + ["--stages", "curves"]) == (
         f"error: stage curves needs {out / 'verifier_eval.json'}, which does not exist: add evaluate to --stages")
     assert error_line(script, common + ["--stages", "train"]) == (
         f"error: stage train needs {out / 'labels' / 'train_L2.jsonl'}, which does not exist: add label to --stages")
     assert not out.exists()  # nothing written
-    for kind in ("orm", "prm_soft"):  # verifiers saved, held-out labels not: the stage that makes them is named
+    for kind in ("orm", "prm_soft", "orm_ranked"):  # verifiers saved, held-out labels not: their maker is named
         (out / "verifiers" / kind / "model").mkdir(parents=True)
     assert error_line(script, common + ["--stages", "evaluate"]) == (
         f"error: stage evaluate needs {out / 'labels' / 'test_L2.jsonl'}, which does not exist: add label to --stages")
@@ -320,10 +326,11 @@ def test_a_second_policy_balanced_labels_the_critic_and_curve_parts(tiny_model_d
 
     at_maj = json.loads((out / "curves" / "L2_at_maj.json").read_text())["rows"]
     better = json.loads((out / "verifier_eval.json").read_text())["better"]
-    other = {"orm": "prm_soft", "prm_soft": "orm"}[better]
-    assert [r["method"] for r in at_maj] == ["maj@2", "weighted_maj@2", "best_of_2", f"weighted_maj[{other}]@2",
-                                             f"best_of_2[{other}]", "weighted_maj[critic]@2", "best_of_2[critic]",
-                                             f"weighted_maj[{better}_critic]@2", f"best_of_2[{better}_critic]"]
+    others = [k for k in VERIFIERS if k != better]
+    assert [r["method"] for r in at_maj] == ["maj@2", "weighted_maj@2", "best_of_2"] + [
+        f"{rule}[{other}]{n}" for other in others for rule, n in (("weighted_maj", "@2"), ("best_of_2", ""))] + [
+        "weighted_maj[critic]@2", "best_of_2[critic]", f"weighted_maj[{better}_critic]@2",
+        f"best_of_2[{better}_critic]"]
     assert "vs" not in at_maj[0] and all(r["vs"]["baseline"] == "maj@2" for r in at_maj[1:])
     assert all(r["vs"]["low"] <= r["vs"]["difference"] <= r["vs"]["high"] for r in at_maj[1:])
     part = json.loads((out / "curves" / "L2_part_maj+best_of_n_critic.json").read_text())["rows"]
@@ -347,9 +354,9 @@ def test_a_second_policy_balanced_labels_the_critic_and_curve_parts(tiny_model_d
     # every rule's curve from one pool: each scorer of the headline table, at each budget, against maj there
     script.main(argv + ["--curve_methods", "pool", "--stages", "curves", "--pool_samples", "3"])
     pooled = json.loads((out / "curves" / "L2_pool.json").read_text())
-    names = ["maj", "weighted_maj", "best_of_n", f"weighted_maj[{other}]", f"best_of_n[{other}]",
-             "weighted_maj[critic]", "best_of_n[critic]", f"weighted_maj[{better}_critic]",
-             f"best_of_n[{better}_critic]"]
+    names = ["maj", "weighted_maj", "best_of_n"] + [f"{rule}[{other}]" for other in others
+                                                     for rule in ("weighted_maj", "best_of_n")] + [
+        "weighted_maj[critic]", "best_of_n[critic]", f"weighted_maj[{better}_critic]", f"best_of_n[{better}_critic]"]
     assert [(r["method"], r["budget"]) for r in pooled["rows"]] == [(m, b) for m in names for b in (16, 32)]
     assert pooled["about"]["pool_samples"] == 3 and all(r["tokens_per_problem"] <= r["budget"] for r in pooled["rows"])
     assert all(("verifier_tokens_per_problem" in r) == ("critic" in r["method"]) for r in pooled["rows"])
@@ -360,6 +367,12 @@ def test_a_second_policy_balanced_labels_the_critic_and_curve_parts(tiny_model_d
         row = next(r for r in pooled["rows"] if r["method"] == "maj" and r["budget"] == budget)
         assert row["tokens_per_problem"] == pytest.approx(sum(spent) / len(spent))
     assert "every rule's curve from one pool of 3 samples" in (out / "verifier_loop.md").read_text()
+    # each scorer's AUC over the pool and within its problems, and the pool's reach, from the pool's records
+    on_pool = {r["scorer"]: r for r in pooled["about"]["scorers_on_pool"]}
+    assert set(on_pool) == set(pool[0]["samples"]["scores"])
+    reach = sum(any(r["samples"]["correct"]) for r in pool) / len(pool)
+    assert all(r["reach"] == pytest.approx(reach) and r["problems"] == len(pool) for r in on_pool.values())
+    assert "| scorer | AUC, every sample | AUC within problems |" in (out / "verifier_loop.md").read_text()
     assert not (out / "curves" / "L2_part_pool.json").exists()  # no capped part for the pool
     # the second policy (the budgeted SFT) samples a pool of its own, beside the policy's
     script.main(argv + ["--curve_methods", "pool", "--stages", "curves", "--pool_samples", "2", "--pool_policy",

@@ -13,6 +13,7 @@ from lmgym.evaluation.verifier_metrics import (
     reliability_table,
     roc_auc,
     verifier_metrics,
+    within_problem_auc,
 )
 
 
@@ -78,3 +79,21 @@ def test_auc_interval_over_problems_by_hand():
     assert auc_interval([[0.9, 0.1]], [[1, 0]]) is None  # one problem: nothing to resample
     with pytest.raises(ValueError, match="one length per problem"):
         auc_interval([[0.9, 0.1]], [[1]])
+
+
+def test_within_problem_auc_by_hand():
+    # A: right 0.9 vs wrong 0.2, 0.9 -> 1 + 0.5 (tie) of 2; B: right 0.3, 0.6 vs wrong 0.5 -> 0 + 1 of 2;
+    # C: all wrong and D: all right hold no pair; E has no samples. Pooled: 2.5 of 4 pairs, over 2 mixed problems
+    scores = [[0.9, 0.2, 0.9], [0.3, 0.5, 0.6], [0.8, 0.7], [0.1], []]
+    labels = [[1, 0, 0], [1, 0, 1], [0, 0], [1], []]
+    assert within_problem_auc(scores, labels) == (0.625, 2)
+    # problems told apart but never their samples: the easy problem's samples (two right of three) all score 0.9,
+    # the hard one's (one right of three) 0.1: over all samples 6 of 9 pairs, within problems ties only
+    easy_hard = [[0.9, 0.9, 0.9], [0.1, 0.1, 0.1]], [[1, 1, 0], [0, 0, 1]]
+    assert within_problem_auc(*easy_hard) == (0.5, 2)
+    assert roc_auc([0.9, 0.9, 0.9, 0.1, 0.1, 0.1], [1, 1, 0, 0, 0, 1]) == pytest.approx(6 / 9)
+    assert within_problem_auc([[0.4, 0.6]], [[1, 1]]) is None
+    with pytest.raises(ValueError, match="one length per problem"):
+        within_problem_auc([[0.9, 0.1]], [[1]])
+    with pytest.raises(ValueError, match="scores must be finite numbers"):
+        within_problem_auc([[1.5, 0.1]], [[1, 0]])

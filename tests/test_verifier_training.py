@@ -17,6 +17,7 @@ from lmgym.traindata.step_data import (
     LabelledSample,
     PolicyLabelConfig,
     load_policy_labels,
+    outcome_pairs,
     policy_labels,
     save_policy_labels,
 )
@@ -68,8 +69,46 @@ def test_orm_and_soft_prm_losses_against_hand_values(tiny_policy, tmp_path):
     assert metrics["rated_ece"] == pytest.approx(abs(1 / (1 + math.exp(-1)) - 0.75))  # 0.018941
     with pytest.raises(ValueError, match="pointwise_weight must be > 0"):
         verifier_trainer(constant_prm(tiny_policy, 1.0), SAMPLES, "orm", config(tmp_path / "x", pointwise_weight=0))
-    with pytest.raises(ValueError, match="verifier kind must be one of orm, prm_soft, prm_hard, got 'bt'"):
+    with pytest.raises(ValueError, match="verifier kind must be one of orm, prm_soft, prm_hard, orm_ranked, got 'bt'"):
         verifier_trainer(constant_prm(tiny_policy, 1.0), SAMPLES, "bt", config(tmp_path / "y"))
+
+
+def test_within_problem_pairs_drawn_by_hand():
+    def sample(problem, text, right):
+        return LabelledSample(Q, problem, (text,), right, None)
+
+    a = [sample("a", "r1\n", True), sample("a", "w1\n", False), sample("a", "r2\n", True), sample("a", "w2\n", False)]
+    b = [sample("b", "r\n", True), sample("b", "r again\n", True)]  # no wrong solution: no pair
+    c = [sample("c", "w\n", False), sample("c", "r\n", True), LabelledSample(Q, "c", (), True, None)]
+    every = outcome_pairs(a + b + c, per_problem=10)
+    assert len(every) == 4 + 1  # a: 2 x 2, b: none, c: one (its sample without steps left out)
+    assert {(r.steps[0], w.steps[0]) for r, w in every} == {("r1\n", "w1\n"), ("r1\n", "w2\n"), ("r2\n", "w1\n"),
+                                                            ("r2\n", "w2\n"), ("r\n", "w\n")}
+    two = outcome_pairs(a + b + c, per_problem=2, seed=5)
+    assert len(two) == 3 and len(set(two)) == 3 and set(two) <= set(every)
+    assert two == outcome_pairs(a + b + c, per_problem=2, seed=5)  # seeded
+    with pytest.raises(ValueError, match="per_problem must be an int >= 1, got 0"):
+        outcome_pairs(a, per_problem=0)
+
+
+def test_the_ranked_orm_adds_within_problem_pairs_to_the_bce(tiny_policy, tmp_path):
+    def softplus(x):
+        return math.log1p(math.exp(x))
+
+    wrong_too = LabelledSample(Q, "p", ("Multiply.\n", "#### 2\n"), False, "2")
+    ranked = verifier_trainer(constant_prm(tiny_policy, 1.0), SAMPLES + [wrong_too], "orm_ranked",
+                              config(tmp_path / "ranked"), held_out=SAMPLES, pairs_per_problem=4)
+    assert ranked.prm.aggregation == "last"
+    pairs = [item for item in ranked.items if hasattr(item, "chosen")]
+    # problem p: the right solution against each wrong one, each scored at its last token as the ORM scores it
+    encoded = {s.steps[0]: ranked.prm.encode_steps(Q, s.steps)[0] for s in SAMPLES + [wrong_too]}
+    assert sorted((p.chosen, p.rejected) for p in pairs) == sorted(
+        [(encoded["Add.\n"], encoded["Subtract.\n"]), (encoded["Add.\n"], encoded["Multiply.\n"])])
+    terms = ranked.chunk_loss(ranked.items, 2, 3, [0.0])
+    # equal logits: each pair's -log sigmoid(0) = log 2; the BCE as the ORM's, over the three outcomes (1, 0, 0)
+    assert float(terms["bradley_terry"].detach()) == pytest.approx(math.log(2), abs=1e-6)
+    assert float(terms["pointwise"].detach()) == pytest.approx((softplus(-1.0) + 2 * softplus(1.0)) / 3, abs=1e-6)
+    assert len([x for x in ranked.held_out if hasattr(x, "chosen")]) == 1  # held-out pairs: their win rate
 
 
 def test_the_report_scores_solutions_and_steps(tiny_policy):
@@ -120,6 +159,9 @@ def test_the_votes_over_the_same_samples():
     assert flipped.weighted_majority_accuracy == pytest.approx(2 / 3)
     assert flipped.majority_accuracy == pytest.approx(1 / 3)
     assert {"majority_accuracy", "weighted_majority_accuracy"} <= set(report.as_dict())
+    # within problems: a's right 0.9 beats its wrong 0.1 and 0.3 (2 of 2), b's right 0.1s lose to 0.3 (0 of 2)
+    assert report.within_problem == (0.5, 2)
+    assert report.as_dict()["solution_within_problem_auc"] == 0.5
     # the solution-level accuracy, AUC and ECE recomputed from the per-problem records (benchmarks/report.py)
     recomputed = verifier_solution_metrics(report.problems)
     solution = {k: v for k, v in report.as_dict().items() if k.startswith("solution_")}

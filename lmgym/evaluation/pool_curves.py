@@ -9,6 +9,10 @@ every rule's curve. The rows differ from one another by the choice alone (as the
 sampling that separate capped runs repeat per method and budget (the critic's curves took over 18 minutes a
 method on an H200 and never finished) is paid once. A problem whose pool holds fewer tokens than a budget spends
 its whole pool there (the row's tokens/problem says so).
+
+`scorers_on_pool` says why a scorer's rows gain or not: its AUC over every sample of the pool, its AUC within problems
+(over right-wrong pairs of one problem's samples, the only pairs a choice among them compares) and the pool's
+reach (problems with a right sample), which bounds what any choice can gain over maj.
 """
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ from typing import Any
 from lmgym.evaluation.curves import checked_budgets
 from lmgym.evaluation.search_comparison import with_intervals
 from lmgym.evaluation.search_eval import VERIFIER_TOKENS, run_metrics
+from lmgym.evaluation.verifier_metrics import roc_auc, within_problem_auc
 from lmgym.search.search import best_of_n_pick, majority_pick, weighted_majority_pick
 from lmgym.search.token_budget import charge_in_order
 
@@ -55,6 +60,37 @@ def pool_curves(records: Sequence[Mapping[str, Any]], budgets: Sequence[int], se
     return with_intervals(rows, curve_records, "maj", seed=seed), curve_records
 
 
+def scorers_on_pool(records: Sequence[Mapping[str, Any]]) -> list[dict]:
+    """A row per scorer of the pool (`evaluate_reranking`'s records): `auc` over every sample, `within_problem_auc`
+    and `mixed_problems` (those holding a right and a wrong sample), and the pool's `reach` (the share of problems
+    with a right sample) and `sample_accuracy`. An AUC is None where the samples hold one class."""
+    _checked_pool(records, "scorers_on_pool")
+    correct = [[bool(c) for c in record["samples"]["correct"]] for record in records]
+    reach = sum(any(row) for row in correct) / len(records)
+    accuracy = sum(map(sum, correct)) / max(1, sum(map(len, correct)))
+    rows = []
+    for name in records[0]["samples"]["scores"]:
+        scores = [[float(x) for x in record["samples"]["scores"][name]] for record in records]
+        within = within_problem_auc(scores, correct)
+        rows.append({"scorer": name, "auc": roc_auc([x for row in scores for x in row],
+                                                   [c for row in correct for c in row]),
+                     "within_problem_auc": None if within is None else within[0],
+                     "mixed_problems": 0 if within is None else within[1], "problems": len(records),
+                     "reach": reach, "sample_accuracy": accuracy})
+    return rows
+
+
+def scorers_on_pool_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Markdown of `scorers_on_pool`' rows: a line per scorer."""
+    def auc(value):
+        return "-" if value is None else f"{value:.3f}"
+    lines = ["| scorer | AUC, every sample | AUC within problems | mixed problems | reach (a right sample) "
+             "| sample accuracy |", "|---|---|---|---|---|---|"]
+    lines += [f"| {r['scorer']} | {auc(r['auc'])} | {auc(r['within_problem_auc'])} | {r['mixed_problems']} of "
+              f"{r['problems']} | {r['reach']:.1%} | {r['sample_accuracy']:.1%} |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
 def _runs(samples: Mapping[str, Any], names: Sequence[str], budget: int) -> list[dict]:
     """One problem's run of each curve at `budget`: the pool's prefix that fits, chosen among by each rule."""
     kept, spent = charge_in_order(samples["tokens"], 0, budget)
@@ -82,13 +118,18 @@ def _run(method: str, budget: int, answers: Sequence, correct: Sequence[bool], s
 def _checked(records: Sequence[Mapping[str, Any]], budgets: Sequence[int]) -> list[int]:
     """The budgets ascending, after checking them and that every record holds a pool with per-sample tokens."""
     budgets = checked_budgets(budgets, "pool_curves")
+    _checked_pool(records, "pool_curves")
+    return budgets
+
+
+def _checked_pool(records: Sequence[Mapping[str, Any]], caller: str) -> None:
+    """A one-line ValueError naming `caller` unless every record holds a pool with per-sample tokens."""
     if not records:
-        raise ValueError("pool_curves: no problem records")
+        raise ValueError(f"{caller}: no problem records")
     for i, record in enumerate(records):
         samples = record.get("samples")
         if not isinstance(samples, Mapping) or "tokens" not in samples:
-            raise ValueError(f"pool_curves: record {i} has no per-sample tokens (samples.tokens): give "
+            raise ValueError(f"{caller}: record {i} has no per-sample tokens (samples.tokens): give "
                              f"evaluate_reranking's records")
         if not (len(samples["tokens"]) == len(samples["answers"]) == len(samples["correct"])):
-            raise ValueError(f"pool_curves: record {i}'s samples disagree in length (tokens, answers, correct)")
-    return budgets
+            raise ValueError(f"{caller}: record {i}'s samples disagree in length (tokens, answers, correct)")

@@ -2,7 +2,8 @@
 
 Solution level: each sample's score (its step scores combined by the verifier's aggregation: an ORM's is
 "last") against the env's verdict, as accuracy at 0.5, ROC AUC, ECE and the reliability table
-(lmgym.evaluation.verifier_metrics); with the best-of-N accuracy this score gives per problem beside the samples'
+(lmgym.evaluation.verifier_metrics), and the AUC within problems (over right-wrong pairs of one problem's samples:
+what a choice among them needs); with the best-of-N accuracy this score gives per problem beside the samples'
 own accuracy and pass@N, and the two votes over the same samples: maj@N (the most frequent parsed answer) and
 weighted maj@N (each answer's scores summed, lmgym.search.votes). Best-of-N, maj@N and weighted maj@N read
 the same N samples of a problem, so they are compared at equal sampled tokens. Step level (samples with MC
@@ -21,6 +22,7 @@ from lmgym.evaluation.verifier_metrics import (
     auc_interval,
     expected_calibration_error,
     verifier_metrics,
+    within_problem_auc,
 )
 from lmgym.policies.prm import ProcessRewardModel
 from lmgym.search.votes import weighted_majority
@@ -57,10 +59,12 @@ class VerifierReport:
     weighted_majority_accuracy: float
     problems: tuple[dict, ...] = ()  # `problem_records`: what the per-problem numbers are computed from
     auc_interval: tuple[float, float] | None = None  # the solution AUC's 95% bootstrap interval over problems
+    within_problem: tuple[float, int] | None = None  # (the AUC within problems, the problems holding both classes)
 
     def as_dict(self, prefix: str = "") -> dict[str, float]:
         """Flat scalar metrics for logging and result files (the AUC's interval as solution_auc_low/high)."""
         values = {**self.solution.as_dict("solution_"), **interval_fields(self.auc_interval),
+                  **within_problem_fields(self.within_problem),
                   "best_of_n_accuracy": self.best_of_n_accuracy,
                   "sample_accuracy": self.sample_accuracy, "pass_at_n": self.pass_at_n,
                   "majority_accuracy": self.majority_accuracy,
@@ -98,12 +102,24 @@ def evaluate_verifier(prm: ProcessRewardModel, samples: Sequence[LabelledSolutio
     return VerifierReport(verifier_metrics(solution, [s.correct for s in samples], threshold, bins), step, soft_ece,
                           per_problem["best_of_n_accuracy"], per_problem["sample_accuracy"],
                           per_problem["pass_at_n"], per_problem["majority_accuracy"],
-                          per_problem["weighted_majority_accuracy"], tuple(problems), records_auc_interval(problems))
+                          per_problem["weighted_majority_accuracy"], tuple(problems), records_auc_interval(problems),
+                          records_within_problem(problems))
 
 
 def records_auc_interval(records: Sequence[Mapping]) -> tuple[float, float] | None:
     """The solution AUC's 95% bootstrap interval over the problems of `problem_records` (`auc_interval`)."""
     return auc_interval([r["scores"] for r in records], [[bool(c) for c in r["correct"]] for r in records])
+
+
+def records_within_problem(records: Sequence[Mapping]) -> tuple[float, int] | None:
+    """`within_problem_auc` of `problem_records`: the AUC over right-wrong pairs of one problem's samples, and the
+    problems that hold both."""
+    return within_problem_auc([r["scores"] for r in records], [[bool(c) for c in r["correct"]] for r in records])
+
+
+def within_problem_fields(within: tuple[float, int] | None) -> dict[str, float]:
+    """solution_within_problem_auc and solution_mixed_problems; none for None."""
+    return {} if within is None else {"solution_within_problem_auc": within[0], "solution_mixed_problems": within[1]}
 
 
 def interval_fields(interval: tuple[float, float] | None) -> dict[str, float]:
@@ -145,9 +161,9 @@ def verifier_problem_metrics(records: Sequence[Mapping]) -> dict[str, float]:
 
 
 def verifier_solution_metrics(records: Sequence[Mapping]) -> dict[str, float]:
-    """The solution-level numbers of `evaluate_verifier` (`solution_` accuracy, AUC and its interval, ECE, count,
-    positive rate) from its `problem_records`: `verifier_metrics` of every sample's score against its verdict,
-    at the records' `threshold` and `bins` (0.5 and 10 where a record names none)."""
+    """The solution-level numbers of `evaluate_verifier` (`solution_` accuracy, AUC and its interval, the AUC within
+    problems, ECE, count, positive rate) from its `problem_records`: `verifier_metrics` of every sample's score
+    against its verdict, at the records' `threshold` and `bins` (0.5 and 10 where a record names none)."""
     if not records:
         raise ValueError("verifier_solution_metrics: no problem records")
     scores = [float(x) for r in records for x in r["scores"]]
@@ -155,4 +171,4 @@ def verifier_solution_metrics(records: Sequence[Mapping]) -> dict[str, float]:
     first = records[0]
     return {**verifier_metrics(scores, labels, float(first.get("threshold", 0.5)),
                                int(first.get("bins", 10))).as_dict("solution_"),
-            **interval_fields(records_auc_interval(records))}
+            **interval_fields(records_auc_interval(records)), **within_problem_fields(records_within_problem(records))}

@@ -25,6 +25,7 @@ from lmgym.traindata.step_data.labelled_samples import (
     PolicyLabels,
     load_policy_labels,
     outcome_items,
+    outcome_pairs,
     save_policy_labels,
     step_items,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "load_policy_labels",
     "load_prm800k",
     "outcome_items",
+    "outcome_pairs",
     "policy_labels",
     "save_policy_labels",
     "shepherd_data",

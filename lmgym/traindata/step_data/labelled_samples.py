@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,6 +97,25 @@ def outcome_items(samples: Iterable[LabelledSample]) -> list[RatedSteps]:
     "outcome"); a sample without steps has no text to score and is left out."""
     return [RatedSteps(s.question, s.steps, (None,) * (len(s.steps) - 1) + (float(s.correct),), "outcome",
                        s.problem_id) for s in samples if s.steps]
+
+
+def outcome_pairs(samples: Iterable[LabelledSample], per_problem: int, seed: int = 0
+                  ) -> list[tuple[LabelledSample, LabelledSample]]:
+    """Pairs (right, wrong) of solutions of ONE problem, for a ranking loss: up to `per_problem` a problem, drawn
+    without repeats from all its right x wrong pairs in an order seeded by (`seed`, the problem's id), problems in
+    first-seen order. Samples without steps are left out; a problem without both kinds gives none."""
+    if isinstance(per_problem, bool) or not isinstance(per_problem, int) or per_problem < 1:
+        raise ValueError(f"outcome_pairs: per_problem must be an int >= 1, got {per_problem!r}")
+    by_problem: dict[str, list[LabelledSample]] = {}
+    for s in samples:
+        if s.steps:
+            by_problem.setdefault(s.problem_id or s.question, []).append(s)
+    pairs = []
+    for problem, group in by_problem.items():
+        every = [(r, w) for r in group if r.correct for w in group if not w.correct]
+        order = random.Random(f"{seed}/{problem}").sample(range(len(every)), min(per_problem, len(every)))
+        pairs += [every[k] for k in order]
+    return pairs
 
 
 def step_items(samples: Iterable[LabelledSample], target: str = "soft") -> list[RatedSteps]:
