@@ -1,0 +1,92 @@
+"""maj@n, weighted maj@n and best-of-n under every scorer from a saved pool's first n samples a problem, each with
+the paired bootstrap interval against maj@n, and what bounds them: pass@n and each scorer's AUC within problems.
+
+    python benchmarks/pool_at_n.py --n 8 \
+      statics/results/session32_h200/i36/vl/curves/L2_pool_second_samples.problems.jsonl.gz
+
+The pool is `evaluate_reranking`'s records (examples/verifier_loop.py's curves/L<level>_pool_samples, or
+..._pool_second_samples; gzipped or not). Nothing is sampled or scored again: every choice reads the saved answers,
+verdicts and scores, with the rules search uses (`lmgym.search.search`).
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from examples.common import example_parser  # noqa: E402
+from lmgym.evaluation.pool_curves import rule_name, scorers_on_pool, scorers_on_pool_markdown  # noqa: E402
+from lmgym.evaluation.statistics import interval_text, paired_bootstrap  # noqa: E402
+from lmgym.search.search import best_of_n_pick, majority_pick, weighted_majority_pick  # noqa: E402
+
+RULES = {"weighted_maj": weighted_majority_pick, "best_of_n": best_of_n_pick}
+
+
+def read_pool(path: Path) -> list[dict]:
+    """The pool's problem records (a .gz file is read as gzip)."""
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file")
+    opened = gzip.open(path, "rt") if path.suffix == ".gz" else path.open()
+    with opened as lines:
+        records = [json.loads(line) for line in lines if line.strip()]
+    records = [r for r in records if isinstance(r.get("samples"), dict)]
+    if not records:
+        raise ValueError(f"{path}: no problem records with a pool (samples)")
+    return records
+
+
+def first_n(records: list[dict], n: int) -> list[dict]:
+    """Each record with its pool cut to the first `n` samples."""
+    if n < 1:
+        raise ValueError(f"--n must be >= 1, got {n}")
+    cut = []
+    for r in records:
+        s = r["samples"]
+        cut.append({**r, "samples": {**s, **{k: s[k][:n] for k in ("answers", "correct", "tokens")},
+                                     "scores": {name: v[:n] for name, v in s["scores"].items()}}})
+    return cut
+
+
+def at_n(records: list[dict]) -> list[dict]:
+    """Rows: maj, then each rule under each scorer: accuracy and, against maj, the paired interval."""
+    def right(samples: dict, index: int | None) -> float:
+        return float(index is not None and samples["correct"][index])
+
+    maj = [right(r["samples"], majority_pick(r["samples"]["answers"])[0] if r["samples"]["answers"] else None)
+           for r in records]
+    rows = [{"method": "maj", "accuracy": sum(maj) / len(maj)}]
+    for name in records[0]["samples"]["scores"]:
+        for rule, pick in RULES.items():
+            chosen = [right(r["samples"], pick(r["samples"]["answers"], r["samples"]["scores"][name])[0]
+                            if r["samples"]["answers"] else None) for r in records]
+            vs = paired_bootstrap(chosen, maj)
+            rows.append({"method": rule_name(rule, name), "accuracy": sum(chosen) / len(chosen),
+                         "vs_maj": interval_text(vs.difference, vs.low, vs.high)})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = example_parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("pool", help="a pool's problem records (.problems.jsonl or .problems.jsonl.gz)")
+    parser.add_argument("--n", type=int, default=8, help="samples a problem, the first n of each pool (default 8)")
+    args = parser.parse_args(argv)
+    try:
+        records = first_n(read_pool(Path(args.pool)), args.n)
+    except ValueError as err:
+        raise SystemExit(f"error: {err}") from None
+    tokens = sum(sum(r["samples"]["tokens"]) for r in records) / len(records)
+    passed = sum(any(r["samples"]["correct"]) for r in records) / len(records)
+    print(f"{len(records)} problems, the first {args.n} samples of each: {tokens:.1f} tokens a problem, "
+          f"pass@{args.n} {passed:.1%}\n")
+    print("| method | accuracy | vs maj, points [95% CI] |\n|---|---|---|")
+    for row in at_n(records):
+        print(f"| {row['method']} | {row['accuracy']:.1%} | {row.get('vs_maj', '-')} |")
+    print("\n" + scorers_on_pool_markdown(scorers_on_pool(records)))
+
+
+if __name__ == "__main__":
+    main()
