@@ -7,4 +7,4 @@ rm -rf /root/tree && mkdir /root/tree && cp -r benchmarks examples lmgym pyproje
 mkdir -p /root/i36/vl/labels && cp statics/results/session28_h200/i36/vl/labels/* /root/i36/vl/labels/ \
   && gunzip -f /root/i36/vl/labels/*.gz && ls -la /root/i36/vl/labels
 ONLY=sft,critic,train,evaluate,curves_pool_sft,curves_pool
-ONLY=$ONLY PARALLEL=4 MINUTES=25 LOG=i36.log WAIT=540 bash statics/results/session32_h200/next_lease/chain.sh
+ONLY=$ONLY PARALLEL=4 MINUTES=25 LOG=i36.log WAIT=540 bash statics/results/session31_h200/next_lease/chain.sh
