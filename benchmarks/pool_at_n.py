@@ -6,7 +6,7 @@ the paired bootstrap interval against maj@n, and what bounds them: pass@n and ea
 
 The pool is `evaluate_reranking`'s records (examples/verifier_loop.py's curves/L<level>_pool_samples, or
 ..._pool_second_samples; gzipped or not). Nothing is sampled or scored again: every choice reads the saved answers,
-verdicts and scores, with the rules search uses (`lmgym.search.search`).
+verdicts and scores, as the pooled curves do (`lmgym.evaluation.pool_curves`).
 """
 from __future__ import annotations
 
@@ -19,11 +19,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from examples.common import example_parser  # noqa: E402
-from lmgym.evaluation.pool_curves import rule_name, scorers_on_pool, scorers_on_pool_markdown  # noqa: E402
-from lmgym.evaluation.statistics import interval_text, paired_bootstrap  # noqa: E402
-from lmgym.search.search import best_of_n_pick, majority_pick, weighted_majority_pick  # noqa: E402
-
-RULES = {"weighted_maj": weighted_majority_pick, "best_of_n": best_of_n_pick}
+from lmgym.evaluation.pool_curves import pool_curves, scorers_on_pool, scorers_on_pool_markdown  # noqa: E402
+from lmgym.evaluation.search_comparison import vs_cell  # noqa: E402
 
 
 def read_pool(path: Path) -> list[dict]:
@@ -52,21 +49,11 @@ def first_n(records: list[dict], n: int) -> list[dict]:
 
 
 def at_n(records: list[dict]) -> list[dict]:
-    """Rows: maj, then each rule under each scorer: accuracy and, against maj, the paired interval."""
-    def right(samples: dict, index: int | None) -> float:
-        return float(index is not None and samples["correct"][index])
-
-    maj = [right(r["samples"], majority_pick(r["samples"]["answers"])[0] if r["samples"]["answers"] else None)
-           for r in records]
-    rows = [{"method": "maj", "accuracy": sum(maj) / len(maj)}]
-    for name in records[0]["samples"]["scores"]:
-        for rule, pick in RULES.items():
-            chosen = [right(r["samples"], pick(r["samples"]["answers"], r["samples"]["scores"][name])[0]
-                            if r["samples"]["answers"] else None) for r in records]
-            vs = paired_bootstrap(chosen, maj)
-            rows.append({"method": rule_name(rule, name), "accuracy": sum(chosen) / len(chosen),
-                         "vs_maj": interval_text(vs.difference, vs.low, vs.high)})
-    return rows
+    """Rows: maj, then each rule under each scorer, over each record's whole pool (`pool_curves` at a budget every
+    pool fits): accuracy and, against maj, the paired interval as text."""
+    whole = max(1, max(sum(r["samples"]["tokens"]) for r in records))
+    rows, _ = pool_curves(records, [whole])
+    return [{"method": r["method"], "accuracy": r["accuracy"], "vs_maj": vs_cell(r)} for r in rows]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -84,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:
           f"pass@{args.n} {passed:.1%}\n")
     print("| method | accuracy | vs maj, points [95% CI] |\n|---|---|---|")
     for row in at_n(records):
-        print(f"| {row['method']} | {row['accuracy']:.1%} | {row.get('vs_maj', '-')} |")
+        print(f"| {row['method']} | {row['accuracy']:.1%} | {row['vs_maj']} |")
     print("\n" + scorers_on_pool_markdown(scorers_on_pool(records)))
 
 

@@ -45,22 +45,17 @@ def split(samples: list[LabelledSample], held_out: set[str]) -> tuple[list[Label
     return [s for s in samples if s.problem_id not in held_out], [s for s in samples if s.problem_id in held_out]
 
 
-def paired(report, rule: str) -> dict:
-    """`rule` (weighted / best) against maj@N over the report's problems: the paired bootstrap interval."""
-    from lmgym.evaluation.evaluate import majority_correct, winner_correct
+def versus_majority(report) -> dict[str, dict]:
+    """Weighted maj@N and best-of-N against maj@N over the report's problems: the paired bootstrap interval."""
     from lmgym.evaluation.statistics import paired_bootstrap
-    from lmgym.search.votes import weighted_majority
+    from lmgym.evaluation.verifier_eval import problem_outcomes
 
-    base, other = [], []
-    for r in report.problems:
-        answers, right, scores = r["predictions"], r["correct"], r["scores"]
-        base.append(float(majority_correct(answers, right)))
-        if rule == "weighted":
-            other.append(float(winner_correct(weighted_majority(answers, scores), answers, right)))
-        else:
-            other.append(float(right[max(range(len(scores)), key=scores.__getitem__)]))
-    d = paired_bootstrap(other, base)
-    return {"difference": d.difference, "low": d.low, "high": d.high}
+    outcomes = problem_outcomes(report.problems)
+    out = {}
+    for key, rule in (("weighted_vs_maj", "weighted_majority"), ("best_vs_maj", "best_of_n")):
+        d = paired_bootstrap(outcomes[rule], outcomes["majority"])
+        out[key] = {"difference": d.difference, "low": d.low, "high": d.high}
+    return out
 
 
 def run_kind(args: argparse.Namespace, kind: str, train: list[LabelledSample], test: list[LabelledSample]) -> dict:
@@ -84,7 +79,7 @@ def run_kind(args: argparse.Namespace, kind: str, train: list[LabelledSample], t
             **{k: values.get(k) for k in ("solution_auc", "solution_within_problem_auc", "solution_mixed_problems",
                                           "majority_accuracy", "weighted_majority_accuracy", "best_of_n_accuracy",
                                           "pass_at_n", "sample_accuracy")},
-            "weighted_vs_maj": paired(report, "weighted"), "best_vs_maj": paired(report, "best"),
+            **versus_majority(report),
             "settings": {k: getattr(args, k) for k in ("train_iterations", "pairs_per_iteration", "learning_rate",
                                                        "pairs_per_problem", "seed", "held_out", "level")}}
 

@@ -141,23 +141,30 @@ def problem_records(samples: Sequence[LabelledSolution], solution_scores: Sequen
             for index, (problem, scored) in enumerate(by_problem.items())]
 
 
-def verifier_problem_metrics(records: Sequence[Mapping]) -> dict[str, float]:
-    """The per-problem numbers of `evaluate_verifier` from its `problem_records`: best-of-N (the sample of the
-    highest score; the first of equal ones), maj@N, weighted maj@N (`weighted_majority` of the scores), pass@N
-    (some sample right), each averaged over problems, and the samples' own accuracy (over samples)."""
-    if not records:
-        raise ValueError("verifier_problem_metrics: no problem records")
-    best = majority = weighted = passed = 0
+def problem_outcomes(records: Sequence[Mapping]) -> dict[str, list[float]]:
+    """Per problem of `problem_records`, 1.0 or 0.0: whether best-of-N (the sample of the highest score; the first
+    of equal ones), maj@N and weighted maj@N (`weighted_majority` of the scores) chose a right answer, and pass@N
+    (some sample right). What the per-problem averages, and paired comparisons between them, are made of."""
+    outcomes: dict[str, list[float]] = {"best_of_n": [], "majority": [], "weighted_majority": [], "pass": []}
     for r in records:
         answers, right, scores = r["predictions"], r["correct"], r["scores"]
-        best += right[max(range(len(scores)), key=scores.__getitem__)]  # max keeps the first of equals
-        majority += majority_correct(answers, right)
-        weighted += winner_correct(weighted_majority(answers, scores), answers, right)
-        passed += any(right)
-    problems = len(records)
-    return {"best_of_n_accuracy": best / problems, "sample_accuracy": sum(r["c"] for r in records) /
-            sum(r["n"] for r in records), "pass_at_n": passed / problems, "majority_accuracy": majority / problems,
-            "weighted_majority_accuracy": weighted / problems}
+        outcomes["best_of_n"].append(float(right[max(range(len(scores)), key=scores.__getitem__)]))
+        outcomes["majority"].append(float(majority_correct(answers, right)))
+        outcomes["weighted_majority"].append(float(winner_correct(weighted_majority(answers, scores), answers, right)))
+        outcomes["pass"].append(float(any(right)))
+    return outcomes
+
+
+def verifier_problem_metrics(records: Sequence[Mapping]) -> dict[str, float]:
+    """The per-problem numbers of `evaluate_verifier` from its `problem_records`: best-of-N, maj@N, weighted maj@N
+    and pass@N (`problem_outcomes`), each averaged over problems, and the samples' own accuracy (over samples)."""
+    if not records:
+        raise ValueError("verifier_problem_metrics: no problem records")
+    outcomes, problems = problem_outcomes(records), len(records)
+    return {"best_of_n_accuracy": sum(outcomes["best_of_n"]) / problems, "sample_accuracy": sum(r["c"] for r in records)
+            / sum(r["n"] for r in records), "pass_at_n": sum(outcomes["pass"]) / problems,
+            "majority_accuracy": sum(outcomes["majority"]) / problems,
+            "weighted_majority_accuracy": sum(outcomes["weighted_majority"]) / problems}
 
 
 def verifier_solution_metrics(records: Sequence[Mapping]) -> dict[str, float]:
