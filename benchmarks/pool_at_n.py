@@ -11,26 +11,22 @@ verdicts and scores, as the pooled curves do (`lmgym.evaluation.pool_curves`).
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from examples.common import example_parser  # noqa: E402
+from lmgym.core.problem_records import read_problem_records  # noqa: E402
 from lmgym.evaluation.pool_curves import pool_curves, scorers_on_pool, scorers_on_pool_markdown  # noqa: E402
 from lmgym.evaluation.search_comparison import vs_cell  # noqa: E402
 
 
 def read_pool(path: Path) -> list[dict]:
-    """The pool's problem records (a .gz file is read as gzip)."""
+    """The pool's problem records (`read_problem_records`: plain or gzipped)."""
     if not path.is_file():
         raise ValueError(f"{path}: no such file")
-    opened = gzip.open(path, "rt") if path.suffix == ".gz" else path.open()
-    with opened as lines:
-        records = [json.loads(line) for line in lines if line.strip()]
-    records = [r for r in records if isinstance(r.get("samples"), dict)]
+    records = [r for r in read_problem_records(path) if isinstance(r.get("samples"), dict)]
     if not records:
         raise ValueError(f"{path}: no problem records with a pool (samples)")
     return records

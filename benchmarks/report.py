@@ -1,10 +1,10 @@
 """Recompute every headline number of a results folder from its per-problem records, beside the aggregates.
 
-    python benchmarks/report.py runs/my_eval                 # every *.problems.jsonl under it
+    python benchmarks/report.py runs/my_eval                 # every *.problems.jsonl (or .jsonl.gz) under it
     python benchmarks/report.py statics/results              # also lists the aggregates kept without records
 
-Each `<name>.problems.jsonl` (core/problem_records.py) is read, its numbers recomputed with the toolkit's own
-definitions, by the records' `kind`:
+Each `<name>.problems.jsonl` (core/problem_records.py; gzipped or not) is read, its numbers recomputed with the
+toolkit's own definitions, by the records' `kind`:
 
 - ``sampled`` (lmgym.evaluation.evaluate): accuracy, and with k > 1 pass@k (unbiased from n samples), any@k, maj@k;
 - ``rag`` (search.evaluate_rag): EM, F1, their untagged-reply readings, MRR, recall@3, recall, searches, tokens;
@@ -33,7 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lmgym.core.problem_records import SUFFIX, problems_path, read_problem_records  # noqa: E402
+from lmgym.core.problem_records import GZIP_SUFFIX, SUFFIX, aggregate_of, read_problem_records, saved_records  # noqa: E402
 from lmgym.evaluation.evaluate import sampled_metrics  # noqa: E402
 from lmgym.evaluation.rag_evaluate import mean_metrics  # noqa: E402
 from lmgym.evaluation.reflection_critic_metrics import critic_rates, record_critic_turns  # noqa: E402
@@ -100,14 +100,13 @@ def stored_aggregates(kind: str, data: Any, group: str) -> Mapping[str, Any]:
     if kind == "pipeline":  # save_row: {"settings": ..., "row": {"method": ..., "results": {suite: {...}}}}
         return data.get("row", {}).get("results", {}).get(group.split("/", 1)[0], {})
     if kind in ("search", "search_curves"):  # search_eval.save_table, curves.save_curves: {"about", "rows"}
-        method, budget = (group, None) if kind == "search" else group.rsplit("/", 1)
-        return next((row for row in data.get("rows", []) if isinstance(row, Mapping) and row.get("method") == method
-                     and (budget is None or str(row.get("budget")) == budget)), {})
+        # a group is a method ("maj@8"), or a method at a budget ("maj/96") when the runs name budgets (curves; the
+        # pooled curves saved before 2026-12-01 carry kind "search")
+        rows = [row for row in data.get("rows", []) if isinstance(row, Mapping)]
+        method, _, budget = group.rpartition("/")
+        return next((row for row in rows if row.get("method") == group), None) or next(
+            (row for row in rows if row.get("method") == method and str(row.get("budget")) == budget), {})
     return data
-
-
-def aggregate_path(records_file: Path) -> Path:
-    return records_file.with_name(records_file.name[:-len(SUFFIX)] + ".json")
 
 
 def recompute_file(path: Path) -> list[Row]:
@@ -118,7 +117,7 @@ def recompute_file(path: Path) -> list[Row]:
         raise ValueError(f"{path}: records of kind(s) {', '.join(sorted(map(str, kinds)))}; report.py knows "
                          f"one kind a file: {', '.join(RECOMPUTE)}")
     kind = records[0]["kind"]
-    aggregate = aggregate_path(path)
+    aggregate = aggregate_of(path)
     data = json.loads(aggregate.read_text()) if aggregate.is_file() else None
     rows = []
     for group, metrics in RECOMPUTE[kind](records).items():
@@ -138,9 +137,16 @@ def agrees(recomputed: float | None, stored: Any) -> bool | None:
 
 def has_records(aggregate: Path) -> bool:
     """A records file beside `aggregate`, or for a summary table (SUMMARIES) one in its rows' folders below."""
-    if problems_path(aggregate).is_file():
+    if saved_records(aggregate) is not None:
         return True
-    return aggregate.name in SUMMARIES and any(aggregate.parent.rglob("*" + SUFFIX))
+    return aggregate.name in SUMMARIES and bool(records_under(aggregate.parent))
+
+
+def records_under(folder: Path) -> list[Path]:
+    """Every records file under `folder`, plain or gzipped (a file kept both ways is read once, plain)."""
+    plain = set(folder.rglob("*" + SUFFIX))
+    packed = {p for p in folder.rglob("*" + GZIP_SUFFIX) if p.with_name(p.name.removesuffix(".gz")) not in plain}
+    return sorted(plain | packed)
 
 
 def aggregates_only(folder: Path) -> list[Path]:
@@ -155,7 +161,7 @@ def fmt(value: Any) -> str:
 
 def report(folder: Path) -> tuple[str, bool]:
     """(the printed report, whether every recomputed number equals its aggregate)."""
-    files = sorted(folder.rglob("*" + SUFFIX))
+    files = records_under(folder)
     lines = [f"# {folder}: {len(files)} per-problem record file(s)", "",
              "| records | group | metric | recomputed | aggregate | equal |", "|---|---|---|---:|---:|---|"]
     ok = True

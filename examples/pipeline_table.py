@@ -11,7 +11,7 @@ from typing import Any
 
 from lmgym.core.atomic_io import atomic_write_text
 from lmgym.core.jsonl import read_json
-from lmgym.core.problem_records import problems_path, read_problem_records
+from lmgym.core.problem_records import read_problem_records, saved_records
 from lmgym.evaluation.statistics import interval_text, paired_bootstrap
 
 # (stage, the row's title): the rows in table order, each adding to the one before
@@ -50,8 +50,8 @@ def save_row(stage_dir: str | Path, row: Mapping[str, Any], settings: Mapping[st
 
 def _correct_by_problem(stage_dir: Path, suite: str) -> dict[Any, float]:
     """problem index -> 0/1 of the stage's run on `suite`, from <stage>/eval.problems.jsonl ({} when missing)."""
-    path = problems_path(stage_dir / EVAL_FILE)
-    if not path.is_file():
+    path = saved_records(stage_dir / EVAL_FILE)
+    if path is None:
         return {}
     return {r["index"]: float(bool(r["runs"][0]["correct"])) for r in read_problem_records(path)
             if r.get("suite") == suite and r.get("runs")}

@@ -18,7 +18,7 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from lmgym.core.problem_records import problems_path, read_problem_records
+from lmgym.core.problem_records import read_problem_records, saved_records
 from lmgym.evaluation.search_eval import VERIFIER_TOKENS
 from lmgym.evaluation.statistics import interval_text, paired_bootstrap
 from lmgym.evaluation.verifier_eval import VerifierReport
@@ -117,8 +117,8 @@ def read_curves(folder: Path, level: int) -> tuple[list[dict], list[dict]] | Non
     by_problem: dict = {}
     for file in files:
         rows += json.loads(file.read_text())["rows"]
-        records = problems_path(file)
-        for record in read_problem_records(records) if records.is_file() else []:
+        records = saved_records(file)
+        for record in read_problem_records(records) if records else []:
             joined = by_problem.setdefault(record["index"], {**record, "runs": []})
             joined["runs"] += record["runs"]
     return rows, list(by_problem.values())

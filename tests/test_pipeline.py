@@ -213,3 +213,20 @@ def test_the_gpu_presets_refresh_the_verifier_in_two_passes_a_step():
         values = {**pipeline.PRESETS[preset]["grpo"], **pipeline.PRESETS[preset]["grpo_prm"]}
         refresh = GRPOConfig(**values).refresh
         assert (refresh.every, refresh.samples_per_step, refresh.micro_batch_size) == (2, 64, 32), preset
+
+
+def test_versus_grpo_reads_stage_records_kept_gzipped(tmp_path):
+    """A saved pipeline folder keeps eval.problems.jsonl gzipped: the rows are still compared with GRPO's."""
+    import gzip
+
+    from examples.pipeline_table import versus_grpo
+
+    def record(index, correct):
+        return {"kind": "pipeline", "suite": "s", "index": index, "runs": [{"correct": correct}]}
+
+    for stage, correct in (("grpo", [True, False, False, False]), ("ppo", [True, True, True, False])):
+        (tmp_path / stage).mkdir()
+        text = "".join(json.dumps(record(i, c)) + "\n" for i, c in enumerate(correct))
+        (tmp_path / stage / "eval.problems.jsonl.gz").write_bytes(gzip.compress(text.encode()))
+    versus = versus_grpo(tmp_path, [{"stage": "grpo"}, {"stage": "ppo"}], ["s"])
+    assert versus["ppo"]["s"]["difference"] == pytest.approx(0.5) and versus["ppo"]["s"]["problems"] == 4

@@ -90,3 +90,14 @@ def test_ranked_verifier_trains_both_kinds_and_judges_them_within_held_out_probl
     assert table.splitlines()[2].startswith("| orm | ") and table.splitlines()[3].startswith("| orm_ranked | ")
     again = script.run(script.build_parser().parse_args(argv))  # saved: read back, not trained again
     assert again == results
+
+
+def test_verifier_tables_read_curves_whose_records_are_kept_gzipped(tmp_path):
+    from examples.verifier_tables import read_curves
+
+    (tmp_path / "L2.json").write_text(json.dumps({"rows": [{"method": "maj", "budget": 96, "accuracy": 0.5}]}))
+    runs = [{"method": "maj", "budget": 96, "correct": True}]
+    packed = json.dumps({"kind": "search_curves", "index": 0, "runs": runs}) + "\n"
+    (tmp_path / "L2.problems.jsonl.gz").write_bytes(gzip.compress(packed.encode()))
+    rows, records = read_curves(tmp_path, 2)
+    assert rows[0]["accuracy"] == 0.5 and records == [{"kind": "search_curves", "index": 0, "runs": runs}]

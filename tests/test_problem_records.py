@@ -1,5 +1,6 @@
 """Per-problem records beside every evaluation's aggregates, the unbiased pass@k from n samples beside any@k,
 and benchmarks/report.py recomputing the aggregates from the records."""
+import gzip
 import json
 import math
 import sys
@@ -9,7 +10,13 @@ import pytest
 
 from lmgym.buffers import Trajectory
 from lmgym.core.jsonl import MalformedRowError
-from lmgym.core.problem_records import problems_path, read_problem_records, write_problem_records
+from lmgym.core.problem_records import (
+    aggregate_of,
+    problems_path,
+    read_problem_records,
+    saved_records,
+    write_problem_records,
+)
 from lmgym.evaluation.evaluate import evaluate, pass_at_k
 from tests.test_retrieval_scripts import load_script
 
@@ -94,6 +101,32 @@ def test_the_records_writer_names_the_file_beside_its_aggregate_and_bad_files_ar
     path.write_text('{"index": 0}\n')
     with pytest.raises(MalformedRowError, match=r"verifier_eval.problems.jsonl:1: missing field 'kind'"):
         read_problem_records(path)
+
+
+def test_records_kept_gzipped_are_found_and_read_and_the_writer_names_the_kind(tmp_path):
+    aggregate = tmp_path / "eval.json"
+    assert saved_records(aggregate) is None
+    packed = tmp_path / "eval.problems.jsonl.gz"
+    packed.write_bytes(gzip.compress(b'{"kind": "sampled", "index": 0}\n\n{"kind": "sampled", "index": 1}\n'))
+    assert saved_records(aggregate) == packed
+    assert aggregate_of(packed) == aggregate and aggregate_of(tmp_path / "eval.problems.jsonl") == aggregate
+    assert read_problem_records(packed) == [{"kind": "sampled", "index": 0}, {"kind": "sampled", "index": 1}]
+    plain = write_problem_records(aggregate, "sampled", [{"index": 2}])
+    assert saved_records(aggregate) == plain  # the plain file first when both are kept
+    # a record read from another kind's file is written under the writer's kind, not the one it carries
+    write_problem_records(aggregate, "search_curves", [{"kind": "search", "index": 3}])
+    assert read_problem_records(plain) == [{"kind": "search_curves", "index": 3}]
+    with pytest.raises(ValueError, match="written as plain .problems.jsonl; gzip the file afterwards"):
+        write_problem_records(packed, "sampled", [{"index": 0}])
+    # a damaged gzip file is one line naming it; a line inside it as in a plain file
+    for name, data in (("cut", gzip.compress(b'{"kind": "sampled"}\n' * 50)[:-9]), ("notgzip", b"plain text\n")):
+        bad = tmp_path / f"{name}.problems.jsonl.gz"
+        bad.write_bytes(data)
+        with pytest.raises(MalformedRowError, match=rf"^{bad}: not a readable gzip file \(.+\)$"):
+            read_problem_records(bad)
+    packed.write_bytes(gzip.compress(b'{"kind": "sampled"}\n{"index": 0}\n'))
+    with pytest.raises(MalformedRowError, match=r"eval.problems.jsonl.gz:2: missing field 'kind'"):
+        read_problem_records(packed)
 
 
 def assert_report_recomputes(folder: Path, expected_files: int) -> str:

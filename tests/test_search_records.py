@@ -1,5 +1,7 @@
 """Per-problem records of the search evaluations (evaluate_search: kind "search", evaluate_curves: kind
 "search_curves") on a scripted policy and scorer, and benchmarks/report.py recomputing their tables from them."""
+import gzip
+import json
 
 from lmgym.core.problem_records import read_problem_records
 from lmgym.envs import make
@@ -68,6 +70,25 @@ def test_evaluate_curves_records_each_budget_and_report_recomputes_the_curves(tm
 
     assert_tampering_is_caught(stem.with_suffix(".json"), shift_a_budget,
                                "| maj/30 | tokens_per_problem | 30.0000 | 28.0000 | NO |", tmp_path / "tampered")
+
+
+def test_report_reads_gzipped_records_and_curves_saved_under_kind_search(tmp_path):
+    """Saved results keep their records gzipped, and the pooled curves saved before 2026-12-01 tagged theirs "search"
+    (the pool's kind) although their runs name budgets: report.py recomputes both against the aggregates."""
+    env, script, episode = env_and_script()
+    stem = tmp_path / "results" / "curves"
+    rows = evaluate_curves(ScriptedPolicy(script), env, METHODS[:1] + METHODS[3:4], [10, 30], ScriptedScorer({}),
+                           episodes=2, records_path=stem.with_suffix(".json"))
+    save_curves(rows, stem, {"level": 1})
+    plain = tmp_path / "results" / "curves.problems.jsonl"
+    lines = [json.dumps({**json.loads(line), "kind": "search"}) for line in plain.read_text().splitlines()]
+    (tmp_path / "results" / "curves.problems.jsonl.gz").write_bytes(gzip.compress("\n".join(lines).encode()))
+    plain.unlink()
+
+    text = assert_report_recomputes(tmp_path / "results", 1)
+    assert "| curves.problems.jsonl.gz | maj/30 | accuracy | 0.5000 | 0.5000 | yes |" in text
+    assert "| beam_2x2/10 | tokens_per_problem | 10.0000 | 10.0000 | yes |" in text
+    assert "aggregates only" not in text
 
 
 def test_a_tree_searchs_record_keeps_its_size_and_its_right_leaves():
