@@ -45,6 +45,29 @@ def test_the_rules_at_n_read_the_first_n_samples_by_hand(tmp_path, capsys):
         script.main([str(tmp_path / "none.jsonl")])
 
 
+def test_by_operation_splits_an_arithmetic_pool_and_names_any_other_id(tmp_path, capsys):
+    script = load("pool_at_n")
+    assert [script.arithmetic_operation(f"arithmetic/L2/{i}") for i in (0, 8100, 16200)] == ["+", "-", "*"]
+    assert script.arithmetic_operation("arithmetic/L3/100") == "++" and script.arithmetic_operation(
+        "arithmetic/L4/3") == "words"
+    # two sums (one all right, one all wrong) and a difference whose maj is wrong and whose default scorer is right
+    records = [{**pool_record(["2"] * 2, [True] * 2, [0.5] * 2, [0.5] * 2), "id": "arithmetic/L2/0"},
+               {**pool_record(["3"] * 2, [False] * 2, [0.5] * 2, [0.5] * 2), "id": "arithmetic/L2/1"},
+               {**pool_record(["5", "1"], [False, True], [0.2, 0.9], [0.5, 0.5]), "id": "arithmetic/L2/8100"}]
+    path = tmp_path / "pool.problems.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    script.main([str(path), "--n", "2", "--by-operation"])
+    printed = capsys.readouterr().out
+    whole, plus, minus = printed.split("## Problems with ")
+    assert whole.startswith("3 problems") and plus.startswith("+\n\n2 problems") and minus.startswith("-\n\n1 problems")
+    assert "| maj | 50.0% | - |" in plus and "| weighted_maj | 50.0% | +0.0 [+0.0, +0.0] |" in plus
+    assert "| maj | 0.0% | - |" in minus and "| weighted_maj | 100.0% | - |" in minus  # one problem: no interval
+    assert "| default | 1.000 | 1.000 | 1 of 1 | 100.0% | 50.0% |" in minus
+    path.write_text(json.dumps({**records[0], "id": "gsm8k/7"}) + "\n")
+    with pytest.raises(SystemExit, match=r"^error: 'gsm8k/7' is not an Arithmetic problem id"):
+        script.main([str(path), "--by-operation"])
+
+
 @pytest.fixture(scope="module")
 def tiny_model_dir(tmp_path_factory) -> str:
     from lmgym.policies import build_tiny_model
