@@ -101,6 +101,13 @@ def test_records_without_a_pool_are_one_line():
     del records[1]["samples"]["tokens"]
     with pytest.raises(ValueError, match=r"record 1 has no per-sample tokens \(samples.tokens\)"):
         pool_curves(records, [8])
+    records = records_of(scorers())
+    first = sorted(records[0]["samples"]["scores"])
+    records[1]["samples"]["scores"].pop(first[-1])
+    with pytest.raises(ValueError, match=rf"record 1 is scored by .*, record 0 by {', '.join(first)}: one pool has"):
+        pool_curves(records, [8])
+    with pytest.raises(ValueError, match="scorers_on_pool: record 1 is scored by"):
+        scorers_on_pool(records)
 
 
 def test_pool_scorers_tell_problems_apart_from_samples_by_hand():

@@ -123,7 +123,8 @@ def _checked(records: Sequence[Mapping[str, Any]], budgets: Sequence[int]) -> li
 
 
 def _checked_pool(records: Sequence[Mapping[str, Any]], caller: str) -> None:
-    """A one-line ValueError naming `caller` unless every record holds a pool with per-sample tokens."""
+    """A one-line ValueError naming `caller` unless every record holds a pool with per-sample tokens, scored by the
+    same scorers as the first (the curves take the scorers' names from it)."""
     if not records:
         raise ValueError(f"{caller}: no problem records")
     for i, record in enumerate(records):
@@ -133,3 +134,9 @@ def _checked_pool(records: Sequence[Mapping[str, Any]], caller: str) -> None:
                              f"evaluate_reranking's records")
         if not (len(samples["tokens"]) == len(samples["answers"]) == len(samples["correct"])):
             raise ValueError(f"{caller}: record {i}'s samples disagree in length (tokens, answers, correct)")
+    first = sorted(records[0]["samples"].get("scores", {}))
+    for i, record in enumerate(records):
+        scorers = sorted(record["samples"].get("scores", {}))
+        if scorers != first:
+            raise ValueError(f"{caller}: record {i} is scored by {', '.join(scorers) or 'nothing'}, record 0 by "
+                             f"{', '.join(first) or 'nothing'}: one pool has one set of scorers")
