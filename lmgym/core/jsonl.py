@@ -65,19 +65,18 @@ def loads(text: str, path: str | Path, line: int | None = None, error: type[Valu
 def numbered_lines(path: str | Path, error: type[ValueError] = ValueError) -> Iterator[tuple[int, str]]:
     """(1-based number, text) of each line of `path`, decoded as UTF-8 one line at a time. A path ending in `.gz`
     is read through gzip (offsets then count the unpacked bytes); a damaged one is one `error("<path>: ...")`."""
-    if str(path).endswith(".gz"):
-        yield from _gzip_lines(path, error)
-        return
     offset = 0
-    with open(path, "rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            yield number, _decoded(raw, path, number, offset, error)
-            offset += len(raw)
+    for number, raw in enumerate(_raw_lines(path, error), start=1):
+        yield number, _decoded(raw, path, number, offset, error)
+        offset += len(raw)
 
 
-def _gzip_lines(path: str | Path, error: type[ValueError]) -> Iterator[tuple[int, str]]:
-    offset, number = 0, 0
-    with open(path, "rb") as packed, gzip.GzipFile(fileobj=packed) as handle:
+def _raw_lines(path: str | Path, error: type[ValueError]) -> Iterator[bytes]:
+    if not str(path).endswith(".gz"):
+        with open(path, "rb") as handle:
+            yield from handle
+        return
+    with gzip.open(path, "rb") as handle:
         while True:
             try:
                 raw = handle.readline()
@@ -85,9 +84,7 @@ def _gzip_lines(path: str | Path, error: type[ValueError]) -> Iterator[tuple[int
                 raise error(f"{path}: not a readable gzip file ({one_line(str(err)) or type(err).__name__})") from None
             if not raw:
                 return
-            number += 1
-            yield number, _decoded(raw, path, number, offset, error)
-            offset += len(raw)
+            yield raw
 
 
 def _decoded(raw: bytes, path: str | Path, line: int, offset: int, error: type[ValueError]) -> str:

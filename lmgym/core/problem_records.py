@@ -28,16 +28,11 @@ def problems_path(aggregate_path: str | os.PathLike) -> Path:
     return path.with_name(path.stem + SUFFIX)
 
 
-def is_records_file(path: str | os.PathLike) -> bool:
-    """Whether `path`'s name is a records file's (`.problems.jsonl`, or the same gzipped)."""
-    return Path(path).name.endswith((SUFFIX, GZIP_SUFFIX))
-
-
 def records_file(path: str | os.PathLike) -> Path:
     """`path` itself when it names a records file (`.problems.jsonl` or `.problems.jsonl.gz`), else the records file
     beside the aggregate it names (`problems_path`)."""
     path = Path(path)
-    return path if is_records_file(path) else problems_path(path)
+    return path if path.name.endswith((SUFFIX, GZIP_SUFFIX)) else problems_path(path)
 
 
 def saved_records(aggregate_path: str | os.PathLike) -> Path | None:
