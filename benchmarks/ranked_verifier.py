@@ -15,7 +15,6 @@ maj@N and best-of-N against maj@N. <out>/<kind>/result.json per kind (skipped wh
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import sys
 from pathlib import Path
@@ -30,14 +29,10 @@ from lmgym.traindata.step_data import LabelledSample, balanced_sources, load_pol
 KINDS = ("orm", "orm_ranked")
 
 
-def read_labels(folder: Path, name: str, out: Path) -> list[LabelledSample]:
-    """The samples of labels file `name` in `folder`, or of its .gz beside (unpacked into `out` first)."""
+def read_labels(folder: Path, name: str) -> list[LabelledSample]:
+    """The samples of labels file `name` in `folder`, or of its .gz beside (the toolkit's readers take either)."""
     path, packed = folder / name, folder / f"{name}.gz"
-    if not path.is_file() and packed.is_file():
-        out.mkdir(parents=True, exist_ok=True)
-        path = out / name
-        path.write_bytes(gzip.decompress(packed.read_bytes()))
-    return load_policy_labels(path).samples
+    return load_policy_labels(packed if not path.is_file() and packed.is_file() else path).samples
 
 
 def split(samples: list[LabelledSample], held_out: set[str]) -> tuple[list[LabelledSample], list[LabelledSample]]:
@@ -119,8 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> list[dict]:
     folder = Path(args.labels)
-    own = read_labels(folder, f"train_L{args.level}.jsonl", Path(args.out) / "labels")
-    second = read_labels(folder, f"train_L{args.level}.second.jsonl", Path(args.out) / "labels")
+    own = read_labels(folder, f"train_L{args.level}.jsonl")
+    second = read_labels(folder, f"train_L{args.level}.second.jsonl")
     problems = list(dict.fromkeys(s.problem_id for s in own + second))
     if not 0 < args.held_out < len(problems):
         raise ValueError(f"--held-out must be in 1..{len(problems) - 1} (the labels hold {len(problems)} problems), "

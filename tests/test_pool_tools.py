@@ -96,6 +96,16 @@ def test_ranked_verifier_holds_out_problems_and_says_a_bad_split_in_one_line(tmp
         script.main(["--labels", str(tmp_path / "labels"), "--held-out", "6", "--out", str(tmp_path / "out")])
 
 
+def test_ranked_verifier_reads_a_labels_file_kept_gzipped_as_the_plain_one(tmp_path):
+    script = load("ranked_verifier")
+    write_labels(tmp_path / "labels", 3)
+    plain = script.read_labels(tmp_path / "labels", "train_L2.second.jsonl")
+    packed = tmp_path / "labels" / "train_L2.second.jsonl.gz"
+    packed.write_bytes(gzip.compress((tmp_path / "labels" / "train_L2.second.jsonl").read_bytes()))
+    (tmp_path / "labels" / "train_L2.second.jsonl").unlink()
+    assert script.read_labels(tmp_path / "labels", "train_L2.second.jsonl") == plain and len(plain) == 12
+
+
 @slow
 def test_ranked_verifier_trains_both_kinds_and_judges_them_within_held_out_problems(tmp_path, tiny_model_dir):
     script = load("ranked_verifier")
