@@ -59,7 +59,7 @@ def test_by_operation_splits_an_arithmetic_pool_and_names_any_other_id(tmp_path,
     script.main([str(path), "--n", "2", "--by-operation"])
     printed = capsys.readouterr().out
     whole, plus, minus = printed.split("## Problems with ")
-    assert whole.startswith("3 problems") and plus.startswith("+\n\n2 problems") and minus.startswith("-\n\n1 problems")
+    assert whole.startswith("3 problems") and plus.startswith("+\n\n2 problems") and minus.startswith("-\n\n1 problem,")
     assert "| maj | 50.0% | - |" in plus and "| weighted_maj | 50.0% | +0.0 [+0.0, +0.0] |" in plus
     assert "| maj | 0.0% | - |" in minus and "| weighted_maj | 100.0% | - |" in minus  # one problem: no interval
     assert "| default | 1.000 | 1.000 | 1 of 1 | 100.0% | 50.0% |" in minus
