@@ -70,8 +70,8 @@ def print_tables(records: list[dict], n: int) -> None:
     """The rules at n against maj with their intervals, then each scorer's AUC within problems and the reach."""
     tokens = sum(sum(r["samples"]["tokens"]) for r in records) / len(records)
     passed = sum(any(r["samples"]["correct"]) for r in records) / len(records)
-    print(f"{len(records)} problem{'s' * (len(records) != 1)}, the first {n} samples of each: {tokens:.1f} tokens a problem, "
-          f"pass@{n} {passed:.1%}\n")
+    print(f"{len(records)} problem{'s' * (len(records) != 1)}, the first {n} samples of each: "
+          f"{tokens:.1f} tokens a problem, pass@{n} {passed:.1%}\n")
     print("| method | accuracy | vs maj, points [95% CI] |\n|---|---|---|")
     for row in at_n(records):
         print(f"| {row['method']} | {row['accuracy']:.1%} | {row['vs_maj']} |")
