@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from examples.common import example_parser  # noqa: E402
 from lmgym.core.atomic_io import atomic_write_text  # noqa: E402
+from lmgym.core.jsonl import kept_file  # noqa: E402
 from lmgym.policies import EMBEDDED_MODEL  # noqa: E402
 from lmgym.traindata.step_data import LabelledSample, balanced_sources, load_policy_labels  # noqa: E402
 
@@ -31,8 +32,7 @@ KINDS = ("orm", "orm_ranked")
 
 def read_labels(folder: Path, name: str) -> list[LabelledSample]:
     """The samples of labels file `name` in `folder`, or of its .gz beside (the toolkit's readers take either)."""
-    path, packed = folder / name, folder / f"{name}.gz"
-    return load_policy_labels(packed if not path.is_file() and packed.is_file() else path).samples
+    return load_policy_labels(kept_file(folder / name) or folder / name).samples
 
 
 def split(samples: list[LabelledSample], held_out: set[str]) -> tuple[list[LabelledSample], list[LabelledSample]]:

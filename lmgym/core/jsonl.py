@@ -98,6 +98,13 @@ def _not_utf8(raw: bytes, start: int, path: str | Path, line: int, offset: int, 
     return error(f"{path}:{line}: not UTF-8 text (byte 0x{raw[start]:02x} at offset {offset + start} of the file)")
 
 
+def kept_file(path: str | Path) -> Path | None:
+    """`path` when it is a file, else its gzip beside it (`<path>.gz`) when that is, else None."""
+    plain = Path(path)
+    packed = plain.with_name(plain.name + ".gz")
+    return plain if plain.is_file() else packed if packed.is_file() else None
+
+
 def existing_file(path: str | Path, what: str) -> Path:
     """`path` as a Path; FileNotFoundError "no <what> file at <path>" when it is not a file."""
     path = Path(path)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from lmgym.core.atomic_io import atomic_write_text
-from lmgym.core.jsonl import read_jsonl
+from lmgym.core.jsonl import kept_file, read_jsonl
 
 SUFFIX = ".problems.jsonl"
 GZIP_SUFFIX = SUFFIX + ".gz"
@@ -37,9 +37,7 @@ def records_file(path: str | os.PathLike) -> Path:
 
 def saved_records(aggregate_path: str | os.PathLike) -> Path | None:
     """The records file kept beside `aggregate_path`: `<name>.problems.jsonl`, else its gzip, else None."""
-    plain = problems_path(aggregate_path)
-    packed = plain.with_name(plain.name + ".gz")
-    return plain if plain.is_file() else packed if packed.is_file() else None
+    return kept_file(problems_path(aggregate_path))
 
 
 def aggregate_of(records_path: str | os.PathLike) -> Path:
